@@ -1,0 +1,69 @@
+"""Backends own the array module, device memory, host transfers, timing and synchronisation.
+
+NumPy is always available. CuPy is imported lazily, only when a CuPy backend is asked for or
+probed, and only counts as usable when a CUDA device answers."""
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from engine.backends.base import Backend
+from engine.backends.numpy_backend import NumpyBackend
+from engine.errors import BackendError
+
+BACKENDS = ("auto", "numpy", "cupy")
+_cupy_probe: tuple[bool, str] | None = None
+
+
+def cupy_status() -> tuple[bool, str]:
+    """(usable, reason) for the CuPy backend; never raises, cached after the first probe."""
+    global _cupy_probe
+    if _cupy_probe is None:
+        try:
+            import cupy  # noqa: PLC0415
+
+            count = cupy.cuda.runtime.getDeviceCount()
+            if count < 1:
+                raise RuntimeError("no CUDA device found")
+            probe = cupy.arange(4, dtype=cupy.float32) * 2
+            if float(probe.sum()) != 12.0:
+                raise RuntimeError("a test computation on the GPU gave a wrong result")
+            name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+            name = name.decode() if isinstance(name, bytes) else str(name)
+            _cupy_probe = (True, name)
+        except ImportError:
+            _cupy_probe = (False, "cupy is not installed (pip install 'layerlab[gpu]')")
+        except Exception as exc:  # any driver/runtime failure means "not usable", never a crash
+            _cupy_probe = (False, f"no usable CUDA GPU ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+    return _cupy_probe
+
+
+def cupy_usable() -> bool:
+    return cupy_status()[0]
+
+
+def get_backend(name: str = "auto", notice: TextIO | None = sys.stderr) -> Backend:
+    """The backend called ``name``: 'numpy', 'cupy', or 'auto' (CuPy if usable, else NumPy with a
+    one-line notice on ``notice``)."""
+    key = (name or "auto").lower()
+    if key not in BACKENDS:
+        raise BackendError(f"unknown backend {name!r}: expected one of {', '.join(BACKENDS)}")
+    if key == "numpy":
+        return NumpyBackend()
+    ok, reason = cupy_status()
+    if key == "cupy":
+        if not ok:
+            raise BackendError(f"the cupy backend cannot be used here: {reason}")
+        from engine.backends.cupy_backend import CupyBackend  # noqa: PLC0415
+
+        return CupyBackend()
+    if ok:
+        from engine.backends.cupy_backend import CupyBackend  # noqa: PLC0415
+
+        return CupyBackend()
+    if notice is not None:
+        print(f"layerlab: using the numpy backend: {reason}", file=notice)
+    return NumpyBackend()
+
+
+__all__ = ["BACKENDS", "Backend", "NumpyBackend", "cupy_status", "cupy_usable", "get_backend"]

@@ -1,0 +1,57 @@
+"""The backend interface every array backend implements."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+
+class Timer:
+    """Measures device time of a section: start(), stop(), then elapsed_ms() (synchronises)."""
+
+    def __init__(self) -> None:
+        self._t0 = 0.0
+        self._t1 = 0.0
+
+    def start(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def stop(self) -> None:
+        self._t1 = time.perf_counter()
+
+    def elapsed_ms(self) -> float:
+        return (self._t1 - self._t0) * 1e3
+
+
+class Backend:
+    """Array module, memory and synchronisation for one kind of device."""
+
+    name = "base"
+    xp: Any = np
+
+    @property
+    def device_name(self) -> str:
+        raise NotImplementedError
+
+    def to_device(self, host: np.ndarray) -> Any:
+        return self.xp.asarray(host)
+
+    def to_host(self, array: Any) -> np.ndarray:
+        return np.asarray(array)
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        return self.xp.empty(shape, dtype=dtype)
+
+    def alloc_bytes(self, nbytes: int) -> Any:
+        """A raw byte buffer that tensors are carved from (memory pool slot)."""
+        return self.xp.empty((max(int(nbytes), 1),), dtype=np.uint8)
+
+    def synchronize(self) -> None:
+        """Wait until all queued device work has finished."""
+
+    def timer(self) -> Timer:
+        return Timer()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.device_name}>"

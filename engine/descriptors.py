@@ -1,0 +1,256 @@
+"""Descriptors: what a layer or activation is, as data. The palette, the parameter window, the docs
+browser, the type checker and the exporters read these, never the layer code."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from engine.errors import ParameterError
+from engine.tensor import FORMATS, Dims, TensorFormat
+
+PARAM_TYPES = ("string", "uint", "int", "float", "enum", "dimension", "bool")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def is_identifier(name: str) -> bool:
+    """Layer names must be identifier-style: a letter or '_' then letters, digits or '_'."""
+    return bool(_IDENT.match(name or ""))
+
+
+class InputKind(str, Enum):
+    PRIMARY = "primary"  # mandatory
+    SECONDARY = "secondary"  # optional; for weighted layers it replaces a weight
+    PRIMARY_INFINITE = "primary_infinite"  # any number (>= 1) of mandatory inputs
+
+
+@dataclass(frozen=True)
+class InputDesc:
+    name: str
+    kind: InputKind = InputKind.PRIMARY
+    doc: str = ""
+    weight: str | None = None  # secondary input that replaces this weight of the layer
+
+
+@dataclass(frozen=True)
+class ParamDesc:
+    """One layer parameter. Values travel as text in the model file and are parsed here."""
+
+    name: str
+    type: str
+    default: Any
+    doc: str = ""
+    enum_values: tuple[str, ...] = ()
+    min: float | None = None
+    max: float | None = None
+    legacy_names: tuple[str, ...] = ()
+    main: bool = False  # shown on the canvas node
+
+    def __post_init__(self) -> None:
+        if self.type not in PARAM_TYPES:
+            raise ValueError(f"parameter {self.name}: unknown type {self.type!r}, expected one of {PARAM_TYPES}")
+        if self.type == "enum" and self.default not in self.enum_values:
+            raise ValueError(f"parameter {self.name}: default {self.default!r} not in {self.enum_values}")
+
+    def allowed(self) -> str:
+        """What values are allowed, in words (used in error messages and docs)."""
+        if self.type == "enum":
+            return "one of " + ", ".join(self.enum_values)
+        if self.type == "bool":
+            return "true or false"
+        if self.type == "dimension":
+            return "dimensions NxCxHxW, HxW or a single size"
+        if self.type == "string":
+            return "text"
+        kind = {"uint": "an integer", "int": "an integer", "float": "a number"}[self.type]
+        lo = self.min if self.min is not None else (0 if self.type == "uint" else None)
+        rng = ""
+        if lo is not None and self.max is not None:
+            rng = f" in [{_num(lo)}, {_num(self.max)}]"
+        elif lo is not None:
+            rng = f" >= {_num(lo)}"
+        elif self.max is not None:
+            rng = f" <= {_num(self.max)}"
+        return kind + rng
+
+    def parse(self, text: Any) -> Any:
+        """Typed value of ``text``; raises ValueError with the allowed values when invalid."""
+        if not isinstance(text, str):
+            text = self.format(text)
+        raw = text.strip()
+        try:
+            if self.type == "string":
+                return text
+            if self.type == "bool":
+                low = raw.lower()
+                if low in ("true", "1", "yes", "on"):
+                    return True
+                if low in ("false", "0", "no", "off"):
+                    return False
+                raise ValueError
+            if self.type == "enum":
+                if raw not in self.enum_values:
+                    raise ValueError
+                return raw
+            if self.type == "dimension":
+                parts = [p for p in re.split(r"[x×,\s]+", raw) if p]
+                vals = [int(p) for p in parts]
+                if any(v < 0 for v in vals):
+                    raise ValueError
+                if len(vals) == 1:
+                    return Dims(1, 1, vals[0], vals[0])
+                if len(vals) == 2:
+                    return Dims(1, 1, vals[0], vals[1])
+                if len(vals) == 4:
+                    return Dims(*vals)
+                raise ValueError
+            if self.type in ("uint", "int"):
+                value: float = int(raw)
+            else:
+                value = float(raw)
+                if not math.isfinite(value):
+                    raise ValueError
+        except ValueError:
+            raise ValueError(f"{text!r} is not {self.allowed()}") from None
+        lo = self.min if self.min is not None else (0 if self.type == "uint" else None)
+        if (lo is not None and value < lo) or (self.max is not None and value > self.max):
+            raise ValueError(f"{text!r} is not {self.allowed()}")
+        return value
+
+    def format(self, value: Any) -> str:
+        """Text of a typed value, as written to the model file."""
+        if self.type == "bool":
+            return "true" if value else "false"
+        if self.type == "dimension":
+            if isinstance(value, str):
+                return value
+            d = Dims(*value) if len(value) == 4 else Dims(1, 1, *value)
+            return str(d)
+        if self.type == "float":
+            return _num(float(value))
+        return str(value)
+
+    @property
+    def default_text(self) -> str:
+        return self.format(self.default)
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
+
+
+@dataclass(frozen=True)
+class CoefDesc:
+    name: str
+    default: float
+    doc: str = ""
+    min: float | None = None
+    max: float | None = None
+
+
+@dataclass(frozen=True)
+class ActivationDesc:
+    """An activation function: name and its float coefficients."""
+
+    name: str
+    display_name: str
+    summary: str
+    coefficients: tuple[CoefDesc, ...] = ()
+    documentation: str = ""
+    legacy_names: tuple[str, ...] = ()
+    collection: str = ""
+
+    def coefficient_values(self, given: dict[str, Any], owner: str = "") -> dict[str, float]:
+        """Coefficients with defaults filled in; raises ParameterError for unknown or bad values."""
+        known = {c.name: c for c in self.coefficients}
+        where = f"{owner}: " if owner else ""
+        out = {c.name: float(c.default) for c in self.coefficients}
+        for key, raw in given.items():
+            if key not in known:
+                names = ", ".join(known) or "none"
+                raise ParameterError(f"{where}activation {self.name} has no coefficient {key!r} (it has: {names})")
+            try:
+                val = float(raw)
+                if not math.isfinite(val):
+                    raise ValueError
+            except (TypeError, ValueError):
+                raise ParameterError(f"{where}activation {self.name} coefficient {key}={raw!r} is not a number") from None
+            c = known[key]
+            if (c.min is not None and val < c.min) or (c.max is not None and val > c.max):
+                raise ParameterError(
+                    f"{where}activation {self.name} coefficient {key}={raw!r} is outside [{c.min}, {c.max}]"
+                )
+            out[key] = val
+        return out
+
+
+@dataclass(frozen=True)
+class LayerDesc:
+    """What a layer type is: its name, palette placement, documentation, inputs and parameters."""
+
+    name: str
+    display_name: str
+    summary: str
+    categories: tuple[str, ...] = ()
+    documentation: str = ""
+    inputs: tuple[InputDesc, ...] = ()
+    params: tuple[ParamDesc, ...] = ()
+    formats: tuple[TensorFormat, ...] = FORMATS
+    generates_output: bool = True
+    legacy_names: tuple[str, ...] = ()
+    collection: str = ""
+    weights: tuple[str, ...] = field(default=())  # names of the weights the layer may need
+
+    def param(self, name: str) -> ParamDesc:
+        for p in self.params:
+            if p.name == name or name in p.legacy_names:
+                return p
+        raise KeyError(name)
+
+    @property
+    def infinite_input(self) -> bool:
+        return any(i.kind is InputKind.PRIMARY_INFINITE for i in self.inputs)
+
+    def mandatory_inputs(self, connected: int) -> list[int]:
+        """Indices of inputs that must be connected, given how many input slots exist."""
+        out = []
+        for idx, inp in enumerate(self.inputs):
+            if inp.kind is InputKind.PRIMARY:
+                out.append(idx)
+            elif inp.kind is InputKind.PRIMARY_INFINITE:
+                out.append(idx)
+        return out
+
+    def input_desc(self, index: int) -> InputDesc | None:
+        """Descriptor of input slot ``index`` (an infinite input covers every slot from its own on)."""
+        if index < len(self.inputs):
+            return self.inputs[index]
+        if self.inputs and self.inputs[-1].kind is InputKind.PRIMARY_INFINITE:
+            return self.inputs[-1]
+        return None
+
+    def canonical_param_name(self, name: str) -> str | None:
+        try:
+            return self.param(name).name
+        except KeyError:
+            return None
+
+    def parse_params(self, layer: str, raw: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+        """Typed parameters (defaults filled in) and warnings for unknown names.
+
+        Raises ParameterError naming the layer, the parameter, the bad value and what is allowed."""
+        values = {p.name: p.default for p in self.params}
+        warnings: list[str] = []
+        for key, text in raw.items():
+            canon = self.canonical_param_name(key)
+            if canon is None:
+                warnings.append(f"{self.name} {layer}: unknown parameter {key!r} ignored")
+                continue
+            p = self.param(canon)
+            try:
+                values[canon] = p.parse(text)
+            except ValueError as exc:
+                raise ParameterError(f"{self.name} {layer}: parameter {canon}: {exc}") from None
+        return values, warnings

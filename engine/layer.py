@@ -1,0 +1,157 @@
+"""Base classes for layers and activations. A plugin layer subclasses ``Layer``, sets ``desc`` and
+implements ``output_dims`` and ``forward`` (and ``weight_shapes`` if it has weights)."""
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from engine.descriptors import ActivationDesc, LayerDesc
+from engine.errors import ParameterError, ShapeError
+from engine.tensor import Dims, TensorFormat, nchw_view
+
+
+class Activation:
+    """An activation function. ``apply`` computes it on a logical array and returns the result.
+
+    Implementations use ``xp`` (numpy or cupy) so one function serves every backend."""
+
+    desc: ClassVar[ActivationDesc]
+
+    @staticmethod
+    def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def apply_inplace(cls, xp: Any, x: Any, coefs: dict[str, float]) -> None:
+        """Apply to ``x`` in place (the generic activation path after a layer without a fused one)."""
+        if x.dtype == np.float16 and xp is np:
+            x[...] = cls.apply(xp, x.astype(np.float32), coefs)
+        else:
+            x[...] = cls.apply(xp, x, coefs)
+
+
+class BoundActivation:
+    """An activation with its coefficient values, attached to one layer."""
+
+    def __init__(self, impl: type[Activation], coefs: dict[str, float]) -> None:
+        self.impl = impl
+        self.name = impl.desc.name
+        self.coefs = coefs
+
+    def __call__(self, xp: Any, x: Any) -> Any:
+        return self.impl.apply(xp, x, self.coefs)
+
+
+class Layer:
+    """One layer of a built network.
+
+    Lifecycle: constructed with typed parameters (``validate`` checks cross-parameter rules) ->
+    ``output_dims`` for shape inference -> ``weight_shapes`` to load weights -> ``set_weights`` ->
+    ``reshape`` whenever input sizes change -> ``forward`` on every inference where it is affected.
+
+    ``forward`` receives arrays in the network's tensor format (``self.fmt``); helpers ``nchw`` and
+    ``store`` let a layer be written once in logical NCHW order (views, no copies for layout)."""
+
+    desc: ClassVar[LayerDesc]
+    #: activations that ``forward`` applies itself (through ``self.activate``); others run generically.
+    #: ``"*"`` means every activation.
+    fused_activations: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, name: str, params: dict[str, Any], activation: BoundActivation | None,
+                 fmt: TensorFormat, backend: Any) -> None:
+        self.name = name
+        self.p = params
+        self.activation = activation
+        self.fmt = fmt
+        self.backend = backend
+        self.xp = backend.xp
+        self.weights: dict[str, Any] = {}  # device arrays, logical shapes, compute dtype
+        self.input_dims: list[Dims | None] = []
+        self.out_dims: Dims | None = None
+        self.reshape_count = 0
+        self.validate()
+
+    # ---- helpers for implementations -------------------------------------------------------------
+    @property
+    def cdtype(self) -> np.dtype:
+        """Compute dtype: float32, or float16 where the backend computes fp16 natively (GPU)."""
+        if self.fmt.dtype == np.float16 and self.xp is not np:
+            return np.dtype(np.float16)
+        return np.dtype(np.float32)
+
+    def param_error(self, param: str, message: str) -> ParameterError:
+        return ParameterError(f"{self.desc.name} {self.name}: parameter {param}: {message}")
+
+    def shape_error(self, message: str) -> ShapeError:
+        return ShapeError(f"{self.desc.name} {self.name}: {message}")
+
+    def nchw(self, x: Any) -> Any:
+        """Input array seen in logical NCHW order, in the compute dtype."""
+        v = nchw_view(x, self.fmt)
+        return v if v.dtype == self.cdtype else v.astype(self.cdtype)
+
+    def store(self, out: Any, y: Any) -> None:
+        """Write a logical NCHW result into the output buffer (layout and dtype conversion included)."""
+        nchw_view(out, self.fmt)[...] = y
+
+    def activate(self, y: Any) -> Any:
+        """Apply the layer's activation (for layers that fuse it into their own computation)."""
+        return self.activation(self.xp, y) if self.activation is not None else y
+
+    @property
+    def fuses_activation(self) -> bool:
+        """True when ``forward`` applies the layer's activation itself (or there is none)."""
+        if self.activation is None:
+            return True
+        return "*" in self.fused_activations or self.activation.name in self.fused_activations
+
+    # ---- what a layer implements ------------------------------------------------------------------
+    def validate(self) -> None:
+        """Cross-parameter checks; raise ``self.param_error(...)``."""
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        """Output dimensions for these input dimensions (None = unconnected). Raise ``shape_error``."""
+        raise NotImplementedError
+
+    def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
+        """Logical shape of every weight this layer needs, for these input dimensions."""
+        return {}
+
+    def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        """Deterministic random value of a weight (uniform in +-1/sqrt(fan_in), like PyTorch)."""
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else int(shape[0])
+        bound = 1.0 / math.sqrt(max(fan_in, 1))
+        return rng.uniform(-bound, bound, size=shape).astype(np.float32)
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Receive host float32 weights (validated shapes) and keep device copies."""
+        self.weights = {k: self.backend.to_device(np.ascontiguousarray(v, dtype=self.cdtype))
+                        for k, v in weights.items()}
+
+    def weight_input(self, weight: str) -> int | None:
+        """Index of the secondary input that replaces ``weight`` when connected."""
+        for i, inp in enumerate(self.desc.inputs):
+            if inp.weight == weight:
+                return i
+        return None
+
+    def weight(self, weight: str, inputs: list[Any]) -> Any:
+        """The weight's value: the connected secondary input if there is one, else the loaded weight."""
+        idx = self.weight_input(weight)
+        if idx is not None and idx < len(inputs) and inputs[idx] is not None:
+            shape = self.weight_shapes(self.input_dims)[weight]
+            return self.nchw(inputs[idx]).reshape(shape)
+        return self.weights[weight]
+
+    def reshape(self, inputs: list[Dims | None], output: Dims) -> None:
+        """Prepare for new input sizes (called by the network when they change)."""
+
+    def bypass_input(self) -> int | None:
+        """Index of the input this layer passes through unchanged (no copy), or None."""
+        return None
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        """Compute the output into ``out`` (arrays in ``self.fmt``; None for unconnected inputs)."""
+        raise NotImplementedError

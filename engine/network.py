@@ -1,0 +1,400 @@
+"""The Network: a Model built for execution on one backend in one tensor format.
+
+* Execution order is topological; a cycle is an error naming its layers.
+* Input sizes may change between runs: the next run re-infers shapes, calls ``reshape`` on the layers
+  whose sizes changed and re-plans memory, without rebuilding layers or reloading weights.
+* A run evaluates only affected layers and their dependents; an unchanged re-run does no layer work.
+* Intermediate buffers are carved from a pool and reused by liveness: a buffer is recycled after its
+  last reader unless its layer is permanent, an input or a network output.
+* A layer may pass an input through unchanged (bypass): its output aliases that input, no copy.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.backends import NumpyBackend
+from engine.backends.base import Backend
+from engine.descriptors import InputKind
+from engine.errors import GraphError, InputError, LayerLabError, ParameterError, WeightsError
+from engine.graph import execution_order
+from engine.layer import BoundActivation, Layer
+from engine.model import Model
+from engine.registry import Registry
+from engine.tensor import FP32_NCHW, Dims, TensorFormat, convert, nchw_view
+from engine.weights import RandomWeights, WeightsSource
+
+LayerHook = Callable[["Network", str, Any], None]
+NetHook = Callable[["Network"], None]
+
+
+@dataclass
+class Hooks:
+    """Debugger/profiler callbacks. Layer hooks receive (network, layer name, output array)."""
+
+    before_inference: list[NetHook] = field(default_factory=list)
+    after_inference: list[NetHook] = field(default_factory=list)
+    before_layer: list[LayerHook] = field(default_factory=list)
+    after_layer: list[LayerHook] = field(default_factory=list)
+
+
+@dataclass
+class _Node:
+    name: str
+    layer: Layer
+    inputs: list[str | None]
+    permanent: bool
+
+
+def build_layer(spec_name: str, spec_type: str, params: dict[str, str], activation: str,
+                act_coefs: dict[str, str], registry: Registry, fmt: TensorFormat, backend: Backend) -> Layer:
+    """Instantiate one layer from its model description (parameters parsed and validated)."""
+    cls = registry.layer_class(spec_type)
+    if cls is None:
+        raise GraphError(f"layer {spec_name}: unknown layer type {spec_type!r} ({registry.suggest_layer(spec_type)})")
+    values, _ = cls.desc.parse_params(spec_name, params)
+    bound = None
+    if activation and activation != "none":
+        act = registry.activation_class(activation)
+        if act is None:
+            raise ParameterError(f"layer {spec_name}: unknown activation {activation!r} "
+                                 f"(known: {', '.join(registry.activation_names)})")
+        bound = BoundActivation(act, act.desc.coefficient_values(act_coefs, f"layer {spec_name}"))
+    if fmt not in cls.desc.formats:
+        raise LayerLabError(f"{spec_type} {spec_name} does not support tensor format {fmt}")
+    return cls(spec_name, values, bound, fmt, backend)
+
+
+def random_input(dims: Dims, seed: int = 0) -> np.ndarray:
+    """The seeded random input (uniform in [0, 1), fp32 NCHW) used when no input data is given."""
+    return np.random.default_rng(seed).random(tuple(dims), dtype=np.float32)
+
+
+class Network:
+    """A runnable network. See the module documentation for its guarantees."""
+
+    def __init__(self, model: Model, registry: Registry, backend: Backend | None = None,
+                 fmt: TensorFormat = FP32_NCHW, weights: WeightsSource | None = None, seed: int = 0,
+                 reuse_buffers: bool = True) -> None:
+        self.model_name = model.name
+        self.backend = backend or NumpyBackend()
+        self.xp = self.backend.xp
+        self.fmt = fmt
+        self.weights_source = weights or RandomWeights(seed)
+        self.seed = seed
+        self.reuse_buffers = reuse_buffers
+        self.hooks = Hooks()
+        self.order = execution_order(model)
+        self.nodes: dict[str, _Node] = {}
+        for name in self.order:
+            spec = model.layers[name]
+            layer = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs,
+                                registry, fmt, self.backend)
+            self.nodes[name] = _Node(name, layer, list(spec.inputs), spec.permanent)
+            self._check_inputs_connected(name)
+        self.input_names = [n for n in self.order if getattr(self.nodes[n].layer, "is_network_input", False)]
+        outs = [n for n in self.order if getattr(self.nodes[n].layer, "is_network_output", False)]
+        if not outs:  # no output layers: every layer nobody reads is an output
+            read = {s for nd in self.nodes.values() for s in nd.inputs if s}
+            outs = [n for n in self.order if n not in read]
+        self.output_names = outs
+        self._readers: dict[str, list[str]] = {n: [] for n in self.order}
+        for n, nd in self.nodes.items():
+            for s in nd.inputs:
+                if s is not None and n not in self._readers[s]:
+                    self._readers[s].append(n)
+        self._pending_inputs: dict[str, Any] = {}
+        self._dims: dict[str, Dims] = {}
+        self._in_dims: dict[str, list[Dims | None]] = {}
+        self._weight_shapes: dict[str, dict[str, tuple[int, ...]]] = {}
+        self._planned = False
+        self._dirty: set[str] = set(self.order)
+        self._slot_of: dict[str, int] = {}
+        self._slots: list[Any] = []
+        self._owner: list[str | None] = []
+        self._views: dict[str, Any] = {}
+        self.peak_memory_bytes = 0
+        self.weights_loads = 0  # how many times weights were read from the source
+        self.last_executed: list[str] = []  # layers computed by the latest run
+
+    # ---- structure -------------------------------------------------------------------------------
+    def _check_inputs_connected(self, name: str) -> None:
+        nd = self.nodes[name]
+        desc = nd.layer.desc
+        missing = []
+        for i, inp in enumerate(desc.inputs):
+            src = nd.inputs[i] if i < len(nd.inputs) else None
+            if inp.kind is InputKind.PRIMARY and src is None:
+                missing.append(i)
+            if inp.kind is InputKind.PRIMARY_INFINITE and not any(s for s in nd.inputs[i:]):
+                missing.append(i)
+        if missing:
+            raise GraphError(f"{desc.name} {name}: these mandatory inputs are not connected: "
+                             + ", ".join(map(str, missing)))
+
+    def layer(self, name: str) -> Layer:
+        try:
+            return self.nodes[name].layer
+        except KeyError:
+            raise LayerLabError(f"network {self.model_name} has no layer {name!r}") from None
+
+    def dims(self, name: str) -> Dims:
+        """Output dimensions of a layer (after planning)."""
+        self._ensure_planned()
+        return self._dims[name]
+
+    def _root(self, name: str) -> str:
+        """The layer whose buffer holds ``name``'s output (follows bypass aliases)."""
+        seen = set()
+        while True:
+            nd = self.nodes[name]
+            b = nd.layer.bypass_input() if not self._needs_activation_pass(nd) else None
+            if b is None or b >= len(nd.inputs) or nd.inputs[b] is None or name in seen:
+                return name
+            seen.add(name)
+            name = nd.inputs[b]  # type: ignore[assignment]
+
+    @staticmethod
+    def _needs_activation_pass(nd: _Node) -> bool:
+        return nd.layer.activation is not None
+
+    # ---- inputs ----------------------------------------------------------------------------------
+    def set_input(self, name: str, array: np.ndarray, fmt: TensorFormat | None = None) -> None:
+        """Give input layer ``name`` a host tensor (4-D, in ``fmt``, default fp32 NCHW)."""
+        if name not in self.input_names:
+            raise InputError(f"network {self.model_name} has no input layer {name!r} "
+                             f"(inputs: {', '.join(self.input_names) or 'none'})")
+        arr = np.asarray(array)
+        if arr.ndim != 4:
+            raise InputError(f"input {name}: expected a 4-D tensor (N, C, H, W), got shape {arr.shape}")
+        if arr.dtype.kind not in "fiu":
+            raise InputError(f"input {name}: expected numbers, got dtype {arr.dtype}")
+        if not np.all(np.isfinite(arr)):
+            raise InputError(f"input {name}: the tensor contains NaN or infinite values")
+        if min(arr.shape) < 1:
+            raise InputError(f"input {name}: every dimension must be at least 1, got shape {arr.shape}")
+        src = fmt or FP32_NCHW
+        self._pending_inputs[name] = self.backend.to_device(convert(arr.astype(np.float32), src, self.fmt))
+
+    def input_dims(self, name: str) -> Dims:
+        self._ensure_planned()
+        return self._dims[name]
+
+    def mark_affected(self, name: str) -> None:
+        """Make the next run re-evaluate this layer and everything downstream of it."""
+        self.layer(name)
+        self._dirty.add(name)
+
+    # ---- planning: shapes, reshape, weights, memory ----------------------------------------------
+    def _current_input_dims(self, name: str) -> Dims:
+        pending = self._pending_inputs.get(name)
+        if pending is not None:
+            return self.fmt.dims_of(pending)
+        if name in self._dims:
+            return self._dims[name]
+        return self.nodes[name].layer.default_dims()  # type: ignore[attr-defined]
+
+    def _ensure_planned(self) -> None:
+        wanted = {n: self._current_input_dims(n) for n in self.input_names}
+        if self._planned and all(self._dims.get(n) == d for n, d in wanted.items()):
+            return
+        self._plan(wanted)
+
+    def _plan(self, input_dims: dict[str, Dims]) -> None:
+        dims: dict[str, Dims] = {}
+        in_dims: dict[str, list[Dims | None]] = {}
+        for name in self.order:
+            nd = self.nodes[name]
+            ins = [dims[s] if s is not None else None for s in nd.inputs]
+            if name in input_dims:
+                nd.layer.requested_dims = input_dims[name]  # type: ignore[attr-defined]
+            out = nd.layer.output_dims(ins)
+            dims[name], in_dims[name] = out, ins
+        # weights: loaded once; a reshape only checks that the loaded ones still fit
+        for name in self.order:
+            layer = self.nodes[name].layer
+            shapes = self._needed_weights(name, in_dims[name])
+            old = self._weight_shapes.get(name)
+            if old is None:
+                loaded = {w: self.weights_source.get(layer, w, s) for w, s in shapes.items()}
+                layer.set_weights(loaded)
+                self.weights_loads += bool(loaded)
+                self._weight_shapes[name] = dict(shapes)
+            elif old != shapes:
+                changed = [w for w in shapes if old.get(w) != shapes[w]]
+                w = changed[0] if changed else next(iter(old))
+                raise WeightsError(f"layer {name}: the new input sizes need weight {w!r} of shape "
+                                   f"{shapes.get(w)}, but the loaded weight has shape {old.get(w)}")
+        for name in self.order:
+            nd = self.nodes[name]
+            if self._in_dims.get(name) != in_dims[name] or self._dims.get(name) != dims[name]:
+                nd.layer.input_dims, nd.layer.out_dims = in_dims[name], dims[name]
+                nd.layer.reshape(in_dims[name], dims[name])
+                nd.layer.reshape_count += 1
+        self._dims, self._in_dims = dims, in_dims
+        self._plan_memory()
+        self._planned = True
+        self._dirty = set(self.order)
+
+    def _needed_weights(self, name: str, ins: list[Dims | None]) -> dict[str, tuple[int, ...]]:
+        nd = self.nodes[name]
+        shapes = nd.layer.weight_shapes(ins)
+        out = {}
+        for w, s in shapes.items():
+            idx = nd.layer.weight_input(w)
+            if idx is not None and idx < len(nd.inputs) and nd.inputs[idx] is not None:
+                continue  # a connected secondary input provides it
+            out[w] = tuple(int(x) for x in s)
+        return out
+
+    def _plan_memory(self) -> None:
+        roots = {n: self._root(n) for n in self.order}
+        pos = {n: i for i, n in enumerate(self.order)}
+        keep = set(self.input_names) | set(self.output_names) | {n for n, nd in self.nodes.items() if nd.permanent}
+        last_use: dict[str, int] = {}
+        pinned: set[str] = set()
+        for n in self.order:
+            r = roots[n]
+            last_use[r] = max(last_use.get(r, pos[r]), pos[n])
+            for reader in self._readers[n]:
+                last_use[r] = max(last_use[r], pos[reader])
+            if n in keep:
+                pinned.add(r)
+        capacity: list[int] = []
+        slot_of: dict[str, int] = {}
+        free: list[int] = []
+        release_at: dict[int, list[int]] = {}
+        for n in self.order:
+            if roots[n] != n:
+                continue
+            need = int(np.prod(self.fmt.shape(self._dims[n]))) * self.fmt.itemsize
+            slot = None
+            if self.reuse_buffers and free:
+                fitting = [s for s in free if capacity[s] >= need]
+                slot = min(fitting, key=capacity.__getitem__) if fitting else max(free, key=capacity.__getitem__)
+                free.remove(slot)
+                capacity[slot] = max(capacity[slot], need)
+            if slot is None:
+                slot = len(capacity)
+                capacity.append(need)
+            slot_of[n] = slot
+            if n not in pinned:
+                release_at.setdefault(last_use[n], []).append(slot)
+            free.extend(release_at.pop(pos[n], []))
+        self._slots = [self.backend.alloc_bytes(c) for c in capacity]
+        self._owner = [None] * len(capacity)
+        self._slot_of = {n: slot_of[roots[n]] for n in self.order}
+        self._roots = roots
+        self._views = {}
+        for n in self.order:
+            r = roots[n]
+            if r == n:
+                nbytes = int(np.prod(self.fmt.shape(self._dims[n]))) * self.fmt.itemsize
+                buf = self._slots[slot_of[n]][:nbytes]
+                self._views[n] = buf.view(self.fmt.dtype).reshape(self.fmt.shape(self._dims[n]))
+        for n in self.order:
+            self._views[n] = self._views[roots[n]]
+        self.peak_memory_bytes = int(sum(capacity))
+        self.slot_count = len(capacity)
+
+    # ---- execution -------------------------------------------------------------------------------
+    def _valid(self, name: str, owner: list[str | None]) -> bool:
+        r = self._roots[name]
+        return owner[self._slot_of[r]] == r
+
+    def _evaluation_set(self, wanted: set[str], downstream: bool = True) -> set[str]:
+        """Layers to compute: the wanted ones (and their dependents when ``downstream``), plus
+        producers whose buffers were recycled although a layer to compute still reads them."""
+        todo = set(wanted)
+        stack = list(wanted) if downstream else []
+        while stack:
+            for r in self._readers[stack.pop()]:
+                if r not in todo:
+                    todo.add(r)
+                    stack.append(r)
+        while True:
+            owner = list(self._owner)
+            added = False
+            for n in self.order:
+                if n not in todo:
+                    continue
+                for s in self.nodes[n].inputs:
+                    if s is None or s in todo:
+                        continue
+                    if not self._valid(s, owner):
+                        todo.add(s)
+                        todo.add(self._roots[s])
+                        added = True
+                if self._roots[n] == n:
+                    owner[self._slot_of[n]] = n
+            if not added:
+                return todo
+
+    def run(self) -> list[str]:
+        """One inference. Returns the names of the layers actually computed."""
+        self._ensure_planned()
+        for name, data in self._pending_inputs.items():
+            self.nodes[name].layer.data = data  # type: ignore[attr-defined]
+            self._dirty.add(name)
+        self._pending_inputs.clear()
+        for name in self.input_names:
+            layer = self.nodes[name].layer
+            if getattr(layer, "data", None) is None:  # no input given: seeded random tensor
+                host = random_input(self._dims[name], self.seed)
+                layer.data = self.backend.to_device(convert(host, FP32_NCHW, self.fmt))  # type: ignore[attr-defined]
+        todo = self._evaluation_set(self._dirty) if self._dirty else set()
+        for cb in self.hooks.before_inference:
+            cb(self)
+        executed = []
+        for name in self.order:
+            if name in todo:
+                self._execute(name)
+                executed.append(name)
+        self._dirty.clear()
+        for cb in self.hooks.after_inference:
+            cb(self)
+        self.last_executed = executed
+        return executed
+
+    def _execute(self, name: str) -> None:
+        nd = self.nodes[name]
+        out = self._views[name]
+        for cb in self.hooks.before_layer:
+            cb(self, name, out)
+        if self._roots[name] == name:
+            ins = [self._views[s] if s is not None else None for s in nd.inputs]
+            nd.layer.forward(ins, out)
+            act = nd.layer.activation
+            if act is not None and not nd.layer.fuses_activation:
+                act.impl.apply_inplace(self.xp, nchw_view(out, self.fmt), act.coefs)
+            self._owner[self._slot_of[name]] = name
+        for cb in self.hooks.after_layer:
+            cb(self, name, out)
+
+    def output(self, name: str, fmt: TensorFormat | None = None) -> np.ndarray:
+        """Host copy of any layer's output, in ``fmt`` (default fp32 NCHW).
+
+        A layer whose buffer was recycled is recomputed (mark it permanent to keep its output)."""
+        self.layer(name)
+        if not self._planned or not self._views:
+            self.run()
+        if not self._valid(name, self._owner):
+            todo = self._evaluation_set({self._roots[name]}, downstream=False)
+            for n in self.order:
+                if n in todo:
+                    self._execute(n)
+        return self.backend.to_host(convert(self._views[name], self.fmt, fmt or FP32_NCHW, self.xp))
+
+    def outputs(self, fmt: TensorFormat | None = None) -> dict[str, np.ndarray]:
+        """Host copies of every network output."""
+        return {n: self.output(n, fmt) for n in self.output_names}
+
+    def infer(self, inputs: dict[str, np.ndarray] | None = None, fmt: TensorFormat | None = None) -> dict[str, np.ndarray]:
+        """Set inputs (host arrays in ``fmt``), run, and return the outputs in ``fmt``."""
+        for k, v in (inputs or {}).items():
+            self.set_input(k, v, fmt)
+        self.run()
+        return self.outputs(fmt)

@@ -1,0 +1,164 @@
+"""The registry: what the loaded plugins provide (layers, activations, fusing rules)."""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field, replace
+
+from engine.descriptors import ActivationDesc, LayerDesc
+from engine.errors import LayerLabError
+from engine.layer import Activation, Layer
+
+
+@dataclass(frozen=True)
+class PluginMeta:
+    """Metadata every plugin (collection) declares as ``PLUGIN`` next to its ``register`` function."""
+
+    name: str
+    version: str
+    author: str
+    description: str
+
+
+@dataclass
+class PluginInfo:
+    meta: PluginMeta
+    source: str  # module name or file path
+    layers: list[str] = field(default_factory=list)
+    activations: list[str] = field(default_factory=list)
+    fusing_rules: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PluginFailure:
+    """A plugin that could not be loaded, and why."""
+
+    source: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"plugin {self.source} failed to load: {self.reason}"
+
+
+@dataclass
+class RegisteredRule:
+    collection: str
+    text: str
+    enabled: bool = True
+
+
+class Registrar:
+    """What a plugin's ``register(registrar)`` function receives."""
+
+    def __init__(self, registry: Registry, info: PluginInfo) -> None:
+        self._registry = registry
+        self._info = info
+
+    def layer(self, cls: type[Layer]) -> None:
+        self._registry._add_layer(cls, self._info)
+
+    def activation(self, cls: type[Activation]) -> None:
+        self._registry._add_activation(cls, self._info)
+
+    def fusing_rule(self, text: str, enabled: bool = True) -> None:
+        self._registry.fusing_rules.append(RegisteredRule(self._info.meta.name, text, enabled))
+        self._info.fusing_rules.append(text)
+
+
+class Registry:
+    def __init__(self) -> None:
+        self.plugins: dict[str, PluginInfo] = {}
+        self.failures: list[PluginFailure] = []
+        self._layers: dict[str, type[Layer]] = {}
+        self._activations: dict[str, type[Activation]] = {}
+        self._layer_alias: dict[str, str] = {}
+        self._act_alias: dict[str, str] = {}
+        self.fusing_rules: list[RegisteredRule] = []
+
+    # ---- registration ----------------------------------------------------------------------------
+    def register_plugin(self, meta: PluginMeta, register: object, source: str) -> PluginInfo:
+        """Run a plugin's registration; on failure nothing of it stays registered."""
+        if meta.name in self.plugins:
+            raise LayerLabError(f"a plugin named {meta.name!r} is already loaded (from {self.plugins[meta.name].source})")
+        info = PluginInfo(meta, source)
+        try:
+            register(Registrar(self, info))  # type: ignore[operator]
+        except Exception:
+            self._drop(info)
+            raise
+        self.plugins[meta.name] = info
+        return info
+
+    def _add_layer(self, cls: type[Layer], info: PluginInfo) -> None:
+        desc = getattr(cls, "desc", None)
+        if not isinstance(desc, LayerDesc):
+            raise LayerLabError(f"{cls.__name__} has no LayerDesc 'desc'")
+        if desc.name in self._layers:
+            raise LayerLabError(f"layer type {desc.name!r} is already registered by {self._layers[desc.name].desc.collection}")
+        cls.desc = replace(desc, collection=info.meta.name)
+        self._layers[desc.name] = cls
+        for legacy in desc.legacy_names:
+            self._layer_alias[legacy] = desc.name
+        info.layers.append(desc.name)
+
+    def _add_activation(self, cls: type[Activation], info: PluginInfo) -> None:
+        desc = getattr(cls, "desc", None)
+        if not isinstance(desc, ActivationDesc):
+            raise LayerLabError(f"{cls.__name__} has no ActivationDesc 'desc'")
+        if desc.name in self._activations or desc.name == "none":
+            raise LayerLabError(f"activation {desc.name!r} is already registered")
+        cls.desc = replace(desc, collection=info.meta.name)
+        self._activations[desc.name] = cls
+        for legacy in desc.legacy_names:
+            self._act_alias[legacy] = desc.name
+        info.activations.append(desc.name)
+
+    def _drop(self, info: PluginInfo) -> None:
+        for n in info.layers:
+            self._layers.pop(n, None)
+        for n in info.activations:
+            self._activations.pop(n, None)
+        self._layer_alias = {k: v for k, v in self._layer_alias.items() if v in self._layers}
+        self._act_alias = {k: v for k, v in self._act_alias.items() if v in self._activations}
+        self.fusing_rules = [r for r in self.fusing_rules if r.collection != info.meta.name]
+
+    def unload(self, collection: str) -> None:
+        """Remove a collection and everything it registered."""
+        info = self.plugins.pop(collection, None)
+        if info is None:
+            raise LayerLabError(f"no plugin named {collection!r} is loaded")
+        self._drop(info)
+
+    # ---- queries ---------------------------------------------------------------------------------
+    @property
+    def layer_names(self) -> list[str]:
+        return sorted(self._layers)
+
+    @property
+    def activation_names(self) -> list[str]:
+        return sorted(self._activations)
+
+    def find_layer(self, name: str) -> LayerDesc | None:
+        cls = self.layer_class(name)
+        return cls.desc if cls else None
+
+    def layer_class(self, name: str) -> type[Layer] | None:
+        return self._layers.get(self._layer_alias.get(name, name))
+
+    def layer_descs(self) -> list[LayerDesc]:
+        return [self._layers[n].desc for n in self.layer_names]
+
+    def find_activation(self, name: str) -> ActivationDesc | None:
+        cls = self.activation_class(name)
+        return cls.desc if cls else None
+
+    def activation_class(self, name: str) -> type[Activation] | None:
+        return self._activations.get(self._act_alias.get(name, name))
+
+    def activation_descs(self) -> list[ActivationDesc]:
+        return [self._activations[n].desc for n in self.activation_names]
+
+    def suggest_layer(self, name: str) -> str:
+        close = difflib.get_close_matches(name, list(self._layers) + list(self._layer_alias), n=3)
+        if close:
+            return "did you mean " + " or ".join(close) + "?"
+        return "known layer types: " + ", ".join(self.layer_names)

@@ -1,0 +1,1 @@
+"""Built-in plugin collections (standard layers, activations, ...)."""

@@ -1,0 +1,16 @@
+"""relu: max(x, 0)."""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.descriptors import ActivationDesc
+from engine.layer import Activation
+
+
+class Relu(Activation):
+    desc = ActivationDesc("relu", "ReLU", "Rectified linear unit: max(x, 0).",
+                          documentation="<p><code>y = max(x, 0)</code>. ONNX: Relu.</p>")
+
+    @staticmethod
+    def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
+        return xp.maximum(x, 0)

@@ -1,0 +1,134 @@
+"""convolution: 2-D convolution (cross-correlation, like ONNX Conv and torch.nn.Conv2d)."""
+from __future__ import annotations
+
+from typing import Any
+
+
+from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
+from engine.layer import Layer
+from engine.tensor import Dims
+
+
+def conv_output_size(size: int, kernel: int, stride: int, pad_before: int, pad_after: int, dilation: int) -> int:
+    """Output length along one axis; <= 0 means the kernel does not fit."""
+    return (size + pad_before + pad_after - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def conv2d(xp: Any, x: Any, w: Any, b: Any | None, stride: tuple[int, int], padding: tuple[int, int],
+           dilation: tuple[int, int], groups: int) -> Any:
+    """Logical NCHW convolution: ``x`` (N, C, H, W), ``w`` (O, C/groups, KH, KW), ``b`` (O,) or None.
+
+    im2col over the kernel taps (a loop over KH*KW taps, never over pixels or channels), then one
+    batched matrix product per group (BLAS on the CPU, cuBLAS on the GPU)."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    sh, sw = stride
+    ph, pw = padding
+    dh, dw = dilation
+    ho = conv_output_size(h, kh, sh, ph, ph, dh)
+    wo = conv_output_size(wd, kw, sw, pw, pw, dw)
+    if kh == kw == 1 and sh == sw == 1 and ph == pw == 0 and groups == 1:
+        cols = x.reshape(n, 1, c, h * wd)
+    else:
+        if ph or pw:
+            xpad = xp.zeros((n, c, h + 2 * ph, wd + 2 * pw), dtype=x.dtype)
+            xpad[:, :, ph:ph + h, pw:pw + wd] = x
+        else:
+            xpad = x
+        cols = xp.empty((n, c, kh, kw, ho, wo), dtype=x.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                cols[:, :, i, j] = xpad[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw]
+        cols = cols.reshape(n, groups, cg * kh * kw, ho * wo)
+    wm = w.reshape(groups, o // groups, cg * kh * kw)
+    y = xp.matmul(wm[None], cols).reshape(n, o, ho, wo)
+    if b is not None:
+        y += b.reshape(1, o, 1, 1)
+    return y
+
+
+DESC = LayerDesc(
+    name="convolution",
+    display_name="Convolution",
+    summary="2-D convolution with stride, padding, dilation, groups and optional bias.",
+    categories=("Convolution",),
+    documentation=(
+        "<p>Computes <code>y[n,o] = bias[o] + sum over c,kh,kw of w[o,c,kh,kw] * x[n, g*C/G + c, "
+        "h*stride + kh*dilation - pad, ...]</code> (cross-correlation, as in ONNX Conv and PyTorch).</p>"
+        "<p>Output size: <code>H_out = (H + 2*pad - dilation*(K-1) - 1) / stride + 1</code> (rounded down).</p>"
+        "<ul><li><b>input</b> (primary): N x C x H x W.</li>"
+        "<li><b>weights</b> (secondary): replaces the loaded weights; dimensions C_out x C_in/groups x K_h x K_w.</li>"
+        "<li><b>bias</b> (secondary): replaces the loaded bias; C_out elements.</li>"
+        "<li><b>num_output_channels</b>: C_out, default 16, at least 1.</li>"
+        "<li><b>kernel_size</b>: K or KhxKw, default 3.</li>"
+        "<li><b>stride</b>: default 1. <b>dilation</b>: default 1 (both at least 1).</li>"
+        "<li><b>padding</b>: zero padding on each side, P or PhxPw, default 1.</li>"
+        "<li><b>groups</b>: default 1; C_in and C_out must both be multiples of it.</li>"
+        "<li><b>bias</b>: add a bias, default true.</li></ul>"
+        "<p>Weights files: <code>NAME_weights.npy</code> (C_out, C_in/groups, K_h, K_w) and "
+        "<code>NAME_bias.npy</code> (C_out,).</p>"
+    ),
+    inputs=(
+        InputDesc("input"),
+        InputDesc("weights", InputKind.SECONDARY, weight="weights"),
+        InputDesc("bias", InputKind.SECONDARY, weight="bias"),
+    ),
+    params=(
+        ParamDesc("num_output_channels", "uint", 16, "output channels", min=1, max=65536, main=True,
+                  legacy_names=("output_channels",)),
+        ParamDesc("kernel_size", "dimension", Dims(1, 1, 3, 3), "kernel size", main=True),
+        ParamDesc("stride", "dimension", Dims(1, 1, 1, 1), "stride"),
+        ParamDesc("padding", "dimension", Dims(1, 1, 1, 1), "zero padding on each side"),
+        ParamDesc("dilation", "dimension", Dims(1, 1, 1, 1), "dilation"),
+        ParamDesc("groups", "uint", 1, "number of groups", min=1, max=65536),
+        ParamDesc("bias", "bool", True, "add a bias"),
+    ),
+    weights=("weights", "bias"),
+)
+
+
+class Convolution(Layer):
+    desc = DESC
+    fused_activations = frozenset({"*"})
+
+    def validate(self) -> None:
+        for name in ("kernel_size", "stride", "dilation"):
+            d = self.p[name]
+            if d.h < 1 or d.w < 1:
+                raise self.param_error(name, f"{d.h}x{d.w} must be at least 1x1")
+        if self.p["num_output_channels"] % self.p["groups"]:
+            raise self.param_error("groups", f"num_output_channels {self.p['num_output_channels']} is not a multiple of groups {self.p['groups']}")
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        x = inputs[0]
+        assert x is not None
+        k, s, p, d = (self.p[n] for n in ("kernel_size", "stride", "padding", "dilation"))
+        g = self.p["groups"]
+        if x.c % g:
+            raise self.shape_error(f"input has {x.c} channels, not a multiple of groups {g}")
+        ho = conv_output_size(x.h, k.h, s.h, p.h, p.h, d.h)
+        wo = conv_output_size(x.w, k.w, s.w, p.w, p.w, d.w)
+        if ho < 1 or wo < 1:
+            eh, ew = d.h * (k.h - 1) + 1, d.w * (k.w - 1) + 1
+            raise self.shape_error(f"kernel {eh}x{ew} (dilated) is larger than the padded input "
+                                   f"{x.h + 2 * p.h}x{x.w + 2 * p.w}")
+        return Dims(x.n, self.p["num_output_channels"], ho, wo)
+
+    def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
+        x = inputs[0]
+        assert x is not None
+        k = self.p["kernel_size"]
+        o = self.p["num_output_channels"]
+        shapes: dict[str, tuple[int, ...]] = {"weights": (o, x.c // self.p["groups"], k.h, k.w)}
+        if self.p["bias"]:
+            shapes["bias"] = (o,)
+        return shapes
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        w = self.weight("weights", inputs)
+        b = self.weight("bias", inputs) if self.p["bias"] else None
+        s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
+        y = conv2d(self.xp, self.nchw(inputs[0]), w, b, (s.h, s.w), (p.h, p.w), (d.h, d.w), self.p["groups"])
+        self.store(out, self.activate(y))
+
+

@@ -1,0 +1,65 @@
+"""element_wise: sum, product, max, min or difference of any number of inputs."""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
+from engine.layer import Layer
+from engine.tensor import Dims
+
+OPERATIONS = ("sum", "product", "max", "min", "sub")
+
+
+def element_wise(xp: Any, arrays: list[Any], operation: str) -> Any:
+    """Combine logical arrays (NumPy broadcasting) with ``operation``; 'sub' is first minus the rest."""
+    acc = arrays[0]
+    for a in arrays[1:]:
+        if operation == "sum":
+            acc = acc + a
+        elif operation == "product":
+            acc = acc * a
+        elif operation == "max":
+            acc = xp.maximum(acc, a)
+        elif operation == "min":
+            acc = xp.minimum(acc, a)
+        else:
+            acc = acc - a
+    return acc if len(arrays) > 1 else acc.copy()
+
+
+DESC = LayerDesc(
+    name="element_wise",
+    display_name="Element-wise",
+    summary="Sum, product, max, min or difference of any number of inputs.",
+    categories=("Arithmetic",),
+    documentation=(
+        "<p>Combines its inputs value by value. <b>operation</b>: <code>sum</code>, <code>product</code>, "
+        "<code>max</code>, <code>min</code> or <code>sub</code> (the first input minus all the others); "
+        "default sum.</p>"
+        "<p>Inputs (primary, any number, at least one) must have the same dimensions, except that a "
+        "dimension of size 1 is broadcast (e.g. a 1x1x1x1 tensor scales a whole image).</p>"
+    ),
+    inputs=(InputDesc("inputs", InputKind.PRIMARY_INFINITE),),
+    params=(ParamDesc("operation", "enum", "sum", "how inputs combine", enum_values=OPERATIONS, main=True,
+                      legacy_names=("op",)),),
+)
+
+
+class ElementWise(Layer):
+    desc = DESC
+    fused_activations = frozenset({"*"})
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        present = [d for d in inputs if d is not None]
+        out = list(present[0])
+        for d in present[1:]:
+            for axis, (a, b) in enumerate(zip(out, d)):
+                if a != b and 1 not in (a, b):
+                    raise self.shape_error(
+                        f"inputs of dimensions {Dims(*present[0])} and {d} differ in {'NCHW'[axis]} ({a} vs {b})")
+                out[axis] = max(a, b)
+        return Dims(*out)
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        arrays = [self.nchw(x) for x in inputs if x is not None]
+        self.store(out, self.activate(element_wise(self.xp, arrays, self.p["operation"])))

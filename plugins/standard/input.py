@@ -1,0 +1,59 @@
+"""input: where tensors enter the network."""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.descriptors import LayerDesc, ParamDesc
+from engine.layer import Layer
+from engine.tensor import Dims
+
+DESC = LayerDesc(
+    name="input",
+    display_name="Input",
+    summary="Network input: receives an image, video frame or tensor.",
+    categories=("Input/Output",),
+    documentation=(
+        "<p>Feeds a tensor into the network. Its size comes from the data given at run time "
+        "(image, video frame or NPY tensor); <b>dimensions</b> is the size used for type checking "
+        "and for random inputs when no data is given.</p>"
+        "<p>Images are read as RGB in 0..1, then each value becomes <code>value*scale + shift</code>, "
+        "channels are zero-padded up to <b>min_channels</b>, and H and W are zero-padded on the "
+        "bottom/right up to a multiple of <b>tiling</b>. NPY tensors are passed as they are.</p>"
+        "<ul><li><b>dimensions</b>: NxCxHxW, default 1x3x64x64</li>"
+        "<li><b>scale</b>: default 1</li><li><b>shift</b>: default 0</li>"
+        "<li><b>min_channels</b>: default 0 (no padding)</li><li><b>tiling</b>: default 1, range 1..4096</li></ul>"
+    ),
+    inputs=(),
+    params=(
+        ParamDesc("dimensions", "dimension", Dims(1, 3, 64, 64), "size for type checking and random inputs", main=True),
+        ParamDesc("scale", "float", 1.0, "image values are multiplied by this"),
+        ParamDesc("shift", "float", 0.0, "then this is added"),
+        ParamDesc("min_channels", "uint", 0, "images are zero-padded to at least this many channels", max=4096),
+        ParamDesc("tiling", "uint", 1, "H and W of images are zero-padded to a multiple of this", min=1, max=4096),
+    ),
+)
+
+
+class InputLayer(Layer):
+    desc = DESC
+    is_network_input = True
+    fused_activations = frozenset({"*"})
+    data: Any = None
+    requested_dims: Dims | None = None
+
+    def validate(self) -> None:
+        d = self.p["dimensions"]
+        if min(d) < 1:
+            raise self.param_error("dimensions", f"{d} has a zero size; every dimension must be at least 1")
+
+    def default_dims(self) -> Dims:
+        return self.p["dimensions"]
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        return self.requested_dims or self.p["dimensions"]
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        if self.activation is None:
+            out[...] = self.data
+        else:
+            self.store(out, self.activate(self.nchw(self.data)))

@@ -1,0 +1,35 @@
+"""output: marks a network output."""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.descriptors import InputDesc, LayerDesc
+from engine.layer import Layer
+from engine.tensor import Dims
+
+DESC = LayerDesc(
+    name="output",
+    display_name="Output",
+    summary="Network output: its input is a result of the network.",
+    categories=("Input/Output",),
+    documentation=(
+        "<p>Marks its input as an output of the network. It passes the input through without a copy "
+        "(bypass); with an activation it applies it into its own buffer.</p>"
+        "<ul><li><b>input</b> (primary): the tensor to output.</li></ul>"
+    ),
+    inputs=(InputDesc("input"),),
+)
+
+
+class OutputLayer(Layer):
+    desc = DESC
+    is_network_output = True
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        return inputs[0]  # type: ignore[return-value]
+
+    def bypass_input(self) -> int | None:
+        return 0
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        out[...] = inputs[0]
