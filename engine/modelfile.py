@@ -213,7 +213,7 @@ def dumps(model: Model) -> str:
         fe = ET.SubElement(root, "fusing-rules")
         for r in model.fusing_rules:
             ET.SubElement(fe, "rule", {"enabled": "true" if r.enabled else "false"}).text = r.text
-    for tag, child, store in (("templates", "template", model.templates),
+    for tag, _child, store in (("templates", "template", model.templates),
                               ("custom-layers", "custom-layer", model.custom_layers)):
         if store:
             te = ET.SubElement(root, tag)

@@ -1,22 +1,27 @@
-"""The activation collection: activation functions any layer can carry."""
+"""The activation collection: activation functions any layer can carry. Each module defines one
+activation and exposes it as ``ACTIVATION``."""
 from __future__ import annotations
 
+import importlib
+
 from engine.registry import PluginMeta, Registrar
-from plugins.activations.leaky_relu import LeakyRelu
-from plugins.activations.relu import Relu
-from plugins.activations.sigmoid import Sigmoid
-from plugins.activations.tanh import Tanh
 
 PLUGIN = PluginMeta(
     name="activations",
     version="0.1.0",
     author="LayerLab",
-    description="Activation functions: relu, leaky_relu, sigmoid, tanh and more.",
+    description="Activation functions: relu, leaky_relu, sigmoid, tanh, softmax, gelu, silu and more.",
 )
 
-ACTIVATIONS = [Relu, LeakyRelu, Sigmoid, Tanh]
+ACTIVATION_MODULES = (
+    "relu",
+    "leaky_relu",
+    "sigmoid",
+    "tanh",
+    # more (one module name per line)
+)
 
 
 def register(registrar: Registrar) -> None:
-    for cls in ACTIVATIONS:
-        registrar.activation(cls)
+    for name in ACTIVATION_MODULES:
+        registrar.activation(importlib.import_module(f"{__name__}.{name}").ACTIVATION)

@@ -17,3 +17,6 @@ class LeakyRelu(Activation):
     @staticmethod
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return xp.where(x >= 0, x, x * x.dtype.type(coefs["alpha"]))
+
+
+ACTIVATION = LeakyRelu

@@ -14,3 +14,6 @@ class Relu(Activation):
     @staticmethod
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return xp.maximum(x, 0)
+
+
+ACTIVATION = Relu

@@ -20,3 +20,6 @@ class Sigmoid(Activation):
     @staticmethod
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return sigmoid(xp, x)
+
+
+ACTIVATION = Sigmoid

@@ -14,3 +14,6 @@ class Tanh(Activation):
     @staticmethod
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return xp.tanh(x)
+
+
+ACTIVATION = Tanh

@@ -1,22 +1,29 @@
-"""The standard layer collection."""
+"""The standard layer collection. Each module defines one layer and exposes it as ``LAYER``."""
 from __future__ import annotations
 
+import importlib
+
 from engine.registry import PluginMeta, Registrar
-from plugins.standard.convolution import Convolution
-from plugins.standard.element_wise import ElementWise
-from plugins.standard.input import InputLayer
-from plugins.standard.output import OutputLayer
 
 PLUGIN = PluginMeta(
     name="standard",
     version="0.1.0",
     author="LayerLab",
-    description="Standard layers: input, output, convolution, element-wise and more.",
+    description="Standard layers: input/output, convolutions, normalization, pooling, resampling and more.",
 )
 
-LAYERS = [InputLayer, OutputLayer, Convolution, ElementWise]
+LAYER_MODULES = (
+    "input",
+    "output",
+    "convolution",
+    "element_wise",
+    # group A (one module name per line)
+    # end group A
+    # group B (one module name per line)
+    # end group B
+)
 
 
 def register(registrar: Registrar) -> None:
-    for cls in LAYERS:
-        registrar.layer(cls)
+    for name in LAYER_MODULES:
+        registrar.layer(importlib.import_module(f"{__name__}.{name}").LAYER)

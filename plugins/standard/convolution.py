@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -132,3 +131,6 @@ class Convolution(Layer):
         self.store(out, self.activate(y))
 
 
+
+
+LAYER = Convolution

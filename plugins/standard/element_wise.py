@@ -63,3 +63,6 @@ class ElementWise(Layer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         arrays = [self.nchw(x) for x in inputs if x is not None]
         self.store(out, self.activate(element_wise(self.xp, arrays, self.p["operation"])))
+
+
+LAYER = ElementWise

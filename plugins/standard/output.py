@@ -33,3 +33,6 @@ class OutputLayer(Layer):
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         out[...] = inputs[0]
+
+
+LAYER = OutputLayer

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+
+from engine.backends import cupy_usable  # noqa: E402
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if cupy_usable():
+        return
+    skip = pytest.mark.skip(reason="no usable CUDA GPU (CuPy backend)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def registry():
+    from engine.plugins import load_plugins
+
+    reg = load_plugins()
+    assert not reg.failures, reg.failures
+    return reg

@@ -1,0 +1,119 @@
+"""Shared test harness for layers: run one layer in a tiny network on every backend and format,
+and compute independent references with onnxruntime.
+
+Tolerances (stated once, used by every layer test): fp32 results must match the reference within
+``rtol=1e-4`` and ``atol=1e-4 * scale``; fp16 results within ``rtol=1e-2`` and ``atol=1e-2 * scale``,
+where ``scale = max(1, max|reference|)``. fp16 inputs and weights are rounded to fp16 before the
+reference is computed, so the remaining error is the fp16 rounding of intermediate and output values."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engine.backends import cupy_usable, get_backend
+from engine.layer import Layer
+from engine.model import Model
+from engine.network import Network
+from engine.plugins import default_registry
+from engine.tensor import FORMATS, Dims, Precision, TensorFormat
+from engine.weights import RandomWeights, WeightsSource
+
+BACKENDS = ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)]
+FORMAT_IDS = [str(f) for f in FORMATS]
+
+
+def backend_param(name: str):
+    return get_backend(name, notice=None)
+
+
+class DictWeights(WeightsSource):
+    """Weights given explicitly per (layer, weight); missing ones fall back to seeded random values."""
+
+    def __init__(self, weights: dict[str, dict[str, np.ndarray]] | None = None, seed: int = 0) -> None:
+        self.weights = weights or {}
+        self.random = RandomWeights(seed)
+        self.used: dict[str, dict[str, np.ndarray]] = {}
+
+    def get(self, layer: Layer, weight: str, shape: tuple[int, ...]) -> np.ndarray:
+        given = self.weights.get(layer.name, {}).get(weight)
+        arr = np.asarray(given, dtype=np.float32) if given is not None else self.random.get(layer, weight, shape)
+        assert arr.shape == tuple(shape), f"{layer.name}.{weight}: test gave {arr.shape}, layer needs {shape}"
+        self.used.setdefault(layer.name, {})[weight] = arr
+        return arr
+
+
+def layer_model(layer_type: str, params: dict[str, Any] | None, input_dims: list[Dims | None],
+                activation: str = "none", coefs: dict[str, Any] | None = None) -> Model:
+    """in0..inK -> L -> out. ``None`` in ``input_dims`` leaves that input unconnected."""
+    m = Model("harness")
+    names: list[str | None] = []
+    for i, d in enumerate(input_dims):
+        if d is None:
+            names.append(None)
+            continue
+        m.add_layer("input", f"in{i}", params={"dimensions": str(Dims(*d))})
+        names.append(f"in{i}")
+    m.add_layer(layer_type, "L", params={k: str(v) for k, v in (params or {}).items()}, inputs=names,
+                activation=activation, act_coefs=coefs)
+    m.add_layer("output", "out", inputs=["L"])
+    return m
+
+
+def run_layer(layer_type: str, params: dict[str, Any] | None, inputs: list[np.ndarray | None],
+              fmt: TensorFormat, backend: str = "numpy", activation: str = "none",
+              coefs: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None,
+              seed: int = 0) -> tuple[np.ndarray, dict[str, np.ndarray], Network]:
+    """Run layer ``L`` on host NCHW fp32 inputs. Returns (output fp32 NCHW, weights used, network).
+
+    With fp16 formats the inputs are rounded to fp16 first (so a reference can use the same values)."""
+    dims = [Dims(*x.shape) if x is not None else None for x in inputs]
+    model = layer_model(layer_type, params, dims, activation, coefs)
+    src = DictWeights({"L": weights} if weights else None, seed)
+    net = Network(model, default_registry(), backend_param(backend), fmt, weights=src)
+    for i, x in enumerate(inputs):
+        if x is not None:
+            net.set_input(f"in{i}", x.astype(np.float32))
+    net.run()
+    out = net.output("out")
+    return out, src.used.get("L", {}), net
+
+
+def round_like(x: np.ndarray, fmt: TensorFormat) -> np.ndarray:
+    """What the network actually sees of a host tensor in this format."""
+    return x.astype(np.float16).astype(np.float32) if fmt.precision is Precision.FP16 else x.astype(np.float32)
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, fmt: TensorFormat, what: str = "") -> None:
+    expected = np.asarray(expected, dtype=np.float64)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != reference {expected.shape}"
+    scale = max(1.0, float(np.max(np.abs(expected))) if expected.size else 1.0)
+    tol = 1e-2 if fmt.precision is Precision.FP16 else 1e-4
+    np.testing.assert_allclose(actual, expected, rtol=tol, atol=tol * scale, err_msg=what)
+
+
+def ort_run(nodes: list[Any], inputs: dict[str, np.ndarray], initializers: dict[str, np.ndarray],
+            output_names: list[str] | None = None, opset: int = 17) -> list[np.ndarray]:
+    """Run a small ONNX graph (float32) in onnxruntime: the independent reference."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    outs = output_names or [nodes[-1].output[0]]
+    graph = helper.make_graph(
+        nodes, "ref",
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in inputs.items()],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs],
+        [numpy_helper.from_array(np.asarray(v, dtype=np.float32), k) for k, v in initializers.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(outs, {k: np.asarray(v, dtype=np.float32) for k, v in inputs.items()})
+
+
+def gpu_available() -> bool:
+    return cupy_usable()

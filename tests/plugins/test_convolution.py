@@ -1,0 +1,81 @@
+"""convolution against onnxruntime's Conv on every backend and format."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from engine.errors import ParameterError, ShapeError
+from engine.tensor import FORMATS
+from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+
+CASES = [
+    # (N, C, H, W), params
+    ((1, 3, 17, 19), dict(num_output_channels=8)),
+    ((2, 4, 16, 15), dict(num_output_channels=6, kernel_size="3x5", stride="2x1", padding="1x2")),
+    ((1, 6, 13, 11), dict(num_output_channels=6, groups=3, dilation=2, padding=2)),
+    ((1, 4, 9, 9), dict(num_output_channels=4, groups=4, kernel_size=3, padding=0, bias="false")),
+    ((2, 5, 8, 10), dict(num_output_channels=7, kernel_size=1, padding=0)),
+    ((1, 2, 7, 6), dict(num_output_channels=3, kernel_size="2", stride=3, padding=1)),
+]
+
+
+def onnx_conv(x, w, b, params):
+    def pair(v, default):
+        v = str(params.get(v, default)).split("x")
+        return [int(v[0]), int(v[-1])]
+    pads = pair("padding", 1)
+    attrs = dict(strides=pair("stride", 1), pads=pads + pads, dilations=pair("dilation", 1),
+                 group=int(params.get("groups", 1)))
+    inits = {"w": w} | ({"b": b} if b is not None else {})
+    node = helper.make_node("Conv", ["x", "w"] + (["b"] if b is not None else []), ["y"], **attrs)
+    return ort_run([node], {"x": x}, inits)[0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("shape,params", CASES)
+def test_convolution_matches_onnxruntime(backend, fmt, shape, params):
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    out, w, _ = run_layer("convolution", params, [x], fmt, backend)
+    ref = onnx_conv(round_like(x, fmt), round_like(w["weights"], fmt),
+                    round_like(w["bias"], fmt) if "bias" in w else None, params)
+    assert_close(out, ref, fmt, f"convolution {params}")
+
+
+@pytest.mark.parametrize("act,coefs,onnx_op,attrs", [
+    ("relu", {}, "Relu", {}),
+    ("leaky_relu", {"alpha": "0.2"}, "LeakyRelu", {"alpha": 0.2}),
+    ("sigmoid", {}, "Sigmoid", {}),
+    ("tanh", {}, "Tanh", {}),
+])
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+def test_convolution_with_fused_activation(backend, fmt, act, coefs, onnx_op, attrs):
+    x = np.random.default_rng(2).standard_normal((1, 3, 9, 8)).astype(np.float32)
+    params = dict(num_output_channels=5)
+    out, w, _ = run_layer("convolution", params, [x], fmt, backend, activation=act, coefs=coefs)
+    conv = onnx_conv(round_like(x, fmt), round_like(w["weights"], fmt), round_like(w["bias"], fmt), params)
+    ref = ort_run([helper.make_node(onnx_op, ["x"], ["y"], **attrs)], {"x": conv}, {})[0]
+    assert_close(out, ref, fmt, act)
+
+
+def test_weights_from_secondary_input_take_precedence():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    fmt = FORMATS[0]
+    out, used, _ = run_layer("convolution", dict(num_output_channels=4, bias="false"), [x, w], fmt)
+    assert "weights" not in used  # nothing loaded for a weight that an input provides
+    assert_close(out, onnx_conv(x, w, None, dict(bias="false")), fmt)
+
+
+def test_bad_parameters_are_named():
+    x = np.zeros((1, 4, 8, 8), np.float32)
+    with pytest.raises(ParameterError, match=r"convolution L: parameter num_output_channels: '0' is not an integer in \[1"):
+        run_layer("convolution", dict(num_output_channels=0), [x], FORMATS[0])
+    with pytest.raises(ParameterError, match="groups"):
+        run_layer("convolution", dict(num_output_channels=5, groups=2), [x], FORMATS[0])
+    with pytest.raises(ShapeError, match=r"convolution L: kernel 9x9 \(dilated\) is larger than the padded input 6x6"):
+        run_layer("convolution", dict(kernel_size=5, dilation=2, padding=0), [np.zeros((1, 4, 6, 6), np.float32)],
+                  FORMATS[0])
