@@ -97,7 +97,7 @@ def loads(text: str | bytes, path: str = "<string>", registry: Registry | None =
         model.fusing_rules.append(FusingRuleSpec((r.text or "").strip(), r.get("enabled", "true") == "true"))
     for kind, store in (("templates/template", model.templates), ("custom-layers/custom-layer", model.custom_layers)):
         for t in root.iterfind(kind):
-            store[t.get("name", "")] = ET.tostring(t, encoding="unicode").strip()
+            store[t.get("name", "")] = _canonical_xml(t)
 
     layers_elem = root.find("layers")
     for le in (layers_elem if layers_elem is not None else []):
@@ -247,6 +247,17 @@ def save(model: Model, path: str | os.PathLike[str]) -> None:
         raise
     model.path = str(p)
     model.mark_clean()
+
+
+def _canonical_xml(elem: ET.Element) -> str:
+    """XML text of an element without indentation whitespace (stable across save/load)."""
+    for e in elem.iter():
+        if e.text is not None and not e.text.strip():
+            e.text = None
+        if e.tail is not None and not e.tail.strip():
+            e.tail = None
+    elem.tail = None
+    return ET.tostring(elem, encoding="unicode")
 
 
 def _num(v: float) -> str:

@@ -107,7 +107,6 @@ def from_nchw_view(array: Any, fmt: TensorFormat) -> Any:
 
 
 def convert(array: Any, src: TensorFormat, dst: TensorFormat, xp: Any = np) -> Any:
-    """Copy of ``array`` (stored in ``src``) in format ``dst``, contiguous."""
-    logical = nchw_view(array, src)
-    out = from_nchw_view(logical, dst)
-    return xp.ascontiguousarray(out.astype(dst.dtype, copy=False))
+    """Copy of ``array`` (stored in ``src``) in format ``dst``, contiguous (never a view)."""
+    out = from_nchw_view(nchw_view(array, src), dst)
+    return out.astype(dst.dtype, order="C", copy=True)

@@ -19,6 +19,16 @@ ACTIVATION_MODULES = (
     "sigmoid",
     "tanh",
     # more (one module name per line)
+    "leaky_sigmoid",
+    "leaky_tanh",
+    "softmax",
+    "sine",
+    "gelu",
+    "gelu_tanh",
+    "silu",
+    "elu",
+    "clamp",
+    "hardswish",
 )
 
 

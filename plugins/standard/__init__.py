@@ -20,6 +20,7 @@ LAYER_MODULES = (
     # group A (one module name per line)
     # end group A
     # group B (one module name per line)
+    "resize",
     # end group B
 )
 

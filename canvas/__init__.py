@@ -1,0 +1,1 @@
+"""The node-graph editor: a NodeGraphQt view of an engine Model (the Model stays the source of truth)."""

@@ -1,0 +1,480 @@
+"""ModelCanvas: the NodeGraphQt view of one Model.
+
+User gestures on the canvas (connect, detach, move, rename, drop, delete) are turned into Model commands;
+the canvas itself changes only in answer to Model events coming through the ModelBridge. NodeGraphQt's own
+undo stack is never used, so undo/redo is the Model's alone."""
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+from typing import Any
+
+from NodeGraphQt import NodeGraph
+from NodeGraphQt.constants import ViewerEnum
+from NodeGraphQt.qgraphics.port import PortItem
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from canvas.bridge import ModelBridge
+from canvas.clipboard import copy_layers, paste_specs
+from canvas.nodes import LayerNode, make_node_class
+from engine.descriptors import InputKind, LayerDesc
+from engine.errors import LayerLabError
+from engine.model import Event, Model
+from engine.registry import Registry
+from engine.tensor import Dims
+from engine.typecheck import Diagnostic
+
+#: text/plain payload of a palette drag: ``layerlab-layer:<type>``
+DRAG_PREFIX = "layerlab-layer:"
+NODE_SIZE_GUESS = (180.0, 90.0)
+
+
+def _dims_text(d: Dims) -> str:
+    return "×".join(str(v) for v in d)
+
+
+class ModelCanvas(NodeGraph):
+    """Node graph showing ``model``; emits ``selection_changed(list[str])`` and ``status_message(str)``."""
+
+    selection_changed = QtCore.Signal(list)
+    status_message = QtCore.Signal(str)
+
+    def __init__(self, model: Model, registry: Registry, bridge: ModelBridge,
+                 parent: QtCore.QObject | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.registry = registry
+        self.bridge = bridge
+        self.nodes: dict[str, LayerNode] = {}
+        self._classes: dict[str, type[LayerNode]] = {}
+        self._diags: dict[str, list[Diagnostic]] = {}
+        self._shapes: dict[str, Dims] = {}
+        self._grid = True
+        self.set_acyclic(False)  # cycles reach the Model, which refuses them with a message
+        self.set_pipe_collision(False)
+        self.set_background_color(34, 36, 40)
+        self.set_grid_color(48, 51, 56)
+        for desc in registry.layer_descs():
+            cls = self._node_class(desc.name)
+            self.register_node(cls, alias=desc.display_name)
+        self.node_selection_changed.connect(self._on_selection)
+        self.viewer().viewport().installEventFilter(self)
+        bridge.event.connect(self._on_model_event)
+        for name in model.layers:
+            self._create_node(name)
+        for name in model.layers:
+            self._sync_links(name)
+
+    # ---- queries ---------------------------------------------------------------------------------
+    def layer_of(self, node: Any) -> str | None:
+        """Layer name shown by a node (or node view item)."""
+        nid = getattr(node, "id", None)
+        for name, n in self.nodes.items():
+            if n.id == nid:
+                return name
+        return None
+
+    def selected_layers(self) -> list[str]:
+        """Selected layer names, in model order."""
+        ids = {n.id for n in self.selected_nodes()}
+        return [name for name, n in self.nodes.items() if n.id in ids]
+
+    def port_of(self, layer: str, index: int | None) -> Any:
+        """The Port of input ``index`` of ``layer`` (``None``: its output)."""
+        node = self.nodes[layer]
+        return node.output_ports()[0] if index is None else node.input_ports()[index]
+
+    def snapshot(self) -> dict[str, Any]:
+        """What the canvas shows, as plain data (for comparing with the Model in tests)."""
+        out: dict[str, Any] = {}
+        for name, node in self.nodes.items():
+            links = []
+            for port in node.input_ports():
+                conn = port.connected_ports()
+                links.append(self.layer_of(conn[0].node()) if conn else None)
+            while links and links[-1] is None:
+                links.pop()
+            x, y = node.pos()
+            out[name] = {"type": node.layer_type, "inputs": links, "position": (round(x, 3), round(y, 3)),
+                         "title": node.name()}
+        return out
+
+    # ---- node and link views ---------------------------------------------------------------------
+    def _node_class(self, layer_type: str) -> type[LayerNode]:
+        if layer_type not in self._classes:
+            self._classes[layer_type] = make_node_class(layer_type, self.registry.find_layer(layer_type))
+        return self._classes[layer_type]
+
+    def _create_node(self, name: str) -> None:
+        spec = self.model.layers[name]
+        node = self._node_class(spec.type)()
+        self.add_node(node, pos=list(spec.position), selected=False, push_undo=False)
+        node.set_property("name", name, push_undo=False)
+        node.view.name = name
+        self.nodes[name] = node
+        self._update_info(name)
+
+    def _remove_node(self, name: str) -> None:
+        node = self.nodes.pop(name, None)
+        if node is None:
+            return
+        for port in node.input_ports() + node.output_ports():
+            for other in port.connected_ports():
+                port.disconnect_from(other, push_undo=False, emit_signal=False)
+        self.remove_node(node, push_undo=False)
+
+    def _wanted_ports(self, name: str) -> int:
+        spec = self.model.layers[name]
+        desc = self.nodes[name].desc
+        last = max((i for i, s in enumerate(spec.inputs) if s is not None), default=-1)
+        if desc is None:
+            return max(len(spec.inputs), last + 1)
+        if desc.infinite_input:
+            return max(len(desc.inputs), last + 2)  # a free port after the last connected one
+        return max(len(desc.inputs), last + 1)
+
+    def _sync_links(self, name: str) -> None:
+        """Make the input ports and links of ``name``'s node match the Model exactly."""
+        node = self.nodes.get(name)
+        if node is None or name not in self.model.layers:
+            return
+        spec = self.model.layers[name]
+        wanted = self._wanted_ports(name)
+        while len(node.input_ports()) < wanted:
+            node.add_input_slot(len(node.input_ports()))
+        while len(node.input_ports()) > wanted:
+            port = node.input_ports()[-1]
+            for other in port.connected_ports():
+                port.disconnect_from(other, push_undo=False, emit_signal=False)
+            node.delete_input(port)
+        for i, port in enumerate(node.input_ports()):
+            src = spec.inputs[i] if i < len(spec.inputs) else None
+            src_port = None
+            if src is not None and src in self.nodes and self.nodes[src].output_ports():
+                src_port = self.nodes[src].output_ports()[0]
+            current = port.connected_ports()
+            view_ok = len(port.view.connected_pipes) == len(current)
+            if view_ok and current == ([src_port] if src_port else []):
+                continue
+            for other in current:
+                port.disconnect_from(other, push_undo=False, emit_signal=False)
+            for pipe in list(port.view.connected_pipes):
+                pipe.delete()
+            if src_port is not None:
+                port.connect_to(src_port, push_undo=False, emit_signal=False)
+        node.view.draw_node()
+        node.place_badge()
+
+    def _update_info(self, name: str) -> None:
+        node = self.nodes.get(name)
+        spec = self.model.layers.get(name)
+        if node is None or spec is None:
+            return
+        desc = node.desc
+        lines = [f"<span style='color:#9aa4b0'>{html.escape(desc.display_name if desc else spec.type + ' (unknown)')}</span>"]
+        if desc:
+            for p in desc.params:
+                if p.main:
+                    value = spec.params.get(p.name, p.default_text)
+                    lines.append(f"{html.escape(p.name)}: <b>{html.escape(value)}</b>")
+        if spec.activation and spec.activation != "none":
+            lines.append(f"activation: <b>{html.escape(spec.activation)}</b>")
+        if spec.permanent:
+            lines.append("<i>permanent</i>")
+        shape = self._shapes.get(name)
+        if shape is not None:
+            lines.append(f"<span style='color:#8fd18f'>→ {_dims_text(shape)}</span>")
+        else:
+            lines.append("<span style='color:#777'>→ ?</span>")
+        node.set_info("<br>".join(lines))
+        diags = self._diags.get(name, [])
+        sev = "error" if any(d.severity == "error" for d in diags) else ("warning" if diags else "")
+        node.badge.show_diagnostics(sev, [f"{d.severity}: {d.message}" for d in diags])
+        node.place_badge()
+
+    def set_analysis(self, diagnostics: list[Diagnostic], shapes: dict[str, Dims]) -> None:
+        """Show type-check results: output shapes and badges on the nodes."""
+        self._diags = {}
+        for d in diagnostics:
+            if d.layer:
+                self._diags.setdefault(d.layer, []).append(d)
+        self._shapes = dict(shapes)
+        for name in self.nodes:
+            self._update_info(name)
+
+    def badge_severity(self, name: str) -> str:
+        return self.nodes[name].badge.severity
+
+    # ---- Model events -> view --------------------------------------------------------------------
+    def _on_model_event(self, ev: Event) -> None:
+        kind, name = ev.kind, ev.layer
+        if kind == "layer_added" and name in self.model.layers:
+            self._create_node(name)
+            self._sync_links(name)
+            for reader, _ in self.model.readers(name):
+                self._sync_links(reader)
+        elif kind == "layer_removed":
+            self._remove_node(name)
+        elif kind == "layer_renamed":
+            old = ev.data["old"]
+            node = self.nodes.pop(old)
+            self.nodes[name] = node
+            node.set_property("name", name, push_undo=False)
+            node.view.name = name
+            node.view.draw_node()
+            node.place_badge()
+            self._update_info(name)
+        elif kind == "link_changed":
+            self._sync_links(name)
+        elif kind in ("param_changed", "activation_changed"):
+            self._update_info(name)
+        elif kind == "layer_moved" and name in self.nodes:
+            x, y = self.model.layers[name].position
+            if tuple(self.nodes[name].pos()) != (x, y):
+                self.nodes[name].set_pos(x, y)
+
+    # ---- user gestures -> Model commands ---------------------------------------------------------
+    def _port_ref(self, item: PortItem) -> tuple[str, int | None] | None:
+        """(layer, input index or None for the output) of a port view item."""
+        name = self.layer_of(item.node)
+        if name is None:
+            return None
+        if item.port_type == "out":
+            return name, None
+        views = [p.view for p in self.nodes[name].input_ports()]
+        return (name, views.index(item)) if item in views else None
+
+    def _on_connection_changed(self, disconnected: list, connected: list) -> None:  # noqa: D401 (NodeGraphQt slot)
+        """The viewer reports links the user made or removed; apply them to the Model."""
+        touched: set[str] = set()
+        links = []
+        for a, b in connected:
+            ra, rb = self._port_ref(a), self._port_ref(b)
+            if not ra or not rb:
+                continue
+            (src, _), (dst, idx) = (ra, rb) if ra[1] is None else (rb, ra)
+            links.append((src, dst, idx))
+            touched.add(dst)
+        cuts = []
+        for a, b in disconnected:
+            ra, rb = self._port_ref(a), self._port_ref(b)
+            if not ra or not rb:
+                continue
+            dst, idx = ra if ra[1] is not None else rb
+            touched.add(dst)
+            if not any(d == dst and i == idx for _, d, i in links):
+                cuts.append((dst, idx))
+        try:
+            with self.model.macro("Connect" if links else "Disconnect"):
+                for dst, idx in cuts:
+                    self.model.disconnect(dst, idx)
+                for src, dst, idx in links:
+                    self.model.connect(src, dst, idx)
+        except LayerLabError as exc:
+            self.status_message.emit(f"Link refused: {exc}")
+            if self.model.can_undo() and self.model.undo_text() in ("Connect", "Disconnect") and cuts and links:
+                pass
+        for dst in touched:
+            self._sync_links(dst)
+
+    def _on_connection_sliced(self, ports: list) -> None:
+        self._on_connection_changed(ports, [])
+
+    def _on_insert_node(self, pipe: Any, node_id: str, prev_node_pos: dict) -> None:
+        pass  # dropping a node onto a link does nothing; links are made explicitly
+
+    def _on_nodes_moved(self, node_data: dict) -> None:
+        moves = []
+        for view in node_data:
+            name = self.layer_of(view)
+            if name is not None:
+                moves.append((name, tuple(view.xy_pos)))
+        if moves:
+            with self.model.macro("Move " + ", ".join(n for n, _ in moves)):
+                for name, pos in moves:
+                    self.model.move_layer(name, pos)
+
+    def _on_node_name_changed(self, node_id: str, name: str) -> None:
+        node = self.get_node_by_id(node_id)
+        old = self.layer_of(node)
+        if old is None or old == name:
+            return
+        try:
+            self.model.rename_layer(old, name)
+        except LayerLabError as exc:
+            self.status_message.emit(f"Rename refused: {exc}")
+            node.view.name = old
+            node.view.draw_node()
+
+    def _on_search_triggered(self, node_type: str, pos: tuple) -> None:
+        for layer_type, cls in self._classes.items():
+            if cls.type_ == node_type:
+                self.add_layer(layer_type, (pos[0], pos[1]))
+
+    def _on_node_data_dropped(self, mimedata: QtCore.QMimeData, pos: QtCore.QPoint) -> None:
+        text = mimedata.text() if mimedata.hasText() else ""
+        if text.startswith(DRAG_PREFIX):
+            self.add_layer(text[len(DRAG_PREFIX):], (float(pos.x()), float(pos.y())))
+
+    def _on_selection(self, selected: list, deselected: list) -> None:
+        self.selection_changed.emit(self.selected_layers())
+
+    def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:
+        if event.type() == QtCore.QEvent.Type.MouseButtonDblClick and event.button() == QtCore.Qt.MouseButton.LeftButton:
+            scene_pos = self.viewer().mapToScene(event.position().toPoint())
+            for item in self.viewer().scene().items(scene_pos):
+                if isinstance(item, PortItem):
+                    if self.add_layer_at_port(item):
+                        return True
+                    break
+        return super().eventFilter(obj, event)
+
+    # ---- editing operations (menus and tests call these) -----------------------------------------
+    def view_center(self) -> tuple[float, float]:
+        vp = self.viewer().viewport().rect().center()
+        p = self.viewer().mapToScene(vp)
+        return (p.x() - NODE_SIZE_GUESS[0] / 2, p.y() - NODE_SIZE_GUESS[1] / 2)
+
+    def add_layer(self, layer_type: str, pos: tuple[float, float] | None = None) -> str | None:
+        """Add a layer of ``layer_type`` (at the view centre by default), select it, return its name."""
+        if self.registry.find_layer(layer_type) is None:
+            self.status_message.emit(f"Unknown layer type {layer_type!r}")
+            return None
+        name = self.model.add_layer(layer_type, position=pos or self.view_center())
+        self.select_layers([name])
+        self.status_message.emit(f"Added {name}")
+        return name
+
+    def add_layer_at_port(self, item: PortItem) -> str | None:
+        """Double-click on a free port: create an input (output) layer linked to it."""
+        ref = self._port_ref(item)
+        if ref is None or item.connected_pipes:
+            return None
+        name, idx = ref
+        x, y = self.model.layers[name].position
+        if idx is None:
+            layer_type, pos = "output", (x + 260.0, y)
+        else:
+            layer_type, pos = "input", (x - 260.0, y + 60.0 * idx)
+        if self.registry.find_layer(layer_type) is None:
+            return None
+        with self.model.macro(f"Add {layer_type} for {name}"):
+            new = self.model.add_layer(layer_type, position=pos)
+            if idx is None:
+                self.model.connect(name, new, 0)
+            else:
+                self.model.connect(new, name, idx)
+        self.select_layers([new])
+        self.status_message.emit(f"Added {new} linked to {name}")
+        return new
+
+    def select_layers(self, names: Iterable[str]) -> None:
+        wanted = set(names)
+        self.clear_selection()
+        for name, node in self.nodes.items():
+            if name in wanted:
+                node.set_selected(True)
+        self.selection_changed.emit(self.selected_layers())
+
+    def focus_layer(self, name: str) -> None:
+        """Select ``name`` and centre the view on it."""
+        if name in self.nodes:
+            self.select_layers([name])
+            self.center_on([self.nodes[name]])
+
+    def delete_selection(self) -> None:
+        """Delete the selected nodes, or else the selected links."""
+        names = self.selected_layers()
+        if names:
+            self.model.remove_layers(names)
+            self.status_message.emit(f"Deleted {len(names)} layer(s)")
+            return
+        cuts = []
+        for in_view, out_view in self.viewer().selected_pipes() if hasattr(self.viewer(), "selected_pipes") else []:
+            ref = self._port_ref(in_view) or self._port_ref(out_view)
+            ref_in = self._port_ref(in_view)
+            if ref_in and ref_in[1] is not None:
+                cuts.append(ref_in)
+            elif ref:
+                ref_out = self._port_ref(out_view)
+                if ref_out and ref_out[1] is not None:
+                    cuts.append(ref_out)
+        if cuts:
+            with self.model.macro("Delete links"):
+                for dst, idx in cuts:
+                    self.model.disconnect(dst, idx)
+            for dst, _ in cuts:
+                self._sync_links(dst)
+
+    def copy_selection(self) -> str | None:
+        names = self.selected_layers()
+        if not names:
+            return None
+        text = copy_layers(self.model, names)
+        mime = QtCore.QMimeData()
+        mime.setData("application/x-layerlab-layers", text.encode())
+        mime.setText(text)
+        QtGui.QGuiApplication.clipboard().setMimeData(mime)
+        return text
+
+    def cut_selection(self) -> None:
+        names = self.selected_layers()
+        if self.copy_selection():
+            with self.model.macro("Cut"):
+                self.model.remove_layers(names)
+
+    def paste(self, text: str | None = None, offset: tuple[float, float] = (40.0, 40.0)) -> list[str]:
+        """Paste layers (from the clipboard by default); returns the new names."""
+        if text is None:
+            mime = QtGui.QGuiApplication.clipboard().mimeData()
+            text = bytes(mime.data("application/x-layerlab-layers")).decode() if mime else ""
+            text = text or QtGui.QGuiApplication.clipboard().text()
+        try:
+            specs = paste_specs(self.model, text, offset)
+        except (ValueError, TypeError, KeyError):
+            self.status_message.emit("Nothing to paste: the clipboard holds no layers")
+            return []
+        if not specs:
+            return []
+        self.model.add_layers(specs, "Paste")
+        names = [s.name for s in specs]
+        self.select_layers(names)
+        self.status_message.emit(f"Pasted {len(names)} layer(s)")
+        return names
+
+    def duplicate_selection(self) -> list[str]:
+        names = self.selected_layers()
+        return self.paste(copy_layers(self.model, names)) if names else []
+
+    def select_all_layers(self) -> None:
+        self.select_layers(list(self.nodes))
+
+    def fit(self) -> None:
+        nodes = list(self.nodes.values())
+        if nodes:
+            self.viewer().zoom_to_nodes([n.view for n in nodes])
+            self.center_on(nodes)
+
+    def show_grid(self, on: bool) -> None:
+        self._grid = on
+        self.set_grid_mode(ViewerEnum.GRID_DISPLAY_LINES.value if on else ViewerEnum.GRID_DISPLAY_NONE.value)
+
+    @property
+    def grid_shown(self) -> bool:
+        return self._grid
+
+
+def layer_desc_inputs(desc: LayerDesc) -> list[str]:
+    """Input kinds of a descriptor as words (for tooltips)."""
+    words = {InputKind.PRIMARY: "primary", InputKind.SECONDARY: "secondary", InputKind.PRIMARY_INFINITE: "any number"}
+    return [f"{i.name} ({words[i.kind]})" for i in desc.inputs]
+
+
+def make_palette_mime(layer_type: str) -> QtCore.QMimeData:
+    """The drag payload the palette gives and the canvas accepts."""
+    mime = QtCore.QMimeData()
+    mime.setText(DRAG_PREFIX + layer_type)
+    return mime
+
+
+__all__ = ["ModelCanvas", "DRAG_PREFIX", "make_palette_mime", "layer_desc_inputs", "QtWidgets"]

@@ -1,0 +1,31 @@
+"""silu: x * sigmoid(x) (also called swish)."""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.descriptors import ActivationDesc
+from engine.layer import Activation
+
+from .sigmoid import sigmoid
+
+
+def silu(xp: Any, x: Any) -> Any:
+    """Sigmoid-weighted linear unit, using the overflow-free sigmoid."""
+    return x * sigmoid(xp, x)
+
+
+class Silu(Activation):
+    desc = ActivationDesc(
+        "silu", "SiLU (swish)", "Sigmoid-weighted linear unit x*sigmoid(x).",
+        documentation=(
+            "<p><code>y = x * sigmoid(x) = x / (1 + exp(-x))</code>; also called swish (with beta = 1).</p>"
+            "<p>ONNX: <code>Mul(x, Sigmoid(x))</code>.</p>"
+        ),
+    )
+
+    @staticmethod
+    def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
+        return silu(xp, x)
+
+
+ACTIVATION = Silu

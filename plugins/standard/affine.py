@@ -1,0 +1,91 @@
+"""affine: scale * x + shift, with one scale/shift for the whole tensor or one per channel."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
+from engine.layer import Layer
+from engine.tensor import Dims
+
+MODES = ("per_tensor", "per_channel")
+
+
+def affine(x: Any, scale: Any, shift: Any) -> Any:
+    """Logical NCHW ``scale * x + shift``; scale and shift are numbers, (1,) arrays or (C,) arrays."""
+    if getattr(scale, "ndim", 0) == 1 and scale.shape[0] > 1:
+        scale = scale.reshape(1, -1, 1, 1)
+    if getattr(shift, "ndim", 0) == 1 and shift.shape[0] > 1:
+        shift = shift.reshape(1, -1, 1, 1)
+    return x * scale + shift
+
+
+DESC = LayerDesc(
+    name="affine",
+    display_name="Affine",
+    summary="scale * x + shift, for the whole tensor or per channel.",
+    categories=("Arithmetic",),
+    documentation=(
+        "<p>Computes <code>y = scale * x + shift</code>.</p>"
+        "<ul><li><b>input</b> (primary): N x C x H x W.</li>"
+        "<li><b>scale</b>, <b>shift</b> (secondary): replace the scale or shift. In per_channel mode "
+        "they hold C values (any dimensions with C elements); in per_tensor mode one value "
+        "(e.g. a 1x1x1x1 tensor) that replaces the parameter of the same name.</li>"
+        "<li><b>mode</b>: <code>per_tensor</code> (one scale and shift, the parameters below) or "
+        "<code>per_channel</code> (weights <code>scale</code> and <code>shift</code> of shape (C,): "
+        "<code>y[n,c] = scale[c] * x[n,c] + shift[c]</code>); default per_tensor.</li>"
+        "<li><b>scale</b>: multiplier in per_tensor mode, any number, default 1.</li>"
+        "<li><b>shift</b>: added in per_tensor mode, any number, default 0.</li></ul>"
+        "<p>Weights files (per_channel): <code>NAME_scale.npy</code> and <code>NAME_shift.npy</code>, "
+        "shape (C,). Random weights: scale in [0.5, 1.5], shift in [-0.5, 0.5].</p>"
+    ),
+    inputs=(
+        InputDesc("input", doc="N x C x H x W tensor"),
+        InputDesc("scale", InputKind.SECONDARY, doc="replaces the scale", weight="scale"),
+        InputDesc("shift", InputKind.SECONDARY, doc="replaces the shift", weight="shift"),
+    ),
+    params=(
+        ParamDesc("mode", "enum", "per_tensor", "one scale/shift or one per channel", enum_values=MODES, main=True),
+        ParamDesc("scale", "float", 1.0, "multiplier (per_tensor mode)"),
+        ParamDesc("shift", "float", 0.0, "added after scaling (per_tensor mode)"),
+    ),
+    weights=("scale", "shift"),
+)
+
+
+class Affine(Layer):
+    desc = DESC
+    fused_activations = frozenset({"*"})
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        x = inputs[0]
+        assert x is not None
+        return x
+
+    def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
+        x = inputs[0]
+        assert x is not None
+        if self.p["mode"] == "per_channel":
+            return {"scale": (x.c,), "shift": (x.c,)}
+        # per tensor: only a connected input replaces a parameter (the network loads nothing for it)
+        return {w: (1,) for i, w in ((1, "scale"), (2, "shift")) if len(inputs) > i and inputs[i] is not None}
+
+    def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        lo, hi = (0.5, 1.5) if weight == "scale" else (-0.5, 0.5)
+        return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+    def _value(self, name: str, inputs: list[Any]) -> Any:
+        if self.p["mode"] == "per_channel":
+            return self.weight(name, inputs)
+        idx = self.weight_input(name)
+        if idx is not None and idx < len(inputs) and inputs[idx] is not None:
+            return self.weight(name, inputs)
+        return self.p[name]
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        y = affine(self.nchw(inputs[0]), self._value("scale", inputs), self._value("shift", inputs))
+        self.store(out, self.activate(y))
+
+
+LAYER = Affine

@@ -1,0 +1,108 @@
+"""batch_normalization: per-channel normalization with stored statistics (inference form)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
+from engine.errors import WeightsError
+from engine.layer import Layer
+from engine.tensor import Dims
+
+BN_WEIGHTS = ("mean", "variance", "scale", "bias")
+
+
+def batch_norm_coefficients(xp: Any, mean: Any, variance: Any, scale: Any, bias: Any, epsilon: float,
+                            dtype: Any) -> tuple[Any, Any]:
+    """(mul, add) of shape (C,) such that ``batch_norm(x) = x * mul + add``; computed in float32."""
+    f32 = np.float32
+    mul = scale.astype(f32) / xp.sqrt(variance.astype(f32) + f32(epsilon))
+    add = bias.astype(f32) - mean.astype(f32) * mul
+    return mul.astype(dtype), add.astype(dtype)
+
+
+def batch_norm(xp: Any, x: Any, mean: Any, variance: Any, scale: Any, bias: Any, epsilon: float) -> Any:
+    """Logical NCHW ``(x - mean) / sqrt(variance + epsilon) * scale + bias``, each weight of shape (C,)."""
+    mul, add = batch_norm_coefficients(xp, mean, variance, scale, bias, epsilon, x.dtype)
+    c = x.shape[1]
+    return x * mul.reshape(1, c, 1, 1) + add.reshape(1, c, 1, 1)
+
+
+def bn_init_weight(weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Plausible random statistics: mean in [-0.1, 0.1], variance in [0.5, 1.5] (always positive),
+    scale in [0.75, 1.25], bias in [-0.1, 0.1]. ``weight`` is one of BN_WEIGHTS."""
+    lo, hi = {"mean": (-0.1, 0.1), "variance": (0.5, 1.5), "scale": (0.75, 1.25), "bias": (-0.1, 0.1)}[weight]
+    return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def variance_problem(variance: np.ndarray, epsilon: float) -> str | None:
+    """Message when some ``variance + epsilon`` is not positive (the result would be NaN or infinite)."""
+    bad = np.flatnonzero(~(np.asarray(variance, dtype=np.float64) + epsilon > 0))
+    if bad.size == 0:
+        return None
+    i = int(bad[0])
+    return (f"variance[{i}] = {float(variance[i]):g} with epsilon {epsilon:g} is not positive "
+            f"({bad.size} channel(s)); variance + epsilon must be > 0")
+
+
+DESC = LayerDesc(
+    name="batch_normalization",
+    display_name="Batch normalization",
+    summary="Per-channel (x - mean) / sqrt(variance + epsilon) * scale + bias.",
+    categories=("Normalization",),
+    documentation=(
+        "<p>Normalizes every channel c with stored statistics (inference form, as ONNX "
+        "BatchNormalization):<br><code>y = (x - mean[c]) / sqrt(variance[c] + epsilon) * scale[c] + bias[c]</code></p>"
+        "<ul><li><b>input</b> (primary): N x C x H x W.</li>"
+        "<li><b>mean</b>, <b>variance</b>, <b>scale</b>, <b>bias</b> (secondary): replace the loaded "
+        "weight of the same name; C values each (any dimensions with C elements). A variance from an "
+        "input is not checked: variance + epsilon &lt;= 0 gives NaN or infinity.</li>"
+        "<li><b>epsilon</b>: added to the variance, default 1e-5, at least 0.</li></ul>"
+        "<p>Weights files: <code>NAME_mean.npy</code>, <code>NAME_variance.npy</code>, "
+        "<code>NAME_scale.npy</code>, <code>NAME_bias.npy</code>, each of shape (C,). Loaded variances "
+        "must satisfy variance + epsilon &gt; 0. Random weights: mean in [-0.1, 0.1], variance in "
+        "[0.5, 1.5], scale in [0.75, 1.25], bias in [-0.1, 0.1].</p>"
+    ),
+    inputs=(
+        InputDesc("input", doc="N x C x H x W tensor to normalize"),
+        *(InputDesc(w, InputKind.SECONDARY, doc=f"replaces the {w} weight (C values)", weight=w) for w in BN_WEIGHTS),
+    ),
+    params=(
+        ParamDesc("epsilon", "float", 1e-5, "added to the variance", min=0.0, legacy_names=("eps",)),
+    ),
+    weights=BN_WEIGHTS,
+)
+
+
+class BatchNormalization(Layer):
+    desc = DESC
+    fused_activations = frozenset({"*"})
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        x = inputs[0]
+        assert x is not None
+        return x
+
+    def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
+        x = inputs[0]
+        assert x is not None
+        return {w: (x.c,) for w in BN_WEIGHTS}
+
+    def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        return bn_init_weight(weight, shape, rng)
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        if "variance" in weights:
+            problem = variance_problem(weights["variance"], self.p["epsilon"])
+            if problem:
+                raise WeightsError(f"{self.desc.name} {self.name}: weight 'variance': {problem}")
+        super().set_weights(weights)
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        mean, var, scale, bias = (self.weight(w, inputs) for w in BN_WEIGHTS)
+        y = batch_norm(self.xp, self.nchw(inputs[0]), mean, var, scale, bias, self.p["epsilon"])
+        self.store(out, self.activate(y))
+
+
+LAYER = BatchNormalization

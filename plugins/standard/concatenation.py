@@ -1,0 +1,65 @@
+"""concatenation: stacks any number of inputs along the channel axis."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from engine.descriptors import InputDesc, InputKind, LayerDesc
+from engine.layer import Layer
+from engine.tensor import Dims, nchw_view
+
+
+def concatenate_channels(dest: Any, arrays: Iterable[Any]) -> None:
+    """Write logical NCHW arrays (equal N, H, W) one after another along C of ``dest``: each goes
+    straight into its channel slice, with no temporary for the joined tensor."""
+    start = 0
+    for a in arrays:
+        c = a.shape[1]
+        dest[:, start:start + c] = a
+        start += c
+
+
+DESC = LayerDesc(
+    name="concatenation",
+    display_name="Concatenation",
+    summary="Joins any number of inputs along the channel axis.",
+    categories=("Tensor",),
+    documentation=(
+        "<p>Stacks its inputs along the channel axis, in input order (like ONNX Concat with axis 1): "
+        "the output has the inputs' N, H and W and the sum of their channels. Input 0 fills channels "
+        "0..C0-1, input 1 the next C1 channels, and so on.</p>"
+        "<ul><li><b>inputs</b> (primary, any number, at least one): N x C_i x H x W; N, H and W must "
+        "be equal for all inputs.</li></ul>"
+        "<p>No parameters.</p>"
+    ),
+    inputs=(InputDesc("inputs", InputKind.PRIMARY_INFINITE, doc="tensors to join along C"),),
+    legacy_names=("concat",),
+)
+
+
+class Concatenation(Layer):
+    desc = DESC
+    fused_activations = frozenset({"*"})
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        present = [(i, d) for i, d in enumerate(inputs) if d is not None]
+        first_i, first = present[0]
+        for i, d in present[1:]:
+            bad = [f"{axis} ({getattr(d, axis.lower())} vs {getattr(first, axis.lower())})"
+                   for axis in ("N", "H", "W") if getattr(d, axis.lower()) != getattr(first, axis.lower())]
+            if bad:
+                raise self.shape_error(
+                    f"input {i} ({d}) differs from input {first_i} ({first}) in " + ", ".join(bad)
+                    + "; inputs are joined along C, so N, H and W must be equal")
+        return Dims(first.n, sum(d.c for _, d in present), first.h, first.w)
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        present = (x for x in inputs if x is not None)
+        if self.activation is None:
+            arrays = (nchw_view(x, self.fmt) for x in present)
+        else:
+            arrays = (self.activate(self.nchw(x)) for x in present)
+        concatenate_channels(nchw_view(out, self.fmt), arrays)
+
+
+LAYER = Concatenation

@@ -1,0 +1,162 @@
+"""pooling: max or average pooling over windows, or over the whole image (global pooling)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.descriptors import InputDesc, LayerDesc, ParamDesc
+from engine.layer import Layer
+from engine.tensor import Dims
+from plugins.standard.convolution import conv_output_size
+
+POOL_TYPES = ("max", "average")
+
+
+def pool_output_size(size: int, kernel: int, stride: int, padding: int) -> int:
+    """Output length along one axis (floor rounding, like ONNX MaxPool/AveragePool without ceil_mode)."""
+    return conv_output_size(size, kernel, stride, padding, padding, 1)
+
+
+def pool_param_problem(kernel: Dims, stride: Dims, padding: Dims) -> tuple[str, str] | None:
+    """(parameter, message) for the first invalid pooling parameter, or None when they are valid.
+
+    Kernel and stride must be at least 1x1; padding must be smaller than the kernel on each axis, so
+    that every window holds at least one real input cell."""
+    for name, d in (("kernel_size", kernel), ("stride", stride)):
+        if d.h < 1 or d.w < 1:
+            return name, f"{d.h}x{d.w} must be at least 1x1"
+    if padding.h >= kernel.h or padding.w >= kernel.w:
+        return "padding", (f"{padding.h}x{padding.w} must be smaller than the kernel {kernel.h}x{kernel.w} "
+                           "on each axis (a window would hold only padding)")
+    return None
+
+
+def pool_shape_problem(h: int, w: int, kernel: Dims, padding: Dims, what: str = "input") -> str | None:
+    """Message when the kernel does not fit the padded input (``what`` names that input), else None."""
+    ph, pw = h + 2 * padding.h, w + 2 * padding.w
+    if kernel.h <= ph and kernel.w <= pw:
+        return None
+    k = str(kernel.h) if kernel.h == kernel.w else f"{kernel.h}x{kernel.w}"
+    p = str(ph) if ph == pw and kernel.h == kernel.w else f"{ph}x{pw}"
+    return f"kernel {k} is larger than the padded {what} {p}"
+
+
+def _valid_counts(size: int, out: int, kernel: int, stride: int, padding: int) -> np.ndarray:
+    """How many real (not padded) cells each output window covers along one axis."""
+    start = np.arange(out) * stride - padding
+    return (np.minimum(start + kernel, size) - np.maximum(start, 0)).astype(np.float64)
+
+
+def pool2d(xp: Any, x: Any, pool_type: str, kernel: tuple[int, int], stride: tuple[int, int],
+           padding: tuple[int, int], count_include_pad: bool = False) -> Any:
+    """Logical NCHW pooling of ``x`` (N, C, H, W) over KhxKw windows (a loop over kernel taps).
+
+    Max pooling pads with -inf; average pooling pads with zeros and divides by the window size
+    (``count_include_pad``) or by the number of real cells in the window."""
+    n, c, h, w = x.shape
+    kh, kw = kernel
+    sh, sw = stride
+    ph, pw = padding
+    ho, wo = pool_output_size(h, kh, sh, ph), pool_output_size(w, kw, sw, pw)
+    is_max = pool_type == "max"
+    if ph or pw:
+        xpad = xp.full((n, c, h + 2 * ph, w + 2 * pw), -np.inf if is_max else 0, dtype=x.dtype)
+        xpad[:, :, ph:ph + h, pw:pw + w] = x
+    else:
+        xpad = x
+    acc = None
+    for i in range(kh):
+        for j in range(kw):
+            tap = xpad[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw]
+            if acc is None:
+                acc = tap.copy()
+            elif is_max:
+                xp.maximum(acc, tap, out=acc)
+            else:
+                acc += tap
+    if is_max:
+        return acc
+    if count_include_pad or not (ph or pw):
+        acc *= acc.dtype.type(1.0 / (kh * kw))
+    else:
+        counts = np.outer(_valid_counts(h, ho, kh, sh, ph), _valid_counts(w, wo, kw, sw, pw))
+        acc *= xp.asarray((1.0 / counts).astype(acc.dtype))
+    return acc
+
+
+def global_pool2d(xp: Any, x: Any, pool_type: str) -> Any:
+    """Max or mean over H and W of logical NCHW ``x``; the result is N x C x 1 x 1 (means sum in fp32)."""
+    if pool_type == "max":
+        return x.max(axis=(2, 3), keepdims=True)
+    return xp.mean(x, axis=(2, 3), keepdims=True, dtype=np.float32).astype(x.dtype)
+
+
+DESC = LayerDesc(
+    name="pooling",
+    display_name="Pooling",
+    summary="Max or average pooling with kernel, stride and padding, or global pooling.",
+    categories=("Pooling",),
+    documentation=(
+        "<p>Reduces each KhxKw window of every channel to one value: its maximum (<b>max</b>) or its "
+        "mean (<b>average</b>), like ONNX MaxPool / AveragePool (and GlobalMaxPool / "
+        "GlobalAveragePool when <b>global</b> is set).</p>"
+        "<p>Output size: <code>H_out = floor((H + 2*padding - kernel) / stride) + 1</code>; the kernel "
+        "must fit the padded input.</p>"
+        "<ul><li><b>input</b> (primary): N x C x H x W.</li>"
+        "<li><b>pool_type</b>: <code>max</code> or <code>average</code>, default max.</li>"
+        "<li><b>kernel_size</b>: window K or KhxKw, default 2, at least 1.</li>"
+        "<li><b>stride</b>: S or ShxSw, default 2, at least 1.</li>"
+        "<li><b>padding</b>: P or PhxPw on each side, default 0, smaller than the kernel. Max pooling "
+        "ignores padded cells; average pooling counts them as zeros only with count_include_pad.</li>"
+        "<li><b>global</b>: pool over the whole image (output N x C x 1 x 1; kernel, stride and "
+        "padding are ignored), default false.</li>"
+        "<li><b>count_include_pad</b>: average pooling divides by Kh*Kw (true) or by the number of "
+        "real input cells in the window (false), default false.</li></ul>"
+    ),
+    inputs=(InputDesc("input", doc="N x C x H x W tensor to pool"),),
+    params=(
+        ParamDesc("pool_type", "enum", "max", "maximum or mean of each window", enum_values=POOL_TYPES,
+                  main=True, legacy_names=("type", "mode")),
+        ParamDesc("kernel_size", "dimension", Dims(1, 1, 2, 2), "window size", main=True, legacy_names=("kernel",)),
+        ParamDesc("stride", "dimension", Dims(1, 1, 2, 2), "step between windows"),
+        ParamDesc("padding", "dimension", Dims(1, 1, 0, 0), "padding on each side"),
+        ParamDesc("global", "bool", False, "pool over the whole image", legacy_names=("global_pooling",)),
+        ParamDesc("count_include_pad", "bool", False, "average pooling counts padded cells"),
+    ),
+)
+
+
+class Pooling(Layer):
+    desc = DESC
+    fused_activations = frozenset({"*"})
+
+    def validate(self) -> None:
+        if self.p["global"]:
+            return
+        problem = pool_param_problem(self.p["kernel_size"], self.p["stride"], self.p["padding"])
+        if problem:
+            raise self.param_error(*problem)
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        x = inputs[0]
+        assert x is not None
+        if self.p["global"]:
+            return Dims(x.n, x.c, 1, 1)
+        k, s, p = self.p["kernel_size"], self.p["stride"], self.p["padding"]
+        problem = pool_shape_problem(x.h, x.w, k, p)
+        if problem:
+            raise self.shape_error(problem)
+        return Dims(x.n, x.c, pool_output_size(x.h, k.h, s.h, p.h), pool_output_size(x.w, k.w, s.w, p.w))
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        x = self.nchw(inputs[0])
+        if self.p["global"]:
+            y = global_pool2d(self.xp, x, self.p["pool_type"])
+        else:
+            k, s, p = self.p["kernel_size"], self.p["stride"], self.p["padding"]
+            y = pool2d(self.xp, x, self.p["pool_type"], (k.h, k.w), (s.h, s.w), (p.h, p.w), self.p["count_include_pad"])
+        self.store(out, self.activate(y))
+
+
+LAYER = Pooling

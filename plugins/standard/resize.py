@@ -1,0 +1,177 @@
+"""resize: resample H and W to a target size or by scale factors (nearest, bilinear, bicubic), like ONNX Resize.
+
+The maths here (``axis_taps`` and ``resample``) also serves upsample and the upscale_* layers."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.descriptors import InputDesc, LayerDesc, ParamDesc
+from engine.layer import Layer
+from engine.tensor import Dims
+
+METHODS = ("nearest", "bilinear", "bicubic")
+COORDINATE_MODES = ("half_pixel", "align_corners")
+CUBIC_A = -0.75  # Keys cubic coefficient, as ONNX Resize (cubic_coeff_a) and PyTorch bicubic
+
+
+@dataclass(frozen=True)
+class Taps:
+    """A 1-D resampling: ``index`` (taps, out) source positions and ``weight`` (taps, out), or None
+    for nearest (a pure gather)."""
+
+    index: Any
+    weight: Any | None
+
+
+def source_coordinates(in_size: int, out_size: int, coordinate_mode: str, scale: float | None = None) -> np.ndarray:
+    """Position in the input (in pixels, 0 = centre of the first one) of every output pixel.
+
+    half_pixel: ``(o + 0.5) / scale - 0.5`` with ``scale`` = the given factor, or out/in when None.
+    align_corners: ``o * (in - 1) / (out - 1)`` (0 when out = 1), so the corner pixels coincide."""
+    o = np.arange(out_size, dtype=np.float64)
+    if coordinate_mode == "align_corners":
+        return o * ((in_size - 1) / (out_size - 1)) if out_size > 1 else np.zeros(out_size)
+    s = float(scale) if scale is not None else out_size / in_size
+    return (o + 0.5) / s - 0.5
+
+
+def _cubic(t: np.ndarray) -> np.ndarray:
+    a = CUBIC_A
+    t = np.abs(t)
+    near = ((a + 2) * t - (a + 3)) * t * t + 1
+    far = ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+    return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
+
+
+def axis_taps(in_size: int, out_size: int, method: str, coordinate_mode: str = "half_pixel",
+              scale: float | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Host source indices and weights, each (taps, out_size), of a 1-D resampling.
+
+    nearest rounds half down (ONNX ``round_prefer_floor``); bilinear uses 2 taps, bicubic 4 taps with
+    A = -0.75. Positions outside the input take the edge pixel (indices are clamped)."""
+    x = source_coordinates(in_size, out_size, coordinate_mode, scale)
+    if method == "nearest":
+        idx = np.clip(np.ceil(x - 0.5), 0, in_size - 1).astype(np.int64)
+        return idx[None], None
+    x0 = np.floor(x)
+    t = x - x0
+    if method == "bilinear":
+        offsets, weights = (0, 1), [1.0 - t, t]
+    else:
+        offsets, weights = (-1, 0, 1, 2), [_cubic(t + 1), _cubic(t), _cubic(1 - t), _cubic(2 - t)]
+    idx = np.stack([np.clip(x0 + k, 0, in_size - 1) for k in offsets]).astype(np.int64)
+    return idx, np.stack(weights)
+
+
+def device_taps(xp: Any, taps: tuple[np.ndarray, np.ndarray | None], dtype: Any) -> Taps:
+    """``axis_taps`` output moved to the backend (indices int64, weights in ``dtype``)."""
+    idx, wts = taps
+    return Taps(xp.asarray(idx), None if wts is None else xp.asarray(wts.astype(dtype)))
+
+
+def resample(xp: Any, x: Any, taps_h: Taps, taps_w: Taps) -> Any:
+    """Separable resampling of a logical NCHW array: along H with ``taps_h``, then along W with ``taps_w``.
+
+    A loop over the taps (1, 2 or 4), each a gather of whole rows or columns."""
+    for axis, taps in ((2, taps_h), (3, taps_w)):
+        if taps.weight is None:
+            x = xp.take(x, taps.index[0], axis=axis)
+            continue
+        shape = (1, 1, -1, 1) if axis == 2 else (1, 1, 1, -1)
+        acc = None
+        for k in range(taps.index.shape[0]):
+            term = xp.take(x, taps.index[k], axis=axis) * taps.weight[k].reshape(shape)
+            acc = term if acc is None else acc + term
+        x = acc
+    return x
+
+
+def scaled_size(size: int, scale: float) -> int:
+    """``floor(size * scale)``, where a product within 1e-6 of an integer counts as that integer."""
+    return int(math.floor(size * scale + 1e-6))
+
+
+DESC = LayerDesc(
+    name="resize",
+    display_name="Resize",
+    summary="Resample H and W to a target size or by scale factors: nearest, bilinear or bicubic.",
+    categories=("Resampling",),
+    documentation=(
+        "<p>Resamples every channel to a new height and width, as ONNX <code>Resize</code> does. Each output "
+        "pixel <code>o</code> is mapped to a position <code>x</code> in the input, then interpolated:</p>"
+        "<ul><li><b>coordinate_mode</b> <code>half_pixel</code> (default): <code>x = (o + 0.5) / s - 0.5</code>, "
+        "where <code>s</code> is the scale factor when resizing by factors, or <code>out/in</code> when "
+        "resizing to a size (PyTorch <code>align_corners=False</code>).</li>"
+        "<li><code>align_corners</code>: <code>x = o * (in - 1) / (out - 1)</code> (0 when out = 1): the centres "
+        "of the corner pixels stay in place (PyTorch <code>align_corners=True</code>).</li></ul>"
+        "<p><b>mode</b>: <code>nearest</code> takes the pixel at <code>x</code> rounded to the nearest, halves "
+        "rounded down (ONNX <code>round_prefer_floor</code>); <code>bilinear</code> (default) interpolates "
+        "linearly between the 2 nearest pixels per axis; <code>bicubic</code> uses 4 pixels per axis with the "
+        "cubic kernel of coefficient A = -0.75. Positions outside the input take the edge pixel.</p>"
+        "<p><b>Inputs</b>: <b>input</b> (primary), N x C x H x W.</p>"
+        "<p><b>Parameters</b></p><ul>"
+        "<li><b>mode</b>: nearest, bilinear or bicubic; default bilinear.</li>"
+        "<li><b>coordinate_mode</b>: half_pixel or align_corners; default half_pixel.</li>"
+        "<li><b>size</b>: target HxW (a single number for a square); default 0, meaning "
+        "<i>use the scale factors</i>. Both sizes must be given, or neither.</li>"
+        "<li><b>scale_h</b>, <b>scale_w</b>: scale factors used when <b>size</b> is 0, in [0.01, 1024], "
+        "default 2. The output is <code>floor(H * scale_h)</code> x <code>floor(W * scale_w)</code> and must "
+        "be at least 1x1.</li></ul>"
+        "<p>Example: 1x3x5x7 with scale 2 gives 1x3x10x14; with size 8x8 it gives 1x3x8x8.</p>"
+    ),
+    inputs=(InputDesc("input", doc="tensor to resample"),),
+    params=(
+        ParamDesc("mode", "enum", "bilinear", "interpolation", enum_values=METHODS, main=True),
+        ParamDesc("coordinate_mode", "enum", "half_pixel", "how output pixels map to input positions",
+                  enum_values=COORDINATE_MODES),
+        ParamDesc("size", "dimension", Dims(1, 1, 0, 0), "target HxW; 0 = use the scale factors", main=True),
+        ParamDesc("scale_h", "float", 2.0, "height scale factor (when size is 0)", min=0.01, max=1024.0),
+        ParamDesc("scale_w", "float", 2.0, "width scale factor (when size is 0)", min=0.01, max=1024.0),
+    ),
+)
+
+
+class Resize(Layer):
+    desc = DESC
+    fused_activations = frozenset({"*"})
+
+    def validate(self) -> None:
+        size = self.p["size"]
+        if (size.h == 0) != (size.w == 0):
+            raise self.param_error("size", f"{size.h}x{size.w}: give both the height and the width, "
+                                           "or 0 to resize by scale_h and scale_w")
+
+    @property
+    def by_factors(self) -> bool:
+        return self.p["size"].h == 0
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        x = inputs[0]
+        assert x is not None
+        if not self.by_factors:
+            return Dims(x.n, x.c, self.p["size"].h, self.p["size"].w)
+        h, w = scaled_size(x.h, self.p["scale_h"]), scaled_size(x.w, self.p["scale_w"])
+        if h < 1 or w < 1:
+            raise self.shape_error(f"scaling the input {x.h}x{x.w} by {self.p['scale_h']:g}x{self.p['scale_w']:g} "
+                                   f"gives {h}x{w}; the output must be at least 1x1")
+        return Dims(x.n, x.c, h, w)
+
+    def reshape(self, inputs: list[Dims | None], output: Dims) -> None:
+        x = inputs[0]
+        assert x is not None
+        mode, coords = self.p["mode"], self.p["coordinate_mode"]
+        sh = self.p["scale_h"] if self.by_factors else None
+        sw = self.p["scale_w"] if self.by_factors else None
+        self._taps_h = device_taps(self.xp, axis_taps(x.h, output.h, mode, coords, sh), self.cdtype)
+        self._taps_w = device_taps(self.xp, axis_taps(x.w, output.w, mode, coords, sw), self.cdtype)
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        y = resample(self.xp, self.nchw(inputs[0]), self._taps_h, self._taps_w)
+        self.store(out, self.activate(y))
+
+
+LAYER = Resize

@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.errors import GraphError, InputError, WeightsError
+from engine.model import Model
+from engine.network import Network
+from engine.tensor import FORMATS, FP32_NCHW, Dims, TensorFormat, convert
+from engine.weights import RandomWeights, WeightsFolder, save_weights
+from tests.harness import BACKENDS, FORMAT_IDS, backend_param
+
+
+def branchy() -> Model:
+    """input -> a -> b -> c; a and input feed a sum; several intermediates die early (reuse)."""
+    m = Model("branchy")
+    m.add_layer("input", "inp", params={"dimensions": "2x3x11x9"})
+    m.add_layer("convolution", "a", params={"num_output_channels": "8"}, inputs=["inp"], activation="relu")
+    m.add_layer("convolution", "b", params={"num_output_channels": "8"}, inputs=["a"], activation="tanh")
+    m.add_layer("convolution", "c", params={"num_output_channels": "8"}, inputs=["b"])
+    m.add_layer("convolution", "d", params={"num_output_channels": "8", "kernel_size": "1", "padding": "0"},
+                inputs=["c"], activation="sigmoid")
+    m.add_layer("element_wise", "s", params={"operation": "sum"}, inputs=["d", "a", "b"])
+    m.add_layer("convolution", "e", params={"num_output_channels": "3"}, inputs=["s"])
+    m.add_layer("element_wise", "r", params={"operation": "sub"}, inputs=["inp", "e"])
+    m.add_layer("output", "out", inputs=["r"])
+    return m
+
+
+def capture_all(net: Network) -> dict[str, np.ndarray]:
+    seen: dict[str, np.ndarray] = {}
+    net.hooks.after_layer.append(lambda n, name, arr: seen.__setitem__(
+        name, n.backend.to_host(convert(arr, n.fmt, FP32_NCHW, n.xp))))
+    net.run()
+    return seen
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+def test_buffer_reuse_never_corrupts_a_live_tensor(registry, backend, fmt):
+    reused = Network(branchy(), registry, backend_param(backend), fmt, reuse_buffers=True)
+    fresh = Network(branchy(), registry, backend_param(backend), fmt, reuse_buffers=False)
+    a, b = capture_all(reused), capture_all(fresh)
+    assert set(a) == set(b) == set(reused.order)
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    assert reused.slot_count < fresh.slot_count
+    assert reused.peak_memory_bytes < fresh.peak_memory_bytes
+    for name in reused.order:  # every layer readable afterwards (recycled ones are recomputed)
+        np.testing.assert_array_equal(reused.output(name), b[name], err_msg=name)
+
+
+def test_unchanged_rerun_does_no_layer_work_and_affected_reruns_downstream_only(registry):
+    net = Network(branchy(), registry)
+    assert net.run() == net.order
+    first = net.output("out")
+    assert net.run() == []
+    net.mark_affected("e")
+    assert net.run() == ["e", "r", "out"]
+    np.testing.assert_array_equal(net.output("out"), first)
+    net.mark_affected("d")  # s also reads a and b: their buffers may be recycled, so they are recomputed
+    executed = net.run()
+    assert executed[-4:] == ["s", "e", "r", "out"] and "d" in executed
+    np.testing.assert_array_equal(net.output("out"), first)
+
+
+def test_reshape_on_new_input_size_without_rebuilding(registry):
+    net = Network(branchy(), registry)
+    net.run()
+    layers = dict((n, net.layer(n)) for n in net.order)
+    loads = net.weights_loads
+    x = np.random.default_rng(5).random((1, 3, 20, 31), dtype=np.float32)
+    net.set_input("inp", x)
+    net.run()
+    assert net.dims("out") == Dims(1, 3, 20, 31)
+    assert all(net.layer(n) is layers[n] for n in net.order) and net.weights_loads == loads
+    assert net.layer("a").reshape_count == 2
+    reference = Network(branchy(), registry)
+    reference.set_input("inp", x)
+    reference.run()
+    np.testing.assert_allclose(net.output("out"), reference.output("out"), rtol=1e-6, atol=1e-6)
+
+
+def test_reshape_that_changes_weight_shapes_is_an_error(registry):
+    m = branchy()
+    m.connect("e", "r", 0)  # no layer compares the input's channels with the output's
+    net = Network(m, registry)
+    net.run()
+    net.set_input("inp", np.zeros((1, 4, 8, 8), np.float32))
+    with pytest.raises(WeightsError, match=r"layer a: the new input sizes need weight 'weights' of shape \(8, 4, 3, 3\)"):
+        net.run()
+
+
+def test_bypass_layer_aliases_its_input(registry):
+    m = Model()
+    m.add_layer("input", "inp", params={"dimensions": "1x2x4x4"})
+    m.add_layer("element_wise", "e", inputs=["inp", "inp"])
+    m.add_layer("output", "out", inputs=["e"])
+    net = Network(m, registry)
+    net.run()
+    assert net._views["out"] is net._views["e"]  # output layer: no buffer, no copy
+    np.testing.assert_array_equal(net.output("out"), net.output("e"))
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+def test_any_layer_output_in_any_format(registry, fmt):
+    net = Network(branchy(), registry, fmt=TensorFormat.parse("fp32 nhwc"))
+    net.run()
+    ref = net.output("a")
+    got = net.output("a", fmt)
+    assert got.shape == fmt.shape(Dims(*ref.shape)) and got.dtype == fmt.dtype
+    np.testing.assert_allclose(convert(got, fmt, FP32_NCHW), ref, rtol=1e-3, atol=1e-3)
+
+
+def test_cycle_error_names_the_layers(registry):
+    m = branchy()
+    m.connect("e", "b", 0, allow_cycle=True)
+    with pytest.raises(GraphError, match=r"cycle: (b -> c -> d -> s -> e -> b|.*b.*e.*)"):
+        Network(m, registry)
+
+
+def test_unconnected_mandatory_input_is_an_error(registry):
+    m = branchy()
+    m.disconnect("c", 0)
+    with pytest.raises(GraphError, match="convolution c: these mandatory inputs are not connected: 0"):
+        Network(m, registry)
+
+
+def test_set_input_validation(registry):
+    net = Network(branchy(), registry)
+    with pytest.raises(InputError, match="no input layer 'x'"):
+        net.set_input("x", np.zeros((1, 3, 4, 4)))
+    with pytest.raises(InputError, match="expected a 4-D tensor"):
+        net.set_input("inp", np.zeros((3, 4, 4)))
+    bad = np.zeros((1, 3, 4, 4), np.float32)
+    bad[0, 0, 0, 0] = np.nan
+    with pytest.raises(InputError, match="NaN"):
+        net.set_input("inp", bad)
+
+
+def test_random_weights_are_deterministic_and_folder_weights_are_validated(registry, tmp_path):
+    a = Network(branchy(), registry, weights=RandomWeights(3)).infer()["out"]
+    b = Network(branchy(), registry, weights=RandomWeights(3)).infer()["out"]
+    c = Network(branchy(), registry, weights=RandomWeights(4)).infer()["out"]
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+    # a folder holding exactly the seed-3 weights reproduces the seed-3 result
+    net = Network(branchy(), registry, weights=RandomWeights(3))
+    net.run()
+    save_weights(tmp_path, {n: {w: net.backend.to_host(v) for w, v in net.layer(n).weights.items()} for n in net.order})
+    np.testing.assert_array_equal(Network(branchy(), registry, weights=WeightsFolder(tmp_path)).infer()["out"], a)
+    np.save(tmp_path / "b_weights.npy", np.zeros((8, 4, 3, 3), np.float32))
+    with pytest.raises(WeightsError, match=r"layer b: weight 'weights' in b_weights.npy has shape \(8, 4, 3, 3\), "
+                                           r"expected \(8, 8, 3, 3\)"):
+        Network(branchy(), registry, weights=WeightsFolder(tmp_path)).run()
+    (tmp_path / "b_weights.npy").unlink()
+    with pytest.raises(WeightsError, match="layer b: weight 'weights' missing: expected .*b_weights.npy"):
+        Network(branchy(), registry, weights=WeightsFolder(tmp_path)).run()
+    with pytest.raises(WeightsError, match="does not exist"):
+        WeightsFolder(tmp_path / "nope")
+
+
+@pytest.mark.gpu
+def test_cupy_backend_matches_numpy(registry):
+    fmt = TensorFormat.parse("fp16 nhwc")
+    gpu = Network(branchy(), registry, backend_param("cupy"), fmt).infer()["out"]
+    cpu = Network(branchy(), registry, backend_param("numpy"), fmt).infer()["out"]
+    np.testing.assert_allclose(gpu, cpu, rtol=2e-2, atol=2e-2)
