@@ -12,7 +12,7 @@ from typing import Any
 from NodeGraphQt import NodeGraph
 from NodeGraphQt.constants import ViewerEnum
 from NodeGraphQt.qgraphics.port import PortItem
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore, QtGui
 
 from canvas.bridge import ModelBridge
 from canvas.clipboard import copy_layers, paste_specs
@@ -42,7 +42,7 @@ class ModelCanvas(NodeGraph):
     def __init__(self, model: Model, registry: Registry, bridge: ModelBridge,
                  parent: QtCore.QObject | None = None) -> None:
         super().__init__(parent)
-        self.model = model
+        self.net_model = model
         self.registry = registry
         self.bridge = bridge
         self.nodes: dict[str, LayerNode] = {}
@@ -106,7 +106,7 @@ class ModelCanvas(NodeGraph):
         return self._classes[layer_type]
 
     def _create_node(self, name: str) -> None:
-        spec = self.model.layers[name]
+        spec = self.net_model.layers[name]
         node = self._node_class(spec.type)()
         self.add_node(node, pos=list(spec.position), selected=False, push_undo=False)
         node.set_property("name", name, push_undo=False)
@@ -124,7 +124,7 @@ class ModelCanvas(NodeGraph):
         self.remove_node(node, push_undo=False)
 
     def _wanted_ports(self, name: str) -> int:
-        spec = self.model.layers[name]
+        spec = self.net_model.layers[name]
         desc = self.nodes[name].desc
         last = max((i for i, s in enumerate(spec.inputs) if s is not None), default=-1)
         if desc is None:
@@ -136,9 +136,9 @@ class ModelCanvas(NodeGraph):
     def _sync_links(self, name: str) -> None:
         """Make the input ports and links of ``name``'s node match the Model exactly."""
         node = self.nodes.get(name)
-        if node is None or name not in self.model.layers:
+        if node is None or name not in self.net_model.layers:
             return
-        spec = self.model.layers[name]
+        spec = self.net_model.layers[name]
         wanted = self._wanted_ports(name)
         while len(node.input_ports()) < wanted:
             node.add_input_slot(len(node.input_ports()))
@@ -167,7 +167,7 @@ class ModelCanvas(NodeGraph):
 
     def _update_info(self, name: str) -> None:
         node = self.nodes.get(name)
-        spec = self.model.layers.get(name)
+        spec = self.net_model.layers.get(name)
         if node is None or spec is None:
             return
         desc = node.desc
@@ -208,10 +208,10 @@ class ModelCanvas(NodeGraph):
     # ---- Model events -> view --------------------------------------------------------------------
     def _on_model_event(self, ev: Event) -> None:
         kind, name = ev.kind, ev.layer
-        if kind == "layer_added" and name in self.model.layers:
+        if kind == "layer_added" and name in self.net_model.layers:
             self._create_node(name)
             self._sync_links(name)
-            for reader, _ in self.model.readers(name):
+            for reader, _ in self.net_model.readers(name):
                 self._sync_links(reader)
         elif kind == "layer_removed":
             self._remove_node(name)
@@ -229,7 +229,7 @@ class ModelCanvas(NodeGraph):
         elif kind in ("param_changed", "activation_changed"):
             self._update_info(name)
         elif kind == "layer_moved" and name in self.nodes:
-            x, y = self.model.layers[name].position
+            x, y = self.net_model.layers[name].position
             if tuple(self.nodes[name].pos()) != (x, y):
                 self.nodes[name].set_pos(x, y)
 
@@ -264,16 +264,19 @@ class ModelCanvas(NodeGraph):
             touched.add(dst)
             if not any(d == dst and i == idx for _, d, i in links):
                 cuts.append((dst, idx))
-        try:
-            with self.model.macro("Connect" if links else "Disconnect"):
-                for dst, idx in cuts:
-                    self.model.disconnect(dst, idx)
-                for src, dst, idx in links:
-                    self.model.connect(src, dst, idx)
-        except LayerLabError as exc:
-            self.status_message.emit(f"Link refused: {exc}")
-            if self.model.can_undo() and self.model.undo_text() in ("Connect", "Disconnect") and cuts and links:
-                pass
+        refused = [(src, dst) for src, dst, _ in links if self.net_model.depends_on(src, dst)]
+        if refused:
+            src, dst = refused[0]
+            self.status_message.emit(f"Link refused: linking {src} to {dst} would create a cycle")
+        else:
+            try:
+                with self.net_model.macro("Connect" if links else "Disconnect"):
+                    for dst, idx in cuts:
+                        self.net_model.disconnect(dst, idx)
+                    for src, dst, idx in links:
+                        self.net_model.connect(src, dst, idx)
+            except LayerLabError as exc:
+                self.status_message.emit(f"Link refused: {exc}")
         for dst in touched:
             self._sync_links(dst)
 
@@ -290,9 +293,9 @@ class ModelCanvas(NodeGraph):
             if name is not None:
                 moves.append((name, tuple(view.xy_pos)))
         if moves:
-            with self.model.macro("Move " + ", ".join(n for n, _ in moves)):
+            with self.net_model.macro("Move " + ", ".join(n for n, _ in moves)):
                 for name, pos in moves:
-                    self.model.move_layer(name, pos)
+                    self.net_model.move_layer(name, pos)
 
     def _on_node_name_changed(self, node_id: str, name: str) -> None:
         node = self.get_node_by_id(node_id)
@@ -300,7 +303,7 @@ class ModelCanvas(NodeGraph):
         if old is None or old == name:
             return
         try:
-            self.model.rename_layer(old, name)
+            self.net_model.rename_layer(old, name)
         except LayerLabError as exc:
             self.status_message.emit(f"Rename refused: {exc}")
             node.view.name = old
@@ -340,7 +343,7 @@ class ModelCanvas(NodeGraph):
         if self.registry.find_layer(layer_type) is None:
             self.status_message.emit(f"Unknown layer type {layer_type!r}")
             return None
-        name = self.model.add_layer(layer_type, position=pos or self.view_center())
+        name = self.net_model.add_layer(layer_type, position=pos or self.view_center())
         self.select_layers([name])
         self.status_message.emit(f"Added {name}")
         return name
@@ -351,19 +354,19 @@ class ModelCanvas(NodeGraph):
         if ref is None or item.connected_pipes:
             return None
         name, idx = ref
-        x, y = self.model.layers[name].position
+        x, y = self.net_model.layers[name].position
         if idx is None:
             layer_type, pos = "output", (x + 260.0, y)
         else:
             layer_type, pos = "input", (x - 260.0, y + 60.0 * idx)
         if self.registry.find_layer(layer_type) is None:
             return None
-        with self.model.macro(f"Add {layer_type} for {name}"):
-            new = self.model.add_layer(layer_type, position=pos)
+        with self.net_model.macro(f"Add {layer_type} for {name}"):
+            new = self.net_model.add_layer(layer_type, position=pos)
             if idx is None:
-                self.model.connect(name, new, 0)
+                self.net_model.connect(name, new, 0)
             else:
-                self.model.connect(new, name, idx)
+                self.net_model.connect(new, name, idx)
         self.select_layers([new])
         self.status_message.emit(f"Added {new} linked to {name}")
         return new
@@ -386,23 +389,18 @@ class ModelCanvas(NodeGraph):
         """Delete the selected nodes, or else the selected links."""
         names = self.selected_layers()
         if names:
-            self.model.remove_layers(names)
+            self.net_model.remove_layers(names)
             self.status_message.emit(f"Deleted {len(names)} layer(s)")
             return
         cuts = []
-        for in_view, out_view in self.viewer().selected_pipes() if hasattr(self.viewer(), "selected_pipes") else []:
-            ref = self._port_ref(in_view) or self._port_ref(out_view)
-            ref_in = self._port_ref(in_view)
-            if ref_in and ref_in[1] is not None:
-                cuts.append(ref_in)
-            elif ref:
-                ref_out = self._port_ref(out_view)
-                if ref_out and ref_out[1] is not None:
-                    cuts.append(ref_out)
+        for pipe in self.viewer().selected_pipes():
+            ref = self._port_ref(pipe.input_port)
+            if ref and ref[1] is not None:
+                cuts.append(ref)
         if cuts:
-            with self.model.macro("Delete links"):
+            with self.net_model.macro("Delete links"):
                 for dst, idx in cuts:
-                    self.model.disconnect(dst, idx)
+                    self.net_model.disconnect(dst, idx)
             for dst, _ in cuts:
                 self._sync_links(dst)
 
@@ -410,7 +408,7 @@ class ModelCanvas(NodeGraph):
         names = self.selected_layers()
         if not names:
             return None
-        text = copy_layers(self.model, names)
+        text = copy_layers(self.net_model, names)
         mime = QtCore.QMimeData()
         mime.setData("application/x-layerlab-layers", text.encode())
         mime.setText(text)
@@ -420,8 +418,8 @@ class ModelCanvas(NodeGraph):
     def cut_selection(self) -> None:
         names = self.selected_layers()
         if self.copy_selection():
-            with self.model.macro("Cut"):
-                self.model.remove_layers(names)
+            with self.net_model.macro("Cut"):
+                self.net_model.remove_layers(names)
 
     def paste(self, text: str | None = None, offset: tuple[float, float] = (40.0, 40.0)) -> list[str]:
         """Paste layers (from the clipboard by default); returns the new names."""
@@ -430,13 +428,13 @@ class ModelCanvas(NodeGraph):
             text = bytes(mime.data("application/x-layerlab-layers")).decode() if mime else ""
             text = text or QtGui.QGuiApplication.clipboard().text()
         try:
-            specs = paste_specs(self.model, text, offset)
+            specs = paste_specs(self.net_model, text, offset)
         except (ValueError, TypeError, KeyError):
             self.status_message.emit("Nothing to paste: the clipboard holds no layers")
             return []
         if not specs:
             return []
-        self.model.add_layers(specs, "Paste")
+        self.net_model.add_layers(specs, "Paste")
         names = [s.name for s in specs]
         self.select_layers(names)
         self.status_message.emit(f"Pasted {len(names)} layer(s)")
@@ -444,7 +442,7 @@ class ModelCanvas(NodeGraph):
 
     def duplicate_selection(self) -> list[str]:
         names = self.selected_layers()
-        return self.paste(copy_layers(self.model, names)) if names else []
+        return self.paste(copy_layers(self.net_model, names)) if names else []
 
     def select_all_layers(self) -> None:
         self.select_layers(list(self.nodes))
@@ -477,4 +475,3 @@ def make_palette_mime(layer_type: str) -> QtCore.QMimeData:
     return mime
 
 
-__all__ = ["ModelCanvas", "DRAG_PREFIX", "make_palette_mime", "layer_desc_inputs", "QtWidgets"]

@@ -78,21 +78,21 @@ class InfoWidget(NodeBaseWidget):
 
     def __init__(self, parent: QtWidgets.QGraphicsItem | None = None) -> None:
         super().__init__(parent, name="info", label="")
-        self._label = QtWidgets.QLabel()
-        self._label.setTextFormat(QtCore.Qt.TextFormat.RichText)
-        self._label.setStyleSheet("QLabel { color: #d8d8d8; background: transparent; font-size: 11px; }")
-        self._label.setContentsMargins(2, 0, 2, 2)
-        self.set_custom_widget(self._label)
+        self._text = QtWidgets.QLabel()
+        self._text.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self._text.setStyleSheet("QLabel { color: #d8d8d8; background: transparent; font-size: 11px; }")
+        self._text.setContentsMargins(2, 0, 2, 2)
+        self.set_custom_widget(self._text)
         self.widget().setStyleSheet("QGroupBox { background: transparent; border: none; margin-top: 0px;"
                                     " padding-top: 0px; } QGroupBox::title { height: 0px; }")
 
     def get_value(self) -> str:
-        return self._label.text()
+        return self._text.text()
 
     def set_value(self, text: str) -> None:
-        if text != self._label.text():
-            self._label.setText(text)
-            self._label.adjustSize()
+        if text != self._text.text():
+            self._text.setText(text)
+            self._text.adjustSize()
             self.widget().adjustSize()
             self.adjustSize()
 
@@ -140,7 +140,7 @@ class LayerNode(BaseNode):
         self.set_port_deletion_allowed(True)
         self.set_color(*category_color(self.desc))
         if self.desc is None or self.desc.generates_output:
-            self.add_output("output", multi_output=True, color=OUTPUT_COLOR)
+            self.add_output("output", multi_output=True, display_name=False, color=OUTPUT_COLOR)
         for i in range(len(self.desc.inputs) if self.desc else 0):
             self.add_input_slot(i)
         self.info = InfoWidget(self.view)

@@ -1,0 +1,122 @@
+"""conv_bn: convolution followed by batch normalization, fused into one layer.
+
+The normalization is folded into the convolution (scaled weights, shifted bias), so the fused layer
+costs one convolution and gives the result of the chain convolution -> batch_normalization."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
+from engine.errors import WeightsError
+from engine.tensor import Dims
+from plugins.standard import batch_normalization as bn
+from plugins.standard import convolution
+
+#: names of the batch normalization weights in this layer (the convolution has its own 'bias').
+BN_NAMES = {w: f"bn_{w}" for w in bn.BN_WEIGHTS}
+
+
+def fold_batch_norm(xp: Any, w: Any, b: Any | None, mean: Any, variance: Any, scale: Any, bias: Any,
+                    epsilon: float) -> tuple[Any, Any]:
+    """Weights (O, C/g, KH, KW) and bias (O,) of one convolution equal to convolution then batch norm."""
+    mul, add = bn.batch_norm_coefficients(xp, mean, variance, scale, bias, epsilon, np.float32)
+    wf = (w.astype(np.float32) * mul.reshape(-1, 1, 1, 1)).astype(w.dtype)
+    bf = add if b is None else b.astype(np.float32) * mul + add
+    return wf, bf.astype(w.dtype)
+
+
+DESC = LayerDesc(
+    name="conv_bn",
+    display_name="Convolution + batch norm",
+    summary="Convolution followed by batch normalization, fused (the normalization is folded into the weights).",
+    categories=("Convolution", "Normalization"),
+    documentation=(
+        "<p>Computes the chain <b>convolution</b> -&gt; <b>batch_normalization</b> as one layer:<br>"
+        "<code>z = conv(x, weights) + bias</code>, then "
+        "<code>y = (z - bn_mean[o]) / sqrt(bn_variance[o] + epsilon) * bn_scale[o] + bn_bias[o]</code>.<br>"
+        "The normalization is folded into the convolution weights and bias, so it costs one convolution. "
+        "The activation, if any, is applied after the normalization.</p>"
+        "<ul><li><b>input</b> (primary): N x C_in x H x W.</li>"
+        "<li><b>weights</b>, <b>bias</b> (secondary): replace the convolution weights "
+        "(C_out x C_in/groups x K_h x K_w values) and bias (C_out values).</li>"
+        "<li><b>bn_mean</b>, <b>bn_variance</b>, <b>bn_scale</b>, <b>bn_bias</b> (secondary): replace the "
+        "normalization weights (C_out values each).</li>"
+        "<li>Convolution parameters, with the same names and defaults as the convolution layer: "
+        "<b>num_output_channels</b> (default 16, at least 1), <b>kernel_size</b> (default 3), "
+        "<b>stride</b> (default 1), <b>padding</b> (default 1), <b>dilation</b> (default 1), "
+        "<b>groups</b> (default 1, divides C_in and C_out), <b>bias</b> (default true).</li>"
+        "<li><b>epsilon</b>: added to the variance, default 1e-5, at least 0.</li></ul>"
+        "<p>Weights files: <code>NAME_weights.npy</code> (C_out, C_in/groups, K_h, K_w), "
+        "<code>NAME_bias.npy</code> (C_out,) and <code>NAME_bn_mean.npy</code>, <code>NAME_bn_variance.npy</code>, "
+        "<code>NAME_bn_scale.npy</code>, <code>NAME_bn_bias.npy</code> (C_out,).</p>"
+    ),
+    inputs=(
+        *convolution.DESC.inputs,
+        *(InputDesc(n, InputKind.SECONDARY, doc=f"replaces the batch normalization {w} (C_out values)", weight=n)
+          for w, n in BN_NAMES.items()),
+    ),
+    params=(
+        *convolution.DESC.params,
+        ParamDesc("epsilon", "float", 1e-5, "added to the variance", min=0.0, legacy_names=("eps",)),
+    ),
+    weights=(*convolution.DESC.weights, *BN_NAMES.values()),
+    legacy_names=("convolution_bn",),
+)
+
+
+class ConvBN(convolution.Convolution):
+    desc = DESC
+    fused_activations = frozenset({"*"})
+    _folded: tuple[Any, Any] | None = None
+
+    def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
+        shapes = super().weight_shapes(inputs)
+        o = self.p["num_output_channels"]
+        shapes.update({n: (o,) for n in BN_NAMES.values()})
+        return shapes
+
+    def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        if weight.startswith("bn_"):
+            return bn.bn_init_weight(weight[3:], shape, rng)
+        return super().init_weight(weight, shape, rng)
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        if "bn_variance" in weights:
+            problem = bn.variance_problem(weights["bn_variance"], self.p["epsilon"])
+            if problem:
+                raise WeightsError(f"{self.desc.name} {self.name}: weight 'bn_variance': {problem}")
+        super().set_weights(weights)
+        self._folded = None
+
+    def _from_inputs(self, inputs: list[Any]) -> bool:
+        """True when a connected secondary input provides one of the weights."""
+        for w in self.desc.weights:
+            idx = self.weight_input(w)
+            if idx is not None and idx < len(inputs) and inputs[idx] is not None:
+                return True
+        return False
+
+    def folded_weights(self, inputs: list[Any]) -> tuple[Any, Any]:
+        """Convolution weights and bias with the normalization folded in (cached unless an input
+        provides a weight, since inputs can change between runs)."""
+        if self._folded is not None and not self._from_inputs(inputs):
+            return self._folded
+        w = self.weight("weights", inputs)
+        b = self.weight("bias", inputs) if self.p["bias"] else None
+        stats = (self.weight(BN_NAMES[k], inputs) for k in bn.BN_WEIGHTS)
+        folded = fold_batch_norm(self.xp, w, b, *stats, self.p["epsilon"])
+        if not self._from_inputs(inputs):
+            self._folded = folded
+        return folded
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        w, b = self.folded_weights(inputs)
+        s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
+        y = convolution.conv2d(self.xp, self.nchw(inputs[0]), w, b, (s.h, s.w), (p.h, p.w), (d.h, d.w),
+                               self.p["groups"])
+        self.store(out, self.activate(y))
+
+
+LAYER = ConvBN

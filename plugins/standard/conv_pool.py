@@ -1,0 +1,97 @@
+"""conv_pool: convolution followed by max or average pooling, fused into one layer.
+
+The convolution result goes straight into the pooling, without a network buffer in between."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from engine.descriptors import LayerDesc, ParamDesc
+from engine.tensor import Dims
+from plugins.standard import convolution, pooling
+
+
+def _pool_name(name: str) -> str:
+    """Name in this layer of a pooling layer parameter ('kernel_size' -> 'pool_kernel_size')."""
+    return name if name.startswith("pool_") else f"pool_{name}"
+
+
+POOL_PARAMS: tuple[ParamDesc, ...] = tuple(
+    replace(p, name=_pool_name(p.name), legacy_names=(), main=p.name == "pool_type", doc=f"pooling: {p.doc}")
+    for p in pooling.DESC.params
+)
+
+DESC = LayerDesc(
+    name="conv_pool",
+    display_name="Convolution + pooling",
+    summary="Convolution followed by max or average pooling, fused into one layer.",
+    categories=("Convolution", "Pooling"),
+    documentation=(
+        "<p>Computes the chain <b>convolution</b> (with this layer's activation) -&gt; <b>pooling</b> as "
+        "one layer, without an intermediate buffer in the network: "
+        "<code>y = pool(activation(conv(x, weights) + bias))</code>. Note that the activation is applied "
+        "to the convolution result, before pooling (the usual convolution+ReLU -&gt; pooling pattern; "
+        "for max pooling and a non-decreasing activation such as ReLU the order does not matter).</p>"
+        "<ul><li><b>input</b> (primary): N x C_in x H x W.</li>"
+        "<li><b>weights</b>, <b>bias</b> (secondary): replace the convolution weights "
+        "(C_out x C_in/groups x K_h x K_w values) and bias (C_out values).</li>"
+        "<li>Convolution parameters, with the same names and defaults as the convolution layer: "
+        "<b>num_output_channels</b> (default 16, at least 1), <b>kernel_size</b> (default 3), "
+        "<b>stride</b> (default 1), <b>padding</b> (default 1), <b>dilation</b> (default 1), "
+        "<b>groups</b> (default 1, divides C_in and C_out), <b>bias</b> (default true).</li>"
+        "<li>Pooling parameters, named like the pooling layer's with a <code>pool_</code> prefix and with "
+        "the same defaults: <b>pool_type</b> (max or average, default max), <b>pool_kernel_size</b> "
+        "(default 2), <b>pool_stride</b> (default 2), <b>pool_padding</b> (default 0, smaller than the "
+        "pooling kernel), <b>pool_global</b> (pool over the whole image, default false), "
+        "<b>pool_count_include_pad</b> (average pooling divides by the whole window, default false).</li></ul>"
+        "<p>Weights files: <code>NAME_weights.npy</code> (C_out, C_in/groups, K_h, K_w) and "
+        "<code>NAME_bias.npy</code> (C_out,).</p>"
+    ),
+    inputs=convolution.DESC.inputs,
+    params=(*convolution.DESC.params, *POOL_PARAMS),
+    weights=convolution.DESC.weights,
+    legacy_names=("convolution_pool",),
+)
+
+
+class ConvPool(convolution.Convolution):
+    desc = DESC
+    fused_activations = frozenset({"*"})
+
+    def _pool(self, name: str) -> Any:
+        return self.p[_pool_name(name)]
+
+    def validate(self) -> None:
+        super().validate()
+        if self._pool("global"):
+            return
+        problem = pooling.pool_param_problem(self._pool("kernel_size"), self._pool("stride"), self._pool("padding"))
+        if problem:
+            raise self.param_error(_pool_name(problem[0]), problem[1])
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        c = super().output_dims(inputs)
+        if self._pool("global"):
+            return Dims(c.n, c.c, 1, 1)
+        k, s, p = self._pool("kernel_size"), self._pool("stride"), self._pool("padding")
+        problem = pooling.pool_shape_problem(c.h, c.w, k, p, what="convolution output")
+        if problem:
+            raise self.shape_error("pooling " + problem)
+        return Dims(c.n, c.c, pooling.pool_output_size(c.h, k.h, s.h, p.h), pooling.pool_output_size(c.w, k.w, s.w, p.w))
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        w = self.weight("weights", inputs)
+        b = self.weight("bias", inputs) if self.p["bias"] else None
+        s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
+        y = self.activate(convolution.conv2d(self.xp, self.nchw(inputs[0]), w, b, (s.h, s.w), (p.h, p.w), (d.h, d.w),
+                                             self.p["groups"]))
+        if self._pool("global"):
+            y = pooling.global_pool2d(self.xp, y, self._pool("pool_type"))
+        else:
+            k, ps, pp = self._pool("kernel_size"), self._pool("stride"), self._pool("padding")
+            y = pooling.pool2d(self.xp, y, self._pool("pool_type"), (k.h, k.w), (ps.h, ps.w), (pp.h, pp.w),
+                               self._pool("count_include_pad"))
+        self.store(out, y)
+
+
+LAYER = ConvPool

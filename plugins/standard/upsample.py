@@ -1,0 +1,83 @@
+"""upsample: enlarge H and W by integer factors, nearest or bilinear (like torch.nn.Upsample)."""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.descriptors import InputDesc, LayerDesc, ParamDesc
+from engine.layer import Layer
+from engine.tensor import Dims
+
+from .resize import Taps, axis_taps, device_taps, resample
+
+UPSAMPLE_METHODS = ("nearest", "bilinear")
+
+
+def upsample_taps(xp: Any, in_size: int, out_size: int, factor: int, method: str, dtype: Any) -> Taps:
+    """Taps of an upsampling by ``factor`` along one axis, producing ``out_size`` pixels.
+
+    Coordinates are half_pixel with the factor as the scale, so nearest repeats each pixel ``factor``
+    times and bilinear matches ``torch.nn.Upsample(mode='bilinear', align_corners=False)``. Output
+    pixels beyond ``in_size * factor`` take the edge value."""
+    return device_taps(xp, axis_taps(in_size, out_size, method, "half_pixel", float(factor)), dtype)
+
+
+FACTOR_DOC = ("<li><b>factor</b>: integer scale factors FhxFw (a single number for both), each in [1, 1024]; "
+              "default 2x2.</li>"
+              "<li><b>method</b>: <code>nearest</code> (default) repeats every pixel Fh x Fw times; "
+              "<code>bilinear</code> interpolates with half-pixel centres: output pixel <code>o</code> reads input "
+              "position <code>(o + 0.5) / F - 0.5</code>, edge pixels extended (like ONNX Resize "
+              "<code>half_pixel</code> and PyTorch <code>align_corners=False</code>).</li>")
+
+DESC = LayerDesc(
+    name="upsample",
+    display_name="Upsample",
+    summary="Enlarge H and W by integer factors with nearest or bilinear interpolation.",
+    categories=("Resampling",),
+    documentation=(
+        "<p>Enlarges every channel: N x C x H x W becomes N x C x (H*Fh) x (W*Fw).</p>"
+        "<p><b>Inputs</b>: <b>input</b> (primary), N x C x H x W.</p>"
+        "<p><b>Parameters</b></p><ul>" + FACTOR_DOC + "</ul>"
+        "<p>Example: with factor 2 and nearest, the row <code>[a, b]</code> becomes <code>[a, a, b, b]</code>; "
+        "with bilinear it becomes <code>[a, 0.75a+0.25b, 0.25a+0.75b, b]</code>. "
+        "For other factors, downscaling or align-corners use <b>resize</b>.</p>"
+    ),
+    inputs=(InputDesc("input", doc="tensor to enlarge"),),
+    params=(
+        ParamDesc("factor", "dimension", Dims(1, 1, 2, 2), "integer scale factors FhxFw", main=True),
+        ParamDesc("method", "enum", "nearest", "interpolation", enum_values=UPSAMPLE_METHODS, main=True),
+    ),
+)
+
+
+def check_factor(layer: Layer, param: str = "factor") -> None:
+    """ParameterError unless the factor parameter is an integer pair in [1, 1024]."""
+    f = layer.p[param]
+    if not (1 <= f.h <= 1024 and 1 <= f.w <= 1024):
+        raise layer.param_error(param, f"{f.h}x{f.w}: each factor must be an integer in [1, 1024]")
+
+
+class Upsample(Layer):
+    desc = DESC
+    fused_activations = frozenset({"*"})
+
+    def validate(self) -> None:
+        check_factor(self)
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        x = inputs[0]
+        assert x is not None
+        f = self.p["factor"]
+        return Dims(x.n, x.c, x.h * f.h, x.w * f.w)
+
+    def reshape(self, inputs: list[Dims | None], output: Dims) -> None:
+        x = inputs[0]
+        assert x is not None
+        f, m = self.p["factor"], self.p["method"]
+        self._taps_h = upsample_taps(self.xp, x.h, output.h, f.h, m, self.cdtype)
+        self._taps_w = upsample_taps(self.xp, x.w, output.w, f.w, m, self.cdtype)
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        self.store(out, self.activate(resample(self.xp, self.nchw(inputs[0]), self._taps_h, self._taps_w)))
+
+
+LAYER = Upsample

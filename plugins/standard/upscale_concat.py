@@ -1,0 +1,102 @@
+"""upscale_concat: upsample input 0 to the size of input 1, then concatenate their channels (U-Net decoder step).
+
+Also holds ``UpscaleLayer``, the base of upscale_concat_two and upscale_sum."""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.descriptors import InputDesc, LayerDesc, ParamDesc
+from engine.layer import Layer
+from engine.tensor import Dims
+
+from .resize import Taps, resample
+from .upsample import FACTOR_DOC, UPSAMPLE_METHODS, check_factor, upsample_taps
+
+UPSCALE_PARAMS = (
+    ParamDesc("factor", "dimension", Dims(1, 1, 2, 2), "integer factors input 0 is upsampled by", main=True),
+    ParamDesc("method", "enum", "nearest", "interpolation", enum_values=UPSAMPLE_METHODS, main=True),
+)
+
+UPSCALE_DOC = (
+    "<p>Input 0 is upsampled by the integer <b>factor</b> (as the <b>upsample</b> layer does) and then "
+    "made exactly as large as input 1: extra rows/columns at the bottom/right are dropped, missing ones repeat "
+    "the last row/column. So input 0's height must be <code>floor(H1/Fh)</code> or <code>ceil(H1/Fh)</code> "
+    "(likewise the width), which covers skip connections of odd size. Both inputs must have the same N.</p>"
+    "<p><b>Parameters</b></p><ul>" + FACTOR_DOC + "</ul>"
+)
+
+
+def upscale(xp: Any, x: Any, taps_h: Taps, taps_w: Taps) -> Any:
+    """Input 0 upsampled to the target size (the taps already hold the crop or edge extension)."""
+    return resample(xp, x, taps_h, taps_w)
+
+
+def upscale_concat(xp: Any, x: Any, skips: list[Any], taps_h: Taps, taps_w: Taps) -> Any:
+    """Channels of upscaled ``x`` followed by the channels of each skip tensor, in order."""
+    return xp.concatenate([upscale(xp, x, taps_h, taps_w).astype(skips[0].dtype, copy=False), *skips], axis=1)
+
+
+class UpscaleLayer(Layer):
+    """A layer that upsamples input 0 to the spatial size of input 1 (which it then combines with)."""
+
+    fused_activations = frozenset({"*"})
+
+    def validate(self) -> None:
+        check_factor(self)
+
+    def target_dims(self, inputs: list[Dims | None]) -> Dims:
+        """Input 1's dimensions, after checking input 0 can be upscaled to them."""
+        x, skip = inputs[0], inputs[1]
+        assert x is not None and skip is not None
+        if x.n != skip.n:
+            raise self.shape_error(f"input 0 ({x}) and input 1 ({skip}) have different batch sizes N ({x.n} vs {skip.n})")
+        f = self.p["factor"]
+        for axis, a, b, k in (("H", x.h, skip.h, f.h), ("W", x.w, skip.w, f.w)):
+            lo, hi = b // k, -(-b // k)
+            if a not in (lo, hi):
+                need = str(hi) if lo in (0, hi) else f"{lo} or {hi}"
+                raise self.shape_error(
+                    f"input 0 ({x}) upsampled by {f.h}x{f.w} is {x.h * f.h}x{x.w * f.w}, too far from input 1 ({skip}): "
+                    f"input 0 must have {axis} = {need} to be cropped or edge-extended to {axis} = {b}")
+        return skip
+
+    def reshape(self, inputs: list[Dims | None], output: Dims) -> None:
+        x, skip = inputs[0], inputs[1]
+        assert x is not None and skip is not None
+        f, m = self.p["factor"], self.p["method"]
+        self._taps_h = upsample_taps(self.xp, x.h, skip.h, f.h, m, self.cdtype)
+        self._taps_w = upsample_taps(self.xp, x.w, skip.w, f.w, m, self.cdtype)
+
+
+DESC = LayerDesc(
+    name="upscale_concat",
+    display_name="Upscale + Concat",
+    summary="Upsample input 0 to input 1's size and concatenate the channels of both.",
+    categories=("Resampling", "Merge"),
+    documentation=(
+        "<p>A decoder step of a U-Net: <code>y = concat(upsample(input 0), input 1)</code> along channels, "
+        "the upsampled channels first. N x C0 x H0 x W0 and N x C1 x H1 x W1 give N x (C0+C1) x H1 x W1.</p>"
+        + UPSCALE_DOC +
+        "<p><b>Inputs</b>: <b>input</b> (primary): the coarse tensor; <b>skip</b> (primary): the tensor whose "
+        "size the result takes.</p>"
+        "<p>Example: factor 2, input 0 1x64x8x8 and input 1 1x32x16x16 give 1x96x16x16; with input 1 "
+        "1x32x15x15 the upsampled 16x16 is cropped to 15x15 and the result is 1x96x15x15.</p>"
+    ),
+    inputs=(InputDesc("input", doc="coarse tensor, upsampled"), InputDesc("skip", doc="skip connection")),
+    params=UPSCALE_PARAMS,
+)
+
+
+class UpscaleConcat(UpscaleLayer):
+    desc = DESC
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        t = self.target_dims(inputs)
+        return Dims(t.n, inputs[0].c + t.c, t.h, t.w)  # type: ignore[union-attr]
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        y = upscale_concat(self.xp, self.nchw(inputs[0]), [self.nchw(inputs[1])], self._taps_h, self._taps_w)
+        self.store(out, self.activate(y))
+
+
+LAYER = UpscaleConcat

@@ -1,0 +1,123 @@
+"""The `layerlab` command line end to end."""
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.cli import main
+from engine.io import read_image
+from resources import SAMPLES
+
+MODEL = str(SAMPLES / "denoiser.lnet")
+IMAGE = str(SAMPLES / "sample.png")
+
+
+def run(args, capsys):
+    out = io.StringIO()
+    code = main(args, out=out)
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+def test_infer_sample_with_image_writes_png_and_npy(tmp_path, capsys):
+    code, out, err = run(["infer", MODEL, "--input", f"input={IMAGE}", "--output", f"output={tmp_path}/d.png",
+                          "-n", "2", "--backend", "numpy"], capsys)
+    assert code == 0, err
+    assert "average time per iteration:" in out and "over 2 iterations" in out
+    assert read_image(tmp_path / "d.png").shape == (1, 3, 96, 128)
+    code, out, _ = run(["infer", MODEL, "-i", IMAGE, "--output-dir", str(tmp_path), "--format", "fp16", "nhwc",
+                        "-b", "numpy", "-n", "1"], capsys)
+    assert code == 0 and "format fp16|nhwc" in out
+    assert np.load(tmp_path / "output.npy").shape == (1, 3, 96, 128)
+
+
+def test_infer_same_result_from_npy_input_and_seeded_random_input(tmp_path, capsys):
+    x = read_image(IMAGE)
+    np.save(tmp_path / "x.npy", x.transpose(0, 2, 3, 1))
+    run(["infer", MODEL, "-i", f"{tmp_path}/x.npy", "--input-layout", "nhwc", "-o", f"{tmp_path}/a.npy", "-b", "numpy"],
+        capsys)
+    run(["infer", MODEL, "-i", IMAGE, "-o", f"{tmp_path}/b.npy", "-b", "numpy"], capsys)
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"))
+    run(["infer", MODEL, "-o", f"{tmp_path}/r1.npy", "--seed", "5", "-b", "numpy"], capsys)
+    run(["infer", MODEL, "-o", f"{tmp_path}/r2.npy", "--seed", "5", "-b", "numpy"], capsys)
+    np.testing.assert_array_equal(np.load(tmp_path / "r1.npy"), np.load(tmp_path / "r2.npy"))
+
+
+def test_infer_video_frame_by_frame(tmp_path, capsys):
+    from engine.io import VideoWriter
+
+    w = VideoWriter(tmp_path / "in.avi", 5)
+    for i in range(3):
+        w.write(np.full((1, 3, 32, 48), 0.3 * i, np.float32))
+    w.close()
+    code, out, err = run(["infer", MODEL, "-i", f"{tmp_path}/in.avi", "-o", f"{tmp_path}/out.avi", "-b", "numpy"], capsys)
+    assert code == 0, err
+    assert "3 frames, average time per frame" in out and (tmp_path / "out.avi").stat().st_size > 0
+
+
+def test_check_and_layers(tmp_path, capsys):
+    code, out, _ = run(["check", MODEL], capsys)
+    assert code == 0 and "0 error(s)" in out
+    bad = tmp_path / "bad.lnet"
+    bad.write_text(Path(MODEL).read_text().replace('<input index="0" source="conv2" />', ""))
+    code, out, _ = run(["check", str(bad)], capsys)
+    assert code == 1 and "error: conv3: These mandatory inputs are not connected: 0" in out
+    code, out, _ = run(["layers"], capsys)
+    assert code == 0
+    assert "standard 0.1.0 by LayerLab" in out and "convolution" in out and "2-D convolution" in out
+    assert "leaky_relu" in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (["infer", "missing.lnet"], "missing.lnet: no such file"),
+    (["infer", MODEL, "-n", "0"], "--iterations must be at least 1"),
+    (["infer", MODEL, "--format", "fp64"], "unknown tensor format 'fp64'"),
+    (["infer", MODEL, "--backend", "tpu"], "invalid choice: 'tpu'"),
+    (["infer", MODEL, "-i", "nope=x.png"], "no input layer named 'nope'"),
+    (["infer", MODEL, "-i", "missing.png"], "missing.png: no such image file"),
+    (["infer", MODEL, "-o", "out.txt"], "unsupported output file type '.txt'"),
+    (["infer", MODEL, "-w", "/no/such/dir"], "weights folder /no/such/dir does not exist"),
+    (["check", "missing.lnet"], "no such file"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+])
+def test_user_errors_exit_2_with_one_line(args, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(args, capsys)
+    lines = [line for line in err.splitlines() if not line.startswith("layerlab: using the numpy")]
+    assert code == 2 and len(lines) == 1 and message in lines[0] and lines[0].startswith("layerlab: error: ")
+    assert "Traceback" not in err
+
+
+def test_malformed_model_message_and_verbose_traceback(tmp_path, capsys):
+    bad = tmp_path / "t.lnet"
+    bad.write_text("<network>\n<layers>\n")
+    code, _, err = run(["infer", str(bad)], capsys)
+    assert code == 2 and f"{bad}:3: malformed XML" in err and "Traceback" not in err
+    code, _, err = run(["infer", str(bad), "--verbose"], capsys)
+    assert code == 2 and "Traceback" in err
+
+
+def test_cupy_backend_where_unusable(capsys, monkeypatch):
+    import engine.backends as b
+
+    monkeypatch.setattr(b, "_cupy_probe", (False, "no usable CUDA GPU (test)"))
+    code, _, err = run(["infer", MODEL, "-b", "cupy"], capsys)
+    assert code == 2 and "the cupy backend cannot be used here: no usable CUDA GPU (test)" in err
+    code, out, err = run(["infer", MODEL, "-n", "1"], capsys)
+    assert code == 0 and "layerlab: using the numpy backend: no usable CUDA GPU (test)" in err
+
+
+def test_console_script_runs(tmp_path):
+    exe = shutil.which("layerlab", path=str(Path(sys.executable).parent))
+    assert exe, "the layerlab console script is installed with the package"
+    res = subprocess.run([exe, "infer", MODEL, "-i", IMAGE, "-o", f"{tmp_path}/o.png", "-n", "1", "-b", "numpy"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "o.png").is_file()
+    res = subprocess.run([exe, "check", "nope.lnet"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and res.stderr.strip() == "layerlab: error: nope.lnet: no such file"
