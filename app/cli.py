@@ -77,11 +77,9 @@ def _format(tokens: Sequence[str] | None, backend_name: str):
     return TensorFormat.parse(text)
 
 
-def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
-    import numpy as np
-
+def _prepare(args: argparse.Namespace):
+    """Registry, model, backend, format and network for the run options shared by infer and profile."""
     from engine.backends import get_backend
-    from engine.io import ImageOptions, VideoReader, VideoWriter, kind_of, read_input, write_output
     from engine.network import Network
     from engine.weights import RandomWeights, WeightsFolder
 
@@ -96,18 +94,51 @@ def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
     weights = WeightsFolder(args.weights) if args.weights else RandomWeights(args.seed)
     net = Network(model, reg, backend, fmt, weights=weights, seed=args.seed)
     inputs = _resolve_names(_pairs(args.input), net.input_names, "input")
+    return model, backend, fmt, net, inputs
+
+
+def _image_options(net, name: str):
+    from engine.io import ImageOptions
+
+    p = net.layer(name).p
+    return ImageOptions(p["scale"], p["shift"], p["min_channels"], p["tiling"])
+
+
+def _set_still_inputs(net, inputs: list[tuple[str, str]], layout: str) -> None:
+    from engine.io import kind_of, read_input
+
+    for name, path in inputs:
+        if kind_of(path) != "video":
+            net.set_input(name, read_input(path, _image_options(net, name), layout))
+
+
+def _progress(out: TextIO):
+    """A progress callback: a bar on a terminal, plain lines otherwise."""
+    tty = hasattr(out, "isatty") and out.isatty()
+
+    def show(i: int, n: int) -> None:
+        if tty:
+            filled = int(30 * i / n)
+            out.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] iteration {i}/{n}")
+            if i == n:
+                out.write("\n")
+            out.flush()
+        else:
+            print(f"iteration {i}/{n}", file=out)
+    return show
+
+
+def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
+    import numpy as np
+
+    from engine.io import VideoReader, VideoWriter, kind_of, write_output
+
+    model, backend, fmt, net, inputs = _prepare(args)
     outputs = _resolve_names(_pairs(args.output), net.output_names, "output")
     if not outputs and args.output_dir:
         outputs = [(n, str(Path(args.output_dir) / f"{n}.npy")) for n in net.output_names]
-
-    def opts(name: str) -> ImageOptions:
-        p = net.layer(name).p
-        return ImageOptions(p["scale"], p["shift"], p["min_channels"], p["tiling"])
-
     video = [(n, p) for n, p in inputs if kind_of(p) == "video"]
-    for name, path in inputs:
-        if kind_of(path) != "video":
-            net.set_input(name, read_input(path, opts(name), args.input_layout))
+    _set_still_inputs(net, inputs, args.input_layout)
 
     def timed_run() -> float:
         for n in net.input_names:
@@ -124,7 +155,7 @@ def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
         if len(video) > 1:
             raise CliError("only one video input at a time is supported")
         vname, vpath = video[0]
-        reader = VideoReader(vpath, opts(vname))
+        reader = VideoReader(vpath, _image_options(net, vname))
         writers = {n: VideoWriter(p, reader.fps) for n, p in outputs if kind_of_safe(p) == "video"}
         times, frame_no = [], 0
         try:
@@ -160,6 +191,63 @@ def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
               f"mean {y.mean():.4g}", file=out)
         if not np.all(np.isfinite(y)):
             print(f"layerlab: warning: output {name} contains NaN or infinite values", file=sys.stderr)
+    return 0
+
+
+def profile_command_line(args: argparse.Namespace) -> str:
+    """The `layerlab profile ...` command line that reproduces a run (quoted for a POSIX shell)."""
+    import shlex
+
+    parts = ["layerlab", "profile", args.model]
+    for v in args.input or []:
+        parts += ["--input", v]
+    if args.format:
+        parts += ["--format", *args.format]
+    parts += ["--iterations", str(args.iterations), "--warmup", str(args.warmup), "--backend", args.backend,
+              "--seed", str(args.seed)]
+    if args.weights:
+        parts += ["--weights", args.weights]
+    if getattr(args, "report", None):
+        parts += ["--report", args.report]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def cmd_profile(args: argparse.Namespace, out: TextIO) -> int:
+    from engine import report as rep
+    from engine.io import kind_of
+    from engine.profiling import profile
+
+    model, backend, fmt, net, inputs = _prepare(args)
+    if any(kind_of(p) == "video" for _, p in inputs):
+        raise CliError("profile takes images or .npy tensors, not videos (use infer for videos)")
+    _set_still_inputs(net, inputs, args.input_layout)
+    result = profile(net, args.iterations, args.warmup, progress=_progress(sys.stderr))
+    doc = rep.build_report(result, model_name=model.name, model_version=model.version, model_path=args.model,
+                           backend=backend.name, device=backend.device_name, fmt=str(fmt),
+                           iterations=args.iterations, warmup=args.warmup, seed=args.seed,
+                           notes=["per-layer timing synchronises after every layer on the CPU"]
+                           if backend.name == "numpy" else ["per-layer times from CUDA events"])
+    print(rep.summary(doc), file=out)
+    print("", file=out)
+    print(rep.layer_table(doc), file=out)
+    json_path, html_path = rep.report_paths(args.report or f"{model.name}_report")
+    rep.write_json(doc, json_path)
+    rep.write_html(doc, html_path)
+    print(f"\nwrote {json_path} and {html_path}", file=out)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
+    from engine import report as rep
+
+    docs = [rep.load(p) for p in args.reports]
+    labels = [f"{Path(p).name}: {d['model']['name']} {d['run']['backend']} {d['run']['format']}"
+              for p, d in zip(args.reports, docs)]
+    c = rep.compare(docs, labels, args.base)
+    print(rep.comparison_text(c), file=out)
+    if args.html:
+        Path(args.html).write_text(rep.comparison_html(c), encoding="utf-8")
+        print(f"wrote {args.html}", file=out)
     return 0
 
 
@@ -246,6 +334,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("infer", parents=[common, run_opts], help="run a network and write its outputs",
                    description="Run a network, print the average time per iteration and write outputs.")
+    pr = sub.add_parser("profile", parents=[common, run_opts], help="time every layer and write a report",
+                        description="Profile every layer; write a JSON and an HTML report and print the layer table.")
+    pr.add_argument("--report", "-r", metavar="PATH", help="report path (PATH.json and PATH.html; default MODELNAME_report)")
+    cp = sub.add_parser("compare", parents=[common], help="compare inference reports",
+                        description="Compare reports layer by layer (matched by name and type).")
+    cp.add_argument("reports", nargs="+", metavar="REPORT", help="report JSON files")
+    cp.add_argument("--base", type=int, default=0, help="index of the base report (default 0)")
+    cp.add_argument("--html", metavar="PATH", help="also write an HTML comparison")
     c = sub.add_parser("check", parents=[common], help="type-check a model",
                        description="Print the type-check diagnostics; exit status 1 if there is any error.")
     c.add_argument("model")
@@ -264,7 +360,7 @@ def _version() -> str:
         return "(source tree)"
 
 
-COMMANDS = {"infer": cmd_infer, "check": cmd_check, "layers": cmd_layers, "gui": cmd_gui}
+COMMANDS = {"infer": cmd_infer, "profile": cmd_profile, "compare": cmd_compare, "check": cmd_check, "layers": cmd_layers, "gui": cmd_gui}
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:

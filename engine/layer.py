@@ -148,6 +148,11 @@ class Layer:
     def reshape(self, inputs: list[Dims | None], output: Dims) -> None:
         """Prepare for new input sizes (called by the network when they change)."""
 
+    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
+        """Arithmetic operations of one forward pass (a multiply-add counts 2). Default: one per
+        output value, plus the activation's."""
+        return output.elements * (2 if self.activation is not None else 1)
+
     def bypass_input(self) -> int | None:
         """Index of the input this layer passes through unchanged (no copy), or None."""
         return None

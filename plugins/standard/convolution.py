@@ -95,8 +95,9 @@ class Convolution(Layer):
             d = self.p[name]
             if d.h < 1 or d.w < 1:
                 raise self.param_error(name, f"{d.h}x{d.w} must be at least 1x1")
-        if self.p["num_output_channels"] % self.p["groups"]:
-            raise self.param_error("groups", f"num_output_channels {self.p['num_output_channels']} is not a multiple of groups {self.p['groups']}")
+        o, g = self.p["num_output_channels"], self.p["groups"]
+        if o % g:
+            raise self.param_error("groups", f"num_output_channels {o} is not a multiple of groups {g}")
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = inputs[0]
@@ -122,6 +123,13 @@ class Convolution(Layer):
         if self.p["bias"]:
             shapes["bias"] = (o,)
         return shapes
+
+    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
+        x = inputs[0]
+        assert x is not None
+        k = self.p["kernel_size"]
+        macs = output.elements * (x.c // self.p["groups"]) * k.h * k.w
+        return 2 * macs + output.elements * (int(self.p["bias"]) + int(self.activation is not None))
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         w = self.weight("weights", inputs)

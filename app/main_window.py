@@ -1,0 +1,534 @@
+"""The designer's main window: model tabs (one canvas each), the palette, parameter and type-check docks,
+and the File / Edit / View / Window / Help menus."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from app.autosave import Autosaver
+from app.docs_browser import DocsBrowser
+from app.document import Document
+from app.palette import Palette
+from app.params import ParamPanel
+from app.typecheck_panel import TypeCheckPanel
+from engine import modelfile
+from engine.errors import LayerLabError
+from engine.model import Event, Model
+from engine.plugins import default_registry
+from engine.registry import Registry
+
+APP_NAME = "LayerLab"
+FILE_FILTER = "LayerLab models (*.lnet);;All files (*)"
+MAX_RECENT = 10
+SAMPLE = Path(__file__).resolve().parent.parent / "resources" / "samples" / "denoiser.lnet"
+
+
+def default_autosave_dir() -> str:
+    env = os.environ.get("LAYERLAB_AUTOSAVE_DIR")
+    if env:
+        return env
+    base = QtCore.QStandardPaths.writableLocation(QtCore.QStandardPaths.StandardLocation.AppDataLocation)
+    return str(Path(base or Path.home() / ".layerlab") / "autosave")
+
+
+class MainWindow(QtWidgets.QMainWindow):
+    """The designer. Usable from tests without ``app.gui.run`` (pass a QSettings and an autosave folder)."""
+
+    def __init__(self, registry: Registry | None = None, settings: QtCore.QSettings | None = None,
+                 autosave_dir: str | os.PathLike[str] | None = None, autosave_interval_ms: int = 60_000) -> None:
+        super().__init__()
+        self.registry = registry or default_registry()
+        self.settings = settings or QtCore.QSettings("LayerLab", "LayerLab")
+        self.autosaver = Autosaver(autosave_dir or default_autosave_dir())
+        self.docs: list[Document] = []
+        self.docs_browser: DocsBrowser | None = None
+        self.setWindowTitle(APP_NAME)
+        self.setObjectName("MainWindow")
+        self.setDockNestingEnabled(True)
+        self.resize(1500, 900)
+
+        self.tabs = QtWidgets.QTabWidget()
+        self.tabs.setTabsClosable(True)
+        self.tabs.setMovable(True)
+        self.tabs.setDocumentMode(True)
+        self.tabs.tabCloseRequested.connect(lambda i: self.close_document(self._doc_at(i)))
+        self.tabs.currentChanged.connect(self._current_changed)
+        self.setCentralWidget(self.tabs)
+
+        self.palette = Palette(self.registry)
+        self.palette.add_requested.connect(self.add_layer)
+        self.params = ParamPanel()
+        self.checks = TypeCheckPanel()
+        self.checks.layer_activated.connect(self.focus_layer)
+        self.palette_dock = self._dock("Layer Palette", "PaletteDock", self.palette, QtCore.Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.params_dock = self._dock("Parameters", "ParametersDock", self.params, QtCore.Qt.DockWidgetArea.RightDockWidgetArea)
+        self.check_dock = self._dock("Type Check", "TypeCheckDock", self.checks, QtCore.Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.resizeDocks([self.palette_dock, self.params_dock], [260, 340], QtCore.Qt.Orientation.Horizontal)
+        self.resizeDocks([self.check_dock], [170], QtCore.Qt.Orientation.Vertical)
+
+        self.status_label = QtWidgets.QLabel()
+        self.statusBar().addPermanentWidget(self.status_label)
+        self._build_actions()
+        self._build_menus()
+        self._build_toolbar()
+        self._default_state = self.saveState()
+        self._default_geometry = self.saveGeometry()
+        self._restore_last_layout()
+
+        self.autosave_timer = QtCore.QTimer(self)
+        self.autosave_timer.setInterval(autosave_interval_ms)
+        self.autosave_timer.timeout.connect(self.autosave_now)
+        self.autosave_timer.start()
+        self._update_actions()
+
+    # ---- construction ----------------------------------------------------------------------------
+    def _dock(self, title: str, name: str, widget: QtWidgets.QWidget, area: QtCore.Qt.DockWidgetArea) -> QtWidgets.QDockWidget:
+        dock = QtWidgets.QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _action(self, text: str, slot: object, shortcut: QtGui.QKeySequence | str | None = None,
+                icon: QtWidgets.QStyle.StandardPixmap | None = None, tip: str = "") -> QtGui.QAction:
+        act = QtGui.QAction(text, self)
+        if shortcut is not None:
+            act.setShortcut(QtGui.QKeySequence(shortcut))
+        if icon is not None:
+            act.setIcon(self.style().standardIcon(icon))
+        if tip:
+            act.setStatusTip(tip)
+        act.triggered.connect(lambda _checked=False: slot())
+        return act
+
+    def _build_actions(self) -> None:
+        K, P = QtGui.QKeySequence.StandardKey, QtWidgets.QStyle.StandardPixmap
+        self.act_new = self._action("&New", self.new_model, K.New, P.SP_FileIcon, "Create an empty model")
+        self.act_open = self._action("&Open…", self.open_dialog, K.Open, P.SP_DialogOpenButton, "Open a model file")
+        self.act_save = self._action("&Save", self.save, K.Save, P.SP_DialogSaveButton, "Save the current model")
+        self.act_save_as = self._action("Save &As…", self.save_as, K.SaveAs)
+        self.act_close = self._action("&Close", self.close_current, K.Close)
+        self.act_quit = self._action("&Quit", self.close, K.Quit)
+        self.act_undo = self._action("&Undo", lambda: self._with_doc(lambda d: d.model.undo()), K.Undo, P.SP_ArrowBack)
+        self.act_redo = self._action("&Redo", lambda: self._with_doc(lambda d: d.model.redo()),
+                                     QtGui.QKeySequence("Ctrl+Shift+Z"), P.SP_ArrowForward)
+        self.act_redo.setShortcuts([QtGui.QKeySequence("Ctrl+Shift+Z"), QtGui.QKeySequence(K.Redo)])
+        self.act_cut = self._action("Cu&t", lambda: self._with_doc(lambda d: d.canvas.cut_selection()), K.Cut)
+        self.act_copy = self._action("&Copy", lambda: self._with_doc(lambda d: d.canvas.copy_selection()), K.Copy)
+        self.act_paste = self._action("&Paste", lambda: self._with_doc(lambda d: d.canvas.paste()), K.Paste)
+        self.act_duplicate = self._action("D&uplicate", lambda: self._with_doc(lambda d: d.canvas.duplicate_selection()),
+                                          "Ctrl+D")
+        self.act_delete = self._action("&Delete", lambda: self._with_doc(lambda d: d.canvas.delete_selection()), K.Delete)
+        self.act_select_all = self._action("Select &All", lambda: self._with_doc(lambda d: d.canvas.select_all_layers()),
+                                           K.SelectAll)
+        self.act_grid = self._action("Show &Grid", lambda: self.set_grid(self.act_grid.isChecked()))
+        self.act_grid.setCheckable(True)
+        self.act_grid.setChecked(True)
+        self.act_fit = self._action("&Fit to View", lambda: self._with_doc(lambda d: d.canvas.fit()), "F",
+                                    P.SP_TitleBarMaxButton, "Show the whole network")
+        self.act_zoom_in = self._action("Zoom &In", lambda: self._zoom(0.1), K.ZoomIn)
+        self.act_zoom_out = self._action("Zoom &Out", lambda: self._zoom(-0.1), K.ZoomOut)
+        self.act_save_layout = self._action("&Save Layout", self.save_layout)
+        self.act_apply_layout = self._action("&Apply Layout", self.apply_layout)
+        self.act_reset_layout = self._action("&Reset Layout", self.reset_layout)
+        self.act_docs = self._action("Layer &Documentation", self.show_docs, K.HelpContents, P.SP_DialogHelpButton)
+        self.act_about = self._action("&About LayerLab", self.about)
+        for act in (self.act_delete, self.act_select_all, self.act_fit):
+            act.setShortcutContext(QtCore.Qt.ShortcutContext.WindowShortcut)
+
+    def _build_menus(self) -> None:
+        mb = self.menuBar()
+        file = mb.addMenu("&File")
+        file.addActions([self.act_new, self.act_open])
+        self.recent_menu = file.addMenu("Open &Recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent)
+        self._fill_recent()
+        file.addSeparator()
+        file.addActions([self.act_save, self.act_save_as])
+        file.addSeparator()
+        file.addActions([self.act_close, self.act_quit])
+        edit = mb.addMenu("&Edit")
+        edit.addActions([self.act_undo, self.act_redo])
+        edit.addSeparator()
+        edit.addActions([self.act_cut, self.act_copy, self.act_paste, self.act_duplicate, self.act_delete])
+        edit.addSeparator()
+        edit.addAction(self.act_select_all)
+        view = mb.addMenu("&View")
+        view.addAction(self.act_grid)
+        windows = view.addMenu("&Windows")
+        self.toolbar_toggle_placeholder = windows
+        for dock in (self.palette_dock, self.params_dock, self.check_dock):
+            windows.addAction(dock.toggleViewAction())
+        view.addSeparator()
+        view.addActions([self.act_fit, self.act_zoom_in, self.act_zoom_out])
+        window = mb.addMenu("&Window")
+        window.addActions([self.act_save_layout, self.act_apply_layout, self.act_reset_layout])
+        helpm = mb.addMenu("&Help")
+        helpm.addActions([self.act_docs, self.act_about])
+
+    def _build_toolbar(self) -> None:
+        tb = self.addToolBar("Main")
+        tb.setObjectName("MainToolBar")
+        tb.setIconSize(QtCore.QSize(18, 18))
+        tb.setToolButtonStyle(QtCore.Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        tb.addActions([self.act_new, self.act_open, self.act_save])
+        tb.addSeparator()
+        tb.addActions([self.act_undo, self.act_redo])
+        tb.addSeparator()
+        tb.addActions([self.act_fit, self.act_docs])
+        self.toolbar_toggle_placeholder.addAction(tb.toggleViewAction())
+
+    # ---- documents -------------------------------------------------------------------------------
+    @property
+    def current(self) -> Document | None:
+        return self._doc_at(self.tabs.currentIndex())
+
+    def _doc_at(self, index: int) -> Document | None:
+        widget = self.tabs.widget(index)
+        for d in self.docs:
+            if d.canvas.widget is widget:
+                return d
+        return None
+
+    def _with_doc(self, fn: object) -> None:
+        doc = self.current
+        if doc is not None:
+            try:
+                fn(doc)  # type: ignore[operator]
+            except LayerLabError as exc:
+                self.statusBar().showMessage(str(exc), 8000)
+
+    def add_document(self, model: Model, path: str | None = None) -> Document:
+        """Open ``model`` in a new tab and make it current."""
+        doc = Document(model, self.registry, path, self)
+        doc.canvas.show_grid(self.act_grid.isChecked())
+        self.docs.append(doc)
+        doc.state_changed.connect(lambda d=doc: self._doc_state_changed(d))
+        doc.checked.connect(lambda diags, d=doc: self._doc_checked(d, diags))
+        doc.canvas.selection_changed.connect(lambda names, d=doc: self._selection_changed(d, names))
+        doc.canvas.status_message.connect(lambda msg: self.statusBar().showMessage(msg, 6000))
+        doc.bridge.event.connect(lambda ev, d=doc: self._doc_event(d, ev))
+        index = self.tabs.addTab(doc.canvas.widget, doc.title)
+        self.tabs.setCurrentIndex(index)
+        self._doc_state_changed(doc)
+        QtCore.QTimer.singleShot(0, doc.canvas.fit)
+        return doc
+
+    def new_model(self) -> Document:
+        names = {d.model.name for d in self.docs}
+        name, n = "network", 1
+        while name in names:
+            n += 1
+            name = f"network_{n}"
+        return self.add_document(Model(name))
+
+    def open_path(self, path: str | os.PathLike[str]) -> Document | None:
+        """Open a model file (or switch to its tab); errors are shown, not raised."""
+        path = str(Path(path).resolve())
+        for d in self.docs:
+            if d.path and Path(d.path).resolve() == Path(path):
+                self.tabs.setCurrentWidget(d.canvas.widget)
+                return d
+        try:
+            model = modelfile.load(path, self.registry)
+        except LayerLabError as exc:
+            QtWidgets.QMessageBox.critical(self, "Cannot open model", str(exc))
+            self.statusBar().showMessage(str(exc), 10000)
+            return None
+        doc = self.add_document(model, path)
+        self._add_recent(path)
+        msg = f"Opened {path}"
+        if model.load_warnings:
+            msg += f" — {len(model.load_warnings)} warning(s): " + "; ".join(model.load_warnings[:3])
+        self.statusBar().showMessage(msg, 10000)
+        return doc
+
+    def open_dialog(self) -> None:
+        start = str(Path(self.current.path).parent) if self.current and self.current.path else str(SAMPLE.parent)
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open model", start, FILE_FILTER)
+        if path:
+            self.open_path(path)
+
+    def save(self, doc: Document | None = None) -> bool:
+        doc = doc or self.current
+        if doc is None:
+            return False
+        if not doc.path:
+            return self.save_as(doc)
+        return self._write(doc, doc.path)
+
+    def save_as(self, doc: Document | None = None, path: str | None = None) -> bool:
+        doc = doc or self.current
+        if doc is None:
+            return False
+        if path is None:
+            start = doc.path or str(Path.cwd() / f"{doc.model.name}.lnet")
+            path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Save model as", start, FILE_FILTER)
+            if not path:
+                return False
+            if not Path(path).suffix:
+                path += ".lnet"
+        return self._write(doc, path)
+
+    def _write(self, doc: Document, path: str) -> bool:
+        try:
+            modelfile.save(doc.model, path)
+        except (OSError, LayerLabError) as exc:
+            QtWidgets.QMessageBox.critical(self, "Cannot save model", f"{path}: {exc}")
+            return False
+        doc.mark_saved(str(Path(path).resolve()))
+        self.autosaver.remove(doc.id)
+        self._add_recent(doc.path)
+        self.statusBar().showMessage(f"Saved {doc.path}", 6000)
+        return True
+
+    def maybe_save(self, doc: Document) -> bool:
+        """Ask before losing unsaved changes; False means the user cancelled."""
+        if not doc.modified:
+            return True
+        self.tabs.setCurrentWidget(doc.canvas.widget)
+        B = QtWidgets.QMessageBox.StandardButton
+        answer = QtWidgets.QMessageBox.question(
+            self, "Unsaved changes", f"{doc.title} has unsaved changes. Save them before closing?",
+            B.Save | B.Discard | B.Cancel, B.Save)
+        if answer == B.Save:
+            return self.save(doc)
+        return answer == B.Discard
+
+    def close_document(self, doc: Document | None) -> bool:
+        if doc is None or not self.maybe_save(doc):
+            return False
+        self.autosaver.remove(doc.id)
+        index = self.tabs.indexOf(doc.canvas.widget)
+        self.docs.remove(doc)
+        self.tabs.removeTab(index)
+        doc.close()
+        doc.canvas.widget.deleteLater()
+        doc.deleteLater()
+        self._current_changed()
+        return True
+
+    def close_current(self) -> None:
+        self.close_document(self.current)
+
+    def closeEvent(self, event: QtGui.QCloseEvent) -> None:  # noqa: N802 (Qt API)
+        for doc in list(self.docs):
+            if not self.maybe_save(doc):
+                event.ignore()
+                return
+        self.settings.setValue("layout/last_state", self.saveState())
+        self.settings.setValue("layout/last_geometry", self.saveGeometry())
+        for doc in list(self.docs):
+            self.autosaver.remove(doc.id)
+        self.autosave_timer.stop()
+        if self.docs_browser is not None:
+            self.docs_browser.close()
+        event.accept()
+
+    # ---- recent files ----------------------------------------------------------------------------
+    def recent_files(self) -> list[str]:
+        value = self.settings.value("recent", [])
+        if isinstance(value, str):
+            value = [value]
+        return [str(v) for v in value or []]
+
+    def _add_recent(self, path: str) -> None:
+        files = [path] + [p for p in self.recent_files() if p != path]
+        self.settings.setValue("recent", files[:MAX_RECENT])
+        self._fill_recent()
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        files = self.recent_files()
+        for p in files:
+            act = self.recent_menu.addAction(Path(p).name)
+            act.setToolTip(p)
+            act.setStatusTip(p)
+            act.triggered.connect(lambda _c=False, p=p: self.open_path(p))
+        if not files:
+            self.recent_menu.addAction("(none)").setEnabled(False)
+        else:
+            self.recent_menu.addSeparator()
+            self.recent_menu.addAction("Clear Menu", lambda: (self.settings.setValue("recent", []), self._fill_recent()))
+
+    # ---- reactions -------------------------------------------------------------------------------
+    def _doc_state_changed(self, doc: Document) -> None:
+        index = self.tabs.indexOf(doc.canvas.widget)
+        if index >= 0:
+            self.tabs.setTabText(index, doc.title + (" *" if doc.modified else ""))
+            self.tabs.setTabToolTip(index, doc.path or "not saved yet")
+        if doc is self.current:
+            self._update_title()
+        self._update_actions()
+
+    def _doc_event(self, doc: Document, ev: Event) -> None:
+        if doc is self.current:
+            self._update_actions()
+
+    def _doc_checked(self, doc: Document, diags: list) -> None:
+        if doc is self.current:
+            self.checks.show_diagnostics(diags)
+            self._update_status()
+
+    def _selection_changed(self, doc: Document, names: list[str]) -> None:
+        if doc is self.current:
+            self.params.set_target(doc, names)
+            self._update_actions()
+
+    def _current_changed(self, _index: int = -1) -> None:
+        doc = self.current
+        self.params.set_target(doc, doc.canvas.selected_layers() if doc else [])
+        self.checks.show_diagnostics(doc.diagnostics if doc else [])
+        if doc is not None:
+            self.act_grid.setChecked(doc.canvas.grid_shown)
+        self._update_title()
+        self._update_actions()
+        self._update_status()
+
+    def _update_title(self) -> None:
+        doc = self.current
+        if doc is None:
+            self.setWindowTitle(APP_NAME)
+            self.setWindowModified(False)
+            return
+        self.setWindowTitle(f"{doc.title}[*] — {APP_NAME}")
+        self.setWindowModified(doc.modified)
+
+    def _update_status(self) -> None:
+        doc = self.current
+        if doc is None:
+            self.status_label.setText("")
+            return
+        n_err = sum(d.severity == "error" for d in doc.diagnostics)
+        n_warn = len(doc.diagnostics) - n_err
+        self.status_label.setText(f"{doc.model.name} {doc.model.version} · {len(doc.model.layers)} layers · "
+                                  f"{n_err} errors · {n_warn} warnings")
+
+    def _update_actions(self) -> None:
+        doc = self.current
+        has = doc is not None
+        self.act_undo.setEnabled(has and doc.model.can_undo())
+        self.act_redo.setEnabled(has and doc.model.can_redo())
+        self.act_undo.setText(f"&Undo {doc.model.undo_text()}" if has and doc.model.can_undo() else "&Undo")
+        self.act_redo.setText(f"&Redo {doc.model.redo_text()}" if has and doc.model.can_redo() else "&Redo")
+        selected = has and bool(doc.canvas.selected_layers())
+        for act in (self.act_cut, self.act_copy, self.act_duplicate):
+            act.setEnabled(selected)
+        for act in (self.act_save, self.act_save_as, self.act_close, self.act_paste, self.act_delete,
+                    self.act_select_all, self.act_fit, self.act_zoom_in, self.act_zoom_out):
+            act.setEnabled(has)
+        self._update_status()
+
+    # ---- editing and view ------------------------------------------------------------------------
+    def add_layer(self, layer_type: str) -> str | None:
+        """Add a layer at the centre of the current canvas (a new model is created if none is open)."""
+        doc = self.current or self.new_model()
+        return doc.canvas.add_layer(layer_type)
+
+    def focus_layer(self, name: str) -> None:
+        doc = self.current
+        if doc is not None and name in doc.canvas.nodes:
+            doc.canvas.focus_layer(name)
+
+    def set_grid(self, on: bool) -> None:
+        self.act_grid.setChecked(on)
+        for doc in self.docs:
+            doc.canvas.show_grid(on)
+
+    def _zoom(self, step: float) -> None:
+        doc = self.current
+        if doc is not None:
+            doc.canvas.set_zoom(doc.canvas.get_zoom() + step)
+
+    # ---- layouts ---------------------------------------------------------------------------------
+    def save_layout(self) -> None:
+        self.settings.setValue("layout/saved_state", self.saveState())
+        self.settings.setValue("layout/saved_geometry", self.saveGeometry())
+        self.statusBar().showMessage("Window layout saved", 4000)
+
+    def apply_layout(self) -> bool:
+        state = self.settings.value("layout/saved_state")
+        if state is None:
+            self.statusBar().showMessage("No saved layout yet (Window > Save Layout)", 4000)
+            return False
+        self.restoreState(state)
+        return True
+
+    def reset_layout(self) -> None:
+        self.restoreState(self._default_state)
+        for dock in (self.palette_dock, self.params_dock, self.check_dock):
+            dock.show()
+
+    def _restore_last_layout(self) -> None:
+        geometry = self.settings.value("layout/last_geometry")
+        state = self.settings.value("layout/last_state")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        if state is not None:
+            self.restoreState(state)
+
+    # ---- autosave and recovery -------------------------------------------------------------------
+    def autosave_now(self) -> None:
+        """Write an autosave copy of every modified model (and drop copies of unmodified ones)."""
+        for doc in self.docs:
+            if doc.modified:
+                try:
+                    self.autosaver.write(doc.id, doc.model, doc.path, doc.title)
+                except OSError as exc:
+                    self.statusBar().showMessage(f"Autosave failed: {exc}", 8000)
+            else:
+                self.autosaver.remove(doc.id)
+
+    def offer_recovery(self) -> list[Document]:
+        """After a crash: offer to reopen the autosave copies left behind; returns the recovered documents."""
+        found = self.autosaver.recoverable()
+        if not found:
+            return []
+        B = QtWidgets.QMessageBox.StandardButton
+        names = "\n".join(f"  • {r.title}" + (f" ({r.original_path})" if r.original_path else "") for r in found)
+        answer = QtWidgets.QMessageBox.question(
+            self, "Recover unsaved models",
+            f"LayerLab did not close cleanly. Autosaved copies of these models were found:\n{names}\n\nRecover them?",
+            B.Yes | B.No, B.Yes)
+        recovered = []
+        for r in found:
+            if answer == B.Yes:
+                try:
+                    model = modelfile.load(r.model_file, self.registry)
+                except LayerLabError as exc:
+                    self.statusBar().showMessage(f"Cannot recover {r.title}: {exc}", 10000)
+                    continue
+                model.path = r.original_path
+                doc = self.add_document(model, r.original_path)
+                doc.recovered = True
+                self._doc_state_changed(doc)
+                recovered.append(doc)
+            r.discard()
+        if recovered:
+            self.autosave_now()
+            self.statusBar().showMessage(f"Recovered {len(recovered)} model(s); save them to keep the changes", 10000)
+        return recovered
+
+    # ---- help ------------------------------------------------------------------------------------
+    def show_docs(self, key: str | None = None) -> DocsBrowser:
+        if self.docs_browser is None:
+            self.docs_browser = DocsBrowser(self.registry, self)
+        if key is None and self.current is not None:
+            sel = self.current.canvas.selected_layers()
+            if sel:
+                key = "layer:" + self.current.model.layers[sel[0]].type
+        if key:
+            self.docs_browser.show_entry(key)
+        self.docs_browser.show()
+        self.docs_browser.raise_()
+        return self.docs_browser
+
+    def about(self) -> None:
+        plugins = ", ".join(f"{p.meta.name} {p.meta.version}" for p in self.registry.plugins.values())
+        QtWidgets.QMessageBox.about(
+            self, "About LayerLab",
+            "<h3>LayerLab</h3><p>Design, run, profile and export convolutional networks.</p>"
+            f"<p>{len(self.registry.layer_names)} layers and {len(self.registry.activation_names)} activations "
+            f"from: {plugins}</p><p>Qt {QtCore.qVersion()}</p>")

@@ -1,0 +1,124 @@
+"""The layer palette: every layer of the loaded plugins, grouped by name, collection or category, filterable;
+drag an entry onto the canvas or double-click it to add the layer at the view centre."""
+from __future__ import annotations
+
+from PySide6 import QtCore, QtWidgets
+
+from canvas.graph import make_palette_mime
+from engine.descriptors import LayerDesc
+from engine.registry import Registry
+
+TYPE_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
+GROUPINGS = ("Category", "Collection", "Name")
+
+
+def group_keys(desc: LayerDesc, grouping: str) -> list[str]:
+    """The groups a layer is listed under for ``grouping`` (empty for a flat list by name)."""
+    if grouping == "Category":
+        return list(desc.categories) or ["Other"]
+    if grouping == "Collection":
+        return [desc.collection or "Other"]
+    return []
+
+
+def matches(desc: LayerDesc, text: str) -> bool:
+    """Filter: the text appears in the layer's name or display name (case-insensitive)."""
+    t = text.strip().lower()
+    return not t or t in desc.name.lower() or t in desc.display_name.lower()
+
+
+class _Tree(QtWidgets.QTreeWidget):
+    def mimeData(self, items: list[QtWidgets.QTreeWidgetItem]) -> QtCore.QMimeData:  # noqa: N802 (Qt API)
+        types = [i.data(0, TYPE_ROLE) for i in items if i.data(0, TYPE_ROLE)]
+        return make_palette_mime(types[0]) if types else QtCore.QMimeData()
+
+    def mimeTypes(self) -> list[str]:  # noqa: N802 (Qt API)
+        return ["text/plain"]
+
+
+class Palette(QtWidgets.QWidget):
+    """Emits ``add_requested(layer_type)`` on double-click (or Enter)."""
+
+    add_requested = QtCore.Signal(str)
+
+    def __init__(self, registry: Registry, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.registry = registry
+        self.filter = QtWidgets.QLineEdit()
+        self.filter.setPlaceholderText("Filter layers…")
+        self.filter.setClearButtonEnabled(True)
+        self.grouping = QtWidgets.QComboBox()
+        self.grouping.addItems(GROUPINGS)
+        self.grouping.setToolTip("Arrange layers by category, by collection (plugin) or by name")
+        self.tree = _Tree()
+        self.tree.setHeaderLabels(["Layer", "Type name"])
+        self.tree.setDragEnabled(True)
+        self.tree.setDragDropMode(QtWidgets.QAbstractItemView.DragDropMode.DragOnly)
+        self.tree.setSortingEnabled(True)
+        self.tree.sortByColumn(0, QtCore.Qt.SortOrder.AscendingOrder)
+        self.tree.setRootIsDecorated(True)
+        self.tree.setUniformRowHeights(True)
+        self.tree.header().setStretchLastSection(False)
+        self.tree.header().setSectionResizeMode(0, QtWidgets.QHeaderView.ResizeMode.Stretch)
+        self.tree.header().setSectionResizeMode(1, QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
+        top = QtWidgets.QHBoxLayout()
+        top.addWidget(self.filter, 1)
+        top.addWidget(self.grouping)
+        lay = QtWidgets.QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addLayout(top)
+        lay.addWidget(self.tree)
+        self.filter.textChanged.connect(self.rebuild)
+        self.grouping.currentTextChanged.connect(self.rebuild)
+        self.tree.itemActivated.connect(self._activated)
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        """Refill the tree for the current grouping and filter."""
+        self.tree.clear()
+        grouping = self.grouping.currentText()
+        groups: dict[str, QtWidgets.QTreeWidgetItem] = {}
+        for desc in self.registry.layer_descs():
+            if not matches(desc, self.filter.text()):
+                continue
+            keys = group_keys(desc, grouping)
+            for key in keys or [None]:
+                item = QtWidgets.QTreeWidgetItem([desc.display_name, desc.name])
+                item.setData(0, TYPE_ROLE, desc.name)
+                item.setToolTip(0, f"<b>{desc.display_name}</b> ({desc.name})<br>{desc.summary}")
+                item.setToolTip(1, desc.summary)
+                item.setFlags(item.flags() | QtCore.Qt.ItemFlag.ItemIsDragEnabled)
+                if key is None:
+                    self.tree.addTopLevelItem(item)
+                else:
+                    if key not in groups:
+                        g = QtWidgets.QTreeWidgetItem([key, ""])
+                        g.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)
+                        font = g.font(0)
+                        font.setBold(True)
+                        g.setFont(0, font)
+                        self.tree.addTopLevelItem(g)
+                        groups[key] = g
+                    groups[key].addChild(item)
+        self.tree.expandAll()
+
+    def layer_items(self) -> list[QtWidgets.QTreeWidgetItem]:
+        """Every visible layer entry (not group headers)."""
+        out = []
+        it = QtWidgets.QTreeWidgetItemIterator(self.tree)
+        while it.value():
+            if it.value().data(0, TYPE_ROLE):
+                out.append(it.value())
+            it += 1
+        return out
+
+    def item_for(self, layer_type: str) -> QtWidgets.QTreeWidgetItem | None:
+        for item in self.layer_items():
+            if item.data(0, TYPE_ROLE) == layer_type:
+                return item
+        return None
+
+    def _activated(self, item: QtWidgets.QTreeWidgetItem, column: int) -> None:
+        layer_type = item.data(0, TYPE_ROLE)
+        if layer_type:
+            self.add_requested.emit(layer_type)

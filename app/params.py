@@ -1,0 +1,482 @@
+"""The parameter window: typed editors for the selected layer(s), or the network parameters when nothing is
+selected. Values are validated with the descriptors; an invalid value is shown in red with the reason and is
+not applied. Every change is a Model command (several layers: one undo step)."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from PySide6 import QtCore, QtWidgets
+
+from app.document import Document
+from engine.descriptors import ActivationDesc, CoefDesc, LayerDesc, ParamDesc, is_identifier
+from engine.errors import LayerLabError
+from engine.model import Event
+from engine.tensor import Dims
+
+INT_LIMIT = 2**31 - 1
+ERROR_STYLE = "border: 1px solid #e05050; background: #4a2020;"
+
+Validator = Callable[[str], str | None]  # returns the reason the text is invalid, or None
+
+
+class Editor(QtWidgets.QWidget):
+    """A value editor working on text; emits ``committed(text)`` when the user finishes an edit."""
+
+    committed = QtCore.Signal(str)
+
+    def set_text(self, text: str) -> None:
+        raise NotImplementedError
+
+    def text(self) -> str:
+        raise NotImplementedError
+
+    def input_widgets(self) -> list[QtWidgets.QWidget]:
+        return [self]
+
+
+class TextEditor(Editor):
+    def __init__(self, text: str = "", placeholder: str = "") -> None:
+        super().__init__()
+        self.edit = QtWidgets.QLineEdit(text)
+        self.edit.setPlaceholderText(placeholder)
+        lay = QtWidgets.QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.edit)
+        self._last = text
+        self.edit.editingFinished.connect(self._finish)
+
+    def _finish(self) -> None:
+        if self.edit.text() != self._last:
+            self.committed.emit(self.edit.text())
+
+    def set_text(self, text: str) -> None:
+        self._last = text
+        self.edit.setText(text)
+
+    def text(self) -> str:
+        return self.edit.text()
+
+    def input_widgets(self) -> list[QtWidgets.QWidget]:
+        return [self.edit]
+
+
+def _spin(lo: int, hi: int) -> QtWidgets.QSpinBox:
+    box = QtWidgets.QSpinBox()
+    box.setRange(lo, hi)
+    box.setKeyboardTracking(False)  # one commit per finished edit, not per typed digit
+    box.setAccelerated(True)
+    return box
+
+
+class IntEditor(Editor):
+    def __init__(self, lo: int, hi: int) -> None:
+        super().__init__()
+        self.box = _spin(lo, hi)
+        lay = QtWidgets.QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.box)
+        self.box.valueChanged.connect(lambda v: self.committed.emit(str(v)))
+
+    def set_text(self, text: str) -> None:
+        with QtCore.QSignalBlocker(self.box):
+            self.box.setValue(int(text))
+
+    def text(self) -> str:
+        return str(self.box.value())
+
+    def input_widgets(self) -> list[QtWidgets.QWidget]:
+        return [self.box]
+
+
+class EnumEditor(Editor):
+    def __init__(self, values: tuple[str, ...] | list[str]) -> None:
+        super().__init__()
+        self.combo = QtWidgets.QComboBox()
+        self.combo.addItems(list(values))
+        lay = QtWidgets.QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.combo)
+        self.combo.activated.connect(lambda i: self.committed.emit(self.combo.itemText(i)))
+
+    def set_text(self, text: str) -> None:
+        with QtCore.QSignalBlocker(self.combo):
+            if self.combo.findText(text) < 0:
+                self.combo.addItem(text)
+            self.combo.setCurrentText(text)
+
+    def text(self) -> str:
+        return self.combo.currentText()
+
+    def input_widgets(self) -> list[QtWidgets.QWidget]:
+        return [self.combo]
+
+
+class BoolEditor(Editor):
+    def __init__(self, label: str = "") -> None:
+        super().__init__()
+        self.check = QtWidgets.QCheckBox(label)
+        lay = QtWidgets.QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.check)
+        self.check.clicked.connect(lambda on: self.committed.emit("true" if on else "false"))
+
+    def set_text(self, text: str) -> None:
+        with QtCore.QSignalBlocker(self.check):
+            self.check.setChecked(text.strip().lower() in ("true", "1", "yes", "on"))
+
+    def text(self) -> str:
+        return "true" if self.check.isChecked() else "false"
+
+    def input_widgets(self) -> list[QtWidgets.QWidget]:
+        return [self.check]
+
+
+class DimsEditor(Editor):
+    """N × C × H × W spin boxes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        lay = QtWidgets.QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
+        self.boxes = []
+        for i, axis in enumerate("NCHW"):
+            if i:
+                sep = QtWidgets.QLabel("×")
+                lay.addWidget(sep)
+            box = _spin(0, INT_LIMIT)
+            box.setToolTip(axis)
+            box.setPrefix(f"{axis} ")
+            box.setButtonSymbols(QtWidgets.QAbstractSpinBox.ButtonSymbols.NoButtons)
+            box.valueChanged.connect(lambda _v: self.committed.emit(self.text()))
+            lay.addWidget(box, 1)
+            self.boxes.append(box)
+
+    def set_text(self, text: str) -> None:
+        d = ParamDesc("d", "dimension", Dims(1, 1, 1, 1)).parse(text)
+        for box, v in zip(self.boxes, d):
+            with QtCore.QSignalBlocker(box):
+                box.setValue(int(v))
+
+    def text(self) -> str:
+        return str(Dims(*(b.value() for b in self.boxes)))
+
+    def input_widgets(self) -> list[QtWidgets.QWidget]:
+        return list(self.boxes)
+
+
+class Row(QtWidgets.QWidget):
+    """An editor with its red error line underneath; validates before passing a commit on."""
+
+    def __init__(self, editor: Editor, validate: Validator, apply: Callable[[str], None], tooltip: str = "") -> None:
+        super().__init__()
+        self.editor = editor
+        self.validate = validate
+        self.apply = apply
+        self.error = QtWidgets.QLabel()
+        self.error.setStyleSheet("color: #ff6b6b;")
+        self.error.setWordWrap(True)
+        self.error.setVisible(False)
+        lay = QtWidgets.QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(1)
+        lay.addWidget(editor)
+        lay.addWidget(self.error)
+        if tooltip:
+            for w in editor.input_widgets():
+                w.setToolTip(tooltip)
+        editor.committed.connect(self._commit)
+
+    def _commit(self, text: str) -> None:
+        reason = self.validate(text)
+        if reason is None:
+            try:
+                self.apply(text)
+            except LayerLabError as exc:
+                reason = str(exc)
+        self.show_error(reason)
+
+    def show_error(self, reason: str | None) -> None:
+        self.error.setText(reason or "")
+        self.error.setVisible(bool(reason))
+        for w in self.editor.input_widgets():
+            w.setStyleSheet(ERROR_STYLE if reason else "")
+
+    @property
+    def has_error(self) -> bool:
+        return not self.error.isHidden()
+
+
+def param_validator(p: ParamDesc) -> Validator:
+    def check(text: str) -> str | None:
+        try:
+            p.parse(text)
+        except ValueError as exc:
+            return f"{p.name}: {exc}"
+        return None
+    return check
+
+
+def coef_validator(c: CoefDesc) -> Validator:
+    def check(text: str) -> str | None:
+        try:
+            v = float(text)
+            if not math.isfinite(v):
+                raise ValueError
+        except ValueError:
+            return f"{c.name}: {text!r} is not a number"
+        if (c.min is not None and v < c.min) or (c.max is not None and v > c.max):
+            return f"{c.name}: {text!r} is outside [{c.min}, {c.max}]"
+        return None
+    return check
+
+
+def editor_for(p: ParamDesc, text: str) -> Editor:
+    """The control that fits a parameter's type (a text field when the stored text does not parse)."""
+    try:
+        p.parse(text)
+        valid = True
+    except ValueError:
+        valid = False
+    if valid and p.type in ("uint", "int"):
+        lo = int(p.min) if p.min is not None else (0 if p.type == "uint" else -INT_LIMIT)
+        hi = int(p.max) if p.max is not None else INT_LIMIT
+        return IntEditor(max(lo, -INT_LIMIT), min(hi, INT_LIMIT))
+    if valid and p.type == "enum":
+        return EnumEditor(p.enum_values)
+    if valid and p.type == "bool":
+        return BoolEditor()
+    if valid and p.type == "dimension":
+        return DimsEditor()
+    return TextEditor(placeholder=p.allowed())
+
+
+class ParamPanel(QtWidgets.QScrollArea):
+    """Shows and edits the selected layers of a document (or its network parameters)."""
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.doc: Document | None = None
+        self.names: list[str] = []
+        self.rows: dict[str, Row] = {}
+        self._getters: dict[str, Callable[[], str]] = {}
+        self._act_names: tuple[str, ...] = ()
+        self._build()
+
+    # ---- target ----------------------------------------------------------------------------------
+    def set_target(self, doc: Document | None, names: list[str]) -> None:
+        """Show ``names`` of ``doc`` (nothing selected: the network parameters)."""
+        if doc is not self.doc:
+            if self.doc is not None:
+                try:
+                    self.doc.bridge.event.disconnect(self._on_event)
+                except (RuntimeError, TypeError):
+                    pass
+            self.doc = doc
+            if doc is not None:
+                doc.bridge.event.connect(self._on_event)
+        self.names = [n for n in names if doc is not None and n in doc.model.layers]
+        self._build()
+
+    def _on_event(self, ev: Event) -> None:
+        if self.doc is None:
+            return
+        if ev.kind == "layer_renamed" and ev.data.get("old") in self.names:
+            self.names = [ev.layer if n == ev.data["old"] else n for n in self.names]
+            self._build()
+        elif ev.kind == "layer_removed" and ev.layer in self.names:
+            self.names = [n for n in self.names if n in self.doc.model.layers]
+            self._build()
+        elif ev.kind == "activation_changed" and ev.layer in self.names and self._activation_set_changed():
+            self._build()
+        elif ev.kind in ("param_changed", "activation_changed", "network_changed", "layer_renamed"):
+            self.refresh()
+
+    def _activation_set_changed(self) -> bool:
+        return tuple(sorted({self.doc.model.layers[n].activation for n in self.names})) != self._act_names
+
+    def refresh(self) -> None:
+        """Show the Model's current values in the existing editors."""
+        for key, row in self.rows.items():
+            getter = self._getters.get(key)
+            if getter is not None:
+                try:
+                    row.editor.set_text(getter())
+                except ValueError:
+                    self._build()
+                    return
+                row.show_error(None)
+
+    # ---- building --------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.rows = {}
+        self._getters = {}
+        page = QtWidgets.QWidget()
+        outer = QtWidgets.QVBoxLayout(page)
+        outer.setContentsMargins(6, 6, 6, 6)
+        self.title = QtWidgets.QLabel()
+        self.title.setWordWrap(True)
+        self.title.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        outer.addWidget(self.title)
+        if self.doc is None:
+            self.title.setText("<i>No model open</i>")
+        elif not self.names:
+            self._build_network(outer)
+        else:
+            self._build_layers(outer)
+        outer.addStretch(1)
+        old = self.takeWidget()
+        if old is not None:
+            old.deleteLater()
+        self.setWidget(page)
+
+    def _form(self, outer: QtWidgets.QVBoxLayout, title: str) -> QtWidgets.QFormLayout:
+        box = QtWidgets.QGroupBox(title)
+        form = QtWidgets.QFormLayout(box)
+        form.setFieldGrowthPolicy(QtWidgets.QFormLayout.FieldGrowthPolicy.AllNonFixedFields)
+        form.setLabelAlignment(QtCore.Qt.AlignmentFlag.AlignRight)
+        outer.addWidget(box)
+        return form
+
+    def _add(self, form: QtWidgets.QFormLayout, key: str, label: str, editor: Editor, getter: Callable[[], str],
+             validate: Validator, apply: Callable[[str], None], tooltip: str = "") -> Row:
+        row = Row(editor, validate, apply, tooltip)
+        editor.set_text(getter())
+        lab = QtWidgets.QLabel(label)
+        if tooltip:
+            lab.setToolTip(tooltip)
+        form.addRow(lab, row)
+        self.rows[key] = row
+        self._getters[key] = getter
+        return row
+
+    def _build_network(self, outer: QtWidgets.QVBoxLayout) -> None:
+        model = self.doc.model
+        self.title.setText(f"<b>Network</b> — {len(model.layers)} layers<br><span style='color:gray'>"
+                           "Select a layer to edit its parameters.</span>")
+        form = self._form(outer, "Network parameters")
+
+        def check_name(text: str) -> str | None:
+            return None if is_identifier(text) else f"{text!r} is not a valid network name: use letters, digits and '_'"
+
+        self._add(form, "network.name", "Name", TextEditor(), lambda: model.name, check_name,
+                  lambda t: model.set_network(name=t), "network name (an identifier)")
+        self._add(form, "network.version", "Version", TextEditor(), lambda: model.version,
+                  lambda t: None if t.strip() else "the version must not be empty",
+                  lambda t: model.set_network(version=t), "network version")
+        path = QtWidgets.QLabel(self.doc.path or "<i>not saved yet</i>")
+        path.setWordWrap(True)
+        path.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        form.addRow("File", path)
+
+    def _descs(self) -> list[LayerDesc | None]:
+        return [self.doc.registry.find_layer(self.doc.model.layers[n].type) for n in self.names]
+
+    def _build_layers(self, outer: QtWidgets.QVBoxLayout) -> None:
+        model, registry = self.doc.model, self.doc.registry
+        names = list(self.names)
+        first = model.layers[names[0]]
+        descs = self._descs()
+        desc = descs[0]
+        if len(names) == 1:
+            kind = desc.display_name if desc else f"{first.type} (unknown type)"
+            summary = desc.summary if desc else "This layer type is not provided by any loaded plugin."
+            self.title.setText(f"<b>{first.name}</b> — {kind}<br><span style='color:gray'>{summary}</span>")
+        else:
+            self.title.setText(f"<b>{len(names)} layers selected</b><br><span style='color:gray'>"
+                               "Common parameters; a change applies to all of them in one undo step.</span>")
+        ident = self._form(outer, "Layer")
+        if len(names) == 1:
+            def check_name(text: str) -> str | None:
+                if text == self.names[0]:
+                    return None
+                if not is_identifier(text):
+                    return f"{text!r} is not a valid layer name: use letters, digits and '_', not starting with a digit"
+                if text in model.layers:
+                    return f"a layer named {text!r} already exists"
+                return None
+
+            self._add(ident, "name", "Name", TextEditor(), lambda: self.names[0], check_name,
+                      lambda t: model.rename_layer(self.names[0], t), "unique identifier of the layer")
+            ident.addRow("Type", QtWidgets.QLabel(first.type))
+        permanent = BoolEditor("keep output (permanent)")
+        self._add(ident, "permanent", "", permanent,
+                  lambda: "true" if model.layers[self.names[0]].permanent else "false", lambda t: None,
+                  lambda t: self._apply_all("permanent", lambda n: model.set_permanent(n, t == "true")),
+                  "a permanent layer keeps its output buffer (it is never recycled)")
+
+        # common parameters: same name and type in every selected layer's descriptor
+        if all(d is not None for d in descs):
+            common = [p for p in desc.params
+                      if all(any(q.name == p.name and q.type == p.type for q in d.params) for d in descs[1:])]
+            if common:
+                form = self._form(outer, "Parameters")
+                for p in common:
+                    self._add_param(form, p)
+        elif len(names) == 1 and first.params:
+            form = self._form(outer, "Parameters (unknown type, shown as text)")
+            for key in first.params:
+                self._add(form, f"param.{key}", key, TextEditor(), lambda k=key: model.layers[self.names[0]].params[k],
+                          lambda t: None, lambda t, k=key: model.set_param(self.names[0], k, t))
+        self._build_activation(outer)
+
+    def _add_param(self, form: QtWidgets.QFormLayout, p: ParamDesc) -> None:
+        model = self.doc.model
+
+        def getter() -> str:
+            return model.layers[self.names[0]].params.get(p.name, p.default_text)
+
+        values = {model.layers[n].params.get(p.name, p.default_text) for n in self.names}
+        tip = f"{p.doc} ({p.allowed()}; default {p.default_text})" if p.doc else f"{p.allowed()}; default {p.default_text}"
+        if len(values) > 1:
+            tip += " — differs between the selected layers"
+        editor = editor_for(p, getter())
+        label = p.name + (" *" if len(values) > 1 else "")
+        self._add(form, f"param.{p.name}", label, editor, getter, param_validator(p),
+                  lambda t: self._apply_all(f"Set {p.name}", lambda n: model.set_param(n, p.name, t)), tip)
+
+    def _apply_all(self, text: str, fn: Callable[[str], None]) -> None:
+        names = list(self.names)
+        with self.doc.model.macro(f"{text} on {', '.join(names)}" if len(names) > 1 else text):
+            for n in names:
+                fn(n)
+
+    def _build_activation(self, outer: QtWidgets.QVBoxLayout) -> None:
+        model, registry = self.doc.model, self.doc.registry
+        acts = {model.layers[n].activation for n in self.names}
+        self._act_names = tuple(sorted(acts))
+        form = self._form(outer, "Activation")
+        choices = ["none", *registry.activation_names]
+        getter = lambda: model.layers[self.names[0]].activation  # noqa: E731
+
+        def apply(t: str) -> None:
+            self._apply_all("Set activation", lambda n: model.set_activation(
+                n, t, model.layers[n].act_coefs if model.layers[n].activation == t else {}))
+
+        def check(t: str) -> str | None:
+            return None if t in choices else f"unknown activation {t!r}"
+
+        self._add(form, "activation", "Function", EnumEditor(choices), getter, check, apply,
+                  "applied to the layer's output (fused where the layer supports it)")
+        if len(acts) != 1:
+            return
+        adesc: ActivationDesc | None = registry.find_activation(next(iter(acts)))
+        if adesc is None:
+            return
+        if adesc.summary:
+            note = QtWidgets.QLabel(adesc.summary)
+            note.setStyleSheet("color: gray;")
+            note.setWordWrap(True)
+            form.addRow("", note)
+        for c in adesc.coefficients:
+            def cget(c: CoefDesc = c) -> str:
+                return model.layers[self.names[0]].act_coefs.get(c.name, repr(float(c.default)))
+
+            def capply(t: str, c: CoefDesc = c) -> None:
+                self._apply_all(f"Set {c.name}", lambda n: model.set_activation(
+                    n, model.layers[n].activation, {**model.layers[n].act_coefs, c.name: t}))
+
+            self._add(form, f"coef.{c.name}", c.name, TextEditor(placeholder="a number"), cget, coef_validator(c),
+                      capply, c.doc)

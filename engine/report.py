@@ -1,0 +1,353 @@
+"""Inference reports: a versioned JSON document with all the data, a self-contained HTML page,
+and the comparison of several reports.
+
+JSON schema (``"schema": "layerlab-report"``, ``"version": 1``)::
+
+    {
+      "schema": "layerlab-report", "version": 1,
+      "date": ISO-8601 time, "model": {"name", "version", "path"},
+      "run": {"backend", "device", "format", "iterations", "warmup", "seed",
+              "fusing": bool, "graph_capture": bool, "notes": [str]},
+      "network": {"avg_ms", "median_ms", "min_ms", "max_ms", "sum_layers_ms", "peak_memory_bytes"},
+      "device_peaks": {"flops_per_s", "bytes_per_s"} or null,
+      "layers": [{"name", "type", "output_dims", "output_bytes", "flops", "bytes_read", "bytes_written",
+                  "time_ms": {"median", "mean", "min", "max"}, "share", "achieved_flops_per_s",
+                  "achieved_bytes_per_s", "intensity", "bound": "compute" | "memory" | "none",
+                  "fused_activation": bool, "bypass": bool}]
+    }
+
+Times are milliseconds; ``share`` is the layer's mean time over the sum of all layers' mean times."""
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import LayerLabError
+from engine.profiling import ProfileResult
+
+SCHEMA = "layerlab-report"
+VERSION = 1
+
+
+def build_report(result: ProfileResult, *, model_name: str, model_version: str, model_path: str | None,
+                 backend: str, device: str, fmt: str, iterations: int, warmup: int, seed: int = 0,
+                 fusing: bool = False, graph_capture: bool = False, notes: list[str] | None = None) -> dict[str, Any]:
+    """The report document (see the module documentation for the schema)."""
+    layers = []
+    sum_mean = sum(lp.stats()["mean"] for lp in result.layers) or 1e-12
+    peaks = result.peaks
+    for lp in result.layers:
+        st = lp.stats()
+        sec = st["mean"] / 1e3
+        moved = lp.bytes_read + lp.bytes_written
+        intensity = lp.flops / moved if moved else 0.0
+        bound = "none"
+        if peaks and moved:
+            bound = "compute" if intensity >= peaks.ridge else "memory"
+        layers.append({
+            "name": lp.name, "type": lp.type, "output_dims": lp.output_dims, "output_bytes": lp.output_bytes,
+            "flops": lp.flops, "bytes_read": lp.bytes_read, "bytes_written": lp.bytes_written,
+            "time_ms": st, "share": st["mean"] / sum_mean,
+            "achieved_flops_per_s": lp.flops / sec if sec > 0 else 0.0,
+            "achieved_bytes_per_s": moved / sec if sec > 0 else 0.0,
+            "intensity": intensity, "bound": bound,
+            "fused_activation": lp.fused_activation, "bypass": lp.bypass,
+        })
+    nt = sorted(result.network_times_ms) or [0.0]
+    return {
+        "schema": SCHEMA, "version": VERSION,
+        "date": _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds"),
+        "model": {"name": model_name, "version": model_version, "path": model_path},
+        "run": {"backend": backend, "device": device, "format": fmt, "iterations": iterations, "warmup": warmup,
+                "seed": seed, "fusing": fusing, "graph_capture": graph_capture, "notes": list(notes or [])},
+        "network": {"avg_ms": sum(nt) / len(nt), "median_ms": nt[len(nt) // 2], "min_ms": nt[0], "max_ms": nt[-1],
+                    "sum_layers_ms": sum(lp.stats()["mean"] for lp in result.layers),
+                    "peak_memory_bytes": result.peak_memory_bytes},
+        "device_peaks": {"flops_per_s": peaks.flops_per_s, "bytes_per_s": peaks.bytes_per_s} if peaks else None,
+        "layers": layers,
+    }
+
+
+def validate(doc: Any, source: str = "<report>") -> dict[str, Any]:
+    """Check a loaded document against the schema; raises LayerLabError naming what is wrong."""
+    def need(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+        if not isinstance(obj, dict) or key not in obj:
+            raise LayerLabError(f"{source}: not a LayerLab report: missing {where}{key}")
+        if not isinstance(obj[key], kind):
+            raise LayerLabError(f"{source}: {where}{key} has the wrong type")
+        return obj[key]
+
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise LayerLabError(f"{source}: not a LayerLab report (schema is not {SCHEMA!r})")
+    if need(doc, "version", int, "") > VERSION:
+        raise LayerLabError(f"{source}: report version {doc['version']} is newer than this LayerLab reads ({VERSION})")
+    for key in ("model", "run", "network"):
+        need(doc, key, dict, "")
+    need(doc["network"], "avg_ms", (int, float), "network.")
+    for i, layer in enumerate(need(doc, "layers", list, "")):
+        for key, kind in (("name", str), ("type", str), ("time_ms", dict), ("flops", int)):
+            need(layer, key, kind, f"layers[{i}].")
+    return doc
+
+
+def write_json(report: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return p
+
+
+def load(path: str | os.PathLike[str]) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LayerLabError(f"{p}: no such report file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise LayerLabError(f"{p}: not valid JSON ({exc})") from None
+    return validate(doc, str(p))
+
+
+def report_paths(path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """(json, html) paths for a --report argument (with or without an extension)."""
+    p = Path(path)
+    base = p.with_suffix("") if p.suffix.lower() in (".json", ".html", ".htm") else p
+    return base.with_suffix(".json"), base.with_suffix(".html")
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def human_rate(n: float, unit: str) -> str:
+    for prefix in ("", "K", "M", "G", "T", "P"):
+        if abs(n) < 1000 or prefix == "P":
+            return f"{n:.3g} {prefix}{unit}"
+        n /= 1000
+    return str(n)
+
+
+def layer_table(report: dict[str, Any], limit: int | None = None) -> str:
+    """The layers sorted by mean time, as aligned text."""
+    rows = sorted(report["layers"], key=lambda r: -r["time_ms"]["mean"])[:limit]
+    head = f"{'layer':<24} {'type':<20} {'output':<16} {'mean ms':>9} {'median':>9} {'share':>7} {'FLOPs':>10} {'FLOP/s':>11}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['name'][:24]:<24} {r['type'][:20]:<20} {r['output_dims']:<16} {r['time_ms']['mean']:>9.4f} "
+                     f"{r['time_ms']['median']:>9.4f} {100 * r['share']:>6.1f}% {human_rate(r['flops'], ''):>10} "
+                     f"{human_rate(r['achieved_flops_per_s'], 'FLOP/s'):>11}")
+    return "\n".join(lines)
+
+
+def summary(report: dict[str, Any]) -> str:
+    r, n, m = report["run"], report["network"], report["model"]
+    lines = [
+        f"model {m['name']} {m['version']}  |  {r['backend']} on {r['device']}  |  format {r['format']}",
+        f"average {n['avg_ms']:.4f} ms per iteration (median {n['median_ms']:.4f}, min {n['min_ms']:.4f}, "
+        f"max {n['max_ms']:.4f}) over {r['iterations']} iterations; sum of layers {n['sum_layers_ms']:.4f} ms",
+        f"peak tensor memory {human_bytes(n['peak_memory_bytes'])}",
+    ]
+    if report.get("device_peaks"):
+        p = report["device_peaks"]
+        lines.append(f"device peaks (measured): {human_rate(p['flops_per_s'], 'FLOP/s')}, "
+                     f"{human_rate(p['bytes_per_s'], 'B/s')}")
+    lines += [f"note: {x}" for x in r.get("notes", [])]
+    return "\n".join(lines)
+
+
+# ---- HTML ---------------------------------------------------------------------------------------------
+_CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;font-size:13px}
+th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}th{cursor:pointer;background:#f3f3f3}
+td:first-child,td:nth-child(2),th:first-child,th:nth-child(2){text-align:left}h1{font-size:20px}h2{font-size:16px;margin-top:28px}
+.kv td{text-align:left}svg text{font-size:11px}.bar{fill:#4a7bd0}.mem{fill:#e08a2e}.cmp{fill:#2ea37a}"""
+
+_SORT_JS = """document.querySelectorAll('table.sortable th').forEach((th,i)=>th.addEventListener('click',()=>{
+const t=th.closest('table'),b=t.tBodies[0],rows=[...b.rows],asc=th.dataset.asc!=='1';th.dataset.asc=asc?'1':'0';
+rows.sort((x,y)=>{const a=x.cells[i].dataset.v??x.cells[i].textContent,c=y.cells[i].dataset.v??y.cells[i].textContent;
+const na=parseFloat(a),nc=parseFloat(c);const r=(!isNaN(na)&&!isNaN(nc))?na-nc:a.localeCompare(c);return asc?r:-r});
+rows.forEach(r=>b.appendChild(r))}));"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _bar_chart(items: list[tuple[str, float]], unit: str = "ms", width: int = 720) -> str:
+    if not items:
+        return "<p>No layers.</p>"
+    top = max(v for _, v in items) or 1.0
+    row, label_w = 16, 170
+    parts = [f'<svg width="{width}" height="{row * len(items) + 10}" role="img">']
+    for i, (name, v) in enumerate(items):
+        w = (width - label_w - 90) * v / top
+        y = i * row + 4
+        parts.append(f'<text x="0" y="{y + 11}">{_e(name[:26])}</text>'
+                     f'<rect class="bar" x="{label_w}" y="{y}" width="{w:.1f}" height="{row - 4}"/>'
+                     f'<text x="{label_w + w + 4:.1f}" y="{y + 11}">{v:.4f} {unit}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _roofline(report: dict[str, Any], width: int = 560, height: int = 360) -> str:
+    pts = [r for r in report["layers"] if r["flops"] and r["time_ms"]["mean"] > 0 and r["intensity"] > 0]
+    peaks = report.get("device_peaks")
+    if not pts:
+        return "<p>No layer with measurable arithmetic.</p>"
+    xs = [r["intensity"] for r in pts]
+    ys = [r["achieved_flops_per_s"] for r in pts]
+    xmin, xmax = min(xs) / 4, max(xs) * 4
+    ymax = max(ys + ([peaks["flops_per_s"]] if peaks else [])) * 2
+    ymin = min(ys) / 4
+    lx = lambda v: 50 + (width - 60) * (math.log10(v) - math.log10(xmin)) / (math.log10(xmax) - math.log10(xmin))  # noqa: E731
+    ly = lambda v: height - 30 - (height - 40) * (math.log10(v) - math.log10(ymin)) / (math.log10(ymax) - math.log10(ymin))  # noqa: E731
+    parts = [f'<svg width="{width}" height="{height}" role="img">',
+             f'<line x1="50" y1="{height - 30}" x2="{width - 10}" y2="{height - 30}" stroke="#888"/>',
+             f'<line x1="50" y1="10" x2="50" y2="{height - 30}" stroke="#888"/>',
+             f'<text x="{width / 2 - 80}" y="{height - 8}">arithmetic intensity (FLOP/byte, log)</text>',
+             '<text x="0" y="20">FLOP/s (log)</text>']
+    if peaks:
+        ridge = peaks["flops_per_s"] / peaks["bytes_per_s"]
+        xs_line = [xmin, min(max(ridge, xmin), xmax), xmax]
+        pts_line = [(x, min(peaks["flops_per_s"], peaks["bytes_per_s"] * x)) for x in xs_line]
+        d = " ".join(f"{lx(x):.1f},{ly(max(y, ymin)):.1f}" for x, y in pts_line)
+        parts.append(f'<polyline points="{d}" fill="none" stroke="#c33" stroke-width="2"/>')
+    for r in pts:
+        parts.append(f'<circle cx="{lx(r["intensity"]):.1f}" cy="{ly(r["achieved_flops_per_s"]):.1f}" r="4" '
+                     f'fill="#4a7bd0"><title>{_e(r["name"])} ({_e(r["type"])}): {r["time_ms"]["mean"]:.4f} ms, '
+                     f'{human_rate(r["achieved_flops_per_s"], "FLOP/s")}</title></circle>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def to_html(report: dict[str, Any]) -> str:
+    """A self-contained page: summary, sortable layer table, time chart and roofline (inline SVG)."""
+    m, r, n = report["model"], report["run"], report["network"]
+    kv = [("Model", f"{m['name']} {m['version']}"), ("Date", report["date"]), ("Backend", r["backend"]),
+          ("Device", r["device"]), ("Format", r["format"]), ("Iterations", f"{r['iterations']} (+{r['warmup']} warm-up)"),
+          ("Average time", f"{n['avg_ms']:.4f} ms"), ("Median time", f"{n['median_ms']:.4f} ms"),
+          ("Sum of layer times", f"{n['sum_layers_ms']:.4f} ms"), ("Peak tensor memory", human_bytes(n["peak_memory_bytes"])),
+          ("Fusing rules", "on" if r["fusing"] else "off"), ("CUDA graph", "on" if r["graph_capture"] else "off")]
+    if report.get("device_peaks"):
+        p = report["device_peaks"]
+        kv.append(("Device peaks", f"{human_rate(p['flops_per_s'], 'FLOP/s')}, {human_rate(p['bytes_per_s'], 'B/s')}"))
+    kv += [("Note", x) for x in r.get("notes", [])]
+    rows = []
+    for x in report["layers"]:
+        t = x["time_ms"]
+        rows.append(
+            f"<tr><td>{_e(x['name'])}</td><td>{_e(x['type'])}</td><td>{_e(x['output_dims'])}</td>"
+            f"<td data-v='{x['output_bytes']}'>{human_bytes(x['output_bytes'])}</td><td>{t['mean']:.4f}</td>"
+            f"<td>{t['median']:.4f}</td><td>{t['min']:.4f}</td><td>{t['max']:.4f}</td><td data-v='{x['share']}'>"
+            f"{100 * x['share']:.1f}%</td><td data-v='{x['flops']}'>{human_rate(x['flops'], '')}</td>"
+            f"<td data-v='{x['achieved_flops_per_s']}'>{human_rate(x['achieved_flops_per_s'], 'FLOP/s')}</td>"
+            f"<td data-v='{x['achieved_bytes_per_s']}'>{human_rate(x['achieved_bytes_per_s'], 'B/s')}</td>"
+            f"<td>{_e(x['bound'])}</td></tr>")
+    heads = ["Layer", "Type", "Output", "Output size", "Mean ms", "Median ms", "Min ms", "Max ms", "Share", "FLOPs",
+             "FLOP/s", "Bytes/s", "Bound"]
+    by_time = sorted(((x["name"], x["time_ms"]["mean"]) for x in report["layers"]), key=lambda a: -a[1])
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>LayerLab report: {_e(m['name'])}</title>"
+            f"<style>{_CSS}</style></head><body><h1>Inference report: {_e(m['name'])}</h1>"
+            f"<h2>Network summary</h2><table class='kv'>"
+            + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in kv)
+            + "</table><h2>Layer table</h2><table id='layers' class='sortable'><thead><tr>"
+            + "".join(f"<th>{h}</th>" for h in heads) + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+            + "<h2>Time per layer</h2>" + _bar_chart(by_time) + "<h2>Roofline</h2>" + _roofline(report)
+            + f"<script>{_SORT_JS}</script></body></html>\n")
+
+
+def write_html(report: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(to_html(report), encoding="utf-8")
+    return p
+
+
+# ---- comparison ---------------------------------------------------------------------------------------
+@dataclass
+class Comparison:
+    reports: list[dict[str, Any]]
+    labels: list[str]
+    base: int
+    #: (name, type) -> per report: mean ms or None when the layer is missing from that report
+    rows: list[tuple[str, str, list[float | None]]]
+
+    def diff(self, row: list[float | None], i: int) -> float | None:
+        a, b = row[i], row[self.base]
+        return None if a is None or b is None else a - b
+
+
+def compare(reports: list[dict[str, Any]], labels: list[str] | None = None, base: int = 0) -> Comparison:
+    """Match layers by name and type across reports; a layer absent from a report is None there."""
+    if not reports:
+        raise LayerLabError("compare needs at least one report")
+    if not 0 <= base < len(reports):
+        raise LayerLabError(f"base report {base} does not exist (there are {len(reports)} reports, numbered from 0)")
+    keys: list[tuple[str, str]] = []
+    for rep in reports:
+        for layer in rep["layers"]:
+            k = (layer["name"], layer["type"])
+            if k not in keys:
+                keys.append(k)
+    index = [{(x["name"], x["type"]): x["time_ms"]["mean"] for x in rep["layers"]} for rep in reports]
+    rows = [(k[0], k[1], [idx.get(k) for idx in index]) for k in keys]
+    labels = labels or [f"{i}: {r['model']['name']} {r['run']['backend']} {r['run']['format']}" for i, r in enumerate(reports)]
+    return Comparison(reports, labels, base, rows)
+
+
+def comparison_text(c: Comparison) -> str:
+    lines = ["reports:"]
+    for i, (rep, label) in enumerate(zip(c.reports, c.labels)):
+        mark = " (base)" if i == c.base else ""
+        lines.append(f"  [{i}] {label}: average {rep['network']['avg_ms']:.4f} ms, device {rep['run']['device']}{mark}")
+    head = f"{'layer':<24} {'type':<18}" + "".join(f" {'[' + str(i) + '] ms':>11} {'diff':>9}" for i in range(len(c.reports)))
+    lines += ["", head, "-" * len(head)]
+    for name, typ, vals in c.rows:
+        cells = ""
+        for i, v in enumerate(vals):
+            d = c.diff(vals, i)
+            cells += f" {('%.4f' % v) if v is not None else 'missing':>11} {('%+.4f' % d) if d is not None else '-':>9}"
+        lines.append(f"{name[:24]:<24} {typ[:18]:<18}{cells}")
+    base_avg = c.reports[c.base]["network"]["avg_ms"]
+    lines.append("")
+    lines.append("network: " + ", ".join(f"[{i}] {r['network']['avg_ms']:.4f} ms ({r['network']['avg_ms'] - base_avg:+.4f})"
+                                         for i, r in enumerate(c.reports)))
+    return "\n".join(lines)
+
+
+def comparison_html(c: Comparison) -> str:
+    colours = ["#4a7bd0", "#e08a2e", "#2ea37a", "#c33", "#8a5bd0", "#777"]
+    summary_rows = "".join(
+        f"<tr><td><span style='color:{colours[i % 6]}'>&#9632;</span> [{i}] {_e(l)}</td><td>{_e(r['run']['format'])}</td>"
+        f"<td>{_e(r['run']['backend'])}</td><td>{r['network']['avg_ms']:.4f}</td></tr>"
+        for i, (r, l) in enumerate(zip(c.reports, c.labels)))
+    body = []
+    for name, typ, vals in c.rows:
+        cells = "".join(f"<td>{'%.4f' % v if v is not None else 'missing'}</td><td>"
+                        f"{'%+.4f' % d if (d := c.diff(vals, i)) is not None else '-'}</td>" for i, v in enumerate(vals))
+        body.append(f"<tr><td>{_e(name)}</td><td>{_e(typ)}</td>{cells}</tr>")
+    heads = "".join(f"<th>[{i}] ms</th><th>diff vs [{c.base}]</th>" for i in range(len(c.reports)))
+    top = max((v for _, _, vals in c.rows for v in vals if v is not None), default=1.0) or 1.0
+    bars = []
+    for j, (name, _, vals) in enumerate(c.rows):
+        y0 = j * (len(vals) * 8 + 6)
+        bars.append(f"<text x='0' y='{y0 + 9}'>{_e(name[:26])}</text>")
+        for i, v in enumerate(vals):
+            if v is not None:
+                bars.append(f"<rect x='170' y='{y0 + i * 8}' width='{500 * v / top:.1f}' height='7' fill='{colours[i % 6]}'/>")
+    height = len(c.rows) * (len(c.reports) * 8 + 6) + 10
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>LayerLab comparison</title><style>{_CSS}</style>"
+            f"</head><body><h1>Report comparison</h1><h2>Summary</h2><table class='kv'><tr><th>Report</th><th>Format</th>"
+            f"<th>Backend</th><th>Average ms</th></tr>{summary_rows}</table><h2>Layers</h2>"
+            f"<table class='sortable'><thead><tr><th>Layer</th><th>Type</th>{heads}</tr></thead><tbody>{''.join(body)}"
+            f"</tbody></table><h2>Time per layer</h2><svg width='720' height='{height}'>{''.join(bars)}</svg>"
+            f"<script>{_SORT_JS}</script></body></html>\n")
