@@ -26,7 +26,8 @@ def layer_page(desc: LayerDesc) -> str:
             f"<p><i>{html.escape(desc.summary)}</i></p>"
             f"<p>Category: {html.escape(cats)} · Collection: {html.escape(desc.collection or '—')}</p>"
             f"{desc.documentation}"
-            f"<h3>Inputs</h3><table border=1 cellspacing=0 cellpadding=4><tr><th>Input</th><th>Kind</th><th></th></tr>{rows}</table>"
+            f"<h3>Inputs</h3><table border=1 cellspacing=0 cellpadding=4><tr><th>Input</th><th>Kind</th><th></th></tr>"
+            f"{rows}</table>"
             f"<h3>Parameters</h3><table border=1 cellspacing=0 cellpadding=4><tr><th>Name</th><th>Type</th>"
             f"<th>Default</th><th>Allowed</th><th>Meaning</th></tr>{prows}</table>")
 

@@ -65,8 +65,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.palette_dock = self._dock("Layer Palette", "PaletteDock", self.palette, QtCore.Qt.DockWidgetArea.LeftDockWidgetArea)
         self.params_dock = self._dock("Parameters", "ParametersDock", self.params, QtCore.Qt.DockWidgetArea.RightDockWidgetArea)
         self.check_dock = self._dock("Type Check", "TypeCheckDock", self.checks, QtCore.Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.resizeDocks([self.palette_dock, self.params_dock], [260, 340], QtCore.Qt.Orientation.Horizontal)
-        self.resizeDocks([self.check_dock], [170], QtCore.Qt.Orientation.Vertical)
+        self.resizeDocks([self.palette_dock, self.params_dock], [290, 360], QtCore.Qt.Orientation.Horizontal)
+        self.resizeDocks([self.check_dock], [130], QtCore.Qt.Orientation.Vertical)
 
         self.status_label = QtWidgets.QLabel()
         self.statusBar().addPermanentWidget(self.status_label)
@@ -127,7 +127,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_grid.setCheckable(True)
         self.act_grid.setChecked(True)
         self.act_fit = self._action("&Fit to View", lambda: self._with_doc(lambda d: d.canvas.fit()), "F",
-                                    P.SP_TitleBarMaxButton, "Show the whole network")
+                                    P.SP_FileDialogContentsView, "Show the whole network")
         self.act_zoom_in = self._action("Zoom &In", lambda: self._zoom(0.1), K.ZoomIn)
         self.act_zoom_out = self._action("Zoom &Out", lambda: self._zoom(-0.1), K.ZoomOut)
         self.act_save_layout = self._action("&Save Layout", self.save_layout)
@@ -440,7 +440,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _zoom(self, step: float) -> None:
         doc = self.current
         if doc is not None:
-            doc.canvas.set_zoom(doc.canvas.get_zoom() + step)
+            doc.canvas.zoom(1 if step > 0 else -1)
 
     # ---- layouts ---------------------------------------------------------------------------------
     def save_layout(self) -> None:

@@ -146,9 +146,10 @@ class DimsEditor(Editor):
                 sep = QtWidgets.QLabel("×")
                 lay.addWidget(sep)
             box = _spin(0, INT_LIMIT)
-            box.setToolTip(axis)
-            box.setPrefix(f"{axis} ")
+            box.setToolTip(f"{axis} ({'batch, channels, height, width'.split(', ')[i]})")
             box.setButtonSymbols(QtWidgets.QAbstractSpinBox.ButtonSymbols.NoButtons)
+            box.setMinimumWidth(30)
+            box.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
             box.valueChanged.connect(lambda _v: self.committed.emit(self.text()))
             lay.addWidget(box, 1)
             self.boxes.append(box)
@@ -258,6 +259,8 @@ class ParamPanel(QtWidgets.QScrollArea):
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setMinimumWidth(300)
         self.doc: Document | None = None
         self.names: list[str] = []
         self.rows: dict[str, Row] = {}
@@ -335,7 +338,7 @@ class ParamPanel(QtWidgets.QScrollArea):
     def _form(self, outer: QtWidgets.QVBoxLayout, title: str) -> QtWidgets.QFormLayout:
         box = QtWidgets.QGroupBox(title)
         form = QtWidgets.QFormLayout(box)
-        form.setFieldGrowthPolicy(QtWidgets.QFormLayout.FieldGrowthPolicy.AllNonFixedFields)
+        form.setFieldGrowthPolicy(QtWidgets.QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setLabelAlignment(QtCore.Qt.AlignmentFlag.AlignRight)
         outer.addWidget(box)
         return form
@@ -375,7 +378,7 @@ class ParamPanel(QtWidgets.QScrollArea):
         return [self.doc.registry.find_layer(self.doc.model.layers[n].type) for n in self.names]
 
     def _build_layers(self, outer: QtWidgets.QVBoxLayout) -> None:
-        model, registry = self.doc.model, self.doc.registry
+        model = self.doc.model
         names = list(self.names)
         first = model.layers[names[0]]
         descs = self._descs()

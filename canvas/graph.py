@@ -33,6 +33,19 @@ def _dims_text(d: Dims) -> str:
     return "×".join(str(v) for v in d)
 
 
+def _compact_dims(p: Any, text: str) -> str:
+    """``1x1x3x3`` -> ``3×3`` (leading 1s of N and C dropped) for the node label."""
+    try:
+        d = list(p.parse(text))
+    except ValueError:
+        return text
+    while len(d) > 2 and d[0] == 1:
+        d.pop(0)
+    if len(d) == 2 and d[0] == d[1]:
+        return str(d[0]) if p.name != "dimensions" else "×".join(map(str, d))
+    return "×".join(map(str, d))
+
+
 class ModelCanvas(NodeGraph):
     """Node graph showing ``model``; emits ``selection_changed(list[str])`` and ``status_message(str)``."""
 
@@ -58,6 +71,10 @@ class ModelCanvas(NodeGraph):
             cls = self._node_class(desc.name)
             self.register_node(cls, alias=desc.display_name)
         self.node_selection_changed.connect(self._on_selection)
+        for act in (self.viewer().qaction_for_undo(), self.viewer().qaction_for_redo()):
+            if act is not None:  # NodeGraphQt's own undo stack stays unused: undo belongs to the Model
+                act.setShortcuts([])
+                act.setVisible(False)
         self.viewer().viewport().installEventFilter(self)
         bridge.event.connect(self._on_model_event)
         for name in model.layers:
@@ -176,6 +193,8 @@ class ModelCanvas(NodeGraph):
             for p in desc.params:
                 if p.main:
                     value = spec.params.get(p.name, p.default_text)
+                    if p.type == "dimension":
+                        value = _compact_dims(p, value)
                     lines.append(f"{html.escape(p.name)}: <b>{html.escape(value)}</b>")
         if spec.activation and spec.activation != "none":
             lines.append(f"activation: <b>{html.escape(spec.activation)}</b>")
@@ -448,10 +467,23 @@ class ModelCanvas(NodeGraph):
         self.select_layers(list(self.nodes))
 
     def fit(self) -> None:
-        nodes = list(self.nodes.values())
-        if nodes:
-            self.viewer().zoom_to_nodes([n.view for n in nodes])
-            self.center_on(nodes)
+        """Frame the whole network (never magnified beyond 1:1)."""
+        if not self.nodes:
+            return
+        viewer = self.viewer()
+        rect = viewer._combined_rect([n.view for n in self.nodes.values()]).adjusted(-40, -40, 40, 40)
+        vp = viewer.viewport().size()
+        if rect.width() < vp.width() and rect.height() < vp.height():
+            center = rect.center()
+            rect = QtCore.QRectF(0, 0, vp.width(), vp.height())
+            rect.moveCenter(center)
+        viewer._scene_range = rect
+        viewer._update_scene()
+
+    def zoom(self, steps: int) -> None:
+        """Zoom in (positive) or out (negative) by 10% steps around the view centre."""
+        for _ in range(abs(steps)):
+            self.viewer()._set_viewer_zoom(1.0 if steps > 0 else -1.0, 0.0)
 
     def show_grid(self, on: bool) -> None:
         self._grid = on

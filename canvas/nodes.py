@@ -7,6 +7,7 @@ import zlib
 from typing import Any
 
 from NodeGraphQt import BaseNode, NodeBaseWidget
+from NodeGraphQt.qgraphics.node_base import NodeItem
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from engine.descriptors import InputKind, LayerDesc
@@ -127,6 +128,40 @@ class Badge(QtWidgets.QGraphicsEllipseItem):
         self.setVisible(True)
 
 
+class LayerNodeItem(NodeItem):
+    """Node item laid out as title, then the port rows, then the info label underneath (compact width)."""
+
+    def _ports_extent(self) -> tuple[float, float, float]:
+        port_w, in_text, out_text, in_h, out_h = 0.0, 0.0, 0.0, 0.0, 0.0
+        for items, is_in in ((self._input_items, True), (self._output_items, False)):
+            for port, text in items.items():
+                if not port.isVisible():
+                    continue
+                port_w = port_w or port.boundingRect().width()
+                tw = text.boundingRect().width() if text.isVisible() else 0.0
+                if is_in:
+                    in_text, in_h = max(in_text, tw), in_h + port.boundingRect().height() + 1
+                else:
+                    out_text, out_h = max(out_text, tw), out_h + port.boundingRect().height() + 1
+        return port_w + in_text + out_text + 12.0, max(in_h, out_h), port_w
+
+    def _calc_size_horizontal(self) -> tuple[float, float]:
+        ports_w, ports_h, _ = self._ports_extent()
+        widget_w = max((w.boundingRect().width() for w in self._widgets.values() if w.isVisible()), default=0.0)
+        widget_h = sum(w.boundingRect().height() for w in self._widgets.values() if w.isVisible())
+        width = max(self._text_item.boundingRect().width() + 24.0, ports_w, widget_w + 14.0, 120.0)
+        return width, ports_h + widget_h + 6.0
+
+    def _align_widgets_horizontal(self, v_offset: float) -> None:
+        _, ports_h, _ = self._ports_extent()
+        y = v_offset + ports_h
+        for widget in self._widgets.values():
+            if widget.isVisible():
+                widget.widget().setTitleAlign("left")
+                widget.setPos(7.0, y)
+                y += widget.boundingRect().height()
+
+
 class LayerNode(BaseNode):
     """Base of the generated node classes; ``desc`` is the layer's descriptor (None for an unknown type)."""
 
@@ -136,7 +171,7 @@ class LayerNode(BaseNode):
     layer_type = ""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(qgraphics_item=LayerNodeItem)
         self.set_port_deletion_allowed(True)
         self.set_color(*category_color(self.desc))
         if self.desc is None or self.desc.generates_output:

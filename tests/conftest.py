@@ -8,6 +8,13 @@ import pytest  # noqa: E402
 
 from engine.backends import cupy_usable  # noqa: E402
 
+try:  # the GPU machine has no Qt: GUI tests are collected only where PySide6 imports
+    import PySide6  # noqa: F401
+
+    collect_ignore_glob: list[str] = []
+except ImportError:
+    collect_ignore_glob = ["canvas/*", "app/test_[!c]*.py", "app/test_c[!l]*.py"]
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if cupy_usable():

@@ -1,0 +1,46 @@
+"""Entry point of the designer: ``layerlab`` and ``layerlab gui [MODEL]`` call :func:`run`."""
+from __future__ import annotations
+
+import sys
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from app.main_window import SAMPLE, MainWindow
+
+
+def apply_theme(app: QtWidgets.QApplication) -> None:
+    """A dark Fusion theme that matches the canvas."""
+    app.setStyle("Fusion")
+    pal = QtGui.QPalette()
+    C, R = QtGui.QColor, QtGui.QPalette.ColorRole
+    for role, color in {
+        R.Window: C(45, 47, 52), R.WindowText: C(220, 220, 220), R.Base: C(33, 35, 39),
+        R.AlternateBase: C(41, 43, 48), R.ToolTipBase: C(55, 57, 62), R.ToolTipText: C(230, 230, 230),
+        R.Text: C(220, 220, 220), R.Button: C(55, 58, 64), R.ButtonText: C(225, 225, 225),
+        R.BrightText: C(255, 90, 90), R.Highlight: C(61, 121, 196), R.HighlightedText: C(255, 255, 255),
+        R.Link: C(110, 170, 240), R.PlaceholderText: C(130, 130, 130),
+    }.items():
+        pal.setColor(role, color)
+    pal.setColor(QtGui.QPalette.ColorGroup.Disabled, R.Text, C(120, 120, 120))
+    pal.setColor(QtGui.QPalette.ColorGroup.Disabled, R.ButtonText, C(120, 120, 120))
+    pal.setColor(QtGui.QPalette.ColorGroup.Disabled, R.WindowText, C(120, 120, 120))
+    app.setPalette(pal)
+    app.setStyleSheet("QDockWidget::title { padding: 4px; background: #35383e; }"
+                      "QGroupBox { font-weight: bold; border: 1px solid #4a4d54; border-radius: 4px;"
+                      " margin-top: 10px; padding-top: 6px; }"
+                      "QGroupBox::title { subcontrol-origin: margin; left: 8px; padding: 0 3px; }")
+
+
+def run(path: str | None = None, argv: list[str] | None = None) -> int:
+    """Create the application, open the main window on ``path`` (the bundled sample by default), run the loop."""
+    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(argv if argv is not None else sys.argv[:1])
+    app.setApplicationName("LayerLab")
+    app.setOrganizationName("LayerLab")
+    apply_theme(app)  # type: ignore[arg-type]
+    window = MainWindow()
+    target = path or (str(SAMPLE) if SAMPLE.is_file() else None)
+    if target is None or window.open_path(target) is None:
+        window.new_model()
+    window.show()
+    QtCore.QTimer.singleShot(0, window.offer_recovery)
+    return app.exec()

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import pytest
+from PySide6 import QtCore, QtWidgets
+
+
+@pytest.fixture
+def make_window(qtbot, registry, tmp_path, monkeypatch):
+    """MainWindow factory with its own settings file and autosave folder; dialogs never block."""
+    # pytest-qt closes the windows before fixtures are torn down: unsaved changes are discarded then
+    monkeypatch.setattr(QtWidgets.QMessageBox, "question",
+                        staticmethod(lambda *a, **k: QtWidgets.QMessageBox.StandardButton.Discard))
+    monkeypatch.setattr(QtWidgets.QMessageBox, "critical", staticmethod(lambda *a, **k: None))
+    monkeypatch.setattr(QtWidgets.QMessageBox, "about", staticmethod(lambda *a, **k: None))
+
+    def make(**kw):
+        from app.main_window import MainWindow
+
+        settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat)
+        w = MainWindow(registry=registry, settings=settings, autosave_dir=str(tmp_path / "autosave"), **kw)
+        qtbot.addWidget(w)
+        w.resize(1400, 850)
+        w.show()
+        return w
+
+    return make
+
+
+@pytest.fixture
+def window(make_window):
+    return make_window()
+
+
+@pytest.fixture
+def sample_path():
+    from app.main_window import SAMPLE
+
+    return SAMPLE

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import pytest
+
+from canvas.bridge import ModelBridge
+from canvas.graph import ModelCanvas
+from engine.model import Model
+
+
+def model_view(model: Model) -> dict:
+    """What the canvas must show for ``model``."""
+    out = {}
+    for name, spec in model.layers.items():
+        links = list(spec.inputs)
+        while links and links[-1] is None:
+            links.pop()
+        out[name] = {"type": spec.type, "inputs": links,
+                     "position": (round(spec.position[0], 3), round(spec.position[1], 3)), "title": name}
+    return out
+
+
+def small_model() -> Model:
+    m = Model("demo")
+    m.add_layer("input", "inp", position=(0, 0))
+    m.add_layer("convolution", "conv1", inputs=["inp"], activation="relu", position=(250, 0))
+    m.add_layer("convolution", "conv2", params={"num_output_channels": "3"}, inputs=["conv1"], position=(500, 0))
+    m.add_layer("element_wise", "add", inputs=["conv2", "inp"], position=(750, 0))
+    m.add_layer("output", "out", inputs=["add"], position=(1000, 0))
+    m.mark_clean()
+    m.clear_undo()
+    return m
+
+
+@pytest.fixture
+def canvas(qtbot, registry):
+    model = small_model()
+    bridge = ModelBridge(model)
+    c = ModelCanvas(model, registry, bridge)
+    qtbot.addWidget(c.widget)
+    c.widget.resize(1000, 500)
+    c.widget.show()
+    return c
