@@ -92,7 +92,10 @@ def _prepare(args: argparse.Namespace):
     backend = get_backend(args.backend, notice=sys.stderr)
     fmt = _format(args.format, backend.name)
     weights = WeightsFolder(args.weights) if args.weights else RandomWeights(args.seed)
-    net = Network(model, reg, backend, fmt, weights=weights, seed=args.seed)
+    net = Network(model, reg, backend, fmt, weights=weights, seed=args.seed, fusing=args.fusing_rules)
+    if net.fused is not None:
+        for rule, inner, outer, fused in net.fused.applied:
+            print(f"layerlab: fusing rule {rule}: {inner} + {outer} -> {fused}", file=sys.stderr)
     inputs = _resolve_names(_pairs(args.input), net.input_names, "input")
     return model, backend, fmt, net, inputs
 
@@ -204,7 +207,7 @@ def profile_command_line(args: argparse.Namespace) -> str:
     if args.format:
         parts += ["--format", *args.format]
     parts += ["--iterations", str(args.iterations), "--warmup", str(args.warmup), "--backend", args.backend,
-              "--seed", str(args.seed)]
+              "--seed", str(args.seed), "--fusing-rules", args.fusing_rules]
     if args.weights:
         parts += ["--weights", args.weights]
     if getattr(args, "report", None):
@@ -225,6 +228,7 @@ def cmd_profile(args: argparse.Namespace, out: TextIO) -> int:
     doc = rep.build_report(result, model_name=model.name, model_version=model.version, model_path=args.model,
                            backend=backend.name, device=backend.device_name, fmt=str(fmt),
                            iterations=args.iterations, warmup=args.warmup, seed=args.seed,
+                           fusing=bool(net.fused and net.fused.applied),
                            notes=["per-layer timing synchronises after every layer on the CPU"]
                            if backend.name == "numpy" else ["per-layer times from CUDA events"])
     print(rep.summary(doc), file=out)
@@ -331,6 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_opts.add_argument("--weights", "-w", metavar="DIR", help="weights folder (NAME_WEIGHT.npy files)")
     run_opts.add_argument("--backend", "-b", default="auto", choices=("auto", "numpy", "cupy"))
     run_opts.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs (default 0)")
+    run_opts.add_argument("--fusing-rules", default="on", metavar="on|off|FILE",
+                          help="apply the plugins' and the model's enabled fusing rules (on, default), none (off), "
+                               "or the rules in FILE (one per line)")
 
     sub.add_parser("infer", parents=[common, run_opts], help="run a network and write its outputs",
                    description="Run a network, print the average time per iteration and write outputs.")

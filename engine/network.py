@@ -78,12 +78,24 @@ class Network:
 
     def __init__(self, model: Model, registry: Registry, backend: Backend | None = None,
                  fmt: TensorFormat = FP32_NCHW, weights: WeightsSource | None = None, seed: int = 0,
-                 reuse_buffers: bool = True) -> None:
+                 reuse_buffers: bool = True, fusing: str | list[Any] = "on",
+                 protected: set[str] | frozenset[str] = frozenset()) -> None:
+        """``fusing``: 'on' (the registry's and the model's enabled rules), 'off', a rules file, or a
+        list of parsed FusingRule. ``protected`` layers (breakpoints) keep their own outputs."""
+        from engine.fusing import MappedWeights, apply_rules, rules_from  # noqa: PLC0415
+
         self.model_name = model.name
         self.backend = backend or NumpyBackend()
         self.xp = self.backend.xp
         self.fmt = fmt
-        self.weights_source = weights or RandomWeights(seed)
+        base_weights = weights or RandomWeights(seed)
+        rules = rules_from(registry, model, fusing) if isinstance(fusing, str) else list(fusing)
+        self.fused = apply_rules(model, registry, fmt, rules, protected=set(protected)) if rules else None
+        if self.fused is not None and self.fused.applied:
+            model = self.fused.model
+            base_weights = MappedWeights(base_weights, self.fused, registry)
+        self.model = model  # the model actually built (after fusing rules)
+        self.weights_source = base_weights
         self.seed = seed
         self.reuse_buffers = reuse_buffers
         self.hooks = Hooks()
@@ -139,6 +151,10 @@ class Network:
         try:
             return self.nodes[name].layer
         except KeyError:
+            merged = self.fused.merged.get(name) if self.fused is not None else None
+            if merged:
+                raise LayerLabError(f"layer {name} was fused into {merged} by a fusing rule: build the network with "
+                                    f"fusing rules off (or protect {name}) to read it") from None
             raise LayerLabError(f"network {self.model_name} has no layer {name!r}") from None
 
     def dims(self, name: str) -> Dims:

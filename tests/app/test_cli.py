@@ -121,3 +121,24 @@ def test_console_script_runs(tmp_path):
     assert (tmp_path / "o.png").is_file()
     res = subprocess.run([exe, "check", "nope.lnet"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and res.stderr.strip() == "layerlab: error: nope.lnet: no such file"
+
+
+def test_fusing_rules_flag(tmp_path, capsys):
+    from engine.model import Model
+    from engine.modelfile import save
+
+    m = Model("cbn")
+    m.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
+    m.add_layer("convolution", "conv", inputs=["inp"])
+    m.add_layer("batch_normalization", "bn", inputs=["conv"])
+    m.add_layer("output", "out", inputs=["bn"])
+    save(m, tmp_path / "cbn.lnet")
+    code, _, err = run(["infer", str(tmp_path / "cbn.lnet"), "-o", f"{tmp_path}/on.npy", "-b", "numpy"], capsys)
+    assert code == 0 and "conv + bn -> bn" in err
+    code, _, err = run(["infer", str(tmp_path / "cbn.lnet"), "-o", f"{tmp_path}/off.npy", "--fusing-rules", "off",
+                        "-b", "numpy"], capsys)
+    assert code == 0 and "fusing rule" not in err
+    np.testing.assert_allclose(np.load(tmp_path / "on.npy"), np.load(tmp_path / "off.npy"), rtol=1e-4, atol=1e-4)
+    (tmp_path / "rules.txt").write_text("# my rules\nfp32|nchw|conv_bn = batch_normalization {convolution[act = 'none']}\n")
+    code, _, err = run(["infer", str(tmp_path / "cbn.lnet"), "--fusing-rules", str(tmp_path / "rules.txt")], capsys)
+    assert code == 2 and "rules.txt:2" in err and "column" in err

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.errors import GraphError, InputError, WeightsError
+from engine.errors import GraphError, InputError, LayerLabError, WeightsError
 from engine.model import Model
 from engine.network import Network
 from engine.tensor import FORMATS, FP32_NCHW, Dims, TensorFormat, convert
@@ -166,3 +166,26 @@ def test_cupy_backend_matches_numpy(registry):
     gpu = Network(branchy(), registry, backend_param("cupy"), fmt).infer()["out"]
     cpu = Network(branchy(), registry, backend_param("numpy"), fmt).infer()["out"]
     np.testing.assert_allclose(gpu, cpu, rtol=2e-2, atol=2e-2)
+
+
+def conv_bn_model() -> Model:
+    m = Model("cbn")
+    m.add_layer("input", "inp", params={"dimensions": "1x3x10x12"})
+    m.add_layer("convolution", "conv", params={"num_output_channels": "6"}, inputs=["inp"])
+    m.add_layer("batch_normalization", "bn", inputs=["conv"], activation="relu")
+    m.add_layer("output", "out", inputs=["bn"])
+    return m
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+def test_network_applies_builtin_fusing_rules_with_the_same_result(registry, fmt):
+    fused = Network(conv_bn_model(), registry, fmt=fmt, fusing="on")
+    plain = Network(conv_bn_model(), registry, fmt=fmt, fusing="off")
+    assert [a[1:] for a in fused.fused.applied] == [("conv", "bn", "bn")]
+    assert fused.layer("bn").desc.name == "conv_bn" and "conv" not in fused.order
+    tol = 2e-2 if fmt.dtype == np.float16 else 1e-4
+    np.testing.assert_allclose(fused.infer()["out"], plain.infer()["out"], rtol=tol, atol=tol)
+    with pytest.raises(LayerLabError, match="layer conv was fused into bn by a fusing rule"):
+        fused.output("conv")
+    kept = Network(conv_bn_model(), registry, fmt=fmt, fusing="on", protected={"conv"})
+    assert not kept.fused.applied and "conv" in kept.order
