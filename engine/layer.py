@@ -153,6 +153,18 @@ class Layer:
         output value, plus the activation's."""
         return output.elements * (2 if self.activation is not None else 1)
 
+    # ---- runtime options (analysis layers): live-editable without rebuilding ----------------------
+    def runtime_options(self) -> list[dict[str, Any]]:
+        """Live-editable options, each a JSON object: ``name``, ``text``, ``type`` (float, int, bool,
+        enum, string), ``value``, and per type ``min``/``max``/``step`` or ``values``; extra keys allowed."""
+        return []
+
+    def set_runtime_option(self, name: str, value: Any) -> bool:
+        """Validate and store an option (raise ``param_error`` with the reason when invalid).
+
+        Returns True when the layer's output size changes (the network then reshapes)."""
+        raise self.param_error(name, f"{self.desc.name} has no runtime option {name!r}")
+
     def bypass_input(self) -> int | None:
         """Index of the input this layer passes through unchanged (no copy), or None."""
         return None

@@ -204,6 +204,17 @@ class Network:
         self.layer(name)
         self._dirty.add(name)
 
+    def runtime_options(self) -> dict[str, list[dict[str, Any]]]:
+        """Runtime options of every layer that has any, by layer name."""
+        return {n: opts for n in self.order if (opts := self.nodes[n].layer.runtime_options())}
+
+    def set_runtime_option(self, layer: str, name: str, value: Any) -> None:
+        """Change a layer's runtime option: validated by the layer, which becomes affected; a change of
+        its output size reshapes the network on the next run."""
+        if self.layer(layer).set_runtime_option(name, value):
+            self._planned = False
+        self._dirty.add(layer)
+
     # ---- planning: shapes, reshape, weights, memory ----------------------------------------------
     def _current_input_dims(self, name: str) -> Dims:
         pending = self._pending_inputs.get(name)
