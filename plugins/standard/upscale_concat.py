@@ -26,14 +26,11 @@ UPSCALE_DOC = (
 )
 
 
-def upscale(xp: Any, x: Any, taps_h: Taps, taps_w: Taps) -> Any:
-    """Input 0 upsampled to the target size (the taps already hold the crop or edge extension)."""
-    return resample(xp, x, taps_h, taps_w)
-
-
 def upscale_concat(xp: Any, x: Any, skips: list[Any], taps_h: Taps, taps_w: Taps) -> Any:
-    """Channels of upscaled ``x`` followed by the channels of each skip tensor, in order."""
-    return xp.concatenate([upscale(xp, x, taps_h, taps_w).astype(skips[0].dtype, copy=False), *skips], axis=1)
+    """Channels of upscaled ``x`` followed by the channels of each skip tensor, in order.
+
+    The taps (``upsample_taps`` to the skip size) already hold the crop or edge extension."""
+    return xp.concatenate([resample(xp, x, taps_h, taps_w), *skips], axis=1)
 
 
 class UpscaleLayer(Layer):

@@ -6,13 +6,13 @@ from typing import Any
 from engine.descriptors import InputDesc, LayerDesc
 from engine.tensor import Dims
 
-from .resize import Taps
-from .upscale_concat import UPSCALE_DOC, UPSCALE_PARAMS, UpscaleLayer, upscale
+from .resize import Taps, resample
+from .upscale_concat import UPSCALE_DOC, UPSCALE_PARAMS, UpscaleLayer
 
 
 def upscale_sum(xp: Any, x: Any, skip: Any, taps_h: Taps, taps_w: Taps) -> Any:
     """Upscaled ``x`` plus ``skip`` (same channels)."""
-    return upscale(xp, x, taps_h, taps_w) + skip
+    return resample(xp, x, taps_h, taps_w) + skip
 
 
 DESC = LayerDesc(

@@ -3,29 +3,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
 
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import FORMATS
 from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
-
-ONNX_MODE = {"nearest": "nearest", "bilinear": "linear", "bicubic": "cubic"}
-
-
-def int64_const(name, values):
-    return helper.make_node("Constant", [], [name], value=helper.make_tensor(name, TensorProto.INT64, [len(values)], values))
+from tests.plugins.group_b_refs import int64_const, resize_node
 
 
 def onnx_resize(x, mode, coords, size=None, scales=None):
-    """ONNX Resize by sizes or by scales (nearest rounds half down, cubic A = -0.75: the ONNX defaults)."""
-    attrs = dict(mode=ONNX_MODE[mode], coordinate_transformation_mode=coords, nearest_mode="round_prefer_floor",
-                 cubic_coeff_a=-0.75)
+    """ONNX Resize by sizes (int64 N, C, H, W) or by scales."""
     if size is not None:
-        nodes = [int64_const("sz", [x.shape[0], x.shape[1], *size]),
-                 helper.make_node("Resize", ["x", "", "", "sz"], ["y"], **attrs)]
+        nodes = [int64_const("sz", [x.shape[0], x.shape[1], *size]), resize_node("x", "y", mode, coords, sizes="sz")]
         return ort_run(nodes, {"x": x}, {})[0]
-    node = helper.make_node("Resize", ["x", "", "s"], ["y"], **attrs)
-    return ort_run([node], {"x": x}, {"s": np.array([1, 1, *scales], np.float32)})[0]
+    return ort_run([resize_node("x", "y", mode, coords, scales="s")], {"x": x}, {"s": np.array([1, 1, *scales], np.float32)})[0]
 
 
 CASES = [
@@ -75,3 +65,30 @@ def test_resize_errors_are_named():
         run_layer("resize", dict(mode="linear"), [x], FORMATS[0])
     with pytest.raises(ShapeError, match=r"resize L: scaling the input 4x4 by 0.2x1 gives 0x4; the output must be at least 1x1"):
         run_layer("resize", dict(scale_h=0.2, scale_w=1), [x], FORMATS[0])
+
+
+# PyTorch nearest has no align_corners and rounds differently from ONNX: they agree on integer upscaling only
+@pytest.mark.parametrize("mode,coords,size", [
+    ("bilinear", "half_pixel", (12, 5)), ("bilinear", "align_corners", (12, 5)),
+    ("bicubic", "half_pixel", (12, 5)), ("bicubic", "align_corners", (4, 13)), ("nearest", "half_pixel", (12, 18)),
+])
+def test_resize_to_size_matches_pytorch_as_documented(mode, coords, size):
+    import torch
+    import torch.nn.functional as F
+
+    x = np.random.default_rng(7).standard_normal((2, 2, 6, 9)).astype(np.float32)
+    fmt = FORMATS[0]
+    out, _, _ = run_layer("resize", dict(mode=mode, coordinate_mode=coords, size=f"{size[0]}x{size[1]}"), [x], fmt)
+    extra = {} if mode == "nearest" else {"align_corners": coords == "align_corners"}
+    ref = F.interpolate(torch.from_numpy(x), size=size, mode=mode, **extra)
+    assert_close(out, ref.numpy(), fmt, f"{mode} {coords}")
+
+
+def test_resize_follows_new_input_sizes():
+    fmt = FORMATS[0]
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((1, 2, 4, 6)).astype(np.float32), rng.standard_normal((2, 2, 7, 3)).astype(np.float32)
+    _, _, net = run_layer("resize", dict(mode="bicubic", scale_h=1.5, scale_w=2), [a], fmt)
+    net.set_input("in0", b)
+    net.run()
+    assert_close(net.output("out"), onnx_resize(b, "bicubic", "half_pixel", scales=[1.5, 2]), fmt, "after reshape")
