@@ -19,7 +19,7 @@ import numpy as np
 from engine.backends import NumpyBackend
 from engine.backends.base import Backend
 from engine.descriptors import InputKind
-from engine.errors import GraphError, InputError, LayerLabError, ParameterError, WeightsError
+from engine.errors import GraphError, InputError, LayerLabError, ParameterError, ShapeError, WeightsError
 from engine.graph import execution_order
 from engine.layer import BoundActivation, Layer
 from engine.model import Model
@@ -273,6 +273,10 @@ class Network:
         for w, s in shapes.items():
             idx = nd.layer.weight_input(w)
             if idx is not None and idx < len(nd.inputs) and nd.inputs[idx] is not None:
+                got, need = ins[idx], int(np.prod(s))
+                if got is not None and got.elements != need:  # the same message as the type checker
+                    raise ShapeError(f"{nd.layer.desc.name} {name}: {w} input {nd.inputs[idx]} has {got.elements} "
+                                     f"values ({got}), the layer needs shape {tuple(s)} ({need} values)")
                 continue  # a connected secondary input provides it
             out[w] = tuple(int(x) for x in s)
         return out

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 
+from engine.fusing import BUILTIN_RULES
 from engine.registry import PluginMeta, Registrar
 
 PLUGIN = PluginMeta(
@@ -18,9 +19,33 @@ LAYER_MODULES = (
     "convolution",
     "element_wise",
     # group A (one module name per line)
+    "affine",
+    "batch_normalization",
+    "color_conversion",
+    "concatenation",
+    "deconvolution",
+    "conv_bn",
+    "conv_pool",
+    "depth_to_space",
+    "space_to_depth",
+    "dropout",
+    "fully_connected",
+    "pooling",
     # end group A
     # group B (one module name per line)
+    "gram_matrix",
+    "instance_normalization",
+    "lrn",
+    "mono_four_stack",
+    "mono_to_rgb",
+    "padding",
     "resize",
+    "slice",
+    "upsample",
+    "upscale_concat",
+    "upscale_concat_two",
+    "upscale_sum",
+    "zero_embed",
     # end group B
 )
 
@@ -28,3 +53,5 @@ LAYER_MODULES = (
 def register(registrar: Registrar) -> None:
     for name in LAYER_MODULES:
         registrar.layer(importlib.import_module(f"{__name__}.{name}").LAYER)
+    for rule in BUILTIN_RULES:
+        registrar.fusing_rule(rule)

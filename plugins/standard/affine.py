@@ -83,6 +83,9 @@ class Affine(Layer):
             return self.weight(name, inputs)
         return self.p[name]
 
+    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
+        return output.elements * (2 + int(self.activation is not None))
+
     def forward(self, inputs: list[Any], out: Any) -> None:
         y = affine(self.nchw(inputs[0]), self._value("scale", inputs), self._value("shift", inputs))
         self.store(out, self.activate(y))

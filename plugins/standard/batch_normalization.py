@@ -99,6 +99,9 @@ class BatchNormalization(Layer):
                 raise WeightsError(f"{self.desc.name} {self.name}: weight 'variance': {problem}")
         super().set_weights(weights)
 
+    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
+        return output.elements * (2 + int(self.activation is not None))
+
     def forward(self, inputs: list[Any], out: Any) -> None:
         mean, var, scale, bias = (self.weight(w, inputs) for w in BN_WEIGHTS)
         y = batch_norm(self.xp, self.nchw(inputs[0]), mean, var, scale, bias, self.p["epsilon"])

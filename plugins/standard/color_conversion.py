@@ -109,6 +109,9 @@ class ColorConversion(Layer):
                                    f"got {x.c} ({x})")
         return Dims(x.n, 1 if self.p["conversion"].endswith("_gray") else 3, x.h, x.w)
 
+    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
+        return output.elements * (6 + int(self.activation is not None))
+
     def _matrix(self) -> tuple[Any, Any]:
         """The conversion's (A, b) on the device in the compute dtype (made once)."""
         if self._ab is None:

@@ -79,6 +79,11 @@ class ConvPool(convolution.Convolution):
             raise self.shape_error("pooling " + problem)
         return Dims(c.n, c.c, pooling.pool_output_size(c.h, k.h, s.h, p.h), pooling.pool_output_size(c.w, k.w, s.w, p.w))
 
+    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
+        conv_dims = super().output_dims(inputs)
+        pool = pooling.pool_flops(conv_dims, output, self._pool("kernel_size"), self._pool("global"), self._pool("pool_type"))
+        return super().flops(inputs, conv_dims) + pool
+
     def forward(self, inputs: list[Any], out: Any) -> None:
         w = self.weight("weights", inputs)
         b = self.weight("bias", inputs) if self.p["bias"] else None

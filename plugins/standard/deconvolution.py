@@ -131,6 +131,13 @@ class Deconvolution(Layer):
             shapes["bias"] = (o,)
         return shapes
 
+    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
+        x = inputs[0]
+        assert x is not None
+        k = self.p["kernel_size"]
+        macs = x.elements * (output.c // self.p["groups"]) * k.h * k.w
+        return 2 * macs + output.elements * (int(self.p["bias"]) + int(self.activation is not None))
+
     def forward(self, inputs: list[Any], out: Any) -> None:
         w = self.weight("weights", inputs)
         b = self.weight("bias", inputs) if self.p["bias"] else None

@@ -92,6 +92,12 @@ def global_pool2d(xp: Any, x: Any, pool_type: str) -> Any:
     return xp.mean(x, axis=(2, 3), keepdims=True, dtype=np.float32).astype(x.dtype)
 
 
+def pool_flops(x: Dims, output: Dims, kernel: Dims, global_pool: bool, pool_type: str) -> int:
+    """Operations of one pooling pass: a compare or add per window cell (plus a multiply for averages)."""
+    taps = x.h * x.w if global_pool else kernel.h * kernel.w
+    return output.elements * (taps + (pool_type == "average"))
+
+
 DESC = LayerDesc(
     name="pooling",
     display_name="Pooling",
@@ -148,6 +154,12 @@ class Pooling(Layer):
         if problem:
             raise self.shape_error(problem)
         return Dims(x.n, x.c, pool_output_size(x.h, k.h, s.h, p.h), pool_output_size(x.w, k.w, s.w, p.w))
+
+    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
+        x = inputs[0]
+        assert x is not None
+        pool = pool_flops(x, output, self.p["kernel_size"], self.p["global"], self.p["pool_type"])
+        return pool + output.elements * int(self.activation is not None)
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         x = self.nchw(inputs[0])

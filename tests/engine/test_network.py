@@ -189,3 +189,15 @@ def test_network_applies_builtin_fusing_rules_with_the_same_result(registry, fmt
         fused.output("conv")
     kept = Network(conv_bn_model(), registry, fmt=fmt, fusing="on", protected={"conv"})
     assert not kept.fused.applied and "conv" in kept.order
+
+
+def test_secondary_weight_input_of_the_wrong_size_is_a_shape_error(registry):
+    from engine.errors import ShapeError
+
+    m = Model()
+    m.add_layer("input", "x", params={"dimensions": "1x3x8x8"})
+    m.add_layer("input", "w", params={"dimensions": "1x1x3x3"})
+    m.add_layer("convolution", "c", params={"num_output_channels": "4"}, inputs=["x", "w"])
+    with pytest.raises(ShapeError, match=r"convolution c: weights input w has 9 values \(1x1x3x3\), "
+                                         r"the layer needs shape \(4, 3, 3, 3\)"):
+        Network(m, registry).run()

@@ -1,0 +1,70 @@
+"""depth_to_space: moves channel blocks into spatial blocks (pixel shuffle), like ONNX DepthToSpace."""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.descriptors import InputDesc, LayerDesc, ParamDesc
+from engine.layer import Layer
+from engine.tensor import Dims
+
+MODES = ("DCR", "CRD")
+
+
+def depth_to_space(x: Any, block: int, mode: str) -> Any:
+    """Logical NCHW (N, C, H, W) -> (N, C/b², H*b, W*b).
+
+    DCR (depth-column-row): input channel ``(i*b + j)*C' + c`` goes to output channel c at (h*b+i, w*b+j).
+    CRD (column-row-depth, PyTorch PixelShuffle): input channel ``c*b*b + i*b + j`` goes there."""
+    n, c, h, w = x.shape
+    b = block
+    co = c // (b * b)
+    if mode == "DCR":
+        t = x.reshape(n, b, b, co, h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        t = x.reshape(n, co, b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return t.reshape(n, co, h * b, w * b)
+
+
+DESC = LayerDesc(
+    name="depth_to_space",
+    display_name="Depth to space",
+    summary="Rearranges blocks of channels into blocks of pixels (pixel shuffle), upscaling H and W.",
+    categories=("Tensor",),
+    documentation=(
+        "<p>Moves groups of b*b channels into b x b blocks of pixels: N x C x H x W becomes "
+        "N x C/b² x H*b x W*b (ONNX DepthToSpace). Output pixel <code>(c, h*b + i, w*b + j)</code> "
+        "takes the input value at <code>(k, h, w)</code> where, by <b>mode</b>:</p>"
+        "<ul><li><code>DCR</code> (depth-column-row, the ONNX default): <code>k = (i*b + j)*C/b² + c</code>.</li>"
+        "<li><code>CRD</code> (column-row-depth, like PyTorch PixelShuffle): <code>k = c*b² + i*b + j</code>.</li></ul>"
+        "<ul><li><b>input</b> (primary): N x C x H x W, C a multiple of b².</li>"
+        "<li><b>block_size</b>: b, default 2, 1..64.</li>"
+        "<li><b>mode</b>: DCR or CRD, default DCR.</li></ul>"
+        "<p>space_to_depth with the same block size and mode is its inverse.</p>"
+    ),
+    inputs=(InputDesc("input", doc="N x C x H x W tensor, C a multiple of block_size²"),),
+    params=(
+        ParamDesc("block_size", "uint", 2, "block size b", min=1, max=64, main=True, legacy_names=("blocksize",)),
+        ParamDesc("mode", "enum", "DCR", "channel ordering", enum_values=MODES),
+    ),
+    legacy_names=("pixel_shuffle",),
+)
+
+
+class DepthToSpace(Layer):
+    desc = DESC
+    fused_activations = frozenset({"*"})
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        x = inputs[0]
+        assert x is not None
+        b = self.p["block_size"]
+        if x.c % (b * b):
+            raise self.shape_error(f"input has {x.c} channels ({x}), not a multiple of block_size² = {b * b}")
+        return Dims(x.n, x.c // (b * b), x.h * b, x.w * b)
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        y = depth_to_space(self.nchw(inputs[0]), self.p["block_size"], self.p["mode"])
+        self.store(out, self.activate(y))
+
+
+LAYER = DepthToSpace

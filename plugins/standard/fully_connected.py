@@ -1,0 +1,83 @@
+"""fully_connected: every output is a weighted sum of all C*H*W input values (ONNX Gemm on the flattened input)."""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
+from engine.layer import Layer
+from engine.tensor import Dims
+
+
+def fully_connected(xp: Any, x: Any, w: Any, b: Any | None) -> Any:
+    """Logical NCHW ``x`` (N, C, H, W) flattened in C, H, W order, times ``w`` (O, C*H*W) transposed,
+    plus ``b`` (O,); the result is (N, O, 1, 1)."""
+    n = x.shape[0]
+    y = xp.matmul(x.reshape(n, -1), w.T)
+    if b is not None:
+        y += b
+    return y.reshape(n, -1, 1, 1)
+
+
+DESC = LayerDesc(
+    name="fully_connected",
+    display_name="Fully connected",
+    summary="Dense layer: each output is a weighted sum of all C*H*W inputs plus a bias.",
+    categories=("Convolution",),
+    documentation=(
+        "<p>Flattens each item of the batch in C, H, W order (index <code>(c*H + h)*W + w</code>, "
+        "whatever the memory layout) and computes <code>y[n,o] = sum over k of weights[o,k] * x[n,k] + bias[o]</code> "
+        "(ONNX Gemm with transB, PyTorch Linear). The output is N x num_outputs x 1 x 1.</p>"
+        "<ul><li><b>input</b> (primary): N x C x H x W.</li>"
+        "<li><b>weights</b> (secondary): replaces the loaded weights; num_outputs x C*H*W values.</li>"
+        "<li><b>bias</b> (secondary): replaces the loaded bias; num_outputs values.</li>"
+        "<li><b>num_outputs</b>: output size, default 16, 1..1048576.</li>"
+        "<li><b>bias</b>: add a bias, default true.</li></ul>"
+        "<p>Weights files: <code>NAME_weights.npy</code> (num_outputs, C*H*W) and <code>NAME_bias.npy</code> "
+        "(num_outputs,). The weights depend on the input size: changing H or W needs new weights.</p>"
+    ),
+    inputs=(
+        InputDesc("input", doc="N x C x H x W tensor"),
+        InputDesc("weights", InputKind.SECONDARY, doc="replaces the weights", weight="weights"),
+        InputDesc("bias", InputKind.SECONDARY, doc="replaces the bias", weight="bias"),
+    ),
+    params=(
+        ParamDesc("num_outputs", "uint", 16, "output size", min=1, max=1048576, main=True,
+                  legacy_names=("outputs", "num_output_channels")),
+        ParamDesc("bias", "bool", True, "add a bias"),
+    ),
+    weights=("weights", "bias"),
+    legacy_names=("dense", "inner_product"),
+)
+
+
+class FullyConnected(Layer):
+    desc = DESC
+    fused_activations = frozenset({"*"})
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        x = inputs[0]
+        assert x is not None
+        return Dims(x.n, self.p["num_outputs"], 1, 1)
+
+    def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
+        x = inputs[0]
+        assert x is not None
+        o = self.p["num_outputs"]
+        shapes: dict[str, tuple[int, ...]] = {"weights": (o, x.c * x.h * x.w)}
+        if self.p["bias"]:
+            shapes["bias"] = (o,)
+        return shapes
+
+    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
+        x = inputs[0]
+        assert x is not None
+        extra = int(self.p["bias"]) + int(self.activation is not None)
+        return output.elements * (2 * x.c * x.h * x.w + extra)
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        w = self.weight("weights", inputs)
+        b = self.weight("bias", inputs) if self.p["bias"] else None
+        self.store(out, self.activate(fully_connected(self.xp, self.nchw(inputs[0]), w, b)))
+
+
+LAYER = FullyConnected

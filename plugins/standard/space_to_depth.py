@@ -1,0 +1,68 @@
+"""space_to_depth: moves spatial blocks into channels (pixel unshuffle), like ONNX SpaceToDepth."""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.descriptors import InputDesc, LayerDesc, ParamDesc
+from engine.layer import Layer
+from engine.tensor import Dims
+
+MODES = ("DCR", "CRD")
+
+
+def space_to_depth(x: Any, block: int, mode: str) -> Any:
+    """Logical NCHW (N, C, H, W) -> (N, C*b², H/b, W/b), the inverse of depth_to_space in the same mode.
+
+    DCR (ONNX SpaceToDepth): pixel (h*b+i, w*b+j) of channel c goes to channel ``(i*b + j)*C + c``.
+    CRD (PyTorch PixelUnshuffle): it goes to channel ``c*b*b + i*b + j``."""
+    n, c, h, w = x.shape
+    b = block
+    t = x.reshape(n, c, h // b, b, w // b, b)
+    t = t.transpose(0, 3, 5, 1, 2, 4) if mode == "DCR" else t.transpose(0, 1, 3, 5, 2, 4)
+    return t.reshape(n, c * b * b, h // b, w // b)
+
+
+DESC = LayerDesc(
+    name="space_to_depth",
+    display_name="Space to depth",
+    summary="Rearranges blocks of pixels into channels (pixel unshuffle), downscaling H and W.",
+    categories=("Tensor",),
+    documentation=(
+        "<p>Moves every b x b block of pixels into b*b channels: N x C x H x W becomes "
+        "N x C*b² x H/b x W/b. Input pixel <code>(c, h*b + i, w*b + j)</code> goes to output "
+        "<code>(k, h, w)</code> where, by <b>mode</b>:</p>"
+        "<ul><li><code>DCR</code> (depth-column-row, as ONNX SpaceToDepth): <code>k = (i*b + j)*C + c</code>.</li>"
+        "<li><code>CRD</code> (column-row-depth, like PyTorch PixelUnshuffle): <code>k = c*b² + i*b + j</code>.</li></ul>"
+        "<ul><li><b>input</b> (primary): N x C x H x W, H and W multiples of b.</li>"
+        "<li><b>block_size</b>: b, default 2, 1..64.</li>"
+        "<li><b>mode</b>: DCR or CRD, default DCR.</li></ul>"
+        "<p>depth_to_space with the same block size and mode is its inverse.</p>"
+    ),
+    inputs=(InputDesc("input", doc="N x C x H x W tensor, H and W multiples of block_size"),),
+    params=(
+        ParamDesc("block_size", "uint", 2, "block size b", min=1, max=64, main=True, legacy_names=("blocksize",)),
+        ParamDesc("mode", "enum", "DCR", "channel ordering", enum_values=MODES),
+    ),
+    legacy_names=("pixel_unshuffle",),
+)
+
+
+class SpaceToDepth(Layer):
+    desc = DESC
+    fused_activations = frozenset({"*"})
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        x = inputs[0]
+        assert x is not None
+        b = self.p["block_size"]
+        if x.h % b or x.w % b:
+            raise self.shape_error(f"input {x.h}x{x.w} (H x W) is not a multiple of block_size {b} in "
+                                   + " and ".join(a for a, v in (("H", x.h), ("W", x.w)) if v % b))
+        return Dims(x.n, x.c * b * b, x.h // b, x.w // b)
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        y = space_to_depth(self.nchw(inputs[0]), self.p["block_size"], self.p["mode"])
+        self.store(out, self.activate(y))
+
+
+LAYER = SpaceToDepth

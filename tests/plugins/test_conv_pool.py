@@ -1,0 +1,122 @@
+"""conv_pool against onnxruntime's Conv -> (activation) -> MaxPool/AveragePool/Global*Pool and against
+the unfused chain convolution[activation] -> pooling."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from engine.errors import ParameterError, ShapeError
+from engine.model import Model
+from engine.network import Network
+from engine.plugins import default_registry
+from engine.tensor import FORMATS, Dims
+from tests.harness import (
+    BACKENDS,
+    FORMAT_IDS,
+    DictWeights,
+    assert_close,
+    backend_param,
+    ort_run,
+    round_like,
+    run_layer,
+)
+from tests.plugins.test_pooling import onnx_pool
+
+CONV_KEYS = ("num_output_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias")
+
+CONVS = [
+    ((1, 3, 9, 8), dict(num_output_channels=4)),
+    ((2, 4, 11, 10), dict(num_output_channels=6, groups=2, stride=2, kernel_size="3x5", padding="1x2", bias="false")),
+]
+POOLS = [
+    dict(),  # max 2x2 stride 2
+    dict(pool_type="average", pool_kernel_size=3, pool_stride=2, pool_padding=1),
+    dict(pool_type="average", pool_kernel_size=3, pool_stride=1, pool_padding=1, pool_count_include_pad="true"),
+    dict(pool_type="max", pool_kernel_size="3x2", pool_stride="1x2", pool_padding="1x0"),
+    dict(pool_type="max", pool_global="true"),
+    dict(pool_type="average", pool_global="true"),
+]
+ACTS = {"none": lambda y: y, "relu": lambda y: np.maximum(y, 0), "tanh": np.tanh}
+
+
+def pool_params(params):
+    """The conv_pool parameters renamed as the pooling layer's."""
+    return {k[5:] if k != "pool_type" else k: v for k, v in params.items() if k.startswith("pool_")}
+
+
+def onnx_conv(x, w, params):
+    def pair(name, default):
+        v = str(params.get(name, default)).split("x")
+        return [int(v[0]), int(v[-1])]
+    pads = pair("padding", 1)
+    node = helper.make_node("Conv", ["x", "weights"] + (["bias"] if "bias" in w else []), ["y"], strides=pair("stride", 1),
+                            pads=pads + pads, dilations=pair("dilation", 1), group=int(params.get("groups", 1)))
+    return ort_run([node], {"x": x}, w)[0]
+
+
+def unfused_chain(x, weights, params, fmt, backend, activation):
+    """in0 -> convolution[activation] -> pooling -> out, with fusing rules off."""
+    m = Model("chain")
+    m.add_layer("input", "in0", params={"dimensions": str(Dims(*x.shape))})
+    m.add_layer("convolution", "conv", params={k: str(v) for k, v in params.items() if k in CONV_KEYS}, inputs=["in0"],
+                activation=activation)
+    m.add_layer("pooling", "pool", params={k: str(v) for k, v in pool_params(params).items()}, inputs=["conv"])
+    m.add_layer("output", "out", inputs=["pool"])
+    net = Network(m, default_registry(), backend_param(backend), fmt, weights=DictWeights({"conv": weights}), fusing="off")
+    assert [net.layer(n).desc.name for n in ("conv", "pool")] == ["convolution", "pooling"]  # really unfused
+    return net.infer({"in0": x})["out"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("activation", list(ACTS))
+@pytest.mark.parametrize("pool", POOLS)
+@pytest.mark.parametrize("shape,conv", CONVS)
+def test_conv_pool_matches_onnxruntime_and_the_unfused_chain(backend, fmt, activation, pool, shape, conv):
+    params = conv | pool
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    out, w, net = run_layer("conv_pool", params, [x], fmt, backend, activation=activation)
+    assert tuple(net.dims("L")) == out.shape
+    c = ACTS[activation](onnx_conv(round_like(x, fmt), {k: round_like(v, fmt) for k, v in w.items()}, params))
+    assert_close(out, onnx_pool(c, pool_params(params)), fmt, f"conv_pool {params} vs onnxruntime")
+    assert_close(out, unfused_chain(x, w, params, fmt, backend, activation), fmt, f"conv_pool {params} vs chain")
+
+
+def test_weights_from_secondary_input():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    out, used, _ = run_layer("conv_pool", dict(num_output_channels=3, bias="false"), [x, w], FORMATS[0])
+    assert used == {}
+    assert_close(out, onnx_pool(onnx_conv(x, {"weights": w}, {}), {}), FORMATS[0])
+
+
+def test_errors_are_named():
+    x = np.zeros((1, 2, 4, 4), np.float32)
+    with pytest.raises(ShapeError, match=r"^conv_pool L: pooling kernel 5 is larger than the padded convolution output 4$"):
+        run_layer("conv_pool", dict(pool_kernel_size=5), [x], FORMATS[0])
+    with pytest.raises(ParameterError, match=r"conv_pool L: parameter pool_padding: 2x2 must be smaller than the kernel 2x2"):
+        run_layer("conv_pool", dict(pool_padding=2), [x], FORMATS[0])
+    with pytest.raises(ParameterError, match=r"conv_pool L: parameter pool_type: 'min' is not one of max, average"):
+        run_layer("conv_pool", dict(pool_type="min"), [x], FORMATS[0])
+    with pytest.raises(ShapeError, match=r"conv_pool L: kernel 7x7 \(dilated\) is larger than the padded input 6x6"):
+        run_layer("conv_pool", dict(kernel_size=7), [x], FORMATS[0])
+
+
+def test_flops_are_those_of_the_unfused_chain():
+    params = dict(num_output_channels=4, pool_type="average", pool_kernel_size=3, pool_stride=2, pool_padding=1)
+    x = np.zeros((2, 3, 9, 8), np.float32)
+    _, w, fused = run_layer("conv_pool", params, [x], FORMATS[0])
+    m = Model("chain")
+    m.add_layer("input", "in0", params={"dimensions": "2x3x9x8"})
+    m.add_layer("convolution", "conv", params={"num_output_channels": "4"}, inputs=["in0"])
+    m.add_layer("pooling", "pool", params={k: str(v) for k, v in pool_params(params).items()}, inputs=["conv"])
+    chain = Network(m, default_registry(), fusing="off")
+    chain.run()
+
+    def flops(net, name):
+        ins = [net.dims(s) if s else None for s in net.nodes[name].inputs]
+        return net.layer(name).flops(ins, net.dims(name))
+    assert flops(fused, "L") == flops(chain, "conv") + flops(chain, "pool")
+    assert flops(chain, "pool") == 2 * 4 * 5 * 4 * (9 + 1)  # output values x (9 taps + the division)
