@@ -1,0 +1,116 @@
+"""Reference-network benchmark: LayerLab against PyTorch (and ONNX Runtime where available), measured in
+one process, back to back, outputs compared first. Not collected by the test run.
+
+    python -m tests.bench.bench_networks --device cpu            # 2-core CPU sizes of BENCHMARKS.md
+    python -m tests.bench.bench_networks --device gpu            # H100/H200 sizes, fp32 NCHW and fp16 NHWC
+    python -m tests.bench.bench_networks --device cpu --nets dncnn --repeat 5
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from engine.backends import get_backend
+from engine.network import Network
+from engine.plugins import default_registry
+from engine.tensor import Dims, TensorFormat
+from tests.bench.networks import NETWORKS, torch_twin
+
+CPU_SIZES = {"dncnn": Dims(1, 3, 256, 256), "unet": Dims(1, 3, 256, 256), "resnet18": Dims(1, 3, 224, 224)}
+GPU_SIZES = {"dncnn": Dims(1, 3, 1080, 1920), "unet": Dims(1, 3, 512, 512), "resnet18": Dims(1, 3, 224, 224)}
+
+
+def median_ms(fn: Callable[[], Any], repeat: int, sync: Callable[[], None], warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    sync()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def rel_err(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.linalg.norm(a.astype(np.float64) - b) / max(np.linalg.norm(b.astype(np.float64)), 1e-30))
+
+
+def bench(name: str, dims: Dims, device: str, fmt_text: str, repeat: int, fusing: str) -> dict[str, Any]:
+    import torch
+
+    reg = default_registry()
+    backend = get_backend("cupy" if device == "gpu" else "numpy", notice=None)
+    fmt = TensorFormat.parse(fmt_text)
+    model = NETWORKS[name](dims)
+    net = Network(model, reg, backend, fmt, fusing=fusing)
+    x = np.random.default_rng(0).random(tuple(dims), dtype=np.float32)
+    net.set_input("input", x)
+    net.run()
+    ours = net.output("output")
+
+    def run_ours() -> None:
+        net.mark_affected("input")
+        net.run()
+
+    t_ours = median_ms(run_ours, repeat, backend.synchronize)
+    plain = Network(model, reg, get_backend("numpy", notice=None), TensorFormat.parse("fp32 nchw"), fusing="off") \
+        if device == "gpu" else Network(model, reg, backend, TensorFormat.parse("fp32 nchw"), fusing="off")
+    plain.set_input("input", x)
+    plain.run()
+    forward, params = torch_twin(plain)
+    half = fmt.dtype == np.float16
+    dev = "cuda" if device == "gpu" else "cpu"
+    tdtype = torch.float16 if half and device == "gpu" else torch.float32
+    mf = torch.channels_last if fmt.layout.value == "nhwc" and device == "gpu" else torch.contiguous_format
+    tparams = {n: {k: v.to(dev, tdtype) for k, v in w.items()} for n, w in params.items()}
+    tx = torch.from_numpy(x).to(dev, tdtype).contiguous(memory_format=mf)
+    sync = torch.cuda.synchronize if device == "gpu" else (lambda: None)
+    with torch.inference_mode():
+        ref = forward(tx, tparams).float().cpu().numpy()
+        t_torch = median_ms(lambda: forward(tx, tparams), repeat, sync)
+    row = {"net": name, "dims": str(dims), "device": backend.device_name, "format": str(fmt), "fusing": fusing,
+           "layerlab_ms": t_ours, "torch_ms": t_torch, "ratio": t_ours / t_torch, "rel_err_vs_torch": rel_err(ours, ref)}
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    ap.add_argument("--nets", nargs="+", default=list(NETWORKS))
+    ap.add_argument("--formats", nargs="+", default=None)
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--fusing", default="on")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    import torch
+
+    if a.device == "cpu":
+        torch.set_num_threads(2)
+    formats = a.formats or (["fp32 nchw"] if a.device == "cpu" else ["fp32 nchw", "fp16 nhwc"])
+    sizes = CPU_SIZES if a.device == "cpu" else GPU_SIZES
+    rows = []
+    for name in a.nets:
+        for f in formats:
+            row = bench(name, sizes[name], a.device, f, a.repeat, a.fusing)
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    print(f"{'net':<9} {'size':<14} {'format':<10} {'LayerLab ms':>12} {'PyTorch ms':>11} {'ratio':>7} {'rel err':>9}")
+    for r in rows:
+        print(f"{r['net']:<9} {r['dims']:<14} {r['format']:<10} {r['layerlab_ms']:>12.2f} {r['torch_ms']:>11.2f} "
+              f"{r['ratio']:>7.2f} {r['rel_err_vs_torch']:>9.1e}")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
