@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import pytest
-from PySide6 import QtCore, QtWidgets
 
 
 @pytest.fixture
 def make_window(qtbot, registry, tmp_path, monkeypatch):
     """MainWindow factory with its own settings file and autosave folder; dialogs never block."""
+    from PySide6 import QtCore, QtWidgets  # imported here: the CLI tests in this folder run without Qt
+
     # pytest-qt closes the windows before fixtures are torn down: unsaved changes are discarded then
     monkeypatch.setattr(QtWidgets.QMessageBox, "question",
                         staticmethod(lambda *a, **k: QtWidgets.QMessageBox.StandardButton.Discard))
