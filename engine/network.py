@@ -79,7 +79,7 @@ class Network:
     def __init__(self, model: Model, registry: Registry, backend: Backend | None = None,
                  fmt: TensorFormat = FP32_NCHW, weights: WeightsSource | None = None, seed: int = 0,
                  reuse_buffers: bool = True, fusing: str | list[Any] = "on",
-                 protected: set[str] | frozenset[str] = frozenset()) -> None:
+                 protected: set[str] | frozenset[str] = frozenset(), graph_capture: bool = True) -> None:
         """``fusing``: 'on' (the registry's and the model's enabled rules), 'off', a rules file, or a
         list of parsed FusingRule. ``protected`` layers (breakpoints) keep their own outputs."""
         from engine.fusing import MappedWeights, apply_rules, rules_from  # noqa: PLC0415
@@ -129,6 +129,11 @@ class Network:
         self._owner: list[str | None] = []
         self._views: dict[str, Any] = {}
         self.peak_memory_bytes = 0
+        self.graph_capture = graph_capture and self.backend.supports_graphs
+        self.graph_status = "off" if not self.graph_capture else "not captured yet"
+        self._graph: Any = None
+        self._graph_key: tuple[str, ...] | None = None
+        self._last_key: tuple[str, ...] | None = None
         self.weights_loads = 0  # how many times weights were read from the source
         self.last_executed: list[str] = []  # layers computed by the latest run
 
@@ -213,6 +218,7 @@ class Network:
         its output size reshapes the network on the next run."""
         if self.layer(layer).set_runtime_option(name, value):
             self._planned = False
+        self._drop_graph()
         self._dirty.add(layer)
 
     # ---- planning: shapes, reshape, weights, memory ----------------------------------------------
@@ -263,6 +269,7 @@ class Network:
                 nd.layer.reshape_count += 1
         self._dims, self._in_dims = dims, in_dims
         self._plan_memory()
+        self._drop_graph()
         self._planned = True
         self._dirty = set(self.order)
 
@@ -366,29 +373,78 @@ class Network:
 
     def run(self) -> list[str]:
         """One inference. Returns the names of the layers actually computed."""
+        self.backend.activate()
         self._ensure_planned()
         for name, data in self._pending_inputs.items():
-            self.nodes[name].layer.data = data  # type: ignore[attr-defined]
-            self._dirty.add(name)
+            self._stage_input(name, data)
         self._pending_inputs.clear()
         for name in self.input_names:
-            layer = self.nodes[name].layer
-            if getattr(layer, "data", None) is None:  # no input given: seeded random tensor
-                host = random_input(self._dims[name], self.seed)
-                layer.data = self.backend.to_device(convert(host, FP32_NCHW, self.fmt))  # type: ignore[attr-defined]
+            if getattr(self.nodes[name].layer, "data", None) is None:  # no input given: seeded random tensor
+                self._stage_input(name, self.backend.to_device(convert(random_input(self._dims[name], self.seed),
+                                                                        FP32_NCHW, self.fmt)))
         todo = self._evaluation_set(self._dirty) if self._dirty else set()
         for cb in self.hooks.before_inference:
             cb(self)
-        executed = []
-        for name in self.order:
-            if name in todo:
+        key = tuple(n for n in self.order if n in todo)
+        if key and self.graph_capture and not (self.hooks.before_layer or self.hooks.after_layer):
+            self._run_graph(key)
+        else:
+            for name in key:
                 self._execute(name)
-                executed.append(name)
+        self._last_key = key
         self._dirty.clear()
         for cb in self.hooks.after_inference:
             cb(self)
-        self.last_executed = executed
-        return executed
+        self.last_executed = list(key)
+        return list(key)
+
+    def _stage_input(self, name: str, data: Any) -> None:
+        """Input tensors live in one device buffer per input layer, so a captured graph keeps reading
+        the right memory; a new size gets a new buffer (and the network is re-planned anyway)."""
+        layer = self.nodes[name].layer
+        old = getattr(layer, "data", None)
+        if old is not None and old.shape == data.shape and old.dtype == data.dtype and old is not data:
+            old[...] = data
+        else:
+            layer.data = data  # type: ignore[attr-defined]
+            self._drop_graph()
+        self._dirty.add(name)
+
+    def _drop_graph(self) -> None:
+        self._graph = self._graph_key = None
+        self._last_key = None
+
+    def _run_graph(self, key: tuple[str, ...]) -> None:
+        """Replay the captured CUDA graph of this set of layers, or capture it on its second run."""
+        if self._graph is not None and self._graph_key == key:
+            self._graph.launch(self.backend.stream)
+            for n in key:
+                if self._roots[n] == n:
+                    self._owner[self._slot_of[n]] = n
+            return
+        if key != self._last_key or self.graph_status.startswith("failed"):
+            for name in key:  # first run of this set: eager (warms caches, plans cuDNN graphs)
+                self._execute(name)
+            return
+        import cupy  # noqa: PLC0415 - only the CuPy backend supports graphs
+
+        stream = self.backend.stream
+        try:
+            with cupy.cuda.using_allocator(cupy.cuda.MemoryAsyncPool().malloc):
+                stream.begin_capture()
+                try:
+                    for name in key:
+                        self._execute(name)
+                finally:
+                    graph = stream.end_capture()
+            graph.launch(stream)
+            self._graph, self._graph_key = graph, key
+            self.graph_status = f"captured ({len(key)} layers)"
+        except Exception as exc:  # a layer that cannot be captured (host sync, pageable copy): stay eager
+            self.graph_status = f"failed: {type(exc).__name__}: {exc}"
+            stream.synchronize()
+            for name in key:
+                self._execute(name)
 
     def _execute(self, name: str) -> None:
         nd = self.nodes[name]

@@ -20,7 +20,7 @@ from engine.registry import PluginFailure, PluginMeta, Registry
 
 ENTRY_POINT_GROUP = "layerlab.plugins"
 #: built-in collections; used directly when LayerLab runs from a source tree that is not installed
-BUILTIN_MODULES = ("plugins.standard", "plugins.activations")
+BUILTIN_MODULES = ("plugins.standard", "plugins.activations", "plugins.analysis")
 
 
 def _register_module(registry: Registry, module: ModuleType, source: str) -> None:

@@ -47,6 +47,18 @@ class Backend:
         """A raw byte buffer that tensors are carved from (memory pool slot)."""
         return self.xp.empty((max(int(nbytes), 1),), dtype=np.uint8)
 
+    supports_graphs = False
+
+    def activate(self) -> None:
+        """Make this backend's stream current in the calling thread (before running layers)."""
+
+    def conv2d(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
+               dilation: tuple[int, int], groups: int, act: str | None, coefs: dict[str, float]) -> bool:
+        """A backend's own convolution into ``out`` (logical NCHW views), with ``act`` fused when given.
+
+        Returns False when the backend has no fast path for this case (the caller computes it)."""
+        return False
+
     def synchronize(self) -> None:
         """Wait until all queued device work has finished."""
 

@@ -27,8 +27,39 @@ class _EventTimer(Timer):
 
 
 class CupyBackend(Backend):
+    """All work runs on one non-blocking stream of the backend (so it can be captured as a CUDA graph);
+    fp16 convolutions use cuDNN through its frontend graph API when the ``cudnn`` package is there."""
+
     name = "cupy"
     xp = cupy
+    supports_graphs = True
+
+    def __init__(self) -> None:
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._cudnn: Any = None
+        self.cudnn_status = "not loaded yet"
+
+    def activate(self) -> None:
+        self.stream.use()
+
+    @property
+    def cudnn(self) -> Any:
+        """The cuDNN convolution helper, or None when the cudnn frontend package is unusable."""
+        if self._cudnn is None and self.cudnn_status == "not loaded yet":
+            try:
+                from engine.backends.cudnn_conv import CudnnConvolutions  # noqa: PLC0415
+
+                self._cudnn = CudnnConvolutions(self.stream)
+                self.cudnn_status = self._cudnn.version
+            except Exception as exc:  # missing package or library: im2col + cuBLAS instead
+                self.cudnn_status = f"unavailable ({type(exc).__name__}: {exc})"
+        return self._cudnn
+
+    def conv2d(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
+               dilation: tuple[int, int], groups: int, act: str | None, coefs: dict[str, float]) -> bool:
+        if x.dtype != cupy.float16 or self.cudnn is None:
+            return False
+        return self._cudnn.conv(x, w, b, out, stride, padding, dilation, act, coefs)
 
     @property
     def device_name(self) -> str:
@@ -43,6 +74,7 @@ class CupyBackend(Backend):
         return cupy.asnumpy(array) if isinstance(array, cupy.ndarray) else np.asarray(array)
 
     def synchronize(self) -> None:
+        self.stream.synchronize()
         cupy.cuda.get_current_stream().synchronize()
 
     def timer(self) -> Timer:

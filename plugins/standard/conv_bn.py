@@ -113,10 +113,7 @@ class ConvBN(convolution.Convolution):
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         w, b = self.folded_weights(inputs)
-        s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
-        y = convolution.conv2d(self.xp, self.nchw(inputs[0]), w, b, (s.h, s.w), (p.h, p.w), (d.h, d.w),
-                               self.p["groups"])
-        self.store(out, self.activate(y))
+        self.convolve(inputs[0], w, b, out, cacheable=not self._from_inputs(inputs))
 
 
 LAYER = ConvBN

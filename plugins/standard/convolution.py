@@ -5,7 +5,7 @@ from typing import Any
 
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
-from engine.tensor import Dims
+from engine.tensor import Dims, Layout, nchw_view
 
 
 def conv_output_size(size: int, kernel: int, stride: int, pad_before: int, pad_after: int, dilation: int) -> int:
@@ -134,11 +134,52 @@ class Convolution(Layer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         w = self.weight("weights", inputs)
         b = self.weight("bias", inputs) if self.p["bias"] else None
+        self.convolve(inputs[0], w, b, out, cacheable=not self.weights_from_inputs(inputs))
+
+    def weights_from_inputs(self, inputs: list[Any]) -> bool:
+        """True when a connected secondary input provides one of the weights (they may change every run)."""
+        for w in self.desc.weights:
+            idx = self.weight_input(w)
+            if idx is not None and idx < len(inputs) and inputs[idx] is not None:
+                return True
+        return False
+
+    def convolve(self, x: Any, w: Any, b: Any | None, out: Any, cacheable: bool = True) -> None:
+        """``act(conv(x, w) + b)`` into ``out``: the backend's fused kernel (cuDNN) when it has one for
+        this case, otherwise im2col + a matrix product (BLAS / cuBLAS) and the activation."""
         s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
-        y = conv2d(self.xp, self.nchw(inputs[0]), w, b, (s.h, s.w), (p.h, p.w), (d.h, d.w), self.p["groups"])
+        geometry = ((s.h, s.w), (p.h, p.w), (d.h, d.w))
+        if self.backend.supports_graphs and self._backend_conv(x, w, b, out, geometry, cacheable):
+            return
+        y = conv2d(self.xp, self.nchw(x), w, b, *geometry, self.p["groups"])
         self.store(out, self.activate(y))
 
+    def _backend_conv(self, x: Any, w: Any, b: Any | None, out: Any, geometry: tuple[Any, ...], cacheable: bool) -> bool:
+        if x.dtype != w.dtype:
+            return False
+        wv = self._physical_weight(w, cacheable)
+        xv, ov = nchw_view(x, self.fmt), nchw_view(out, self.fmt)
+        bv = None if b is None else b.astype(w.dtype, copy=False)
+        act = self.activation
+        name, coefs = (act.name, act.coefs) if act is not None else (None, {})
+        if self.backend.conv2d(xv, wv, bv, ov, *geometry, self.p["groups"], name, coefs):
+            return True
+        if act is not None and self.backend.conv2d(xv, wv, bv, ov, *geometry, self.p["groups"], None, {}):
+            act.impl.apply_inplace(self.xp, ov, act.coefs)  # no fused epilogue for it: one more pass
+            return True
+        return False
 
+    def _physical_weight(self, w: Any, cacheable: bool) -> Any:
+        """The weights in the memory layout of the tensors (KRSC for NHWC), seen as logical K,C,R,S."""
+        if self.fmt.layout is not Layout.NHWC:
+            return w
+        cached = self.__dict__.get("_phys")
+        if cacheable and cached is not None and cached[0] is w:
+            return cached[1]
+        phys = self.xp.ascontiguousarray(w.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+        if cacheable:
+            self._phys = (w, phys)
+        return phys
 
 
 LAYER = Convolution

@@ -201,3 +201,23 @@ def test_secondary_weight_input_of_the_wrong_size_is_a_shape_error(registry):
     with pytest.raises(ShapeError, match=r"convolution c: weights input w has 9 values \(1x1x3x3\), "
                                          r"the layer needs shape \(4, 3, 3, 3\)"):
         Network(m, registry).run()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["fp16 nhwc", "fp32 nchw"])
+def test_cuda_graph_replay_matches_eager_and_follows_new_inputs(registry, fmt):
+    f = TensorFormat.parse(fmt)
+    net = Network(branchy(), registry, backend_param("cupy"), f)
+    ref = Network(branchy(), registry, backend_param("numpy"), f)
+    rng = np.random.default_rng(9)
+    for i in range(4):  # eager, capture, replay, replay
+        x = rng.random((2, 3, 11, 9), dtype=np.float32)
+        net.set_input("inp", x)
+        ref.set_input("inp", x)
+        assert net.run() == net.order
+        ref.run()
+        np.testing.assert_allclose(net.output("out"), ref.output("out"), rtol=2e-2, atol=2e-2, err_msg=f"run {i}")
+    assert net.graph_status.startswith("captured"), net.graph_status
+    net.set_input("inp", rng.random((1, 3, 16, 20), dtype=np.float32))  # reshape: recapture later
+    net.run()
+    assert net._graph is None and net.dims("out") == Dims(1, 3, 16, 20)

@@ -1,0 +1,97 @@
+"""Convolutions through the cuDNN frontend graph API (tensor cores, fused bias + activation epilogue),
+directly on CuPy buffers in their own layout. Imported only by the CuPy backend; when the ``cudnn``
+package or a configuration is not supported, callers fall back to the generic im2col + cuBLAS path.
+
+Graphs are built once per configuration (shapes, strides, dtype, stride/padding/dilation, activation)
+and cached; building takes tens of milliseconds, executing is one launch."""
+from __future__ import annotations
+
+from typing import Any
+
+import cupy
+
+#: activations the cuDNN epilogue computes itself (name -> builder on the frontend graph)
+EPILOGUE = ("relu", "leaky_relu", "sigmoid", "tanh")
+
+
+def _dims_strides(a: Any) -> tuple[list[int], list[int]]:
+    item = a.dtype.itemsize
+    return [int(d) for d in a.shape], [int(s) // item for s in a.strides]
+
+
+class CudnnConvolutions:
+    """Cached cuDNN frontend graphs computing ``act(conv(x, w) + b)`` into an output buffer."""
+
+    def __init__(self, stream: Any) -> None:
+        import cudnn  # noqa: PLC0415 - optional dependency of the gpu extra
+
+        self.cudnn = cudnn
+        self.handle = cudnn.create_handle()
+        cudnn.set_stream(handle=self.handle, stream=stream.ptr)
+        self._graphs: dict[tuple[Any, ...], tuple[Any, dict[str, Any], Any] | None] = {}
+        self.version = f"cuDNN frontend {cudnn.__version__}, backend {cudnn.backend_version()}"
+
+    def _dtype(self, dt: Any) -> Any:
+        return self.cudnn.data_type.HALF if dt == cupy.float16 else self.cudnn.data_type.FLOAT
+
+    def _build(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
+               dilation: tuple[int, int], act: str | None, coefs: dict[str, float]) -> tuple[Any, dict[str, Any], Any]:
+        c = self.cudnn
+        io = self._dtype(x.dtype)
+        g = c.pygraph(io_data_type=io, intermediate_data_type=c.data_type.FLOAT,
+                      compute_data_type=c.data_type.FLOAT, handle=self.handle)
+        xd, xs = _dims_strides(x)
+        wd, ws = _dims_strides(w)
+        X = g.tensor(name="X", dim=xd, stride=xs, data_type=io)
+        W = g.tensor(name="W", dim=wd, stride=ws, data_type=io)
+        Y = g.conv_fprop(image=X, weight=W, padding=list(padding), stride=list(stride), dilation=list(dilation),
+                         compute_data_type=c.data_type.FLOAT, name="conv")
+        tensors = {"X": X, "W": W}
+        if b is not None:
+            k = wd[0]
+            B = g.tensor(name="B", dim=[1, k, 1, 1], stride=[k, 1, k, k], data_type=io)
+            Y = g.bias(name="bias", input=Y, bias=B)
+            tensors["B"] = B
+        if act == "relu":
+            Y = g.relu(name="act", input=Y)
+        elif act == "leaky_relu":
+            Y = g.relu(name="act", input=Y, negative_slope=float(coefs["alpha"]))
+        elif act == "sigmoid":
+            Y = g.sigmoid(name="act", input=Y)
+        elif act == "tanh":
+            Y = g.tanh(name="act", input=Y)
+        od, os_ = _dims_strides(out)
+        Y.set_output(True).set_data_type(io).set_dim(od).set_stride(os_)
+        tensors["Y"] = Y
+        g.validate()
+        g.build_operation_graph()
+        g.create_execution_plans([c.heur_mode.A, c.heur_mode.FALLBACK])
+        g.check_support()
+        g.build_plans()
+        workspace = cupy.empty(max(int(g.get_workspace_size()), 1), dtype=cupy.uint8)
+        return g, tensors, workspace
+
+    def conv(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
+             dilation: tuple[int, int], act: str | None = None, coefs: dict[str, float] | None = None) -> bool:
+        """Compute into ``out``; all arrays are logical N,C,H,W (views of any layout). False when cuDNN
+        does not support this configuration (nothing was written)."""
+        coefs = coefs or {}
+        if act is not None and act not in EPILOGUE:
+            return False
+        key = (x.shape, x.strides, str(x.dtype), w.shape, w.strides, b is None, out.shape, out.strides, stride,
+               padding, dilation, act, tuple(sorted(coefs.items())))
+        entry = self._graphs.get(key, ())
+        if entry == ():
+            try:
+                entry = self._build(x, w, b, out, stride, padding, dilation, act, coefs)
+            except Exception:  # unsupported configuration: remember, fall back
+                entry = None
+            self._graphs[key] = entry
+        if entry is None:
+            return False
+        g, t, workspace = entry
+        pack = {t["X"]: x.data.ptr, t["W"]: w.data.ptr, t["Y"]: out.data.ptr}
+        if b is not None:
+            pack[t["B"]] = b.data.ptr
+        g.execute(pack, workspace.data.ptr, handle=self.handle)
+        return True
