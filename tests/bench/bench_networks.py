@@ -77,6 +77,7 @@ def bench(name: str, dims: Dims, device: str, fmt_text: str, repeat: int, fusing
         ref = forward(tx, tparams).float().cpu().numpy()
         t_torch = median_ms(lambda: forward(tx, tparams), repeat, sync)
     row = {"net": name, "dims": str(dims), "device": backend.device_name, "format": str(fmt), "fusing": fusing,
+           "graph": net.graph_status, "cudnn": getattr(backend, "cudnn_status", "-"),
            "layerlab_ms": t_ours, "torch_ms": t_torch, "ratio": t_ours / t_torch, "rel_err_vs_torch": rel_err(ours, ref)}
     return row
 
