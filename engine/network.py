@@ -131,6 +131,9 @@ class Network:
         self.peak_memory_bytes = 0
         self.graph_capture = graph_capture and self.backend.supports_graphs
         self.graph_status = "off" if not self.graph_capture else "not captured yet"
+        if self.graph_capture and fmt.dtype != np.float16:
+            self.graph_capture = False  # fp32 convolutions use cuBLAS, which CuPy refuses to capture
+            self.graph_status = "off (fp32: convolutions run on cuBLAS, which cannot be captured)"
         self._graph: Any = None
         self._graph_key: tuple[str, ...] | None = None
         self._last_key: tuple[str, ...] | None = None
@@ -429,19 +432,20 @@ class Network:
         import cupy  # noqa: PLC0415 - only the CuPy backend supports graphs
 
         stream = self.backend.stream
+        current = ""
         try:
             with cupy.cuda.using_allocator(cupy.cuda.MemoryAsyncPool().malloc):
                 stream.begin_capture()
                 try:
-                    for name in key:
-                        self._execute(name)
+                    for current in key:
+                        self._execute(current)
                 finally:
                     graph = stream.end_capture()
             graph.launch(stream)
             self._graph, self._graph_key = graph, key
             self.graph_status = f"captured ({len(key)} layers)"
         except Exception as exc:  # a layer that cannot be captured (host sync, pageable copy): stay eager
-            self.graph_status = f"failed: {type(exc).__name__}: {exc}"
+            self.graph_status = f"failed at layer {current}: {type(exc).__name__}: {exc}"
             stream.synchronize()
             for name in key:
                 self._execute(name)

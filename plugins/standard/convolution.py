@@ -157,29 +157,38 @@ class Convolution(Layer):
     def _backend_conv(self, x: Any, w: Any, b: Any | None, out: Any, geometry: tuple[Any, ...], cacheable: bool) -> bool:
         if x.dtype != w.dtype:
             return False
-        wv = self._physical_weight(w, cacheable)
-        xv, ov = nchw_view(x, self.fmt), nchw_view(out, self.fmt)
-        bv = None if b is None else b.astype(w.dtype, copy=False)
-        act = self.activation
-        name, coefs = (act.name, act.coefs) if act is not None else (None, {})
-        if self.backend.conv2d(xv, wv, bv, ov, *geometry, self.p["groups"], name, coefs):
-            return True
-        if act is not None and self.backend.conv2d(xv, wv, bv, ov, *geometry, self.p["groups"], None, {}):
-            act.impl.apply_inplace(self.xp, ov, act.coefs)  # no fused epilogue for it: one more pass
-            return True
-        return False
+        return backend_convolve(self, nchw_view(x, self.fmt), physical_weight(self, w, cacheable), b,
+                                nchw_view(out, self.fmt), geometry, self.p["groups"])
 
-    def _physical_weight(self, w: Any, cacheable: bool) -> Any:
-        """The weights in the memory layout of the tensors (KRSC for NHWC), seen as logical K,C,R,S."""
-        if self.fmt.layout is not Layout.NHWC:
-            return w
-        cached = self.__dict__.get("_phys")
-        if cacheable and cached is not None and cached[0] is w:
-            return cached[1]
-        phys = self.xp.ascontiguousarray(w.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-        if cacheable:
-            self._phys = (w, phys)
-        return phys
+
+
+def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geometry: tuple[Any, ...],
+                     groups: int) -> bool:
+    """``act(conv(x, w) + b)`` by the backend's own kernel (logical NCHW views), the activation fused
+    when the backend can, else applied in place after it. False when the backend has no such path."""
+    bv = None if b is None else b.astype(w.dtype, copy=False)
+    act = layer.activation
+    name, coefs = (act.name, act.coefs) if act is not None else (None, {})
+    if layer.backend.conv2d(x, w, bv, out, *geometry, groups, name, coefs):
+        return True
+    if act is not None and layer.backend.conv2d(x, w, bv, out, *geometry, groups, None, {}):
+        act.impl.apply_inplace(layer.xp, out, act.coefs)  # no fused epilogue for it: one more pass
+        return True
+    return False
+
+
+def physical_weight(layer: Layer, w: Any, cacheable: bool, shape: tuple[int, ...] | None = None) -> Any:
+    """``w`` (viewed as ``shape`` K, C, R, S when given) in the memory layout of the layer's tensors (KRSC
+    for NHWC), seen as logical K, C, R, S; cached on the layer while the same weight array comes back."""
+    cached = layer.__dict__.get("_phys")
+    if cacheable and cached is not None and cached[0] is w:
+        return cached[1]
+    phys = w.reshape(shape) if shape is not None else w
+    if layer.fmt.layout is Layout.NHWC:
+        phys = layer.xp.ascontiguousarray(phys.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    if cacheable:
+        layer.__dict__["_phys"] = (w, phys)
+    return phys
 
 
 LAYER = Convolution

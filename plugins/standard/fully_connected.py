@@ -5,7 +5,8 @@ from typing import Any
 
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
-from engine.tensor import Dims
+from engine.tensor import Dims, nchw_view
+from plugins.standard.convolution import backend_convolve, physical_weight
 
 
 def fully_connected(xp: Any, x: Any, w: Any, b: Any | None) -> Any:
@@ -77,7 +78,21 @@ class FullyConnected(Layer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         w = self.weight("weights", inputs)
         b = self.weight("bias", inputs) if self.p["bias"] else None
+        if self.backend.supports_graphs and self._backend_fc(inputs, w, b, out):
+            return
         self.store(out, self.activate(fully_connected(self.xp, self.nchw(inputs[0]), w, b)))
+
+    def _backend_fc(self, inputs: list[Any], w: Any, b: Any | None, out: Any) -> bool:
+        """On the GPU: a convolution whose kernel covers the whole input (cuDNN, fused epilogue)."""
+        x = self.nchw(inputs[0])
+        if x.dtype != w.dtype:
+            return False
+        n, c, h, wd = x.shape
+        wk = physical_weight(self, w, not self._weights_from_inputs(inputs), (w.shape[0], c, h, wd))
+        return backend_convolve(self, x, wk, b, nchw_view(out, self.fmt), ((1, 1), (0, 0), (1, 1)), 1)
+
+    def _weights_from_inputs(self, inputs: list[Any]) -> bool:
+        return any(i is not None for i in inputs[1:])
 
 
 LAYER = FullyConnected
