@@ -9,15 +9,18 @@ import numpy as np
 
 from engine.descriptors import ActivationDesc, LayerDesc
 from engine.errors import ParameterError, ShapeError
-from engine.tensor import Dims, TensorFormat, nchw_view
+from engine.tensor import Dims, Layout, TensorFormat, from_nchw_view, nchw_view
 
 
 class Activation:
     """An activation function. ``apply`` computes it on a logical array and returns the result.
 
-    Implementations use ``xp`` (numpy or cupy) so one function serves every backend."""
+    Implementations use ``xp`` (numpy or cupy) so one function serves every backend. ``elementwise``
+    activations may be applied to tensors in any memory layout; others (softmax over channels) get a
+    logical N, C, H, W view."""
 
     desc: ClassVar[ActivationDesc]
+    elementwise: ClassVar[bool] = True
 
     @staticmethod
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
@@ -95,6 +98,32 @@ class Layer:
     def store(self, out: Any, y: Any) -> None:
         """Write a logical NCHW result into the output buffer (layout and dtype conversion included)."""
         nchw_view(out, self.fmt)[...] = y
+
+    @property
+    def hw_axes(self) -> tuple[int, int]:
+        """Axes of H and W in the arrays of this layer's tensor format."""
+        return (1, 2) if self.fmt.layout is Layout.NHWC else (2, 3)
+
+    @property
+    def channel_axis(self) -> int:
+        return 3 if self.fmt.layout is Layout.NHWC else 1
+
+    def physical(self, x: Any) -> Any:
+        """Input array in its own memory layout, in the compute dtype. Element order is the layout's,
+        which keeps GPU memory accesses coalesced; use ``hw_axes``/``channel_axis`` to find the axes."""
+        return x if x.dtype == self.cdtype else x.astype(self.cdtype)
+
+    def activate_physical(self, y: Any) -> Any:
+        """``activate`` for an array in this layer's memory layout."""
+        if self.activation is None:
+            return y
+        if self.activation.impl.elementwise:
+            return self.activation(self.xp, y)
+        return from_nchw_view(self.activation(self.xp, nchw_view(y, self.fmt)), self.fmt)
+
+    def store_physical(self, out: Any, y: Any) -> None:
+        """Write a result already in this layer's memory layout into the output buffer."""
+        out[...] = y
 
     def activate(self, y: Any) -> Any:
         """Apply the layer's activation (for layers that fuse it into their own computation)."""

@@ -460,7 +460,8 @@ class Network:
             nd.layer.forward(ins, out)
             act = nd.layer.activation
             if act is not None and not nd.layer.fuses_activation:
-                act.impl.apply_inplace(self.xp, nchw_view(out, self.fmt), act.coefs)
+                target = out if act.impl.elementwise else nchw_view(out, self.fmt)
+                act.impl.apply_inplace(self.xp, target, act.coefs)
             self._owner[self._slot_of[name]] = name
         for cb in self.hooks.after_layer:
             cb(self, name, out)

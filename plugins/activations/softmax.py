@@ -34,6 +34,8 @@ class Softmax(Activation):
         ),
     )
 
+    elementwise = False  # mixes the channels of each pixel: always given a logical N, C, H, W view
+
     @staticmethod
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return softmax(xp, x, axis=1)

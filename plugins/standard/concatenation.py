@@ -6,16 +6,18 @@ from typing import Any
 
 from engine.descriptors import InputDesc, InputKind, LayerDesc
 from engine.layer import Layer
-from engine.tensor import Dims, nchw_view
+from engine.tensor import Dims
 
 
-def concatenate_channels(dest: Any, arrays: Iterable[Any]) -> None:
-    """Write logical NCHW arrays (equal N, H, W) one after another along C of ``dest``: each goes
-    straight into its channel slice, with no temporary for the joined tensor."""
+def concatenate_channels(dest: Any, arrays: Iterable[Any], axis: int = 1) -> None:
+    """Write arrays (equal N, H, W) one after another along the channel ``axis`` of ``dest`` (1 for
+    NCHW, 3 for NHWC): each goes straight into its channel slice, with no temporary for the joined tensor."""
     start = 0
     for a in arrays:
-        c = a.shape[1]
-        dest[:, start:start + c] = a
+        c = a.shape[axis]
+        index = [slice(None)] * dest.ndim
+        index[axis] = slice(start, start + c)
+        dest[tuple(index)] = a
         start += c
 
 
@@ -55,11 +57,8 @@ class Concatenation(Layer):
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         present = (x for x in inputs if x is not None)
-        if self.activation is None:
-            arrays = (nchw_view(x, self.fmt) for x in present)
-        else:
-            arrays = (self.activate(self.nchw(x)) for x in present)
-        concatenate_channels(nchw_view(out, self.fmt), arrays)
+        arrays = (self.activate_physical(self.physical(x)) for x in present)
+        concatenate_channels(out, arrays, self.channel_axis)
 
 
 LAYER = Concatenation

@@ -49,26 +49,36 @@ def _valid_counts(size: int, out: int, kernel: int, stride: int, padding: int) -
 
 
 def pool2d(xp: Any, x: Any, pool_type: str, kernel: tuple[int, int], stride: tuple[int, int],
-           padding: tuple[int, int], count_include_pad: bool = False) -> Any:
-    """Logical NCHW pooling of ``x`` (N, C, H, W) over KhxKw windows (a loop over kernel taps).
+           padding: tuple[int, int], count_include_pad: bool = False, axes: tuple[int, int] = (2, 3)) -> Any:
+    """Pooling of ``x`` over KhxKw windows of its H and W ``axes`` ((2, 3) for NCHW, (1, 2) for NHWC),
+    a loop over kernel taps.
 
     Max pooling pads with -inf; average pooling pads with zeros and divides by the window size
     (``count_include_pad``) or by the number of real cells in the window."""
-    n, c, h, w = x.shape
+    ah, aw = axes
+    h, w = x.shape[ah], x.shape[aw]
     kh, kw = kernel
     sh, sw = stride
     ph, pw = padding
     ho, wo = pool_output_size(h, kh, sh, ph), pool_output_size(w, kw, sw, pw)
     is_max = pool_type == "max"
+
+    def window(hs: slice, ws: slice) -> tuple[slice, ...]:
+        index = [slice(None)] * x.ndim
+        index[ah], index[aw] = hs, ws
+        return tuple(index)
+
     if ph or pw:
-        xpad = xp.full((n, c, h + 2 * ph, w + 2 * pw), -np.inf if is_max else 0, dtype=x.dtype)
-        xpad[:, :, ph:ph + h, pw:pw + w] = x
+        shape = list(x.shape)
+        shape[ah], shape[aw] = h + 2 * ph, w + 2 * pw
+        xpad = xp.full(tuple(shape), -np.inf if is_max else 0, dtype=x.dtype)
+        xpad[window(slice(ph, ph + h), slice(pw, pw + w))] = x
     else:
         xpad = x
     acc = None
     for i in range(kh):
         for j in range(kw):
-            tap = xpad[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw]
+            tap = xpad[window(slice(i, i + sh * (ho - 1) + 1, sh), slice(j, j + sw * (wo - 1) + 1, sw))]
             if acc is None:
                 acc = tap.copy()
             elif is_max:
@@ -81,7 +91,9 @@ def pool2d(xp: Any, x: Any, pool_type: str, kernel: tuple[int, int], stride: tup
         acc *= acc.dtype.type(1.0 / (kh * kw))
     else:
         counts = np.outer(_valid_counts(h, ho, kh, sh, ph), _valid_counts(w, wo, kw, sw, pw))
-        acc *= xp.asarray((1.0 / counts).astype(acc.dtype))
+        shape = [1] * x.ndim
+        shape[ah], shape[aw] = ho, wo
+        acc *= xp.asarray((1.0 / counts).astype(acc.dtype).reshape(shape))
     return acc
 
 
@@ -162,13 +174,13 @@ class Pooling(Layer):
         return pool + output.elements * int(self.activation is not None)
 
     def forward(self, inputs: list[Any], out: Any) -> None:
-        x = self.nchw(inputs[0])
         if self.p["global"]:
-            y = global_pool2d(self.xp, x, self.p["pool_type"])
-        else:
-            k, s, p = self.p["kernel_size"], self.p["stride"], self.p["padding"]
-            y = pool2d(self.xp, x, self.p["pool_type"], (k.h, k.w), (s.h, s.w), (p.h, p.w), self.p["count_include_pad"])
-        self.store(out, self.activate(y))
+            self.store(out, self.activate(global_pool2d(self.xp, self.nchw(inputs[0]), self.p["pool_type"])))
+            return
+        k, s, p = self.p["kernel_size"], self.p["stride"], self.p["padding"]
+        y = pool2d(self.xp, self.physical(inputs[0]), self.p["pool_type"], (k.h, k.w), (s.h, s.w), (p.h, p.w),
+                   self.p["count_include_pad"], self.hw_axes)
+        self.store_physical(out, self.activate_physical(y))
 
 
 LAYER = Pooling

@@ -73,15 +73,17 @@ def device_taps(xp: Any, taps: tuple[np.ndarray, np.ndarray | None], dtype: Any)
     return Taps(xp.asarray(idx), None if wts is None else xp.asarray(wts.astype(dtype)))
 
 
-def resample(xp: Any, x: Any, taps_h: Taps, taps_w: Taps) -> Any:
-    """Separable resampling of a logical NCHW array: along H with ``taps_h``, then along W with ``taps_w``.
+def resample(xp: Any, x: Any, taps_h: Taps, taps_w: Taps, axes: tuple[int, int] = (2, 3)) -> Any:
+    """Separable resampling: along the H axis with ``taps_h``, then the W axis with ``taps_w`` (``axes``
+    (2, 3) for NCHW arrays, (1, 2) for NHWC).
 
     A loop over the taps (1, 2 or 4), each a gather of whole rows or columns."""
-    for axis, taps in ((2, taps_h), (3, taps_w)):
+    for axis, taps in ((axes[0], taps_h), (axes[1], taps_w)):
         if taps.weight is None:
             x = xp.take(x, taps.index[0], axis=axis)
             continue
-        shape = (1, 1, -1, 1) if axis == 2 else (1, 1, 1, -1)
+        shape = [1] * x.ndim
+        shape[axis] = -1
         acc = None
         for k in range(taps.index.shape[0]):
             term = xp.take(x, taps.index[k], axis=axis) * taps.weight[k].reshape(shape)

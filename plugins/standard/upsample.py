@@ -77,7 +77,8 @@ class Upsample(Layer):
         self._taps_w = upsample_taps(self.xp, x.w, output.w, f.w, m, self.cdtype)
 
     def forward(self, inputs: list[Any], out: Any) -> None:
-        self.store(out, self.activate(resample(self.xp, self.nchw(inputs[0]), self._taps_h, self._taps_w)))
+        y = resample(self.xp, self.physical(inputs[0]), self._taps_h, self._taps_w, self.hw_axes)
+        self.store_physical(out, self.activate_physical(y))
 
 
 LAYER = Upsample

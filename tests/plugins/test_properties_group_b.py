@@ -145,8 +145,16 @@ def test_output_dims_equal_the_computed_shape(layer, data):
             stored.append(tuple(y.shape))
         original(self, out, y)
 
+    original_physical = Layer.store_physical
+
+    def checking_store_physical(self, out, y):
+        if self.name == "L":
+            stored.append(tuple(self.fmt.dims_of(y)))
+        original_physical(self, out, y)
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Layer, "store", checking_store)
+        mp.setattr(Layer, "store_physical", checking_store_physical)
         fmt = data.draw(st.sampled_from(FORMATS))
         out, _, net = run_layer(layer, params, xs, fmt, activation=data.draw(st.sampled_from(["none", "relu"])))
     assert stored == [out.shape], f"{layer} {params} {shapes}: computed {stored}, inferred {out.shape}"
