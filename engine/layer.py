@@ -174,6 +174,15 @@ class Layer:
             return self.nchw(inputs[idx]).reshape(shape)
         return self.weights[weight]
 
+    def weight_input_problem(self, weight: str, source: str, got: Dims, needed: tuple[int, ...]) -> str | None:
+        """Message when a secondary input of dimensions ``got`` cannot provide ``weight`` of shape
+        ``needed`` (None when it can). Layers may explain it in their own terms."""
+        n_need = int(np.prod(needed))
+        if got.elements == n_need:
+            return None
+        return (f"{weight} input {source} has {got.elements} values ({got}), "
+                f"the layer needs shape {tuple(needed)} ({n_need} values)")
+
     def reshape(self, inputs: list[Dims | None], output: Dims) -> None:
         """Prepare for new input sizes (called by the network when they change)."""
 

@@ -283,10 +283,10 @@ class Network:
         for w, s in shapes.items():
             idx = nd.layer.weight_input(w)
             if idx is not None and idx < len(nd.inputs) and nd.inputs[idx] is not None:
-                got, need = ins[idx], int(np.prod(s))
-                if got is not None and got.elements != need:  # the same message as the type checker
-                    raise ShapeError(f"{nd.layer.desc.name} {name}: {w} input {nd.inputs[idx]} has {got.elements} "
-                                     f"values ({got}), the layer needs shape {tuple(s)} ({need} values)")
+                got = ins[idx]
+                problem = nd.layer.weight_input_problem(w, nd.inputs[idx], got, tuple(s)) if got else None
+                if problem:  # the same message as the type checker
+                    raise ShapeError(f"{nd.layer.desc.name} {name}: {problem}")
                 continue  # a connected secondary input provides it
             out[w] = tuple(int(x) for x in s)
         return out

@@ -315,7 +315,7 @@ def comparison_text(c: Comparison) -> str:
         cells = ""
         for i, v in enumerate(vals):
             d = c.diff(vals, i)
-            cells += f" {('%.4f' % v) if v is not None else 'missing':>11} {('%+.4f' % d) if d is not None else '-':>9}"
+            cells += f" {(f'{v:.4f}') if v is not None else 'missing':>11} {(f'{d:+.4f}') if d is not None else '-':>9}"
         lines.append(f"{name[:24]:<24} {typ[:18]:<18}{cells}")
     base_avg = c.reports[c.base]["network"]["avg_ms"]
     lines.append("")
@@ -332,8 +332,8 @@ def comparison_html(c: Comparison) -> str:
         for i, (r, l) in enumerate(zip(c.reports, c.labels)))
     body = []
     for name, typ, vals in c.rows:
-        cells = "".join(f"<td>{'%.4f' % v if v is not None else 'missing'}</td><td>"
-                        f"{'%+.4f' % d if (d := c.diff(vals, i)) is not None else '-'}</td>" for i, v in enumerate(vals))
+        cells = "".join(f"<td>{f'{v:.4f}' if v is not None else 'missing'}</td><td>"
+                        f"{f'{d:+.4f}' if (d := c.diff(vals, i)) is not None else '-'}</td>" for i, v in enumerate(vals))
         body.append(f"<tr><td>{_e(name)}</td><td>{_e(typ)}</td>{cells}</tr>")
     heads = "".join(f"<th>[{i}] ms</th><th>diff vs [{c.base}]</th>" for i in range(len(c.reports)))
     top = max((v for _, _, vals in c.rows for v in vals if v is not None), default=1.0) or 1.0

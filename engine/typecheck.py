@@ -90,13 +90,9 @@ def check(model: Model, registry: Registry) -> list[Diagnostic]:
             for w, shape in shapes.items():
                 idx = layer.weight_input(w)
                 if idx is not None and idx < len(ins) and ins[idx] is not None:
-                    got = ins[idx]
-                    n_need = 1
-                    for s in shape:
-                        n_need *= s
-                    if got.elements != n_need:  # type: ignore[union-attr]
-                        err(name, f"{w} input {spec.inputs[idx]} has {got.elements} values ({got}), "  # type: ignore[union-attr]
-                                  f"the layer needs shape {tuple(shape)} ({n_need} values)")
+                    problem = layer.weight_input_problem(w, spec.inputs[idx], ins[idx], tuple(shape))  # type: ignore[arg-type]
+                    if problem:
+                        err(name, problem)
             dims[name] = out
         except LayerLabError as exc:
             err(name, _strip(str(exc), spec.type, name))

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims, Layout, nchw_view
@@ -123,6 +125,13 @@ class Convolution(Layer):
         if self.p["bias"]:
             shapes["bias"] = (o,)
         return shapes
+
+    def weight_input_problem(self, weight: str, source: str, got: Dims, needed: tuple[int, ...]) -> str | None:
+        if weight == "weights" and got.elements != int(np.prod(needed)) and (got.n, got.h, got.w) == (
+                needed[0], needed[2], needed[3]) and got.c != needed[1]:
+            g = self.p["groups"]
+            return f"input has {needed[1] * g} channels, weights expect {got.c * g}"
+        return super().weight_input_problem(weight, source, got, needed)
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
         x = inputs[0]

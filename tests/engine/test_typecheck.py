@@ -53,3 +53,11 @@ def test_shape_mismatch_between_connected_layers(registry):
     m.add_layer("convolution", "c", params={"stride": "2"}, inputs=["i"])
     m.add_layer("element_wise", "s", inputs=["i", "c"])
     assert ("error", "s", "inputs of dimensions 1x3x8x8 and 1x16x4x4 differ in C (3 vs 16)") in msgs(m, registry)
+
+
+def test_convolution_weights_input_with_other_channel_count(registry):
+    m = Model()
+    m.add_layer("input", "x", params={"dimensions": "1x32x8x8"})
+    m.add_layer("input", "w", params={"dimensions": "16x64x3x3"})
+    m.add_layer("convolution", "conv3", params={"num_output_channels": "16"}, inputs=["x", "w"])
+    assert ("error", "conv3", "input has 32 channels, weights expect 64") in msgs(m, registry)
