@@ -133,20 +133,22 @@ class BoolEditor(Editor):
 
 
 class DimsEditor(Editor):
-    """N × C × H × W spin boxes."""
+    """N × C × H × W spin boxes (H × W only for spatial parameters such as kernel size or stride)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spatial: bool = False) -> None:
         super().__init__()
+        self.spatial = spatial
         lay = QtWidgets.QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(2)
         self.boxes = []
-        for i, axis in enumerate("NCHW"):
+        names = dict(zip("NCHW", ("batch", "channels", "height", "width")))
+        for i, axis in enumerate("HW" if spatial else "NCHW"):
             if i:
                 sep = QtWidgets.QLabel("×")
                 lay.addWidget(sep)
             box = _spin(0, INT_LIMIT)
-            box.setToolTip(f"{axis} ({'batch, channels, height, width'.split(', ')[i]})")
+            box.setToolTip(f"{axis} ({names[axis]})")
             box.setButtonSymbols(QtWidgets.QAbstractSpinBox.ButtonSymbols.NoButtons)
             box.setMinimumWidth(30)
             box.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
@@ -156,12 +158,13 @@ class DimsEditor(Editor):
 
     def set_text(self, text: str) -> None:
         d = ParamDesc("d", "dimension", Dims(1, 1, 1, 1)).parse(text)
-        for box, v in zip(self.boxes, d):
+        for box, v in zip(self.boxes, (d.h, d.w) if self.spatial else d):
             with QtCore.QSignalBlocker(box):
                 box.setValue(int(v))
 
     def text(self) -> str:
-        return str(Dims(*(b.value() for b in self.boxes)))
+        values = [b.value() for b in self.boxes]
+        return f"{values[0]}x{values[1]}" if self.spatial else str(Dims(*values))
 
     def input_widgets(self) -> list[QtWidgets.QWidget]:
         return list(self.boxes)
@@ -249,7 +252,7 @@ def editor_for(p: ParamDesc, text: str) -> Editor:
     if valid and p.type == "bool":
         return BoolEditor()
     if valid and p.type == "dimension":
-        return DimsEditor()
+        return DimsEditor(spatial=p.spatial)
     return TextEditor(placeholder=p.allowed())
 
 

@@ -136,6 +136,12 @@ class ParamDesc:
     def default_text(self) -> str:
         return self.format(self.default)
 
+    @property
+    def spatial(self) -> bool:
+        """A dimension parameter about H and W only (kernel size, stride, padding, factors): its default
+        has N = C = 1. Editors show and write it as ``HxW``."""
+        return self.type == "dimension" and isinstance(self.default, Dims) and self.default.n == self.default.c == 1
+
 
 def _num(v: float) -> str:
     return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))

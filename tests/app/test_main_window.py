@@ -84,9 +84,10 @@ def test_parameter_edits_valid_and_invalid(window, sample_path, qtbot):
     assert doc.model.layers["conv1"].params["num_output_channels"] == "24"
     assert "24" in doc.canvas.nodes["conv1"].info.get_value()
     dims = window.params.rows["param.kernel_size"].editor
-    dims.boxes[2].setValue(5)
+    assert len(dims.boxes) == 2  # a spatial parameter: H x W only
+    dims.boxes[0].setValue(5)
     assert modelfile  # noqa: B018
-    assert doc.model.layers["conv1"].params["kernel_size"] == "1x1x5x3"
+    assert doc.model.layers["conv1"].params["kernel_size"] == "5x3"
     # invalid name: red with the reason, not applied
     name_row = window.params.rows["name"]
     name_row.editor.edit.setText("9lives")
