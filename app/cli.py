@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from app.cli_export import add_export_parser, cmd_export
+
 USER_ERROR = 2
 
 
@@ -355,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("layers", parents=[common], help="list plugins, layers and activations")
     g = sub.add_parser("gui", parents=[common], help="open the designer")
     g.add_argument("model", nargs="?")
+    add_export_parser(sub, [common])
     return p
 
 
@@ -367,7 +370,8 @@ def _version() -> str:
         return "(source tree)"
 
 
-COMMANDS = {"infer": cmd_infer, "profile": cmd_profile, "compare": cmd_compare, "check": cmd_check, "layers": cmd_layers, "gui": cmd_gui}
+COMMANDS = {"export": cmd_export, "infer": cmd_infer, "profile": cmd_profile, "compare": cmd_compare,
+            "check": cmd_check, "layers": cmd_layers, "gui": cmd_gui}
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:

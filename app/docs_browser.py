@@ -6,6 +6,7 @@ import html
 from PySide6 import QtCore, QtWidgets
 
 from engine.descriptors import ActivationDesc, InputKind, LayerDesc
+from engine.export import layer_support_html
 from engine.registry import Registry
 
 KEY_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
@@ -71,10 +72,10 @@ class DocsBrowser(QtWidgets.QDialog):
         self._pages: dict[str, str] = {}
         self._text: dict[str, str] = {}
         for d in registry.layer_descs():
-            self._pages[f"layer:{d.name}"] = layer_page(d)
+            self._pages[f"layer:{d.name}"] = layer_page(d) + layer_support_html(registry, d.name)
             self._text[f"layer:{d.name}"] = " ".join([d.name, d.display_name, d.summary, d.documentation, *d.categories])
         for a in registry.activation_descs():
-            self._pages[f"activation:{a.name}"] = activation_page(a)
+            self._pages[f"activation:{a.name}"] = activation_page(a) + layer_support_html(registry, a.name, "activation")
             self._text[f"activation:{a.name}"] = " ".join([a.name, a.display_name, a.summary, a.documentation])
         self.search.textChanged.connect(self._fill)
         self.tree.currentItemChanged.connect(self._show)

@@ -34,6 +34,23 @@ class Activation:
         else:
             x[...] = cls.apply(xp, x, coefs)
 
+    # ---- exporters (engine/export): what the support table and the exporters read ------------------
+    #: ONNX / PyTorch export support: "yes", "partial: <limits>" or "no".
+    onnx_support: ClassVar[str] = "no"
+    torch_support: ClassVar[str] = "no"
+
+    @classmethod
+    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
+        """Add ONNX nodes (through the ``engine.export.OnnxGraph`` ``g``) computing the activation of
+        tensor ``x``; returns the output tensor name. Node suffixes start with ``act``."""
+        raise NotImplementedError(f"activation {cls.desc.name} has no ONNX equivalent")
+
+    @classmethod
+    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
+        """A PyTorch expression computing the activation of the expression ``x`` (``torch``, ``F``
+        = ``torch.nn.functional`` and ``nn`` are in scope)."""
+        raise NotImplementedError(f"activation {cls.desc.name} has no PyTorch equivalent")
+
 
 class BoundActivation:
     """An activation with its coefficient values, attached to one layer."""
@@ -210,3 +227,32 @@ class Layer:
     def forward(self, inputs: list[Any], out: Any) -> None:
         """Compute the output into ``out`` (arrays in ``self.fmt``; None for unconnected inputs)."""
         raise NotImplementedError
+
+    # ---- exporters (engine/export): what the support table and the exporters read ------------------
+    #: ONNX / PyTorch export support: "yes", "partial: <limits>" or "no".
+    onnx_support: ClassVar[str] = "no"
+    torch_support: ClassVar[str] = "no"
+    #: True when ``to_onnx`` / ``to_torch`` apply the layer's activation themselves (an activation in
+    #: the middle of the layer, as conv_pool's); otherwise the exporter applies it after the layer.
+    exports_activation: ClassVar[bool] = False
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        """Add standard ONNX nodes computing this layer (without its activation, unless
+        ``exports_activation``) through the ``engine.export.OnnxGraph`` ``g``; ``inputs`` are the tensor
+        names of the layer's inputs (None when unconnected). Returns the output tensor name.
+
+        Raise ``self.export_unsupported(...)`` for a configuration ONNX cannot express."""
+        raise self.export_unsupported("it has no ONNX equivalent")
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        """Declare this layer's module attribute through the ``engine.export.TorchModuleWriter`` ``t`` and
+        return the ``forward`` expression computing it from the expressions ``inputs`` (None when
+        unconnected), without its activation unless ``exports_activation``.
+
+        Raise ``self.export_unsupported(...)`` for a configuration PyTorch cannot express."""
+        raise self.export_unsupported("it has no PyTorch equivalent")
+
+    def export_unsupported(self, reason: str) -> NotImplementedError:
+        """The exception ``to_onnx``/``to_torch`` raise for what they cannot export (the exporters list
+        every such layer, or write a placeholder)."""
+        return NotImplementedError(f"{self.desc.name} {self.name}: {reason}")

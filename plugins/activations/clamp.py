@@ -53,5 +53,16 @@ class Clamp(Activation):
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return clamp(xp, x, coefs["min"], coefs["max"])
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    @classmethod
+    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
+        return g.node("Clip", [x, g.const("act_min", coefs["min"]), g.const("act_max", coefs["max"])], "act")
+
+    @classmethod
+    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
+        return f"torch.clamp({x}, min={float(coefs['min'])!r}, max={float(coefs['max'])!r})"
+
 
 ACTIVATION = Clamp

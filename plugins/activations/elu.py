@@ -27,5 +27,16 @@ class Elu(Activation):
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return elu(xp, x, coefs["alpha"])
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    @classmethod
+    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
+        return g.node("Elu", [x], "act", alpha=float(coefs["alpha"]))
+
+    @classmethod
+    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
+        return f"F.elu({x}, alpha={float(coefs['alpha'])!r})"
+
 
 ACTIVATION = Elu

@@ -28,5 +28,16 @@ class HardSwish(Activation):
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return hardswish(xp, x)
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    @classmethod
+    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
+        return g.node("HardSwish", [x], "act")
+
+    @classmethod
+    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
+        return f"F.hardswish({x})"
+
 
 ACTIVATION = HardSwish

@@ -18,5 +18,16 @@ class LeakyRelu(Activation):
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return xp.where(x >= 0, x, x * x.dtype.type(coefs["alpha"]))
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    @classmethod
+    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
+        return g.node("LeakyRelu", [x], "act", alpha=float(coefs["alpha"]))
+
+    @classmethod
+    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
+        return f"F.leaky_relu({x}, {float(coefs['alpha'])!r})"
+
 
 ACTIVATION = LeakyRelu

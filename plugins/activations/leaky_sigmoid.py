@@ -31,5 +31,17 @@ class LeakySigmoid(Activation):
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return leaky_sigmoid(xp, x, coefs["alpha"])
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    @classmethod
+    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
+        leak = g.node("Mul", [x, g.const("act_alpha", coefs["alpha"])], "act_leak")
+        return g.node("Add", [g.node("Sigmoid", [x], "act_sigmoid"), leak], "act")
+
+    @classmethod
+    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
+        return f"(torch.sigmoid({x}) + {float(coefs['alpha'])!r} * {x})"
+
 
 ACTIVATION = LeakySigmoid

@@ -29,5 +29,17 @@ class LeakyTanh(Activation):
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return leaky_tanh(xp, x, coefs["alpha"])
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    @classmethod
+    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
+        leak = g.node("Mul", [x, g.const("act_alpha", coefs["alpha"])], "act_leak")
+        return g.node("Add", [g.node("Tanh", [x], "act_tanh"), leak], "act")
+
+    @classmethod
+    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
+        return f"(torch.tanh({x}) + {float(coefs['alpha'])!r} * {x})"
+
 
 ACTIVATION = LeakyTanh

@@ -15,5 +15,16 @@ class Relu(Activation):
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return xp.maximum(x, 0)
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    @classmethod
+    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
+        return g.node("Relu", [x], "act")
+
+    @classmethod
+    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
+        return f"F.relu({x})"
+
 
 ACTIVATION = Relu

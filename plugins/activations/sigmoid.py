@@ -21,5 +21,16 @@ class Sigmoid(Activation):
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return sigmoid(xp, x)
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    @classmethod
+    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
+        return g.node("Sigmoid", [x], "act")
+
+    @classmethod
+    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
+        return f"torch.sigmoid({x})"
+
 
 ACTIVATION = Sigmoid

@@ -27,5 +27,16 @@ class Silu(Activation):
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return silu(xp, x)
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    @classmethod
+    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
+        return g.node("Mul", [x, g.node("Sigmoid", [x], "act_sigmoid")], "act")
+
+    @classmethod
+    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
+        return f"F.silu({x})"
+
 
 ACTIVATION = Silu

@@ -17,5 +17,16 @@ class Sine(Activation):
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return xp.sin(x)
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    @classmethod
+    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
+        return g.node("Sin", [x], "act")
+
+    @classmethod
+    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
+        return f"torch.sin({x})"
+
 
 ACTIVATION = Sine

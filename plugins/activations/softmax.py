@@ -40,5 +40,16 @@ class Softmax(Activation):
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return softmax(xp, x, axis=1)
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    @classmethod
+    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
+        return g.node("Softmax", [x], "act", axis=1)
+
+    @classmethod
+    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
+        return f"torch.softmax({x}, dim=1)"
+
 
 ACTIVATION = Softmax

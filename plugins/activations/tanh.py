@@ -15,5 +15,16 @@ class Tanh(Activation):
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return xp.tanh(x)
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    @classmethod
+    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
+        return g.node("Tanh", [x], "act")
+
+    @classmethod
+    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
+        return f"torch.tanh({x})"
+
 
 ACTIVATION = Tanh

@@ -90,5 +90,28 @@ class Affine(Layer):
         y = affine(self.nchw(inputs[0]), self._value("scale", inputs), self._value("shift", inputs))
         self.store(out, self.activate(y))
 
+    onnx_support = "yes"
+    torch_support = "partial: scale and shift from secondary inputs are not exported"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        c = self.input_dims[0].c
+        values = []
+        for name in ("scale", "shift"):
+            idx = self.weight_input(name)
+            if self.p["mode"] == "per_channel":
+                values.append(g.weight(name, inputs, shape=(1, c, 1, 1)))
+            elif idx is not None and idx < len(inputs) and inputs[idx] is not None:
+                values.append(g.weight(name, inputs))
+            else:
+                values.append(g.const(name, self.p[name]))
+        return g.node("Add", [g.node("Mul", [inputs[0], values[0]], "scale"), values[1]])
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        t.no_weight_inputs(inputs)
+        if self.p["mode"] == "per_tensor":
+            return f"{inputs[0]} * {float(self.p['scale'])!r} + {float(self.p['shift'])!r}"
+        ref = t.params({"scale": t.weight("scale"), "shift": t.weight("shift")})
+        return f'{inputs[0]} * {ref}["scale"].view(1, -1, 1, 1) + {ref}["shift"].view(1, -1, 1, 1)'
+
 
 LAYER = Affine

@@ -107,5 +107,20 @@ class BatchNormalization(Layer):
         y = batch_norm(self.xp, self.nchw(inputs[0]), mean, var, scale, bias, self.p["epsilon"])
         self.store(out, self.activate(y))
 
+    onnx_support = "yes"
+    torch_support = "partial: statistics from secondary inputs are not exported"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        stats = [g.weight(w, inputs) for w in ("scale", "bias", "mean", "variance")]
+        return g.node("BatchNormalization", [inputs[0], *stats], epsilon=float(self.p["epsilon"]))
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        t.no_weight_inputs(inputs)
+        state = {"weight": t.weight("scale"), "bias": t.weight("bias"), "running_mean": t.weight("mean"),
+                 "running_var": t.weight("variance")}
+        c = self.input_dims[0].c
+        ref = t.module(f"nn.BatchNorm2d({c}, eps={float(self.p['epsilon'])!r})", state)
+        return f"{ref}({inputs[0]})"
+
 
 LAYER = BatchNormalization

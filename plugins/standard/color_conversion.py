@@ -123,5 +123,18 @@ class ColorConversion(Layer):
         y = color_convert(self.xp, self.nchw(inputs[0]), *self._matrix())
         self.store(out, self.activate(y))
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        a, b = conversion_matrix(self.p["conversion"], self.p["chroma_offset"])
+        return g.node("Conv", [inputs[0], g.const("matrix", a.reshape(-1, 3, 1, 1)), g.const("offset", b)],
+                      kernel_shape=[1, 1])
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        a, b = conversion_matrix(self.p["conversion"], self.p["chroma_offset"])
+        ref = t.params({"matrix": a.reshape(-1, 3, 1, 1), "offset": b}, trainable=False)
+        return f'F.conv2d({inputs[0]}, {ref}["matrix"], {ref}["offset"])'
+
 
 LAYER = ColorConversion

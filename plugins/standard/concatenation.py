@@ -60,5 +60,14 @@ class Concatenation(Layer):
         arrays = (self.activate_physical(self.physical(x)) for x in present)
         concatenate_channels(out, arrays, self.channel_axis)
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        return g.node("Concat", [x for x in inputs if x is not None], axis=1)
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        return f"torch.cat([{', '.join(x for x in inputs if x is not None)}], dim=1)"
+
 
 LAYER = Concatenation

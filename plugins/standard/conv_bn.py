@@ -115,5 +115,23 @@ class ConvBN(convolution.Convolution):
         w, b = self.folded_weights(inputs)
         self.convolve(inputs[0], w, b, out, cacheable=not self._from_inputs(inputs))
 
+    onnx_support = "yes"
+    torch_support = "partial: weights from secondary inputs are not exported"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        ins = [inputs[0], g.weight("weights", inputs)] + ([g.weight("bias", inputs)] if self.p["bias"] else [])
+        conv = g.node("Conv", ins, "conv", **convolution.conv_onnx_attributes(self.p))
+        stats = [g.weight(BN_NAMES[w], inputs) for w in ("scale", "bias", "mean", "variance")]
+        return g.node("BatchNormalization", [conv, *stats], epsilon=float(self.p["epsilon"]))
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        t.no_weight_inputs(inputs)
+        state = {"0.weight": t.weight("weights")} | ({"0.bias": t.weight("bias")} if self.p["bias"] else {})
+        state |= {"1.weight": t.weight("bn_scale"), "1.bias": t.weight("bn_bias"), "1.running_mean": t.weight("bn_mean"),
+                  "1.running_var": t.weight("bn_variance")}
+        conv = convolution.conv_torch_module(self.p, self.input_dims[0].c)
+        bn_code = f"nn.BatchNorm2d({self.p['num_output_channels']}, eps={float(self.p['epsilon'])!r})"
+        return f"{t.module(f'nn.Sequential({conv}, {bn_code})', state)}({inputs[0]})"
+
 
 LAYER = ConvBN

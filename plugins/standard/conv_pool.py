@@ -98,5 +98,23 @@ class ConvPool(convolution.Convolution):
                                self._pool("count_include_pad"))
         self.store(out, y)
 
+    onnx_support = "yes"
+    torch_support = "partial: weights and bias from secondary inputs are not exported"
+    exports_activation = True  # the activation sits between the convolution and the pooling
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        ins = [inputs[0], g.weight("weights", inputs)] + ([g.weight("bias", inputs)] if self.p["bias"] else [])
+        y = g.activation(g.node("Conv", ins, "conv", **convolution.conv_onnx_attributes(self.p)))
+        return pooling.pool_onnx(g, y, self._pool("pool_type"), self._pool("kernel_size"), self._pool("stride"),
+                                 self._pool("padding"), self._pool("global"), self._pool("count_include_pad"))
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        t.no_weight_inputs(inputs)
+        state = {"weight": t.weight("weights")} | ({"bias": t.weight("bias")} if self.p["bias"] else {})
+        conv = t.module(convolution.conv_torch_module(self.p, self.input_dims[0].c), state)
+        y = t.activation(f"{conv}({inputs[0]})")
+        return pooling.pool_torch(t, y, self._pool("pool_type"), self._pool("kernel_size"), self._pool("stride"),
+                                  self._pool("padding"), self._pool("global"), self._pool("count_include_pad"))
+
 
 LAYER = ConvPool

@@ -48,6 +48,20 @@ def conv2d(xp: Any, x: Any, w: Any, b: Any | None, stride: tuple[int, int], padd
     return y
 
 
+def conv_onnx_attributes(p: dict[str, Any]) -> dict[str, Any]:
+    """Attributes of the ONNX Conv equal to the convolution parameters ``p``."""
+    k, s, pad, d = (p[n] for n in ("kernel_size", "stride", "padding", "dilation"))
+    return dict(kernel_shape=[k.h, k.w], strides=[s.h, s.w], pads=[pad.h, pad.w, pad.h, pad.w], dilations=[d.h, d.w],
+                group=p["groups"])
+
+
+def conv_torch_module(p: dict[str, Any], in_channels: int) -> str:
+    """Source of the ``nn.Conv2d`` equal to the convolution parameters ``p``."""
+    k, s, pad, d = (p[n] for n in ("kernel_size", "stride", "padding", "dilation"))
+    return (f"nn.Conv2d({in_channels}, {p['num_output_channels']}, kernel_size=({k.h}, {k.w}), stride=({s.h}, {s.w}), "
+            f"padding=({pad.h}, {pad.w}), dilation=({d.h}, {d.w}), groups={p['groups']}, bias={bool(p['bias'])})")
+
+
 DESC = LayerDesc(
     name="convolution",
     display_name="Convolution",
@@ -168,6 +182,18 @@ class Convolution(Layer):
             return False
         return backend_convolve(self, nchw_view(x, self.fmt), physical_weight(self, w, cacheable), b,
                                 nchw_view(out, self.fmt), geometry, self.p["groups"])
+
+    onnx_support = "yes"
+    torch_support = "partial: weights and bias from secondary inputs are not exported"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        ins = [inputs[0], g.weight("weights", inputs)] + ([g.weight("bias", inputs)] if self.p["bias"] else [])
+        return g.node("Conv", ins, **conv_onnx_attributes(self.p))
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        t.no_weight_inputs(inputs)
+        state = {"weight": t.weight("weights")} | ({"bias": t.weight("bias")} if self.p["bias"] else {})
+        return f"{t.module(conv_torch_module(self.p, self.input_dims[0].c), state)}({inputs[0]})"
 
 
 

@@ -146,5 +146,23 @@ class Deconvolution(Layer):
                      self.p["groups"])
         self.store(out, self.activate(y))
 
+    onnx_support = "yes"
+    torch_support = "partial: weights and bias from secondary inputs are not exported"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        k, s, p, op, d = (self.p[n] for n in ("kernel_size", "stride", "padding", "output_padding", "dilation"))
+        ins = [inputs[0], g.weight("weights", inputs)] + ([g.weight("bias", inputs)] if self.p["bias"] else [])
+        return g.node("ConvTranspose", ins, kernel_shape=[k.h, k.w], strides=[s.h, s.w], pads=[p.h, p.w, p.h, p.w],
+                      output_padding=[op.h, op.w], dilations=[d.h, d.w], group=self.p["groups"])
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        t.no_weight_inputs(inputs)
+        k, s, p, op, d = (self.p[n] for n in ("kernel_size", "stride", "padding", "output_padding", "dilation"))
+        state = {"weight": t.weight("weights")} | ({"bias": t.weight("bias")} if self.p["bias"] else {})
+        code = (f"nn.ConvTranspose2d({self.input_dims[0].c}, {self.p['num_output_channels']}, kernel_size=({k.h}, {k.w}), "
+                f"stride=({s.h}, {s.w}), padding=({p.h}, {p.w}), output_padding=({op.h}, {op.w}), "
+                f"groups={self.p['groups']}, bias={bool(self.p['bias'])}, dilation=({d.h}, {d.w}))")
+        return f"{t.module(code, state)}({inputs[0]})"
+
 
 LAYER = Deconvolution

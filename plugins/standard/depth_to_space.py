@@ -25,6 +25,14 @@ def depth_to_space(x: Any, block: int, mode: str) -> Any:
     return t.reshape(n, co, h * b, w * b)
 
 
+_TORCH_DCR = """
+def depth_to_space_dcr(x: torch.Tensor, b: int) -> torch.Tensor:
+    \"\"\"DepthToSpace in DCR order (ONNX's default; F.pixel_shuffle is the CRD order).\"\"\"
+    n, c, h, w = x.shape
+    return x.reshape(n, b, b, c // (b * b), h, w).permute(0, 3, 4, 1, 5, 2).reshape(n, c // (b * b), h * b, w * b)
+"""
+
+
 DESC = LayerDesc(
     name="depth_to_space",
     display_name="Depth to space",
@@ -65,6 +73,18 @@ class DepthToSpace(Layer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         y = depth_to_space(self.nchw(inputs[0]), self.p["block_size"], self.p["mode"])
         self.store(out, self.activate(y))
+
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        return g.node("DepthToSpace", [inputs[0]], blocksize=self.p["block_size"], mode=self.p["mode"])
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        b = self.p["block_size"]
+        if self.p["mode"] == "CRD":
+            return f"F.pixel_shuffle({inputs[0]}, {b})"
+        return f"{t.helper('depth_to_space_dcr', _TORCH_DCR)}({inputs[0]}, {b})"
 
 
 LAYER = DepthToSpace

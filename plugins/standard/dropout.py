@@ -52,5 +52,16 @@ class Dropout(Layer):
         """Only runs when the layer has an activation (otherwise the network aliases the input)."""
         self.store(out, self.activate(dropout_inference(self.nchw(inputs[0]))))
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        ratio = g.const("ratio", self.p["ratio"])
+        return g.node("Dropout", [inputs[0], ratio])
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        ref = t.module(f"nn.Dropout(p={float(self.p['ratio'])!r})")  # identity in eval() mode, as here
+        return f"{ref}({inputs[0]})"
+
 
 LAYER = Dropout

@@ -69,5 +69,30 @@ class ElementWise(Layer):
         arrays = [self.nchw(x) for x in present]
         self.store(out, self.activate(element_wise(self.xp, arrays, self.p["operation"])))
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        xs = [x for x in inputs if x is not None]
+        op = self.p["operation"]
+        if len(xs) == 1:
+            return g.node("Identity", xs)
+        if op in ("sum", "max", "min"):
+            return g.node({"sum": "Sum", "max": "Max", "min": "Min"}[op], xs)
+        acc = xs[0]
+        for i, x in enumerate(xs[1:], 1):
+            acc = g.node("Mul" if op == "product" else "Sub", [acc, x], "" if i == len(xs) - 1 else f"step{i}")
+        return acc
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        xs = [x for x in inputs if x is not None]
+        op = self.p["operation"]
+        if op in ("sum", "product", "sub"):
+            return {"sum": " + ", "product": " * ", "sub": " - "}[op].join(xs)
+        acc = xs[0]
+        for x in xs[1:]:
+            acc = f"torch.{'maximum' if op == 'max' else 'minimum'}({acc}, {x})"
+        return acc
+
 
 LAYER = ElementWise

@@ -94,5 +94,21 @@ class FullyConnected(Layer):
     def _weights_from_inputs(self, inputs: list[Any]) -> bool:
         return any(i is not None for i in inputs[1:])
 
+    onnx_support = "yes"
+    torch_support = "partial: weights and bias from secondary inputs are not exported"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        flat = g.node("Flatten", [inputs[0]], "flatten", axis=1)
+        ins = [flat, g.weight("weights", inputs)] + ([g.weight("bias", inputs)] if self.p["bias"] else [])
+        y = g.node("Gemm", ins, "gemm", transB=1)
+        return g.node("Unsqueeze", [y, g.ints("axes", [2, 3])])
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        t.no_weight_inputs(inputs)
+        x = self.input_dims[0]
+        state = {"weight": t.weight("weights")} | ({"bias": t.weight("bias")} if self.p["bias"] else {})
+        ref = t.module(f"nn.Linear({x.c * x.h * x.w}, {self.p['num_outputs']}, bias={bool(self.p['bias'])})", state)
+        return f"{ref}(torch.flatten({inputs[0]}, 1))[:, :, None, None]"
+
 
 LAYER = FullyConnected

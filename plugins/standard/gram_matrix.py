@@ -24,6 +24,17 @@ def gram_matrix(xp: Any, x: Any, normalization: str) -> Any:
     return g.reshape(n, 1, c, c)
 
 
+_TORCH_GRAM = """
+def gram_matrix(x: torch.Tensor, normalization: str) -> torch.Tensor:
+    \"\"\"N x C x H x W -> N x 1 x C x C channel correlations, divided by H*W ('hw'), C*H*W ('chw') or 1.\"\"\"
+    n, c, h, w = x.shape
+    f = x.reshape(n, c, h * w)
+    g = f @ f.transpose(1, 2)
+    divisor = {"hw": h * w, "chw": c * h * w, "none": 1}[normalization]
+    return (g / divisor)[:, None]
+"""
+
+
 DESC = LayerDesc(
     name="gram_matrix",
     display_name="Gram Matrix",
@@ -57,6 +68,21 @@ class GramMatrix(Layer):
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         self.store(out, self.activate(gram_matrix(self.xp, self.nchw(inputs[0]), self.p["normalization"])))
+
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        f = g.node("Reshape", [inputs[0], g.ints("rows", [0, 0, -1])], "rows")
+        gram = g.node("MatMul", [f, g.node("Transpose", [f], "columns", perm=[0, 2, 1])], "products")
+        norm = self.p["normalization"]
+        if norm != "none":
+            count = g.node("ReduceProd", [g.shape(inputs[0], 2 if norm == "hw" else 1, 4)], "count", keepdims=0)
+            gram = g.node("Div", [gram, g.node("Cast", [count], "divisor", to=1)], "normalized")
+        return g.node("Unsqueeze", [gram, g.ints("axes", [1])])
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        return f"{t.helper('gram_matrix', _TORCH_GRAM)}({inputs[0]}, {self.p['normalization']!r})"
 
 
 LAYER = GramMatrix

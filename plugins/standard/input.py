@@ -58,5 +58,14 @@ class InputLayer(Layer):
         else:
             self.store(out, self.activate(self.nchw(self.data)))
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        return g.graph_input()
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        return t.forward_input()
+
 
 LAYER = InputLayer

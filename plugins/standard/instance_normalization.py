@@ -81,5 +81,20 @@ class InstanceNormalization(Layer):
                                    self.weight("bias", inputs), self.p["epsilon"])
         self.store(out, self.activate(y))
 
+    onnx_support = "yes"
+    torch_support = "partial: scale and bias from secondary inputs are not exported"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        return g.node("InstanceNormalization", [inputs[0], g.weight("scale", inputs), g.weight("bias", inputs)],
+                      epsilon=float(self.p["epsilon"]))
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        t.no_weight_inputs(inputs)
+        c = self.input_dims[0].c
+        eps = float(self.p["epsilon"])
+        state = {"weight": t.weight("scale"), "bias": t.weight("bias")}
+        ref = t.module(f"nn.InstanceNorm2d({c}, eps={eps!r}, affine=True)", state)
+        return f"{ref}({inputs[0]})"
+
 
 LAYER = InstanceNormalization

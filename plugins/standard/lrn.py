@@ -77,5 +77,18 @@ class LRN(Layer):
         y = lrn(self.xp, self.nchw(inputs[0]), self.p["size"], self.p["alpha"], self.p["beta"], self.p["bias"])
         self.store(out, self.activate(y))
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        return g.node("LRN", [inputs[0]], size=self.p["size"], alpha=float(self.p["alpha"]), beta=float(self.p["beta"]),
+                      bias=float(self.p["bias"]))
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        p = self.p
+        code = (f"nn.LocalResponseNorm({p['size']}, alpha={float(p['alpha'])!r}, beta={float(p['beta'])!r}, "
+                f"k={float(p['bias'])!r})")
+        return f"{t.module(code)}({inputs[0]})"
+
 
 LAYER = LRN

@@ -22,6 +22,13 @@ def mono_four_stack(xp: Any, x: Any) -> Any:
     return y
 
 
+_TORCH_STACK = """
+def mono_four_stack(x: torch.Tensor) -> torch.Tensor:
+    \"\"\"N x 1 x H x W -> N x 4 x ceil(H/2) x ceil(W/2): the 2x2 pixel phases as channels (odd sizes zero-padded).\"\"\"
+    return F.pixel_unshuffle(F.pad(x, (0, x.shape[3] % 2, 0, x.shape[2] % 2)), 2)
+"""
+
+
 DESC = LayerDesc(
     name="mono_four_stack",
     display_name="Mono Four Stack",
@@ -57,6 +64,19 @@ class MonoFourStack(Layer):
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         self.store(out, self.activate(mono_four_stack(self.xp, self.nchw(inputs[0]))))
+
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        # zero-pad an odd H or W at the bottom/right (sizes read at run time), then 2x2 blocks -> channels
+        odd = g.node("Mod", [g.shape(inputs[0], 2, 4), g.ints("two", [2, 2])], "odd")
+        pads = g.node("Concat", [g.ints("pads_before", [0, 0, 0, 0, 0, 0]), odd], "pads", axis=0)
+        even = g.node("Pad", [inputs[0], pads], "even")
+        return g.node("SpaceToDepth", [even], blocksize=2)
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        return f"{t.helper('mono_four_stack', _TORCH_STACK)}({inputs[0]})"
 
 
 LAYER = MonoFourStack

@@ -44,5 +44,14 @@ class MonoToRGB(Layer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         self.store(out, self.activate(mono_to_rgb(self.xp, self.nchw(inputs[0]))))
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        return g.node("Concat", [inputs[0]] * 3, axis=1)
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        return f"{inputs[0]}.repeat(1, 3, 1, 1)"
+
 
 LAYER = MonoToRGB

@@ -109,5 +109,30 @@ class Padding(Layer):
         y = pad2d(self.xp, self.nchw(inputs[0]), t, b, lt, r, self.p["mode"], self._index_h, self._index_w)
         self.store(out, self.activate(y))
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        t, b, lt, r = (self.p[s] for s in SIDES)
+        x = inputs[0]
+        if min(t, b, lt, r) < 0:  # crop first (negative amounts), then pad the cropped tensor
+            end = 2 ** 63 - 1
+            x = g.node("Slice", [x, g.ints("crop_starts", [max(-t, 0), max(-lt, 0)]),
+                                 g.ints("crop_ends", [b if b < 0 else end, r if r < 0 else end]),
+                                 g.ints("crop_axes", [2, 3])], "crop")
+        pads = g.ints("pads", [0, 0, max(t, 0), max(lt, 0), 0, 0, max(b, 0), max(r, 0)])
+        return g.node("Pad", [x, pads], mode={"zero": "constant", "reflect": "reflect", "replicate": "edge"}[self.p["mode"]])
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        top, bottom, left, right = (self.p[s] for s in SIDES)
+        x = inputs[0]
+        if min(top, bottom, left, right) < 0:
+            rows = f"{max(-top, 0) or ''}:{bottom if bottom < 0 else ''}"
+            cols = f"{max(-left, 0) or ''}:{right if right < 0 else ''}"
+            x = f"{x}[:, :, {rows}, {cols}]"
+        amounts = f"({max(left, 0)}, {max(right, 0)}, {max(top, 0)}, {max(bottom, 0)})"
+        mode = {"zero": "constant", "reflect": "reflect", "replicate": "replicate"}[self.p["mode"]]
+        return f"F.pad({x}, {amounts}, mode={mode!r})"
+
 
 LAYER = Padding

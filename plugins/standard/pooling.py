@@ -110,6 +110,50 @@ def pool_flops(x: Dims, output: Dims, kernel: Dims, global_pool: bool, pool_type
     return output.elements * (taps + (pool_type == "average"))
 
 
+def pool_onnx(g: Any, x: str, pool_type: str, k: Dims, s: Dims, p: Dims, global_pool: bool, count_include_pad: bool) -> str:
+    """ONNX MaxPool / AveragePool (or their Global forms) equal to these pooling parameters."""
+    if global_pool:
+        return g.node("GlobalMaxPool" if pool_type == "max" else "GlobalAveragePool", [x])
+    attrs: dict[str, Any] = dict(kernel_shape=[k.h, k.w], strides=[s.h, s.w], pads=[p.h, p.w, p.h, p.w])
+    if pool_type == "max":
+        return g.node("MaxPool", [x], **attrs)
+    return g.node("AveragePool", [x], count_include_pad=int(count_include_pad), **attrs)
+
+
+_AVG_EXCLUDE_PAD = """
+def avg_pool_exclude_pad(x: torch.Tensor, kernel: tuple[int, int], stride: tuple[int, int],
+                         padding: tuple[int, int]) -> torch.Tensor:
+    \"\"\"Average pooling over the real (not padded) cells of each window, for paddings larger than half
+    the kernel (which F.avg_pool2d refuses).\"\"\"
+    pad = (padding[1], padding[1], padding[0], padding[0])
+    total = F.avg_pool2d(F.pad(x, pad), kernel, stride)
+    share = F.avg_pool2d(F.pad(torch.ones_like(x[:, :1]), pad), kernel, stride)
+    return total / share
+"""
+
+
+def pool_torch(t: Any, x: str, pool_type: str, k: Dims, s: Dims, p: Dims, global_pool: bool,
+               count_include_pad: bool) -> str:
+    """PyTorch expression of these pooling parameters applied to ``x``. PyTorch pools pad at most half
+    the kernel; larger paddings (allowed here up to kernel - 1) pad explicitly first."""
+    if global_pool:
+        return f"torch.amax({x}, dim=(2, 3), keepdim=True)" if pool_type == "max" else \
+            f"torch.mean({x}, dim=(2, 3), keepdim=True)"
+    kernel, stride, padding = f"({k.h}, {k.w})", f"({s.h}, {s.w})", f"({p.h}, {p.w})"
+    small = p.h <= k.h // 2 and p.w <= k.w // 2
+    pad = f"({p.w}, {p.w}, {p.h}, {p.h})"
+    if pool_type == "max":
+        if small:
+            return f"F.max_pool2d({x}, kernel_size={kernel}, stride={stride}, padding={padding})"
+        return f"F.max_pool2d(F.pad({x}, {pad}, value=-float('inf')), kernel_size={kernel}, stride={stride})"
+    if small:
+        return (f"F.avg_pool2d({x}, kernel_size={kernel}, stride={stride}, padding={padding}, "
+                f"count_include_pad={bool(count_include_pad)})")
+    if count_include_pad:
+        return f"F.avg_pool2d(F.pad({x}, {pad}), kernel_size={kernel}, stride={stride})"
+    return f"{t.helper('avg_pool_exclude_pad', _AVG_EXCLUDE_PAD)}({x}, {kernel}, {stride}, {padding})"
+
+
 DESC = LayerDesc(
     name="pooling",
     display_name="Pooling",
@@ -181,6 +225,17 @@ class Pooling(Layer):
         y = pool2d(self.xp, self.physical(inputs[0]), self.p["pool_type"], (k.h, k.w), (s.h, s.w), (p.h, p.w),
                    self.p["count_include_pad"], self.hw_axes)
         self.store_physical(out, self.activate_physical(y))
+
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        return pool_onnx(g, inputs[0], self.p["pool_type"], self.p["kernel_size"], self.p["stride"], self.p["padding"],
+                         self.p["global"], self.p["count_include_pad"])
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        return pool_torch(t, inputs[0], self.p["pool_type"], self.p["kernel_size"], self.p["stride"], self.p["padding"],
+                          self.p["global"], self.p["count_include_pad"])
 
 
 LAYER = Pooling

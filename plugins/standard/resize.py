@@ -97,6 +97,27 @@ def scaled_size(size: int, scale: float) -> int:
     return int(math.floor(size * scale + 1e-6))
 
 
+_TORCH_NEAREST = """
+def resize_nearest(x: torch.Tensor, size: tuple[int, int] | None, scale: tuple[float, float] | None,
+                   align_corners: bool) -> torch.Tensor:
+    \"\"\"Nearest-neighbour resize as LayerLab and ONNX Resize (round_prefer_floor) compute it: output pixel o
+    reads input position (o + 0.5) / scale - 0.5 (or o * (in - 1) / (out - 1) with align_corners), rounded
+    half down and clamped to the edge.\"\"\"
+    for axis in (2, 3):
+        n_in = x.shape[axis]
+        s = scale[axis - 2] if scale is not None else None
+        n_out = size[axis - 2] if size is not None else int(math.floor(n_in * s + 1e-6))
+        o = torch.arange(n_out, dtype=torch.float64)
+        if align_corners:
+            pos = o * ((n_in - 1) / (n_out - 1)) if n_out > 1 else o * 0
+        else:
+            pos = (o + 0.5) / (s if s is not None else n_out / n_in) - 0.5
+        index = torch.clamp(torch.ceil(pos - 0.5), 0, n_in - 1).long().to(x.device)
+        x = x.index_select(axis, index)
+    return x
+"""
+
+
 DESC = LayerDesc(
     name="resize",
     display_name="Resize",
@@ -174,6 +195,36 @@ class Resize(Layer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         y = resample(self.xp, self.nchw(inputs[0]), self._taps_h, self._taps_w)
         self.store(out, self.activate(y))
+
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        mode, coords = self.p["mode"], self.p["coordinate_mode"]
+        attrs: dict[str, Any] = dict(mode={"nearest": "nearest", "bilinear": "linear", "bicubic": "cubic"}[mode],
+                                     coordinate_transformation_mode=coords)
+        if mode == "nearest":
+            attrs["nearest_mode"] = "round_prefer_floor"
+        if mode == "bicubic":
+            attrs.update(cubic_coeff_a=CUBIC_A, exclude_outside=0)
+        if self.by_factors:
+            scales = g.const("scales", [1.0, 1.0, self.p["scale_h"], self.p["scale_w"]])
+            return g.node("Resize", [inputs[0], None, scales], **attrs)
+        size = self.p["size"]
+        sizes = g.node("Concat", [g.shape(inputs[0], 0, 2, "batch_channels"), g.ints("size", [size.h, size.w])],
+                       "sizes", axis=0)
+        return g.node("Resize", [inputs[0], None, None, sizes], **attrs)
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        mode, align = self.p["mode"], self.p["coordinate_mode"] == "align_corners"
+        size = self.p["size"]
+        target = f"size=({size.h}, {size.w})" if not self.by_factors else \
+            f"scale_factor=({float(self.p['scale_h'])!r}, {float(self.p['scale_w'])!r})"
+        if mode == "nearest":
+            sizes = "None" if self.by_factors else f"({size.h}, {size.w})"
+            scales = f"({float(self.p['scale_h'])!r}, {float(self.p['scale_w'])!r})" if self.by_factors else "None"
+            return f"{t.helper('resize_nearest', _TORCH_NEAREST)}({inputs[0]}, {sizes}, {scales}, {align})"
+        return f"F.interpolate({inputs[0]}, {target}, mode={mode!r}, align_corners={align})"
 
 
 LAYER = Resize

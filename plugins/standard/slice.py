@@ -40,6 +40,14 @@ def slice_tensor(x: Any, channels: slice, height: slice, width: slice) -> Any:
     return x[:, channels, height, width]
 
 
+_TORCH_RANGE = """
+def take_range(x: torch.Tensor, dim: int, start: int | None, stop: int | None, step: int) -> torch.Tensor:
+    \"\"\"x[start:stop:step] along ``dim`` with Python's meaning, negative steps included.\"\"\"
+    index = torch.tensor(range(*slice(start, stop, step).indices(x.shape[dim])), dtype=torch.long, device=x.device)
+    return x.index_select(dim, index)
+"""
+
+
 DESC = LayerDesc(
     name="slice",
     display_name="Slice",
@@ -95,6 +103,35 @@ class Slice(Layer):
         r = self._ranges
         y = slice_tensor(self.nchw(inputs[0]), r["channels"], r["height"], r["width"])
         self.store(out, self.activate(y))
+
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        starts, ends, steps = [], [], []
+        big = 2 ** 63 - 1
+        for name, _, _ in AXES:
+            r = self._ranges[name]
+            step = r.step or 1
+            starts.append(r.start if r.start is not None else (0 if step > 0 else big))
+            ends.append(r.stop if r.stop is not None else (big if step > 0 else -big - 1))
+            steps.append(step)
+        return g.node("Slice", [inputs[0], g.ints("starts", starts), g.ints("ends", ends), g.ints("axes", [1, 2, 3]),
+                                g.ints("steps", steps)])
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        parts, x = [], inputs[0]
+        for axis, (name, _, _) in enumerate(AXES, 1):
+            r = self._ranges[name]
+            if (r.step or 1) < 0:  # PyTorch tensors take no negative steps: gather the indices
+                x = f"{t.helper('take_range', _TORCH_RANGE)}({x}, {axis}, {r.start!r}, {r.stop!r}, {r.step!r})"
+                parts.append(":")
+                continue
+            text = f"{'' if r.start is None else r.start}:{'' if r.stop is None else r.stop}"
+            parts.append(text + (f":{r.step}" if r.step not in (None, 1) else ""))
+        if all(p == ":" for p in parts):
+            return x
+        return f"{x}[:, {', '.join(parts)}]"
 
 
 LAYER = Slice

@@ -22,6 +22,14 @@ def space_to_depth(x: Any, block: int, mode: str) -> Any:
     return t.reshape(n, c * b * b, h // b, w // b)
 
 
+_TORCH_DCR = """
+def space_to_depth_dcr(x: torch.Tensor, b: int) -> torch.Tensor:
+    \"\"\"SpaceToDepth in DCR order (ONNX's; F.pixel_unshuffle is the CRD order).\"\"\"
+    n, c, h, w = x.shape
+    return x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4).reshape(n, c * b * b, h // b, w // b)
+"""
+
+
 DESC = LayerDesc(
     name="space_to_depth",
     display_name="Space to depth",
@@ -63,6 +71,24 @@ class SpaceToDepth(Layer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         y = space_to_depth(self.nchw(inputs[0]), self.p["block_size"], self.p["mode"])
         self.store(out, self.activate(y))
+
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        b = self.p["block_size"]
+        y = g.node("SpaceToDepth", [inputs[0]], "dcr" if self.p["mode"] == "CRD" else "", blocksize=b)
+        if self.p["mode"] == "DCR":
+            return y
+        c = self.input_dims[0].c  # CRD: reorder the DCR channels (i*b + j)*C + c into c*b*b + i*b + j
+        order = [(k % (b * b)) * c + k // (b * b) for k in range(c * b * b)]
+        return g.node("Gather", [y, g.ints("order", order)], axis=1)
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        b = self.p["block_size"]
+        if self.p["mode"] == "CRD":
+            return f"F.pixel_unshuffle({inputs[0]}, {b})"
+        return f"{t.helper('space_to_depth_dcr', _TORCH_DCR)}({inputs[0]}, {b})"
 
 
 LAYER = SpaceToDepth

@@ -28,6 +28,20 @@ FACTOR_DOC = ("<li><b>factor</b>: integer scale factors FhxFw (a single number f
               "position <code>(o + 0.5) / F - 0.5</code>, edge pixels extended (like ONNX Resize "
               "<code>half_pixel</code> and PyTorch <code>align_corners=False</code>).</li>")
 
+def upsample_onnx(g: Any, x: str, factor: Dims, method: str, suffix: str = "") -> str:
+    """ONNX Resize by integer factors with half-pixel centres (nearest repeats pixels)."""
+    scales = g.const(f"{suffix}scales" if suffix else "scales", [1.0, 1.0, float(factor.h), float(factor.w)])
+    attrs: dict[str, Any] = {"mode": "linear"} if method == "bilinear" else {"mode": "nearest",
+                                                                             "nearest_mode": "round_prefer_floor"}
+    return g.node("Resize", [x, None, scales], suffix, coordinate_transformation_mode="half_pixel", **attrs)
+
+
+def upsample_torch(x: str, factor: Dims, method: str) -> str:
+    """PyTorch expression upsampling ``x`` by integer factors (torch.nn.Upsample semantics)."""
+    extra = ", align_corners=False" if method == "bilinear" else ""
+    return f"F.interpolate({x}, scale_factor=({factor.h}, {factor.w}), mode={method!r}{extra})"
+
+
 DESC = LayerDesc(
     name="upsample",
     display_name="Upsample",
@@ -79,6 +93,17 @@ class Upsample(Layer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         y = resample(self.xp, self.physical(inputs[0]), self._taps_h, self._taps_w, self.hw_axes)
         self.store_physical(out, self.activate_physical(y))
+
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        f = self.p["factor"]
+        return upsample_onnx(g, inputs[0], f, self.p["method"])
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        f = self.p["factor"]
+        return upsample_torch(inputs[0], f, self.p["method"])
 
 
 LAYER = Upsample

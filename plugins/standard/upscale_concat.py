@@ -10,7 +10,7 @@ from engine.layer import Layer
 from engine.tensor import Dims
 
 from .resize import Taps, resample
-from .upsample import FACTOR_DOC, UPSAMPLE_METHODS, check_factor, upsample_taps
+from .upsample import FACTOR_DOC, UPSAMPLE_METHODS, check_factor, upsample_onnx, upsample_taps
 
 UPSCALE_PARAMS = (
     ParamDesc("factor", "dimension", Dims(1, 1, 2, 2), "integer factors input 0 is upsampled by", main=True),
@@ -31,6 +31,19 @@ def upscale_concat(xp: Any, x: Any, skips: list[Any], taps_h: Taps, taps_w: Taps
 
     The taps (``upsample_taps`` to the skip size) already hold the crop or edge extension."""
     return xp.concatenate([resample(xp, x, taps_h, taps_w), *skips], axis=1)
+
+
+_TORCH_UPSCALE = """
+def upscale_to(x: torch.Tensor, like: torch.Tensor, factor: tuple[int, int], mode: str) -> torch.Tensor:
+    \"\"\"x upsampled by ``factor`` then made as large as ``like``: the last rows/columns repeat where it is
+    smaller, extra ones are dropped where it is larger.\"\"\"
+    extra = {"align_corners": False} if mode == "bilinear" else {}
+    y = F.interpolate(x, scale_factor=factor, mode=mode, **extra)
+    grow_h, grow_w = max(like.shape[2] - y.shape[2], 0), max(like.shape[3] - y.shape[3], 0)
+    if grow_h or grow_w:
+        y = F.pad(y, (0, grow_w, 0, grow_h), mode="replicate")
+    return y[:, :, :like.shape[2], :like.shape[3]]
+"""
 
 
 class UpscaleLayer(Layer):
@@ -64,6 +77,22 @@ class UpscaleLayer(Layer):
         self._taps_h = upsample_taps(self.xp, x.h, skip.h, f.h, m, self.cdtype)
         self._taps_w = upsample_taps(self.xp, x.w, skip.w, f.w, m, self.cdtype)
 
+    def upscaled_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        """ONNX nodes upsampling input 0 by the factor, then making it input 1's size: edge rows/columns
+        repeated where it is smaller, cropped where larger (sizes read at run time)."""
+        up = upsample_onnx(g, inputs[0], self.p["factor"], self.p["method"], "upsample")  # type: ignore[arg-type]
+        target = g.shape(inputs[1], 2, 4, "target")
+        missing = g.node("Sub", [target, g.shape(up, 2, 4, "upsampled")], "missing")
+        grow = g.node("Max", [missing, g.ints("zero", [0, 0])], "grow")
+        pads = g.node("Concat", [g.ints("pads_before", [0, 0, 0, 0, 0, 0]), grow], "pads", axis=0)
+        extended = g.node("Pad", [up, pads], "extended", mode="edge")
+        return g.node("Slice", [extended, g.ints("starts", [0, 0]), target, g.ints("axes", [2, 3])], "fitted")
+
+    def upscaled_torch(self, t: Any, inputs: list[str | None]) -> str:
+        """PyTorch expression of input 0 upsampled and fitted to input 1's size."""
+        f, m = self.p["factor"], self.p["method"]
+        return f"{t.helper('upscale_to', _TORCH_UPSCALE)}({inputs[0]}, {inputs[1]}, ({f.h}, {f.w}), {m!r})"
+
 
 DESC = LayerDesc(
     name="upscale_concat",
@@ -94,6 +123,15 @@ class UpscaleConcat(UpscaleLayer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         y = upscale_concat(self.xp, self.nchw(inputs[0]), [self.nchw(inputs[1])], self._taps_h, self._taps_w)
         self.store(out, self.activate(y))
+
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        return g.node("Concat", [self.upscaled_onnx(g, inputs), inputs[1]], axis=1)
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        return f"torch.cat([{self.upscaled_torch(t, inputs)}, {inputs[1]}], dim=1)"
 
 
 LAYER = UpscaleConcat

@@ -43,5 +43,14 @@ class UpscaleConcatTwo(UpscaleLayer):
         skips = [self.nchw(inputs[1]), self.nchw(inputs[2])]
         self.store(out, self.activate(upscale_concat(self.xp, self.nchw(inputs[0]), skips, self._taps_h, self._taps_w)))
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        return g.node("Concat", [self.upscaled_onnx(g, inputs), inputs[1], inputs[2]], axis=1)
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        return f"torch.cat([{self.upscaled_torch(t, inputs)}, {inputs[1]}, {inputs[2]}], dim=1)"
+
 
 LAYER = UpscaleConcatTwo

@@ -51,5 +51,14 @@ class UpscaleSum(UpscaleLayer):
         y = upscale_sum(self.xp, self.nchw(inputs[0]), self.nchw(inputs[1]), self._taps_h, self._taps_w)
         self.store(out, self.activate(y))
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        return g.node("Add", [self.upscaled_onnx(g, inputs), inputs[1]])
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        return f"{self.upscaled_torch(t, inputs)} + {inputs[1]}"
+
 
 LAYER = UpscaleSum

@@ -75,5 +75,25 @@ class ZeroEmbed(Layer):
         offset = tuple(self.p[off] for _, off, _, _ in AXES)
         self.store(out, self.activate(zero_embed(self.xp, self.nchw(inputs[0]), size, offset)))  # type: ignore[arg-type]
 
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        # pads after = size - offset - input size on each axis with a size (read at run time), else 0
+        sizes = [self.p[size_p] for size_p, _, _, _ in AXES]
+        offsets = [self.p[off_p] for _, off_p, _, _ in AXES]
+        room = g.node("Sub", [g.ints("target", [s - o for s, o in zip(sizes, offsets)]), g.shape(inputs[0], 1, 4)], "room")
+        after = g.node("Mul", [room, g.ints("sized", [int(s > 0) for s in sizes])], "after")
+        pads = g.node("Concat", [g.ints("before", [0, *offsets, 0]), after], "pads", axis=0)
+        return g.node("Pad", [inputs[0], pads])
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        x = inputs[0]
+        amounts = []
+        for axis, (size_p, off_p, _, _) in reversed(list(enumerate(AXES, 1))):
+            size, off = self.p[size_p], self.p[off_p]
+            amounts += [str(off), f"{size - off} - {x}.shape[{axis}]" if size else "0"]
+        return f"F.pad({x}, ({', '.join(amounts)}))"
+
 
 LAYER = ZeroEmbed

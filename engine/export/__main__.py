@@ -1,0 +1,8 @@
+"""``python -m engine.export``: print the export support tables (paste them into the README between the
+markers; a test keeps them current)."""
+from __future__ import annotations
+
+from engine.export.support import support_markdown
+from engine.plugins import load_plugins
+
+print(support_markdown(load_plugins(entry_point_plugins=False)))

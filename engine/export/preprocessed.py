@@ -1,0 +1,55 @@
+"""The preprocessed model: the design after the preprocessor (templates expanded, fusing rules applied),
+saved as a ``.lnet`` that loads and runs with the same results, with a weights folder for its layers
+(a fused layer's weights are those it took from the layers it replaced)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from engine.export.common import ExportResult, build_network, host_weights
+from engine.fusing import copy_model
+from engine.model import Model
+from engine.modelfile import save
+from engine.registry import Registry
+from engine.tensor import FP32_NCHW, TensorFormat
+from engine.weights import WeightsSource, save_weights
+
+
+def preprocess(model: Model, registry: Registry, fmt: TensorFormat = FP32_NCHW, fusing: str | list[Any] = "on") -> Model:
+    """The model as the network builds it for ``fmt``: fusing rules applied (they depend on the tensor
+    format), no fusing rules or templates left to apply, the network setting ``fusing`` off."""
+    from engine.network import Network  # noqa: PLC0415
+
+    built = Network(model, registry, fmt=fmt, fusing=fusing, graph_capture=False).model
+    out = copy_model(built)
+    out.fusing_rules = []
+    out.templates = {}
+    out.settings["fusing"] = "off"
+    out.clear_undo()
+    return out
+
+
+def export_preprocessed(model: Model, registry: Registry, path: str | Path, fmt: TensorFormat = FP32_NCHW,
+                        fusing: str | list[Any] = "on", weights: WeightsSource | None = None, seed: int = 0,
+                        write_weights: bool = True) -> ExportResult:
+    """Write the preprocessed model to ``path`` and, with ``write_weights``, its weights to the folder
+    ``<stem>_weights`` next to it (named in the model's ``weights`` setting, so the designer uses it;
+    give it to ``layerlab infer --weights``)."""
+    out = Path(path)
+    pre = preprocess(model, registry, fmt, fusing)
+    files = [out]
+    warnings: list[str] = []
+    if write_weights:
+        folder = out.with_name(f"{out.stem}_weights")
+        net = build_network(model, registry, weights, seed, fusing, fmt)  # host weights are fp32 in any format
+        arrays = {n: host_weights(net, n) for n in net.order}
+        save_weights(folder, {n: ws for n, ws in arrays.items() if ws})
+        pre.settings["weights"] = folder.name
+        files += sorted(folder.glob("*.npy"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    save(pre, out)
+    removed = len(model.layers) - len(pre.layers)
+    summary = (f"wrote {out} ({len(pre.layers)} layers, {removed} fewer after fusing)"
+               + (f" and its weights folder {out.stem}_weights" if write_weights else ""))
+    return ExportResult("preprocessed", out, files, warnings, summary)
+

@@ -1,0 +1,117 @@
+"""The export dialogs driven with pytest-qt (file dialogs replaced, nothing blocks) and File > Export."""
+from __future__ import annotations
+
+import onnx
+import pytest
+from PySide6 import QtCore, QtWidgets
+
+from app.export_dialog import ExportDialog, ExportResultDialog, add_export_menu
+from engine.model import Model
+from engine.modelfile import load
+from resources import SAMPLES
+
+MODEL = SAMPLES / "denoiser.lnet"
+
+
+@pytest.fixture
+def dialog(qtbot, registry):
+    def make(kind="onnx", model=None, path=str(MODEL)):
+        dlg = ExportDialog(model or load(MODEL, registry), registry, path, kind)
+        qtbot.addWidget(dlg)
+        dlg.show()
+        return dlg
+    return make
+
+
+def click_export(qtbot, dlg) -> ExportResultDialog:
+    qtbot.mouseClick(dlg.export_button, QtCore.Qt.MouseButton.LeftButton)
+    assert dlg.result_dialog is not None
+    qtbot.addWidget(dlg.result_dialog)
+    return dlg.result_dialog
+
+
+def test_onnx_export_with_options(dialog, qtbot, tmp_path, monkeypatch):
+    dlg = dialog("onnx")
+    assert dlg.output.text().endswith("denoiser.onnx") and dlg.fusing.currentText() == "on"
+    target = tmp_path / "out.onnx"
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(target), "")))
+    qtbot.mouseClick(dlg.browse_output, QtCore.Qt.MouseButton.LeftButton)
+    assert dlg.output.text() == str(target)
+    dlg.fp16.setChecked(True)
+    dlg.explicit_sizes.setChecked(True)
+    assert dlg.command.text() == f"layerlab export onnx {MODEL} -o {target} --fp16 --explicit-sizes"
+    result = click_export(qtbot, dlg)
+    assert result.ok and result.message_texts()[0].startswith(f"wrote {target}")
+    assert not dlg.isVisible()  # a successful export closes the options dialog
+    assert not result.details.isVisible()
+    qtbot.mouseClick(result.details_button, QtCore.Qt.MouseButton.LeftButton)
+    assert result.details.isVisible() and "layerlab export onnx" in result.details.toPlainText()
+    assert str(target) in result.details.toPlainText()
+    m = onnx.load(str(target))
+    assert m.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+
+
+def test_project_page_wizard_options(dialog, qtbot, tmp_path, monkeypatch):
+    dlg = dialog("torch")
+    dlg.set_kind("project")
+    assert dlg.pages.currentIndex() == 2 and dlg.builder.text() == "build_denoiser"
+    folder = tmp_path / "proj"
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: str(folder)))
+    qtbot.mouseClick(dlg.browse_output, QtCore.Qt.MouseButton.LeftButton)
+    dlg.builder.setText("")
+    assert not dlg.export_button.isEnabled()  # a builder name is needed
+    qtbot.keyClicks(dlg.builder, "make_denoiser")
+    dlg.pyproject.setChecked(False)
+    dlg.project_format.setCurrentText("fp16 nhwc")
+    assert "--builder make_denoiser --no-pyproject --format fp16 nhwc" in dlg.command.text()
+    result = click_export(qtbot, dlg)
+    assert result.ok, result.message_texts()
+    assert (folder / "denoiser" / "__main__.py").is_file() and not (folder / "pyproject.toml").exists()
+    assert "def make_denoiser(" in (folder / "denoiser" / "network.py").read_text()
+
+
+def test_errors_are_listed_and_the_dialog_stays(dialog, qtbot, tmp_path):
+    dlg = dialog("project")
+    dlg.output.setText(str(tmp_path / "p"))
+    dlg.builder.setText("class")
+    result = click_export(qtbot, dlg)
+    assert not result.ok and dlg.isVisible()
+    assert result.message_texts() == ["error: builder name 'class' is not a Python identifier: use letters, digits and "
+                                      "'_', not starting with a digit, and not a Python keyword"]
+
+
+def test_torch_stubs_list_each_warning(dialog, qtbot, tmp_path, registry):
+    if registry.find_layer("noise") is None or registry.layer_class("noise").torch_support != "no":
+        pytest.skip("needs an analysis layer without a PyTorch equivalent")
+    m = Model("mixed")
+    m.add_layer("input", "x", params={"dimensions": "1x3x8x8"})
+    m.add_layer("noise", "n1", inputs=["x"])
+    m.add_layer("output", "y", inputs=["n1"])
+    dlg = dialog("torch", m, None)
+    assert dlg.fusing.currentText() == "off"
+    dlg.output.setText(str(tmp_path / "t"))
+    result = click_export(qtbot, dlg)
+    assert not result.ok and "n1 (noise)" in result.message_texts()[0] and "--stubs" in result.message_texts()[0]
+    dlg.stubs.setChecked(True)
+    result = click_export(qtbot, dlg)
+    assert result.ok and any(t.startswith("warning: stub written for n1 (noise)") for t in result.message_texts())
+    assert "the model is not saved" in result.details.toPlainText()
+
+
+def test_file_export_menu(window, sample_path, qtbot, tmp_path):
+    menu = add_export_menu(window)
+    file_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&File")
+    assert menu.menuAction() in file_menu.actions()
+    assert file_menu.actions().index(menu.menuAction()) < file_menu.actions().index(window.act_close)
+    assert [a.text() for a in menu.actions()] == ["&ONNX Model…", "&PyTorch Module…", "&Standalone Project…",
+                                                  "P&reprocessed Model…"]
+    window.export_actions["preprocessed"].trigger()  # no model open: a status message, no dialog
+    assert "Open a model to export it" in window.statusBar().currentMessage()
+    window.open_path(sample_path)
+    window.export_actions["preprocessed"].trigger()
+    dlg = window.export_dialog
+    assert dlg.isVisible() and dlg.kind == "preprocessed" and dlg.output.text().endswith("denoiser_preprocessed.lnet")
+    dlg.output.setText(str(tmp_path / "pre.lnet"))
+    result = click_export(qtbot, dlg)
+    assert result.ok and (tmp_path / "pre.lnet").is_file() and (tmp_path / "pre_weights").is_dir()
+    assert "pre.lnet" in window.statusBar().currentMessage()
