@@ -15,6 +15,25 @@ def conv_output_size(size: int, kernel: int, stride: int, pad_before: int, pad_a
     return (size + pad_before + pad_after - dilation * (kernel - 1) - 1) // stride + 1
 
 
+CPU_BLOCK_BYTES = 4 << 20
+
+
+def _conv_rows(xp: Any, xpad: Any, w: Any, r0: int, r1: int, wo: int, kernel: tuple[int, int],
+               stride: tuple[int, int], dilation: tuple[int, int], groups: int) -> Any:
+    """Output rows r0..r1 of a convolution of the padded input: im2col of those rows, one matrix product."""
+    n, c = xpad.shape[:2]
+    o, cg, kh, kw = w.shape
+    (sh, sw), (dh, dw) = stride, dilation
+    rows = r1 - r0
+    cols = xp.empty((n, c, kh, kw, rows, wo), dtype=xpad.dtype)
+    for i in range(kh):
+        top = i * dh + sh * r0
+        for j in range(kw):
+            cols[:, :, i, j] = xpad[:, :, top:top + sh * (rows - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw]
+    wm = w.reshape(groups, o // groups, cg * kh * kw)
+    return xp.matmul(wm[None], cols.reshape(n, groups, cg * kh * kw, rows * wo)).reshape(n, o, rows, wo)
+
+
 def conv2d(xp: Any, x: Any, w: Any, b: Any | None, stride: tuple[int, int], padding: tuple[int, int],
            dilation: tuple[int, int], groups: int) -> Any:
     """Logical NCHW convolution: ``x`` (N, C, H, W), ``w`` (O, C/groups, KH, KW), ``b`` (O,) or None.
@@ -36,11 +55,18 @@ def conv2d(xp: Any, x: Any, w: Any, b: Any | None, stride: tuple[int, int], padd
             xpad[:, :, ph:ph + h, pw:pw + wd] = x
         else:
             xpad = x
-        cols = xp.empty((n, c, kh, kw, ho, wo), dtype=x.dtype)
-        for i in range(kh):
-            for j in range(kw):
-                cols[:, :, i, j] = xpad[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw]
-        cols = cols.reshape(n, groups, cg * kh * kw, ho * wo)
+        # on the CPU, im2col goes by blocks of output rows that stay in cache (a few MB), not all at once
+        rows = ho if xp is not np else max(1, min(ho, CPU_BLOCK_BYTES // max(1, c * kh * kw * wo * x.itemsize)))
+        if rows < ho:
+            y = xp.empty((n, o, ho, wo), dtype=np.result_type(x.dtype, w.dtype))
+            for r0 in range(0, ho, rows):
+                r1 = min(ho, r0 + rows)
+                y[:, :, r0:r1] = _conv_rows(xp, xpad, w, r0, r1, wo, (kh, kw), stride, dilation, groups)
+        else:
+            y = _conv_rows(xp, xpad, w, 0, ho, wo, (kh, kw), stride, dilation, groups)
+        if b is not None:
+            y += b.reshape(1, o, 1, 1)
+        return y
     wm = w.reshape(groups, o // groups, cg * kh * kw)
     y = xp.matmul(wm[None], cols).reshape(n, o, ho, wo)
     if b is not None:

@@ -76,7 +76,21 @@ def bench(name: str, dims: Dims, device: str, fmt_text: str, repeat: int, fusing
     with torch.inference_mode():
         ref = forward(tx, tparams).float().cpu().numpy()
         t_torch = median_ms(lambda: forward(tx, tparams), repeat, sync)
-    row = {"net": name, "dims": str(dims), "device": backend.device_name, "format": str(fmt), "fusing": fusing,
+    ort_ms = None
+    if device == "cpu":  # ONNX Runtime peer, through LayerLab's own ONNX exporter (2 threads, like the machine)
+        import onnxruntime as ort
+
+        from engine.export.onnx_export import OnnxOptions, build_onnx
+
+        proto, _ = build_onnx(plain, OnnxOptions(explicit_sizes=True))
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 2
+        sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        feed = {sess.get_inputs()[0].name: x}
+        ort_out = sess.run(None, feed)[0]
+        ort_ms = median_ms(lambda: sess.run(None, feed), repeat, lambda: None)
+    row = {"net": name, "ort_ms": ort_ms,
+           "rel_err_vs_ort": rel_err(ours, ort_out) if ort_ms is not None else None, "dims": str(dims), "device": backend.device_name, "format": str(fmt), "fusing": fusing,
            "graph": net.graph_status, "cudnn": getattr(backend, "cudnn_status", "-"),
            "layerlab_ms": t_ours, "torch_ms": t_torch, "ratio": t_ours / t_torch, "rel_err_vs_torch": rel_err(ours, ref)}
     return row
@@ -103,10 +117,12 @@ def main(argv: list[str] | None = None) -> int:
             row = bench(name, sizes[name], a.device, f, a.repeat, a.fusing)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
-    print(f"{'net':<9} {'size':<14} {'format':<10} {'LayerLab ms':>12} {'PyTorch ms':>11} {'ratio':>7} {'rel err':>9}")
+    print(f"{'net':<9} {'size':<14} {'format':<10} {'LayerLab ms':>12} {'PyTorch ms':>11} {'ratio':>7} {'rel err':>9}"
+          f" {'ORT ms':>9} {'vs ORT':>7}")
     for r in rows:
+        ort = f" {r['ort_ms']:>9.2f} {r['layerlab_ms'] / r['ort_ms']:>7.2f}" if r["ort_ms"] else ""
         print(f"{r['net']:<9} {r['dims']:<14} {r['format']:<10} {r['layerlab_ms']:>12.2f} {r['torch_ms']:>11.2f} "
-              f"{r['ratio']:>7.2f} {r['rel_err_vs_torch']:>9.1e}")
+              f"{r['ratio']:>7.2f} {r['rel_err_vs_torch']:>9.1e}{ort}")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(rows, fh, indent=1)
