@@ -1,20 +1,32 @@
-"""The designer's main window: model tabs (one canvas each), the palette, parameter and type-check docks,
-and the File / Edit / View / Window / Help menus."""
+"""The designer's main window: model tabs (one canvas each) and report tabs, the palette, parameter,
+type-check and run-logger docks, and the File / Edit / View / Tools / Window / Help menus.
+
+Runs go to the worker thread (app.worker); the window only sends commands and shows what comes back."""
 from __future__ import annotations
 
+import datetime as _dt
 import os
 from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app import run_config
 from app.autosave import Autosaver
+from app.compare_view import REPORT_FILTER, CompareDialog
 from app.docs_browser import DocsBrowser
+from app.export_dialog import add_export_menu
 from app.document import Document
+from app.network_settings import NetworkSettingsDialog
 from app.palette import Palette
 from app.params import ParamPanel
+from app.report_view import ReportView
+from app.run_logger import RunEntry, RunLogger
 from app.typecheck_panel import TypeCheckPanel
+from app.worker import RunController, RunRequest, RunResult
 from engine import modelfile
+from engine import report as report_file
 from engine.errors import LayerLabError
+from engine.fusing import copy_model
 from engine.model import Event, Model
 from engine.plugins import default_registry
 from engine.registry import Registry
@@ -33,16 +45,41 @@ def default_autosave_dir() -> str:
     return str(Path(base or Path.home() / ".layerlab") / "autosave")
 
 
+def default_reports_dir() -> str:
+    """Where reports of models that have no file yet go (``LAYERLAB_REPORTS_DIR`` overrides it)."""
+    env = os.environ.get("LAYERLAB_REPORTS_DIR")
+    if env:
+        return env
+    base = QtCore.QStandardPaths.writableLocation(QtCore.QStandardPaths.StandardLocation.AppDataLocation)
+    return str(Path(base or Path.home() / ".layerlab") / "reports")
+
+
+def reports_folder(doc: Document, unsaved_root: str | os.PathLike[str]) -> Path:
+    """``<model stem>_reports`` next to the model file, or under ``unsaved_root`` for a model without a file."""
+    if doc.path:
+        p = Path(doc.path)
+        return p.parent / f"{p.stem}_reports"
+    return Path(unsaved_root) / f"{doc.model.name}_reports"
+
+
 class MainWindow(QtWidgets.QMainWindow):
     """The designer. Usable from tests without ``app.gui.run`` (pass a QSettings and an autosave folder)."""
 
     def __init__(self, registry: Registry | None = None, settings: QtCore.QSettings | None = None,
-                 autosave_dir: str | os.PathLike[str] | None = None, autosave_interval_ms: int = 60_000) -> None:
+                 autosave_dir: str | os.PathLike[str] | None = None, autosave_interval_ms: int = 60_000,
+                 reports_dir: str | os.PathLike[str] | None = None) -> None:
         super().__init__()
         self.registry = registry or default_registry()
         self.settings = settings or QtCore.QSettings("LayerLab", "LayerLab")
         self.autosaver = Autosaver(autosave_dir or default_autosave_dir())
+        self.reports_dir = str(reports_dir or default_reports_dir())
         self.docs: list[Document] = []
+        self.reports: list[ReportView] = []  # report tabs
+        self._live_reports: dict[int, ReportView] = {}  # document id -> the tab showing its latest run
+        self.compare_dialogs: list[CompareDialog] = []
+        self.runner = RunController(self)
+        self._run_ids = 0
+        self._runs: dict[int, RunRequest] = {}
         self.docs_browser: DocsBrowser | None = None
         self.setWindowTitle(APP_NAME)
         self.setObjectName("MainWindow")
@@ -53,7 +90,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.tabs.setTabsClosable(True)
         self.tabs.setMovable(True)
         self.tabs.setDocumentMode(True)
-        self.tabs.tabCloseRequested.connect(lambda i: self.close_document(self._doc_at(i)))
+        self.tabs.tabCloseRequested.connect(self.close_tab)
         self.tabs.currentChanged.connect(self._current_changed)
         self.setCentralWidget(self.tabs)
 
@@ -65,13 +102,38 @@ class MainWindow(QtWidgets.QMainWindow):
         self.palette_dock = self._dock("Layer Palette", "PaletteDock", self.palette, QtCore.Qt.DockWidgetArea.LeftDockWidgetArea)
         self.params_dock = self._dock("Parameters", "ParametersDock", self.params, QtCore.Qt.DockWidgetArea.RightDockWidgetArea)
         self.check_dock = self._dock("Type Check", "TypeCheckDock", self.checks, QtCore.Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.logger = RunLogger()
+        self.logger.report_requested.connect(self.open_report)
+        self.logger.copied.connect(lambda cmd: self.statusBar().showMessage(f"Copied: {cmd}", 6000))
+        self.logger_dock = self._dock("Inference Run Logger", "RunLoggerDock", self.logger,
+                                      QtCore.Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.splitDockWidget(self.check_dock, self.logger_dock, QtCore.Qt.Orientation.Horizontal)
         self.resizeDocks([self.palette_dock, self.params_dock], [290, 360], QtCore.Qt.Orientation.Horizontal)
-        self.resizeDocks([self.check_dock], [130], QtCore.Qt.Orientation.Vertical)
+        self.resizeDocks([self.check_dock, self.logger_dock], [420, 900], QtCore.Qt.Orientation.Horizontal)
+        self.resizeDocks([self.check_dock], [150], QtCore.Qt.Orientation.Vertical)
 
         self.status_label = QtWidgets.QLabel()
+        self.run_label = QtWidgets.QLabel()
+        self.run_progress = QtWidgets.QProgressBar()
+        self.run_progress.setMaximumWidth(180)
+        self.run_progress.setMaximumHeight(16)
+        self.run_progress.setTextVisible(False)
+        self.run_label.hide()
+        self.run_progress.hide()
+        self.statusBar().addPermanentWidget(self.run_label)
+        self.statusBar().addPermanentWidget(self.run_progress)
         self.statusBar().addPermanentWidget(self.status_label)
+        w = self.runner.worker
+        w.run_started.connect(self._run_started)
+        w.phase.connect(self._run_phase)
+        w.progress.connect(self._run_progress)
+        w.run_finished.connect(self._run_finished)
+        w.run_failed.connect(self._run_failed)
+        w.run_cancelled.connect(self._run_cancelled)
+        w.command_failed.connect(lambda cmd, msg: self.statusBar().showMessage(f"Worker: {cmd} failed: {msg}", 10000))
         self._build_actions()
         self._build_menus()
+        add_export_menu(self)
         self._build_toolbar()
         self._default_state = self.saveState()
         self._default_geometry = self.saveGeometry()
@@ -133,6 +195,16 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_save_layout = self._action("&Save Layout", self.save_layout)
         self.act_apply_layout = self._action("&Apply Layout", self.apply_layout)
         self.act_reset_layout = self._action("&Reset Layout", self.reset_layout)
+        self.act_run = self._action("&Launch Inference", self.launch_inference, "F5", P.SP_MediaPlay,
+                                    "Run and profile the current model in the background")
+        self.act_cancel = self._action("&Cancel Inference", self.cancel_inference, "Shift+F5", P.SP_MediaStop,
+                                       "Stop the running inference (within one layer)")
+        self.act_net_settings = self._action("&Network Settings…", self.network_settings, "Ctrl+Shift+N",
+                                             P.SP_FileDialogDetailedView, "Backend, format, iterations, inputs, weights")
+        self.act_open_report = self._action("&Open Inference Report…", self.open_report_dialog, None, None,
+                                            "Open a report written by a run or by layerlab profile")
+        self.act_compare = self._action("Compare Inference &Reports…", self.compare_reports, None, None,
+                                        "Compare the layer times of several reports")
         self.act_docs = self._action("Layer &Documentation", self.show_docs, K.HelpContents, P.SP_DialogHelpButton)
         self.act_about = self._action("&About LayerLab", self.about)
         for act in (self.act_delete, self.act_select_all, self.act_fit):
@@ -159,10 +231,17 @@ class MainWindow(QtWidgets.QMainWindow):
         view.addAction(self.act_grid)
         windows = view.addMenu("&Windows")
         self.toolbar_toggle_placeholder = windows
-        for dock in (self.palette_dock, self.params_dock, self.check_dock):
+        for dock in (self.palette_dock, self.params_dock, self.check_dock, self.logger_dock):
             windows.addAction(dock.toggleViewAction())
         view.addSeparator()
         view.addActions([self.act_fit, self.act_zoom_in, self.act_zoom_out])
+        tools = mb.addMenu("&Tools")
+        tools.addActions([self.act_run, self.act_cancel])
+        tools.addSeparator()
+        tools.addAction(self.act_net_settings)
+        tools.addSeparator()
+        tools.addActions([self.act_open_report, self.act_compare])
+        self.tools_menu = tools
         window = mb.addMenu("&Window")
         window.addActions([self.act_save_layout, self.act_apply_layout, self.act_reset_layout])
         helpm = mb.addMenu("&Help")
@@ -178,6 +257,8 @@ class MainWindow(QtWidgets.QMainWindow):
         tb.addActions([self.act_undo, self.act_redo])
         tb.addSeparator()
         tb.addActions([self.act_fit, self.act_docs])
+        tb.addSeparator()
+        tb.addActions([self.act_run, self.act_cancel, self.act_net_settings])
         self.toolbar_toggle_placeholder.addAction(tb.toggleViewAction())
 
     # ---- documents -------------------------------------------------------------------------------
@@ -191,6 +272,31 @@ class MainWindow(QtWidgets.QMainWindow):
             if d.canvas.widget is widget:
                 return d
         return None
+
+    def _report_at(self, index: int) -> ReportView | None:
+        widget = self.tabs.widget(index)
+        return widget if isinstance(widget, ReportView) and widget in self.reports else None
+
+    @property
+    def current_report(self) -> ReportView | None:
+        return self._report_at(self.tabs.currentIndex())
+
+    def run_target(self) -> Document | None:
+        """The model a run or the network settings apply to: the current model tab, or the model of the
+        current report tab."""
+        if self.current is not None:
+            return self.current
+        view = self.current_report
+        return self.doc_for_report(view) if view is not None else None
+
+    def document_by_id(self, doc_id: int | None) -> Document | None:
+        return next((d for d in self.docs if d.id == doc_id), None)
+
+    def close_tab(self, index: int) -> bool:
+        view = self._report_at(index)
+        if view is not None:
+            return self.close_report(view)
+        return self.close_document(self._doc_at(index))
 
     def _with_doc(self, fn: object) -> None:
         doc = self.current
@@ -311,7 +417,7 @@ class MainWindow(QtWidgets.QMainWindow):
         return True
 
     def close_current(self) -> None:
-        self.close_document(self.current)
+        self.close_tab(self.tabs.currentIndex())
 
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:  # noqa: N802 (Qt API)
         for doc in list(self.docs):
@@ -325,6 +431,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.autosave_timer.stop()
         if self.docs_browser is not None:
             self.docs_browser.close()
+        for dlg in list(self.compare_dialogs):
+            dlg.close()
+        self.runner.shutdown()
         event.accept()
 
     # ---- recent files ----------------------------------------------------------------------------
@@ -376,6 +485,10 @@ class MainWindow(QtWidgets.QMainWindow):
         if doc is self.current:
             self.params.set_target(doc, names)
             self._update_actions()
+        if len(names) == 1:  # the canvas selects the layer's row in the model's reports
+            for view in self.reports:
+                if self.doc_for_report(view) is doc:
+                    view.select_layer(names[0])
 
     def _current_changed(self, _index: int = -1) -> None:
         doc = self.current
@@ -416,9 +529,14 @@ class MainWindow(QtWidgets.QMainWindow):
         selected = has and bool(doc.canvas.selected_layers())
         for act in (self.act_cut, self.act_copy, self.act_duplicate):
             act.setEnabled(selected)
-        for act in (self.act_save, self.act_save_as, self.act_close, self.act_paste, self.act_delete,
+        for act in (self.act_save, self.act_save_as, self.act_paste, self.act_delete,
                     self.act_select_all, self.act_fit, self.act_zoom_in, self.act_zoom_out):
             act.setEnabled(has)
+        self.act_close.setEnabled(has or self.current_report is not None)
+        target = self.run_target() is not None
+        self.act_run.setEnabled(target and not self.runner.busy)
+        self.act_cancel.setEnabled(self.runner.busy)
+        self.act_net_settings.setEnabled(target)
         self._update_status()
 
     # ---- editing and view ------------------------------------------------------------------------
@@ -458,7 +576,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def reset_layout(self) -> None:
         self.restoreState(self._default_state)
-        for dock in (self.palette_dock, self.params_dock, self.check_dock):
+        for dock in (self.palette_dock, self.params_dock, self.check_dock, self.logger_dock):
             dock.show()
 
     def _restore_last_layout(self) -> None:
@@ -510,6 +628,241 @@ class MainWindow(QtWidgets.QMainWindow):
             self.autosave_now()
             self.statusBar().showMessage(f"Recovered {len(recovered)} model(s); save them to keep the changes", 10000)
         return recovered
+
+    # ---- runs ------------------------------------------------------------------------------------
+    def network_settings(self, doc: Document | None = None) -> NetworkSettingsDialog | None:
+        """Open Tools > Network Settings for ``doc`` (default: the run target); non-blocking, applied on OK."""
+        doc = doc or self.run_target()
+        if doc is None:
+            self.statusBar().showMessage("Open a model first", 4000)
+            return None
+        dlg = NetworkSettingsDialog(doc.model, doc.path, self)
+        dlg.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+        dlg.accepted.connect(lambda: self.statusBar().showMessage(f"Network settings of {doc.model.name} updated", 5000))
+        dlg.open()
+        return dlg
+
+    def _new_report_base(self, doc: Document, started: _dt.datetime) -> Path:
+        folder = reports_folder(doc, self.reports_dir)
+        stamp = started.strftime("%Y%m%d-%H%M%S")
+        base, n = folder / stamp, 1
+        while any(base.with_suffix(ext).exists() for ext in (".json", ".html", ".lnet")) or \
+                any(r.report_base == base for r in self._runs.values()):
+            n += 1
+            base = folder / f"{stamp}_{n}"
+        return base
+
+    def launch_inference(self, doc: Document | None = None) -> int | None:
+        """Start a run of ``doc`` (default: the run target) in the worker; returns its run id, or None when
+        it could not start (the reason is in the logger and the status bar)."""
+        doc = doc or self.run_target()
+        if doc is None:
+            self.statusBar().showMessage("Open a model to run it", 5000)
+            return None
+        if self.runner.busy:
+            self.statusBar().showMessage("A run is already in progress: wait for it or cancel it", 6000)
+            return None
+        self._run_ids += 1
+        run_id = self._run_ids
+        started = _dt.datetime.now()
+        entry = RunEntry(run_id, started, doc.model.name)
+        try:
+            doc.run_check()  # diagnostics of the latest edit, not of the debounced one
+            errors = [d for d in doc.diagnostics if d.severity == "error"]
+            if errors:
+                raise LayerLabError(f"the model has {len(errors)} type-check error(s); the first: {errors[0]}")
+            config = run_config.from_model(doc.model, doc.path)
+            base = self._new_report_base(doc, started)
+            snapshot = doc.path is None or doc.modified
+            model_file = str(base.with_suffix(".lnet")) if snapshot else str(doc.path)
+            entry.command = run_config.command_line(config, model_file, str(base) + "_cli")
+            entry.format = config.format
+            entry.backend = config.backend
+        except LayerLabError as exc:
+            entry.status, entry.reason = "failed", str(exc)
+            self.logger.add(entry)
+            self.logger_dock.show()
+            self.statusBar().showMessage(f"Run not started: {exc}", 10000)
+            return None
+        req = RunRequest(run_id, doc.id, copy_model(doc.model), self.registry, config, base, model_file,
+                         write_snapshot=snapshot, command=entry.command, started=started)
+        self._runs[run_id] = req
+        self.logger.add(entry)
+        self.runner.start(req)
+        self.run_label.setText(f"Running {doc.model.name}: starting…")
+        self.run_progress.setRange(0, 0)
+        self.run_label.show()
+        self.run_progress.show()
+        self._update_actions()
+        return run_id
+
+    def cancel_inference(self) -> bool:
+        if not self.runner.cancel():
+            return False
+        self.run_label.setText(self.run_label.text().split(":")[0] + ": cancelling…")
+        return True
+
+    def _run_name(self, run_id: int) -> str:
+        req = self._runs.get(run_id)
+        return req.model.name if req else "model"
+
+    def _run_started(self, run_id: int, backend: str, device: str, fmt: str) -> None:
+        self.logger.update_entry(run_id, backend=backend, device=device, format=fmt)
+
+    def _run_phase(self, run_id: int, text: str) -> None:
+        if run_id == self.runner.current_run:
+            self.run_label.setText(f"Running {self._run_name(run_id)}: {text}…")
+
+    def _run_progress(self, run_id: int, i: int, n: int) -> None:
+        if run_id == self.runner.current_run:
+            self.run_label.setText(f"Running {self._run_name(run_id)}: iteration {i} of {n}")
+            self.run_progress.setRange(0, n)
+            self.run_progress.setValue(i)
+
+    def _run_ended(self, run_id: int, message: str) -> None:
+        self._runs.pop(run_id, None)
+        self.run_label.hide()
+        self.run_progress.hide()
+        self.statusBar().showMessage(message, 12000)
+        self._update_actions()
+
+    def _run_finished(self, run_id: int, result: RunResult) -> None:
+        self.logger.update_entry(run_id, status="done", avg_ms=result.avg_ms, report_path=str(result.json_path))
+        name = self._run_name(run_id)
+        self._run_ended(run_id, f"Run of {name} done: {result.avg_ms:.3f} ms per iteration ({result.backend}, "
+                                f"{result.format}); report {result.json_path}")
+        self.show_run_report(result)
+
+    def _run_failed(self, run_id: int, reason: str) -> None:
+        self.logger.update_entry(run_id, status="failed", reason=reason)
+        self.logger_dock.show()
+        self._run_ended(run_id, f"Run of {self._run_name(run_id)} failed: {reason}")
+
+    def _run_cancelled(self, run_id: int) -> None:
+        self.logger.update_entry(run_id, status="cancelled")
+        self._run_ended(run_id, f"Run of {self._run_name(run_id)} cancelled")
+
+    # ---- reports ---------------------------------------------------------------------------------
+    def doc_for_report(self, view: ReportView) -> Document | None:
+        """The open model a report belongs to: the one it was run from, else the one with its model file."""
+        doc = self.document_by_id(view.doc_id)
+        if doc is not None:
+            return doc
+        path = view.model_path
+        if path:
+            for d in self.docs:
+                if d.path and Path(d.path).resolve() == Path(path).resolve():
+                    return d
+        return None
+
+    def _add_report_view(self, report: dict, path: str | None, doc_id: int | None) -> ReportView:
+        view = ReportView(report, path, doc_id)
+        view.layer_selected.connect(lambda name, v=view: self._report_layer_selected(v, name))
+        view.layer_activated.connect(lambda name, v=view: self._report_layer_activated(v, name))
+        view.compare_requested.connect(lambda p: self.compare_reports([p] if p else None))
+        self.reports.append(view)
+        index = self.tabs.addTab(view, self.style().standardIcon(QtWidgets.QStyle.StandardPixmap.SP_FileDialogInfoView),
+                                 view.tab_title)
+        self.tabs.setTabToolTip(index, path or "")
+        return view
+
+    def show_run_report(self, result: RunResult) -> ReportView:
+        """Show a finished run's report in its model's report tab (made current when the user is looking at
+        that model or its report)."""
+        view = self._live_reports.get(result.doc_id) if result.doc_id is not None else None
+        doc = self.document_by_id(result.doc_id)
+        looking = self.tabs.currentWidget() in ((doc.canvas.widget if doc else None), view) or self.tabs.count() == 0
+        if view is not None and view in self.reports:
+            view.set_report(result.report, str(result.json_path))
+            index = self.tabs.indexOf(view)
+            self.tabs.setTabText(index, view.tab_title)
+            self.tabs.setTabToolTip(index, str(result.json_path))
+        else:
+            view = self._add_report_view(result.report, str(result.json_path), result.doc_id)
+            if result.doc_id is not None:
+                self._live_reports[result.doc_id] = view
+        if doc is not None:
+            sel = doc.canvas.selected_layers()
+            if len(sel) == 1:
+                view.select_layer(sel[0])
+        if looking:
+            self.tabs.setCurrentWidget(view)
+        return view
+
+    def open_report(self, path: str | os.PathLike[str]) -> ReportView | None:
+        """Open a report file in a tab (or switch to it); errors are shown, not raised."""
+        path = str(Path(path).resolve())
+        for view in self.reports:
+            if view.path and Path(view.path).resolve() == Path(path):
+                self.tabs.setCurrentWidget(view)
+                return view
+        try:
+            report = report_file.load(path)
+        except LayerLabError as exc:
+            self.statusBar().showMessage(str(exc), 10000)
+            QtWidgets.QMessageBox.critical(self, "Cannot open report", str(exc))
+            return None
+        view = self._add_report_view(report, path, None)
+        self.tabs.setCurrentWidget(view)
+        return view
+
+    def _reports_start_dir(self) -> str:
+        doc = self.run_target()
+        if doc is not None:
+            folder = reports_folder(doc, self.reports_dir)
+            if folder.is_dir():
+                return str(folder)
+        view = self.current_report
+        return str(Path(view.path).parent) if view is not None and view.path else str(Path.cwd())
+
+    def open_report_dialog(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open inference report", self._reports_start_dir(), REPORT_FILTER)
+        if path:
+            self.open_report(path)
+
+    def close_report(self, view: ReportView) -> bool:
+        index = self.tabs.indexOf(view)
+        if index < 0:
+            return False
+        self.reports.remove(view)
+        self._live_reports = {k: v for k, v in self._live_reports.items() if v is not view}
+        self.tabs.removeTab(index)
+        view.deleteLater()
+        self._current_changed()
+        return True
+
+    def compare_reports(self, paths: list[str] | None = None) -> CompareDialog | None:
+        """Tools > Compare Inference Reports: asks for report files until there are two or more."""
+        start = self._reports_start_dir()
+        paths = list(paths or [])
+        if len(paths) < 2:
+            picked, _ = QtWidgets.QFileDialog.getOpenFileNames(self, "Reports to compare", start, REPORT_FILTER)
+            paths += [p for p in picked if p not in paths]
+        if not paths:
+            return None
+        dlg = CompareDialog(paths, start, self)
+        dlg.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+        dlg.finished.connect(lambda _r, d=dlg: self.compare_dialogs.remove(d) if d in self.compare_dialogs else None)
+        self.compare_dialogs.append(dlg)
+        dlg.show()
+        return dlg
+
+    def _report_layer_selected(self, view: ReportView, name: str) -> None:
+        doc = self.doc_for_report(view)
+        if doc is None:
+            return
+        if name in doc.canvas.nodes:
+            doc.canvas.select_layers([name])
+        else:
+            self.statusBar().showMessage(f"{name} is not on the canvas of {doc.title} (fused or renamed)", 6000)
+
+    def _report_layer_activated(self, view: ReportView, name: str) -> None:
+        doc = self.doc_for_report(view)
+        if doc is None:
+            self.statusBar().showMessage(f"The model of this report ({view.model_name}) is not open", 6000)
+            return
+        self.tabs.setCurrentWidget(doc.canvas.widget)
+        self.focus_layer(name)
 
     # ---- help ------------------------------------------------------------------------------------
     def show_docs(self, key: str | None = None) -> DocsBrowser:

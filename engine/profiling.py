@@ -166,5 +166,6 @@ def profile(net: Network, iterations: int = 10, warmup: int = 1,
     finally:
         net.hooks.before_layer.remove(before)
         net.hooks.after_layer.remove(after)
-    peaks = measure_peaks(backend, net.fmt.dtype) if measure_device else None
+    compute = net.fmt.dtype if backend.name != "numpy" else np.float32  # NumPy computes fp16 layers in fp32
+    peaks = measure_peaks(backend, compute) if measure_device else None
     return ProfileResult(costs, net_times, net.peak_memory_bytes, peaks)

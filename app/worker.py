@@ -1,0 +1,327 @@
+"""The inference worker: one QThread with one QObject that owns the engine Network.
+
+The GUI thread never runs inference. It sends commands to the worker through a queued signal
+(``RunController.submit(command, payload)``; the worker runs ``cmd_<command>(payload)`` in its
+thread) and receives progress, results and failures through the worker's signals. Cancelling is the
+one call that is not queued: ``RunController.cancel()`` sets a thread-safe flag that the running
+profile polls before every layer, so a run stops within one layer's time.
+
+The built Network is kept between runs: a run of an unchanged model with the same backend, format,
+weights, seed and fusing reuses it (no rebuild, no weight reload). Later commands (analysis mode:
+set a runtime option, step, resume, load an input) are added as further ``cmd_*`` methods working on
+``Worker.net``."""
+from __future__ import annotations
+
+import datetime as _dt
+import io
+import json
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PySide6 import QtCore
+
+from app.run_config import RunConfig
+from engine import modelfile
+from engine import report as rep
+from engine.backends import get_backend
+from engine.errors import LayerLabError
+from engine.model import Model
+from engine.network import Network, random_input
+from engine.profiling import Cancelled, ProfileResult, layer_costs, profile
+from engine.registry import Registry
+
+
+@dataclass
+class RunRequest:
+    """One run: a private copy of the model (the GUI may edit the original meanwhile) and its settings."""
+
+    run_id: int
+    doc_id: int | None
+    model: Model
+    registry: Registry
+    config: RunConfig
+    report_base: Path  # the report is written to report_base.json and report_base.html
+    model_file: str  # the file the command line names (the model's file, or a snapshot written for the run)
+    write_snapshot: bool = False  # write ``model`` to ``model_file`` (unsaved or modified models)
+    command: str = ""
+    started: _dt.datetime = field(default_factory=_dt.datetime.now)
+
+
+@dataclass
+class RunResult:
+    run_id: int
+    doc_id: int | None
+    report: dict[str, Any]
+    json_path: Path
+    html_path: Path
+    avg_ms: float
+    backend: str
+    device: str
+    format: str
+    reused_network: bool
+
+
+def build_key(model: Model, config: RunConfig) -> str:
+    """What a built Network depends on: the layers (not their canvas positions), rules and the settings
+    that change the build. Equal keys mean the previous Network can run again as it is."""
+    content = model.content()
+    for layer in content["layers"]:
+        layer.pop("position", None)
+    content.pop("settings", None)
+    weights_stamp = None
+    if config.weights:
+        files = sorted(Path(config.weights).glob("*.npy"))
+        weights_stamp = [(f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files]
+    build = {"backend": config.backend, "format": config.format, "weights": config.weights, "stamp": weights_stamp,
+             "seed": config.seed, "fusing": config.fusing}
+    return json.dumps([content, build], sort_keys=True, default=str)
+
+
+class Worker(QtCore.QObject):
+    """Lives in the worker thread. Signals carry the run id first."""
+
+    run_started = QtCore.Signal(int, str, str, str)  # run id, backend, device, format
+    phase = QtCore.Signal(int, str)  # run id, what is being done ("building the network", ...)
+    progress = QtCore.Signal(int, int, int)  # run id, iteration i, of n
+    run_finished = QtCore.Signal(int, object)  # run id, RunResult
+    run_failed = QtCore.Signal(int, str)  # run id, reason
+    run_cancelled = QtCore.Signal(int)
+    command_failed = QtCore.Signal(str, str)  # command, reason (commands other than run)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net: Network | None = None
+        self.net_key: str | None = None
+        self.net_notes: list[str] = []  # notes about the kept Network (backend fallback), repeated in every report
+        self.builds = 0  # how many Networks were built (tests check the reuse)
+        self._cancel = threading.Event()
+        self._last_progress = 0.0
+
+    # ---- thread-safe calls -----------------------------------------------------------------------
+    def request_cancel(self) -> None:
+        """Called from any thread: the running command stops before its next layer."""
+        self._cancel.set()
+
+    def clear_cancel(self) -> None:
+        self._cancel.clear()
+
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    # ---- commands (run in the worker thread) -----------------------------------------------------
+    @QtCore.Slot(str, object)
+    def handle(self, command: str, payload: object) -> None:
+        """Dispatch a queued command to ``cmd_<command>``."""
+        method = getattr(self, f"cmd_{command}", None)
+        if method is None:
+            self.command_failed.emit(command, f"the worker has no command {command!r}")
+            return
+        try:
+            method(payload)
+        except LayerLabError as exc:
+            self.command_failed.emit(command, str(exc))
+        except Exception as exc:  # a bug must not kill the worker thread
+            traceback.print_exc()
+            self.command_failed.emit(command, f"internal error: {type(exc).__name__}: {exc}")
+
+    def cmd_forget(self, _payload: object = None) -> None:
+        """Drop the kept Network (its memory is released)."""
+        self.net, self.net_key = None, None
+
+    def cmd_run(self, req: RunRequest) -> None:
+        """Build (or reuse) the network, run and time it, write the report."""
+        try:
+            result = self._run(req)
+        except Cancelled:
+            self.run_cancelled.emit(req.run_id)
+        except LayerLabError as exc:
+            self.cmd_forget()
+            self.run_failed.emit(req.run_id, str(exc))
+        except MemoryError:
+            self.cmd_forget()
+            self.run_failed.emit(req.run_id, "out of memory (try a smaller input or the other backend)")
+        except Exception as exc:  # a bug: report it as a failed run, never crash the designer
+            traceback.print_exc()
+            self.cmd_forget()
+            self.run_failed.emit(req.run_id, f"internal error: {type(exc).__name__}: {exc}")
+        else:
+            self.run_finished.emit(req.run_id, result)
+
+    # ---- the run ---------------------------------------------------------------------------------
+    def _progress(self, run_id: int, i: int, n: int) -> None:
+        """Emit progress at most every 50 ms (and for the first and last iteration): a fast network must not
+        flood the GUI's event loop."""
+        now = time.monotonic()
+        if i in (1, n) or now - self._last_progress >= 0.05:
+            self._last_progress = now
+            self.progress.emit(run_id, i, n)
+
+    def _check_cancel(self) -> None:
+        if self._cancel.is_set():
+            raise Cancelled("the run was cancelled")
+
+    def _network(self, req: RunRequest, notes: list[str]) -> tuple[Network, bool]:
+        cfg = req.config
+        key = build_key(req.model, cfg)
+        if self.net is not None and key == self.net_key:
+            notes += self.net_notes
+            return self.net, True
+        self.cmd_forget()
+        self.phase.emit(req.run_id, "building the network")
+        notice = io.StringIO()
+        backend = get_backend(cfg.backend, notice=notice)
+        self.net_notes = [notice.getvalue().strip().removeprefix("layerlab: ")] if notice.getvalue().strip() else []
+        notes += self.net_notes
+        from engine.weights import RandomWeights, WeightsFolder  # noqa: PLC0415
+
+        weights = WeightsFolder(cfg.weights) if cfg.weights else RandomWeights(cfg.seed)
+        net = Network(req.model, req.registry, backend, cfg.tensor_format, weights=weights, seed=cfg.seed,
+                      fusing="on" if cfg.fusing else "off")
+        self.builds += 1
+        self.net, self.net_key = net, key
+        return net, False
+
+    def _set_inputs(self, net: Network, cfg: RunConfig) -> None:
+        from engine.io import ImageOptions, read_input  # noqa: PLC0415
+
+        files = dict(cfg.inputs)
+        for name in net.input_names:
+            layer = net.layer(name)
+            if name in files:
+                p = layer.p
+                opts = ImageOptions(p["scale"], p["shift"], p["min_channels"], p["tiling"])
+                try:
+                    data = read_input(files[name], opts, cfg.input_layout)
+                except LayerLabError as exc:
+                    raise LayerLabError(f"input layer {name}: {exc}") from None
+            else:  # the same seeded tensor the command line uses when no input is given
+                data = random_input(layer.default_dims(), cfg.seed)
+            net.set_input(name, data)
+
+    def _timed_iterations(self, net: Network, cfg: RunConfig, run_id: int) -> ProfileResult:
+        """Profiling off: time whole iterations only (no per-layer synchronisation)."""
+        def before(_net: Network, _name: str, _out: Any) -> None:
+            self._check_cancel()
+
+        net.hooks.before_layer.append(before)
+        backend = net.backend
+        times = []
+        try:
+            net.run()
+            for i in range(cfg.warmup + cfg.iterations):
+                for n in net.input_names:
+                    net.mark_affected(n)
+                backend.synchronize()
+                timer = backend.timer()
+                timer.start()
+                net.run()
+                timer.stop()
+                backend.synchronize()
+                if i >= cfg.warmup:
+                    times.append(timer.elapsed_ms())
+                    self._progress(run_id, i - cfg.warmup + 1, cfg.iterations)
+        finally:
+            net.hooks.before_layer.remove(before)
+        return ProfileResult(layer_costs(net), times, net.peak_memory_bytes, None)
+
+    def _run(self, req: RunRequest) -> RunResult:
+        cfg = req.config
+        notes = list(cfg.warnings)
+        self._check_cancel()
+        net, reused = self._network(req, notes)
+        backend = net.backend
+        fmt = str(net.fmt)
+        self.run_started.emit(req.run_id, backend.name, backend.device_name, fmt)
+        if net.fused is not None and net.fused.applied:
+            notes += [f"fusing rule {rule}: {inner} + {outer} -> {fused}" for rule, inner, outer, fused in net.fused.applied]
+        self._set_inputs(net, cfg)
+        self.phase.emit(req.run_id, "warm-up" if cfg.warmup else "running")
+        if cfg.profiling:
+            result = profile(net, cfg.iterations, cfg.warmup, progress=lambda i, n: self._progress(req.run_id, i, n),
+                             should_cancel=self._cancel.is_set)
+            notes.append("per-layer timing synchronises after every layer on the CPU" if backend.name == "numpy"
+                         else "per-layer times from CUDA events")
+        else:
+            result = self._timed_iterations(net, cfg, req.run_id)
+            notes.append("per-layer profiling was off: whole iterations timed, layer times not measured")
+        if backend.name == "numpy" and net.fmt.precision.value == "fp16":
+            notes.append("fp16 on the NumPy backend: float16 storage, float32 arithmetic rounded to float16")
+        self.phase.emit(req.run_id, "writing the report")
+        if req.write_snapshot:
+            Path(req.model_file).parent.mkdir(parents=True, exist_ok=True)
+            modelfile.save(req.model, req.model_file)
+        doc = rep.build_report(result, model_name=req.model.name, model_version=req.model.version,
+                               model_path=req.model_file, backend=backend.name, device=backend.device_name, fmt=fmt,
+                               iterations=cfg.iterations, warmup=cfg.warmup, seed=cfg.seed,
+                               fusing=bool(net.fused and net.fused.applied), notes=notes)
+        doc["run"]["profiling"] = cfg.profiling
+        doc["run"]["command"] = req.command
+        json_path = rep.write_json(doc, req.report_base.with_suffix(".json"))
+        html_path = rep.write_html(doc, req.report_base.with_suffix(".html"))
+        return RunResult(req.run_id, req.doc_id, doc, json_path, html_path, doc["network"]["avg_ms"], backend.name,
+                         backend.device_name, fmt, reused)
+
+
+class RunController(QtCore.QObject):
+    """GUI-side owner of the worker thread: one run at a time, cancel, orderly shutdown."""
+
+    submit_command = QtCore.Signal(str, object)
+
+    def __init__(self, parent: QtCore.QObject | None = None) -> None:
+        super().__init__(parent)
+        self.worker_thread = QtCore.QThread(self)
+        self.worker_thread.setObjectName("LayerLabWorker")
+        self.worker = Worker()
+        self.worker.moveToThread(self.worker_thread)
+        self.submit_command.connect(self.worker.handle, QtCore.Qt.ConnectionType.QueuedConnection)
+        self.current_run: int | None = None
+        for sig in (self.worker.run_finished, self.worker.run_failed):
+            sig.connect(self._run_ended)
+        self.worker.run_cancelled.connect(self._run_ended)
+        app = QtCore.QCoreApplication.instance()
+        if app is not None:  # a safety net: the thread never outlives the application
+            app.aboutToQuit.connect(self.shutdown)
+
+    @property
+    def busy(self) -> bool:
+        return self.current_run is not None
+
+    def _run_ended(self, run_id: int, *_: object) -> None:
+        if run_id == self.current_run:
+            self.current_run = None
+
+    def submit(self, command: str, payload: object = None) -> None:
+        """Queue a command for the worker (it runs ``Worker.cmd_<command>(payload)`` in its thread).
+
+        The thread starts with the first command (a window that never runs anything has no thread)."""
+        if not self.worker_thread.isRunning():
+            self.worker_thread.start()
+        self.submit_command.emit(command, payload)
+
+    def start(self, request: RunRequest) -> bool:
+        """Queue a run; False (nothing queued) while another run is going on."""
+        if self.busy:
+            return False
+        self.current_run = request.run_id
+        self.worker.clear_cancel()
+        self.submit("run", request)
+        return True
+
+    def cancel(self) -> bool:
+        """Ask the running run to stop (it ends with ``run_cancelled``); False when nothing runs."""
+        if not self.busy:
+            return False
+        self.worker.request_cancel()
+        return True
+
+    def shutdown(self, timeout_ms: int = 10_000) -> bool:
+        """Cancel any run and stop the thread; True when it stopped within ``timeout_ms``."""
+        if not self.worker_thread.isRunning():
+            return True
+        self.worker.request_cancel()
+        self.worker_thread.quit()
+        return self.worker_thread.wait(QtCore.QDeadlineTimer(timeout_ms))
