@@ -54,8 +54,8 @@ def test_cli_and_engine_load_without_qt():
     code = ("import sys, app.cli, engine, engine.network, engine.typecheck, engine.io\n"
             "from app.cli import main\n"
             "main(['layers'])\n"
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in %r)\n"
-            "print('QT:', bad)\n" % (QT,))
+            f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {QT!r})\n"
+            "print('QT:', bad)\n")
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "QT: []" in res.stdout, res.stdout

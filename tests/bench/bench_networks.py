@@ -12,7 +12,8 @@ import json
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -61,8 +62,8 @@ def bench(name: str, dims: Dims, device: str, fmt_text: str, repeat: int, fusing
         net.run()
 
     t_ours = median_ms(run_ours, repeat, backend.synchronize)
-    plain = Network(model, reg, get_backend("numpy", notice=None), TensorFormat.parse("fp32 nchw"), fusing="off") \
-        if device == "gpu" else Network(model, reg, backend, TensorFormat.parse("fp32 nchw"), fusing="off")
+    cpu = get_backend("numpy", notice=None) if device == "gpu" else backend
+    plain = Network(model, reg, cpu, TensorFormat.parse("fp32 nchw"), fusing="off")
     plain.set_input("input", x)
     plain.run()
     forward, params = torch_twin(plain)

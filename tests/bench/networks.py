@@ -10,7 +10,12 @@ from engine.model import Model
 from engine.tensor import Dims
 
 
-def dncnn(dims: Dims = Dims(1, 3, 256, 256), depth: int = 15) -> Model:
+DNCNN_DIMS = Dims(1, 3, 256, 256)
+UNET_DIMS = Dims(1, 3, 256, 256)
+RESNET_DIMS = Dims(1, 3, 224, 224)
+
+
+def dncnn(dims: Dims = DNCNN_DIMS, depth: int = 15) -> Model:
     m = Model("dncnn")
     m.add_layer("input", "input", params={"dimensions": str(dims)})
     m.add_layer("convolution", "conv0", params={"num_output_channels": "64"}, inputs=["input"], activation="relu")
@@ -25,7 +30,7 @@ def dncnn(dims: Dims = Dims(1, 3, 256, 256), depth: int = 15) -> Model:
     return m
 
 
-def unet(dims: Dims = Dims(1, 3, 256, 256), widths: tuple[int, ...] = (32, 64, 128, 256)) -> Model:
+def unet(dims: Dims = UNET_DIMS, widths: tuple[int, ...] = (32, 64, 128, 256)) -> Model:
     m = Model("unet")
     m.add_layer("input", "input", params={"dimensions": str(dims)})
     prev, skips = "input", []
@@ -53,7 +58,7 @@ def unet(dims: Dims = Dims(1, 3, 256, 256), widths: tuple[int, ...] = (32, 64, 1
     return m
 
 
-def resnet18(dims: Dims = Dims(1, 3, 224, 224), classes: int = 1000) -> Model:
+def resnet18(dims: Dims = RESNET_DIMS, classes: int = 1000) -> Model:
     m = Model("resnet18")
     m.add_layer("input", "input", params={"dimensions": str(dims)})
     m.add_layer("convolution", "stem", params={"num_output_channels": "64", "kernel_size": "7", "stride": "2",
