@@ -91,9 +91,11 @@ def bench(name: str, dims: Dims, device: str, fmt_text: str, repeat: int, fusing
         ort_out = sess.run(None, feed)[0]
         ort_ms = median_ms(lambda: sess.run(None, feed), repeat, lambda: None)
     row = {"net": name, "ort_ms": ort_ms,
-           "rel_err_vs_ort": rel_err(ours, ort_out) if ort_ms is not None else None, "dims": str(dims), "device": backend.device_name, "format": str(fmt), "fusing": fusing,
+           "rel_err_vs_ort": rel_err(ours, ort_out) if ort_ms is not None else None, "dims": str(dims),
+           "device": backend.device_name, "format": str(fmt), "fusing": fusing,
            "graph": net.graph_status, "cudnn": getattr(backend, "cudnn_status", "-"),
-           "layerlab_ms": t_ours, "torch_ms": t_torch, "ratio": t_ours / t_torch, "rel_err_vs_torch": rel_err(ours, ref)}
+           "layerlab_ms": t_ours, "torch_ms": t_torch, "ratio": t_ours / t_torch,
+           "rel_err_vs_torch": rel_err(ours, ref)}
     return row
 
 

@@ -9,7 +9,6 @@ import numpy as np
 from engine.model import Model
 from engine.tensor import Dims
 
-
 DNCNN_DIMS = Dims(1, 3, 256, 256)
 UNET_DIMS = Dims(1, 3, 256, 256)
 RESNET_DIMS = Dims(1, 3, 224, 224)
