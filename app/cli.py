@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from app.cli_drift import add_drift_parser, cmd_drift
 from app.cli_export import add_export_parser, cmd_export
 
 USER_ERROR = 2
@@ -358,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("gui", parents=[common], help="open the designer")
     g.add_argument("model", nargs="?")
     add_export_parser(sub, [common])
+    add_drift_parser(sub, [common])
     return p
 
 
@@ -370,7 +372,7 @@ def _version() -> str:
         return "(source tree)"
 
 
-COMMANDS = {"export": cmd_export, "infer": cmd_infer, "profile": cmd_profile, "compare": cmd_compare,
+COMMANDS = {"drift": cmd_drift, "export": cmd_export, "infer": cmd_infer, "profile": cmd_profile, "compare": cmd_compare,
             "check": cmd_check, "layers": cmd_layers, "gui": cmd_gui}
 
 

@@ -11,11 +11,12 @@ from pathlib import Path
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app import run_config
+from app.analysis.mode import AnalysisMode
 from app.autosave import Autosaver
 from app.compare_view import REPORT_FILTER, CompareDialog
 from app.docs_browser import DocsBrowser
-from app.export_dialog import add_export_menu
 from app.document import Document
+from app.export_dialog import add_export_menu
 from app.network_settings import NetworkSettingsDialog
 from app.palette import Palette
 from app.params import ParamPanel
@@ -78,6 +79,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self._live_reports: dict[int, ReportView] = {}  # document id -> the tab showing its latest run
         self.compare_dialogs: list[CompareDialog] = []
         self.runner = RunController(self)
+        self.analysis = AnalysisMode(self, self.runner.worker.analysis,
+                                     lambda command, payload: self.runner.submit("analysis", (command, payload)))
+        self.analysis.active_changed.connect(lambda _on: self._update_actions())
         self._run_ids = 0
         self._runs: dict[int, RunRequest] = {}
         self.docs_browser: DocsBrowser | None = None
@@ -235,13 +239,24 @@ class MainWindow(QtWidgets.QMainWindow):
             windows.addAction(dock.toggleViewAction())
         view.addSeparator()
         view.addActions([self.act_fit, self.act_zoom_in, self.act_zoom_out])
+        view.addSeparator()
+        view.addAction(self.analysis.act_inspector)
         tools = mb.addMenu("&Tools")
         tools.addActions([self.act_run, self.act_cancel])
         tools.addSeparator()
         tools.addAction(self.act_net_settings)
         tools.addSeparator()
         tools.addActions([self.act_open_report, self.act_compare])
+        tools.addSeparator()
+        tools.addAction(self.analysis.act_timings)
         self.tools_menu = tools
+        analysis = mb.addMenu("&Analysis")
+        analysis.addActions([self.analysis.act_launch, self.analysis.act_stop])
+        analysis.addSeparator()
+        analysis.addActions([self.analysis.act_inspector, self.analysis.act_rerun])
+        analysis.addSeparator()
+        analysis.addAction(self.analysis.act_compare)
+        self.analysis_menu = analysis
         window = mb.addMenu("&Window")
         window.addActions([self.act_save_layout, self.act_apply_layout, self.act_reset_layout])
         helpm = mb.addMenu("&Help")
@@ -259,6 +274,8 @@ class MainWindow(QtWidgets.QMainWindow):
         tb.addActions([self.act_fit, self.act_docs])
         tb.addSeparator()
         tb.addActions([self.act_run, self.act_cancel, self.act_net_settings])
+        tb.addSeparator()
+        tb.addActions([self.analysis.act_launch, self.analysis.act_stop])
         self.toolbar_toggle_placeholder.addAction(tb.toggleViewAction())
 
     # ---- documents -------------------------------------------------------------------------------
@@ -433,6 +450,8 @@ class MainWindow(QtWidgets.QMainWindow):
             self.docs_browser.close()
         for dlg in list(self.compare_dialogs):
             dlg.close()
+        self.runner.worker.request_cancel()  # a running inference stops before its next layer
+        self.analysis.shutdown()  # a paused analysis is aborted, then stopped in the worker thread
         self.runner.shutdown()
         event.accept()
 
@@ -534,7 +553,7 @@ class MainWindow(QtWidgets.QMainWindow):
             act.setEnabled(has)
         self.act_close.setEnabled(has or self.current_report is not None)
         target = self.run_target() is not None
-        self.act_run.setEnabled(target and not self.runner.busy)
+        self.act_run.setEnabled(target and not self.runner.busy and not self.analysis.active)
         self.act_cancel.setEnabled(self.runner.busy)
         self.act_net_settings.setEnabled(target)
         self._update_status()
@@ -661,6 +680,9 @@ class MainWindow(QtWidgets.QMainWindow):
             return None
         if self.runner.busy:
             self.statusBar().showMessage("A run is already in progress: wait for it or cancel it", 6000)
+            return None
+        if self.analysis.active:
+            self.statusBar().showMessage("Analysis is running: Stop Analysis before launching an inference run", 6000)
             return None
         self._run_ids += 1
         run_id = self._run_ids

@@ -7,9 +7,9 @@ one call that is not queued: ``RunController.cancel()`` sets a thread-safe flag 
 profile polls before every layer, so a run stops within one layer's time.
 
 The built Network is kept between runs: a run of an unchanged model with the same backend, format,
-weights, seed and fusing reuses it (no rebuild, no weight reload). Later commands (analysis mode:
-set a runtime option, step, resume, load an input) are added as further ``cmd_*`` methods working on
-``Worker.net``."""
+weights, seed and fusing reuses it (no rebuild, no weight reload). Analysis mode goes through
+``cmd_analysis((command, payload))`` to ``Worker.analysis`` (app/analysis/session.py), which keeps its
+own Network built for the whole analysis session in this same thread."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -24,6 +24,7 @@ from typing import Any
 
 from PySide6 import QtCore
 
+from app.analysis.session import AnalysisSession
 from app.run_config import RunConfig
 from engine import modelfile
 from engine import report as rep
@@ -100,6 +101,8 @@ class Worker(QtCore.QObject):
         self.builds = 0  # how many Networks were built (tests check the reuse)
         self._cancel = threading.Event()
         self._last_progress = 0.0
+        # analysis mode: a session that keeps its own Network built; a child, so it lives in this thread too
+        self.analysis = AnalysisSession(self)
 
     # ---- thread-safe calls -----------------------------------------------------------------------
     def request_cancel(self) -> None:
@@ -127,6 +130,11 @@ class Worker(QtCore.QObject):
         except Exception as exc:  # a bug must not kill the worker thread
             traceback.print_exc()
             self.command_failed.emit(command, f"internal error: {type(exc).__name__}: {exc}")
+
+    def cmd_analysis(self, payload: tuple[str, object]) -> None:
+        """(command, payload) for the analysis session (it runs ``AnalysisSession.cmd_<command>``)."""
+        command, arg = payload
+        self.analysis.handle(command, arg)
 
     def cmd_forget(self, _payload: object = None) -> None:
         """Drop the kept Network (its memory is released)."""

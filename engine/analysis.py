@@ -190,17 +190,25 @@ class ChannelStats:
 
 
 def channel_stats(tensor: np.ndarray) -> ChannelStats:
-    """Min, max, mean, NaN and Inf counts of every N x C slice."""
-    t = as_nchw(tensor).astype(np.float64, copy=False)
+    """Min, max, mean, NaN and Inf counts of every N x C slice (sums accumulate in float64; a tensor
+    without NaN or Inf takes a fast path without temporary copies)."""
+    t = as_nchw(tensor)
+    if t.dtype.kind != "f":
+        t = t.astype(np.float32)
+    axes = (2, 3)
     finite = np.isfinite(t)
-    count = finite.sum(axis=(2, 3))
+    if finite.all():
+        zeros = np.zeros(t.shape[:2], dtype=np.int64)
+        return ChannelStats(t.min(axis=axes).astype(np.float64), t.max(axis=axes).astype(np.float64),
+                            t.mean(axis=axes, dtype=np.float64), zeros, zeros.copy())
+    count = finite.sum(axis=axes)
     some = count > 0
-    lo = np.where(finite, t, np.inf).min(axis=(2, 3))
-    hi = np.where(finite, t, -np.inf).max(axis=(2, 3))
-    total = np.where(finite, t, 0.0).sum(axis=(2, 3))
+    lo = np.where(finite, t, np.inf).min(axis=axes).astype(np.float64)
+    hi = np.where(finite, t, -np.inf).max(axis=axes).astype(np.float64)
+    total = np.where(finite, t, 0).sum(axis=axes, dtype=np.float64)
     mean = np.divide(total, count, out=np.full(count.shape, np.nan), where=some)
     return ChannelStats(np.where(some, lo, np.nan), np.where(some, hi, np.nan), mean,
-                        np.isnan(t).sum(axis=(2, 3)), np.isinf(t).sum(axis=(2, 3)))
+                        np.isnan(t).sum(axis=axes), np.isinf(t).sum(axis=axes))
 
 
 def downsample(image: np.ndarray, max_side: int) -> tuple[np.ndarray, int]:

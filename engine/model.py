@@ -84,8 +84,14 @@ class _Macro:
             c.undo()
 
 
+class ReadOnlyError(LayerLabError):
+    """An edit of a model that is read-only (for example while analysis mode runs)."""
+
+
 class Model:
-    """A network design. Mutate it only through its methods; each is one undoable command."""
+    """A network design. Mutate it only through its methods; each is one undoable command.
+
+    While ``read_only`` holds a reason, every edit, undo and redo is refused with ReadOnlyError."""
 
     def __init__(self, name: str = "network", version: str = "1.0") -> None:
         self.name = name
@@ -103,6 +109,14 @@ class Model:
         self._clean = 0
         self._macro: _Macro | None = None
         self._macro_depth = 0
+        self.read_only: str | None = None
+
+    def _check_writable(self, action: str) -> None:
+        """Raise ReadOnlyError (after an ``edit_refused`` event) while the model is read-only."""
+        if self.read_only:
+            message = f"{action} refused: model {self.name} is read-only {self.read_only}"
+            self.events.emit(Event("edit_refused", data={"message": message}))
+            raise ReadOnlyError(message)
 
     # ---- content equality (for round trips) -------------------------------------------------
     def content(self) -> dict[str, Any]:
@@ -178,6 +192,7 @@ class Model:
         return self._undo[self._index].text if self.can_redo() else ""
 
     def undo(self) -> None:
+        self._check_writable("undo")
         if not self.can_undo():
             return
         was = self.modified
@@ -186,6 +201,7 @@ class Model:
         self._emit_modified(was)
 
     def redo(self) -> None:
+        self._check_writable("redo")
         if not self.can_redo():
             return
         was = self.modified
@@ -213,6 +229,7 @@ class Model:
                     self._record(macro)
 
     def _push(self, text: str, do: Callable[[], None], undo: Callable[[], None]) -> None:
+        self._check_writable(text)
         cmd = _Command(text, do, undo)
         cmd.do()
         if self._macro is not None:

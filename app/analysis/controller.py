@@ -1,0 +1,185 @@
+"""Wires the analysis panels to a session: the main window creates one AnalysisController, places its
+panels (docks and tabs) and calls ``launch`` / ``stop``. Everything the panels ask goes to the session
+(queued to the worker, or directly to the thread-safe debugger); everything the session sends comes
+back through the proxy in the GUI thread."""
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6 import QtCore, QtWidgets
+
+from app.analysis.debug_bar import DebuggerControls
+from app.analysis.inputs import ModelInputsWindow
+from app.analysis.inspector import ChannelInspector
+from app.analysis.output_view import AnalysisOutputView
+from app.analysis.overview import OverviewPanel
+from app.analysis.param_editor import ParameterEditor
+from app.analysis.proxy import SessionProxy
+from app.analysis.session import AnalysisConfig, StartRequest
+from engine.model import Model
+from engine.registry import Registry
+
+
+class AnalysisController(QtCore.QObject):
+    """Owns the analysis panels and the session proxy. ``message(text)`` is for the status bar;
+    ``active_changed(bool)`` when analysis starts or stops."""
+
+    message = QtCore.Signal(str)
+    active_changed = QtCore.Signal(bool)
+
+    def __init__(self, proxy: SessionProxy | None = None, parent: QtCore.QObject | None = None) -> None:
+        super().__init__(parent)
+        self.proxy = proxy or SessionProxy(parent=self)
+        self.inputs = ModelInputsWindow()
+        self.output = AnalysisOutputView()
+        self.params = ParameterEditor()
+        self.overview_panel = OverviewPanel()
+        self.overview = self.overview_panel.view
+        self.inspector = ChannelInspector()
+        self.debug = DebuggerControls()
+        self.active = False
+        self.paused_info: Any = None
+        self.last_run: Any = None
+        self.drift_result: Any = None
+        self.info: dict[str, Any] = {}
+        p = self.proxy
+        p.started.connect(self._started)
+        p.stopped.connect(self._stopped)
+        p.failed.connect(self._failed)
+        p.overview.connect(self.overview.set_items)
+        p.options.connect(self.params.set_options)
+        p.option_error.connect(self._option_error)
+        p.input_frame.connect(self.inputs.show_frame)
+        p.outputs.connect(self.output.show_outputs)
+        p.layer_data.connect(self.inspector.show_layer)
+        p.ran.connect(self._ran)
+        p.timings.connect(self.overview.set_times)
+        p.paused.connect(self._paused)
+        p.resumed.connect(self._resumed)
+        p.drift.connect(self._drift)
+        self.inputs.file_chosen.connect(lambda layer, path: p.send("open_input", (layer, path)))
+        self.params.option_changed.connect(lambda layer, name, value: p.send("set_option", (layer, name, value)))
+        self.overview.selected.connect(self.inspect)
+        self.overview.inspect_requested.connect(self.inspect)
+        self.overview.breakpoint_toggled.connect(self.set_breakpoint)
+        self.overview_panel.act_timings.toggled.connect(lambda on: p.send("profile_timings", on))
+        self.overview_panel.act_rerun.triggered.connect(lambda: p.send("rerun"))
+        self.inspector.layer_requested.connect(p.request_layer)
+        self.inspector.channel_requested.connect(lambda layer, n, c: p.send("inspect_channel", (layer, n, c)))
+        self.debug.act_pause.triggered.connect(p.debugger.pause)
+        self.debug.act_step.triggered.connect(p.debugger.step)
+        self.debug.act_resume.triggered.connect(self.resume)
+        self.debug.act_stop.triggered.connect(p.debugger.stop)
+
+    # ---- commands --------------------------------------------------------------------------------
+    def launch(self, model: Model, registry: Registry, config: AnalysisConfig | None = None) -> None:
+        """Start analysis on a private copy of ``model`` (the caller makes models read-only)."""
+        from engine.fusing import copy_model  # noqa: PLC0415
+
+        self.active = True
+        self.active_changed.emit(True)
+        self.message.emit(f"Analysis of {model.name}: building the network…")
+        self.proxy.send("start", StartRequest(copy_model(model), registry, config or AnalysisConfig()))
+
+    def stop(self) -> None:
+        """Leave analysis (a paused inference is aborted)."""
+        if not self.active:
+            return
+        self.proxy.debugger.stop()
+        self.proxy.send("stop")
+        self.active = False
+        self.active_changed.emit(False)
+
+    def inspect(self, layer: str) -> None:
+        if self.active:
+            self.inspector.inspect(layer)
+
+    def set_breakpoint(self, layer: str, on: bool) -> None:
+        """Overview context menu: Add Breakpoint stops execution at the layer now; Remove Breakpoint."""
+        dbg = self.proxy.debugger
+        try:
+            if on:
+                dbg.add_breakpoint(layer)  # while paused: takes effect when execution reaches it
+                if not dbg.paused:
+                    self.proxy.send("break_at", layer)  # recompute it now, so execution stops there
+            else:
+                dbg.remove_breakpoint(layer)
+        except Exception as exc:  # a fused-away or unknown layer: say why
+            self.message.emit(str(exc))
+            return
+        self.overview.set_breakpoints(dbg.breakpoints)
+
+    def resume(self) -> None:
+        self.proxy.debugger.resume()
+
+    def compare_precision(self, candidate: str = "fp16", threshold: float = 1e-2) -> None:
+        """Analysis > Compare Precision: the current inputs in fp32 and in ``candidate``."""
+        self.message.emit(f"Comparing fp32 with {candidate}…")
+        self.proxy.send("compare_precision", (candidate, threshold))
+
+    def compare_precision_dialog(self, parent: QtWidgets.QWidget | None = None) -> None:
+        text, ok = QtWidgets.QInputDialog.getItem(
+            parent, "Compare Precision", "Run the current inputs in fp32 and in:",
+            ["fp16", "fp16 nhwc", "cupy:fp16 nhwc", "cupy:fp32"], 0, True)
+        if not ok:
+            return
+        thr, ok = QtWidgets.QInputDialog.getDouble(parent, "Compare Precision",
+                                                   "Relative error threshold:", 0.01, 1e-9, 1e9, 6)
+        if ok:
+            self.compare_precision(text, thr)
+
+    # ---- session signals ---------------------------------------------------------------------------
+    def _started(self, info: dict[str, Any]) -> None:
+        self.info = info
+        for viewer in self.inputs.set_inputs(info["inputs"]):
+            viewer.play.connect(lambda layer: self.proxy.send("play", layer))
+            viewer.pause.connect(lambda layer: self.proxy.send("pause_video", layer))
+            viewer.seek.connect(lambda layer, f: self.proxy.send("seek", (layer, f)))
+            viewer.step.connect(lambda layer, d: self.proxy.send("step_frame", (layer, d)))
+        self.output.set_outputs(info["outputs"])
+        self.overview.set_breakpoints(self.proxy.debugger.breakpoints)
+        note = f" ({info['notice']})" if info.get("notice") else ""
+        self.message.emit(f"Analysis running on {info['backend']} ({info['device']}), {info['format']}{note}")
+
+    def _stopped(self) -> None:
+        self._paused(None)
+        self.message.emit("Analysis stopped")
+
+    def _failed(self, command: str, reason: str) -> None:
+        self.message.emit(f"Analysis: {reason}")
+        if command == "start":
+            self.active = False
+            self.active_changed.emit(False)
+
+    def _option_error(self, layer: str, option: str, reason: str) -> None:
+        self.params.set_error(layer, option, reason)
+        self.message.emit(reason)
+
+    def _ran(self, info: Any) -> None:
+        self.last_run = info
+        self._paused(None)
+        if info.stopped:
+            self.output.set_status(f"run {info.run} stopped from the debugger")
+        else:
+            self.output.set_status(f"run {info.run}: {len(info.executed)} layers computed in {info.ms:.1f} ms")
+
+    def _paused(self, info: Any) -> None:
+        self.paused_info = info
+        self.debug.set_paused(info)
+        self.overview.set_paused(info.layer if info is not None else None)
+        if info is not None:
+            self.message.emit(f"Paused after {info.layer} ({info.reason}): Step, Resume or Stop")
+            current = self.overview.current or info.layer
+            self.proxy.request_layer(current)
+
+    def _resumed(self) -> None:
+        self._paused(None)
+
+    def _drift(self, result: Any) -> None:
+        self.drift_result = result
+        self.overview.set_drift({d.name: d.rel_error for d in result.layers}, result.threshold)
+        first = result.first_over
+        self.message.emit(
+            f"Precision drift {result.candidate} vs {result.reference}: first layer over {result.threshold:g} is "
+            f"{first.name} (relative error {first.rel_error:.2e})" if first else
+            f"Precision drift {result.candidate} vs {result.reference}: no layer over {result.threshold:g}")

@@ -1,0 +1,255 @@
+"""The Channel Inspector: a layer's output (or one of its weights) as a grid of N x C slices mapped
+with the red/green colormap (negative red, positive green, zero black), with shift and scale quick
+actions, Reset Parameters, the value under the mouse, and per-channel statistics.
+
+Images are prepared off the GUI thread (a thread-pool task maps the latest tensor); a newer request
+supersedes an older one, so a large layer (64 channels at 1080p) never freezes the GUI. The session
+sends tensors strided down for display; double-clicking a slice asks for it at full resolution."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from PySide6 import QtCore, QtWidgets
+
+from app.analysis.views import ImageView
+from engine.analysis import GridLayout, auto_scale, channel_grid, channel_stats
+
+MAX_GRID_PIXELS = 4_000_000
+
+
+class _Signals(QtCore.QObject):
+    ready = QtCore.Signal(int, object, object)  # generation, rgb image, GridLayout
+
+
+class _GridTask(QtCore.QRunnable):
+    def __init__(self, generation: int, tensor: np.ndarray, shift: float, scale: float, signals: _Signals) -> None:
+        super().__init__()
+        self.args = (generation, tensor, shift, scale)
+        self.signals = signals
+
+    def run(self) -> None:
+        generation, tensor, shift, scale = self.args
+        rgb, layout = channel_grid(tensor, shift, scale, MAX_GRID_PIXELS)
+        try:
+            self.signals.ready.emit(generation, rgb, layout)
+        except RuntimeError:  # the inspector was closed meanwhile: nobody waits for this image
+            pass
+
+
+class ChannelInspector(QtWidgets.QWidget):
+    """Shows LayerData from the session. ``channel_requested(layer, n, c)`` asks for a full-resolution
+    slice; ``layer_requested(layer)`` is emitted by ``inspect``."""
+
+    channel_requested = QtCore.Signal(str, int, int)
+    layer_requested = QtCore.Signal(str)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.data: Any = None  # the latest LayerData
+        self.single: Any = None  # a full-resolution slice, while shown
+        self.shift, self.scale = 0.0, 1.0
+        self.layout_: GridLayout | None = None
+        self.shown: np.ndarray | None = None  # the tensor behind the image (N x C x h x w)
+        self.shown_stride = 1
+        self._generation = 0
+        self._signals = _Signals()  # no parent: a task still running when the inspector closes can emit
+        self._signals.ready.connect(self._ready)
+        self.pool = QtCore.QThreadPool(self)
+        self.pool.setMaxThreadCount(1)
+        self.destroyed.connect(self._signals.deleteLater)
+
+        self.toolbar = QtWidgets.QToolBar()
+        self.layer_label = QtWidgets.QLabel("  no layer  ")
+        self.layer_label.setStyleSheet("font-weight: bold;")
+        self.toolbar.addWidget(self.layer_label)
+        self.source = QtWidgets.QComboBox()
+        self.source.setToolTip("Show the layer's output or one of its weights")
+        self.source.currentIndexChanged.connect(lambda _i: self.refresh())
+        self.toolbar.addWidget(self.source)
+        self.toolbar.addSeparator()
+        self.act_shift_down = self.toolbar.addAction("Shift −", lambda: self.set_mapping(self.shift - 0.1 / self.scale))
+        self.act_shift_up = self.toolbar.addAction("Shift +", lambda: self.set_mapping(self.shift + 0.1 / self.scale))
+        self.act_scale_down = self.toolbar.addAction("Scale ÷2", lambda: self.set_mapping(scale=self.scale / 2))
+        self.act_scale_up = self.toolbar.addAction("Scale ×2", lambda: self.set_mapping(scale=self.scale * 2))
+        self.act_auto = self.toolbar.addAction("Auto", self.auto_mapping)
+        self.act_auto.setToolTip("Scale so the largest magnitude is at full intensity")
+        self.act_reset = self.toolbar.addAction("Reset Parameters", self.reset_mapping)
+        self.act_back = self.toolbar.addAction("Back to Grid", self.back_to_grid)
+        self.act_back.setVisible(False)
+        self.mapping_label = QtWidgets.QLabel()
+        self.toolbar.addWidget(self.mapping_label)
+
+        self.view = ImageView(placeholder="select a layer in the Network Overview")
+        self.view.hovered.connect(self._hover)
+        self.view.double_clicked.connect(self._double_click)
+        self.hover = QtWidgets.QLabel(" ")
+        self.hover.setStyleSheet("font-family: monospace;")
+        self.stats = QtWidgets.QTableWidget(0, 7)
+        self.stats.setHorizontalHeaderLabels(["n", "c", "min", "max", "mean", "NaN", "Inf"])
+        self.stats.verticalHeader().setVisible(False)
+        self.stats.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.stats.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
+        self.stats.horizontalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
+        self.stats.verticalHeader().setDefaultSectionSize(20)
+        self.summary = QtWidgets.QLabel(" ")
+        split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
+        left = QtWidgets.QWidget()
+        ll = QtWidgets.QVBoxLayout(left)
+        ll.setContentsMargins(0, 0, 0, 0)
+        ll.addWidget(self.view, 1)
+        ll.addWidget(self.hover)
+        right = QtWidgets.QWidget()
+        rl = QtWidgets.QVBoxLayout(right)
+        rl.setContentsMargins(0, 0, 0, 0)
+        rl.addWidget(self.summary)
+        rl.addWidget(self.stats, 1)
+        split.addWidget(left)
+        split.addWidget(right)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        split.setSizes([600, 330])
+        lay = QtWidgets.QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.toolbar)
+        lay.addWidget(split, 1)
+        self._update_mapping_label()
+
+    # ---- data --------------------------------------------------------------------------------------
+    def inspect(self, layer: str) -> None:
+        """Ask for a layer (the owner forwards ``layer_requested`` to the session)."""
+        self.single = None
+        self.layer_requested.emit(layer)
+
+    def show_layer(self, data) -> None:  # noqa: ANN001 - app.analysis.session.LayerData
+        """Show LayerData (always the latest pass of the inspected layer)."""
+        if data.channel is not None:
+            self.single = data
+            self.act_back.setVisible(True)
+            self._show_tensor(data.tensor, 1, self._title(data), origin=data.channel)
+            return
+        keep_source = self.data is not None and self.data.name == data.name
+        self.data = data
+        current = self.source.currentText() if keep_source else "Output"
+        self.source.blockSignals(True)
+        self.source.clear()
+        self.source.addItems(["Output", *[f"Weights: {w}" for w in data.weights]])
+        self.source.setCurrentText(current if self.source.findText(current) >= 0 else "Output")
+        self.source.blockSignals(False)
+        if self.single is not None and self.single.name == data.name:
+            self.channel_requested.emit(data.name, *self.single.channel)  # follow the frames at full resolution
+        else:
+            self.single = None
+            self.act_back.setVisible(False)
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Remap the current tensor (after a change of source, shift or scale)."""
+        if self.single is not None:
+            self._show_tensor(self.single.tensor, 1, self._title(self.single), origin=self.single.channel)
+            return
+        d = self.data
+        if d is None:
+            return
+        src = self.source.currentText()
+        if src.startswith("Weights: "):
+            w = d.weights[src[len("Weights: "):]]
+            self._show_tensor(w, 1, f"{d.name} ({d.type}) weight {src[9:]} {'x'.join(map(str, w.shape))}", stats=None)
+        else:
+            self._show_tensor(d.tensor, d.stride, f"{d.name} ({d.type}) {d.dims}"
+                              + (f", shown every {d.stride} pixels" if d.stride > 1 else "")
+                              + (" — from the previous pass (not computed yet)" if d.stale else ""), stats=d.stats)
+
+    def _title(self, d: Any) -> str:
+        return f"{d.name} [n {d.channel[0]}, c {d.channel[1]}] full resolution"
+
+    def back_to_grid(self) -> None:
+        self.single = None
+        self.act_back.setVisible(False)
+        self.refresh()
+
+    def _show_tensor(self, tensor: np.ndarray, stride: int, title: str, stats: Any = None,
+                     origin: tuple[int, int] = (0, 0)) -> None:
+        self.layer_label.setText(f"  {title}  ")
+        self.shown = tensor
+        self.shown_stride = stride
+        self._fill_stats(stats if stats is not None else channel_stats(tensor), origin)
+        self._generation += 1
+        self.pool.start(_GridTask(self._generation, tensor, self.shift, self.scale, self._signals))
+
+    def _ready(self, generation: int, rgb: np.ndarray, layout: GridLayout) -> None:
+        if generation != self._generation:
+            return  # a newer image is on its way
+        self.layout_ = layout
+        self.view.set_image(rgb)
+
+    def wait_ready(self, timeout_ms: int = 5000) -> bool:
+        """Block until the pending image is prepared (tests, screenshots)."""
+        ok = self.pool.waitForDone(timeout_ms)
+        QtCore.QCoreApplication.processEvents()
+        return ok
+
+    def _fill_stats(self, stats: Any, origin: tuple[int, int] = (0, 0)) -> None:
+        n, c = stats.min.shape
+        rows = min(n * c, 4096)
+        self.stats.setUpdatesEnabled(False)
+        self.stats.setRowCount(rows)
+        for k in range(rows):
+            i, j = divmod(k, c)
+            r = stats.row(i, j)
+            for col, v in enumerate((i + origin[0], j + origin[1], r["min"], r["max"], r["mean"], r["nan"], r["inf"])):
+                text = f"{v:.5g}" if isinstance(v, float) else str(v)
+                item = QtWidgets.QTableWidgetItem(text)
+                if col >= 5 and v:
+                    item.setForeground(QtCore.Qt.GlobalColor.red)
+                self.stats.setItem(k, col, item)
+        self.stats.setUpdatesEnabled(True)
+        t = stats.total()
+        self.summary.setText(f"min {t['min']:.5g}  max {t['max']:.5g}  NaN {t['nan']}  Inf {t['inf']}")
+
+    # ---- mapping -----------------------------------------------------------------------------------
+    def set_mapping(self, shift: float | None = None, scale: float | None = None) -> None:
+        """Values map to ``(value + shift) * scale`` before the colormap."""
+        if shift is not None and math.isfinite(shift):
+            self.shift = float(shift)
+        if scale is not None and math.isfinite(scale) and scale > 0:
+            self.scale = float(scale)
+        self._update_mapping_label()
+        self.refresh()
+
+    def reset_mapping(self) -> None:
+        """Reset Parameters: shift 0, scale 1."""
+        self.set_mapping(0.0, 1.0)
+
+    def auto_mapping(self) -> None:
+        if self.shown is not None:
+            shift, scale = auto_scale(self.shown)
+            self.set_mapping(shift, scale)
+
+    def _update_mapping_label(self) -> None:
+        self.mapping_label.setText(f"  shift {self.shift:.4g}  scale {self.scale:.4g}")
+
+    # ---- hover and zoom ----------------------------------------------------------------------------
+    def value_at(self, x: int, y: int) -> tuple[int, int, int, int, float] | None:
+        """(n, c, row, column, value) under grid pixel (x, y); row and column in the full tensor."""
+        if self.layout_ is None or self.shown is None or x < 0:
+            return None
+        where = self.layout_.locate(x, y)
+        if where is None:
+            return None
+        n, c, yy, xx = where
+        from engine.analysis import as_nchw  # noqa: PLC0415
+
+        value = float(as_nchw(self.shown)[n, c, yy, xx])
+        return n, c, yy * self.shown_stride, xx * self.shown_stride, value
+
+    def _hover(self, x: int, y: int) -> None:
+        v = self.value_at(x, y)
+        self.hover.setText(" " if v is None else f"n {v[0]}  c {v[1]}  y {v[2]}  x {v[3]}   value {v[4]:.6g}")
+
+    def _double_click(self, x: int, y: int) -> None:
+        v = self.value_at(x, y)
+        if v is None or self.data is None or self.single is not None or self.source.currentText() != "Output":
+            return
+        self.channel_requested.emit(self.data.name, v[0], v[1])

@@ -1,0 +1,487 @@
+"""The worker side of analysis mode: an AnalysisSession lives in the worker thread, keeps the network
+built for the whole session and reruns it whenever something changes (a runtime option, an input file,
+a video frame), so a rerun costs only the affected layers.
+
+The GUI sends commands with ``handle(command, payload)`` through a queued connection (the session runs
+``cmd_<command>(payload)`` in its thread) and gets results through signals: host copies of images,
+downsampled tensors for the channel inspector, the overview, timings. While the network is paused by
+the debugger the worker thread is blocked, so those queued commands wait; the calls that must work
+while paused are thread-safe methods called directly: the debugger's (``session.debugger``) and
+``request_layer``, which the paused worker serves through the debugger.
+
+Video: the next frame is read only after the previous inference finished, so a paused network pauses
+the video, and a new frame is requested only when execution reaches the input layer again."""
+from __future__ import annotations
+
+import io
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PySide6 import QtCore
+
+from engine.analysis import channel_stats, compare_precision, display_tensor, network_overview
+from engine.debugger import Debugger, DebugStopped
+from engine.errors import InputError, LayerLabError
+from engine.io import ImageOptions, VideoReader, kind_of, read_input, tensor_to_image
+from engine.model import Model
+from engine.network import Network, random_input
+from engine.registry import Registry
+
+#: at most this many values of a layer's output travel to the GUI at once (H and W are strided down)
+MAX_INSPECT_VALUES = 8_000_000
+MAX_IMAGE_SIDE = 1600
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """How the analysis network is built (the model's Network Settings)."""
+
+    backend: str = "auto"
+    format: str = "fp32 nchw"
+    weights: str | None = None
+    seed: int = 0
+    fusing: bool = True
+    inputs: tuple[tuple[str, str], ...] = ()
+    input_layout: str = "nchw"
+
+    @classmethod
+    def from_run_config(cls, cfg: Any) -> AnalysisConfig:
+        """From the designer's RunConfig (app.run_config)."""
+        return cls(cfg.backend, cfg.format, cfg.weights, cfg.seed, cfg.fusing, tuple(cfg.inputs), cfg.input_layout)
+
+
+@dataclass
+class StartRequest:
+    model: Model  # a private copy: the GUI's models are read-only during analysis anyway
+    registry: Registry
+    config: AnalysisConfig = field(default_factory=AnalysisConfig)
+
+
+@dataclass
+class InputFrame:
+    """What an input viewer shows: the image of an input tensor and, for video, where it is."""
+
+    layer: str
+    image: np.ndarray  # 8-bit H x W (x C) image, downsampled for display
+    kind: str  # 'random', 'image', 'npy' or 'video'
+    path: str = ""
+    frame: int = 0
+    frame_count: int = 0
+    fps: float = 0.0
+    playing: bool = False
+    shape: str = ""
+
+
+@dataclass
+class LayerData:
+    """A layer's output (and weights) for the channel inspector, strided down when large."""
+
+    name: str
+    type: str
+    dims: str
+    tensor: np.ndarray  # N x C x h x w float32 host copy
+    stride: int
+    weights: dict[str, np.ndarray]
+    stats: Any  # engine.analysis.ChannelStats of the full-resolution output
+    run: int = 0
+    channel: tuple[int, int] | None = None  # one slice (n, c) at full resolution, from inspect_channel
+    stale: bool = False  # paused before this layer was recomputed: the values are from the previous pass
+
+
+@dataclass
+class RunInfo:
+    run: int
+    executed: list[str]
+    ms: float
+    stopped: bool = False
+
+
+class _Video:
+    def __init__(self, path: str, opts: ImageOptions) -> None:
+        self.reader = VideoReader(path, opts)
+        self.path = path
+        self.frame = -1
+        self.playing = False
+
+    def read(self, frame: int | None = None) -> np.ndarray | None:
+        if frame is not None and frame != self.frame + 1:
+            self.reader.seek(frame)
+            self.frame = frame - 1
+        data = self.reader.read()
+        if data is not None:
+            self.frame += 1
+        return data
+
+
+class AnalysisSession(QtCore.QObject):
+    """Owns the analysis network in the worker thread (see the module documentation)."""
+
+    started = QtCore.Signal(object)  # dict: backend, device, format, inputs, outputs
+    stopped = QtCore.Signal()
+    failed = QtCore.Signal(str, str)  # command, reason
+    overview = QtCore.Signal(object)  # list[OverviewItem]
+    options = QtCore.Signal(object)  # {layer: [option JSON objects]}
+    option_error = QtCore.Signal(str, str, str)  # layer, option, reason
+    input_frame = QtCore.Signal(object)  # InputFrame
+    outputs = QtCore.Signal(object)  # {output name: 8-bit image}
+    layer_data = QtCore.Signal(object)  # LayerData
+    ran = QtCore.Signal(object)  # RunInfo, after the run's other signals
+    timings = QtCore.Signal(object)  # {layer: ms} of the latest run
+    paused = QtCore.Signal(object)  # PauseInfo
+    resumed = QtCore.Signal()
+    drift = QtCore.Signal(object)  # engine.analysis.DriftResult
+    _kick = QtCore.Signal()  # queued to itself: run after the commands already queued
+
+    def __init__(self, parent: QtCore.QObject | None = None) -> None:
+        super().__init__(parent)
+        self.net: Network | None = None
+        self.model: Model | None = None
+        self.registry: Registry | None = None
+        self.config = AnalysisConfig()
+        self.debugger = Debugger(on_pause=self.paused.emit, on_resume=self.resumed.emit)
+        self.videos: dict[str, _Video] = {}
+        self.sources: dict[str, tuple[str, str]] = {}  # input layer -> (kind, path)
+        self.inspected: str | None = None
+        self.profile_timings = False
+        self.runs = 0
+        self.builds = 0
+        self._timer: QtCore.QTimer | None = None
+        self._run_pending = False
+        self._layer_times: dict[str, float] = {}
+        self._t0: dict[str, float] = {}
+        self._kick.connect(self._pending_run, QtCore.Qt.ConnectionType.QueuedConnection)
+
+    # ---- dispatch ----------------------------------------------------------------------------------
+    @QtCore.Slot(str, object)
+    def handle(self, command: str, payload: object = None) -> None:
+        """Run ``cmd_<command>(payload)``; user errors become ``failed`` signals, never exceptions."""
+        method = getattr(self, f"cmd_{command}", None)
+        if method is None:
+            self.failed.emit(command, f"analysis has no command {command!r}")
+            return
+        try:
+            method(payload)
+        except LayerLabError as exc:
+            self.failed.emit(command, str(exc))
+        except Exception as exc:  # a bug must not kill the worker thread
+            traceback.print_exc()
+            self.failed.emit(command, f"internal error: {type(exc).__name__}: {exc}")
+
+    @property
+    def active(self) -> bool:
+        return self.net is not None
+
+    def _need_net(self) -> Network:
+        if self.net is None:
+            raise LayerLabError("analysis is not running (Launch Analysis first)")
+        return self.net
+
+    # ---- thread-safe calls ---------------------------------------------------------------------------
+    def request_layer(self, name: str | None) -> bool:
+        """From any thread, while the network is paused: send ``layer_data`` for ``name`` (a layer
+        already computed in this inference). Returns False when not paused (queue ``inspect`` then)."""
+        if name is None or not self.debugger.paused:
+            return False
+        self.inspected = name
+        fut = self.debugger.submit(lambda: self._emit_layer(name))
+        return not (fut.done() and fut.exception() is not None)
+
+    # ---- lifecycle -----------------------------------------------------------------------------------
+    def cmd_start(self, req: StartRequest) -> None:
+        """Build the network, load the configured inputs and run once."""
+        from engine.backends import get_backend  # noqa: PLC0415
+        from engine.tensor import TensorFormat  # noqa: PLC0415
+        from engine.weights import RandomWeights, WeightsFolder  # noqa: PLC0415
+
+        self.cmd_stop(quiet=True)
+        cfg = req.config
+        notice = io.StringIO()
+        backend = get_backend(cfg.backend, notice=notice)
+        weights = WeightsFolder(cfg.weights) if cfg.weights else RandomWeights(cfg.seed)
+        net = Network(req.model, req.registry, backend, TensorFormat.parse(cfg.format), weights=weights, seed=cfg.seed,
+                      reuse_buffers=False, fusing="on" if cfg.fusing else "off",
+                      protected=self.debugger.breakpoints)
+        self.net, self.model, self.registry, self.config = net, req.model, req.registry, cfg
+        self.builds += 1
+        self.debugger.attach(net)
+        net.hooks.before_layer.append(self._before_layer)
+        net.hooks.after_layer.append(self._after_layer)
+        self.sources = {}
+        for name in net.input_names:
+            path = dict(cfg.inputs).get(name)
+            if path:
+                self._open(name, path, run=False)
+            else:
+                net.set_input(name, random_input(net.layer(name).default_dims(), cfg.seed))
+                self.sources[name] = ("random", "")
+        self.started.emit({"backend": backend.name, "device": backend.device_name, "format": str(net.fmt),
+                           "inputs": list(net.input_names), "outputs": list(net.output_names),
+                           "notice": notice.getvalue().strip()})
+        self.options.emit(net.runtime_options())
+        self._run()
+
+    @QtCore.Slot()
+    def stop_now(self) -> None:
+        """Stop without a signal (for a blocking call at shutdown)."""
+        self.cmd_stop(quiet=True)
+
+    def cmd_stop(self, _payload: object = None, quiet: bool = False) -> None:
+        """Leave analysis: close videos, drop the network."""
+        if self._timer is not None:
+            self._timer.stop()
+        for v in self.videos.values():
+            v.reader.close()
+        self.videos.clear()
+        if self.net is not None:
+            self.debugger.detach()
+        self.net = None
+        self.inspected = None
+        if not quiet:
+            self.stopped.emit()
+
+    # ---- inputs --------------------------------------------------------------------------------------
+    def _image_options(self, name: str) -> ImageOptions:
+        p = self._need_net().layer(name).p
+        return ImageOptions(p["scale"], p["shift"], p["min_channels"], p["tiling"])
+
+    def _open(self, name: str, path: str, run: bool = True) -> None:
+        net = self._need_net()
+        if name not in net.input_names:
+            raise InputError(f"the network has no input layer {name!r} (inputs: {', '.join(net.input_names)})")
+        kind = kind_of(path)
+        old = self.videos.pop(name, None)
+        if old is not None:
+            old.reader.close()
+        if kind == "video":
+            video = _Video(path, self._image_options(name))
+            frame = video.read()
+            if frame is None:
+                video.reader.close()
+                raise InputError(f"{path}: the video has no frames")
+            self.videos[name] = video
+            net.set_input(name, frame)
+        else:
+            net.set_input(name, read_input(path, self._image_options(name), self.config.input_layout))
+        self.sources[name] = (kind, path)
+        if run:
+            self._schedule_run()
+
+    def cmd_open_input(self, payload: tuple[str, str]) -> None:
+        """(input layer, file): an image, a .npy tensor or a video; reruns the network."""
+        name, path = payload
+        if not Path(path).is_file():
+            raise InputError(f"{path}: no such file")
+        self._open(name, path)
+
+    def cmd_play(self, name: str) -> None:
+        video = self._video(name)
+        if video.frame + 1 >= video.reader.frame_count > 0:
+            self.cmd_seek((name, 0))  # at the end: play again from the start
+        video.playing = True
+        self._ensure_timer().start(self._frame_interval())
+
+    def cmd_pause_video(self, name: str) -> None:
+        self._video(name).playing = False
+        self._emit_input(name)
+
+    def cmd_seek(self, payload: tuple[str, int]) -> None:
+        """(input layer, frame number): show that frame and rerun."""
+        name, frame = payload
+        video = self._video(name)
+        count = video.reader.frame_count
+        frame = max(0, min(int(frame), count - 1 if count > 0 else int(frame)))
+        data = video.read(frame)
+        if data is None:
+            raise InputError(f"{video.path}: cannot read frame {frame}")
+        self._need_net().set_input(name, data)
+        self._schedule_run()
+
+    def cmd_step_frame(self, payload: tuple[str, int]) -> None:
+        """(input layer, +1 or -1): the next or previous frame."""
+        name, delta = payload
+        self.cmd_seek((name, self._video(name).frame + int(delta)))
+
+    def _video(self, name: str) -> _Video:
+        self._need_net()
+        video = self.videos.get(name)
+        if video is None:
+            raise InputError(f"input layer {name} shows no video (open a video file first)")
+        return video
+
+    def _frame_interval(self) -> int:
+        fps = max((v.reader.fps for v in self.videos.values() if v.playing), default=25.0)
+        return max(1, int(1000 / max(fps, 1.0)))
+
+    def _ensure_timer(self) -> QtCore.QTimer:
+        if self._timer is None:  # created in the worker thread, where it fires
+            self._timer = QtCore.QTimer(self)
+            self._timer.setSingleShot(True)
+            self._timer.timeout.connect(self._next_frames)
+        return self._timer
+
+    def _next_frames(self) -> None:
+        net = self.net
+        if net is None:
+            return
+        t0 = time.perf_counter()
+        playing = [n for n, v in self.videos.items() if v.playing]
+        for name in playing:
+            video = self.videos[name]
+            data = video.read()
+            if data is None:  # the end: stop there
+                video.playing = False
+                self._emit_input(name)
+                continue
+            net.set_input(name, data)
+        if playing:
+            self._run()
+        if any(v.playing for v in self.videos.values()) and self.net is not None:
+            spent = int((time.perf_counter() - t0) * 1000)
+            self._ensure_timer().start(max(0, self._frame_interval() - spent))
+
+    # ---- options, inspection, timings, breakpoints ---------------------------------------------------
+    def cmd_set_option(self, payload: tuple[str, str, Any]) -> None:
+        """(layer, option, value): validated by the layer; the network reruns from that layer."""
+        layer, name, value = payload
+        net = self._need_net()
+        try:
+            net.set_runtime_option(layer, name, value)
+        except LayerLabError as exc:
+            self.option_error.emit(layer, name, str(exc))  # the value stays as it was
+            return
+        self.options.emit(net.runtime_options())
+        self._schedule_run()
+
+    def cmd_inspect(self, name: str | None) -> None:
+        """Follow ``name`` in the channel inspector: its data is sent now and after every run."""
+        self.inspected = name
+        if name is not None and self.net is not None:
+            self._emit_layer(name)
+
+    def cmd_inspect_channel(self, payload: tuple[str, int, int]) -> None:
+        """(layer, n, c): one slice at full resolution (``layer_data`` with N = C = 1, stride 1)."""
+        name, n, c = payload
+        net = self._need_net()
+        full = net.output(name)
+        one = np.ascontiguousarray(full[n:n + 1, c:c + 1])
+        self.layer_data.emit(LayerData(name, net.layer(name).desc.name, str(net.dims(name)), one, 1, {},
+                                       channel_stats(one), self.runs, (n, c)))
+
+    def cmd_profile_timings(self, on: bool) -> None:
+        """Measure every layer's time in the following runs (Tools > Profile Layer Timings)."""
+        self.profile_timings = bool(on)
+        if not on:
+            self.timings.emit({})
+
+    def cmd_rerun(self, _payload: object = None) -> None:
+        """Run every layer again (the Rerun action)."""
+        net = self._need_net()
+        for name in net.input_names:
+            net.mark_affected(name)
+        self._run()
+
+    def cmd_break_at(self, layer: str) -> None:
+        """Add a breakpoint and stop there now: the layer is recomputed, so the network pauses at it."""
+        net = self._need_net()
+        self.debugger.add_breakpoint(layer)
+        net.mark_affected(layer)
+        self._run()
+
+    def cmd_compare_precision(self, payload: tuple[str, float]) -> None:
+        """(candidate variant, threshold): the current inputs run in fp32 and in the candidate."""
+        candidate, threshold = payload
+        net = self._need_net()
+        assert self.model is not None and self.registry is not None
+        inputs = {n: net.output(n) for n in net.input_names}
+        from engine.weights import RandomWeights, WeightsFolder  # noqa: PLC0415
+
+        weights = WeightsFolder(self.config.weights) if self.config.weights else RandomWeights(self.config.seed)
+        self.drift.emit(compare_precision(self.model, self.registry, inputs, "numpy:fp32|nchw", candidate,
+                                          weights=weights, seed=self.config.seed, threshold=float(threshold)))
+
+    # ---- running -------------------------------------------------------------------------------------
+    def _schedule_run(self) -> None:
+        """Run once the queued commands are handled (slider drags coalesce into one run)."""
+        if not self._run_pending:
+            self._run_pending = True
+            self._kick.emit()
+
+    def _pending_run(self) -> None:
+        self._run_pending = False
+        if self.net is not None:
+            self._run()
+
+    def _before_layer(self, net: Network, name: str, _out: Any) -> None:
+        if self.profile_timings:
+            net.backend.synchronize()
+            self._t0[name] = time.perf_counter()
+
+    def _after_layer(self, net: Network, name: str, _out: Any) -> None:
+        if self.profile_timings and name in self._t0:
+            net.backend.synchronize()
+            self._layer_times[name] = (time.perf_counter() - self._t0.pop(name)) * 1e3
+
+    def _run(self) -> None:
+        net = self._need_net()
+        self.runs += 1
+        self._layer_times = {}
+        t0 = time.perf_counter()
+        try:
+            executed = net.run()
+        except DebugStopped:
+            self.ran.emit(RunInfo(self.runs, self.debugger.computed, (time.perf_counter() - t0) * 1e3, True))
+            for video in self.videos.values():
+                video.playing = False
+            return
+        ms = (time.perf_counter() - t0) * 1e3
+        if self.profile_timings:
+            self.timings.emit(dict(self._layer_times))
+        self.overview.emit(network_overview(net))
+        for name in net.input_names:
+            if name in executed:
+                self._emit_input(name)
+        self.outputs.emit({n: _display_image(net.output(n)) for n in net.output_names})
+        if self.inspected is not None and self.inspected in net.nodes:
+            self._emit_layer(self.inspected)
+        self.ran.emit(RunInfo(self.runs, executed, ms))  # last: everything of this run has been sent
+
+    def _pending(self) -> set[str]:
+        """While paused: the layers this inference still has to compute (downstream of what it computed)."""
+        net = self._need_net()
+        done = set(self.debugger.computed)
+        out: set[str] = set()
+        for name in net.order:
+            if name not in done and any(s in done or s in out for s in net.nodes[name].inputs if s):
+                out.add(name)
+        return out
+
+    def _emit_input(self, name: str) -> None:
+        net = self._need_net()
+        kind, path = self.sources.get(name, ("random", ""))
+        data = net.output(name)
+        video = self.videos.get(name)
+        self.input_frame.emit(InputFrame(
+            name, _display_image(data), kind, path, video.frame if video else 0,
+            video.reader.frame_count if video else 0, video.reader.fps if video else 0.0,
+            bool(video and video.playing), "x".join(map(str, data.shape))))
+
+    def _emit_layer(self, name: str) -> None:
+        net = self._need_net()
+        full = net.output(name)
+        tensor = display_tensor(full, 1 << 16, MAX_INSPECT_VALUES)
+        layer = net.layer(name)
+        weights = {k: net.backend.to_host(v).astype(np.float32) for k, v in layer.weights.items()}
+        stale = self.debugger.paused and name in self._pending()
+        self.layer_data.emit(LayerData(name, layer.desc.name, str(net.dims(name)), tensor,
+                                       max(1, -(-full.shape[2] // tensor.shape[2])), weights, channel_stats(full),
+                                       self.runs, stale=stale))
+
+
+def _display_image(tensor: np.ndarray) -> np.ndarray:
+    """An 8-bit image of a tensor for a viewer (batch item 0, at most MAX_IMAGE_SIDE pixels a side)."""
+    t = display_tensor(tensor, MAX_IMAGE_SIDE)
+    return tensor_to_image(t)

@@ -1,0 +1,92 @@
+"""`layerlab drift MODEL ...`: run the same inputs in two precisions (or on two backends) and report,
+layer by layer, the relative error of the candidate against the reference, naming the first layer
+whose error exceeds the threshold. Imports no Qt."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any, TextIO
+
+
+def add_drift_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """Add the ``drift`` subcommand to the ``layerlab`` subparsers."""
+    d = sub.add_parser(
+        "drift", parents=parents, help="find the first layer whose output drifts in fp16 (or on another backend)",
+        description="Run the same inputs and weights twice, as a reference (default fp32 on NumPy) and a candidate "
+                    "(default fp16), compare every layer's output (relative L2 error) and name the first layer "
+                    "over the threshold. Exit status 1 when some layer is over it. Fusing rules are off so that "
+                    "every layer of the model is compared.")
+    d.add_argument("model", help="model file (.lnet)")
+    d.add_argument("--input", "-i", action="append", metavar="[NAME=]PATH",
+                   help="input file for input layer NAME: image, .npy, or a video (its first frame)")
+    d.add_argument("--input-layout", choices=("nchw", "nhwc"), default="nchw", help="layout of .npy inputs")
+    d.add_argument("--weights", "-w", metavar="DIR", help="weights folder (NAME_WEIGHT.npy files)")
+    d.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs (default 0)")
+    d.add_argument("--reference", default="numpy:fp32|nchw", metavar="[BACKEND:]FORMAT",
+                   help="reference run, e.g. 'fp32', 'numpy:fp32|nchw' (default)")
+    d.add_argument("--candidate", "--compare", default="numpy:fp16|nchw", metavar="[BACKEND:]FORMAT",
+                   help="run compared with the reference, e.g. 'fp16', 'cupy:fp16|nhwc', 'cupy:fp32' "
+                        "(default numpy:fp16|nchw)")
+    d.add_argument("--threshold", "-t", type=float, default=1e-2,
+                   help="relative error above which a layer has drifted (default 0.01)")
+    d.add_argument("--json", metavar="PATH", help="also write the per-layer errors as JSON")
+    return d
+
+
+def _read_inputs(args: argparse.Namespace, model: Any, registry: Any) -> dict[str, Any]:
+    from app.cli import _image_options, _pairs, _resolve_names
+    from engine.io import VideoReader, kind_of, read_input
+    from engine.network import Network
+
+    probe = Network(model, registry, fusing="off")  # names and image options only: nothing is computed
+    out = {}
+    for name, path in _resolve_names(_pairs(args.input), probe.input_names, "input"):
+        opts = _image_options(probe, name)
+        if kind_of(path) == "video":
+            reader = VideoReader(path, opts)
+            try:
+                frame = reader.read()
+            finally:
+                reader.close()
+            if frame is None:
+                from app.cli import CliError
+
+                raise CliError(f"{path}: the video has no frames")
+            out[name] = frame
+        else:
+            out[name] = read_input(path, opts, args.input_layout)
+    return out
+
+
+def cmd_drift(args: argparse.Namespace, out: TextIO) -> int:
+    """Print the per-layer drift table; exit status 1 when a layer exceeds the threshold."""
+    from app.cli import CliError, _load, _registry
+    from engine.analysis import Variant, compare_precision
+    from engine.weights import WeightsFolder
+
+    if not (args.threshold > 0 and math.isfinite(args.threshold)):
+        raise CliError(f"--threshold must be a positive number, got {args.threshold}")
+    reg = _registry(args)
+    model = _load(args.model, reg)
+    inputs = _read_inputs(args, model, reg)
+    weights = WeightsFolder(args.weights) if args.weights else None
+    result = compare_precision(model, reg, inputs, Variant.parse(args.reference), Variant.parse(args.candidate),
+                               weights=weights, seed=args.seed, threshold=args.threshold)
+    print(result.table(), file=out)
+    if args.json:
+        first = result.first_over
+        doc = {
+            "model": model.name, "reference": result.reference, "candidate": result.candidate,
+            "threshold": result.threshold, "first_over": first.name if first else None,
+            "layers": [{"name": d.name, "type": d.type, "rel_error": _num(d.rel_error), "max_abs": _num(d.max_abs),
+                        "nonfinite": d.nonfinite} for d in result.layers],
+        }
+        Path(args.json).write_text(json.dumps(doc, indent=2), encoding="utf-8")
+        print(f"wrote {args.json}", file=out)
+    return 1 if result.first_over is not None else 0
+
+
+def _num(v: float) -> float | str:
+    return v if math.isfinite(v) else "inf"

@@ -1,0 +1,75 @@
+"""`layerlab drift`: the subcommand built from app/cli_drift.py, run end to end on model files."""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+
+import numpy as np
+import pytest
+
+from app.cli import CliError, _Parser
+from app.cli_drift import add_drift_parser, cmd_drift
+from engine.model import Model
+from engine.modelfile import save
+from resources import SAMPLES
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--plugins", action="append")
+    p = _Parser(prog="layerlab")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    add_drift_parser(sub, [common])
+    return p.parse_args(["drift", *argv])
+
+
+def drift(argv: list[str]) -> tuple[int, str]:
+    out = io.StringIO()
+    return cmd_drift(parse(argv), out), out.getvalue()
+
+
+@pytest.fixture
+def planted(tmp_path):
+    """c2's output is multiplied by 1e5 in 'amp': beyond the fp16 range."""
+    m = Model("planted")
+    m.add_layer("input", "inp", params={"dimensions": "1x2x6x6"})
+    m.add_layer("convolution", "c1", params={"num_output_channels": "4"}, inputs=["inp"])
+    m.add_layer("convolution", "c2", params={"num_output_channels": "4"}, inputs=["c1"])
+    m.add_layer("linear_blend", "amp", params={"weight_a": "1e5"}, inputs=["c2"])
+    m.add_layer("output", "out", inputs=["amp"])
+    path = tmp_path / "planted.lnet"
+    save(m, path)
+    x = np.random.default_rng(1).uniform(8, 16, (1, 2, 6, 6)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    return str(path), str(tmp_path / "x.npy")
+
+
+def test_drift_names_the_planted_layer_and_writes_json(planted, tmp_path):
+    model, x = planted
+    code, out = drift([model, "--input", f"inp={x}", "--json", str(tmp_path / "d.json")])
+    assert code == 1
+    assert "precision drift: numpy:fp16|nchw against numpy:fp32|nchw (threshold 0.01)" in out
+    assert "first layer over the threshold: amp (linear_blend" in out
+    doc = json.loads((tmp_path / "d.json").read_text())
+    assert doc["first_over"] == "amp" and [l["name"] for l in doc["layers"]] == ["inp", "c1", "c2", "amp", "out"]
+    assert doc["layers"][3]["rel_error"] == "inf" and doc["layers"][1]["rel_error"] < 0.01
+
+
+def test_drift_on_sample_model_with_image_passes_a_loose_threshold():
+    code, out = drift([str(SAMPLES / "denoiser.lnet"), "-i", str(SAMPLES / "sample.png"), "--threshold", "0.05",
+                       "--candidate", "fp16 nhwc"])
+    assert code == 0, out
+    assert "no layer exceeds the threshold" in out and "numpy:fp16|nhwc" in out
+
+
+def test_drift_errors_are_named(planted):
+    model, x = planted
+    with pytest.raises(CliError, match="--threshold must be a positive number"):
+        drift([model, "--threshold", "0"])
+    with pytest.raises(CliError, match="no input layer named 'nope'"):
+        drift([model, "--input", f"nope={x}"])
+    from engine.errors import LayerLabError
+
+    with pytest.raises(LayerLabError, match="unknown tensor format"):
+        drift([model, "--candidate", "fp8"])
