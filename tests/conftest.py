@@ -33,3 +33,25 @@ def registry():
     reg = load_plugins()
     assert not reg.failures, reg.failures
     return reg
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Clear the clipboard and destroy every widget while the QApplication still exists: a clipboard
+    still holding our mime data when Qt shuts down (offscreen platform) ends the process with a segfault."""
+    import gc
+    import sys
+
+    if "PySide6.QtWidgets" not in sys.modules:
+        return
+    from PySide6 import QtCore, QtWidgets
+
+    app = QtWidgets.QApplication.instance()
+    if app is None:
+        return
+    QtWidgets.QApplication.clipboard().clear()
+    for widget in QtWidgets.QApplication.topLevelWidgets():
+        widget.deleteLater()  # no close(): a window with unsaved changes would ask
+    gc.collect()
+    QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
+    app.processEvents()
+    gc.collect()

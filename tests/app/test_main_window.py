@@ -303,6 +303,7 @@ def test_autosave_and_recovery(make_window, sample_path, tmp_path, monkeypatch):
     assert rec.modified and rec.path == str(sample_path)
     assert not dead.exists()
     assert w2.windowTitle().startswith("denoiser.lnet") and w2.isWindowModified()
+    answer(monkeypatch, QtWidgets.QMessageBox.StandardButton.Discard)  # let the teardown close both windows
 
 
 def test_keyboard_delete_and_undo(window, sample_path, qtbot):

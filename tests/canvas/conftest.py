@@ -39,4 +39,15 @@ def canvas(qtbot, registry):
     qtbot.addWidget(c.widget)
     c.widget.resize(1000, 500)
     c.widget.show()
-    return c
+    yield c
+    dispose(c)
+
+
+def dispose(c: ModelCanvas) -> None:
+    """Delete the graph's Qt objects now, while the QApplication exists (not at interpreter exit)."""
+    from PySide6 import QtCore
+
+    c.widget.close()
+    c.widget.deleteLater()
+    c.deleteLater()
+    QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)

@@ -34,8 +34,10 @@ DRIVER = textwrap.dedent("""
         code = exc.code
     else:
         code = 0
+    env = Path(sys.prefix).resolve()  # a virtual environment may live inside the repository (CI's .venv)
     leaked = sorted(name for name, m in list(sys.modules.items())
-                    if getattr(m, "__file__", None) and Path(m.__file__).resolve().is_relative_to(root))
+                    if getattr(m, "__file__", None) and Path(m.__file__).resolve().is_relative_to(root)
+                    and not Path(m.__file__).resolve().is_relative_to(env))
     print("LEAKED:", leaked)
     import engine
     print("ENGINE:", Path(engine.__file__).resolve())
