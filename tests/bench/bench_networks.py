@@ -40,6 +40,23 @@ def median_ms(fn: Callable[[], Any], repeat: int, sync: Callable[[], None], warm
     return statistics.median(times)
 
 
+def torch_graph_ms(forward: Callable[..., Any], tx: Any, params: Any, repeat: int) -> float:
+    """PyTorch eager replayed as a CUDA graph (the peer figure for latency-bound networks)."""
+    import torch
+
+    static_x = tx.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            forward(static_x, params)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        forward(static_x, params)
+    return median_ms(graph.replay, repeat, torch.cuda.synchronize)
+
+
 def rel_err(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a.astype(np.float64) - b) / max(np.linalg.norm(b.astype(np.float64)), 1e-30))
 
@@ -77,6 +94,16 @@ def bench(name: str, dims: Dims, device: str, fmt_text: str, repeat: int, fusing
     with torch.inference_mode():
         ref = forward(tx, tparams).float().cpu().numpy()
         t_torch = median_ms(lambda: forward(tx, tparams), repeat, sync)
+        p32 = {n: {k: v.to(dev, torch.float32) for k, v in w.items()} for n, w in params.items()}
+        ref32 = forward(torch.from_numpy(x).to(dev), p32).float().cpu().numpy()
+        t_graph = torch_mem = None
+        if device == "gpu":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            forward(tx, tparams)
+            torch.cuda.synchronize()
+            torch_mem = torch.cuda.max_memory_allocated()
+            t_graph = torch_graph_ms(forward, tx, tparams, repeat)
     ort_ms = None
     if device == "cpu":  # ONNX Runtime peer, through LayerLab's own ONNX exporter (2 threads, like the machine)
         import onnxruntime as ort
@@ -94,8 +121,11 @@ def bench(name: str, dims: Dims, device: str, fmt_text: str, repeat: int, fusing
            "rel_err_vs_ort": rel_err(ours, ort_out) if ort_ms is not None else None, "dims": str(dims),
            "device": backend.device_name, "format": str(fmt), "fusing": fusing,
            "graph": net.graph_status, "cudnn": getattr(backend, "cudnn_status", "-"),
-           "layerlab_ms": t_ours, "torch_ms": t_torch, "ratio": t_ours / t_torch,
-           "rel_err_vs_torch": rel_err(ours, ref)}
+           "layerlab_ms": t_ours, "torch_ms": t_torch, "ratio": t_ours / t_torch, "torch_graph_ms": t_graph,
+           "rel_err_vs_torch": rel_err(ours, ref), "rel_err_vs_fp32": rel_err(ours, ref32),
+           "layerlab_bytes": net.peak_memory_bytes + sum(int(np.prod(w.shape)) * w.dtype.itemsize
+                                                         for n in net.order for w in net.layer(n).weights.values()),
+           "torch_bytes": torch_mem}
     return row
 
 

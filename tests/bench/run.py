@@ -1,0 +1,60 @@
+"""The benchmark of issue 6: LayerLab against its peers on the reference networks of BENCHMARKS.md,
+measured in one run on one machine, outputs checked first.
+
+    python tests/bench/run.py --device cpu|gpu [--networks dncnn,unet,resnet18] [--repeat N]
+
+GPU: fp16 NHWC against PyTorch eager fp16 channels_last (dncnn, unet) and PyTorch eager replayed as a
+CUDA graph (resnet18); peak memory against torch.cuda.max_memory_allocated (LayerLab: tensor pool +
+weights). CPU: fp32 NCHW on the NumPy backend against ONNX Runtime (2 threads, the model exported by
+LayerLab's ONNX exporter); PyTorch CPU is shown too. The last line is ``worst ratio: X (network)``."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.bench.bench_networks import CPU_SIZES, GPU_SIZES, bench  # noqa: E402
+
+TARGETS = {("gpu", "dncnn"): 0.60, ("gpu", "unet"): 0.65, ("gpu", "resnet18"): 1.0,
+           ("cpu", "dncnn"): 1.5, ("cpu", "unet"): 1.5, ("cpu", "resnet18"): 1.5}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", choices=("cpu", "gpu"), required=True)
+    ap.add_argument("--networks", default="dncnn,unet,resnet18")
+    ap.add_argument("--repeat", type=int, default=20)
+    a = ap.parse_args(argv)
+    nets = [n.strip() for n in a.networks.split(",") if n.strip()]
+    fmt = "fp16 nhwc" if a.device == "gpu" else "fp32 nchw"
+    sizes = GPU_SIZES if a.device == "gpu" else CPU_SIZES
+    rows = []
+    for name in nets:
+        r = bench(name, sizes[name], a.device, fmt, a.repeat, "on")
+        if a.device == "gpu":
+            peer, peer_ms = ("torch graph", r["torch_graph_ms"]) if name == "resnet18" else ("torch eager", r["torch_ms"])
+        else:
+            peer, peer_ms = "onnxruntime", r["ort_ms"]
+        r.update(peer=peer, peer_ms=peer_ms, peer_ratio=r["layerlab_ms"] / peer_ms, target=TARGETS[(a.device, name)])
+        rows.append(r)
+    print(f"{'network':<9} {'size':<14} {'format':<10} {'LayerLab ms':>11} {'peer':<12} {'peer ms':>8} {'ratio':>6} "
+          f"{'target':>6} {'torch ms':>8} {'mem MiB':>8} {'peer MiB':>8} {'mem ratio':>9} {'err vs fp32':>11}")
+    for r in rows:
+        mem, pmem = r["layerlab_bytes"] / 2**20, (r["torch_bytes"] or 0) / 2**20
+        peer_mem = f"{pmem:>8.1f} {mem / pmem:>9.2f}" if pmem else f"{'-':>8} {'-':>9}"
+        print(f"{r['net']:<9} {r['dims']:<14} {r['format']:<10} {r['layerlab_ms']:>11.3f} {r['peer']:<12} "
+              f"{r['peer_ms']:>8.3f} {r['peer_ratio']:>6.2f} {r['target']:>6.2f} {r['torch_ms']:>8.3f} {mem:>8.1f} "
+              f"{peer_mem} {r['rel_err_vs_fp32']:>11.1e}")
+        limit = 1e-2 if "fp16" in r["format"] else 1e-4
+        if not r["rel_err_vs_fp32"] <= limit:
+            print(f"ERROR: {r['net']} output differs from the fp32 reference by {r['rel_err_vs_fp32']:.2e} (> {limit})")
+            return 1
+    worst = max(rows, key=lambda r: r["peer_ratio"])
+    print(f"worst ratio: {worst['peer_ratio']:.2f} ({worst['net']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
