@@ -8,6 +8,8 @@ from engine.layer import Layer
 from engine.tensor import Dims
 
 OPERATIONS = ("sum", "product", "max", "min", "sub")
+_UFUNCS = {"sum": lambda xp: xp.add, "product": lambda xp: xp.multiply, "max": lambda xp: xp.maximum,
+           "min": lambda xp: xp.minimum, "sub": lambda xp: xp.subtract}
 
 
 def element_wise(xp: Any, arrays: list[Any], operation: str) -> Any:
@@ -62,6 +64,15 @@ class ElementWise(Layer):
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         present = [x for x in inputs if x is not None]
+        if len(present) > 1 and out.dtype == self.cdtype and all(x.shape == out.shape for x in present):
+            # one pass per input straight into the output buffer (no temporaries)
+            op = _UFUNCS[self.p["operation"]](self.xp)
+            op(present[0], present[1], out=out)
+            for x in present[2:]:
+                op(out, x, out=out)
+            if self.activation is not None:
+                out[...] = self.activate_physical(out)
+            return
         if all(x.shape == out.shape for x in present):  # no broadcasting: work in the memory layout
             y = element_wise(self.xp, [self.physical(x) for x in present], self.p["operation"])
             self.store_physical(out, self.activate_physical(y))
