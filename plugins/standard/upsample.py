@@ -72,7 +72,7 @@ def check_factor(layer: Layer, param: str = "factor") -> None:
 
 
 _UPSAMPLE_SOURCE = r"""
-long long t = i, n, c, oh, ow;
+int t = (int)i, n, c, oh, ow;
 if (nhwc) { c = t % C; t /= C; ow = t % Wo; t /= Wo; oh = t % Ho; n = t / Ho; }
 else { ow = t % Wo; t /= Wo; oh = t % Ho; t /= Ho; c = t % C; n = t / C; }
 #define AT(h, w) ((float)x[nhwc ? (((n * H + (h)) * W + (w)) * C + c) : (((n * C + c) * H + (h)) * W + (w))])
@@ -80,8 +80,8 @@ if (!bilinear) {
     y = (T)AT(oh / fh, ow / fw);
 } else {
     float sy = fmaxf((oh + 0.5f) / fh - 0.5f, 0.0f), sx = fmaxf((ow + 0.5f) / fw - 0.5f, 0.0f);
-    long long y0 = (long long)sy, x0 = (long long)sx;
-    long long y1 = y0 + 1 < H ? y0 + 1 : H - 1, x1 = x0 + 1 < W ? x0 + 1 : W - 1;
+    int y0 = (int)sy, x0 = (int)sx;
+    int y1 = y0 + 1 < H ? y0 + 1 : H - 1, x1 = x0 + 1 < W ? x0 + 1 : W - 1;
     float ly = sy - y0, lx = sx - x0;
     y = (T)((1.0f - ly) * ((1.0f - lx) * AT(y0, x0) + lx * AT(y0, x1)) + ly * ((1.0f - lx) * AT(y1, x0) + lx * AT(y1, x1)));
 }
@@ -94,7 +94,7 @@ def upsample_kernel() -> Any:
     import cupy  # noqa: PLC0415 - GPU only
 
     return cupy.ElementwiseKernel(
-        "raw T x, int32 nhwc, int64 C, int64 H, int64 W, int64 Ho, int64 Wo, int32 fh, int32 fw, int32 bilinear",
+        "raw T x, int32 nhwc, int32 C, int32 H, int32 W, int32 Ho, int32 Wo, int32 fh, int32 fw, int32 bilinear",
         "T y", _UPSAMPLE_SOURCE, "layerlab_upsample")
 
 
@@ -120,7 +120,7 @@ class Upsample(Layer):
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         x = inputs[0]
-        if self.backend.supports_graphs and x.dtype == out.dtype and x.flags.c_contiguous:
+        if self.backend.supports_graphs and x.dtype == out.dtype and x.flags.c_contiguous and out.size < 2**31:
             d, o, f = self.input_dims[0], self.out_dims, self.p["factor"]
             nhwc = int(self.hw_axes == (1, 2))
             upsample_kernel()(x, nhwc, d.c, d.h, d.w, o.h, o.w, f.h, f.w, int(self.p["method"] == "bilinear"), out)
