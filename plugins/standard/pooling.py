@@ -194,7 +194,7 @@ _POOL_SOURCE = r"""
 int t = (int)i, n, c, oh, ow;
 if (nhwc) { c = t % C; t /= C; ow = t % Wo; t /= Wo; oh = t % Ho; n = t / Ho; }
 else { ow = t % Wo; t /= Wo; oh = t % Ho; t /= Ho; c = t % C; n = t / C; }
-float acc = is_max ? -INFINITY : 0.0f;
+float acc = is_max ? __int_as_float(0xff800000) : 0.0f;  // -inf
 int count = 0;
 for (int a = 0; a < kh; ++a) {
     int h = oh * sh - ph + a;
@@ -203,7 +203,7 @@ for (int a = 0; a < kh; ++a) {
         int w = ow * sw - pw + b;
         if (w < 0 || w >= W) continue;
         float v = (float)x[nhwc ? (((n * H + h) * W + w) * C + c) : (((n * C + c) * H + h) * W + w)];
-        acc = is_max ? ((v > acc || isnan(v)) ? v : acc) : acc + v;
+        acc = is_max ? ((v > acc || v != v) ? v : acc) : acc + v;  // NaN propagates like numpy.maximum
         ++count;
     }
 }
