@@ -73,3 +73,13 @@ def test_shipped_weights_and_video_match_the_design():
         reader.close()
     total = sum(p.stat().st_size for p in SAMPLES.rglob("*") if p.is_file() and p.name != "sample.png")
     assert total < 1_000_000
+
+
+def test_filters_sample_denoises_a_real_photograph(registry):
+    """coffee.jpg is a photograph (CC0, from scikit-image's data); the designed filters still help."""
+    net = net_for("filters.lnet", registry)
+    net.set_input("photo", read_image(SAMPLES / "coffee.jpg"))
+    net.run()
+    clean, noisy, denoised = net.output("photo"), net.output("noisy"), net.output("denoise")
+    assert clean.shape == (1, 3, 240, 360)
+    assert float(np.mean((denoised - clean) ** 2)) < 0.7 * float(np.mean((noisy - clean) ** 2))
