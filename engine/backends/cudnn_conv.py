@@ -6,9 +6,13 @@ Graphs are built once per configuration (shapes, strides, dtype, stride/padding/
 and cached; building takes tens of milliseconds, executing is one launch."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import cupy
+
+#: cuDNN heuristics used to pick a plan (A: fast query; B: a learned model, slower to query)
+HEURISTICS = os.environ.get("LAYERLAB_CUDNN_HEURISTICS", "A")
 
 #: activations the cuDNN epilogue computes itself (name -> builder on the frontend graph)
 EPILOGUE = ("relu", "leaky_relu", "sigmoid", "tanh")
@@ -65,7 +69,8 @@ class CudnnConvolutions:
         tensors["Y"] = Y
         g.validate()
         g.build_operation_graph()
-        g.create_execution_plans([c.heur_mode.A, c.heur_mode.FALLBACK])
+        modes = [getattr(c.heur_mode, m) for m in HEURISTICS.split(",")] + [c.heur_mode.FALLBACK]
+        g.create_execution_plans(modes)
         g.check_support()
         g.build_plans()
         workspace = cupy.empty(max(int(g.get_workspace_size()), 1), dtype=cupy.uint8)
