@@ -25,6 +25,7 @@ from typing import Any
 from PySide6 import QtCore
 
 from app.analysis.session import AnalysisSession
+from app.commands import dispatch
 from app.run_config import RunConfig
 from engine import modelfile
 from engine import report as rep
@@ -37,6 +38,7 @@ from engine.registry import Registry
 
 
 @dataclass
+
 class RunRequest:
     """One run: a private copy of the model (the GUI may edit the original meanwhile) and its settings."""
 
@@ -119,17 +121,7 @@ class Worker(QtCore.QObject):
     @QtCore.Slot(str, object)
     def handle(self, command: str, payload: object) -> None:
         """Dispatch a queued command to ``cmd_<command>``."""
-        method = getattr(self, f"cmd_{command}", None)
-        if method is None:
-            self.command_failed.emit(command, f"the worker has no command {command!r}")
-            return
-        try:
-            method(payload)
-        except LayerLabError as exc:
-            self.command_failed.emit(command, str(exc))
-        except Exception as exc:  # a bug must not kill the worker thread
-            traceback.print_exc()
-            self.command_failed.emit(command, f"internal error: {type(exc).__name__}: {exc}")
+        dispatch(self, "the worker", command, payload, self.command_failed.emit)
 
     def cmd_analysis(self, payload: tuple[str, object]) -> None:
         """(command, payload) for the analysis session (it runs ``AnalysisSession.cmd_<command>``)."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import numpy as np
 from PySide6 import QtCore
 
+from app.commands import dispatch
 from engine.analysis import channel_stats, compare_precision, display_tensor, network_overview
 from engine.debugger import Debugger, DebugStopped
 from engine.errors import InputError, LayerLabError
@@ -159,17 +159,7 @@ class AnalysisSession(QtCore.QObject):
     @QtCore.Slot(str, object)
     def handle(self, command: str, payload: object = None) -> None:
         """Run ``cmd_<command>(payload)``; user errors become ``failed`` signals, never exceptions."""
-        method = getattr(self, f"cmd_{command}", None)
-        if method is None:
-            self.failed.emit(command, f"analysis has no command {command!r}")
-            return
-        try:
-            method(payload)
-        except LayerLabError as exc:
-            self.failed.emit(command, str(exc))
-        except Exception as exc:  # a bug must not kill the worker thread
-            traceback.print_exc()
-            self.failed.emit(command, f"internal error: {type(exc).__name__}: {exc}")
+        dispatch(self, "analysis", command, payload, self.failed.emit)
 
     @property
     def active(self) -> bool:
