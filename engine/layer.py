@@ -183,6 +183,15 @@ class Layer:
                 return i
         return None
 
+    def weights_from_inputs(self, inputs: list[Any]) -> bool:
+        """True when a connected secondary input provides one of the weights (they may change every run,
+        so nothing derived from them may be cached)."""
+        for w in self.desc.weights:
+            idx = self.weight_input(w)
+            if idx is not None and idx < len(inputs) and inputs[idx] is not None:
+                return True
+        return False
+
     def weight(self, weight: str, inputs: list[Any]) -> Any:
         """The weight's value: the connected secondary input if there is one, else the loaded weight."""
         idx = self.weight_input(weight)

@@ -90,30 +90,22 @@ class ConvBN(convolution.Convolution):
         super().set_weights(weights)
         self._folded = None
 
-    def _from_inputs(self, inputs: list[Any]) -> bool:
-        """True when a connected secondary input provides one of the weights."""
-        for w in self.desc.weights:
-            idx = self.weight_input(w)
-            if idx is not None and idx < len(inputs) and inputs[idx] is not None:
-                return True
-        return False
-
     def folded_weights(self, inputs: list[Any]) -> tuple[Any, Any]:
         """Convolution weights and bias with the normalization folded in (cached unless an input
         provides a weight, since inputs can change between runs)."""
-        if self._folded is not None and not self._from_inputs(inputs):
+        if self._folded is not None and not self.weights_from_inputs(inputs):
             return self._folded
         w = self.weight("weights", inputs)
         b = self.weight("bias", inputs) if self.p["bias"] else None
         stats = (self.weight(BN_NAMES[k], inputs) for k in bn.BN_WEIGHTS)
         folded = fold_batch_norm(self.xp, w, b, *stats, self.p["epsilon"])
-        if not self._from_inputs(inputs):
+        if not self.weights_from_inputs(inputs):
             self._folded = folded
         return folded
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         w, b = self.folded_weights(inputs)
-        self.convolve(inputs[0], w, b, out, cacheable=not self._from_inputs(inputs))
+        self.convolve(inputs[0], w, b, out, cacheable=not self.weights_from_inputs(inputs))
 
     onnx_support = "yes"
     torch_support = "partial: weights from secondary inputs are not exported"

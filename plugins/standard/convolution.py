@@ -185,14 +185,6 @@ class Convolution(Layer):
         b = self.weight("bias", inputs) if self.p["bias"] else None
         self.convolve(inputs[0], w, b, out, cacheable=not self.weights_from_inputs(inputs))
 
-    def weights_from_inputs(self, inputs: list[Any]) -> bool:
-        """True when a connected secondary input provides one of the weights (they may change every run)."""
-        for w in self.desc.weights:
-            idx = self.weight_input(w)
-            if idx is not None and idx < len(inputs) and inputs[idx] is not None:
-                return True
-        return False
-
     def convolve(self, x: Any, w: Any, b: Any | None, out: Any, cacheable: bool = True) -> None:
         """``act(conv(x, w) + b)`` into ``out``: the backend's fused kernel (cuDNN) when it has one for
         this case, otherwise im2col + a matrix product (BLAS / cuBLAS) and the activation."""

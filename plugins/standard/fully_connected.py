@@ -88,11 +88,9 @@ class FullyConnected(Layer):
         if x.dtype != w.dtype:
             return False
         n, c, h, wd = x.shape
-        wk = physical_weight(self, w, not self._weights_from_inputs(inputs), (w.shape[0], c, h, wd))
+        wk = physical_weight(self, w, not self.weights_from_inputs(inputs), (w.shape[0], c, h, wd))
         return backend_convolve(self, x, wk, b, nchw_view(out, self.fmt), ((1, 1), (0, 0), (1, 1)), 1)
 
-    def _weights_from_inputs(self, inputs: list[Any]) -> bool:
-        return any(i is not None for i in inputs[1:])
 
     onnx_support = "yes"
     torch_support = "partial: weights and bias from secondary inputs are not exported"
