@@ -48,14 +48,19 @@ class Backend:
         return self.xp.empty((max(int(nbytes), 1),), dtype=np.uint8)
 
     supports_graphs = False
+    #: True when conv2d may have a fast path (layers skip the call otherwise)
+    has_conv_kernels = False
 
     def activate(self) -> None:
         """Make this backend's stream current in the calling thread (before running layers)."""
 
     def conv2d(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
-               dilation: tuple[int, int], groups: int, act: str | None, coefs: dict[str, float]) -> bool:
+               dilation: tuple[int, int], groups: int, act: str | None, coefs: dict[str, float],
+               cache: dict[str, Any] | None = None) -> bool:
         """A backend's own convolution into ``out`` (logical NCHW views), with ``act`` fused when given.
 
+        ``cache`` is a dict owned by the calling layer where the backend may keep what it derives from
+        ``w`` (checked against the identity of ``w``); None when the weights change between runs.
         Returns False when the backend has no fast path for this case (the caller computes it)."""
         return False
 

@@ -33,6 +33,7 @@ class CupyBackend(Backend):
     name = "cupy"
     xp = cupy
     supports_graphs = True
+    has_conv_kernels = True
 
     def __init__(self) -> None:
         self.stream = cupy.cuda.Stream(non_blocking=True)
@@ -56,7 +57,8 @@ class CupyBackend(Backend):
         return self._cudnn
 
     def conv2d(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
-               dilation: tuple[int, int], groups: int, act: str | None, coefs: dict[str, float]) -> bool:
+               dilation: tuple[int, int], groups: int, act: str | None, coefs: dict[str, float],
+               cache: dict[str, Any] | None = None) -> bool:
         if x.dtype != cupy.float16 or self.cudnn is None:
             return False
         return self._cudnn.conv(x, w, b, out, stride, padding, dilation, act, coefs)

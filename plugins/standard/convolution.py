@@ -190,7 +190,7 @@ class Convolution(Layer):
         this case, otherwise im2col + a matrix product (BLAS / cuBLAS) and the activation."""
         s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
         geometry = ((s.h, s.w), (p.h, p.w), (d.h, d.w))
-        if self.backend.supports_graphs and self._backend_conv(x, w, b, out, geometry, cacheable):
+        if self.backend.has_conv_kernels and self._backend_conv(x, w, b, out, geometry, cacheable):
             return
         y = conv2d(self.xp, self.nchw(x), w, b, *geometry, self.p["groups"])
         self.store(out, self.activate(y))
@@ -199,7 +199,7 @@ class Convolution(Layer):
         if x.dtype != w.dtype:
             return False
         return backend_convolve(self, nchw_view(x, self.fmt), physical_weight(self, w, cacheable), b,
-                                nchw_view(out, self.fmt), geometry, self.p["groups"])
+                                nchw_view(out, self.fmt), geometry, self.p["groups"], cacheable)
 
     onnx_support = "yes"
     torch_support = "partial: weights and bias from secondary inputs are not exported"
@@ -216,15 +216,17 @@ class Convolution(Layer):
 
 
 def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geometry: tuple[Any, ...],
-                     groups: int) -> bool:
+                     groups: int, cacheable: bool = True) -> bool:
     """``act(conv(x, w) + b)`` by the backend's own kernel (logical NCHW views), the activation fused
-    when the backend can, else applied in place after it. False when the backend has no such path."""
+    when the backend can, else applied in place after it. False when the backend has no such path.
+    ``cacheable``: the weights stay the same array between runs (the backend may cache what it derives)."""
     bv = None if b is None else b.astype(w.dtype, copy=False)
     act = layer.activation
     name, coefs = (act.name, act.coefs) if act is not None else (None, {})
-    if layer.backend.conv2d(x, w, bv, out, *geometry, groups, name, coefs):
+    cache = layer.__dict__.setdefault("_kernel_cache", {}) if cacheable else None
+    if layer.backend.conv2d(x, w, bv, out, *geometry, groups, name, coefs, cache):
         return True
-    if act is not None and layer.backend.conv2d(x, w, bv, out, *geometry, groups, None, {}):
+    if act is not None and layer.backend.conv2d(x, w, bv, out, *geometry, groups, None, {}, cache):
         act.impl.apply_inplace(layer.xp, out, act.coefs)  # no fused epilogue for it: one more pass
         return True
     return False

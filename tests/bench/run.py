@@ -26,9 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cpu", "gpu"), required=True)
     ap.add_argument("--networks", default="dncnn,unet,resnet18")
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--format", help="LayerLab tensor format (default: fp16 nhwc on the GPU, fp32 nhwc on the CPU)")
     a = ap.parse_args(argv)
     nets = [n.strip() for n in a.networks.split(",") if n.strip()]
-    fmt = "fp16 nhwc" if a.device == "gpu" else "fp32 nchw"
+    fmt = a.format or ("fp16 nhwc" if a.device == "gpu" else "fp32 nhwc")
     sizes = GPU_SIZES if a.device == "gpu" else CPU_SIZES
     rows = []
     for name in nets:
