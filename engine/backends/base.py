@@ -64,6 +64,11 @@ class Backend:
         Returns False when the backend has no fast path for this case (the caller computes it)."""
         return False
 
+    def upsample(self, x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
+        """Upsampling by integer factors (nearest, or bilinear with half-pixel centres) of the physical
+        array ``x`` into ``out`` by the backend's own kernel; False when it has none for this case."""
+        return False
+
     def synchronize(self) -> None:
         """Wait until all queued device work has finished."""
 

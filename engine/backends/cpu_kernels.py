@@ -31,10 +31,11 @@ _G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
                [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
 
 
-def transform_weights(w: np.ndarray) -> np.ndarray:
-    """Weights (K, C, 3, 3) to the Winograd domain: (36, C, K) float32, computed in float64."""
-    u = np.einsum("ai,kcij,bj->abck", _G, np.asarray(w, dtype=np.float64), _G)
-    return np.ascontiguousarray(u.reshape(36, w.shape[1], w.shape[0]), dtype=np.float32)
+def transform_weights(w: np.ndarray, nhwc: bool = True) -> np.ndarray:
+    """Weights (K, C, 3, 3) to the Winograd domain, computed in float64: float32 (36, C, K) for NHWC
+    tensors, (36, K, C) for NCHW ones."""
+    u = np.einsum("ai,kcij,bj->abck", _G, np.asarray(w, dtype=np.float64), _G).reshape(36, w.shape[1], w.shape[0])
+    return np.ascontiguousarray(u if nhwc else u.transpose(0, 2, 1), dtype=np.float32)
 
 
 _2, _4, _5, _8 = np.float32(2), np.float32(4), np.float32(5), np.float32(8)  # float32 constants keep float32 math
@@ -187,14 +188,19 @@ def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out:
     xs = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if nhwc else np.ascontiguousarray(x)
     ys = out.transpose(0, 2, 3, 1) if nhwc else out
     args = (u, b, act, np.float32(alpha), padding, nty, ntx, rows, nhwc)
-    jobs = [(xs[i], ys[i], ty0) for i in range(n) for ty0 in range(0, nty, rows)]
+    _parallel(_block, [(xs[i], ys[i], ty0, *args) for i in range(n) for ty0 in range(0, nty, rows)])
+
+
+def _parallel(fn: Any, jobs: list[tuple[Any, ...]]) -> None:
+    """``fn(*job)`` for every job, spread over one worker thread per core (the kernels release the GIL)
+    with BLAS limited to one thread meanwhile, so that exactly one thread runs per core."""
     workers = min(len(jobs), _cores())
     if workers <= 1:
         for job in jobs:
-            _block(*job, *args)
+            fn(*job)
         return
     with _blas_single_thread():
-        list(_pool(workers).map(lambda job: _block(*job, *args), jobs))
+        list(_pool(workers).map(lambda job: fn(*job), jobs))
 
 
 _local = threading.local()
@@ -268,3 +274,131 @@ _controller: Any = None
 def is_nhwc(a: np.ndarray) -> bool:
     """True when the logical NCHW array ``a`` is a view of C-contiguous NHWC memory."""
     return a.ndim == 4 and a.shape[1] > 1 and a.transpose(0, 2, 3, 1).flags.c_contiguous
+
+
+# ---- convolution by im2col in NHWC (every kernel size, stride, padding, dilation) --------------------
+
+@njit(cache=True, nogil=True)
+def _im2col_nhwc(x, cols, p0, wo, kh, kw, sh, sw, ph, pw, dh, dw):  # pragma: no cover - compiled
+    """Rows of ``cols`` (P, KH*KW*C): the receptive fields of output pixels p0.. of ``x`` (H, W, C), in
+    (kernel row, kernel column, channel) order; pixels outside ``x`` read as zero. A kernel row lying
+    wholly inside ``x`` (no dilation) is one contiguous run of KW*C values, copied as such."""
+    h, w, c_n = x.shape
+    xr = x.reshape(h, w * c_n)
+    span = kw * c_n
+    for q in range(cols.shape[0]):
+        p = p0 + q
+        oh, ow = p // wo, p % wo
+        c0 = ow * sw - pw
+        whole = dw == 1 and c0 >= 0 and c0 + kw <= w
+        for i in range(kh):
+            r = oh * sh - ph + i * dh
+            base = i * span
+            if r < 0 or r >= h:
+                for e in range(span):
+                    cols[q, base + e] = 0
+            elif whole:
+                src = c0 * c_n
+                for e in range(span):
+                    cols[q, base + e] = xr[r, src + e]
+            else:
+                for j in range(kw):
+                    cc = c0 + j * dw
+                    col = base + j * c_n
+                    if 0 <= cc < w:
+                        for c in range(c_n):
+                            cols[q, col + c] = x[r, cc, c]
+                    else:
+                        for c in range(c_n):
+                            cols[q, col + c] = 0
+
+
+@njit(cache=True, nogil=True)
+def _bias_act(y, bias, act, alpha):  # pragma: no cover - compiled
+    """``y`` (P, K) += bias, activated in place."""
+    for p in range(y.shape[0]):
+        for k in range(y.shape[1]):
+            y[p, k] = _act(y[p, k] + bias[k], act, alpha)
+
+
+def gemm_weights(w: np.ndarray) -> np.ndarray:
+    """Weights (K, C, KH, KW) as the (KH*KW*C, K) float32 matrix of :func:`conv_nhwc`."""
+    k = w.shape[0]
+    return np.ascontiguousarray(np.asarray(w, dtype=np.float32).transpose(2, 3, 1, 0).reshape(-1, k))
+
+
+def conv_nhwc(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None, out: np.ndarray,
+              stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int], act: int = 0,
+              alpha: float = 0.0) -> None:
+    """``act(conv(x) + bias)`` into ``out`` for NHWC tensors (logical NCHW views, ``out`` contiguous
+    NHWC): im2col by cache-sized blocks of output pixels straight into one matrix product per block,
+    whose result lands in ``out`` itself; a 1x1 convolution of stride 1 needs no im2col at all."""
+    n, c, h, w = x.shape
+    k, ho, wo = out.shape[1:]
+    kh, kw = kernel
+    xs = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    ys = out.transpose(0, 2, 3, 1).reshape(n, ho * wo, k)
+    b = np.zeros(k, np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
+    direct = kh == kw == 1 and stride == (1, 1) and padding == (0, 0)
+    step = max(16, min(ho * wo, BLOCK_BYTES // (4 * max(kh * kw * c, k))))
+    geometry = (wo, kh, kw, *stride, *padding, *dilation)
+    jobs = [(xs[i], ys[i], p0, min(ho * wo, p0 + step), wm, b, act, np.float32(alpha), direct, geometry)
+            for i in range(n) for p0 in range(0, ho * wo, step)]
+    _parallel(_conv_block, jobs)
+
+
+def _conv_block(x: np.ndarray, y: np.ndarray, p0: int, p1: int, wm: np.ndarray, b: np.ndarray, act: int,
+                alpha: np.float32, direct: bool, geometry: tuple[int, ...]) -> None:
+    if direct:
+        cols = x.reshape(-1, x.shape[2])[p0:p1]
+    else:
+        cols = _scratch(0, (p1 - p0, wm.shape[0]))
+        _im2col_nhwc(x, cols, p0, *geometry)
+    np.matmul(cols, wm, out=y[p0:p1])
+    _bias_act(y[p0:p1], b, act, alpha)
+
+
+# ---- upsampling --------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _upsample_rows(x, y, r0, r1, fh, fw, bilinear):  # pragma: no cover - compiled
+    """Rows r0..r1 (counted over all images) of ``y`` (B, Ho, Wo, C) from ``x`` (B, H, W, C): nearest,
+    or bilinear with half-pixel centres and edge pixels extended (the CUDA kernel's arithmetic)."""
+    h, w, c_n = x.shape[1:]
+    ho, wo = y.shape[1], y.shape[2]
+    half, one, zero = np.float32(0.5), np.float32(1), np.float32(0)
+    for t in range(r0, r1):
+        bi, oh = t // ho, t % ho
+        if not bilinear:
+            sy = min(oh // fh, h - 1)
+            for ow in range(wo):
+                sx = min(ow // fw, w - 1)
+                for c in range(c_n):
+                    y[bi, oh, ow, c] = x[bi, sy, sx, c]
+            continue
+        fy = max((oh + half) / np.float32(fh) - half, zero)
+        y0 = int(fy)
+        y1 = min(y0 + 1, h - 1)
+        ly = np.float32(fy - y0)
+        for ow in range(wo):
+            fx = max((ow + half) / np.float32(fw) - half, zero)
+            x0 = int(fx)
+            x1 = min(x0 + 1, w - 1)
+            lx = np.float32(fx - x0)
+            for c in range(c_n):
+                top = (one - lx) * x[bi, y0, x0, c] + lx * x[bi, y0, x1, c]
+                bottom = (one - lx) * x[bi, y1, x0, c] + lx * x[bi, y1, x1, c]
+                y[bi, oh, ow, c] = (one - ly) * top + ly * bottom
+
+
+def upsample(x: np.ndarray, out: np.ndarray, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> None:
+    """Upsampling by integer factors of the C-contiguous physical array ``x`` into ``out`` (same dtype,
+    float32 or float16), in one pass spread over the cores."""
+    if nhwc:
+        xs, ys = x, out
+    else:  # every channel as an image of one channel
+        n, c, h, w = x.shape
+        xs, ys = x.reshape(n * c, h, w, 1), out.reshape(n * c, out.shape[2], out.shape[3], 1)
+    total = ys.shape[0] * ys.shape[1]
+    step = -(-total // _cores())
+    _parallel(_upsample_rows, [(xs, ys, r, min(total, r + step), *factor, bilinear) for r in range(0, total, step)])

@@ -14,6 +14,9 @@ import cupy
 #: cuDNN heuristics used to pick a plan (A: fast query; B: a learned model, slower to query)
 HEURISTICS = os.environ.get("LAYERLAB_CUDNN_HEURISTICS", "A")
 
+#: time every plan cuDNN offers for a new configuration and keep the fastest (else the heuristics' first)
+AUTOTUNE = os.environ.get("LAYERLAB_CUDNN_AUTOTUNE", "on").lower() not in ("off", "0", "no", "false")
+
 #: activations the cuDNN epilogue computes itself (name -> builder on the frontend graph)
 EPILOGUE = ("relu", "leaky_relu", "sigmoid", "tanh")
 
@@ -32,14 +35,17 @@ class CudnnConvolutions:
         self.cudnn = cudnn
         self.handle = cudnn.create_handle()
         cudnn.set_stream(handle=self.handle, stream=stream.ptr)
-        self._graphs: dict[tuple[Any, ...], tuple[Any, dict[str, Any], Any] | None] = {}
+        self._graphs: dict[tuple[Any, ...], tuple[Any, dict[str, Any], Any, int | None] | None] = {}
+        self.stream = stream
+        self.autotune_status = "on" if AUTOTUNE else "off (LAYERLAB_CUDNN_AUTOTUNE)"
         self.version = f"cuDNN frontend {cudnn.__version__}, backend {cudnn.backend_version()}"
 
     def _dtype(self, dt: Any) -> Any:
         return self.cudnn.data_type.HALF if dt == cupy.float16 else self.cudnn.data_type.FLOAT
 
     def _build(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
-               dilation: tuple[int, int], act: str | None, coefs: dict[str, float]) -> tuple[Any, dict[str, Any], Any]:
+               dilation: tuple[int, int], act: str | None,
+               coefs: dict[str, float]) -> tuple[Any, dict[str, Any], Any, int | None]:
         c = self.cudnn
         io = self._dtype(x.dtype)
         g = c.pygraph(io_data_type=io, intermediate_data_type=c.data_type.FLOAT,
@@ -72,9 +78,50 @@ class CudnnConvolutions:
         modes = [getattr(c.heur_mode, m) for m in HEURISTICS.split(",")] + [c.heur_mode.FALLBACK]
         g.create_execution_plans(modes)
         g.check_support()
+        if AUTOTUNE and not getattr(self.stream, "is_capturing", lambda: False)():
+            try:
+                g.build_plans(c.build_plan_policy.ALL)
+                return (g, tensors, *self._fastest_plan(g, tensors, x, w, b, out))
+            except Exception as exc:  # an older frontend without per-plan calls: the heuristics' choice
+                self.autotune_status = f"off ({type(exc).__name__}: {exc})"
         g.build_plans()
         workspace = cupy.empty(max(int(g.get_workspace_size()), 1), dtype=cupy.uint8)
-        return g, tensors, workspace
+        return g, tensors, workspace, None
+
+    def _fastest_plan(self, g: Any, tensors: dict[str, Any], x: Any, w: Any, b: Any | None,
+                      out: Any) -> tuple[Any, int]:
+        """Time every built plan on the real buffers (median of 3 after a warm-up); the fastest plan's
+        index and a workspace large enough for it."""
+        count = int(g.get_execution_plan_count())
+        pack = self._pack(tensors, x, w, b, out)
+        best: tuple[float, int, Any] | None = None
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        for i in range(count):
+            try:
+                ws = cupy.empty(max(int(g.get_workspace_size_plan_at_index(i)), 1), dtype=cupy.uint8)
+                times = []
+                for _ in range(4):
+                    start.record(self.stream)
+                    g.execute_plan_at_index(pack, ws.data.ptr, i, handle=self.handle)
+                    stop.record(self.stream)
+                    stop.synchronize()
+                    times.append(cupy.cuda.get_elapsed_time(start, stop))
+            except Exception:  # a plan that does not run here
+                continue
+            t = sorted(times[1:])[1]
+            if best is None or t < best[0]:
+                best = (t, i, ws)
+        if best is None:
+            raise RuntimeError("no plan ran")
+        self.autotune_status = "on"
+        return best[2], best[1]
+
+    @staticmethod
+    def _pack(t: dict[str, Any], x: Any, w: Any, b: Any | None, out: Any) -> dict[Any, int]:
+        pack = {t["X"]: x.data.ptr, t["W"]: w.data.ptr, t["Y"]: out.data.ptr}
+        if b is not None:
+            pack[t["B"]] = b.data.ptr
+        return pack
 
     def conv(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
              dilation: tuple[int, int], act: str | None = None, coefs: dict[str, float] | None = None) -> bool:
@@ -94,9 +141,10 @@ class CudnnConvolutions:
             self._graphs[key] = entry
         if entry is None:
             return False
-        g, t, workspace = entry
-        pack = {t["X"]: x.data.ptr, t["W"]: w.data.ptr, t["Y"]: out.data.ptr}
-        if b is not None:
-            pack[t["B"]] = b.data.ptr
-        g.execute(pack, workspace.data.ptr, handle=self.handle)
+        g, t, workspace, plan = entry
+        pack = self._pack(t, x, w, b, out)
+        if plan is None:
+            g.execute(pack, workspace.data.ptr, handle=self.handle)
+        else:
+            g.execute_plan_at_index(pack, workspace.data.ptr, plan, handle=self.handle)
         return True

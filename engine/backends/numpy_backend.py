@@ -4,11 +4,13 @@ fp16 tensors are stored as float16; layers compute in float32 and round their ou
 (NumPy has no fast float16 arithmetic), so fp16 results match a GPU's fp16-storage/fp32-accumulate
 path within fp16 rounding.
 
-fp32 3x3 convolutions (stride 1, one group, 16 or more input channels) run as Winograd F(4x4, 3x3)
-with Numba-compiled transforms around BLAS products (:mod:`engine.backends.cpu_kernels`), when Numba
-is installed and ``LAYERLAB_CPU_KERNELS`` is not ``off``; everything else uses im2col + BLAS."""
+With Numba installed (and ``LAYERLAB_CPU_KERNELS`` not ``off``), fp32 layers use the kernels of
+:mod:`engine.backends.cpu_kernels`: 3x3 convolutions of stride 1 (one group, 16 or more input
+channels, a large enough output) as Winograd F(4x4, 3x3), other NHWC convolutions as a blocked im2col
+straight into BLAS products, upsampling in one pass. Everything else uses NumPy with im2col + BLAS."""
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 from typing import Any
@@ -27,10 +29,9 @@ def cpu_kernels() -> Any:
     if os.environ.get("LAYERLAB_CPU_KERNELS", "on").lower() in ("off", "0", "no", "false"):
         return None
     try:
-        from engine.backends import cpu_kernels as kernels  # noqa: PLC0415 - numba is imported on first use
+        return importlib.import_module("engine.backends.cpu_kernels")  # numba is imported on first use
     except ImportError:
         return None
-    return kernels
 
 
 class NumpyBackend(Backend):
@@ -42,28 +43,42 @@ class NumpyBackend(Backend):
     def device_name(self) -> str:
         return f"CPU ({platform.processor() or platform.machine()})"
 
+    def upsample(self, x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
+        kernels = cpu_kernels()
+        if kernels is None or not (x.dtype == out.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous):
+            return False
+        kernels.upsample(x, out, factor, bilinear, nhwc)
+        return True
+
     def conv2d(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
                dilation: tuple[int, int], groups: int, act: str | None, coefs: dict[str, float],
                cache: dict[str, Any] | None = None) -> bool:
-        if not (x.dtype == w.dtype == out.dtype == np.float32 and w.shape[2:] == (3, 3) and stride == (1, 1)
-                and dilation == (1, 1) and groups == 1 and w.shape[1] >= WINOGRAD_MIN_CHANNELS):
-            return False
-        ho, wo = out.shape[2:]
-        if -(-ho // 4) * -(-wo // 4) < WINOGRAD_MIN_TILES:
-            return False
         kernels = cpu_kernels()
-        if kernels is None or act not in kernels.FUSED_ACTIVATIONS:
+        if kernels is None or act not in kernels.FUSED_ACTIVATIONS or groups != 1:
             return False
+        if not x.dtype == w.dtype == out.dtype == np.float32:
+            return False
+        code, alpha = kernels.FUSED_ACTIVATIONS[act], float(coefs.get("alpha", 0.0))
         nhwc = kernels.is_nhwc(out)
-        key = "winograd_nhwc" if nhwc else "winograd_nchw"
-        cached = cache.get(key) if cache is not None else None
-        if cached is not None and cached[0] is w:
-            u = cached[1]
-        else:
-            u = kernels.transform_weights(w)
-            if not nhwc:
-                u = np.ascontiguousarray(u.transpose(0, 2, 1))
-            if cache is not None:
-                cache[key] = (w, u)
-        kernels.winograd_conv3x3(x, u, b, out, padding, kernels.FUSED_ACTIVATIONS[act], float(coefs.get("alpha", 0.0)))
+        ho, wo = out.shape[2:]
+        if (w.shape[2:] == (3, 3) and stride == dilation == (1, 1) and w.shape[1] >= WINOGRAD_MIN_CHANNELS
+                and -(-ho // 4) * -(-wo // 4) >= WINOGRAD_MIN_TILES):
+            u = _derived(cache, "winograd_nhwc" if nhwc else "winograd_nchw", w, lambda: kernels.transform_weights(w, nhwc))
+            kernels.winograd_conv3x3(x, u, b, out, padding, code, alpha)
+            return True
+        if not nhwc:
+            return False
+        wm = _derived(cache, "gemm_nhwc", w, lambda: kernels.gemm_weights(w))
+        kernels.conv_nhwc(x, wm, w.shape[2:], b, out, stride, padding, dilation, code, alpha)
         return True
+
+
+def _derived(cache: dict[str, Any] | None, key: str, w: Any, make: Any) -> Any:
+    """``make()``, kept in the layer's ``cache`` under ``key`` while the weights are the array ``w``."""
+    cached = cache.get(key) if cache is not None else None
+    if cached is not None and cached[0] is w:
+        return cached[1]
+    value = make()
+    if cache is not None:
+        cache[key] = (w, value)
+    return value

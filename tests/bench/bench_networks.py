@@ -8,11 +8,13 @@ one process, back to back, outputs compared first. Not collected by the test run
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -61,7 +63,22 @@ def rel_err(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a.astype(np.float64) - b) / max(np.linalg.norm(b.astype(np.float64)), 1e-30))
 
 
-def bench(name: str, dims: Dims, device: str, fmt_text: str, repeat: int, fusing: str) -> dict[str, Any]:
+@contextlib.contextmanager
+def _generic_cpu_path() -> Iterator[None]:
+    old = os.environ.get("LAYERLAB_CPU_KERNELS")
+    os.environ["LAYERLAB_CPU_KERNELS"] = "off"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["LAYERLAB_CPU_KERNELS"]
+        else:
+            os.environ["LAYERLAB_CPU_KERNELS"] = old
+
+
+def bench(name: str, dims: Dims, device: str, fmt_text: str, repeat: int, fusing: str,
+          compile_mode: str | None = None) -> dict[str, Any]:
+    """One network: LayerLab against its peers (and torch.compile in ``compile_mode`` on the GPU)."""
     import torch
 
     reg = default_registry()
@@ -82,7 +99,8 @@ def bench(name: str, dims: Dims, device: str, fmt_text: str, repeat: int, fusing
     cpu = get_backend("numpy", notice=None) if device == "gpu" else backend
     plain = Network(model, reg, cpu, TensorFormat.parse("fp32 nchw"), fusing="off")
     plain.set_input("input", x)
-    plain.run()
+    with _generic_cpu_path():  # the reference: plain im2col + BLAS, not the kernels being measured
+        plain.run()
     forward, params = torch_twin(plain)
     half = fmt.dtype == np.float16
     dev = "cuda" if device == "gpu" else "cpu"
@@ -104,6 +122,9 @@ def bench(name: str, dims: Dims, device: str, fmt_text: str, repeat: int, fusing
             torch.cuda.synchronize()
             torch_mem = torch.cuda.max_memory_allocated()
             t_graph = torch_graph_ms(forward, tx, tparams, repeat)
+    t_compile = None
+    if compile_mode and device == "gpu":
+        t_compile = torch_compile_ms(forward, tx, tparams, repeat, compile_mode)
     ort_ms = None
     if device == "cpu":  # ONNX Runtime peer, through LayerLab's own ONNX exporter (2 threads, like the machine)
         import onnxruntime as ort
@@ -121,12 +142,30 @@ def bench(name: str, dims: Dims, device: str, fmt_text: str, repeat: int, fusing
            "rel_err_vs_ort": rel_err(ours, ort_out) if ort_ms is not None else None, "dims": str(dims),
            "device": backend.device_name, "format": str(fmt), "fusing": fusing,
            "graph": net.graph_status, "cudnn": getattr(backend, "cudnn_status", "-"),
+           "cudnn_autotune": getattr(getattr(backend, "_cudnn", None), "autotune_status", "-"),
            "layerlab_ms": t_ours, "torch_ms": t_torch, "ratio": t_ours / t_torch, "torch_graph_ms": t_graph,
+           "torch_compile_ms": t_compile, "compile_mode": compile_mode,
            "rel_err_vs_torch": rel_err(ours, ref), "rel_err_vs_fp32": rel_err(ours, ref32),
            "layerlab_bytes": net.peak_memory_bytes + sum(int(np.prod(w.shape)) * w.dtype.itemsize
                                                          for n in net.order for w in net.layer(n).weights.values()),
            "torch_bytes": torch_mem}
     return row
+
+
+def torch_compile_ms(forward: Callable[..., Any], tx: Any, params: Any, repeat: int, mode: str) -> float | None:
+    """Median time of ``forward`` compiled by torch.compile in ``mode`` (None, with the reason on stderr,
+    when compiling fails on this machine)."""
+    import torch
+
+    try:
+        compiled = torch.compile(lambda t: forward(t, params), mode=mode)
+        with torch.no_grad():
+            for _ in range(3):  # compile, autotune, warm up
+                compiled(tx)
+            return median_ms(lambda: compiled(tx), repeat, torch.cuda.synchronize)
+    except Exception as exc:
+        print(f"torch.compile({mode!r}) failed: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cpu", "gpu"), required=True)
     ap.add_argument("--networks", default="dncnn,unet,resnet18")
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--compile", metavar="MODE", help="also time torch.compile(mode=MODE) on the GPU, e.g. max-autotune")
     ap.add_argument("--format", help="LayerLab tensor format (default: fp16 nhwc on the GPU, fp32 nhwc on the CPU)")
     a = ap.parse_args(argv)
     nets = [n.strip() for n in a.networks.split(",") if n.strip()]
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = GPU_SIZES if a.device == "gpu" else CPU_SIZES
     rows = []
     for name in nets:
-        r = bench(name, sizes[name], a.device, fmt, a.repeat, "on")
+        r = bench(name, sizes[name], a.device, fmt, a.repeat, "on", a.compile)
         if a.device == "gpu":
             peer, peer_ms = ("torch graph", r["torch_graph_ms"]) if name == "resnet18" else ("torch eager", r["torch_ms"])
         else:
@@ -52,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         if not r["rel_err_vs_fp32"] <= limit:
             print(f"ERROR: {r['net']} output differs from the fp32 reference by {r['rel_err_vs_fp32']:.2e} (> {limit})")
             return 1
+    for r in rows:
+        if r.get("torch_compile_ms"):
+            print(f"{r['net']}: torch.compile({r['compile_mode']}) {r['torch_compile_ms']:.3f} ms, "
+                  f"LayerLab / torch.compile = {r['layerlab_ms'] / r['torch_compile_ms']:.2f}")
     worst = max(rows, key=lambda r: r["peer_ratio"])
     print(f"worst ratio: {worst['peer_ratio']:.2f} ({worst['net']})")
     return 0
