@@ -101,6 +101,11 @@ def nchw_view(array: Any, fmt: TensorFormat) -> Any:
     return array.transpose(0, 3, 1, 2) if fmt.layout is Layout.NHWC else array
 
 
+def is_nhwc_memory(array: Any) -> bool:
+    """True when the logical N,C,H,W array (NumPy or CuPy) is a view of C-contiguous NHWC memory."""
+    return array.ndim == 4 and array.transpose(0, 2, 3, 1).flags.c_contiguous
+
+
 def from_nchw_view(array: Any, fmt: TensorFormat) -> Any:
     """A logical NCHW array seen in the layout of ``fmt`` (a view, no copy)."""
     return array.transpose(0, 2, 3, 1) if fmt.layout is Layout.NHWC else array

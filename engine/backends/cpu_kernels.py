@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from engine.tensor import is_nhwc_memory
+
 #: activations the output transform applies itself (name -> code used by the kernel)
 FUSED_ACTIVATIONS = {None: 0, "relu": 1, "leaky_relu": 2}
 
@@ -192,7 +194,7 @@ def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out:
     if nty * ntx * n >= SPLIT_MIN_TILES:
         rows = _share(nty * n, rows, n)
     b = np.zeros(k, np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
-    nhwc = is_nhwc(out)
+    nhwc = is_nhwc_memory(out)
     xs = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if nhwc else np.ascontiguousarray(x)
     ys = out.transpose(0, 2, 3, 1) if nhwc else out
     args = (u, b, act, np.float32(alpha), padding, nty, ntx, rows, nhwc)
@@ -287,11 +289,6 @@ def _blas_single_thread() -> Iterator[None]:
 
 
 _controller: Any = None
-
-
-def is_nhwc(a: np.ndarray) -> bool:
-    """True when the logical NCHW array ``a`` is a view of C-contiguous NHWC memory."""
-    return a.ndim == 4 and a.shape[1] > 1 and a.transpose(0, 2, 3, 1).flags.c_contiguous
 
 
 # ---- convolution by im2col in NHWC (every kernel size, stride, padding, dilation) --------------------

@@ -11,6 +11,8 @@ from typing import Any
 
 import cupy
 
+from engine.tensor import is_nhwc_memory
+
 #: cuDNN heuristics used to pick a plan (A: fast query; B: a learned model, slower to query)
 HEURISTICS = os.environ.get("LAYERLAB_CUDNN_HEURISTICS", "A")
 
@@ -31,11 +33,6 @@ EPILOGUE = ("relu", "leaky_relu", "sigmoid", "tanh")
 def _dims_strides(a: Any) -> tuple[list[int], list[int]]:
     item = a.dtype.itemsize
     return [int(d) for d in a.shape], [int(s) // item for s in a.strides]
-
-
-def _nhwc(a: Any) -> bool:
-    """True when the logical N,C,H,W array ``a`` is a view of C-contiguous NHWC memory."""
-    return a.ndim == 4 and a.transpose(0, 2, 3, 1).flags.c_contiguous
 
 
 class CudnnConvolutions:
@@ -151,7 +148,7 @@ class CudnnConvolutions:
             return False
         c, k = x.shape[1], w.shape[0]
         if (PAD_CHANNELS and (c % CHANNEL_ALIGN or k % CHANNEL_ALIGN) and w.shape[1] == c and x.dtype == cupy.float16
-                and all(map(_nhwc, (x, w, out)))):
+                and all(map(is_nhwc_memory, (x, w, out)))):
             if self._conv_padded(x, w, b, out, stride, padding, dilation, act, coefs):
                 return True
         return self._conv(x, w, b, out, stride, padding, dilation, act, coefs)

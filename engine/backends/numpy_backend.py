@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.base import Backend
+from engine.tensor import is_nhwc_memory
 
 #: smallest input channel count and tile count (4x4 output pixels each) worth a Winograd convolution
 WINOGRAD_MIN_CHANNELS = 16
@@ -59,7 +60,7 @@ class NumpyBackend(Backend):
         if not x.dtype == w.dtype == out.dtype == np.float32:
             return False
         code, alpha = kernels.FUSED_ACTIVATIONS[act], float(coefs.get("alpha", 0.0))
-        nhwc = kernels.is_nhwc(out)
+        nhwc = is_nhwc_memory(out)
         ho, wo = out.shape[2:]
         if (w.shape[2:] == (3, 3) and stride == dilation == (1, 1) and w.shape[1] >= WINOGRAD_MIN_CHANNELS
                 and -(-ho // 4) * -(-wo // 4) >= WINOGRAD_MIN_TILES):
