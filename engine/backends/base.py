@@ -2,9 +2,22 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+
+def derived(cache: dict[str, Any] | None, key: str, w: Any, make: Callable[[], Any]) -> Any:
+    """``make()`` (something computed from the weights array ``w``), kept in ``cache[key]`` while the
+    weights stay that same array; computed afresh every call when ``cache`` is None."""
+    cached = cache.get(key) if cache is not None else None
+    if cached is not None and cached[0] is w:
+        return cached[1]
+    value = make()
+    if cache is not None:
+        cache[key] = (w, value)
+    return value
 
 
 class Timer:

@@ -16,15 +16,9 @@ from engine.tensor import is_nhwc_memory
 #: cuDNN heuristics used to pick a plan (A: fast query; B: a learned model, slower to query)
 HEURISTICS = os.environ.get("LAYERLAB_CUDNN_HEURISTICS", "A")
 
-#: time every plan cuDNN offers for a new configuration and keep the fastest (else the heuristics' first)
-#: (off by default: measured on an H100, the plans it picked made resnet18 slower, 0.31 against 0.25 ms,
-#: and unet no faster; isolated back-to-back timings favour plans that lose inside the network)
-AUTOTUNE = os.environ.get("LAYERLAB_CUDNN_AUTOTUNE", "off").lower() in ("on", "1", "yes", "true")
-
 #: channel counts are padded to a multiple of this for fp16 NHWC (tensor-core kernels need 16-byte rows)
 CHANNEL_ALIGN = 8
 PAD_CHANNELS = os.environ.get("LAYERLAB_CUDNN_PAD_CHANNELS", "on").lower() not in ("off", "0", "no", "false")
-AUTOTUNE_RUNS = 5
 
 #: activations the cuDNN epilogue computes itself (name -> builder on the frontend graph)
 EPILOGUE = ("relu", "leaky_relu", "sigmoid", "tanh")
@@ -44,10 +38,8 @@ class CudnnConvolutions:
         self.cudnn = cudnn
         self.handle = cudnn.create_handle()
         cudnn.set_stream(handle=self.handle, stream=stream.ptr)
-        self._graphs: dict[tuple[Any, ...], tuple[Any, dict[str, Any], Any, int | None] | None] = {}
-        self.stream = stream
+        self._graphs: dict[tuple[Any, ...], tuple[Any, dict[str, Any], Any] | None] = {}
         self._pads: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self.autotune_status = "on" if AUTOTUNE else "off (LAYERLAB_CUDNN_AUTOTUNE)"
         self.version = f"cuDNN frontend {cudnn.__version__}, backend {cudnn.backend_version()}"
 
     def _dtype(self, dt: Any) -> Any:
@@ -55,7 +47,7 @@ class CudnnConvolutions:
 
     def _build(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
                dilation: tuple[int, int], act: str | None,
-               coefs: dict[str, float]) -> tuple[Any, dict[str, Any], Any, int | None]:
+               coefs: dict[str, float]) -> tuple[Any, dict[str, Any], Any]:
         c = self.cudnn
         io = self._dtype(x.dtype)
         g = c.pygraph(io_data_type=io, intermediate_data_type=c.data_type.FLOAT,
@@ -88,45 +80,9 @@ class CudnnConvolutions:
         modes = [getattr(c.heur_mode, m) for m in HEURISTICS.split(",")] + [c.heur_mode.FALLBACK]
         g.create_execution_plans(modes)
         g.check_support()
-        if AUTOTUNE and not getattr(self.stream, "is_capturing", lambda: False)():
-            try:
-                g.build_plans(c.build_plan_policy.ALL)
-                return (g, tensors, *self._fastest_plan(g, tensors, x, w, b, out))
-            except Exception as exc:  # an older frontend without per-plan calls: the heuristics' choice
-                self.autotune_status = f"off ({type(exc).__name__}: {exc})"
         g.build_plans()
         workspace = cupy.empty(max(int(g.get_workspace_size()), 1), dtype=cupy.uint8)
-        return g, tensors, workspace, None
-
-    def _fastest_plan(self, g: Any, tensors: dict[str, Any], x: Any, w: Any, b: Any | None,
-                      out: Any) -> tuple[Any, int]:
-        """Time every built plan on the real buffers (median of 3 timings of AUTOTUNE_RUNS back-to-back
-        runs, after a warm-up); the fastest plan's workspace and index."""
-        count = int(g.get_execution_plan_count())
-        pack = self._pack(tensors, x, w, b, out)
-        best: tuple[float, int, Any] | None = None
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        for i in range(count):
-            try:
-                ws = cupy.empty(max(int(g.get_workspace_size_plan_at_index(i)), 1), dtype=cupy.uint8)
-                g.execute_plan_at_index(pack, ws.data.ptr, i, handle=self.handle)  # warm-up
-                times = []
-                for _ in range(3):  # back-to-back runs keep the GPU busy: kernel time, not launch gaps
-                    start.record(self.stream)
-                    for _ in range(AUTOTUNE_RUNS):
-                        g.execute_plan_at_index(pack, ws.data.ptr, i, handle=self.handle)
-                    stop.record(self.stream)
-                    stop.synchronize()
-                    times.append(cupy.cuda.get_elapsed_time(start, stop))
-            except Exception:  # a plan that does not run here
-                continue
-            t = sorted(times)[1]
-            if best is None or t < best[0]:
-                best = (t, i, ws)
-        if best is None:
-            raise RuntimeError("no plan ran")
-        self.autotune_status = "on"
-        return best[2], best[1]
+        return g, tensors, workspace
 
     @staticmethod
     def _pack(t: dict[str, Any], x: Any, w: Any, b: Any | None, out: Any) -> dict[Any, int]:
@@ -196,10 +152,6 @@ class CudnnConvolutions:
             self._graphs[key] = entry
         if entry is None:
             return False
-        g, t, workspace, plan = entry
-        pack = self._pack(t, x, w, b, out)
-        if plan is None:
-            g.execute(pack, workspace.data.ptr, handle=self.handle)
-        else:
-            g.execute_plan_at_index(pack, workspace.data.ptr, plan, handle=self.handle)
+        g, t, workspace = entry
+        g.execute(self._pack(t, x, w, b, out), workspace.data.ptr, handle=self.handle)
         return True

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import Backend
+from engine.backends.base import Backend, derived
 from engine.tensor import is_nhwc_memory
 
 #: smallest input channel count and tile count (4x4 output pixels each) worth a Winograd convolution
@@ -64,22 +64,12 @@ class NumpyBackend(Backend):
         ho, wo = out.shape[2:]
         if (w.shape[2:] == (3, 3) and stride == dilation == (1, 1) and w.shape[1] >= WINOGRAD_MIN_CHANNELS
                 and -(-ho // 4) * -(-wo // 4) >= WINOGRAD_MIN_TILES):
-            u = _derived(cache, "winograd_nhwc" if nhwc else "winograd_nchw", w, lambda: kernels.transform_weights(w, nhwc))
+            u = derived(cache, "winograd_nhwc" if nhwc else "winograd_nchw", w, lambda: kernels.transform_weights(w, nhwc))
             kernels.winograd_conv3x3(x, u, b, out, padding, code, alpha)
             return True
         if not nhwc:
             return False
-        wm = _derived(cache, "gemm_nhwc", w, lambda: kernels.gemm_weights(w))
+        wm = derived(cache, "gemm_nhwc", w, lambda: kernels.gemm_weights(w))
         kernels.conv_nhwc(x, wm, w.shape[2:], b, out, stride, padding, dilation, code, alpha)
         return True
 
-
-def _derived(cache: dict[str, Any] | None, key: str, w: Any, make: Any) -> Any:
-    """``make()``, kept in the layer's ``cache`` under ``key`` while the weights are the array ``w``."""
-    cached = cache.get(key) if cache is not None else None
-    if cached is not None and cached[0] is w:
-        return cached[1]
-    value = make()
-    if cache is not None:
-        cache[key] = (w, value)
-    return value

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.base import derived
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims, Layout, nchw_view
@@ -223,7 +224,7 @@ def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geom
     bv = None if b is None else b.astype(w.dtype, copy=False)
     act = layer.activation
     name, coefs = (act.name, act.coefs) if act is not None else (None, {})
-    cache = layer.__dict__.setdefault("_kernel_cache", {}) if cacheable else None
+    cache = kernel_cache(layer) if cacheable else None
     if layer.backend.conv2d(x, w, bv, out, *geometry, groups, name, coefs, cache):
         return True
     if act is not None and layer.backend.conv2d(x, w, bv, out, *geometry, groups, None, {}, cache):
@@ -235,15 +236,17 @@ def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geom
 def physical_weight(layer: Layer, w: Any, cacheable: bool, shape: tuple[int, ...] | None = None) -> Any:
     """``w`` (viewed as ``shape`` K, C, R, S when given) in the memory layout of the layer's tensors (KRSC
     for NHWC), seen as logical K, C, R, S; cached on the layer while the same weight array comes back."""
-    cached = layer.__dict__.get("_phys")
-    if cacheable and cached is not None and cached[0] is w:
-        return cached[1]
-    phys = w.reshape(shape) if shape is not None else w
-    if layer.fmt.layout is Layout.NHWC:
-        phys = layer.xp.ascontiguousarray(phys.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-    if cacheable:
-        layer.__dict__["_phys"] = (w, phys)
-    return phys
+    def make() -> Any:
+        phys = w.reshape(shape) if shape is not None else w
+        if layer.fmt.layout is Layout.NHWC:
+            phys = layer.xp.ascontiguousarray(phys.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+        return phys
 
+    return derived(kernel_cache(layer) if cacheable else None, "physical", w, make)
+
+
+def kernel_cache(layer: Layer) -> dict[str, Any]:
+    """The dict where a layer keeps what is derived from its weights (physical copies, backend forms)."""
+    return layer.__dict__.setdefault("_kernel_cache", {})
 
 LAYER = Convolution

@@ -142,7 +142,6 @@ def bench(name: str, dims: Dims, device: str, fmt_text: str, repeat: int, fusing
            "rel_err_vs_ort": rel_err(ours, ort_out) if ort_ms is not None else None, "dims": str(dims),
            "device": backend.device_name, "format": str(fmt), "fusing": fusing,
            "graph": net.graph_status, "cudnn": getattr(backend, "cudnn_status", "-"),
-           "cudnn_autotune": getattr(getattr(backend, "_cudnn", None), "autotune_status", "-"),
            "layerlab_ms": t_ours, "torch_ms": t_torch, "ratio": t_ours / t_torch, "torch_graph_ms": t_graph,
            "torch_compile_ms": t_compile, "compile_mode": compile_mode,
            "rel_err_vs_torch": rel_err(ours, ref), "rel_err_vs_fp32": rel_err(ours, ref32),
