@@ -37,8 +37,9 @@ when it is true/false (a bool parameter such as ``bias``, or a literal). ``&&`` 
 
 Applying rules (``apply_rules``) never changes the input model: it returns a new one in which each
 match is replaced by one layer of the replacement type, named after the outer layer; the fused layer
-reads the inner layer's inputs and every reader of the outer layer reads it. Parameters and weights of
-the replacement are taken from the two source layers by name (see ``apply_rules``).
+reads the inner layer's inputs and the outer layer's other inputs, and every reader of the outer layer
+reads it. Parameters and weights of the replacement are taken from the two source layers by name (see
+``apply_rules``).
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.descriptors import LayerDesc, ParamDesc
+from engine.descriptors import InputKind, LayerDesc, ParamDesc
 from engine.errors import LayerLabError, ParameterError
 from engine.graph import execution_order
 from engine.layer import Layer
@@ -66,10 +67,15 @@ from engine.weights import WeightsSource
 #: fused layer computes exactly what the chain computes:
 #: * conv_bn applies the activation after the normalization, so the convolution must have none;
 #: * conv_pool applies the activation between the convolution and the pooling, so the pooling must
-#:   have none, except ReLU after max pooling, which gives the same result in either order.
+#:   have none, except ReLU after max pooling, which gives the same result in either order;
+#: * upscale_concat (a U-Net decoder step in one pass over memory) applies its activation to every
+#:   channel, as the concatenation does, so the upsample must have none. The concatenation's input 1 (the
+#:   skip tensor) becomes the fused layer's input 1; a concatenation of more inputs is not fused, and one
+#:   whose input 0 is not the upsample never matches (the channel order would change).
 BUILTIN_RULES: list[str] = [
     "*|*|conv_bn = batch_normalization {convolution[act == 'none']}",
     "*|*|conv_pool = pooling[act == 'none' || pool_type == 'max' && act == 'relu'] {convolution}",
+    "*|*|upscale_concat = concatenation {upsample[act == 'none']}",
 ]
 
 
@@ -644,8 +650,12 @@ def apply_rules(model: Model, registry: Registry, fmt: TensorFormat, rules: list
     * activation: the one of the outer layer, else of the inner layer; when both have one the match is
       not fused (a layer has one activation). Where the replacement applies it is its own business: the
       rule's conditions must only match where that gives the chain's result.
-    * inputs: the inner layer's inputs at the same indices; a secondary input of either layer that
-      replaces a weight moves to the replacement's input replacing the corresponding weight.
+    * inputs: the inner layer's inputs at the same indices, and the outer layer's other data inputs
+      (1, 2, ...; its input 0 is the inner layer) at theirs, so ``concatenation(upsample(x), skip)``
+      becomes ``upscale_concat(x, skip)``; a secondary input of either layer that replaces a weight moves
+      to the replacement's input replacing the corresponding weight. The match is not fused when the
+      replacement has no data input at such an index, when two inputs land on one index, or when a
+      mandatory input of the replacement would stay unconnected.
 
     A one-layer pattern replaces a layer by another type with the same rules, exact names only; each
     one-layer rule replaces a given layer once at most (so rules that undo each other cannot loop).
@@ -804,27 +814,31 @@ class _Fuser:
     def _inputs(self, rep: LayerDesc, roles: list[LayerSpec], descs: list[LayerDesc],
                 weights: dict[str, tuple[int, str]], has_inner: bool) -> list[str | None]:
         by_source = {v: fw for fw, v in weights.items()}
-        placed: dict[int, str] = {}
+        placed: dict[int, tuple[str, str]] = {}  # slot -> (source layer, which input of which layer it was)
         outer_k = len(roles) - 1
         for k, (s, d) in enumerate(zip(roles, descs)):
             for i, src in enumerate(s.inputs):
                 if src is None or (has_inner and k == outer_k and i == 0):
                     continue
                 idesc = d.input_desc(i)
+                what = f"{d.name} {s.name}'s input {i} ({idesc.name if idesc else i})"
                 if idesc is not None and idesc.weight:
                     fw = by_source.get((k, idesc.weight))
                     slot = next((j for j, inp in enumerate(rep.inputs) if fw is not None and inp.weight == fw), None)
-                elif k == 0:
+                else:  # a data input keeps its index (the outer layer's input 0 is the inner layer)
                     rdesc = rep.input_desc(i)
                     slot = i if rdesc is not None and not rdesc.weight else None
-                else:
-                    slot = None
-                if slot is None or slot in placed:
-                    what = idesc.name if idesc else str(i)
-                    raise _Refused(f"{rep.name} has no input for {d.name} {s.name}'s input {i} ({what})")
-                placed[slot] = src
+                if slot is None:
+                    raise _Refused(f"{rep.name} has no input for {what}")
+                if slot in placed:
+                    raise _Refused(f"{rep.name} input {slot} cannot take both {placed[slot][1]} and {what}")
+                placed[slot] = (src, what)
+        for j, inp in enumerate(rep.inputs):
+            if inp.kind is InputKind.PRIMARY and j not in placed:
+                who = " or ".join(f"{d.name} {s.name}" for s, d in zip(roles, descs))
+                raise _Refused(f"{rep.name} needs input {j} ({inp.name}), and no input of {who} goes there")
         inputs: list[str | None] = [None] * (max(placed) + 1 if placed else 0)
-        for slot, src in placed.items():
+        for slot, (src, _) in placed.items():
             inputs[slot] = src
         return inputs
 

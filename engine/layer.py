@@ -78,6 +78,9 @@ class Layer:
     #: activations that ``forward`` applies itself (through ``self.activate``); others run generically.
     #: ``"*"`` means every activation.
     fused_activations: ClassVar[frozenset[str]] = frozenset()
+    #: True when a fusing rule made this layer out of a chain of layers (set by the network): a layer that
+    #: accepts more than the chain did must then refuse what the chain would have refused.
+    fused = False
 
     def __init__(self, name: str, params: dict[str, Any], activation: BoundActivation | None,
                  fmt: TensorFormat, backend: Any) -> None:
@@ -137,6 +140,16 @@ class Layer:
         if self.activation.impl.elementwise:
             return self.activation(self.xp, y)
         return from_nchw_view(self.activation(self.xp, nchw_view(y, self.fmt)), self.fmt)
+
+    def activate_inplace(self, out: Any) -> None:
+        """Apply the layer's activation to its output buffer (physical), in place where it can."""
+        act = self.activation
+        if act is None:
+            return
+        if act.impl.elementwise:
+            act.impl.apply_inplace(self.xp, out, act.coefs)
+        else:
+            out[...] = self.activate_physical(out)
 
     def store_physical(self, out: Any, y: Any) -> None:
         """Write a result already in this layer's memory layout into the output buffer."""

@@ -105,6 +105,7 @@ class Network:
             spec = model.layers[name]
             layer = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs,
                                 registry, fmt, self.backend)
+            layer.fused = self.fused is not None and any(a[3] == name for a in self.fused.applied)
             self.nodes[name] = _Node(name, layer, list(spec.inputs), spec.permanent)
             self._check_inputs_connected(name)
         self.input_names = [n for n in self.order if getattr(self.nodes[n].layer, "is_network_input", False)]
@@ -389,11 +390,12 @@ class Network:
         for cb in self.hooks.before_inference:
             cb(self)
         key = tuple(n for n in self.order if n in todo)
-        if key and self.graph_capture and not (self.hooks.before_layer or self.hooks.after_layer):
-            self._run_graph(key)
-        else:
-            for name in key:
-                self._execute(name)
+        with self.backend.running():
+            if key and self.graph_capture and not (self.hooks.before_layer or self.hooks.after_layer):
+                self._run_graph(key)
+            else:
+                for name in key:
+                    self._execute(name)
         self._last_key = key
         self._dirty.clear()
         for cb in self.hooks.after_inference:

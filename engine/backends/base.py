@@ -1,6 +1,7 @@
 """The backend interface every array backend implements."""
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -67,6 +68,11 @@ class Backend:
     def activate(self) -> None:
         """Make this backend's stream current in the calling thread (before running layers)."""
 
+    def running(self) -> contextlib.AbstractContextManager[Any]:
+        """Context held around one inference (all its layers); the NumPy backend holds BLAS to one thread
+        in it, its own kernels spreading every layer over the cores."""
+        return contextlib.nullcontext()
+
     def conv2d(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
                dilation: tuple[int, int], groups: int, act: str | None, coefs: dict[str, float],
                cache: dict[str, Any] | None = None) -> bool:
@@ -80,6 +86,18 @@ class Backend:
     def upsample(self, x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
         """Upsampling by integer factors (nearest, or bilinear with half-pixel centres) of the physical
         array ``x`` into ``out`` by the backend's own kernel; False when it has none for this case."""
+        return False
+
+    def pool2d(self, x: Any, out: Any, is_max: bool, kernel: tuple[int, int], stride: tuple[int, int],
+               padding: tuple[int, int], count_include_pad: bool, nhwc: bool) -> bool:
+        """Max or average pooling of the physical array ``x`` into ``out`` by the backend's own kernel
+        (averages over the real cells of a window unless ``count_include_pad``); False when it has none."""
+        return False
+
+    def upscale_concat(self, x: Any, skip: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
+        """``out`` = channels of ``x`` upsampled by integer factors (as :meth:`upsample`) followed by the
+        channels of ``skip``, by the backend's own kernel; physical arrays of one layout (NHWC when
+        ``nhwc``), the upsampled size equal to the skip size. False when it has none for this case."""
         return False
 
     def synchronize(self) -> None:

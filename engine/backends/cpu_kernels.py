@@ -14,7 +14,6 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -33,6 +32,9 @@ BLOCK_BYTES = 3 << 20
 #: 2 cores: unet 256 went from 136-145 ms to 91-105 ms; splitting resnet18 7x7 and 28x28 layers too made it slower)
 SPLIT_MIN_TILES = 64
 SPLIT_MIN_PIXELS = 1024
+
+#: narrowest column block when a small layer's product is cut by output channels instead
+COLUMN_SPLIT_MIN = 16
 
 # Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", F(4x4, 3x3)
 _G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
@@ -198,40 +200,100 @@ def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out:
     xs = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if nhwc else np.ascontiguousarray(x)
     ys = out.transpose(0, 2, 3, 1) if nhwc else out
     args = (u, b, act, np.float32(alpha), padding, nty, ntx, rows, nhwc)
-    _parallel(_block, [(xs[i], ys[i], ty0, *args) for i in range(n) for ty0 in range(0, nty, rows)])
+    jobs = [(xs[i], ys[i], ty0, *args) for i in range(n) for ty0 in range(0, nty, rows)]
+    if len(jobs) < _cores():  # too small to cut into blocks: the 36 products are shared out instead
+        for job in jobs:
+            _block(*job, split=True)
+        return
+    _parallel(_block, jobs)
 
 
 def _parallel(fn: Any, jobs: list[tuple[Any, ...]]) -> None:
-    """``fn(*job)`` for every job, spread over one worker thread per core (the kernels release the GIL)
-    with BLAS limited to one thread meanwhile, so that exactly one thread runs per core."""
-    workers = min(len(jobs), _cores())
-    if workers <= 1:
+    """``fn(*job)`` for every job, spread over the calling thread and one helper thread per other core (the
+    kernels release the GIL), with BLAS limited to one thread meanwhile, so that exactly one thread runs
+    per core. A call made while the team is busy (from a job, or from another thread) runs its jobs itself."""
+    helpers = min(len(jobs), _cores()) - 1
+    if helpers <= 0 or not _team_lock.acquire(blocking=False):
         for job in jobs:
             fn(*job)
         return
-    with _blas_single_thread():
-        list(_pool(workers).map(lambda job: fn(*job), jobs))
+    try:
+        with _blas_single_thread():
+            _team(helpers).run(fn, jobs, helpers)
+    finally:
+        _team_lock.release()
+
+
+class _Team:
+    """Helper threads that share a list of jobs with the calling thread. Each helper waits on a lock of its
+    own (a thread wakes in ~20 us, where a ThreadPoolExecutor round trip took ~80 us on 2 cores: ~40
+    dispatches per resnet18 inference)."""
+
+    def __init__(self, helpers: int) -> None:
+        self.size = helpers
+        self._go = [threading.Lock() for _ in range(helpers)]
+        self._done = [threading.Lock() for _ in range(helpers)]
+        for lock in self._go + self._done:
+            lock.acquire()
+        self._next_lock = threading.Lock()
+        self._fn: Any = None
+        self._jobs: list[tuple[Any, ...]] = []
+        self._next = 0
+        self._error: BaseException | None = None
+        for i in range(helpers):
+            threading.Thread(target=self._helper, args=(i,), name=f"layerlab-cpu_{i}", daemon=True).start()
+
+    def run(self, fn: Any, jobs: list[tuple[Any, ...]], helpers: int) -> None:
+        self._fn, self._jobs, self._next, self._error = fn, jobs, 0, None
+        for i in range(helpers):
+            self._go[i].release()
+        self._work()
+        for i in range(helpers):
+            self._done[i].acquire()
+        error, self._error, self._fn, self._jobs = self._error, None, None, []
+        if error is not None:
+            raise error
+
+    def _work(self) -> None:
+        while True:
+            with self._next_lock:
+                i = self._next
+                self._next += 1
+            if i >= len(self._jobs):
+                return
+            try:
+                self._fn(*self._jobs[i])
+            except BaseException as exc:  # handed to the caller of run()
+                self._error = exc
+
+    def _helper(self, i: int) -> None:
+        while True:
+            self._go[i].acquire()
+            self._work()
+            self._done[i].release()
 
 
 _local = threading.local()
 
 
 def _block(x: np.ndarray, y: np.ndarray, ty0: int, u: np.ndarray, b: np.ndarray, act: int, alpha: np.float32,
-           padding: tuple[int, int], nty: int, ntx: int, rows: int, nhwc: bool) -> None:
-    """Tile rows ty0..ty0+rows of one image: input transform, 36 products, output transform."""
+           padding: tuple[int, int], nty: int, ntx: int, rows: int, nhwc: bool, split: bool = False) -> None:
+    """Tile rows ty0..ty0+rows of one image: input transform, 36 products (shared out among the workers
+    when ``split``), output transform."""
     r = min(rows, nty - ty0)
     ph, pw = padding
     c, k = (x.shape[2], y.shape[2]) if nhwc else (x.shape[0], y.shape[0])
     shapes = ((36, r * ntx, c), (36, r * ntx, k)) if nhwc else ((36, c, r * ntx), (36, k, r * ntx))
     v, m = (_scratch(i, s) for i, s in enumerate(shapes))
-    if nhwc:
-        _in_nhwc(x, v, ty0, r, ntx, ph, pw)
-        np.matmul(v, u, out=m)
-        _out_nhwc(m, y, b, act, alpha, ty0, r, ntx)
+    a, bb = (v, u) if nhwc else (u, v)
+    (_in_nhwc if nhwc else _in_nchw)(x, v, ty0, r, ntx, ph, pw)
+    if split:
+        cores = _cores()
+        parts = [(slice(36 * i // cores, 36 * (i + 1) // cores),) for i in range(cores)]
+        _parallel(lambda s: np.matmul(a[s], bb[s], out=m[s]), parts)
     else:
-        _in_nchw(x, v, ty0, r, ntx, ph, pw)
-        np.matmul(u, v, out=m)
-        _out_nchw(m, y, b, act, alpha, ty0, r, ntx)
+        np.matmul(a, bb, out=m)
+    (_out_nhwc if nhwc else _out_nchw)(m, y, b, act, alpha, ty0, r, ntx)
 
 
 def _scratch(slot: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -261,19 +323,25 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-_pools: dict[int, ThreadPoolExecutor] = {}
+_team_lock = threading.Lock()
+_teams: list[_Team] = []
 
 
-def _pool(workers: int) -> ThreadPoolExecutor:
-    if workers not in _pools:
-        _pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix="layerlab-cpu")
-    return _pools[workers]
+def _team(helpers: int) -> _Team:
+    """The helper team (grown to ``helpers`` threads when needed); call with ``_team_lock`` held."""
+    if not _teams or _teams[0].size < helpers:
+        _teams[:] = [_Team(helpers)]
+    return _teams[0]
 
 
 @contextlib.contextmanager
 def _blas_single_thread() -> Iterator[None]:
-    """BLAS limited to one thread (threadpoolctl) while the worker threads run, when it can be."""
+    """BLAS limited to one thread (threadpoolctl) while the worker threads run, when it can be; a no-op
+    inside :func:`single_threaded_blas` (already limited)."""
     global _controller
+    if _held.depth:
+        yield
+        return
     if _controller is None:
         try:
             from threadpoolctl import ThreadpoolController  # noqa: PLC0415
@@ -286,6 +354,27 @@ def _blas_single_thread() -> Iterator[None]:
         return
     with _controller.limit(limits=1, user_api="blas"):
         yield
+
+
+class _Held(threading.local):
+    depth = 0
+
+
+_held = _Held()
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """BLAS held to one thread for a whole inference, every product being spread over the cores by the
+    workers instead. Switching OpenBLAS between 1 and 2 threads around each layer, with a multi-threaded
+    product in between, left its helper thread spinning against the workers (2 cores: the resnet18 stem
+    took 4.7-5.4 ms instead of 2.4-2.9)."""
+    with _blas_single_thread():
+        _held.depth += 1
+        try:
+            yield
+        finally:
+            _held.depth -= 1
 
 
 _controller: Any = None
@@ -361,18 +450,37 @@ def conv_nhwc(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias: np.n
     geometry = (wo, kh, kw, *stride, *padding, *dilation)
     jobs = [(xs[i], ys[i], p0, min(ho * wo, p0 + step), wm, b, act, np.float32(alpha), direct, geometry)
             for i in range(n) for p0 in range(0, ho * wo, step)]
+    if len(jobs) < _cores() and k >= 2 * COLUMN_SPLIT_MIN:  # too few pixels to cut: cut the output channels
+        for job in jobs:
+            _conv_block(*job, split=True)
+        return
     _parallel(_conv_block, jobs)
 
 
 def _conv_block(x: np.ndarray, y: np.ndarray, p0: int, p1: int, wm: np.ndarray, b: np.ndarray, act: int,
-                alpha: np.float32, direct: bool, geometry: tuple[int, ...]) -> None:
+                alpha: np.float32, direct: bool, geometry: tuple[int, ...], split: bool = False) -> None:
+    """Output pixels p0..p1 of one image: im2col, then the product (by column blocks over the workers when
+    ``split``) with bias and activation."""
     if direct:
         cols = x.reshape(-1, x.shape[2])[p0:p1]
     else:
         cols = _scratch(0, (p1 - p0, wm.shape[0]))
         _im2col_nhwc(x, cols, p0, *geometry)
-    np.matmul(cols, wm, out=y[p0:p1])
-    _bias_act(y[p0:p1], b, act, alpha)
+    parts = _share_columns(wm.shape[1]) if split else [slice(None)]
+    _parallel(lambda s: _product(cols, wm[:, s], y[p0:p1, s], b[s], act, alpha), [(s,) for s in parts])
+
+
+def _product(cols: np.ndarray, wm: np.ndarray, y: np.ndarray, b: np.ndarray, act: int, alpha: np.float32) -> None:
+    np.matmul(cols, wm, out=y)
+    _bias_act(y, b, act, alpha)
+
+
+def _share_columns(k: int) -> list[slice]:
+    """``k`` output channels cut into one block per core, each a multiple of 16 wide (SIMD rows of BLAS)."""
+    cores = _cores()
+    per_core = -(-k // cores)
+    width = -(-per_core // COLUMN_SPLIT_MIN) * COLUMN_SPLIT_MIN
+    return [slice(k0, min(k, k0 + width)) for k0 in range(0, k, width)]
 
 
 # ---- upsampling --------------------------------------------------------------------------------------
@@ -419,3 +527,52 @@ def upsample(x: np.ndarray, out: np.ndarray, factor: tuple[int, int], bilinear: 
     total = ys.shape[0] * ys.shape[1]
     step = -(-total // _cores())
     _parallel(_upsample_rows, [(xs, ys, r, min(total, r + step), *factor, bilinear) for r in range(0, total, step)])
+
+
+# ---- pooling -----------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _pool_rows(x, y, r0, r1, kh, kw, sh, sw, ph, pw, is_max, include_pad):  # pragma: no cover - compiled
+    """Output rows r0..r1 of a max or average pooling of ``x`` (H, W, C) into ``y`` (Ho, Wo, C); NaN wins a max."""
+    h, w, c = x.shape
+    acc = np.empty(c, np.float32)
+    for oh in range(r0, r1):
+        for ow in range(y.shape[1]):
+            for k in range(c):
+                acc[k] = -np.inf if is_max else 0
+            cells = 0
+            for i in range(kh):
+                r = oh * sh - ph + i
+                if r < 0 or r >= h:
+                    continue
+                for j in range(kw):
+                    q = ow * sw - pw + j
+                    if q < 0 or q >= w:
+                        continue
+                    cells += 1
+                    if is_max:
+                        for k in range(c):  # a select, not a branch: vectorised
+                            v, a = x[r, q, k], acc[k]
+                            acc[k] = v if (v > a) | (v != v) else a
+                    else:
+                        for k in range(c):
+                            acc[k] += x[r, q, k]
+            if is_max:
+                for k in range(c):
+                    y[oh, ow, k] = acc[k]
+            else:
+                scale = np.float32(1.0 / (kh * kw if include_pad else max(cells, 1)))
+                for k in range(c):
+                    y[oh, ow, k] = acc[k] * scale
+
+
+def pool_nhwc(x: np.ndarray, out: np.ndarray, is_max: bool, kernel: tuple[int, int], stride: tuple[int, int],
+              padding: tuple[int, int], count_include_pad: bool) -> None:
+    """Max or average pooling of float32 NHWC ``x`` (N, H, W, C) into ``out`` (N, Ho, Wo, C), one pass,
+    by blocks of output rows over the cores. Averages divide by the real cells of each window unless
+    ``count_include_pad``."""
+    n, ho = out.shape[:2]
+    rows = _share(ho * n, ho, n) if out.size >= SPLIT_MIN_PIXELS * 16 else ho
+    geometry = (*kernel, *stride, *padding, is_max, count_include_pad)
+    _parallel(_pool_rows, [(x[i], out[i], r0, min(ho, r0 + rows), *geometry) for i in range(n) for r0 in range(0, ho, rows)])
+

@@ -6,7 +6,9 @@ from typing import Any
 import cupy
 import numpy as np
 
-from engine.backends.base import Backend, Timer
+from engine.backends import gpu_kernels
+from engine.backends.base import Backend, Timer, derived
+from engine.tensor import is_nhwc_memory
 
 
 class _EventTimer(Timer):
@@ -59,9 +61,22 @@ class CupyBackend(Backend):
     def conv2d(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
                dilation: tuple[int, int], groups: int, act: str | None, coefs: dict[str, float],
                cache: dict[str, Any] | None = None) -> bool:
-        if x.dtype != cupy.float16 or self.cudnn is None:
+        if x.dtype != cupy.float16:
+            return False
+        if gpu_kernels.direct_applies(x, w, out, groups, act) and is_nhwc_memory(x) and is_nhwc_memory(out):
+            wd = derived(cache, "direct", w, lambda: gpu_kernels.direct_weights(w))
+            if gpu_kernels.conv_direct(x.transpose(0, 2, 3, 1), wd, b, out.transpose(0, 2, 3, 1), w.shape[2:], stride,
+                                       padding, dilation, act, float(coefs.get("alpha", 0.0))):
+                return True
+        if self.cudnn is None:
             return False
         return self._cudnn.conv(x, w, b, out, stride, padding, dilation, act, coefs)
+
+    def upsample(self, x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
+        return gpu_kernels.upscale_concat(x, None, out, factor, bilinear, nhwc)
+
+    def upscale_concat(self, x: Any, skip: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
+        return gpu_kernels.upscale_concat(x, skip, out, factor, bilinear, nhwc)
 
     @property
     def device_name(self) -> str:

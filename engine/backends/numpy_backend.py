@@ -10,6 +10,7 @@ channels, a large enough output) as Winograd F(4x4, 3x3), other NHWC convolution
 straight into BLAS products, upsampling in one pass. Everything else uses NumPy with im2col + BLAS."""
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import platform
@@ -44,6 +45,19 @@ class NumpyBackend(Backend):
     def device_name(self) -> str:
         return f"CPU ({platform.processor() or platform.machine()})"
 
+    def running(self) -> contextlib.AbstractContextManager[Any]:
+        kernels = cpu_kernels()
+        return kernels.single_threaded_blas() if kernels is not None else contextlib.nullcontext()
+
+    def pool2d(self, x: Any, out: Any, is_max: bool, kernel: tuple[int, int], stride: tuple[int, int],
+               padding: tuple[int, int], count_include_pad: bool, nhwc: bool) -> bool:
+        kernels = cpu_kernels()
+        if kernels is None or not nhwc or not (x.dtype == out.dtype == np.float32 and x.flags.c_contiguous
+                                               and out.flags.c_contiguous):
+            return False
+        kernels.pool_nhwc(x, out, is_max, kernel, stride, padding, count_include_pad)
+        return True
+
     def upsample(self, x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
         kernels = cpu_kernels()
         if kernels is None or not (x.dtype == out.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous):
@@ -73,3 +87,18 @@ class NumpyBackend(Backend):
         kernels.conv_nhwc(x, wm, w.shape[2:], b, out, stride, padding, dilation, code, alpha)
         return True
 
+    def upscale_concat(self, x: Any, skip: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
+        if cpu_kernels() is None or x.ndim != 4 or not x.dtype == skip.dtype == out.dtype == np.float32:
+            return False
+        if not (x.flags.c_contiguous and skip.flags.c_contiguous and out.flags.c_contiguous):
+            return False
+        h_axis, c_axis = (1, 3) if nhwc else (2, 1)
+        n, c0, h, w = x.shape[0], x.shape[c_axis], x.shape[h_axis], x.shape[h_axis + 1]
+        expected = list(skip.shape)
+        expected[c_axis] += c0
+        if (skip.shape[0], skip.shape[h_axis], skip.shape[h_axis + 1]) != (n, h * factor[0], w * factor[1]):
+            return False  # crop or edge extension to the skip size: the generic path
+        if out.shape != tuple(expected):
+            return False
+        importlib.import_module("engine.backends.cpu_merge").upscale_concat(x, skip, out, factor, bilinear, nhwc)
+        return True

@@ -15,6 +15,10 @@ class Relu(Activation):
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return xp.maximum(x, 0)
 
+    @classmethod
+    def apply_inplace(cls, xp: Any, x: Any, coefs: dict[str, float]) -> None:
+        xp.maximum(x, 0, out=x)  # exact in every dtype: no float32 round trip, no temporary
+
     onnx_support = "yes"
     torch_support = "yes"
 

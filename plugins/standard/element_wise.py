@@ -70,8 +70,7 @@ class ElementWise(Layer):
             op(present[0], present[1], out=out)
             for x in present[2:]:
                 op(out, x, out=out)
-            if self.activation is not None:
-                out[...] = self.activate_physical(out)
+            self.activate_inplace(out)
             return
         if all(x.shape == out.shape for x in present):  # no broadcasting: work in the memory layout
             y = element_wise(self.xp, [self.physical(x) for x in present], self.p["operation"])

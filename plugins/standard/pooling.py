@@ -261,8 +261,11 @@ class Pooling(Layer):
             d, o = self.input_dims[0], self.out_dims
             pool_kernel()(x, int(self.hw_axes == (1, 2)), d.c, d.h, d.w, o.h, o.w, k.h, k.w, s.h, s.w, p.h, p.w,
                           int(self.p["pool_type"] == "max"), int(self.p["count_include_pad"]), out)
-            if self.activation is not None:
-                out[...] = self.activate_physical(out)
+            self.activate_inplace(out)
+            return
+        if self.backend.pool2d(x, out, self.p["pool_type"] == "max", (k.h, k.w), (s.h, s.w), (p.h, p.w),
+                               self.p["count_include_pad"], self.hw_axes == (1, 2)):
+            self.activate_inplace(out)
             return
         y = pool2d(self.xp, self.physical(x), self.p["pool_type"], (k.h, k.w), (s.h, s.w), (p.h, p.w),
                    self.p["count_include_pad"], self.hw_axes)

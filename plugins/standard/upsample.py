@@ -1,7 +1,6 @@
 """upsample: enlarge H and W by integer factors, nearest or bilinear (like torch.nn.Upsample)."""
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
@@ -71,33 +70,6 @@ def check_factor(layer: Layer, param: str = "factor") -> None:
         raise layer.param_error(param, f"{f.h}x{f.w}: each factor must be an integer in [1, 1024]")
 
 
-_UPSAMPLE_SOURCE = r"""
-int t = (int)i, n, c, oh, ow;
-if (nhwc) { c = t % C; t /= C; ow = t % Wo; t /= Wo; oh = t % Ho; n = t / Ho; }
-else { ow = t % Wo; t /= Wo; oh = t % Ho; t /= Ho; c = t % C; n = t / C; }
-#define AT(h, w) ((float)x[nhwc ? (((n * H + (h)) * W + (w)) * C + c) : (((n * C + c) * H + (h)) * W + (w))])
-if (!bilinear) {
-    y = (T)AT(oh / fh, ow / fw);
-} else {
-    float sy = fmaxf((oh + 0.5f) / fh - 0.5f, 0.0f), sx = fmaxf((ow + 0.5f) / fw - 0.5f, 0.0f);
-    int y0 = (int)sy, x0 = (int)sx;
-    int y1 = y0 + 1 < H ? y0 + 1 : H - 1, x1 = x0 + 1 < W ? x0 + 1 : W - 1;
-    float ly = sy - y0, lx = sx - x0;
-    y = (T)((1.0f - ly) * ((1.0f - lx) * AT(y0, x0) + lx * AT(y0, x1)) + ly * ((1.0f - lx) * AT(y1, x0) + lx * AT(y1, x1)));
-}
-#undef AT
-"""
-@functools.cache
-def upsample_kernel() -> Any:
-    """One-pass CUDA upsampling (nearest or half-pixel bilinear, integer factors, either layout), compiled
-    on first use: every output value reads its 1 or 4 sources directly, instead of two gather passes."""
-    import cupy  # noqa: PLC0415 - GPU only
-
-    return cupy.ElementwiseKernel(
-        "raw T x, int32 nhwc, int32 C, int32 H, int32 W, int32 Ho, int32 Wo, int32 fh, int32 fw, int32 bilinear",
-        "T y", _UPSAMPLE_SOURCE, "layerlab_upsample")
-
-
 class Upsample(Layer):
     desc = DESC
     fused_activations = frozenset({"*"})
@@ -120,17 +92,9 @@ class Upsample(Layer):
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         x = inputs[0]
-        if self.backend.supports_graphs and x.dtype == out.dtype and x.flags.c_contiguous and out.size < 2**31:
-            d, o, f = self.input_dims[0], self.out_dims, self.p["factor"]
-            nhwc = int(self.hw_axes == (1, 2))
-            upsample_kernel()(x, nhwc, d.c, d.h, d.w, o.h, o.w, f.h, f.w, int(self.p["method"] == "bilinear"), out)
-            if self.activation is not None:
-                out[...] = self.activate_physical(out)
-            return
         f = self.p["factor"]
         if self.backend.upsample(x, out, (f.h, f.w), self.p["method"] == "bilinear", self.hw_axes == (1, 2)):
-            if self.activation is not None:
-                out[...] = self.activate_physical(out)
+            self.activate_inplace(out)
             return
         y = resample(self.xp, self.physical(x), self._taps_h, self._taps_w, self.hw_axes)
         self.store_physical(out, self.activate_physical(y))

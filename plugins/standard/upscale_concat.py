@@ -61,6 +61,11 @@ class UpscaleLayer(Layer):
         if x.n != skip.n:
             raise self.shape_error(f"input 0 ({x}) and input 1 ({skip}) have different batch sizes N ({x.n} vs {skip.n})")
         f = self.p["factor"]
+        if self.fused and (x.h * f.h, x.w * f.w) != (skip.h, skip.w):
+            raise self.shape_error(
+                f"this layer joins an upsample and a concatenation (fusing rule): input 0 ({x}) upsampled by "
+                f"{f.h}x{f.w} is {x.h * f.h}x{x.w * f.w}, input 1 ({skip}) is {skip.h}x{skip.w}; the concatenation "
+                "joins along C, so H and W must be equal")
         for axis, a, b, k in (("H", x.h, skip.h, f.h), ("W", x.w, skip.w, f.w)):
             lo, hi = b // k, -(-b // k)
             if a not in (lo, hi):
@@ -121,6 +126,13 @@ class UpscaleConcat(UpscaleLayer):
         return Dims(t.n, inputs[0].c + t.c, t.h, t.w)  # type: ignore[union-attr]
 
     def forward(self, inputs: list[Any], out: Any) -> None:
+        x, skip, f = inputs[0], inputs[1], self.p["factor"]
+        d, s = self.input_dims[0], self.input_dims[1]
+        exact = d is not None and s is not None and (d.h * f.h, d.w * f.w) == (s.h, s.w)
+        if exact and self.backend.upscale_concat(x, skip, out, (f.h, f.w), self.p["method"] == "bilinear",
+                                                 self.hw_axes == (1, 2)):
+            self.activate_inplace(out)
+            return
         y = upscale_concat(self.xp, self.nchw(inputs[0]), [self.nchw(inputs[1])], self._taps_h, self._taps_w)
         self.store(out, self.activate(y))
 

@@ -172,3 +172,94 @@ def test_reference_networks_agree_with_and_without_kernels(monkeypatch, net, fmt
         network.run()
         outs.append(np.asarray(network.output("output"), np.float64))
     assert _rel(outs[0], outs[1]) < 1e-5
+
+
+@pytest.mark.parametrize("cores", [2, 3, 4])
+@pytest.mark.parametrize("k,kernel,stride", [(40, (3, 3), (1, 1)), (100, (1, 1), (2, 2)), (512, (3, 3), (2, 2))])
+def test_small_layers_split_by_output_channels_match(monkeypatch, cores, k, kernel, stride):
+    """One block of pixels (a 7x7 image) is cut by output channels over the cores instead."""
+    monkeypatch.setattr(ck, "_cores", lambda: cores)
+    rng = np.random.default_rng(5)
+    c = 24
+    x = _tensors(rng, 1, c, 7, 7, nhwc=True)
+    wt = (rng.standard_normal((k, c, *kernel)) / np.sqrt(c * kernel[0] * kernel[1])).astype(np.float32)
+    b = rng.standard_normal(k).astype(np.float32)
+    pad = (kernel[0] // 2, kernel[1] // 2)
+    ref = _ref_conv(x, wt, b, stride, pad, (1, 1), "leaky_relu", 0.2)
+    out = _out(1, k, *ref.shape[2:], nhwc=True)
+    parts = ck._share_columns(k)
+    assert len(parts) == min(cores, -(-k // 16)) and all((s.stop - s.start) % 16 == 0 for s in parts[:-1])
+    assert parts[0].start == 0 and parts[-1].stop == k
+    ck.conv_nhwc(x, ck.gemm_weights(wt), kernel, b, out, stride, pad, (1, 1), ck.FUSED_ACTIVATIONS["leaky_relu"], 0.2)
+    assert _rel(out, ref) < 1e-5
+
+
+@pytest.mark.parametrize("nhwc", [False, True])
+def test_winograd_of_one_block_shares_the_products(monkeypatch, nhwc):
+    calls = []
+    original = ck._parallel
+    monkeypatch.setattr(ck, "_parallel", lambda fn, jobs: calls.append(len(jobs)) or original(fn, jobs))
+    rng = np.random.default_rng(6)
+    x = _tensors(rng, 1, 32, 7, 7, nhwc)
+    wt = (rng.standard_normal((48, 32, 3, 3)) / np.sqrt(9 * 32)).astype(np.float32)
+    out = _out(1, 48, 7, 7, nhwc)
+    ck.winograd_conv3x3(x, ck.transform_weights(wt, nhwc), None, out, (1, 1))
+    assert calls == [ck._cores()]  # the 36 products, one share per core
+    assert _rel(out, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1))) < 1e-5
+
+
+def test_worker_errors_reach_the_caller_and_the_team_recovers():
+    def job(i):
+        if i == 3:
+            raise ValueError("job 3 failed")
+
+    with pytest.raises(ValueError, match="job 3 failed"):
+        ck._parallel(job, [(i,) for i in range(6)])
+    done = []
+    ck._parallel(lambda i: done.append(i), [(i,) for i in range(6)])
+    assert sorted(done) == list(range(6))
+
+
+def test_nested_parallel_calls_run_inline():
+    seen = []
+    ck._parallel(lambda i: ck._parallel(lambda j: seen.append((i, j)), [(0,), (1,)]), [(0,), (1,)])
+    assert sorted(seen) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_blas_is_held_to_one_thread_during_an_inference_only():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas_threads()
+    with NumpyBackend().running():
+        assert set(blas_threads()) <= {1}
+        with ck.single_threaded_blas():  # nested: still held
+            assert set(blas_threads()) <= {1}
+        assert set(blas_threads()) <= {1}
+    assert blas_threads() == before
+
+
+@pytest.mark.parametrize("pool_type", ["max", "average"])
+@pytest.mark.parametrize("kernel,stride,padding,include_pad", [((3, 3), (2, 2), (1, 1), False), ((2, 2), (2, 2), (0, 0), False),
+                                                                ((3, 2), (1, 2), (1, 1), True), ((5, 5), (3, 3), (2, 2), False)])
+def test_pool_nhwc_matches_the_generic_pooling(pool_type, kernel, stride, padding, include_pad):
+    from plugins.standard.pooling import pool2d
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 37, 41, 24)).astype(np.float32)
+    x[0, 5, 6, 3] = np.nan
+    ref = pool2d(np, x, pool_type, kernel, stride, padding, include_pad, axes=(1, 2))
+    out = np.full(ref.shape, -7.0, np.float32)
+    ck.pool_nhwc(x, out, pool_type == "max", kernel, stride, padding, include_pad)
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)  # NaN where the reference has NaN
+    assert np.isnan(out[0]).any() and not np.isnan(out[1]).any()
+
+
+def test_backend_pools_nhwc_float32_only():
+    b = NumpyBackend()
+    x = np.zeros((1, 8, 8, 4), np.float32)
+    assert b.pool2d(x, np.zeros((1, 4, 4, 4), np.float32), True, (2, 2), (2, 2), (0, 0), False, True)
+    assert not b.pool2d(x, np.zeros((1, 4, 4, 4), np.float32), True, (2, 2), (2, 2), (0, 0), False, False)
+    assert not b.pool2d(x.astype(np.float16), np.zeros((1, 4, 4, 4), np.float16), True, (2, 2), (2, 2), (0, 0), False, True)

@@ -42,7 +42,8 @@ def test_unaligned_channels_run_padded_and_match(c, k, act):
     got = cupy.asnumpy(out).astype(np.float64)
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 5e-3
     padded = any(key[0] == (1, c, 37, 50) and key[2] == (k, c, 3, 3) for key in backend.cudnn._pads)
-    assert padded == bool(c % 8 or k % 8)
+    direct = c <= 4 and k % 8 == 0  # the direct kernel of gpu_kernels takes these, not cuDNN
+    assert padded == bool((c % 8 or k % 8) and not direct)
 
 
 def test_grouped_unaligned_convolution_is_not_padded():

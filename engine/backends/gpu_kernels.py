@@ -1,0 +1,235 @@
+"""CUDA kernels of the CuPy backend (compiled by NVRTC on first use), for the layers cuDNN serves badly.
+
+- Upsampling by integer factors (nearest, or bilinear with half-pixel centres), optionally followed by
+  the channels of a skip tensor (``upscale_concat``, the U-Net decoder step): one pass over memory. In
+  fp16 NHWC with channel counts that are multiples of 8, every thread moves 16 bytes (8 channels of one
+  pixel); otherwise one value per thread, in either layout.
+- A direct convolution for inputs of few channels (an RGB image): one thread computes 8 output
+  channels of one pixel from weights held in shared memory, reading the unpadded input. cuDNN needs
+  the channels padded to 8 for its tensor-core kernels, and even then it spends ~10x the time on
+  such a layer (H200: 0.16 ms for 3 -> 32 channels at 512x512).
+
+Imported only by :mod:`engine.backends.cupy_backend`."""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import cupy
+
+#: activations the direct convolution applies itself (name -> code)
+DIRECT_ACTIVATIONS = {None: 0, "relu": 1, "leaky_relu": 2}
+
+#: most input channels, and most weight values (shared memory, float32), of the direct convolution
+DIRECT_MAX_CHANNELS = 4
+DIRECT_MAX_WEIGHTS = 12288
+
+_THREADS = 256
+
+_COMMON = r"""
+#include <cuda_fp16.h>
+__device__ __forceinline__ void source(int o, int f, int n_in, int bilinear, int* i0, int* i1, float* frac) {
+    if (!bilinear) {
+        int i = o / f;
+        *i0 = *i1 = i < n_in ? i : n_in - 1;
+        *frac = 0.0f;
+        return;
+    }
+    float s = fmaxf((o + 0.5f) / f - 0.5f, 0.0f);
+    int a = (int)s;
+    a = a < n_in ? a : n_in - 1;
+    *i0 = a;
+    *i1 = a + 1 < n_in ? a + 1 : n_in - 1;
+    *frac = fminf(s - a, 1.0f);
+}
+"""
+
+_UPCAT_VEC = _COMMON + r"""
+extern "C" __global__ void upcat_nhwc_h8(const uint4* __restrict__ x, const uint4* __restrict__ skip,
+        uint4* __restrict__ y, int H, int W, int c0, int c1, int Ho, int Wo, int fh, int fw, int bilinear,
+        unsigned int total) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total) return;
+    unsigned int ct = c0 + c1, v = i % ct, p = i / ct;
+    if (v >= (unsigned int)c0) {
+        y[i] = skip[p * c1 + (v - c0)];
+        return;
+    }
+    unsigned int ow = p % Wo, t = p / Wo, oh = t % Ho, n = t / Ho;
+    int y0, y1, x0, x1;
+    float ly, lx;
+    source(oh, fh, H, bilinear, &y0, &y1, &ly);
+    source(ow, fw, W, bilinear, &x0, &x1, &lx);
+    const uint4* img = x + (size_t)n * H * W * c0 + v;
+    uint4 a = img[((size_t)y0 * W + x0) * c0];
+    if (!bilinear) {
+        y[i] = a;
+        return;
+    }
+    uint4 b = img[((size_t)y0 * W + x1) * c0], c = img[((size_t)y1 * W + x0) * c0], d = img[((size_t)y1 * W + x1) * c0];
+    const __half2 *ha = (const __half2*)&a, *hb = (const __half2*)&b, *hc = (const __half2*)&c, *hd = (const __half2*)&d;
+    uint4 r;
+    __half2* hr = (__half2*)&r;
+    #pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        float2 fa = __half22float2(ha[k]), fb = __half22float2(hb[k]), fc = __half22float2(hc[k]), fd = __half22float2(hd[k]);
+        float2 o;
+        o.x = (1.0f - ly) * ((1.0f - lx) * fa.x + lx * fb.x) + ly * ((1.0f - lx) * fc.x + lx * fd.x);
+        o.y = (1.0f - ly) * ((1.0f - lx) * fa.y + lx * fb.y) + ly * ((1.0f - lx) * fc.y + lx * fd.y);
+        hr[k] = __float22half2_rn(o);
+    }
+    y[i] = r;
+}
+"""
+
+_UPCAT_SCALAR = r"""
+int t = (int)i, n, c, oh, ow;
+int ct = c0 + c1;
+if (nhwc) { c = t % ct; t /= ct; ow = t % Wo; t /= Wo; oh = t % Ho; n = t / Ho; }
+else { ow = t % Wo; t /= Wo; oh = t % Ho; t /= Ho; c = t % ct; n = t / ct; }
+if (c >= c0) {
+    int k = c - c0;
+    y = skip[nhwc ? (((n * Ho + oh) * Wo + ow) * c1 + k) : (((n * c1 + k) * Ho + oh) * Wo + ow)];
+} else {
+    int y0, y1, x0, x1;
+    float ly, lx;
+    source(oh, fh, H, bilinear, &y0, &y1, &ly);
+    source(ow, fw, W, bilinear, &x0, &x1, &lx);
+#define AT(h, w) ((float)x[nhwc ? (((n * H + (h)) * W + (w)) * c0 + c) : (((n * c0 + c) * H + (h)) * W + (w))])
+    if (!bilinear) y = (T)AT(y0, x0);
+    else y = (T)((1.0f - ly) * ((1.0f - lx) * AT(y0, x0) + lx * AT(y0, x1)) + ly * ((1.0f - lx) * AT(y1, x0) + lx * AT(y1, x1)));
+#undef AT
+}
+"""
+
+_DIRECT_CONV = r"""
+#include <cuda_fp16.h>
+extern "C" __global__ void conv_direct_h8(const __half* __restrict__ x, const float* __restrict__ w,
+        const __half* __restrict__ bias, int has_bias, __half* __restrict__ y, int H, int W, int C, int Ho, int Wo, int K,
+        int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw, int act, float alpha, unsigned int total) {
+    extern __shared__ float4 ws_vec[];  // float4: 16-byte aligned
+    float* ws = (float*)ws_vec;
+    for (int j = threadIdx.x; j < KH * KW * C * K; j += blockDim.x) ws[j] = w[j];
+    __syncthreads();
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total) return;
+    unsigned int groups = K / 8, g = i % groups, p = i / groups;
+    unsigned int ow = p % Wo, t = p / Wo, oh = t % Ho, n = t / Ho;
+    float acc[8];
+    #pragma unroll
+    for (int j = 0; j < 8; ++j) acc[j] = has_bias ? __half2float(bias[g * 8 + j]) : 0.0f;
+    const __half* img = x + (size_t)n * H * W * C;
+    for (int r = 0; r < KH; ++r) {
+        int ih = (int)oh * sh - ph + r * dh;
+        if (ih < 0 || ih >= H) continue;
+        for (int s = 0; s < KW; ++s) {
+            int iw = (int)ow * sw - pw + s * dw;
+            if (iw < 0 || iw >= W) continue;
+            const __half* px = img + ((size_t)ih * W + iw) * C;
+            const float* wk = ws + ((r * KW + s) * C) * K + g * 8;
+            for (int c = 0; c < C; ++c) {
+                float v = __half2float(px[c]);
+                float4 w0 = *(const float4*)(wk + c * K), w1 = *(const float4*)(wk + c * K + 4);  // 2 shared loads, not 8
+                acc[0] += v * w0.x; acc[1] += v * w0.y; acc[2] += v * w0.z; acc[3] += v * w0.w;
+                acc[4] += v * w1.x; acc[5] += v * w1.y; acc[6] += v * w1.z; acc[7] += v * w1.w;
+            }
+        }
+    }
+    uint4 out;
+    __half2* h = (__half2*)&out;
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        float a = acc[2 * j], b = acc[2 * j + 1];
+        if (act == 1) { a = fmaxf(a, 0.0f); b = fmaxf(b, 0.0f); }
+        else if (act == 2) { a = a < 0.0f ? a * alpha : a; b = b < 0.0f ? b * alpha : b; }
+        h[j] = __floats2half2_rn(a, b);
+    }
+    ((uint4*)y)[i] = out;
+}
+"""
+
+
+@functools.cache
+def _vector_upcat() -> Any:
+    return cupy.RawKernel(_UPCAT_VEC, "upcat_nhwc_h8")
+
+
+@functools.cache
+def _scalar_upcat() -> Any:
+    return cupy.ElementwiseKernel(
+        "raw T x, raw T skip, int32 nhwc, int32 c0, int32 c1, int32 H, int32 W, int32 Ho, int32 Wo, int32 fh, "
+        "int32 fw, int32 bilinear", "T y", _UPCAT_SCALAR, "layerlab_upcat", preamble=_COMMON)
+
+
+@functools.cache
+def _direct_conv() -> Any:
+    return cupy.RawKernel(_DIRECT_CONV, "conv_direct_h8")
+
+
+def _aligned(*arrays: Any) -> bool:
+    return all(a.data.ptr % 16 == 0 for a in arrays)
+
+
+def upscale_concat(x: Any, skip: Any | None, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
+    """``out`` = ``x`` upsampled, then the channels of ``skip`` (None: upsampling alone); physical C-contiguous
+    arrays of one dtype and layout, the skip (and ``out``) of the upsampled size or within a factor of it
+    (edge values repeat, extra rows and columns are cropped). False for a case it does not cover."""
+    arrays = [a for a in (x, skip, out) if a is not None]
+    if not all(a.flags.c_contiguous and a.dtype == out.dtype for a in arrays) or out.size >= 2**31:
+        return False
+    if out.dtype not in (cupy.float16, cupy.float32):
+        return False
+    if nhwc:
+        n, h, w, c0 = x.shape
+        ho, wo, ct = out.shape[1:]
+    else:
+        n, c0, h, w = x.shape
+        ct, ho, wo = out.shape[1:]
+    c1 = ct - c0
+    if c1 != (0 if skip is None else (skip.shape[3] if nhwc else skip.shape[1])):
+        return False
+    fh, fw = factor
+    skip_arr = skip if skip is not None else out  # never read when c1 == 0
+    if nhwc and out.dtype == cupy.float16 and c0 % 8 == 0 and c1 % 8 == 0 and _aligned(*arrays):
+        total = out.size // 8
+        _vector_upcat()(((total + _THREADS - 1) // _THREADS,), (_THREADS,),
+                        (x, skip_arr, out, cupy.int32(h), cupy.int32(w), cupy.int32(c0 // 8), cupy.int32(c1 // 8),
+                         cupy.int32(ho), cupy.int32(wo), cupy.int32(fh), cupy.int32(fw), cupy.int32(int(bilinear)),
+                         cupy.uint32(total)))
+        return True
+    _scalar_upcat()(x, skip_arr, int(nhwc), c0, c1, h, w, ho, wo, fh, fw, int(bilinear), out)
+    return True
+
+
+def direct_weights(w: Any) -> Any:
+    """Weights (logical K, C, R, S) as the float32 (R, S, C, K) array of :func:`conv_direct`."""
+    return cupy.ascontiguousarray(w.transpose(2, 3, 1, 0), dtype=cupy.float32)
+
+
+def direct_applies(x: Any, w: Any, out: Any, groups: int, act: str | None) -> bool:
+    """Whether :func:`conv_direct` covers this convolution (fp16 NHWC memory, few input channels)."""
+    k, c, kh, kw = w.shape
+    return (groups == 1 and act in DIRECT_ACTIVATIONS and x.dtype == out.dtype == cupy.float16
+            and c <= DIRECT_MAX_CHANNELS and k % 8 == 0 and k * c * kh * kw <= DIRECT_MAX_WEIGHTS and out.size < 2**31)
+
+
+def conv_direct(x: Any, wd: Any, bias: Any | None, out: Any, kernel: tuple[int, int], stride: tuple[int, int],
+                padding: tuple[int, int], dilation: tuple[int, int], act: str | None, alpha: float) -> bool:
+    """``act(conv(x) + bias)`` into ``out``: physical fp16 NHWC ``x`` (N, H, W, C) and ``out`` (N, Ho, Wo, K),
+    ``wd`` from :func:`direct_weights`, ``bias`` fp16 or None. False when the arrays are not contiguous and
+    aligned."""
+    if not (x.flags.c_contiguous and out.flags.c_contiguous and _aligned(out)):
+        return False
+    n, h, w, c = x.shape
+    ho, wo, k = out.shape[1:]
+    if bias is not None and not (bias.dtype == cupy.float16 and bias.flags.c_contiguous):
+        return False
+    total = n * ho * wo * (k // 8)
+    i32 = cupy.int32
+    _direct_conv()(((total + _THREADS - 1) // _THREADS,), (_THREADS,),
+                   (x, wd, x if bias is None else bias, i32(bias is not None), out, i32(h), i32(w), i32(c), i32(ho),
+                    i32(wo), i32(k), i32(kernel[0]), i32(kernel[1]),
+                    i32(stride[0]), i32(stride[1]), i32(padding[0]), i32(padding[1]), i32(dilation[0]),
+                    i32(dilation[1]), i32(DIRECT_ACTIVATIONS[act]), cupy.float32(alpha), cupy.uint32(total)),
+                   shared_mem=wd.size * 4)
+    return True
