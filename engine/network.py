@@ -101,11 +101,12 @@ class Network:
         self.hooks = Hooks()
         self.order = execution_order(model)
         self.nodes: dict[str, _Node] = {}
+        fused_names = {a[3] for a in self.fused.applied} if self.fused is not None else set()
         for name in self.order:
             spec = model.layers[name]
             layer = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs,
                                 registry, fmt, self.backend)
-            layer.fused = self.fused is not None and any(a[3] == name for a in self.fused.applied)
+            layer.fused = name in fused_names
             self.nodes[name] = _Node(name, layer, list(spec.inputs), spec.permanent)
             self._check_inputs_connected(name)
         self.input_names = [n for n in self.order if getattr(self.nodes[n].layer, "is_network_input", False)]

@@ -11,6 +11,7 @@ no fast path and layers use im2col + BLAS. Compiled functions are cached on disk
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Iterator
@@ -219,7 +220,8 @@ def _parallel(fn: Any, jobs: list[tuple[Any, ...]]) -> None:
         return
     try:
         with _blas_single_thread():
-            _team(helpers).run(fn, jobs, helpers)
+            team = _team()
+            team.run(fn, jobs, min(helpers, team.size))
     finally:
         _team_lock.release()
 
@@ -324,14 +326,12 @@ def _cores() -> int:
 
 
 _team_lock = threading.Lock()
-_teams: list[_Team] = []
 
 
-def _team(helpers: int) -> _Team:
-    """The helper team (grown to ``helpers`` threads when needed); call with ``_team_lock`` held."""
-    if not _teams or _teams[0].size < helpers:
-        _teams[:] = [_Team(helpers)]
-    return _teams[0]
+@functools.cache
+def _team() -> _Team:
+    """The helper team, one thread per core beyond the calling thread (created on first use)."""
+    return _Team(_cores() - 1)
 
 
 @contextlib.contextmanager
@@ -466,8 +466,11 @@ def _conv_block(x: np.ndarray, y: np.ndarray, p0: int, p1: int, wm: np.ndarray, 
     else:
         cols = _scratch(0, (p1 - p0, wm.shape[0]))
         _im2col_nhwc(x, cols, p0, *geometry)
-    parts = _share_columns(wm.shape[1]) if split else [slice(None)]
-    _parallel(lambda s: _product(cols, wm[:, s], y[p0:p1, s], b[s], act, alpha), [(s,) for s in parts])
+    if split:
+        _parallel(lambda s: _product(cols, wm[:, s], y[p0:p1, s], b[s], act, alpha),
+                  [(s,) for s in _share_columns(wm.shape[1])])
+    else:
+        _product(cols, wm, y[p0:p1], b, act, alpha)
 
 
 def _product(cols: np.ndarray, wm: np.ndarray, y: np.ndarray, b: np.ndarray, act: int, alpha: np.float32) -> None:
@@ -486,47 +489,83 @@ def _share_columns(k: int) -> list[slice]:
 # ---- upsampling --------------------------------------------------------------------------------------
 
 @njit(cache=True, nogil=True)
-def _upsample_rows(x, y, r0, r1, fh, fw, bilinear):  # pragma: no cover - compiled
-    """Rows r0..r1 (counted over all images) of ``y`` (B, Ho, Wo, C) from ``x`` (B, H, W, C): nearest,
-    or bilinear with half-pixel centres and edge pixels extended (the CUDA kernel's arithmetic)."""
-    h, w, c_n = x.shape[1:]
+def _column_taps(w, wo, fw, bilinear):  # pragma: no cover - compiled
+    """For each output column: the left and right source columns and the right one's weight (nearest: the
+    source column, weight 0). Half-pixel centres, edge columns extended."""
+    x0s = np.empty(wo, np.int64)
+    x1s = np.empty(wo, np.int64)
+    lxs = np.zeros(wo, np.float32)
+    half, zero = np.float32(0.5), np.float32(0)
+    for ow in range(wo):
+        if not bilinear:
+            x0s[ow] = x1s[ow] = min(ow // fw, w - 1)
+            continue
+        fx = max((ow + half) / np.float32(fw) - half, zero)
+        x0 = int(fx)
+        x0s[ow], x1s[ow] = x0, min(x0 + 1, w - 1)
+        lxs[ow] = np.float32(fx - x0)
+    return x0s, x1s, lxs
+
+
+@njit(cache=True, nogil=True)
+def _upsample_rows(x, skip, y, r0, r1, fh, fw, bilinear):  # pragma: no cover - compiled
+    """Rows r0..r1 (counted over all images) of ``y`` (B, Ho, Wo, C0 + C1): the channels of ``x`` (B, H, W, C0)
+    upsampled (nearest, or bilinear with half-pixel centres and edge pixels extended: the CUDA kernel's
+    arithmetic), then those of ``skip`` (B, Ho, Wo, C1; C1 may be 0)."""
+    h, w, c0n = x.shape[1:]
     ho, wo = y.shape[1], y.shape[2]
+    c1n = skip.shape[3]
     half, one, zero = np.float32(0.5), np.float32(1), np.float32(0)
+    x0s, x1s, lxs = _column_taps(w, wo, fw, bilinear)
     for t in range(r0, r1):
         bi, oh = t // ho, t % ho
-        if not bilinear:
-            sy = min(oh // fh, h - 1)
-            for ow in range(wo):
-                sx = min(ow // fw, w - 1)
-                for c in range(c_n):
-                    y[bi, oh, ow, c] = x[bi, sy, sx, c]
-            continue
-        fy = max((oh + half) / np.float32(fh) - half, zero)
-        y0 = int(fy)
-        y1 = min(y0 + 1, h - 1)
-        ly = np.float32(fy - y0)
+        if bilinear:
+            fy = max((oh + half) / np.float32(fh) - half, zero)
+            y0 = int(fy)
+            y1, ly = min(y0 + 1, h - 1), np.float32(fy - y0)
+        else:
+            y0 = y1 = min(oh // fh, h - 1)
+            ly = zero
         for ow in range(wo):
-            fx = max((ow + half) / np.float32(fw) - half, zero)
-            x0 = int(fx)
-            x1 = min(x0 + 1, w - 1)
-            lx = np.float32(fx - x0)
-            for c in range(c_n):
-                top = (one - lx) * x[bi, y0, x0, c] + lx * x[bi, y0, x1, c]
-                bottom = (one - lx) * x[bi, y1, x0, c] + lx * x[bi, y1, x1, c]
-                y[bi, oh, ow, c] = (one - ly) * top + ly * bottom
+            xa, xb, lx = x0s[ow], x1s[ow], lxs[ow]
+            if bilinear:
+                for c in range(c0n):
+                    top = (one - lx) * x[bi, y0, xa, c] + lx * x[bi, y0, xb, c]
+                    bottom = (one - lx) * x[bi, y1, xa, c] + lx * x[bi, y1, xb, c]
+                    y[bi, oh, ow, c] = (one - ly) * top + ly * bottom
+            else:
+                for c in range(c0n):
+                    y[bi, oh, ow, c] = x[bi, y0, xa, c]
+            for c in range(c1n):
+                y[bi, oh, ow, c0n + c] = skip[bi, oh, ow, c]
 
 
 def upsample(x: np.ndarray, out: np.ndarray, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> None:
     """Upsampling by integer factors of the C-contiguous physical array ``x`` into ``out`` (same dtype,
     float32 or float16), in one pass spread over the cores."""
+    upscale_concat(x, None, out, factor, bilinear, nhwc)
+
+
+def upscale_concat(x: np.ndarray, skip: np.ndarray | None, out: np.ndarray, factor: tuple[int, int], bilinear: bool,
+                   nhwc: bool) -> None:
+    """``out`` = channels of ``x`` upsampled by integer factors, followed by the channels of ``skip`` (None:
+    upsampling alone), written once; C-contiguous physical arrays of one dtype and layout, the skip of the
+    upsampled size (the caller checks)."""
     if nhwc:
-        xs, ys = x, out
-    else:  # every channel as an image of one channel
-        n, c, h, w = x.shape
-        xs, ys = x.reshape(n * c, h, w, 1), out.reshape(n * c, out.shape[2], out.shape[3], 1)
-    total = ys.shape[0] * ys.shape[1]
-    step = -(-total // _cores())
-    _parallel(_upsample_rows, [(xs, ys, r, min(total, r + step), *factor, bilinear) for r in range(0, total, step)])
+        parts = [(x, skip if skip is not None else out[:, :, :, :0], out)]
+    else:  # every channel as an image of one channel; the skip channels are one contiguous block per image
+        n, c0, h, w = x.shape
+        ho, wo = out.shape[2:]
+        none = np.empty((c0, ho, wo, 0), out.dtype)
+        parts = [(x[i].reshape(c0, h, w, 1), none, out[i, :c0].reshape(c0, ho, wo, 1)) for i in range(n)]
+        if skip is not None:
+            out[:, c0:] = skip
+    jobs = []
+    for xs, ss, ys in parts:
+        total = ys.shape[0] * ys.shape[1]
+        step = -(-total // _cores())
+        jobs += [(xs, ss, ys, r, min(total, r + step), *factor, bilinear) for r in range(0, total, step)]
+    _parallel(_upsample_rows, jobs)
 
 
 # ---- pooling -----------------------------------------------------------------------------------------

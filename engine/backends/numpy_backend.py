@@ -88,7 +88,8 @@ class NumpyBackend(Backend):
         return True
 
     def upscale_concat(self, x: Any, skip: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
-        if cpu_kernels() is None or x.ndim != 4 or not x.dtype == skip.dtype == out.dtype == np.float32:
+        kernels = cpu_kernels()
+        if kernels is None or x.ndim != 4 or not x.dtype == skip.dtype == out.dtype == np.float32:
             return False
         if not (x.flags.c_contiguous and skip.flags.c_contiguous and out.flags.c_contiguous):
             return False
@@ -100,5 +101,5 @@ class NumpyBackend(Backend):
             return False  # crop or edge extension to the skip size: the generic path
         if out.shape != tuple(expected):
             return False
-        importlib.import_module("engine.backends.cpu_merge").upscale_concat(x, skip, out, factor, bilinear, nhwc)
+        kernels.upscale_concat(x, skip, out, factor, bilinear, nhwc)
         return True

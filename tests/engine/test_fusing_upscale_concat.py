@@ -12,7 +12,6 @@ import onnxruntime as ort
 import pytest
 
 from engine.backends import cpu_kernels as ck
-from engine.backends import cpu_merge
 from engine.backends.numpy_backend import NumpyBackend
 from engine.descriptors import ParamDesc
 from engine.errors import LayerLabError
@@ -228,7 +227,7 @@ def test_the_kernels_off_fallback_gives_the_same_outputs(monkeypatch):
     want = Network(model, REGISTRY, NumpyBackend(), fmt, fusing="off").infer(x)["out"]
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")
     calls = []
-    monkeypatch.setattr(cpu_merge, "upscale_concat", lambda *a: calls.append(a))
+    monkeypatch.setattr(ck, "upscale_concat", lambda *a: calls.append(a))
     net = Network(model, REGISTRY, NumpyBackend(), fmt, fusing="on")
     assert net.model.layers["cat"].type == "upscale_concat"
     got = net.infer(x)["out"]
