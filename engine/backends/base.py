@@ -83,6 +83,11 @@ class Backend:
         Returns False when the backend has no fast path for this case (the caller computes it)."""
         return False
 
+    def element_wise(self, op: str, a: Any, b: Any, out: Any, act: str | None, coefs: dict[str, float]) -> bool:
+        """``out = act(a op b)`` (op: sum, product, max, min, sub) in one pass by the backend's own kernel, for
+        physical arrays of one shape and layout; False when it has none for this case."""
+        return False
+
     def upsample(self, x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
         """Upsampling by integer factors (nearest, or bilinear with half-pixel centres) of the physical
         array ``x`` into ``out`` by the backend's own kernel; False when it has none for this case."""

@@ -1,26 +1,40 @@
 """CPU kernels compiled by Numba for the NumPy backend.
 
 Winograd F(4x4, 3x3) convolution: every 3x3 stride-1 convolution of enough channels is computed as
-36 matrix products (BLAS) of 4x fewer multiply-adds than im2col needs, between two Numba passes that
-run on every core: the input transform (padding included, reading the input once) and the output
-transform (bias and ReLU / leaky ReLU fused, writing the output once). The work goes by blocks of tile
-rows so that the transformed tiles of a block stay in cache between the three steps.
+36 matrix products (BLAS) of 4x fewer multiply-adds than im2col needs, between two Numba passes: the
+input transform (padding included, reading the input once) and the output transform (bias and ReLU /
+leaky ReLU fused, writing the output once). The work goes by blocks of tile rows so that the
+transformed tiles of a block stay in cache between the three steps. Other NHWC convolutions are an
+im2col by cache-sized blocks of pixels, each straight into one BLAS product.
 
-Imported only by the NumPy backend, and only when Numba is installed; without it the backend reports
-no fast path and layers use im2col + BLAS. Compiled functions are cached on disk (``cache=True``)."""
+Every layer is one launch of a parallel Numba kernel (``prange``): its threads call BLAS themselves
+(``cblas_sgemm`` of the library NumPy uses, through ctypes, without the GIL), so that a layer costs no
+Python thread hand-offs (~50 us each on 2 cores, where an OpenMP launch costs ~2 us). BLAS is held to
+one thread meanwhile: one thread per core in all.
+
+Imported only by the NumPy backend, and only when Numba is installed; without it, or without a BLAS
+exporting ``cblas_sgemm`` (64-bit integers, as NumPy's own OpenBLAS), the backend reports no fast
+convolution and layers use im2col + NumPy. Compiled functions are cached on disk (``cache=True``)."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import os
 import threading
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-from numba import njit
+# GNU OpenMP threads spin this long waiting for the next launch (layers follow each other within tens of
+# microseconds). Its default spin (300000) kept them spinning against the BLAS calls of the next layer
+# (2 concurrent products took 8 ms instead of 1.6). Read when Numba first loads its OpenMP layer.
+os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
-from engine.tensor import is_nhwc_memory
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+from numba import njit, prange  # noqa: E402
+
+from engine.tensor import is_nhwc_memory  # noqa: E402
 
 #: activations the output transform applies itself (name -> code used by the kernel)
 FUSED_ACTIVATIONS = {None: 0, "relu": 1, "leaky_relu": 2}
@@ -36,6 +50,11 @@ SPLIT_MIN_PIXELS = 1024
 
 #: narrowest column block when a small layer's product is cut by output channels instead
 COLUMN_SPLIT_MIN = 16
+
+#: fewest output pixels for which an im2col convolution is cut by pixels (each core doing its own im2col and
+#: product with all the weights) rather than by output channels (one im2col, the weights shared out). On 2
+#: cores, resnet18's 28x28 and 14x14 layers (784 and 196 pixels) went faster cut by pixels; 7x7 ones did not
+CONV_SPLIT_MIN_PIXELS = 128
 
 # Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", F(4x4, 3x3)
 _G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
@@ -75,26 +94,28 @@ def _act(val, act, alpha):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _in_nchw(x, v, ty0, nty, ntx, ph, pw):  # pragma: no cover - compiled
+def _in_nchw(x, v, ty0, nty, ntx, ph, pw, i0):  # pragma: no cover - compiled
     """Input tiles (6x6, stride 4) of tile rows ty0..ty0+nty of ``x`` (C, H, W), transformed (B^T d B),
-    into ``v`` (36, C, tiles); pixels outside ``x`` (padding) read as zero. Vectorised along tiles."""
+    into ``v`` (36, C, tiles) from tile ``i0`` on; pixels outside ``x`` (padding) read as zero. Vectorised
+    along tiles."""
     c_n, h, w = x.shape
     wp = 4 * ntx + 2
+    buf = np.empty((6, wp), np.float32)
+    t = np.empty((6, 6, ntx), np.float32)
     for job in range(c_n * nty):
         c, r = job // nty, job % nty
         r0 = 4 * (ty0 + r) - ph
-        buf = np.zeros((6, wp), np.float32)
+        buf[:] = 0
         for i in range(6):
             if 0 <= r0 + i < h:
                 n = min(w, wp - pw)
                 buf[i, pw:pw + n] = x[c, r0 + i, :n]
-        t = np.empty((6, 6, ntx), np.float32)
         for j in range(6):
             for tx in range(ntx):
                 q = 4 * tx + j
                 t[0, j, tx], t[1, j, tx], t[2, j, tx], t[3, j, tx], t[4, j, tx], t[5, j, tx] = _bt(
                     buf[0, q], buf[1, q], buf[2, q], buf[3, q], buf[4, q], buf[5, q])
-        base = r * ntx
+        base = i0 + r * ntx
         for i in range(6):
             k = 6 * i
             for tx in range(ntx):
@@ -104,21 +125,21 @@ def _in_nchw(x, v, ty0, nty, ntx, ph, pw):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _out_nchw(m, y, bias, act, alpha, ty0, nty, ntx):  # pragma: no cover - compiled
-    """Products ``m`` (36, K, tiles) of tile rows ty0..ty0+nty back to pixels (A^T m A), plus bias,
-    activated (0 none, 1 relu, 2 leaky relu of slope ``alpha``), into ``y`` (K, Ho, Wo)."""
+def _out_nchw(m, y, bias, act, alpha, ty0, nty, ntx, i0):  # pragma: no cover - compiled
+    """Products ``m`` (36, K, tiles) of tile rows ty0..ty0+nty (from tile ``i0`` of ``m`` on) back to pixels
+    (A^T m A), plus bias, activated (0 none, 1 relu, 2 leaky relu of slope ``alpha``), into ``y`` (K, Ho, Wo)."""
     k_n, ho, wo = y.shape
+    t = np.empty((4, 6, ntx), np.float32)
+    row = np.empty(4 * ntx, np.float32)
     for job in range(k_n * nty):
         k, r = job // nty, job % nty
         r0 = 4 * (ty0 + r)
-        base = r * ntx
-        t = np.empty((4, 6, ntx), np.float32)
+        base = i0 + r * ntx
         for j in range(6):
             for tx in range(ntx):
                 i = base + tx
                 t[0, j, tx], t[1, j, tx], t[2, j, tx], t[3, j, tx] = _at(
                     m[j, k, i], m[6 + j, k, i], m[12 + j, k, i], m[18 + j, k, i], m[24 + j, k, i], m[30 + j, k, i])
-        row = np.empty(4 * ntx, np.float32)
         b = bias[k]
         for i in range(4):
             if r0 + i >= ho:
@@ -130,45 +151,59 @@ def _out_nchw(m, y, bias, act, alpha, ty0, nty, ntx):  # pragma: no cover - comp
             y[k, r0 + i, :] = row[:wo]
 
 
+@njit(inline="always")
+def _in_columns(s, r0, c0, t, c_n):  # pragma: no cover - compiled
+    """B^T d of the 6x6 tile of ``s`` (H, W, C) at r0, c0 (inside ``s``), one column at a time, into ``t`` (6, 6, C).
+    Six loads and six stores per channel: few enough pointers for LLVM to vectorise along channels."""
+    for j in range(6):
+        for c in range(c_n):
+            a = _bt(s[r0, c0 + j, c], s[r0 + 1, c0 + j, c], s[r0 + 2, c0 + j, c], s[r0 + 3, c0 + j, c],
+                    s[r0 + 4, c0 + j, c], s[r0 + 5, c0 + j, c])
+            for i in range(6):
+                t[i, j, c] = a[i]
+
+
 @njit(cache=True, nogil=True)
-def _in_nhwc(x, v, ty0, nty, ntx, ph, pw):  # pragma: no cover - compiled
-    """As :func:`_in_nchw` for ``x`` (H, W, C), into ``v`` (36, tiles, C). Vectorised along channels."""
+def _in_nhwc(x, v, ty0, nty, ntx, ph, pw, i0):  # pragma: no cover - compiled
+    """As :func:`_in_nchw` for ``x`` (H, W, C), into ``v`` (36, tiles, C). Vectorised along channels; tiles
+    lying wholly inside ``x`` are read in place, the others (padding) through a zero-filled copy."""
     h, w, c_n = x.shape
+    d = np.zeros((6, 6, c_n), np.float32)
+    t = np.empty((6, 6, c_n), np.float32)
     for idx in range(nty * ntx):
         r0 = 4 * (ty0 + idx // ntx) - ph
         c0 = 4 * (idx % ntx) - pw
-        d = np.zeros((6, 6, c_n), np.float32)
-        for i in range(6):
-            if 0 <= r0 + i < h:
+        if r0 >= 0 and c0 >= 0 and r0 + 6 <= h and c0 + 6 <= w:
+            _in_columns(x, r0, c0, t, c_n)
+        else:
+            for i in range(6):
                 for j in range(6):
-                    if 0 <= c0 + j < w:
+                    if 0 <= r0 + i < h and 0 <= c0 + j < w:
                         d[i, j, :] = x[r0 + i, c0 + j, :]
-        t = np.empty((6, 6, c_n), np.float32)
-        for j in range(6):
-            for c in range(c_n):
-                t[0, j, c], t[1, j, c], t[2, j, c], t[3, j, c], t[4, j, c], t[5, j, c] = _bt(
-                    d[0, j, c], d[1, j, c], d[2, j, c], d[3, j, c], d[4, j, c], d[5, j, c])
+                    else:
+                        d[i, j, :] = 0
+            _in_columns(d, 0, 0, t, c_n)
         for i in range(6):
             k = 6 * i
             for c in range(c_n):
                 a = _bt(t[i, 0, c], t[i, 1, c], t[i, 2, c], t[i, 3, c], t[i, 4, c], t[i, 5, c])
                 for jj in range(6):
-                    v[k + jj, idx, c] = a[jj]
+                    v[k + jj, i0 + idx, c] = a[jj]
 
 
 @njit(cache=True, nogil=True)
-def _out_nhwc(m, y, bias, act, alpha, ty0, nty, ntx):  # pragma: no cover - compiled
+def _out_nhwc(m, y, bias, act, alpha, ty0, nty, ntx, i0):  # pragma: no cover - compiled
     """As :func:`_out_nchw` for ``m`` (36, tiles, K), into ``y`` (Ho, Wo, K). Vectorised along channels."""
     ho, wo, k_n = y.shape
+    t = np.empty((4, 6, k_n), np.float32)
     for idx in range(nty * ntx):
         r0 = 4 * (ty0 + idx // ntx)
         c0 = 4 * (idx % ntx)
-        t = np.empty((4, 6, k_n), np.float32)
         for j in range(6):
             for k in range(k_n):
                 t[0, j, k], t[1, j, k], t[2, j, k], t[3, j, k] = _at(
-                    m[j, idx, k], m[6 + j, idx, k], m[12 + j, idx, k], m[18 + j, idx, k], m[24 + j, idx, k],
-                    m[30 + j, idx, k])
+                    m[j, i0 + idx, k], m[6 + j, i0 + idx, k], m[12 + j, i0 + idx, k], m[18 + j, i0 + idx, k],
+                    m[24 + j, i0 + idx, k], m[30 + j, i0 + idx, k])
         nj = min(4, wo - c0)
         for i in range(4):
             if r0 + i >= ho:
@@ -188,8 +223,8 @@ def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out:
     (the layout decides the kernels; other strides are copied first); ``u`` is
     :func:`transform_weights` of the weights, (36, C, K) for NHWC tensors, (36, K, C) for NCHW.
 
-    Blocks of tile rows go to one worker thread per core; each runs its three steps with a
-    single-threaded BLAS (one thread per core in all: no BLAS threads spinning against the workers)."""
+    One parallel launch: blocks of tile rows go to the threads, each running its three steps; a layer of
+    fewer blocks than threads runs each step of a block over all the threads instead."""
     n, c = x.shape[:2]
     k, ho, wo = out.shape[1:]
     nty, ntx = -(-ho // 4), -(-wo // 4)
@@ -200,102 +235,83 @@ def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out:
     nhwc = is_nhwc_memory(out)
     xs = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if nhwc else np.ascontiguousarray(x)
     ys = out.transpose(0, 2, 3, 1) if nhwc else out
-    args = (u, b, act, np.float32(alpha), padding, nty, ntx, rows, nhwc)
-    jobs = [(xs[i], ys[i], ty0, *args) for i in range(n) for ty0 in range(0, nty, rows)]
-    if len(jobs) < _cores():  # too small to cut into blocks: the 36 products are shared out instead
-        for job in jobs:
-            _block(*job, split=True)
+    threads = _threads()
+    v, m = _scratch(0, (threads, 36 * rows * ntx * c)), _scratch(1, (threads, 36 * rows * ntx * k))
+    _launch(_winograd, blas_sgemm(), xs, ys, u, b, act, np.float32(alpha), padding[0], padding[1], nty, ntx, rows,
+            nhwc, v, m)
+
+
+@njit(cache=True, nogil=True)
+def _products(sgemm, v, u, m, q0, q1, nhwc):  # pragma: no cover - compiled
+    """Winograd products q0..q1 of the 36: ``m[q] = v[q] @ u[q]`` (NHWC: tiles x C by C x K), or
+    ``u[q] @ v[q]`` (NCHW: K x C by C x tiles)."""
+    one, zero = np.float32(1), np.float32(0)
+    for q in range(q0, q1):
+        if nhwc:
+            t, c = v.shape[1], v.shape[2]
+            k = u.shape[2]
+            sgemm(101, 111, 111, t, k, c, one, v[q].ctypes.data, c, u[q].ctypes.data, k, zero, m[q].ctypes.data, k)
+        else:
+            c, t = v.shape[1], v.shape[2]
+            k = u.shape[1]
+            sgemm(101, 111, 111, k, t, c, one, u[q].ctypes.data, c, v[q].ctypes.data, t, zero, m[q].ctypes.data, t)
+
+
+@njit(cache=True, nogil=True)
+def _tiles(buf, tiles, c, nhwc):  # pragma: no cover - compiled
+    """A work buffer as the (36, tiles, C) array of NHWC kernels, (36, C, tiles) of NCHW ones."""
+    flat = buf[:36 * tiles * c]
+    return flat.reshape((36, tiles, c)) if nhwc else flat.reshape((36, c, tiles))
+
+
+@njit(cache=True, nogil=True)
+def _wino_in(x, v, ty0, r, ntx, ph, pw, i0, nhwc):  # pragma: no cover - compiled
+    if nhwc:
+        _in_nhwc(x, v, ty0, r, ntx, ph, pw, i0)
+    else:
+        _in_nchw(x, v, ty0, r, ntx, ph, pw, i0)
+
+
+@njit(cache=True, nogil=True)
+def _wino_out(m, y, b, act, alpha, ty0, r, ntx, i0, nhwc):  # pragma: no cover - compiled
+    if nhwc:
+        _out_nhwc(m, y, b, act, alpha, ty0, r, ntx, i0)
+    else:
+        _out_nchw(m, y, b, act, alpha, ty0, r, ntx, i0)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _winograd(sgemm, xs, ys, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, vbuf, mbuf):  # pragma: no cover
+    """Winograd convolution of the images ``xs`` into ``ys`` (physical arrays) by blocks of ``rows`` tile
+    rows; ``vbuf``/``mbuf`` hold one work buffer per thread."""
+    n = xs.shape[0]
+    c, k = (xs.shape[3], ys.shape[3]) if nhwc else (xs.shape[1], ys.shape[1])
+    per_image = (nty + rows - 1) // rows
+    blocks = n * per_image
+    threads = vbuf.shape[0]
+    if blocks >= threads:
+        for j in prange(blocks):
+            tid = numba.get_thread_id()
+            i, ty0 = j // per_image, (j % per_image) * rows
+            r = min(rows, nty - ty0)
+            v, m = _tiles(vbuf[tid], r * ntx, c, nhwc), _tiles(mbuf[tid], r * ntx, k, nhwc)
+            _wino_in(xs[i], v, ty0, r, ntx, ph, pw, 0, nhwc)
+            _products(sgemm, v, u, m, 0, 36, nhwc)
+            _wino_out(m, ys[i], b, act, alpha, ty0, r, ntx, 0, nhwc)
         return
-    _parallel(_block, jobs)
-
-
-def _parallel(fn: Any, jobs: list[tuple[Any, ...]]) -> None:
-    """``fn(*job)`` for every job, spread over the calling thread and one helper thread per other core (the
-    kernels release the GIL), with BLAS limited to one thread meanwhile, so that exactly one thread runs
-    per core. A call made while the team is busy (from a job, or from another thread) runs its jobs itself."""
-    helpers = min(len(jobs), _cores()) - 1
-    if helpers <= 0 or not _team_lock.acquire(blocking=False):
-        for job in jobs:
-            fn(*job)
-        return
-    try:
-        with _blas_single_thread():
-            team = _team()
-            team.run(fn, jobs, min(helpers, team.size))
-    finally:
-        _team_lock.release()
-
-
-class _Team:
-    """Helper threads that share a list of jobs with the calling thread. Each helper waits on a lock of its
-    own (a thread wakes in ~20 us, where a ThreadPoolExecutor round trip took ~80 us on 2 cores: ~40
-    dispatches per resnet18 inference)."""
-
-    def __init__(self, helpers: int) -> None:
-        self.size = helpers
-        self._go = [threading.Lock() for _ in range(helpers)]
-        self._done = [threading.Lock() for _ in range(helpers)]
-        for lock in self._go + self._done:
-            lock.acquire()
-        self._next_lock = threading.Lock()
-        self._fn: Any = None
-        self._jobs: list[tuple[Any, ...]] = []
-        self._next = 0
-        self._error: BaseException | None = None
-        for i in range(helpers):
-            threading.Thread(target=self._helper, args=(i,), name=f"layerlab-cpu_{i}", daemon=True).start()
-
-    def run(self, fn: Any, jobs: list[tuple[Any, ...]], helpers: int) -> None:
-        self._fn, self._jobs, self._next, self._error = fn, jobs, 0, None
-        for i in range(helpers):
-            self._go[i].release()
-        self._work()
-        for i in range(helpers):
-            self._done[i].acquire()
-        error, self._error, self._fn, self._jobs = self._error, None, None, []
-        if error is not None:
-            raise error
-
-    def _work(self) -> None:
-        while True:
-            with self._next_lock:
-                i = self._next
-                self._next += 1
-            if i >= len(self._jobs):
-                return
-            try:
-                self._fn(*self._jobs[i])
-            except BaseException as exc:  # handed to the caller of run()
-                self._error = exc
-
-    def _helper(self, i: int) -> None:
-        while True:
-            self._go[i].acquire()
-            self._work()
-            self._done[i].release()
+    for j in range(blocks):  # too few blocks to go round: each step over all threads
+        i, ty0 = j // per_image, (j % per_image) * rows
+        r = min(rows, nty - ty0)
+        v, m = _tiles(vbuf[0], r * ntx, c, nhwc), _tiles(mbuf[0], r * ntx, k, nhwc)
+        for q in prange(r):
+            _wino_in(xs[i], v, ty0 + q, 1, ntx, ph, pw, q * ntx, nhwc)
+        for q in prange(threads):
+            _products(sgemm, v, u, m, 36 * q // threads, 36 * (q + 1) // threads, nhwc)
+        for q in prange(r):
+            _wino_out(m, ys[i], b, act, alpha, ty0 + q, 1, ntx, q * ntx, nhwc)
 
 
 _local = threading.local()
-
-
-def _block(x: np.ndarray, y: np.ndarray, ty0: int, u: np.ndarray, b: np.ndarray, act: int, alpha: np.float32,
-           padding: tuple[int, int], nty: int, ntx: int, rows: int, nhwc: bool, split: bool = False) -> None:
-    """Tile rows ty0..ty0+rows of one image: input transform, 36 products (shared out among the workers
-    when ``split``), output transform."""
-    r = min(rows, nty - ty0)
-    ph, pw = padding
-    c, k = (x.shape[2], y.shape[2]) if nhwc else (x.shape[0], y.shape[0])
-    shapes = ((36, r * ntx, c), (36, r * ntx, k)) if nhwc else ((36, c, r * ntx), (36, k, r * ntx))
-    v, m = (_scratch(i, s) for i, s in enumerate(shapes))
-    a, bb = (v, u) if nhwc else (u, v)
-    (_in_nhwc if nhwc else _in_nchw)(x, v, ty0, r, ntx, ph, pw)
-    if split:
-        cores = _cores()
-        parts = [(slice(36 * i // cores, 36 * (i + 1) // cores),) for i in range(cores)]
-        _parallel(lambda s: np.matmul(a[s], bb[s], out=m[s]), parts)
-    else:
-        np.matmul(a, bb, out=m)
-    (_out_nhwc if nhwc else _out_nchw)(m, y, b, act, alpha, ty0, r, ntx)
 
 
 def _scratch(slot: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -325,13 +341,48 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-_team_lock = threading.Lock()
+_launch_lock = threading.Lock()
+
+
+def _threads() -> int:
+    """Threads of the parallel kernels: one per core this process may use (set for the calling thread)."""
+    n = min(numba.config.NUMBA_NUM_THREADS, _cores())
+    if numba.get_num_threads() != n:
+        numba.set_num_threads(n)
+    return n
+
+
+def _launch(kernel: Any, *args: Any) -> None:
+    """Run a parallel kernel with BLAS held to one thread, one launch at a time in the process (Numba's
+    fallback threading layer, used where neither OpenMP nor TBB can be loaded, refuses concurrent ones)."""
+    with _launch_lock, _blas_single_thread():
+        kernel(*args)
 
 
 @functools.cache
-def _team() -> _Team:
-    """The helper team, one thread per core beyond the calling thread (created on first use)."""
-    return _Team(_cores() - 1)
+def blas_sgemm() -> Any:
+    """``cblas_sgemm`` (64-bit integers) of the BLAS library NumPy uses, as a ctypes function the kernels
+    call without the GIL; None when there is none (the backend then has no fast convolution)."""
+    try:
+        from threadpoolctl import threadpool_info  # noqa: PLC0415
+    except ImportError:
+        return None
+    for info in threadpool_info():
+        if info.get("user_api") != "blas":
+            continue
+        try:
+            lib = ctypes.CDLL(info["filepath"])
+        except OSError:
+            continue
+        for name in ("scipy_cblas_sgemm64_", "cblas_sgemm64_", "cblas_sgemm_64"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                i64, f32, ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
+                fn.restype = None
+                fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, i64, i64, i64, f32, ptr, i64, ptr, i64, f32,
+                               ptr, i64]
+                return fn
+    return None
 
 
 @contextlib.contextmanager
@@ -383,46 +434,47 @@ _controller: Any = None
 # ---- convolution by im2col in NHWC (every kernel size, stride, padding, dilation) --------------------
 
 @njit(cache=True, nogil=True)
-def _im2col_nhwc(x, cols, p0, wo, kh, kw, sh, sw, ph, pw, dh, dw):  # pragma: no cover - compiled
-    """Rows of ``cols`` (P, KH*KW*C): the receptive fields of output pixels p0.. of ``x`` (H, W, C), in
+def _im2col_nhwc(x, cols, p0, q0, q1, wo, kh, kw, sh, sw, ph, pw, dh, dw):  # pragma: no cover - compiled
+    """Rows q0..q1 of ``cols`` (P, KH*KW*C): the receptive fields of output pixels p0+q0.. of ``x`` (H, W, C), in
     (kernel row, kernel column, channel) order; pixels outside ``x`` read as zero. A kernel row lying
     wholly inside ``x`` (no dilation) is one contiguous run of KW*C values, copied as such."""
     h, w, c_n = x.shape
     xr = x.reshape(h, w * c_n)
     span = kw * c_n
-    for q in range(cols.shape[0]):
+    for q in range(q0, q1):
         p = p0 + q
         oh, ow = p // wo, p % wo
         c0 = ow * sw - pw
         whole = dw == 1 and c0 >= 0 and c0 + kw <= w
         for i in range(kh):
             r = oh * sh - ph + i * dh
-            base = i * span
+            dst = cols[q, i * span:(i + 1) * span]  # copies index slices from 0: plain loads, no wrap-around tests
             if r < 0 or r >= h:
-                for e in range(span):
-                    cols[q, base + e] = 0
+                dst[:] = 0
             elif whole:
-                src = c0 * c_n
+                src = xr[r, c0 * c_n:(c0 + kw) * c_n]
                 for e in range(span):
-                    cols[q, base + e] = xr[r, src + e]
+                    dst[e] = src[e]
             else:
                 for j in range(kw):
                     cc = c0 + j * dw
-                    col = base + j * c_n
+                    part = dst[j * c_n:(j + 1) * c_n]
                     if 0 <= cc < w:
+                        pix = x[r, cc]
                         for c in range(c_n):
-                            cols[q, col + c] = x[r, cc, c]
+                            part[c] = pix[c]
                     else:
-                        for c in range(c_n):
-                            cols[q, col + c] = 0
+                        part[:] = 0
 
 
 @njit(cache=True, nogil=True)
-def _bias_act(y, bias, act, alpha):  # pragma: no cover - compiled
-    """``y`` (P, K) += bias, activated in place."""
-    for p in range(y.shape[0]):
-        for k in range(y.shape[1]):
-            y[p, k] = _act(y[p, k] + bias[k], act, alpha)
+def _bias_act(y, p0, p1, k0, k1, bias, act, alpha):  # pragma: no cover - compiled
+    """Rows p0..p1, columns k0..k1 of ``y`` (P, K) += bias, activated in place."""
+    bb = bias[k0:k1]
+    for p in range(p0, p1):
+        row = y[p][k0:k1]
+        for k in range(row.size):
+            row[k] = _act(row[k] + bb[k], act, alpha)
 
 
 def gemm_weights(w: np.ndarray) -> np.ndarray:
@@ -436,7 +488,8 @@ def conv_nhwc(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias: np.n
               alpha: float = 0.0) -> None:
     """``act(conv(x) + bias)`` into ``out`` for NHWC tensors (logical NCHW views, ``out`` contiguous
     NHWC): im2col by cache-sized blocks of output pixels straight into one matrix product per block,
-    whose result lands in ``out`` itself; a 1x1 convolution of stride 1 needs no im2col at all."""
+    whose result lands in ``out`` itself; a 1x1 convolution of stride 1 needs no im2col at all. A layer
+    of fewer blocks than threads (a 7x7 image) is cut by output channels instead."""
     n, c, h, w = x.shape
     k, ho, wo = out.shape[1:]
     kh, kw = kernel
@@ -445,37 +498,60 @@ def conv_nhwc(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias: np.n
     b = np.zeros(k, np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
     direct = kh == kw == 1 and stride == (1, 1) and padding == (0, 0)
     step = max(16, min(ho * wo, BLOCK_BYTES // (4 * max(kh * kw * c, k))))
-    if ho * wo * n >= SPLIT_MIN_PIXELS:
+    if ho * wo * n >= CONV_SPLIT_MIN_PIXELS:
         step = _share(ho * wo * n, step, n)
-    geometry = (wo, kh, kw, *stride, *padding, *dilation)
-    jobs = [(xs[i], ys[i], p0, min(ho * wo, p0 + step), wm, b, act, np.float32(alpha), direct, geometry)
-            for i in range(n) for p0 in range(0, ho * wo, step)]
-    if len(jobs) < _cores() and k >= 2 * COLUMN_SPLIT_MIN:  # too few pixels to cut: cut the output channels
-        for job in jobs:
-            _conv_block(*job, split=True)
+    threads = _threads()
+    blocks = n * -(-(ho * wo) // step)
+    split = blocks < threads and k >= 2 * COLUMN_SPLIT_MIN
+    bounds = np.array([0] + [s.stop for s in _share_columns(k)] if split else [0, k], np.int64)
+    cols = _scratch(0, (threads, 0 if direct else (ho * wo if split else step) * wm.shape[0]))
+    _launch(_conv, blas_sgemm(), xs, ys, wm, b, act, np.float32(alpha), wo, kh, kw, *stride, *padding, *dilation,
+            step, direct, bounds, cols)
+
+
+@njit(cache=True, nogil=True)
+def _product(sgemm, a, lda, m, wm, k0, k1, y, p0):  # pragma: no cover - compiled
+    """Rows p0..p0+m, columns k0..k1 of ``y`` (P, K) = the ``m`` rows at address ``a`` (leading dimension
+    ``lda``) times columns k0..k1 of ``wm``."""
+    kk, k = wm.shape
+    sgemm(101, 111, 111, m, k1 - k0, kk, np.float32(1), a, lda, wm.ctypes.data + 4 * k0, k, np.float32(0),
+          y.ctypes.data + 4 * (p0 * k + k0), k)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _conv(sgemm, xs, ys, wm, b, act, alpha, wo, kh, kw, sh, sw, ph, pw, dh, dw, step, direct, bounds,
+          cbuf):  # pragma: no cover - compiled
+    """Convolution of the images ``xs`` (N, H, W, C) into ``ys`` (N, P, K): blocks of ``step`` pixels over the
+    threads (``cbuf`` holds a block of im2col rows per thread), or, for one block cut by the output channels
+    ``bounds``, one im2col shared out by rows then one product per thread."""
+    n, total, k = ys.shape
+    c, kk = xs.shape[3], wm.shape[0]
+    per_image = (total + step - 1) // step
+    if bounds.size == 2:
+        for j in prange(n * per_image):
+            i, p0 = j // per_image, (j % per_image) * step
+            p1 = min(total, p0 + step)
+            if direct:
+                _product(sgemm, xs[i].ctypes.data + 4 * p0 * c, c, p1 - p0, wm, 0, k, ys[i], p0)
+            else:
+                cols = cbuf[numba.get_thread_id()][:(p1 - p0) * kk].reshape((p1 - p0, kk))
+                _im2col_nhwc(xs[i], cols, p0, 0, p1 - p0, wo, kh, kw, sh, sw, ph, pw, dh, dw)
+                _product(sgemm, cols.ctypes.data, kk, p1 - p0, wm, 0, k, ys[i], p0)
+            _bias_act(ys[i], p0, p1, 0, k, b, act, alpha)
         return
-    _parallel(_conv_block, jobs)
-
-
-def _conv_block(x: np.ndarray, y: np.ndarray, p0: int, p1: int, wm: np.ndarray, b: np.ndarray, act: int,
-                alpha: np.float32, direct: bool, geometry: tuple[int, ...], split: bool = False) -> None:
-    """Output pixels p0..p1 of one image: im2col, then the product (by column blocks over the workers when
-    ``split``) with bias and activation."""
-    if direct:
-        cols = x.reshape(-1, x.shape[2])[p0:p1]
-    else:
-        cols = _scratch(0, (p1 - p0, wm.shape[0]))
-        _im2col_nhwc(x, cols, p0, *geometry)
-    if split:
-        _parallel(lambda s: _product(cols, wm[:, s], y[p0:p1, s], b[s], act, alpha),
-                  [(s,) for s in _share_columns(wm.shape[1])])
-    else:
-        _product(cols, wm, y[p0:p1], b, act, alpha)
-
-
-def _product(cols: np.ndarray, wm: np.ndarray, y: np.ndarray, b: np.ndarray, act: int, alpha: np.float32) -> None:
-    np.matmul(cols, wm, out=y)
-    _bias_act(y, b, act, alpha)
+    threads = cbuf.shape[0]
+    for i in range(n):  # one image of one block
+        if direct:
+            a, lda = xs[i].ctypes.data, c
+        else:
+            cols = cbuf[0][:total * kk].reshape((total, kk))
+            for q in prange(threads):
+                _im2col_nhwc(xs[i], cols, 0, total * q // threads, total * (q + 1) // threads, wo, kh, kw, sh, sw,
+                             ph, pw, dh, dw)
+            a, lda = cols.ctypes.data, kk
+        for q in prange(bounds.size - 1):
+            _product(sgemm, a, lda, total, wm, bounds[q], bounds[q + 1], ys[i], 0)
+            _bias_act(ys[i], 0, total, bounds[q], bounds[q + 1], b, act, alpha)
 
 
 def _share_columns(k: int) -> list[slice]:
@@ -536,8 +612,10 @@ def _upsample_rows(x, skip, y, r0, r1, fh, fw, bilinear):  # pragma: no cover - 
             else:
                 for c in range(c0n):
                     y[bi, oh, ow, c] = x[bi, y0, xa, c]
-            for c in range(c1n):
-                y[bi, oh, ow, c0n + c] = skip[bi, oh, ow, c]
+            if c1n:
+                dst, src = y[bi, oh, ow][c0n:], skip[bi, oh, ow]  # indexed from 0: no wrap-around tests
+                for c in range(c1n):
+                    dst[c] = src[c]
 
 
 def upsample(x: np.ndarray, out: np.ndarray, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> None:
@@ -560,25 +638,91 @@ def upscale_concat(x: np.ndarray, skip: np.ndarray | None, out: np.ndarray, fact
         parts = [(x[i].reshape(c0, h, w, 1), none, out[i, :c0].reshape(c0, ho, wo, 1)) for i in range(n)]
         if skip is not None:
             out[:, c0:] = skip
-    jobs = []
+    threads = _threads()
     for xs, ss, ys in parts:
-        total = ys.shape[0] * ys.shape[1]
-        step = -(-total // _cores())
-        jobs += [(xs, ss, ys, r, min(total, r + step), *factor, bilinear) for r in range(0, total, step)]
-    _parallel(_upsample_rows, jobs)
+        _launch(_upsample, xs, ss, ys, factor[0], factor[1], bilinear, threads)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _upsample(x, skip, y, fh, fw, bilinear, parts):  # pragma: no cover - compiled
+    total = y.shape[0] * y.shape[1]
+    for q in prange(parts):
+        _upsample_rows(x, skip, y, total * q // parts, total * (q + 1) // parts, fh, fw, bilinear)
+
+
+# ---- element-wise ------------------------------------------------------------------------------------
+
+#: element-wise operations of two inputs (name -> code used by the kernel)
+ELEMENT_WISE_OPS = {"sum": 0, "product": 1, "max": 2, "min": 3, "sub": 4}
+
+#: smallest tensor (elements) whose element-wise pass is cut over the cores
+ELEMENT_WISE_SPLIT_MIN = 1 << 16
+
+
+@njit(cache=True, nogil=True)
+def _element_wise_range(a, b, y, i0, i1, op, act, alpha):  # pragma: no cover - compiled
+    """``y[i] = act(a[i] op b[i])`` for i in i0..i1 of flat arrays; NaN wins a max or a min, as in NumPy. One
+    loop per operation and per activation (branch-free bodies vectorise), by chunks that stay in L1, each
+    indexed from 0 (an index Numba cannot prove non-negative costs a wrap-around test: gathers, not loads)."""
+    for j0 in range(i0, i1, 2048):
+        j1 = min(i1, j0 + 2048)
+        u, v, z = a[j0:j1], b[j0:j1], y[j0:j1]
+        n = z.size
+        if op == 0:
+            for i in range(n):
+                z[i] = u[i] + v[i]
+        elif op == 1:
+            for i in range(n):
+                z[i] = u[i] * v[i]
+        elif op == 2:
+            for i in range(n):
+                p, q = u[i], v[i]
+                z[i] = p if (p > q) | (p != p) else q
+        elif op == 3:
+            for i in range(n):
+                p, q = u[i], v[i]
+                z[i] = p if (p < q) | (p != p) else q
+        else:
+            for i in range(n):
+                z[i] = u[i] - v[i]
+        if act == 1:
+            for i in range(n):
+                p = z[i]
+                z[i] = p if p > 0 else p * np.float32(0)
+        elif act == 2:
+            for i in range(n):
+                p = z[i]
+                z[i] = p if p > 0 else p * alpha
+
+
+def element_wise(a: np.ndarray, b: np.ndarray, out: np.ndarray, op: int, act: int = 0, alpha: float = 0.0) -> None:
+    """``out = act(a op b)`` (codes of :data:`ELEMENT_WISE_OPS` and :data:`FUSED_ACTIVATIONS`) in one pass,
+    spread over the cores; float32 C-contiguous arrays of one shape (``out`` may be ``a`` or ``b``)."""
+    fy = out.reshape(-1)
+    parts = _threads() if fy.size >= ELEMENT_WISE_SPLIT_MIN else 1
+    _launch(_element_wise, a.reshape(-1), b.reshape(-1), fy, op, act, np.float32(alpha), parts)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _element_wise(a, b, y, op, act, alpha, parts):  # pragma: no cover - compiled
+    step = (y.size + parts - 1) // parts
+    step = (step + 15) // 16 * 16  # a multiple of 16 floats: no cache line shared by two threads
+    for q in prange(parts):
+        _element_wise_range(a, b, y, min(y.size, q * step), min(y.size, (q + 1) * step), op, act, alpha)
 
 
 # ---- pooling -----------------------------------------------------------------------------------------
 
 @njit(cache=True, nogil=True)
 def _pool_rows(x, y, r0, r1, kh, kw, sh, sw, ph, pw, is_max, include_pad):  # pragma: no cover - compiled
-    """Output rows r0..r1 of a max or average pooling of ``x`` (H, W, C) into ``y`` (Ho, Wo, C); NaN wins a max."""
+    """Output rows r0..r1 of a max or average pooling of ``x`` (H, W, C) into ``y`` (Ho, Wo, C); NaN wins a max.
+    Each window accumulates straight into its output pixel (two arrays per loop: vectorised along channels)."""
     h, w, c = x.shape
-    acc = np.empty(c, np.float32)
+    start = -np.inf if is_max else 0.0
     for oh in range(r0, r1):
         for ow in range(y.shape[1]):
             for k in range(c):
-                acc[k] = -np.inf if is_max else 0
+                y[oh, ow, k] = start
             cells = 0
             for i in range(kh):
                 r = oh * sh - ph + i
@@ -590,19 +734,16 @@ def _pool_rows(x, y, r0, r1, kh, kw, sh, sw, ph, pw, is_max, include_pad):  # pr
                         continue
                     cells += 1
                     if is_max:
-                        for k in range(c):  # a select, not a branch: vectorised
-                            v, a = x[r, q, k], acc[k]
-                            acc[k] = v if (v > a) | (v != v) else a
+                        for k in range(c):  # a select, not a branch
+                            v, a = x[r, q, k], y[oh, ow, k]
+                            y[oh, ow, k] = v if (v > a) | (v != v) else a
                     else:
                         for k in range(c):
-                            acc[k] += x[r, q, k]
-            if is_max:
-                for k in range(c):
-                    y[oh, ow, k] = acc[k]
-            else:
+                            y[oh, ow, k] += x[r, q, k]
+            if not is_max:
                 scale = np.float32(1.0 / (kh * kw if include_pad else max(cells, 1)))
                 for k in range(c):
-                    y[oh, ow, k] = acc[k] * scale
+                    y[oh, ow, k] *= scale
 
 
 def pool_nhwc(x: np.ndarray, out: np.ndarray, is_max: bool, kernel: tuple[int, int], stride: tuple[int, int],
@@ -613,5 +754,14 @@ def pool_nhwc(x: np.ndarray, out: np.ndarray, is_max: bool, kernel: tuple[int, i
     n, ho = out.shape[:2]
     rows = _share(ho * n, ho, n) if out.size >= SPLIT_MIN_PIXELS * 16 else ho
     geometry = (*kernel, *stride, *padding, is_max, count_include_pad)
-    _parallel(_pool_rows, [(x[i], out[i], r0, min(ho, r0 + rows), *geometry) for i in range(n) for r0 in range(0, ho, rows)])
+    _launch(_pool, x, out, rows, *geometry)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _pool(x, y, rows, kh, kw, sh, sw, ph, pw, is_max, include_pad):  # pragma: no cover - compiled
+    n, ho = y.shape[:2]
+    per_image = (ho + rows - 1) // rows
+    for j in prange(n * per_image):
+        i, r0 = j // per_image, (j % per_image) * rows
+        _pool_rows(x[i], y[i], r0, min(ho, r0 + rows), kh, kw, sh, sw, ph, pw, is_max, include_pad)
 

@@ -58,6 +58,18 @@ class NumpyBackend(Backend):
         kernels.pool_nhwc(x, out, is_max, kernel, stride, padding, count_include_pad)
         return True
 
+    def element_wise(self, op: str, a: Any, b: Any, out: Any, act: str | None, coefs: dict[str, float]) -> bool:
+        kernels = cpu_kernels()
+        if kernels is None or op not in kernels.ELEMENT_WISE_OPS or act not in kernels.FUSED_ACTIVATIONS:
+            return False
+        if not (a.dtype == b.dtype == out.dtype == np.float32 and a.shape == b.shape == out.shape):
+            return False
+        if not (a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
+            return False
+        kernels.element_wise(a, b, out, kernels.ELEMENT_WISE_OPS[op], kernels.FUSED_ACTIVATIONS[act],
+                             float(coefs.get("alpha", 0.0)))
+        return True
+
     def upsample(self, x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
         kernels = cpu_kernels()
         if kernels is None or not (x.dtype == out.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous):
@@ -69,7 +81,7 @@ class NumpyBackend(Backend):
                dilation: tuple[int, int], groups: int, act: str | None, coefs: dict[str, float],
                cache: dict[str, Any] | None = None) -> bool:
         kernels = cpu_kernels()
-        if kernels is None or act not in kernels.FUSED_ACTIVATIONS or groups != 1:
+        if kernels is None or act not in kernels.FUSED_ACTIVATIONS or groups != 1 or kernels.blas_sgemm() is None:
             return False
         if not x.dtype == w.dtype == out.dtype == np.float32:
             return False

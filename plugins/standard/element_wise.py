@@ -64,6 +64,11 @@ class ElementWise(Layer):
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         present = [x for x in inputs if x is not None]
+        act = self.activation
+        if len(present) == 2 and self.backend.element_wise(
+                self.p["operation"], present[0], present[1], out, act.name if act is not None else None,
+                act.coefs if act is not None else {}):
+            return
         if len(present) > 1 and out.dtype == self.cdtype and all(x.shape == out.shape for x in present):
             # one pass per input straight into the output buffer (no temporaries)
             op = _UFUNCS[self.p["operation"]](self.xp)

@@ -195,35 +195,97 @@ def test_small_layers_split_by_output_channels_match(monkeypatch, cores, k, kern
 
 
 @pytest.mark.parametrize("nhwc", [False, True])
-def test_winograd_of_one_block_shares_the_products(monkeypatch, nhwc):
-    calls = []
-    original = ck._parallel
-    monkeypatch.setattr(ck, "_parallel", lambda fn, jobs: calls.append(len(jobs)) or original(fn, jobs))
+@pytest.mark.parametrize("cores", [1, 2])
+def test_winograd_of_one_block_matches_on_one_or_more_threads(monkeypatch, nhwc, cores):
+    """A 7x7 image is one block: on one thread it runs as such, on more each of its three steps (transforms by
+    tile rows, the 36 products) is shared out over the threads instead."""
+    monkeypatch.setattr(ck, "_cores", lambda: cores)
     rng = np.random.default_rng(6)
     x = _tensors(rng, 1, 32, 7, 7, nhwc)
     wt = (rng.standard_normal((48, 32, 3, 3)) / np.sqrt(9 * 32)).astype(np.float32)
+    b = rng.standard_normal(48).astype(np.float32)
     out = _out(1, 48, 7, 7, nhwc)
-    ck.winograd_conv3x3(x, ck.transform_weights(wt, nhwc), None, out, (1, 1))
-    assert calls == [ck._cores()]  # the 36 products, one share per core
-    assert _rel(out, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1))) < 1e-5
+    ck.winograd_conv3x3(x, ck.transform_weights(wt, nhwc), b, out, (1, 1), ck.FUSED_ACTIVATIONS["relu"])
+    assert _rel(out, _ref_conv(x, wt, b, (1, 1), (1, 1), (1, 1), "relu")) < 1e-5
 
 
-def test_worker_errors_reach_the_caller_and_the_team_recovers():
-    def job(i):
-        if i == 3:
-            raise ValueError("job 3 failed")
+def test_the_kernels_call_the_blas_numpy_uses():
+    sgemm = ck.blas_sgemm()
+    assert sgemm is not None, "NumPy's BLAS exports no 64-bit cblas_sgemm: every fast convolution is off"
+    rng = np.random.default_rng(8)
+    x = _tensors(rng, 1, 8, 9, 9, nhwc=True)
+    wt = rng.standard_normal((16, 8, 1, 1)).astype(np.float32)
+    out = _out(1, 16, 9, 9, nhwc=True)
+    ck.conv_nhwc(x, ck.gemm_weights(wt), (1, 1), None, out, (1, 1), (0, 0), (1, 1))  # a bare product
+    assert _rel(out, _ref_conv(x, wt, None, (1, 1), (0, 0), (1, 1))) < 1e-6
 
-    with pytest.raises(ValueError, match="job 3 failed"):
-        ck._parallel(job, [(i,) for i in range(6)])
-    done = []
-    ck._parallel(lambda i: done.append(i), [(i,) for i in range(6)])
-    assert sorted(done) == list(range(6))
+
+def test_without_a_cblas_the_backend_uses_the_generic_convolution(monkeypatch):
+    monkeypatch.setattr(ck, "blas_sgemm", lambda: None)
+    rng = np.random.default_rng(9)
+    x = _tensors(rng, 1, 16, 12, 12, nhwc=True)
+    wt = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    out = _out(1, 16, 12, 12, nhwc=True)
+    assert not NumpyBackend().conv2d(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, None, {})
 
 
-def test_nested_parallel_calls_run_inline():
-    seen = []
-    ck._parallel(lambda i: ck._parallel(lambda j: seen.append((i, j)), [(0,), (1,)]), [(0,), (1,)])
-    assert sorted(seen) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+def test_concurrent_inferences_from_two_threads_are_each_right():
+    """Launches from two Python threads at once (the GUI's worker and a command, say) take turns."""
+    import threading
+
+    rng = np.random.default_rng(10)
+    cases = []
+    for seed in range(2):
+        x = _tensors(np.random.default_rng(seed), 1, 32, 30, 30, nhwc=True)
+        wt = (rng.standard_normal((32, 32, 3, 3)) / np.sqrt(9 * 32)).astype(np.float32)
+        cases.append((x, wt, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1))))
+    errors = []
+
+    def work(x, wt, ref):
+        u, wm = ck.transform_weights(wt, True), ck.gemm_weights(wt)
+        for i in range(20):
+            out = _out(1, 32, 30, 30, nhwc=True)
+            if i % 2:
+                ck.winograd_conv3x3(x, u, None, out, (1, 1))
+            else:
+                ck.conv_nhwc(x, wm, (3, 3), None, out, (1, 1), (1, 1), (1, 1))
+            errors.append(_rel(out, ref))
+
+    threads = [threading.Thread(target=work, args=case) for case in cases]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(errors) == 40 and max(errors) < 1e-5
+
+
+@pytest.mark.parametrize("op", ["sum", "product", "max", "min", "sub"])
+@pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
+@pytest.mark.parametrize("size", [37, 3 * (1 << 16) + 5])
+def test_element_wise_matches_numpy(op, act, size):
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((2, size)).astype(np.float32)
+    a[3], b[5] = np.nan, np.nan
+    ref = {"sum": a + b, "product": a * b, "max": np.maximum(a, b), "min": np.minimum(a, b), "sub": a - b}[op]
+    if act == "relu":
+        ref = np.where(ref > 0, ref, ref * 0)
+    elif act == "leaky_relu":
+        ref = np.where(ref > 0, ref, ref * np.float32(0.1))
+    out = np.full(size, 7.0, np.float32)
+    ck.element_wise(a, b, out, ck.ELEMENT_WISE_OPS[op], ck.FUSED_ACTIVATIONS[act], 0.1)
+    np.testing.assert_array_equal(out, ref)  # NaN where NumPy has NaN
+    ck.element_wise(a, b, a, ck.ELEMENT_WISE_OPS[op], ck.FUSED_ACTIVATIONS[act], 0.1)  # into an input
+    np.testing.assert_array_equal(a, ref)
+
+
+def test_backend_element_wise_declines_what_it_cannot_do():
+    be = NumpyBackend()
+    a = np.ones((1, 4, 4, 8), np.float32)
+    assert be.element_wise("sum", a, a, np.empty_like(a), "relu", {})
+    assert not be.element_wise("sum", a, a, np.empty_like(a), "sigmoid", {})  # not a fused activation
+    assert not be.element_wise("sum", a, a[:, :, :, :1], np.empty_like(a), None, {})  # broadcasting
+    assert not be.element_wise("sum", a, a.astype(np.float16), np.empty_like(a), None, {})
+    assert not be.element_wise("sum", a, a.transpose(0, 3, 1, 2), np.empty_like(a).transpose(0, 3, 1, 2), None, {})
 
 
 def test_blas_is_held_to_one_thread_during_an_inference_only():
