@@ -113,7 +113,8 @@ def add_export_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpa
     flags) go to each exporter's parser."""
     e = sub.add_parser("export", help="export to ONNX, PyTorch, a standalone project or the preprocessed model",
                        description="Export a model file: an ONNX model, a PyTorch module, a standalone Python project "
-                                   "running on the LayerLab engine, or the preprocessed model (fusing rules applied).")
+                                   "running on the LayerLab engine, or the preprocessed model (templates expanded, "
+                                   "fusing rules applied).")
     kinds = e.add_subparsers(dest="exporter", metavar="{onnx,torch,project,preprocessed}", parser_class=type(e))
     kinds.required = True
 
@@ -146,7 +147,8 @@ def add_export_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpa
     p.add_argument("--no-pyproject", action="store_true", help="no pyproject.toml")
     p.add_argument("--format", "-f", nargs="+", default=["fp32", "nchw"], metavar="TOKEN",
                    help="the builder's default tensor format (default fp32 nchw)")
-    r = common("preprocessed", "Write the model after its fusing rules are applied (.lnet) and its weights folder.",
+    r = common("preprocessed", "Write the model after the preprocessor (.lnet: template instances expanded into their "
+                               "layers, fusing rules applied) and its weights folder.",
                "model file to write (.lnet)")
     r.add_argument("--format", "-f", nargs="+", default=["fp32", "nchw"], metavar="TOKEN",
                    help="tensor format the fusing rules are applied for (default fp32 nchw)")

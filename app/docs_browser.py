@@ -77,8 +77,20 @@ class DocsBrowser(QtWidgets.QDialog):
         for a in registry.activation_descs():
             self._pages[f"activation:{a.name}"] = activation_page(a) + layer_support_html(registry, a.name, "activation")
             self._text[f"activation:{a.name}"] = " ".join([a.name, a.display_name, a.summary, a.documentation])
+        self._templates: list[LayerDesc] = []
         self.search.textChanged.connect(self._fill)
         self.tree.currentItemChanged.connect(self._show)
+        self._fill()
+
+    def set_templates(self, descs: list[LayerDesc]) -> None:
+        """The templates of the model being edited get pages under Templates (``layer:template:NAME``)."""
+        for d in self._templates:
+            self._pages.pop(f"layer:{d.name}", None)
+            self._text.pop(f"layer:{d.name}", None)
+        self._templates = list(descs)
+        for d in self._templates:
+            self._pages[f"layer:{d.name}"] = layer_page(d)
+            self._text[f"layer:{d.name}"] = " ".join([d.name, d.display_name, d.summary, d.documentation])
         self._fill()
 
     def _fill(self) -> None:
@@ -86,6 +98,7 @@ class DocsBrowser(QtWidgets.QDialog):
         self.tree.clear()
         first = None
         for title, prefix, descs in (("Layers", "layer:", self.registry.layer_descs()),
+                                     ("Templates", "layer:", self._templates),
                                      ("Activations", "activation:", self.registry.activation_descs())):
             group = QtWidgets.QTreeWidgetItem([title])
             group.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)

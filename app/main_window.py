@@ -31,6 +31,15 @@ from engine.fusing import copy_model
 from engine.model import Event, Model
 from engine.plugins import default_registry
 from engine.registry import Registry
+from engine.templates import (
+    expand,
+    group,
+    import_model_as_template,
+    template_descs,
+    template_name,
+    template_type,
+    ungroup,
+)
 
 APP_NAME = "LayerLab"
 FILE_FILTER = "LayerLab models (*.lnet);;All files (*)"
@@ -85,6 +94,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self._run_ids = 0
         self._runs: dict[int, RunRequest] = {}
         self.docs_browser: DocsBrowser | None = None
+        self.template_dialog: QtWidgets.QInputDialog | None = None
+        self.message_box: QtWidgets.QMessageBox | None = None
         self.setWindowTitle(APP_NAME)
         self.setObjectName("MainWindow")
         self.setDockNestingEnabled(True)
@@ -100,6 +111,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
         self.palette = Palette(self.registry)
         self.palette.add_requested.connect(self.add_layer)
+        self.palette.template_action.connect(self._palette_template_action)
         self.params = ParamPanel()
         self.checks = TypeCheckPanel()
         self.checks.layer_activated.connect(self.focus_layer)
@@ -189,6 +201,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_delete = self._action("&Delete", lambda: self._with_doc(lambda d: d.canvas.delete_selection()), K.Delete)
         self.act_select_all = self._action("Select &All", lambda: self._with_doc(lambda d: d.canvas.select_all_layers()),
                                            K.SelectAll)
+        self.act_group = self._action("&Group Selection as Template…", self.group_selection, "Ctrl+G", None,
+                                      "Make the selected layers a template and replace them by one instance of it")
+        self.act_ungroup = self._action("U&ngroup", self.ungroup_selection, "Ctrl+Shift+G", None,
+                                        "Replace the selected template instances by their layers")
+        self.act_import_template = self._action("&Import Model as Template…", self.import_template, None, None,
+                                                "Add a saved model to this network as a template")
         self.act_grid = self._action("Show &Grid", lambda: self.set_grid(self.act_grid.isChecked()))
         self.act_grid.setCheckable(True)
         self.act_grid.setChecked(True)
@@ -231,6 +249,8 @@ class MainWindow(QtWidgets.QMainWindow):
         edit.addActions([self.act_cut, self.act_copy, self.act_paste, self.act_duplicate, self.act_delete])
         edit.addSeparator()
         edit.addAction(self.act_select_all)
+        edit.addSeparator()
+        edit.addActions([self.act_group, self.act_ungroup, self.act_import_template])
         view = mb.addMenu("&View")
         view.addAction(self.act_grid)
         windows = view.addMenu("&Windows")
@@ -333,6 +353,12 @@ class MainWindow(QtWidgets.QMainWindow):
         doc.canvas.selection_changed.connect(lambda names, d=doc: self._selection_changed(d, names))
         doc.canvas.status_message.connect(lambda msg: self.statusBar().showMessage(msg, 6000))
         doc.bridge.event.connect(lambda ev, d=doc: self._doc_event(d, ev))
+        doc.canvas.set_context_actions(
+            [("Group as Template…", self.act_group), ("Ungroup", self.act_ungroup), None,
+             ("Cut", self.act_cut), ("Copy", self.act_copy), ("Duplicate", self.act_duplicate), ("Delete", self.act_delete),
+             None, ("Layer Documentation", self.act_docs)],
+            [("Paste", self.act_paste), ("Select All", self.act_select_all), None,
+             ("Import Model as Template…", self.act_import_template), ("Fit to View", self.act_fit)])
         index = self.tabs.addTab(doc.canvas.widget, doc.title)
         self.tabs.setCurrentIndex(index)
         self._doc_state_changed(doc)
@@ -493,6 +519,8 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _doc_event(self, doc: Document, ev: Event) -> None:
         if doc is self.current:
+            if ev.kind.startswith("template_"):
+                self._refresh_templates()
             self._update_actions()
 
     def _doc_checked(self, doc: Document, diags: list) -> None:
@@ -505,14 +533,16 @@ class MainWindow(QtWidgets.QMainWindow):
             self.params.set_target(doc, names)
             self._update_actions()
         if len(names) == 1:  # the canvas selects the layer's row in the model's reports
+            row = self._report_row(doc, names[0])
             for view in self.reports:
                 if self.doc_for_report(view) is doc:
-                    view.select_layer(names[0])
+                    view.select_layer(row)
 
     def _current_changed(self, _index: int = -1) -> None:
         doc = self.current
         self.params.set_target(doc, doc.canvas.selected_layers() if doc else [])
         self.checks.show_diagnostics(doc.diagnostics if doc else [])
+        self._refresh_templates()
         if doc is not None:
             self.act_grid.setChecked(doc.canvas.grid_shown)
         self._update_title()
@@ -546,8 +576,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_undo.setText(f"&Undo {doc.model.undo_text()}" if has and doc.model.can_undo() else "&Undo")
         self.act_redo.setText(f"&Redo {doc.model.redo_text()}" if has and doc.model.can_redo() else "&Redo")
         selected = has and bool(doc.canvas.selected_layers())
-        for act in (self.act_cut, self.act_copy, self.act_duplicate):
+        for act in (self.act_cut, self.act_copy, self.act_duplicate, self.act_group):
             act.setEnabled(selected)
+        self.act_ungroup.setEnabled(selected and any(
+            template_name(doc.model.layers[n].type) for n in doc.canvas.selected_layers()))
+        self.act_import_template.setEnabled(has)
         for act in (self.act_save, self.act_save_as, self.act_paste, self.act_delete,
                     self.act_select_all, self.act_fit, self.act_zoom_in, self.act_zoom_out):
             act.setEnabled(has)
@@ -563,6 +596,131 @@ class MainWindow(QtWidgets.QMainWindow):
         """Add a layer at the centre of the current canvas (a new model is created if none is open)."""
         doc = self.current or self.new_model()
         return doc.canvas.add_layer(layer_type)
+
+    # ---- templates -------------------------------------------------------------------------------
+    def _refresh_templates(self) -> None:
+        """The palette's Templates category shows the current model's templates."""
+        doc = self.current
+        self.palette.set_templates(template_descs(doc.model, self.registry) if doc else [])
+
+    @staticmethod
+    def default_template_name(model: Model) -> str:
+        """``template1``, ``template2``, ...: the first one neither a template nor a layer of ``model`` uses."""
+        n = 1
+        while f"template{n}" in model.templates or f"template{n}_1" in model.layers:
+            n += 1
+        return f"template{n}"
+
+    def group_selection(self, name: str | None = None) -> str | None:
+        """Edit > Group Selection as Template: with ``name``, group now and return the instance's name; without,
+        ask for the name in a non-modal dialog (``self.template_dialog``) and group when it is accepted."""
+        doc = self.current
+        if doc is None:
+            return None
+        names = doc.canvas.selected_layers()
+        if not names:
+            self.statusBar().showMessage("Select the layers to group as a template", 5000)
+            return None
+        if name is None:
+            dlg = QtWidgets.QInputDialog(self)
+            dlg.setWindowTitle("Group as Template")
+            dlg.setLabelText(f"Name of the new template ({len(names)} layer(s): {', '.join(names[:6])}"
+                             f"{'…' if len(names) > 6 else ''}):")
+            dlg.setTextValue(self.default_template_name(doc.model))
+            dlg.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+            dlg.textValueSelected.connect(lambda text, d=doc, n=names: self._group(d, n, text.strip()))
+            self.template_dialog = dlg
+            dlg.open()
+            return None
+        return self._group(doc, names, name)
+
+    def _group(self, doc: Document, names: list[str], name: str) -> str | None:
+        try:
+            instance = group(doc.model, names, name, self.registry)
+        except LayerLabError as exc:
+            self._warn("Cannot group as a template", str(exc))
+            return None
+        doc.canvas.select_layers([instance])
+        self.statusBar().showMessage(f"Grouped {len(names)} layers as template {name}: instance {instance}", 8000)
+        return instance
+
+    def _palette_template_action(self, action: str, name: str) -> None:
+        if action == "add":
+            self.add_layer(template_type(name))
+        elif action == "exposed":
+            self.edit_exposed(name)
+        elif action == "delete":
+            self.delete_template(name)
+
+    def edit_exposed(self, name: str) -> None:
+        """Open the dialog choosing the exposed parameters of template ``name`` of the current model."""
+        doc = self.current
+        if doc is not None:
+            self.params.set_target(doc, doc.canvas.selected_layers())
+            self.params.edit_exposed(name)
+
+    def delete_template(self, name: str) -> bool:
+        """Delete template ``name`` from the current model (refused, with the reason, while it is used)."""
+        doc = self.current
+        if doc is None:
+            return False
+        try:
+            doc.model.remove_template(name)
+        except LayerLabError as exc:
+            self._warn("Cannot delete the template", str(exc))
+            return False
+        self.statusBar().showMessage(f"Deleted template {name}", 6000)
+        return True
+
+    def _warn(self, title: str, text: str) -> None:
+        """Show a problem in the status bar and in a message box that does not block (``self.message_box``)."""
+        self.statusBar().showMessage(text, 10000)
+        box = QtWidgets.QMessageBox(QtWidgets.QMessageBox.Icon.Warning, title, text,
+                                    QtWidgets.QMessageBox.StandardButton.Ok, self)
+        box.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.message_box = box
+        box.open()
+
+    def ungroup_selection(self) -> list[str]:
+        """Edit > Ungroup: replace the selected template instances by their layers (one undo step)."""
+        doc = self.current
+        if doc is None:
+            return []
+        instances = [n for n in doc.canvas.selected_layers() if template_name(doc.model.layers[n].type)]
+        if not instances:
+            self.statusBar().showMessage("Select a template instance to ungroup", 5000)
+            return []
+        new: list[str] = []
+        try:
+            with doc.model.macro("Ungroup " + ", ".join(instances)):
+                for inst in instances:
+                    new += ungroup(doc.model, inst, self.registry)
+        except LayerLabError as exc:
+            self.statusBar().showMessage(f"Cannot ungroup: {exc}", 10000)
+            return []
+        doc.canvas.select_layers(new)
+        self.statusBar().showMessage(f"Ungrouped {', '.join(instances)} into {len(new)} layers", 8000)
+        return new
+
+    def import_template(self, path: str | os.PathLike[str] | None = None, name: str | None = None) -> str | None:
+        """Edit > Import Model as Template: add a saved model to the current one as a template (asks for the
+        file when ``path`` is None); returns the template's name."""
+        doc = self.current
+        if doc is None:
+            return None
+        if path is None:
+            start = str(Path(doc.path).parent) if doc.path else str(SAMPLE.parent)
+            path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Import model as template", start, FILE_FILTER)
+            if not path:
+                return None
+        try:
+            added = import_model_as_template(doc.model, path, self.registry, name)
+        except LayerLabError as exc:
+            self._warn("Cannot import the model as a template", str(exc))
+            return None
+        self.statusBar().showMessage(f"Imported {Path(path).name} as template {added}: add it from the palette's "
+                                     "Templates category", 8000)
+        return added
 
     def focus_layer(self, name: str) -> None:
         doc = self.current
@@ -806,7 +964,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if doc is not None:
             sel = doc.canvas.selected_layers()
             if len(sel) == 1:
-                view.select_layer(sel[0])
+                view.select_layer(self._report_row(doc, sel[0]))
         if looking:
             self.tabs.setCurrentWidget(view)
         return view
@@ -873,8 +1031,9 @@ class MainWindow(QtWidgets.QMainWindow):
         doc = self.doc_for_report(view)
         if doc is None:
             return
-        if name in doc.canvas.nodes:
-            doc.canvas.select_layers([name])
+        layer = self._canvas_layer(doc, name)
+        if layer is not None:
+            doc.canvas.select_layers([layer])
         else:
             self.statusBar().showMessage(f"{name} is not on the canvas of {doc.title} (fused or renamed)", 6000)
 
@@ -884,12 +1043,32 @@ class MainWindow(QtWidgets.QMainWindow):
             self.statusBar().showMessage(f"The model of this report ({view.model_name}) is not open", 6000)
             return
         self.tabs.setCurrentWidget(doc.canvas.widget)
-        self.focus_layer(name)
+        self.focus_layer(self._canvas_layer(doc, name) or name)
+
+    @staticmethod
+    def _report_row(doc: Document, name: str) -> str:
+        """The network layer a canvas layer stands for in reports: a template instance's output layer."""
+        spec = doc.model.layers.get(name)
+        if spec is None or template_name(spec.type) is None:
+            return name
+        return expand(doc.model, strict=False).output_of.get(name, name)
+
+    @staticmethod
+    def _canvas_layer(doc: Document, name: str) -> str | None:
+        """The canvas layer showing a network layer: itself, or the template instance an expanded layer
+        (``<instance>__<layer>``) comes from."""
+        if name in doc.canvas.nodes:
+            return name
+        instance = name.split("__")[0]
+        if "__" in name and instance in doc.model.layers and template_name(doc.model.layers[instance].type):
+            return instance
+        return None
 
     # ---- help ------------------------------------------------------------------------------------
     def show_docs(self, key: str | None = None) -> DocsBrowser:
         if self.docs_browser is None:
             self.docs_browser = DocsBrowser(self.registry, self)
+        self.docs_browser.set_templates(template_descs(self.current.model, self.registry) if self.current else [])
         if key is None and self.current is not None:
             sel = self.current.canvas.selected_layers()
             if sel:

@@ -1,6 +1,8 @@
 """The parameter window: typed editors for the selected layer(s), or the network parameters when nothing is
 selected. Values are validated with the descriptors; an invalid value is shown in red with the reason and is
-not applied. Every change is a Model command (several layers: one undo step)."""
+not applied. Every change is a Model command (several layers: one undo step). A template instance shows its
+exposed parameters (``<layer>.<param>``) like a layer's own, and a Template box to choose which inner
+parameters its template exposes."""
 from __future__ import annotations
 
 import math
@@ -12,6 +14,7 @@ from app.document import Document
 from engine.descriptors import ActivationDesc, CoefDesc, LayerDesc, ParamDesc, is_identifier
 from engine.errors import LayerLabError
 from engine.model import Event
+from engine.templates import exposable, find_desc, get_template, set_exposed, template_name
 from engine.tensor import Dims
 
 INT_LIMIT = 2**31 - 1
@@ -269,6 +272,7 @@ class ParamPanel(QtWidgets.QScrollArea):
         self.rows: dict[str, Row] = {}
         self._getters: dict[str, Callable[[], str]] = {}
         self._act_names: tuple[str, ...] = ()
+        self.exposed_dialog: ExposedDialog | None = None
         self._build()
 
     # ---- target ----------------------------------------------------------------------------------
@@ -296,6 +300,9 @@ class ParamPanel(QtWidgets.QScrollArea):
             self.names = [n for n in self.names if n in self.doc.model.layers]
             self._build()
         elif ev.kind == "activation_changed" and ev.layer in self.names and self._activation_set_changed():
+            self._build()
+        elif ev.kind == "template_changed" and any(
+                template_name(self.doc.model.layers[n].type) == ev.data.get("name") for n in self.names):
             self._build()
         elif ev.kind in ("param_changed", "activation_changed", "network_changed", "layer_renamed"):
             self.refresh()
@@ -378,7 +385,8 @@ class ParamPanel(QtWidgets.QScrollArea):
         form.addRow("File", path)
 
     def _descs(self) -> list[LayerDesc | None]:
-        return [self.doc.registry.find_layer(self.doc.model.layers[n].type) for n in self.names]
+        model, registry = self.doc.model, self.doc.registry
+        return [find_desc(model, registry, model.layers[n].type) for n in self.names]
 
     def _build_layers(self, outer: QtWidgets.QVBoxLayout) -> None:
         model = self.doc.model
@@ -413,6 +421,9 @@ class ParamPanel(QtWidgets.QScrollArea):
                   lambda t: self._apply_all("permanent", lambda n: model.set_permanent(n, t == "true")),
                   "a permanent layer keeps its output buffer (it is never recycled)")
 
+        tname = template_name(first.type) if len(names) == 1 else None
+        if tname is not None and desc is not None:
+            self._build_template(outer, tname)
         # common parameters: same name and type in every selected layer's descriptor
         if all(d is not None for d in descs):
             common = [p for p in desc.params
@@ -427,6 +438,42 @@ class ParamPanel(QtWidgets.QScrollArea):
                 self._add(form, f"param.{key}", key, TextEditor(), lambda k=key: model.layers[self.names[0]].params[k],
                           lambda t: None, lambda t, k=key: model.set_param(self.names[0], k, t))
         self._build_activation(outer)
+
+    def _build_template(self, outer: QtWidgets.QVBoxLayout, tname: str) -> None:
+        defn = get_template(self.doc.model, tname)
+        form = self._form(outer, "Template")
+        layers = QtWidgets.QLabel(", ".join(defn.layers) + f" (output: {defn.output})")
+        layers.setWordWrap(True)
+        layers.setToolTip("Its layers run as <instance>__<layer> (see the inference report)")
+        form.addRow(tname, layers)
+        button = QtWidgets.QPushButton("Exposed Parameters…")
+        button.setToolTip("Choose which parameters of the template's layers every instance can set")
+        button.clicked.connect(lambda: self.edit_exposed(tname))
+        self.exposed_button = button
+        form.addRow("", button)
+        if not defn.exposed:
+            note = QtWidgets.QLabel("No parameter is exposed: every instance uses the template's values.")
+            note.setStyleSheet("color: gray;")
+            note.setWordWrap(True)
+            form.addRow("", note)
+
+    def edit_exposed(self, tname: str) -> ExposedDialog:
+        """Open the (non-modal) dialog choosing the exposed parameters of template ``tname``."""
+        model, registry = self.doc.model, self.doc.registry
+        current = {e.key for e in get_template(model, tname).exposed}
+        dlg = ExposedDialog(tname, [(k, p) for k, p in exposable(model, tname, registry)], current, self)
+        dlg.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+
+        def apply() -> None:
+            try:
+                set_exposed(model, tname, dlg.selected(), registry)
+            except LayerLabError as exc:
+                QtWidgets.QToolTip.showText(self.mapToGlobal(QtCore.QPoint(0, 0)), str(exc), self)
+
+        dlg.accepted.connect(apply)
+        self.exposed_dialog = dlg
+        dlg.open()
+        return dlg
 
     def _add_param(self, form: QtWidgets.QFormLayout, p: ParamDesc) -> None:
         model = self.doc.model
@@ -486,3 +533,37 @@ class ParamPanel(QtWidgets.QScrollArea):
 
             self._add(form, f"coef.{c.name}", c.name, TextEditor(placeholder="a number"), cget, coef_validator(c),
                       capply, c.doc)
+
+
+class ExposedDialog(QtWidgets.QDialog):
+    """A checklist of a template's inner parameters (``<layer>.<param>``); the checked ones are exposed."""
+
+    def __init__(self, template: str, params: list[tuple[str, ParamDesc]], exposed: set[str],
+                 parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(f"Exposed Parameters of {template}")
+        self.list = QtWidgets.QListWidget()
+        for key, p in params:
+            item = QtWidgets.QListWidgetItem(key)
+            item.setFlags(item.flags() | QtCore.Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(QtCore.Qt.CheckState.Checked if key in exposed else QtCore.Qt.CheckState.Unchecked)
+            item.setToolTip(f"{p.doc} ({p.allowed()}; default {p.default_text})" if p.doc else p.allowed())
+            self.list.addItem(item)
+        note = QtWidgets.QLabel("Checked parameters can be set on each instance of the template; every instance "
+                                "shares this list. An instance's values of unchecked parameters are dropped.")
+        note.setWordWrap(True)
+        buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Ok
+                                             | QtWidgets.QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        lay = QtWidgets.QVBoxLayout(self)
+        lay.addWidget(note)
+        lay.addWidget(self.list)
+        lay.addWidget(buttons)
+        self.resize(420, 460)
+
+    def items(self) -> dict[str, QtWidgets.QListWidgetItem]:
+        return {self.list.item(i).text(): self.list.item(i) for i in range(self.list.count())}
+
+    def selected(self) -> list[str]:
+        return [k for k, item in self.items().items() if item.checkState() == QtCore.Qt.CheckState.Checked]

@@ -1,4 +1,5 @@
-"""Copy/paste of layers as plain data (JSON text); pasted layers get new unique names and keep internal links."""
+"""Copy/paste of layers as plain data (JSON text); pasted layers get new unique names and keep internal links.
+The definitions of the templates that copied instances use travel with them."""
 from __future__ import annotations
 
 import copy
@@ -7,6 +8,7 @@ import re
 
 from engine.descriptors import is_identifier
 from engine.model import LayerSpec, Model
+from engine.templates import templates_used
 
 MIME_TYPE = "application/x-layerlab-layers"
 
@@ -15,7 +17,21 @@ def copy_layers(model: Model, names: list[str]) -> str:
     """JSON text of the layers ``names`` (in model order), with their parameters, links and positions."""
     wanted = set(names)
     specs = [copy.deepcopy(s.__dict__) for n, s in model.layers.items() if n in wanted]
-    return json.dumps({"layerlab-layers": 1, "layers": specs})
+    data = {"layerlab-layers": 1, "layers": specs}
+    used = templates_used(model, [s["type"] for s in specs])
+    if used:
+        data["templates"] = used
+    return json.dumps(data)
+
+
+def clipboard_templates(text: str) -> dict[str, str]:
+    """Template definitions (name -> XML text) carried by clipboard ``text`` (empty when none or not ours)."""
+    try:
+        data = json.loads(text)
+    except (ValueError, TypeError):
+        return {}
+    found = data.get("templates") if isinstance(data, dict) else None
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
 def _fresh_name(base: str, taken: set[str]) -> str:

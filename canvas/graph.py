@@ -6,6 +6,7 @@ undo stack is never used, so undo/redo is the Model's alone."""
 from __future__ import annotations
 
 import html
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -15,12 +16,13 @@ from NodeGraphQt.qgraphics.port import PortItem
 from PySide6 import QtCore, QtGui
 
 from canvas.bridge import ModelBridge
-from canvas.clipboard import copy_layers, paste_specs
+from canvas.clipboard import clipboard_templates, copy_layers, paste_specs
 from canvas.nodes import LayerNode, make_node_class
 from engine.descriptors import InputKind, LayerDesc
 from engine.errors import LayerLabError
 from engine.model import Event, Model
 from engine.registry import Registry
+from engine.templates import find_desc, template_name, template_type
 from engine.tensor import Dims
 from engine.typecheck import Diagnostic
 
@@ -63,6 +65,7 @@ class ModelCanvas(NodeGraph):
         self._diags: dict[str, list[Diagnostic]] = {}
         self._shapes: dict[str, Dims] = {}
         self._grid = True
+        self._menu_commands: list[tuple[Any, QtGui.QAction]] = []
         self.set_acyclic(False)  # cycles reach the Model, which refuses them with a message
         self.set_pipe_collision(False)
         self.set_background_color(34, 36, 40)
@@ -71,6 +74,7 @@ class ModelCanvas(NodeGraph):
             cls = self._node_class(desc.name)
             self.register_node(cls, alias=desc.display_name)
         self.node_selection_changed.connect(self._on_selection)
+        self.context_menu_prompt.connect(self._on_context_menu)
         for act in (self.viewer().qaction_for_undo(), self.viewer().qaction_for_redo()):
             if act is not None:  # NodeGraphQt's own undo stack stays unused: undo belongs to the Model
                 act.setShortcuts([])
@@ -118,9 +122,27 @@ class ModelCanvas(NodeGraph):
 
     # ---- node and link views ---------------------------------------------------------------------
     def _node_class(self, layer_type: str) -> type[LayerNode]:
-        if layer_type not in self._classes:
-            self._classes[layer_type] = make_node_class(layer_type, self.registry.find_layer(layer_type))
-        return self._classes[layer_type]
+        """The node class of a layer type (a template's is made again when its definition changed)."""
+        desc = find_desc(self.net_model, self.registry, layer_type)
+        cls = self._classes.get(layer_type)
+        if cls is None or cls.desc != desc:
+            cls = self._classes[layer_type] = make_node_class(layer_type, desc)
+        return cls
+
+    def _refresh_template_nodes(self, name: str) -> None:
+        """Rebuild the nodes of template ``name``'s instances (ports and parameters follow its definition)."""
+        selected = set(self.selected_layers())
+        ltype = template_type(name)
+        for layer, spec in self.net_model.layers.items():
+            if spec.type != ltype or layer not in self.nodes:
+                continue
+            self._remove_node(layer)
+            self._create_node(layer)
+            self._sync_links(layer)
+            for reader, _ in self.net_model.readers(layer):
+                self._sync_links(reader)
+            if layer in selected:
+                self.nodes[layer].set_selected(True)
 
     def _create_node(self, name: str) -> None:
         spec = self.net_model.layers[name]
@@ -188,7 +210,11 @@ class ModelCanvas(NodeGraph):
         if node is None or spec is None:
             return
         desc = node.desc
-        lines = [f"<span style='color:#9aa4b0'>{html.escape(desc.display_name if desc else spec.type + ' (unknown)')}</span>"]
+        if template_name(spec.type) is not None:
+            kind = f"template {desc.display_name}" if desc else f"{spec.type} (missing or broken)"
+            lines = [f"<span style='color:#e0c070'>{html.escape(kind)}</span>"]
+        else:
+            lines = [f"<span style='color:#9aa4b0'>{html.escape(desc.display_name if desc else spec.type + ' (unknown)')}</span>"]
         if desc:
             for p in desc.params:
                 if p.main:
@@ -247,6 +273,8 @@ class ModelCanvas(NodeGraph):
             self._sync_links(name)
         elif kind in ("param_changed", "activation_changed"):
             self._update_info(name)
+        elif kind in ("template_added", "template_changed", "template_removed"):
+            self._refresh_template_nodes(ev.data["name"])
         elif kind == "layer_moved" and name in self.nodes:
             x, y = self.net_model.layers[name].position
             if tuple(self.nodes[name].pos()) != (x, y):
@@ -341,6 +369,48 @@ class ModelCanvas(NodeGraph):
     def _on_selection(self, selected: list, deselected: list) -> None:
         self.selection_changed.emit(self.selected_layers())
 
+    # ---- right-click menus -----------------------------------------------------------------------
+    def set_context_actions(self, node_items: list[tuple[str, QtGui.QAction] | None],
+                            graph_items: list[tuple[str, QtGui.QAction] | None]) -> None:
+        """Fill NodeGraphQt's context menus: ``node_items`` on a node (or the selection), ``graph_items`` on
+        the empty canvas; each (label, action) command triggers the application's own action, so a menu
+        entry and the main menu do the same thing; None is a separator. Before a menu shows, a node that is
+        right-clicked outside the selection becomes the selection, and each command takes its action's
+        enabled state."""
+        nodes_menu = self.get_context_menu("nodes")
+        graph_menu = self.get_context_menu("graph")
+        with warnings.catch_warnings():  # NodeGraphQt compares Qt versions with distutils' deprecated LooseVersion
+            warnings.filterwarnings("ignore", "distutils Version classes are deprecated", DeprecationWarning)
+            self._add_commands(nodes_menu, graph_menu, node_items, graph_items)
+
+    def _add_commands(self, nodes_menu: Any, graph_menu: Any, node_items: list[tuple[str, QtGui.QAction] | None],
+                      graph_items: list[tuple[str, QtGui.QAction] | None]) -> None:
+        for items, menu in ((node_items, nodes_menu), (graph_items, graph_menu)):
+            for item in items:
+                if item is None:
+                    qmenu = nodes_menu.qmenu.get_menu(LayerNode.__name__) if menu is nodes_menu else graph_menu.qmenu
+                    if qmenu is not None:
+                        qmenu.addSeparator()
+                    continue
+                label, action = item
+                if menu is nodes_menu:
+                    cmd = menu.add_command(label, lambda _graph, _node, a=action: a.trigger(), node_class=LayerNode)
+                else:
+                    cmd = menu.add_command(label, lambda _graph, a=action: a.trigger())
+                cmd.qaction.setStatusTip(action.statusTip())
+                self._menu_commands.append((cmd, action))
+
+    def context_command(self, label: str, menu: str = "nodes") -> Any:
+        """The NodeGraphQt command labelled ``label`` in context menu ``menu`` (``nodes`` or ``graph``)."""
+        return self.get_context_menu(menu).get_command(label)
+
+    def _on_context_menu(self, menu: Any, node: Any) -> None:
+        name = self.layer_of(node) if node is not None else None
+        if name is not None and name not in self.selected_layers():
+            self.select_layers([name])
+        for cmd, action in self._menu_commands:
+            cmd.qaction.setEnabled(action.isEnabled())
+
     def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:
         if event.type() == QtCore.QEvent.Type.MouseButtonDblClick and event.button() == QtCore.Qt.MouseButton.LeftButton:
             scene_pos = self.viewer().mapToScene(event.position().toPoint())
@@ -358,8 +428,9 @@ class ModelCanvas(NodeGraph):
         return (p.x() - NODE_SIZE_GUESS[0] / 2, p.y() - NODE_SIZE_GUESS[1] / 2)
 
     def add_layer(self, layer_type: str, pos: tuple[float, float] | None = None) -> str | None:
-        """Add a layer of ``layer_type`` (at the view centre by default), select it, return its name."""
-        if self.registry.find_layer(layer_type) is None:
+        """Add a layer of ``layer_type`` (a plugin layer or ``template:NAME``; at the view centre by default),
+        select it, return its name."""
+        if find_desc(self.net_model, self.registry, layer_type) is None:
             self.status_message.emit(f"Unknown layer type {layer_type!r}")
             return None
         name = self.net_model.add_layer(layer_type, position=pos or self.view_center())
@@ -453,10 +524,17 @@ class ModelCanvas(NodeGraph):
             return []
         if not specs:
             return []
-        self.net_model.add_layers(specs, "Paste")
+        needed = clipboard_templates(text)
+        kept = [n for n, t in needed.items() if n in self.net_model.templates and self.net_model.templates[n] != t]
+        with self.net_model.macro("Paste"):
+            for n, t in needed.items():
+                if n not in self.net_model.templates:
+                    self.net_model.add_template(n, t)
+            self.net_model.add_layers(specs, "Paste")
         names = [s.name for s in specs]
         self.select_layers(names)
-        self.status_message.emit(f"Pasted {len(names)} layer(s)")
+        note = f" (this network's own template {', '.join(kept)} used)" if kept else ""
+        self.status_message.emit(f"Pasted {len(names)} layer(s){note}")
         return names
 
     def duplicate_selection(self) -> list[str]:

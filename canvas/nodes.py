@@ -22,7 +22,9 @@ CATEGORY_COLORS = {
     "Input/Output": (44, 82, 60),
     "Convolution": (40, 64, 100),
     "Arithmetic": (78, 58, 98),
+    "Templates": (104, 82, 34),
 }
+TEMPLATE_BORDER = (224, 184, 92)
 _FALLBACK_COLORS = [(92, 70, 44), (44, 86, 92), (90, 52, 64), (64, 80, 44), (60, 60, 90)]
 
 
@@ -174,6 +176,8 @@ class LayerNode(BaseNode):
         super().__init__(qgraphics_item=LayerNodeItem)
         self.set_port_deletion_allowed(True)
         self.set_color(*category_color(self.desc))
+        if self.layer_type.startswith("template:"):
+            self.set_property("border_color", (*TEMPLATE_BORDER, 255), push_undo=False)
         if self.desc is None or self.desc.generates_output:
             self.add_output("output", multi_output=True, display_name=False, color=OUTPUT_COLOR)
         for i in range(len(self.desc.inputs) if self.desc else 0):

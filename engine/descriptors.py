@@ -229,6 +229,16 @@ class LayerDesc:
                 out.append(idx)
         return out
 
+    def unconnected_inputs(self, links: list[str | None]) -> list[int]:
+        """Indices of mandatory inputs that ``links`` (the sources by input index) leave unconnected."""
+        missing = []
+        for i, inp in enumerate(self.inputs):
+            if inp.kind is InputKind.PRIMARY and (i >= len(links) or links[i] is None):
+                missing.append(i)
+            elif inp.kind is InputKind.PRIMARY_INFINITE and not any(links[i:]):
+                missing.append(i)
+        return missing
+
     def input_desc(self, index: int) -> InputDesc | None:
         """Descriptor of input slot ``index`` (an infinite input covers every slot from its own on)."""
         if index < len(self.inputs):

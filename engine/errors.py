@@ -17,6 +17,20 @@ class ModelFileError(LayerLabError):
         super().__init__(f"{where}: {reason}")
 
 
+class TemplateError(ModelFileError):
+    """A template definition or use is wrong: names the template, where (the file and line when it was read
+    from a file, else the element) and what is wrong."""
+
+    def __init__(self, template: str, reason: str, path: str | None = None, line: int | None = None) -> None:
+        self.template = template
+        LayerLabError.__init__(self)
+        self.path = str(path) if path else ""
+        self.line = line
+        self.reason = f"template {template}: {reason}"
+        where = (f"{self.path}:{line}: " if line else f"{self.path}: ") if self.path else ""
+        self.args = (f"{where}{self.reason}",)
+
+
 class ParameterError(LayerLabError):
     """A layer parameter has a bad value: names the layer, the parameter, the value and what is allowed."""
 

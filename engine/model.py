@@ -268,8 +268,9 @@ class Model:
         position: tuple[float, float] = (0.0, 0.0),
         permanent: bool = False,
     ) -> str:
-        """Add a layer (a unique name is generated when none is given); returns its name."""
-        name = name or self.unique_name(type)
+        """Add a layer (a unique name is generated when none is given, ``resblock_1`` for ``template:resblock``);
+        returns its name."""
+        name = name or self.unique_name(type.rpartition(":")[2])
         self._check_new_name(name)
         for src in inputs or []:
             if src is not None and src not in self.layers:
@@ -282,8 +283,11 @@ class Model:
         self._insert_layers([spec], f"Add {name}")
         return name
 
-    def add_layers(self, specs: list[LayerSpec], text: str = "Paste") -> None:
-        """Insert several complete layers in one command (paste, duplicate, templates)."""
+    def add_layers(self, specs: list[LayerSpec], text: str = "Paste", before: str | None = None) -> None:
+        """Insert several complete layers in one command (paste, duplicate, templates), at the end of the
+        model order or ``before`` an existing layer."""
+        if before is not None:
+            self.layer(before)
         for s in specs:
             self._check_new_name(s.name)
         names = {s.name for s in specs} | set(self.layers)
@@ -291,12 +295,18 @@ class Model:
             for src in s.inputs:
                 if src is not None and src not in names:
                     raise LayerLabError(f"layer {s.name}: input {src!r} does not exist")
-        self._insert_layers([copy.deepcopy(s) for s in specs], text)
+        self._insert_layers([copy.deepcopy(s) for s in specs], text, before)
 
-    def _insert_layers(self, specs: list[LayerSpec], text: str) -> None:
+    def _insert_layers(self, specs: list[LayerSpec], text: str, before: str | None = None) -> None:
         def do() -> None:
+            if before is None:
+                self.layers.update((s.name, copy.deepcopy(s)) for s in specs)
+            else:
+                items = list(self.layers.items())
+                at = next(i for i, (n, _) in enumerate(items) if n == before)
+                items[at:at] = [(s.name, copy.deepcopy(s)) for s in specs]
+                self.layers = dict(items)
             for s in specs:
-                self.layers[s.name] = copy.deepcopy(s)
                 self.events.emit(Event("layer_added", s.name))
 
         def undo() -> None:
@@ -475,6 +485,69 @@ class Model:
             return f
 
         self._push(f"Set {key}", apply(value), apply(old))
+
+    # ---- templates (engine.templates builds, checks and uses them) ---------------------------------
+    def _template_uses(self, name: str) -> list[str]:
+        """Layers and other templates that use template ``name``."""
+        ltype = f"template:{name}"
+        users = [n for n, s in self.layers.items() if s.type == ltype]
+        marker = f'type="{ltype}"'  # template texts are canonical XML: attributes in double quotes
+        return users + [f"template {t}" for t, text in self.templates.items() if t != name and marker in text]
+
+    def add_template(self, name: str, text: str) -> None:
+        """Add the definition ``text`` (canonical XML, see engine.templates) of a new template ``name``."""
+        if not is_identifier(name):
+            raise LayerLabError(f"{name!r} is not a valid template name: use letters, digits and '_', not starting with a digit")
+        if name in self.templates:
+            raise LayerLabError(f"a template named {name!r} already exists")
+
+        def do() -> None:
+            self.templates[name] = text
+            self.events.emit(Event("template_added", data={"name": name}))
+
+        def undo() -> None:
+            del self.templates[name]
+            self.events.emit(Event("template_removed", data={"name": name}))
+
+        self._push(f"Add template {name}", do, undo)
+
+    def set_template(self, name: str, text: str) -> None:
+        """Replace the definition of template ``name`` (its instances follow)."""
+        if name not in self.templates:
+            raise LayerLabError(f"no template named {name!r} in network {self.name}")
+        old = self.templates[name]
+        if old == text:
+            return
+
+        def apply(v: str) -> Callable[[], None]:
+            def f() -> None:
+                self.templates[name] = v
+                self.events.emit(Event("template_changed", data={"name": name}))
+            return f
+
+        self._push(f"Edit template {name}", apply(text), apply(old))
+
+    def remove_template(self, name: str) -> None:
+        """Delete template ``name``; refused while layers or other templates use it."""
+        if name not in self.templates:
+            raise LayerLabError(f"no template named {name!r} in network {self.name}")
+        users = self._template_uses(name)
+        if users:
+            raise LayerLabError(f"template {name} is still used by {', '.join(users)}: delete or ungroup those first")
+        order = list(self.templates)
+        index, text = order.index(name), self.templates[name]
+
+        def do() -> None:
+            del self.templates[name]
+            self.events.emit(Event("template_removed", data={"name": name}))
+
+        def undo() -> None:
+            items = list(self.templates.items())
+            items.insert(index, (name, text))
+            self.templates = dict(items)
+            self.events.emit(Event("template_added", data={"name": name}))
+
+        self._push(f"Delete template {name}", do, undo)
 
     def set_fusing_rules(self, rules: list[FusingRuleSpec]) -> None:
         old = copy.deepcopy(self.fusing_rules)

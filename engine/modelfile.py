@@ -17,6 +17,8 @@ Layout (format-version 1)::
     </network>
 
 Parsed with defusedxml (entity expansion and external references are refused). Saving is atomic.
+Template definitions (``engine.templates``) are checked on load like layers: with a registry, their
+layer types, parameters and exposed parameters too; errors name the file and the line.
 """
 from __future__ import annotations
 
@@ -24,61 +26,28 @@ import os
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import defusedxml
-from defusedxml.ElementTree import DefusedXMLParser
-
-from engine.descriptors import is_identifier
-from engine.errors import ModelFileError, ParameterError
-from engine.model import FILE_FORMAT_VERSION, FusingRuleSpec, LayerSpec, Model
+from engine.errors import ModelFileError, TemplateError
+from engine.layer_xml import canonical_xml, check_layer, parse_xml, read_layer, write_layer
+from engine.model import FILE_FORMAT_VERSION, FusingRuleSpec, Model
+from engine.templates import check_template, find_desc, parse_template, template_name
 
 if TYPE_CHECKING:
     from engine.registry import Registry
 
 
-class _LineTarget(ET.TreeBuilder):
-    """Tree builder that remembers the line of each element's start tag."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.parser: Any = None
-        self.lines: dict[int, int] = {}
-
-    def start(self, tag: str, attrs: dict[str, str]) -> ET.Element:  # type: ignore[override]
-        elem = super().start(tag, attrs)
-        self.lines[id(elem)] = self.parser.parser.CurrentLineNumber if self.parser else 0
-        return elem
-
-
-def _parse(text: bytes, path: str) -> tuple[ET.Element, dict[int, int]]:
-    target = _LineTarget()
-    parser = DefusedXMLParser(target=target, forbid_dtd=False, forbid_entities=True, forbid_external=True)
-    target.parser = parser
-    try:
-        parser.feed(text)
-        root = parser.close()
-    except ET.ParseError as exc:
-        line = exc.position[0] if getattr(exc, "position", None) else None
-        msg = str(exc).split(":")[0]
-        raise ModelFileError(path, line, f"malformed XML ({msg})") from None
-    except defusedxml.DTDForbidden:
-        raise ModelFileError(path, None, "document type declarations are not allowed") from None
-    except defusedxml.EntitiesForbidden as exc:
-        line = getattr(parser.parser, "CurrentLineNumber", None)
-        raise ModelFileError(path, line, f"XML entities are not allowed (entity {exc.name!r})") from None
-    except defusedxml.DefusedXmlException as exc:
-        raise ModelFileError(path, None, f"refused unsafe XML: {exc}") from None
-    return root, target.lines
-
-
 def loads(text: str | bytes, path: str = "<string>", registry: Registry | None = None) -> Model:
     """Parse model XML. With a registry, layer types and parameter values are validated too."""
     data = text.encode("utf-8") if isinstance(text, str) else text
-    root, lines = _parse(data, path)
+    root, lines = parse_xml(data, path)
+    warnings: list[str] = []
 
     def fail(elem: ET.Element | None, reason: str) -> ModelFileError:
         return ModelFileError(path, lines.get(id(elem)) if elem is not None else None, reason)
+
+    def warn(elem: ET.Element, reason: str) -> None:
+        warnings.append(f"{path}:{lines.get(id(elem))}: {reason}")
 
     if root.tag != "network":
         raise fail(root, f"root element is <{root.tag}>, expected <network>")
@@ -87,7 +56,6 @@ def loads(text: str | bytes, path: str = "<string>", registry: Registry | None =
         raise fail(root, f"format-version {ver!r} is not supported (this LayerLab reads up to {FILE_FORMAT_VERSION})")
     model = Model(root.get("name", "network"), root.get("version", "1.0"))
     model.path = path
-    warnings: list[str] = []
 
     for s in root.iterfind("settings/setting"):
         if s.get("name") is None:
@@ -95,72 +63,39 @@ def loads(text: str | bytes, path: str = "<string>", registry: Registry | None =
         model.settings[s.get("name", "")] = s.get("value", "")
     for r in root.iterfind("fusing-rules/rule"):
         model.fusing_rules.append(FusingRuleSpec((r.text or "").strip(), r.get("enabled", "true") == "true"))
-    for kind, store in (("templates/template", model.templates), ("custom-layers/custom-layer", model.custom_layers)):
-        for t in root.iterfind(kind):
-            store[t.get("name", "")] = _canonical_xml(t)
+    defs = []
+    for t in root.iterfind("templates/template"):
+        defn = parse_template(t, path, lines, warnings)  # structure; line numbers of this file
+        if defn.name in model.templates:
+            raise fail(t, f"duplicate template name {defn.name!r}")
+        defs.append(defn)
+        model.templates[defn.name] = canonical_xml(t)
+    for c in root.iterfind("custom-layers/custom-layer"):
+        model.custom_layers[c.get("name", "")] = canonical_xml(c)
+    if registry is not None:
+        for defn in defs:
+            try:
+                check_template(defn, model, registry, warnings)
+            except TemplateError as exc:
+                if exc.path:
+                    raise
+                raise TemplateError(exc.template, exc.reason.partition(": ")[2], path, None) from None
 
     layers_elem = root.find("layers")
     for le in (layers_elem if layers_elem is not None else []):
         if le.tag != "layer":
             raise fail(le, f"unexpected element <{le.tag}> in <layers>, expected <layer>")
-        name, ltype = le.get("name"), le.get("type")
-        if not name or not ltype:
-            raise fail(le, "<layer> needs name and type attributes")
-        if not is_identifier(name):
-            raise fail(le, f"layer name {name!r} is not a valid identifier")
-        if name in model.layers:
-            raise fail(le, f"duplicate layer name {name!r}")
-        try:
-            pos = (float(le.get("x", "0")), float(le.get("y", "0")))
-        except ValueError:
-            raise fail(le, f"layer {name}: position x/y must be numbers") from None
-        spec = LayerSpec(name, ltype, position=pos, permanent=le.get("permanent", "false") == "true")
-        for child in le:
-            if child.tag == "param":
-                pname = child.get("name")
-                if not pname:
-                    raise fail(child, f"layer {name}: <param> needs a name attribute")
-                spec.params[pname] = child.get("value", "")
-            elif child.tag == "activation":
-                spec.activation = child.get("type", "none")
-                for c in child.iterfind("coef"):
-                    spec.act_coefs[c.get("name", "")] = c.get("value", "")
-            elif child.tag == "input":
-                idx = child.get("index", "")
-                if not idx.isdigit():
-                    raise fail(child, f"layer {name}: input index {idx!r} is not a non-negative integer")
-                i = int(idx)
-                while len(spec.inputs) <= i:
-                    spec.inputs.append(None)
-                spec.inputs[i] = child.get("source") or None
-            else:
-                warnings.append(f"{path}:{lines.get(id(child))}: layer {name}: unknown element <{child.tag}> ignored")
+        spec = read_layer(le, fail, warn)
+        if spec.name in model.layers:
+            raise fail(le, f"duplicate layer name {spec.name!r}")
         if registry is not None:
-            desc = registry.find_layer(ltype)
-            if desc is None:
-                raise fail(le, f"layer {name}: unknown layer type {ltype!r} ({registry.suggest_layer(ltype)})")
-            spec.type = desc.name  # legacy type names load as the current name
-            try:
-                _, warn = desc.parse_params(name, spec.params)
-            except ParameterError as exc:
-                raise fail(le, str(exc)) from None
-            for w in warn:
-                warnings.append(f"{path}:{lines.get(id(le))}: {w}")
-            renamed = {}
-            for k, v in spec.params.items():
-                canon = desc.canonical_param_name(k)
-                renamed[canon or k] = v
-            spec.params = renamed
-            if spec.activation != "none":
-                act = registry.find_activation(spec.activation)
-                if act is None:
-                    raise fail(le, f"layer {name}: unknown activation {spec.activation!r}")
-                spec.activation = act.name
-                try:
-                    act.coefficient_values(spec.act_coefs, f"layer {name}")
-                except ParameterError as exc:
-                    raise fail(le, str(exc)) from None
-        model.layers[name] = spec
+            desc = find_desc(model, registry, spec.type)
+            tname = template_name(spec.type)
+            if desc is None and tname is not None:
+                raise fail(le, f"layer {spec.name}: unknown layer type {spec.type!r} (no template named {tname!r} in "
+                               f"this file; its templates: {', '.join(model.templates) or 'none'})")
+            check_layer(spec, desc, registry, le, fail, warn)
+        model.layers[spec.name] = spec
 
     for spec in model.layers.values():
         for i, src in enumerate(spec.inputs):
@@ -196,19 +131,7 @@ def dumps(model: Model) -> str:
             ET.SubElement(se, "setting", {"name": k, "value": model.settings[k]})
     layers = ET.SubElement(root, "layers")
     for spec in model.layers.values():
-        attrs = {"name": spec.name, "type": spec.type, "x": _num(spec.position[0]), "y": _num(spec.position[1])}
-        if spec.permanent:
-            attrs["permanent"] = "true"
-        le = ET.SubElement(layers, "layer", attrs)
-        for k, v in spec.params.items():
-            ET.SubElement(le, "param", {"name": k, "value": v})
-        if spec.activation != "none" or spec.act_coefs:
-            ae = ET.SubElement(le, "activation", {"type": spec.activation})
-            for k, v in spec.act_coefs.items():
-                ET.SubElement(ae, "coef", {"name": k, "value": v})
-        for i, src in enumerate(spec.inputs):
-            if src is not None:
-                ET.SubElement(le, "input", {"index": str(i), "source": src})
+        write_layer(layers, spec)
     if model.fusing_rules:
         fe = ET.SubElement(root, "fusing-rules")
         for r in model.fusing_rules:
@@ -247,18 +170,3 @@ def save(model: Model, path: str | os.PathLike[str]) -> None:
         raise
     model.path = str(p)
     model.mark_clean()
-
-
-def _canonical_xml(elem: ET.Element) -> str:
-    """XML text of an element without indentation whitespace (stable across save/load)."""
-    for e in elem.iter():
-        if e.text is not None and not e.text.strip():
-            e.text = None
-        if e.tail is not None and not e.tail.strip():
-            e.tail = None
-    elem.tail = None
-    return ET.tostring(elem, encoding="unicode")
-
-
-def _num(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else repr(float(v))

@@ -18,7 +18,6 @@ import numpy as np
 
 from engine.backends import NumpyBackend
 from engine.backends.base import Backend
-from engine.descriptors import InputKind
 from engine.errors import GraphError, InputError, LayerLabError, ParameterError, ShapeError, WeightsError
 from engine.graph import execution_order
 from engine.layer import BoundActivation, Layer
@@ -81,10 +80,17 @@ class Network:
                  reuse_buffers: bool = True, fusing: str | list[Any] = "on",
                  protected: set[str] | frozenset[str] = frozenset(), graph_capture: bool = True) -> None:
         """``fusing``: 'on' (the registry's and the model's enabled rules), 'off', a rules file, or a
-        list of parsed FusingRule. ``protected`` layers (breakpoints) keep their own outputs."""
+        list of parsed FusingRule. ``protected`` layers (breakpoints) keep their own outputs.
+
+        Template instances are expanded first (``engine.templates``), so the network, its reports and its
+        weights use the expanded names (``<instance>__<layer>``) and fusing rules apply across them."""
         from engine.fusing import MappedWeights, apply_rules, rules_from  # noqa: PLC0415
+        from engine.templates import expand, has_instances  # noqa: PLC0415
 
         self.model_name = model.name
+        self.expansion = expand(model, registry) if has_instances(model) else None
+        if self.expansion is not None:
+            model = self.expansion.model
         self.backend = backend or NumpyBackend()
         self.xp = self.backend.xp
         self.fmt = fmt
@@ -146,13 +152,7 @@ class Network:
     def _check_inputs_connected(self, name: str) -> None:
         nd = self.nodes[name]
         desc = nd.layer.desc
-        missing = []
-        for i, inp in enumerate(desc.inputs):
-            src = nd.inputs[i] if i < len(nd.inputs) else None
-            if inp.kind is InputKind.PRIMARY and src is None:
-                missing.append(i)
-            if inp.kind is InputKind.PRIMARY_INFINITE and not any(s for s in nd.inputs[i:]):
-                missing.append(i)
+        missing = desc.unconnected_inputs(nd.inputs)
         if missing:
             raise GraphError(f"{desc.name} {name}: these mandatory inputs are not connected: "
                              + ", ".join(map(str, missing)))
@@ -162,6 +162,10 @@ class Network:
             return self.nodes[name].layer
         except KeyError:
             merged = self.fused.merged.get(name) if self.fused is not None else None
+            expanded = self.expansion.output_of.get(name) if self.expansion is not None else None
+            if expanded:
+                raise LayerLabError(f"layer {name} is a template instance: the network runs its layers "
+                                    f"({name}__...); its output is layer {expanded}") from None
             if merged:
                 raise LayerLabError(f"layer {name} was fused into {merged} by a fusing rule: build the network with "
                                     f"fusing rules off (or protect {name}) to read it") from None
@@ -472,7 +476,10 @@ class Network:
     def output(self, name: str, fmt: TensorFormat | None = None) -> np.ndarray:
         """Host copy of any layer's output, in ``fmt`` (default fp32 NCHW).
 
-        A layer whose buffer was recycled is recomputed (mark it permanent to keep its output)."""
+        A layer whose buffer was recycled is recomputed (mark it permanent to keep its output). The name of
+        a template instance gives the output of its expanded output layer."""
+        if self.expansion is not None and name not in self.nodes:
+            name = self.expansion.output_of.get(name, name)
         self.layer(name)
         if not self._planned or not self._views:
             self.run()

@@ -4,13 +4,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.backends import NumpyBackend
-from engine.descriptors import InputKind, is_identifier
+from engine.descriptors import LayerDesc, is_identifier
 from engine.errors import LayerLabError
-from engine.graph import find_cycle
+from engine.graph import execution_order, find_cycle
 from engine.layer import Layer
 from engine.model import Model
 from engine.network import build_layer
 from engine.registry import Registry
+from engine.templates import expand, find_desc, template_name
 from engine.tensor import FP32_NCHW, Dims
 
 ERROR = "error"
@@ -29,50 +30,76 @@ class Diagnostic:
 
 
 def check(model: Model, registry: Registry) -> list[Diagnostic]:
-    """Every problem found in ``model``: names, types, parameters, links, cycles and shapes."""
+    """Every problem found in ``model``: names, types, parameters, links, cycles and shapes.
+
+    A template instance is checked as one layer (its inputs and exposed parameters) and through its expanded
+    layers, whose problems are reported on the instance, prefixed by the inner layer's name."""
+    diags: list[Diagnostic] = []
+    incomplete: set[str] = set()
+    for name, spec in model.layers.items():
+        if not is_identifier(name):
+            diags.append(Diagnostic(ERROR, name, f"{name!r} is not a valid layer name (letters, digits and '_', "
+                                                 "not starting with a digit)"))
+        desc = find_desc(model, registry, spec.type)
+        if desc is None:
+            continue  # reported below: unknown type, or the template's own problem
+        for key in spec.params:
+            if desc.canonical_param_name(key) is None:
+                diags.append(Diagnostic(WARNING, name, f"unknown parameter {key!r} is ignored"))
+        if template_name(spec.type) is None:
+            continue  # a plugin layer's links are checked with its shapes
+        problems = _link_problems(desc, spec.inputs)
+        if problems and desc.unconnected_inputs(spec.inputs):
+            incomplete.add(name)
+        diags += [Diagnostic(ERROR, name, p) for p in problems]
+
+    cycle = find_cycle(model)
+    if cycle:
+        for n in sorted(set(cycle)):
+            diags.append(Diagnostic(ERROR, n, "is part of a cycle: " + " -> ".join(cycle)))
+        return diags
+
+    exp = expand(model, registry, strict=False)
+    for name, reason in exp.failed.items():
+        diags.append(Diagnostic(ERROR, name, _strip_template(reason, model.layers[name].type)))
+    for d in _check_built(exp.model, registry, set(exp.failed)):
+        if d.layer in exp.origin:
+            inst, inner = exp.origin[d.layer]
+            if d.message.startswith("These mandatory inputs") and inst in incomplete:
+                continue  # the instance's own missing input says it
+            diags.append(Diagnostic(d.severity, inst, f"{inner}: {d.message}"))
+        else:
+            diags.append(d)
+    return diags
+
+
+def _check_built(model: Model, registry: Registry, skip: set[str]) -> list[Diagnostic]:
+    """Types, parameters, links and shapes of a model without template instances (``skip``: layers to leave
+    out, their outputs unknown)."""
     diags: list[Diagnostic] = []
     err = lambda layer, msg: diags.append(Diagnostic(ERROR, layer, msg))  # noqa: E731
     backend = NumpyBackend()
     layers: dict[str, Layer] = {}
     incomplete: set[str] = set()
     for name, spec in model.layers.items():
-        if not is_identifier(name):
-            err(name, f"{name!r} is not a valid layer name (letters, digits and '_', not starting with a digit)")
+        if name in skip:
+            continue
         cls = registry.layer_class(spec.type)
         if cls is None:
-            err(name, f"unknown layer type {spec.type!r} ({registry.suggest_layer(spec.type)})")
+            err(name, f"unknown layer type {spec.type!r} ({_suggest(model, registry, spec.type)})")
             continue
         desc = cls.desc
-        for key in spec.params:
-            if desc.canonical_param_name(key) is None:
-                diags.append(Diagnostic(WARNING, name, f"unknown parameter {key!r} is ignored"))
-        missing = []
-        for i, inp in enumerate(desc.inputs):
-            src = spec.inputs[i] if i < len(spec.inputs) else None
-            if inp.kind is InputKind.PRIMARY and src is None:
-                missing.append(i)
-            elif inp.kind is InputKind.PRIMARY_INFINITE and not any(s for s in spec.inputs[i:]):
-                missing.append(i)
-        if missing:
+        if desc.unconnected_inputs(spec.inputs):
             incomplete.add(name)
-            err(name, "These mandatory inputs are not connected: " + ", ".join(map(str, missing)))
-        if len(spec.inputs) > len(desc.inputs) and not desc.infinite_input and any(spec.inputs[len(desc.inputs):]):
-            err(name, f"has links on inputs beyond the {len(desc.inputs)} it takes")
+        for problem in _link_problems(desc, spec.inputs):
+            err(name, problem)
         try:
             layers[name] = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs,
                                        registry, FP32_NCHW, backend)
         except LayerLabError as exc:
             err(name, _strip(str(exc), spec.type, name))
 
-    cycle = find_cycle(model)
-    if cycle:
-        for n in sorted(set(cycle)):
-            err(n, "is part of a cycle: " + " -> ".join(cycle))
-        return diags
-
     # shapes, in execution order; a layer whose inputs are unknown is skipped silently
-    from engine.graph import execution_order
-
     dims: dict[str, Dims | None] = {}
     for name in execution_order(model):
         spec = model.layers[name]
@@ -103,25 +130,54 @@ def check(model: Model, registry: Registry) -> list[Diagnostic]:
     return diags
 
 
-def output_shapes(model: Model, registry: Registry) -> dict[str, Dims]:
-    """Output dimensions of every layer whose shape can be inferred (for the canvas)."""
-    from engine.graph import execution_order
+def _link_problems(desc: LayerDesc, links: list[str | None]) -> list[str]:
+    """Mandatory inputs left unconnected, and links beyond the inputs the layer takes."""
+    problems = []
+    missing = desc.unconnected_inputs(links)
+    if missing:
+        problems.append("These mandatory inputs are not connected: " + ", ".join(map(str, missing)))
+    if len(links) > len(desc.inputs) and not desc.infinite_input and any(links[len(desc.inputs):]):
+        problems.append(f"has links on inputs beyond the {len(desc.inputs)} it takes")
+    return problems
 
+
+def _suggest(model: Model, registry: Registry, layer_type: str) -> str:
+    name = template_name(layer_type)
+    if name is None:
+        return registry.suggest_layer(layer_type)
+    return f"no template named {name!r} in this network; its templates: {', '.join(model.templates) or 'none'}"
+
+
+def _strip_template(reason: str, layer_type: str) -> str:
+    """``template NAME: ...`` loses the prefix when the layer is an instance of NAME (the list shows the type)."""
+    prefix = f"template {template_name(layer_type)}: "
+    return reason[len(prefix):] if reason.startswith(prefix) else reason
+
+
+def output_shapes(model: Model, registry: Registry) -> dict[str, Dims]:
+    """Output dimensions of every layer whose shape can be inferred (for the canvas); a template instance's
+    are those of its output layer."""
     backend = NumpyBackend()
     dims: dict[str, Dims] = {}
+    exp = expand(model, registry, strict=False)
+    built = exp.model
     try:
-        order = execution_order(model)
+        order = execution_order(built)
     except LayerLabError:
-        return dims
+        return {}
     for name in order:
-        spec = model.layers[name]
+        spec = built.layers[name]
         try:
             layer = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs, registry, FP32_NCHW, backend)
             ins = [dims[s] if s else None for s in spec.inputs]
             dims[name] = layer.output_dims(ins)
         except Exception:  # shown as unknown; check() reports the reason
             continue
-    return dims
+    out = {n: dims[n] for n in model.layers if n in dims}
+    for inst, layer in exp.output_of.items():
+        if layer in dims:
+            out[inst] = dims[layer]
+    return out
 
 
 def _strip(message: str, ltype: str, name: str) -> str:

@@ -11,13 +11,15 @@ from engine.fusing import copy_model
 from engine.model import Model
 from engine.modelfile import save
 from engine.registry import Registry
+from engine.templates import expand_templates, has_instances
 from engine.tensor import FP32_NCHW, TensorFormat
 from engine.weights import WeightsSource, save_weights
 
 
 def preprocess(model: Model, registry: Registry, fmt: TensorFormat = FP32_NCHW, fusing: str | list[Any] = "on") -> Model:
-    """The model as the network builds it for ``fmt``: fusing rules applied (they depend on the tensor
-    format), no fusing rules or templates left to apply, the network setting ``fusing`` off."""
+    """The model as the network builds it for ``fmt``: template instances expanded into their layers
+    (``<instance>__<layer>``), then fusing rules applied (they depend on the tensor format); no templates
+    or fusing rules left to apply, the network setting ``fusing`` off."""
     from engine.network import Network  # noqa: PLC0415
 
     built = Network(model, registry, fmt=fmt, fusing=fusing, graph_capture=False).model
@@ -48,8 +50,12 @@ def export_preprocessed(model: Model, registry: Registry, path: str | Path, fmt:
         files += sorted(folder.glob("*.npy"))
     out.parent.mkdir(parents=True, exist_ok=True)
     save(pre, out)
-    removed = len(model.layers) - len(pre.layers)
-    summary = (f"wrote {out} ({len(pre.layers)} layers, {removed} fewer after fusing)"
+    expanded = expand_templates(model, registry) if has_instances(model) else model
+    removed = len(expanded.layers) - len(pre.layers)
+    instances = sum(1 for n in model.layers if n not in expanded.layers)
+    summary = (f"wrote {out} ({len(pre.layers)} layers, "
+               + (f"{instances} template instance(s) expanded, " if instances else "")
+               + f"{removed} fewer after fusing)"
                + (f" and its weights folder {out.stem}_weights" if write_weights else ""))
     return ExportResult("preprocessed", out, files, warnings, summary)
 

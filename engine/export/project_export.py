@@ -23,6 +23,7 @@ from pathlib import Path
 from engine.export.common import ExportError, ExportResult, build_network, host_weights, python_identifier
 from engine.model import Model
 from engine.registry import Registry
+from engine.templates import expand_templates, has_instances
 from engine.tensor import TensorFormat
 from engine.weights import WeightsSource, save_weights
 
@@ -151,6 +152,8 @@ def export_project(model: Model, registry: Registry, folder: str | Path, options
         TensorFormat.parse(options.tensor_format)
     except Exception as exc:
         raise ExportError(f"tensor format {options.tensor_format!r}: {exc}") from None
+    if has_instances(model):  # the project spells out plain layers: template instances are expanded
+        model = expand_templates(model, registry)
     root = Path(folder)
     pkg = root / package
     if pkg.exists():

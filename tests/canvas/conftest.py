@@ -51,3 +51,35 @@ def dispose(c: ModelCanvas) -> None:
     c.widget.deleteLater()
     c.deleteLater()
     QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
+
+
+def right_click(canvas: ModelCanvas, layer: str | None, label: str | None = None) -> list[tuple[str, bool]] | None:
+    """Right-click ``layer``'s node (None: the empty canvas) with real mouse and context-menu events; returns
+    the (text, enabled) entries of the menu that opens and, with ``label``, triggers that entry."""
+    from PySide6 import QtCore, QtGui, QtWidgets
+
+    viewer = canvas.viewer()
+    vp = viewer.viewport()
+    if layer is not None:
+        pos = viewer.mapFromScene(canvas.nodes[layer].view.sceneBoundingRect().center())
+    else:
+        pos = QtCore.QPoint(4, vp.height() - 4)
+    seen: dict[str, list[tuple[str, bool]]] = {}
+
+    def pick() -> None:
+        menu = QtWidgets.QApplication.activePopupWidget()
+        if menu is None:
+            return
+        seen["entries"] = [(a.text(), a.isEnabled()) for a in menu.actions() if a.text() and a.isVisible()]
+        if label is not None:
+            next(a for a in menu.actions() if a.text() == label).trigger()
+        menu.close()
+
+    QtCore.QTimer.singleShot(0, pick)
+    glob = QtCore.QPointF(vp.mapToGlobal(pos))
+    for kind, buttons in ((QtCore.QEvent.Type.MouseButtonPress, QtCore.Qt.MouseButton.RightButton),
+                          (QtCore.QEvent.Type.MouseButtonRelease, QtCore.Qt.MouseButton.NoButton)):
+        QtWidgets.QApplication.sendEvent(vp, QtGui.QMouseEvent(kind, QtCore.QPointF(pos), glob, QtCore.Qt.MouseButton.RightButton,
+                                                               buttons, QtCore.Qt.KeyboardModifier.NoModifier))
+    QtWidgets.QApplication.sendEvent(vp, QtGui.QContextMenuEvent(QtGui.QContextMenuEvent.Reason.Mouse, pos, glob.toPoint()))
+    return seen.get("entries")

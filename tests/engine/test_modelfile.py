@@ -19,7 +19,9 @@ def rich_model() -> Model:
     m.add_layer("output", "out", inputs=["e"], position=(400, 0))
     m.settings.update({"backend": "numpy", "format": "fp16|nhwc", "weights": "w dir/<&>"})
     m.fusing_rules.append(FusingRuleSpec("fp16|nhwc|conv_bn = batch_normalization {convolution}", False))
-    m.templates["block"] = '<template name="block"><layers /></template>'
+    m.templates["block"] = ('<template name="block"><inputs><input name="x" /></inputs><layers>'
+                            '<layer name="c" type="convolution" x="0" y="0"><input index="0" source="$x" /></layer>'
+                            '</layers><output source="c" /></template>')
     return m
 
 
