@@ -25,10 +25,12 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-# GNU OpenMP threads spin this long waiting for the next launch (layers follow each other within tens of
-# microseconds). Its default spin (300000) kept them spinning against the BLAS calls of the next layer
-# (2 concurrent products took 8 ms instead of 1.6). Read when Numba first loads its OpenMP layer.
-os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+# GNU OpenMP threads spin this many times waiting for the next launch before they sleep (read when Numba first
+# loads its OpenMP layer; set it yourself to override). resnet18 on 2 cores (tests/bench), median ms idle / with
+# another process busy on one core: 10000 spins 19.2 / 64-66, 3000 20-23 / 46-52, 1000 20.6-24 / 41, the
+# Python worker threads this replaced 28.7 / 50. Spinning threads count as busy, so the scheduler makes them wait
+# behind other programs; the default (300000) also kept them spinning against the BLAS calls of the next layer.
+os.environ.setdefault("GOMP_SPINCOUNT", "1000")
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
