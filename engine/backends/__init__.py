@@ -49,7 +49,7 @@ def get_backend(name: str = "auto", notice: TextIO | None = sys.stderr) -> Backe
     if key not in BACKENDS:
         raise BackendError(f"unknown backend {name!r}: expected one of {', '.join(BACKENDS)}")
     if key == "numpy":
-        return NumpyBackend()
+        return _numpy_backend(notice)
     ok, reason = cupy_status()
     if key == "cupy":
         if not ok:
@@ -63,6 +63,18 @@ def get_backend(name: str = "auto", notice: TextIO | None = sys.stderr) -> Backe
         return CupyBackend()
     if notice is not None:
         print(f"layerlab: using the numpy backend: {reason}", file=notice)
+    return _numpy_backend(notice)
+
+
+def _numpy_backend(notice: TextIO | None) -> Backend:
+    """The NumPy backend, saying on ``notice`` when its CPU kernels have never been compiled on this machine
+    (the first inference after installing then takes half a minute more; Numba caches them on disk)."""
+    from engine.backends.numpy_backend import cpu_kernels  # noqa: PLC0415
+
+    kernels = cpu_kernels()
+    if notice is not None and kernels is not None and not kernels.compiled_before():
+        print("layerlab: compiling the CPU kernels for this machine (first run after installing: about half a "
+              "minute; they are cached)", file=notice)
     return NumpyBackend()
 
 

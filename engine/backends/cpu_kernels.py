@@ -239,8 +239,15 @@ def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out:
     ys = out.transpose(0, 2, 3, 1) if nhwc else out
     threads = _threads()
     v, m = _scratch(0, (threads, 36 * rows * ntx * c)), _scratch(1, (threads, 36 * rows * ntx * k))
-    _launch(_winograd, blas_sgemm(), xs, ys, u, b, act, np.float32(alpha), padding[0], padding[1], nty, ntx, rows,
-            nhwc, v, m)
+    args = (blas_sgemm(), xs, ys, u, b, act, np.float32(alpha), padding[0], padding[1], nty, ntx, rows, nhwc, v, m)
+    per_image = -(-nty // rows)
+    if n * per_image >= threads:
+        _launch(_wino_par, 0, n * per_image, -1, *args)
+        return
+    for j in range(n * per_image):  # too few blocks to go round: each step of a block over all the threads
+        r = min(rows, nty - j % per_image * rows)
+        for step, shares in ((0, r), (1, threads), (2, r)):
+            _launch(_wino_par, j, shares, step, *args)
 
 
 @njit(cache=True, nogil=True)
@@ -266,51 +273,49 @@ def _tiles(buf, tiles, c, nhwc):  # pragma: no cover - compiled
     return flat.reshape((36, tiles, c)) if nhwc else flat.reshape((36, c, tiles))
 
 
-@njit(cache=True, nogil=True)
-def _wino_in(x, v, ty0, r, ntx, ph, pw, i0, nhwc):  # pragma: no cover - compiled
-    if nhwc:
-        _in_nhwc(x, v, ty0, r, ntx, ph, pw, i0)
-    else:
-        _in_nchw(x, v, ty0, r, ntx, ph, pw, i0)
-
-
-@njit(cache=True, nogil=True)
-def _wino_out(m, y, b, act, alpha, ty0, r, ntx, i0, nhwc):  # pragma: no cover - compiled
-    if nhwc:
-        _out_nhwc(m, y, b, act, alpha, ty0, r, ntx, i0)
-    else:
-        _out_nchw(m, y, b, act, alpha, ty0, r, ntx, i0)
-
+# Parallel kernels are one prange over a job (an ordinary compiled function): cheap to compile, since the
+# parallel passes see one call (a kernel with the work inline took 30 s to compile), and cached.
 
 @njit(cache=True, nogil=True, parallel=True)
-def _winograd(sgemm, xs, ys, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, vbuf, mbuf):  # pragma: no cover
-    """Winograd convolution of the images ``xs`` into ``ys`` (physical arrays) by blocks of ``rows`` tile
-    rows; ``vbuf``/``mbuf`` hold one work buffer per thread."""
-    n = xs.shape[0]
-    c, k = (xs.shape[3], ys.shape[3]) if nhwc else (xs.shape[1], ys.shape[1])
+def _wino_par(j0, count, step, sgemm, xs, ys, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, vbuf,
+              mbuf):  # pragma: no cover - compiled
+    """Step -1: blocks j0..j0+count, one per iteration, in the work buffers of the thread running it. Steps
+    0, 1, 2: shares 0..count of that step of block j0."""
+    for q in prange(count):
+        if step < 0:
+            _wino_job(j0 + q, 0, -1, numba.get_thread_id(), sgemm, xs, ys, u, b, act, alpha, ph, pw, nty, ntx,
+                      rows, nhwc, vbuf, mbuf)
+        else:
+            _wino_job(j0, q, step, 0, sgemm, xs, ys, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, vbuf, mbuf)
+
+
+@njit(cache=True, nogil=True)
+def _wino_job(j, q, step, tid, sgemm, xs, ys, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, vbuf,
+              mbuf):  # pragma: no cover - compiled
+    """Block ``j`` (``rows`` tile rows of one image) in the work buffers of thread ``tid``: all of it (step -1:
+    input transform, the 36 products, output transform) or share ``q`` of one step, the shares of a step being
+    run by all the threads: tile row ``q`` of the input (0) or output (2) transform, or products
+    36q/T..36(q+1)/T of the 36 (1), T threads."""
     per_image = (nty + rows - 1) // rows
-    blocks = n * per_image
-    threads = vbuf.shape[0]
-    if blocks >= threads:
-        for j in prange(blocks):
-            tid = numba.get_thread_id()
-            i, ty0 = j // per_image, (j % per_image) * rows
-            r = min(rows, nty - ty0)
-            v, m = _tiles(vbuf[tid], r * ntx, c, nhwc), _tiles(mbuf[tid], r * ntx, k, nhwc)
-            _wino_in(xs[i], v, ty0, r, ntx, ph, pw, 0, nhwc)
-            _products(sgemm, v, u, m, 0, 36, nhwc)
-            _wino_out(m, ys[i], b, act, alpha, ty0, r, ntx, 0, nhwc)
-        return
-    for j in range(blocks):  # too few blocks to go round: each step over all threads
-        i, ty0 = j // per_image, (j % per_image) * rows
-        r = min(rows, nty - ty0)
-        v, m = _tiles(vbuf[0], r * ntx, c, nhwc), _tiles(mbuf[0], r * ntx, k, nhwc)
-        for q in prange(r):
-            _wino_in(xs[i], v, ty0 + q, 1, ntx, ph, pw, q * ntx, nhwc)
-        for q in prange(threads):
-            _products(sgemm, v, u, m, 36 * q // threads, 36 * (q + 1) // threads, nhwc)
-        for q in prange(r):
-            _wino_out(m, ys[i], b, act, alpha, ty0 + q, 1, ntx, q * ntx, nhwc)
+    i, ty0 = j // per_image, (j % per_image) * rows
+    r = min(rows, nty - ty0)
+    c, k = (xs.shape[3], ys.shape[3]) if nhwc else (xs.shape[1], ys.shape[1])
+    v, m = _tiles(vbuf[tid], r * ntx, c, nhwc), _tiles(mbuf[tid], r * ntx, k, nhwc)
+    t0, nr, i0 = (ty0, r, 0) if step < 0 else (ty0 + q, 1, q * ntx)
+    if step <= 0:
+        if nhwc:
+            _in_nhwc(xs[i], v, t0, nr, ntx, ph, pw, i0)
+        else:
+            _in_nchw(xs[i], v, t0, nr, ntx, ph, pw, i0)
+    if step == -1 or step == 1:
+        shares = vbuf.shape[0]
+        q0, q1 = (0, 36) if step < 0 else (36 * q // shares, 36 * (q + 1) // shares)
+        _products(sgemm, v, u, m, q0, q1, nhwc)
+    if step == -1 or step == 2:
+        if nhwc:
+            _out_nhwc(m, ys[i], b, act, alpha, t0, nr, ntx, i0)
+        else:
+            _out_nchw(m, ys[i], b, act, alpha, t0, nr, ntx, i0)
 
 
 _local = threading.local()
@@ -359,6 +364,15 @@ def _launch(kernel: Any, *args: Any) -> None:
     fallback threading layer, used where neither OpenMP nor TBB can be loaded, refuses concurrent ones)."""
     with _launch_lock, _blas_single_thread():
         kernel(*args)
+
+
+def compiled_before() -> bool:
+    """Whether Numba's on-disk cache already holds the main kernels (compiled by an earlier run on this
+    machine); compiling them all takes about half a minute on 2 cores."""
+    try:
+        return all(os.path.exists(k._cache._cache_file._index_path) for k in (_wino_par, _conv_par))
+    except AttributeError:  # a Numba without this cache layout: say nothing
+        return True
 
 
 @functools.cache
@@ -507,8 +521,15 @@ def conv_nhwc(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias: np.n
     split = blocks < threads and k >= 2 * COLUMN_SPLIT_MIN
     bounds = np.array([0] + [s.stop for s in _share_columns(k)] if split else [0, k], np.int64)
     cols = _scratch(0, (threads, 0 if direct else (ho * wo if split else step) * wm.shape[0]))
-    _launch(_conv, blas_sgemm(), xs, ys, wm, b, act, np.float32(alpha), wo, kh, kw, *stride, *padding, *dilation,
-            step, direct, bounds, cols)
+    args = (blas_sgemm(), xs, ys, wm, b, act, np.float32(alpha), wo, kh, kw, *stride, *padding, *dilation, step,
+            direct, bounds, cols)
+    if not split:
+        _launch(_conv_par, 0, blocks, 0, *args)
+        return
+    for i in range(n):  # an image of one block: the im2col shared out by rows, then the product by columns
+        if not direct:
+            _launch(_conv_par, i, threads, 1, *args)
+        _launch(_conv_par, i, len(bounds) - 1, 2, *args)
 
 
 @njit(cache=True, nogil=True)
@@ -521,39 +542,45 @@ def _product(sgemm, a, lda, m, wm, k0, k1, y, p0):  # pragma: no cover - compile
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _conv(sgemm, xs, ys, wm, b, act, alpha, wo, kh, kw, sh, sw, ph, pw, dh, dw, step, direct, bounds,
-          cbuf):  # pragma: no cover - compiled
-    """Convolution of the images ``xs`` (N, H, W, C) into ``ys`` (N, P, K): blocks of ``step`` pixels over the
-    threads (``cbuf`` holds a block of im2col rows per thread), or, for one block cut by the output channels
-    ``bounds``, one im2col shared out by rows then one product per thread."""
+def _conv_par(j0, count, step_kind, sgemm, xs, ys, wm, b, act, alpha, wo, kh, kw, sh, sw, ph, pw, dh, dw, step, direct,
+              bounds, cbuf):  # pragma: no cover - compiled
+    """Kind 0: pixel blocks j0..j0+count, one per iteration, in the im2col rows of the thread running it. Kinds 1
+    and 2, for image j0 cut by output channels: shares of its im2col (by rows), then of its product."""
+    for q in prange(count):
+        tid = numba.get_thread_id() if step_kind == 0 else 0
+        _conv_job(j0 + q if step_kind == 0 else j0, q, step_kind, tid, sgemm, xs, ys, wm, b, act, alpha, wo, kh, kw,
+                  sh, sw, ph, pw, dh, dw, step, direct, bounds, cbuf)
+
+
+@njit(cache=True, nogil=True)
+def _conv_job(j, q, step_kind, tid, sgemm, xs, ys, wm, b, act, alpha, wo, kh, kw, sh, sw, ph, pw, dh, dw, step, direct,
+              bounds, cbuf):  # pragma: no cover - compiled
+    """Convolution of the images ``xs`` (N, H, W, C) into ``ys`` (N, P, K). Kind 0: block ``j`` of ``step`` pixels
+    (im2col into the rows of ``cbuf`` of thread ``tid``, product, bias and activation). Kind 1: share ``q`` of the
+    im2col of image ``j`` (all its pixels, into the rows of thread 0); kind 2: its product and activation for
+    output channels ``bounds[q]..bounds[q + 1]``."""
     n, total, k = ys.shape
     c, kk = xs.shape[3], wm.shape[0]
-    per_image = (total + step - 1) // step
-    if bounds.size == 2:
-        for j in prange(n * per_image):
-            i, p0 = j // per_image, (j % per_image) * step
-            p1 = min(total, p0 + step)
-            if direct:
-                _product(sgemm, xs[i].ctypes.data + 4 * p0 * c, c, p1 - p0, wm, 0, k, ys[i], p0)
-            else:
-                cols = cbuf[numba.get_thread_id()][:(p1 - p0) * kk].reshape((p1 - p0, kk))
-                _im2col_nhwc(xs[i], cols, p0, 0, p1 - p0, wo, kh, kw, sh, sw, ph, pw, dh, dw)
-                _product(sgemm, cols.ctypes.data, kk, p1 - p0, wm, 0, k, ys[i], p0)
-            _bias_act(ys[i], p0, p1, 0, k, b, act, alpha)
-        return
-    threads = cbuf.shape[0]
-    for i in range(n):  # one image of one block
+    if step_kind == 0:
+        per_image = (total + step - 1) // step
+        i, p0 = j // per_image, (j % per_image) * step
+        p1 = min(total, p0 + step)
         if direct:
-            a, lda = xs[i].ctypes.data, c
+            _product(sgemm, xs[i].ctypes.data + 4 * p0 * c, c, p1 - p0, wm, 0, k, ys[i], p0)
         else:
-            cols = cbuf[0][:total * kk].reshape((total, kk))
-            for q in prange(threads):
-                _im2col_nhwc(xs[i], cols, 0, total * q // threads, total * (q + 1) // threads, wo, kh, kw, sh, sw,
-                             ph, pw, dh, dw)
-            a, lda = cols.ctypes.data, kk
-        for q in prange(bounds.size - 1):
-            _product(sgemm, a, lda, total, wm, bounds[q], bounds[q + 1], ys[i], 0)
-            _bias_act(ys[i], 0, total, bounds[q], bounds[q + 1], b, act, alpha)
+            cols = cbuf[tid][:(p1 - p0) * kk].reshape((p1 - p0, kk))
+            _im2col_nhwc(xs[i], cols, p0, 0, p1 - p0, wo, kh, kw, sh, sw, ph, pw, dh, dw)
+            _product(sgemm, cols.ctypes.data, kk, p1 - p0, wm, 0, k, ys[i], p0)
+        _bias_act(ys[i], p0, p1, 0, k, b, act, alpha)
+        return
+    cols = cbuf[0][:total * kk].reshape((total, kk))
+    if step_kind == 1:
+        shares = cbuf.shape[0]
+        _im2col_nhwc(xs[j], cols, 0, total * q // shares, total * (q + 1) // shares, wo, kh, kw, sh, sw, ph, pw, dh, dw)
+        return
+    a, lda = (xs[j].ctypes.data, c) if direct else (cols.ctypes.data, kk)
+    _product(sgemm, a, lda, total, wm, bounds[q], bounds[q + 1], ys[j], 0)
+    _bias_act(ys[j], 0, total, bounds[q], bounds[q + 1], b, act, alpha)
 
 
 def _share_columns(k: int) -> list[slice]:

@@ -325,3 +325,29 @@ def test_backend_pools_nhwc_float32_only():
     assert b.pool2d(x, np.zeros((1, 4, 4, 4), np.float32), True, (2, 2), (2, 2), (0, 0), False, True)
     assert not b.pool2d(x, np.zeros((1, 4, 4, 4), np.float32), True, (2, 2), (2, 2), (0, 0), False, False)
     assert not b.pool2d(x.astype(np.float16), np.zeros((1, 4, 4, 4), np.float16), True, (2, 2), (2, 2), (0, 0), False, True)
+
+
+def test_a_first_run_says_the_kernels_are_being_compiled(monkeypatch):
+    import io
+
+    from engine.backends import get_backend
+
+    out = io.StringIO()
+    monkeypatch.setattr(ck, "compiled_before", lambda: False)
+    get_backend("numpy", notice=out)
+    assert "compiling the CPU kernels" in out.getvalue()
+    monkeypatch.undo()
+    x, u, _, out_w, pad = _small_winograd()
+    ck.winograd_conv3x3(x, u, None, out_w, pad)  # both kernels compiled (and cached on disk) by now
+    ck.conv_nhwc(x, ck.gemm_weights(np.ones((16, 16, 1, 1), np.float32)), (1, 1), None, out_w, (1, 1), (0, 0), (1, 1))
+    assert ck.compiled_before()
+    out = io.StringIO()
+    get_backend("numpy", notice=out)
+    assert "compiling" not in out.getvalue()
+
+
+def _small_winograd():
+    rng = np.random.default_rng(12)
+    x = _tensors(rng, 1, 16, 12, 12, nhwc=True)
+    wt = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    return x, ck.transform_weights(wt, True), None, _out(1, 16, 12, 12, nhwc=True), (1, 1)
