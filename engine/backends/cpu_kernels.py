@@ -573,12 +573,16 @@ def _conv_job(j, q, step_kind, tid, sgemm, xs, ys, wm, b, act, alpha, wo, kh, kw
             _product(sgemm, cols.ctypes.data, kk, p1 - p0, wm, 0, k, ys[i], p0)
         _bias_act(ys[i], p0, p1, 0, k, b, act, alpha)
         return
-    cols = cbuf[0][:total * kk].reshape((total, kk))
-    if step_kind == 1:
-        shares = cbuf.shape[0]
-        _im2col_nhwc(xs[j], cols, 0, total * q // shares, total * (q + 1) // shares, wo, kh, kw, sh, sw, ph, pw, dh, dw)
-        return
-    a, lda = (xs[j].ctypes.data, c) if direct else (cols.ctypes.data, kk)
+    if direct:  # a 1x1 convolution of stride 1 reads its input as it is
+        a, lda = xs[j].ctypes.data, c
+    else:
+        cols = cbuf[0][:total * kk].reshape((total, kk))
+        if step_kind == 1:
+            shares = cbuf.shape[0]
+            _im2col_nhwc(xs[j], cols, 0, total * q // shares, total * (q + 1) // shares, wo, kh, kw, sh, sw, ph, pw,
+                         dh, dw)
+            return
+        a, lda = cols.ctypes.data, kk
     _product(sgemm, a, lda, total, wm, bounds[q], bounds[q + 1], ys[j], 0)
     _bias_act(ys[j], 0, total, bounds[q], bounds[q + 1], b, act, alpha)
 

@@ -93,7 +93,7 @@ class NumpyBackend(Backend):
             u = derived(cache, "winograd_nhwc" if nhwc else "winograd_nchw", w, lambda: kernels.transform_weights(w, nhwc))
             kernels.winograd_conv3x3(x, u, b, out, padding, code, alpha)
             return True
-        if not nhwc:
+        if not nhwc or not out.transpose(0, 2, 3, 1).flags.c_contiguous:  # the products write rows of (pixels, K)
             return False
         wm = derived(cache, "gemm_nhwc", w, lambda: kernels.gemm_weights(w))
         kernels.conv_nhwc(x, wm, w.shape[2:], b, out, stride, padding, dilation, code, alpha)

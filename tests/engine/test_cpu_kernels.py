@@ -175,7 +175,8 @@ def test_reference_networks_agree_with_and_without_kernels(monkeypatch, net, fmt
 
 
 @pytest.mark.parametrize("cores", [2, 3, 4])
-@pytest.mark.parametrize("k,kernel,stride", [(40, (3, 3), (1, 1)), (100, (1, 1), (2, 2)), (512, (3, 3), (2, 2))])
+@pytest.mark.parametrize("k,kernel,stride", [(40, (3, 3), (1, 1)), (100, (1, 1), (2, 2)), (512, (3, 3), (2, 2)),
+                                             (64, (1, 1), (1, 1))])
 def test_small_layers_split_by_output_channels_match(monkeypatch, cores, k, kernel, stride):
     """One block of pixels (a 7x7 image) is cut by output channels over the cores instead."""
     monkeypatch.setattr(ck, "_cores", lambda: cores)
@@ -188,8 +189,8 @@ def test_small_layers_split_by_output_channels_match(monkeypatch, cores, k, kern
     ref = _ref_conv(x, wt, b, stride, pad, (1, 1), "leaky_relu", 0.2)
     out = _out(1, k, *ref.shape[2:], nhwc=True)
     parts = ck._share_columns(k)
-    assert len(parts) == min(cores, -(-k // 16)) and all((s.stop - s.start) % 16 == 0 for s in parts[:-1])
-    assert parts[0].start == 0 and parts[-1].stop == k
+    assert 1 < len(parts) <= cores and all((s.stop - s.start) % 16 == 0 for s in parts[:-1])
+    assert parts[0].start == 0 and parts[-1].stop == k and all(a.stop == b.start for a, b in zip(parts, parts[1:]))
     ck.conv_nhwc(x, ck.gemm_weights(wt), kernel, b, out, stride, pad, (1, 1), ck.FUSED_ACTIVATIONS["leaky_relu"], 0.2)
     assert _rel(out, ref) < 1e-5
 
@@ -218,6 +219,15 @@ def test_the_kernels_call_the_blas_numpy_uses():
     out = _out(1, 16, 9, 9, nhwc=True)
     ck.conv_nhwc(x, ck.gemm_weights(wt), (1, 1), None, out, (1, 1), (0, 0), (1, 1))  # a bare product
     assert _rel(out, _ref_conv(x, wt, None, (1, 1), (0, 0), (1, 1))) < 1e-6
+
+
+def test_an_output_that_is_not_contiguous_nhwc_takes_the_generic_convolution():
+    rng = np.random.default_rng(13)
+    x = _tensors(rng, 1, 8, 9, 9, nhwc=True)
+    wt = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    wide = np.zeros((1, 9, 9, 32), np.float32)  # e.g. a slice of a wider tensor
+    out = wide[:, :, :, :16].transpose(0, 3, 1, 2)
+    assert not NumpyBackend().conv2d(x, wt, None, out, (2, 2), (1, 1), (1, 1), 1, None, {})
 
 
 def test_without_a_cblas_the_backend_uses_the_generic_convolution(monkeypatch):
