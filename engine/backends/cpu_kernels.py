@@ -44,10 +44,11 @@ FUSED_ACTIVATIONS = {None: 0, "relu": 1, "leaky_relu": 2}
 #: bytes of transformed input tiles per block (cache-sized)
 BLOCK_BYTES = 3 << 20
 
-#: below these sizes a layer stays one block, whose matrix product BLAS spreads over the cores itself;
-#: above them, blocks are cut so that every core gets its share of the transforms too (measured on
-#: 2 cores: unet 256 went from 136-145 ms to 91-105 ms; splitting resnet18 7x7 and 28x28 layers too made it slower)
+#: a Winograd layer of fewer 4x4 output tiles stays one block, each of its three steps shared out over the
+#: threads; a larger one is cut into blocks of tile rows, at least one per thread (on 2 cores, unet 256 went
+#: from 136-145 ms to 91-105 ms when its large layers were cut; resnet18's 28x28 layers are not faster cut)
 SPLIT_MIN_TILES = 64
+#: a pooling of fewer output values (x 16) runs as one job
 SPLIT_MIN_PIXELS = 1024
 
 #: narrowest column block when a small layer's product is cut by output channels instead
