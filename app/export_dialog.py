@@ -3,9 +3,11 @@ the result dialog (success or each error and warning, with a Details section hol
 command line), and ``add_export_menu`` which adds the File > Export submenu to a main window.
 
 The dialog only collects an ``app.cli_export.ExportRequest``; the export itself is the same code the
-``layerlab export`` command runs (``run_export``)."""
+``layerlab export`` command runs (``run_export``), in a background thread on a copy of the model, so the
+designer stays responsive (an export builds the network and its weights, which can take seconds)."""
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.cli_export import DEFAULT_FUSING, KINDS, TITLES, ExportRequest, run_export
 from engine.errors import LayerLabError
+from engine.fusing import copy_model
 from engine.model import Model
 from engine.registry import Registry
 
@@ -191,7 +194,15 @@ class ExportDialog(QtWidgets.QDialog):
         lay.addWidget(QtWidgets.QLabel("Command line:"))
         lay.addWidget(self.command)
         lay.addStretch(1)
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setRange(0, 0)  # busy: an export has no measurable progress
+        self.progress.setTextVisible(False)
+        self.progress_label = QtWidgets.QLabel()
+        for w in (self.progress_label, self.progress):
+            w.hide()
+            lay.addWidget(w)
         lay.addWidget(self.buttons)
+        self._job: _ExportJob | None = None
 
         self._outputs: dict[str, str] = {}
         self._kind = kind
@@ -245,7 +256,7 @@ class ExportDialog(QtWidgets.QDialog):
 
     def _refresh(self) -> None:
         self.command.setText(self.command_line())
-        self.export_button.setEnabled(bool(self.output.text().strip()) and
+        self.export_button.setEnabled(getattr(self, "_job", None) is None and bool(self.output.text().strip()) and
                                       (self.kind != "project" or bool(self.builder.text().strip())))
 
     # ---- file choosers (QFileDialog's static functions, so tests can replace them) ------------------
@@ -265,28 +276,47 @@ class ExportDialog(QtWidgets.QDialog):
             self.weights.setText(path)
 
     # ---- running ---------------------------------------------------------------------------------
-    def export(self) -> ExportResultDialog:
-        """Run the export and show the result dialog (non-blocking); on success this dialog closes."""
+    @property
+    def exporting(self) -> bool:
+        return self._job is not None
+
+    def export(self) -> None:
+        """Start the export in a background thread, on a copy of the model (edits made meanwhile do not reach
+        it); the result dialog opens when it ends (non-blocking), and on success this dialog closes."""
+        if self._job is not None:
+            return
         req = self.request()
+        snapshot = copy_model(self.model)
+        snapshot.path = self.model.path
+        job = _ExportJob(req, snapshot, self.registry)
+        job.done.connect(self._finished)
+        self._job = job
+        self.result_dialog = None
+        self.export_button.setEnabled(False)
+        self.progress.show()
+        self.progress_label.setText(f"Exporting to {req.output}…")
+        self.progress_label.show()
+        threading.Thread(target=job.run, name="layerlab-export", daemon=True).start()
+
+    def reject(self) -> None:
+        if self._job is not None:  # the files are being written: let the export end (its result still shows)
+            self.progress_label.setText("Exporting… (the export cannot be stopped half-way; it ends shortly)")
+            return
+        super().reject()
+
+    def _finished(self, req: ExportRequest, ok: bool, result: Any, messages: list[str]) -> None:
+        self._job = None
+        self.progress.hide()
+        self.progress_label.hide()
+        self._refresh()
         details = f"Command line:\n{req.command_line(self.model_path or f'{self.model.name}.lnet')}"
         if self.model_path is None:
             details += "\n(the model is not saved: save it to run this command)"
-        QtWidgets.QApplication.setOverrideCursor(QtCore.Qt.CursorShape.WaitCursor)
-        try:
-            result = run_export(req, self.model, self.registry)
-        except LayerLabError as exc:
-            ok, messages = False, [f"error: {exc}"]
-        except Exception as exc:  # a bug must not take the designer down: report it
-            ok, messages = False, [f"internal error: {type(exc).__name__}: {exc}"]
-        else:
+        if ok:
             self.last_result = result
-            ok = True
-            messages = [result.summary] + [f"warning: {w}" for w in result.warnings]
             details += "\n\nFiles:\n" + "\n".join(str(f) for f in result.files[:200])
             if len(result.files) > 200:
                 details += f"\n... and {len(result.files) - 200} more"
-        finally:
-            QtWidgets.QApplication.restoreOverrideCursor()
         dlg = ExportResultDialog(TITLES[req.kind], ok, messages, details, self.parentWidget() or self)
         dlg.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
         self.result_dialog = dlg
@@ -294,7 +324,26 @@ class ExportDialog(QtWidgets.QDialog):
         if ok:
             self.exported.emit(self.last_result)
             self.accept()
-        return dlg
+
+
+class _ExportJob(QtCore.QObject):
+    """One export, run by a background thread; ``done`` reaches the dialog in the GUI thread (queued)."""
+
+    done = QtCore.Signal(object, bool, object, object)  # request, ok, ExportResult or None, messages
+
+    def __init__(self, request: ExportRequest, model: Model, registry: Registry) -> None:
+        super().__init__()
+        self.request, self.model, self.registry = request, model, registry
+
+    def run(self) -> None:
+        try:
+            result = run_export(self.request, self.model, self.registry)
+        except LayerLabError as exc:
+            self.done.emit(self.request, False, None, [f"error: {exc}"])
+        except Exception as exc:  # a bug must not take the designer down: report it
+            self.done.emit(self.request, False, None, [f"internal error: {type(exc).__name__}: {exc}"])
+        else:
+            self.done.emit(self.request, True, result, [result.summary] + [f"warning: {w}" for w in result.warnings])
 
 
 def open_export_dialog(window: Any, kind: str) -> ExportDialog | None:

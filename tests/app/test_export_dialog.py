@@ -24,8 +24,9 @@ def dialog(qtbot, registry):
 
 
 def click_export(qtbot, dlg) -> ExportResultDialog:
+    """Click Export and wait (the event loop running) for the background export's result dialog."""
     qtbot.mouseClick(dlg.export_button, QtCore.Qt.MouseButton.LeftButton)
-    assert dlg.result_dialog is not None
+    qtbot.waitUntil(lambda: dlg.result_dialog is not None, timeout=120_000)
     qtbot.addWidget(dlg.result_dialog)
     return dlg.result_dialog
 
@@ -115,3 +116,37 @@ def test_file_export_menu(window, sample_path, qtbot, tmp_path):
     result = click_export(qtbot, dlg)
     assert result.ok and (tmp_path / "pre.lnet").is_file() and (tmp_path / "pre_weights").is_dir()
     assert "pre.lnet" in window.statusBar().currentMessage()
+
+
+def test_export_runs_in_the_background_on_a_copy_of_the_model(dialog, qtbot, tmp_path, registry, monkeypatch):
+    """While the export runs the designer keeps handling events, the Export button is off, Cancel waits for the
+    export, and an edit made meanwhile does not reach the exported file."""
+    import threading
+
+    import app.export_dialog as export_dialog
+
+    release = threading.Event()
+    real = export_dialog.run_export
+
+    def slow_export(req, model, reg):
+        assert threading.current_thread() is not threading.main_thread()
+        release.wait(30)
+        return real(req, model, reg)
+
+    monkeypatch.setattr(export_dialog, "run_export", slow_export)
+    model = load(MODEL, registry)
+    dlg = dialog("preprocessed", model=model)
+    dlg.output.setText(str(tmp_path / "pre.lnet"))
+    qtbot.mouseClick(dlg.export_button, QtCore.Qt.MouseButton.LeftButton)
+    assert dlg.exporting and not dlg.export_button.isEnabled() and dlg.progress.isVisible()
+    model.rename_layer("conv1", "renamed_meanwhile")  # the GUI thread edits while the export waits
+    dlg.reject()  # Cancel: refused while the files are being written
+    assert dlg.isVisible() and "cannot be stopped" in dlg.progress_label.text()
+    qtbot.wait(50)  # events are processed: the GUI thread is free
+    assert dlg.result_dialog is None
+    release.set()
+    qtbot.waitUntil(lambda: dlg.result_dialog is not None, timeout=60_000)
+    qtbot.addWidget(dlg.result_dialog)
+    assert dlg.result_dialog.ok and not dlg.exporting
+    saved = load(tmp_path / "pre.lnet", registry)
+    assert "conv1" in saved.layers and "renamed_meanwhile" not in saved.layers
