@@ -43,4 +43,5 @@ def run(path: str | None = None, argv: list[str] | None = None) -> int:
         window.new_model()
     window.show()
     QtCore.QTimer.singleShot(0, window.offer_recovery)
+    QtCore.QTimer.singleShot(0, window.start_kernel_warmup)
     return app.exec()

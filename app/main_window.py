@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from pathlib import Path
+from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
@@ -93,6 +94,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.analysis.active_changed.connect(lambda _on: self._update_actions())
         self._run_ids = 0
         self._runs: dict[int, RunRequest] = {}
+        self.warmup_process: Any = None  # the CPU-kernel compile of a first start (start_kernel_warmup)
         self.docs_browser: DocsBrowser | None = None
         self.template_dialog: QtWidgets.QInputDialog | None = None
         self.message_box: QtWidgets.QMessageBox | None = None
@@ -775,6 +777,35 @@ class MainWindow(QtWidgets.QMainWindow):
                     self.statusBar().showMessage(f"Autosave failed: {exc}", 8000)
             else:
                 self.autosaver.remove(doc.id)
+
+    def start_kernel_warmup(self) -> None:
+        """At the first start after installing, compile the CPU kernels in another process
+        (``engine.backends.warmup``), so that the first CPU inference starts at once; the status bar says so."""
+        from engine.backends import warmup  # noqa: PLC0415
+
+        try:
+            self.warmup_process = warmup.start_in_background()
+        except OSError as exc:
+            self.statusBar().showMessage(f"Could not start compiling the CPU kernels ({exc}): the first CPU run "
+                                         "compiles them", 10000)
+            return
+        if self.warmup_process is None:
+            return
+        self.statusBar().showMessage("Compiling the CPU kernels in the background (first start after installing, "
+                                     "about half a minute)")
+        self._warmup_timer = QtCore.QTimer(self)
+        self._warmup_timer.setInterval(500)
+        self._warmup_timer.timeout.connect(self._check_warmup)
+        self._warmup_timer.start()
+
+    def _check_warmup(self) -> None:
+        rc = self.warmup_process.poll() if self.warmup_process is not None else 0
+        if rc is None:
+            return
+        self._warmup_timer.stop()
+        self.statusBar().showMessage("CPU kernels compiled" if rc == 0 else
+                                     f"Compiling the CPU kernels failed (exit status {rc}): the first CPU run compiles "
+                                     "them", 10000)
 
     def offer_recovery(self) -> list[Document]:
         """After a crash: offer to reopen the autosave copies left behind; returns the recovered documents."""

@@ -319,3 +319,39 @@ def test_keyboard_delete_and_undo(window, sample_path, qtbot):
     qtbot.keyClick(viewer, QtCore.Qt.Key.Key_Z,
                    QtCore.Qt.KeyboardModifier.ControlModifier | QtCore.Qt.KeyboardModifier.ShiftModifier)
     assert "conv2" not in doc.model.layers
+
+
+def test_first_start_compiles_the_cpu_kernels_in_another_process(window, qtbot, monkeypatch):
+    from engine.backends import warmup
+
+    class Process:
+        rc = None
+
+        def poll(self):
+            return self.rc
+
+    proc = Process()
+    monkeypatch.setattr(warmup, "start_in_background", lambda: proc)
+    window.start_kernel_warmup()
+    assert window.warmup_process is proc and "Compiling the CPU kernels" in window.statusBar().currentMessage()
+    qtbot.wait(600)
+    assert "Compiling the CPU kernels" in window.statusBar().currentMessage()  # still running
+    proc.rc = 0
+    qtbot.waitUntil(lambda: window.statusBar().currentMessage() == "CPU kernels compiled", timeout=5000)
+
+
+def test_kernel_warmup_says_nothing_when_compiled_and_reports_a_failure(window, qtbot, monkeypatch):
+    from engine.backends import warmup
+
+    monkeypatch.setattr(warmup, "start_in_background", lambda: None)
+    window.statusBar().showMessage("ready")
+    window.start_kernel_warmup()
+    assert window.warmup_process is None and window.statusBar().currentMessage() == "ready"
+
+    class Failed:
+        def poll(self):
+            return 3
+
+    monkeypatch.setattr(warmup, "start_in_background", lambda: Failed())
+    window.start_kernel_warmup()
+    qtbot.waitUntil(lambda: "failed (exit status 3)" in window.statusBar().currentMessage(), timeout=5000)

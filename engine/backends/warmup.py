@@ -1,0 +1,90 @@
+"""Compile the NumPy backend's CPU kernels ahead of their first use.
+
+``python -m engine.backends.warmup`` runs a small network that takes every kernel path (Winograd in blocks
+and shared out, im2col by pixels and by output channels, 1x1, pooling, element-wise, upsampling alone and
+with a concatenation) in fp32 NHWC and NCHW, so that Numba's on-disk cache holds them; a later inference
+starts at once. The designer runs it in a separate process at its first start after installing (compiling
+holds the Python interpreter for about half a minute: in-process, the window would stutter)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from engine.model import Model
+
+
+def warmup_model() -> Model:
+    """A small network through every CPU kernel path."""
+    m = Model("warmup")
+    m.add_layer("input", "input", params={"dimensions": "1x3x40x40"})
+
+    def conv(name: str, src: str, ch: int, kernel: int = 3, stride: int = 1, act: str = "relu") -> str:
+        m.add_layer("convolution", name, params={"num_output_channels": str(ch), "kernel_size": str(kernel),
+                                                 "stride": str(stride), "padding": str(kernel // 2)},
+                    inputs=[src], activation=act)
+        return name
+
+    stem = conv("stem", "input", 32, kernel=7, stride=2)  # im2col, by pixels (20x20)
+    steps = conv("wino_steps", stem, 32)  # Winograd of 25 tiles: one block, its steps shared out
+    m.add_layer("element_wise", "add1", params={"operation": "sum"}, inputs=[steps, stem], activation="relu")
+    m.add_layer("pooling", "pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
+                inputs=["add1"])
+    small = conv("cols", "pool", 64, stride=2)  # 5x5: im2col cut by output channels
+    one = conv("one", small, 64, kernel=1)  # 1x1 of stride 1, cut by output channels
+    m.add_layer("element_wise", "add2", params={"operation": "sum"}, inputs=[small, one], activation="relu")
+    m.add_layer("pooling", "avg", params={"pool_type": "average", "kernel_size": "3", "stride": "1", "padding": "1"},
+                inputs=["add2"])
+    m.add_layer("upsample", "up", params={"factor": "2", "method": "bilinear"}, inputs=["avg"])
+    m.add_layer("concatenation", "cat", inputs=["up", "pool"])  # fused into upscale_concat
+    m.add_layer("upsample", "up2", params={"factor": "4", "method": "nearest"}, inputs=["cat"])
+    wide = conv("wino_blocks", "up2", 16)  # 40x40: 100 tiles, in blocks
+    m.add_layer("output", "output", inputs=[wide])
+    return m
+
+
+def warm() -> float:
+    """Run :func:`warmup_model` in fp32 NHWC and NCHW on the NumPy backend; returns the seconds it took."""
+    from engine.backends.numpy_backend import NumpyBackend  # noqa: PLC0415
+    from engine.network import Network  # noqa: PLC0415
+    from engine.plugins import default_registry  # noqa: PLC0415
+    from engine.tensor import TensorFormat  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    registry = default_registry()
+    for fmt in ("fp32 nhwc", "fp32 nchw"):
+        net = Network(warmup_model(), registry, NumpyBackend(), TensorFormat.parse(fmt))
+        net.set_input("input", np.random.default_rng(0).random((1, 3, 40, 40), dtype=np.float32))
+        net.run()
+    return time.perf_counter() - t0
+
+
+def needed() -> bool:
+    """True when the kernels are in use here and have not been compiled on this machine yet."""
+    from engine.backends.numpy_backend import cpu_kernels  # noqa: PLC0415
+
+    kernels = cpu_kernels()
+    return kernels is not None and not kernels.compiled_before()
+
+
+def start_in_background() -> subprocess.Popen[bytes] | None:
+    """Start ``python -m engine.backends.warmup`` in another process when :func:`needed`; None otherwise."""
+    if not needed():
+        return None
+    return subprocess.Popen([sys.executable, "-m", "engine.backends.warmup"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+
+
+def main() -> int:
+    if not needed():
+        print("layerlab: the CPU kernels are compiled already")
+        return 0
+    print("layerlab: compiling the CPU kernels for this machine ...", flush=True)
+    print(f"layerlab: done in {warm():.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
