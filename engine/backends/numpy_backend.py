@@ -7,7 +7,8 @@ path within fp16 rounding.
 With Numba installed (and ``LAYERLAB_CPU_KERNELS`` not ``off``), fp32 layers use the kernels of
 :mod:`engine.backends.cpu_kernels`: 3x3 convolutions of stride 1 (one group, 16 or more input
 channels, a large enough output) as Winograd F(4x4, 3x3), other NHWC convolutions as a blocked im2col
-straight into BLAS products, upsampling in one pass. Everything else uses NumPy with im2col + BLAS."""
+straight into BLAS products, upsampling in one pass. fp16 convolutions run the same kernels on a float32
+copy of their input and round their output once. Everything else uses NumPy with im2col + BLAS."""
 from __future__ import annotations
 
 import contextlib
@@ -83,7 +84,13 @@ class NumpyBackend(Backend):
         kernels = cpu_kernels()
         if kernels is None or act not in kernels.FUSED_ACTIVATIONS or groups != 1 or kernels.blas_sgemm() is None:
             return False
-        if not x.dtype == w.dtype == out.dtype == np.float32:
+        if x.dtype == out.dtype == np.float16 and w.dtype == np.float32:  # fp16 storage: float32 kernels, one rounding
+            out32 = np.empty_like(out, dtype=np.float32)  # same memory layout
+            if not self.conv2d(x.astype(np.float32), w, b, out32, stride, padding, dilation, groups, act, coefs, cache):
+                return False
+            out[...] = out32
+            return True
+        if not x.dtype == out.dtype == np.float32 or w.dtype != np.float32:
             return False
         code, alpha = kernels.FUSED_ACTIVATIONS[act], float(coefs.get("alpha", 0.0))
         nhwc = is_nhwc_memory(out)

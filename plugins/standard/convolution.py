@@ -197,7 +197,8 @@ class Convolution(Layer):
         self.store(out, self.activate(y))
 
     def _backend_conv(self, x: Any, w: Any, b: Any | None, out: Any, geometry: tuple[Any, ...], cacheable: bool) -> bool:
-        if x.dtype != w.dtype:
+        # fp16 tensors with float32 weights: the CPU's fp16 storage (it computes in float32); otherwise one dtype
+        if x.dtype != w.dtype and not (x.dtype == np.float16 and w.dtype == self.cdtype == np.float32):
             return False
         return backend_convolve(self, nchw_view(x, self.fmt), physical_weight(self, w, cacheable), b,
                                 nchw_view(out, self.fmt), geometry, self.p["groups"], cacheable)

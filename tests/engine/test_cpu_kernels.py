@@ -361,3 +361,19 @@ def _small_winograd():
     x = _tensors(rng, 1, 16, 12, 12, nhwc=True)
     wt = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
     return x, ck.transform_weights(wt, True), None, _out(1, 16, 12, 12, nhwc=True), (1, 1)
+
+
+@pytest.mark.parametrize("kernel,stride", [((3, 3), (1, 1)), ((3, 3), (2, 2)), ((1, 1), (1, 1))])
+def test_fp16_convolutions_run_the_float32_kernels_and_round_once(kernel, stride):
+    """The CPU's fp16 format stores float16 and computes in float32 (weights float32): the backend converts
+    the input, runs the kernels and rounds the output once: the float32 result rounded to float16."""
+    rng = np.random.default_rng(14)
+    x = _tensors(rng, 1, 32, 20, 20, nhwc=True)
+    wt = (rng.standard_normal((32, 32, *kernel)) / np.sqrt(32 * kernel[0] * kernel[1])).astype(np.float32)
+    b = rng.standard_normal(32).astype(np.float32)
+    pad = (kernel[0] // 2, kernel[1] // 2)
+    ref = _ref_conv(x.astype(np.float16), wt, b, stride, pad, (1, 1), "relu")
+    out = np.full((1, *ref.shape[2:], 32), np.nan, np.float16).transpose(0, 3, 1, 2)
+    assert NumpyBackend().conv2d(x.astype(np.float16), wt, b, out, stride, pad, (1, 1), 1, "relu", {})
+    assert out.dtype == np.float16 and np.isfinite(out).all()
+    np.testing.assert_allclose(out, ref.astype(np.float16), rtol=2e-3, atol=2e-3)
