@@ -68,6 +68,12 @@ class CupyBackend(Backend):
             if gpu_kernels.conv_direct(x.transpose(0, 2, 3, 1), wd, b, out.transpose(0, 2, 3, 1), w.shape[2:], stride,
                                        padding, dilation, act, float(coefs.get("alpha", 0.0))):
                 return True
+        if (gpu_kernels.pointwise_applies(x, w, out, stride, padding, dilation, groups, act) and is_nhwc_memory(x)
+                and is_nhwc_memory(out)):
+            wp = derived(cache, "pointwise", w, lambda: gpu_kernels.pointwise_weights(w))
+            if gpu_kernels.conv_pointwise(x.transpose(0, 2, 3, 1), wp, b, out.transpose(0, 2, 3, 1), act,
+                                          float(coefs.get("alpha", 0.0))):
+                return True
         if self.cudnn is None:
             return False
         return self._cudnn.conv(x, w, b, out, stride, padding, dilation, act, coefs)

@@ -130,3 +130,49 @@ def test_direct_convolution_is_not_used_for_wide_inputs_or_other_activations():
     assert not gpu_kernels.direct_applies(x, cupy.zeros((16, 1, 3, 3), cupy.float16), out, 3, None)
     assert not gpu_kernels.direct_applies(x.astype(cupy.float32), cupy.zeros((16, 3, 3, 3), cupy.float32),
                                           out.astype(cupy.float32), 1, None)
+
+
+@pytest.mark.parametrize("c,k", [(32, 3), (8, 1), (64, 7), (16, 5)])
+@pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_pointwise_few_output_convolution_matches_reference(c, k, act, bias):
+    import cupy
+
+    backend = backend_param("cupy")
+    backend.activate()
+    rng = np.random.default_rng(c * 7 + k)
+    x = rng.standard_normal((2, c, 23, 37)).astype(np.float16)
+    w = (rng.standard_normal((k, c, 1, 1)) / np.sqrt(c)).astype(np.float16)
+    b = rng.standard_normal(k).astype(np.float16) if bias else None
+    ref = conv2d(np, x.astype(np.float64), w.astype(np.float64), None if b is None else b.astype(np.float64),
+                 (1, 1), (0, 0), (1, 1), 1)
+    if act == "relu":
+        ref = np.maximum(ref, 0)
+    elif act == "leaky_relu":
+        ref = np.where(ref < 0, 0.1 * ref, ref)
+    out = _nhwc(cupy, np.full(ref.shape, np.nan, np.float16))
+    cache: dict = {}
+    done = backend.conv2d(_nhwc(cupy, x), _nhwc(cupy, w), None if b is None else cupy.asarray(b), out,
+                          (1, 1), (0, 0), (1, 1), 1, act, {"alpha": 0.1}, cache)
+    assert done and "pointwise" in cache  # the few-output kernel ran (not cuDNN)
+    backend.synchronize()
+    np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), ref, rtol=5e-3, atol=5e-3)
+
+
+def test_pointwise_kernel_declines_other_shapes():
+    import cupy
+
+    backend_param("cupy")
+    from engine.backends import gpu_kernels
+
+    x = cupy.zeros((1, 32, 8, 8), cupy.float16)
+    out = cupy.zeros((1, 3, 8, 8), cupy.float16)
+    one = ((1, 1), (0, 0), (1, 1))
+    assert gpu_kernels.pointwise_applies(x, cupy.zeros((3, 32, 1, 1), cupy.float16), out, *one, 1, "relu")
+    assert not gpu_kernels.pointwise_applies(x, cupy.zeros((8, 32, 1, 1), cupy.float16), out, *one, 1, None)  # 8 outputs: cuDNN
+    assert not gpu_kernels.pointwise_applies(x, cupy.zeros((3, 32, 3, 3), cupy.float16), out, *one, 1, None)
+    assert not gpu_kernels.pointwise_applies(x, cupy.zeros((3, 32, 1, 1), cupy.float16), out, (2, 2), (0, 0), (1, 1), 1, None)
+    assert not gpu_kernels.pointwise_applies(x, cupy.zeros((3, 12, 1, 1), cupy.float16), out, *one, 1, None)  # C % 8
+    assert not gpu_kernels.pointwise_applies(x, cupy.zeros((3, 32, 1, 1), cupy.float16), out, *one, 1, "sigmoid")
+    assert not gpu_kernels.pointwise_applies(x.astype(cupy.float32), cupy.zeros((3, 32, 1, 1), cupy.float32),
+                                             out.astype(cupy.float32), *one, 1, None)
