@@ -36,6 +36,7 @@ from engine.templates import (
     expand,
     group,
     import_model_as_template,
+    rename_template,
     template_descs,
     template_name,
     template_type,
@@ -653,6 +654,32 @@ class MainWindow(QtWidgets.QMainWindow):
             self.edit_exposed(name)
         elif action == "delete":
             self.delete_template(name)
+        elif action == "rename":
+            self.rename_template(name)
+
+    def rename_template(self, name: str, new: str | None = None) -> bool:
+        """Rename template ``name`` of the current model, its instances following (one undo step); without
+        ``new``, ask for it in a non-modal dialog (``self.template_dialog``) and rename when it is accepted."""
+        doc = self.current
+        if doc is None:
+            return False
+        if new is None:
+            dlg = QtWidgets.QInputDialog(self)
+            dlg.setWindowTitle("Rename Template")
+            dlg.setLabelText(f"New name of template {name} (its instances follow):")
+            dlg.setTextValue(name)
+            dlg.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+            dlg.textValueSelected.connect(lambda text, n=name: self.rename_template(n, text.strip()))
+            self.template_dialog = dlg
+            dlg.open()
+            return False
+        try:
+            rename_template(doc.model, name, new, self.registry)
+        except LayerLabError as exc:
+            self._warn("Cannot rename the template", str(exc))
+            return False
+        self.statusBar().showMessage(f"Renamed template {name} to {new}", 6000)
+        return True
 
     def edit_exposed(self, name: str) -> None:
         """Open the dialog choosing the exposed parameters of template ``name`` of the current model."""

@@ -143,8 +143,8 @@ class Palette(QtWidgets.QWidget):
     def template_menu(self, name: str) -> QtWidgets.QMenu:
         """The right-click menu of template ``name``'s entry."""
         menu = QtWidgets.QMenu(self)
-        for text, action in (("Add Instance", "add"), ("Exposed Parameters…", "exposed"), (None, None),
-                             ("Delete Template", "delete")):
+        for text, action in (("Add Instance", "add"), ("Exposed Parameters…", "exposed"), ("Rename Template…", "rename"),
+                             (None, None), ("Delete Template", "delete")):
             if text is None:
                 menu.addSeparator()
                 continue

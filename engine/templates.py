@@ -40,7 +40,8 @@ Weights of expanded layers are read under their expanded names.
 
 Editing: ``group`` turns selected layers into a template and one instance, ``ungroup`` puts an instance's
 layers back, ``import_model_as_template`` makes a saved model a template, ``set_exposed`` chooses the
-exposed parameters. Each is one undoable step on the model."""
+exposed parameters, ``rename_template`` renames a template and its instances. Each is one undoable step on
+the model."""
 from __future__ import annotations
 
 import copy
@@ -729,6 +730,36 @@ def set_exposed(model: Model, name: str, keys: Iterable[str], registry: Registry
             for key in [k for k in model.layers[inst].params if k not in keep]:
                 model.set_param(inst, key, None)
         model.set_template(name, text)
+
+
+def rename_template(model: Model, old: str, new: str, registry: Registry) -> None:
+    """Rename template ``old`` to ``new``: its definition, every instance (type ``template:new``, same name,
+    parameters, links and position) and every template that nests it. One undo step."""
+    defn = get_template(model, old)
+    if new == old:
+        return
+    _new_template_name(model, new)
+    if template_type(new) in {s.type for s in model.layers.values()}:
+        raise LayerLabError(f"layers of type template:{new} already exist")
+    old_marker, new_marker = f'type="{template_type(old)}"', f'type="{template_type(new)}"'
+    text = template_xml(new, defn.inputs, defn.layers.values(), defn.output, defn.exposed)
+    with model.macro(f"Rename template {old} to {new}"):
+        model.add_template(new, text)
+        for other, other_text in list(model.templates.items()):
+            if other not in (old, new) and old_marker in other_text:
+                model.set_template(other, other_text.replace(old_marker, new_marker))
+        order = list(model.layers)
+        for inst in instances_of(model, old):
+            spec = copy.deepcopy(model.layers[inst])
+            readers = model.readers(inst)
+            following = next((n for n in order[order.index(inst) + 1:] if n in model.layers), None)
+            model.remove_layers([inst])
+            spec.type = template_type(new)
+            model.add_layers([spec], f"Rename template {old} to {new}", before=following)
+            for reader, index in readers:
+                model.connect(inst, reader, index)
+        model.remove_template(old)
+    check_template(parse_template(model.templates[new]), model, registry)
 
 
 def exposable(model: Model, name: str, registry: Registry) -> list[tuple[str, ParamDesc]]:

@@ -246,7 +246,7 @@ def test_palette_template_menu_deletes_unused_templates(window, sample, qtbot):
     menu = window.palette.menu
     assert menu.isVisible()  # popup(): shown without blocking
     actions = {a.text(): a for a in menu.actions() if a.text()}
-    assert list(actions) == ["Add Instance", "Exposed Parameters…", "Delete Template"]
+    assert list(actions) == ["Add Instance", "Exposed Parameters…", "Rename Template…", "Delete Template"]
     actions["Delete Template"].trigger()
     menu.close()
     assert "feat" in doc.model.templates and "still used by feat_1" in window.message_box.text()
@@ -261,3 +261,20 @@ def test_palette_template_menu_deletes_unused_templates(window, sample, qtbot):
     assert window.palette.item_for("template:feat") is None and "feat" not in doc.model.templates
     window.act_undo.trigger()
     assert window.palette.item_for("template:feat") is not None
+
+
+def test_rename_template_from_the_palette_menu(window, sample, qtbot):
+    doc = grouped(window, sample)
+    instance = "feat_1"
+    menu = window.palette.template_menu("feat")
+    rename = next(a for a in menu.actions() if a.text() == "Rename Template…")
+    rename.trigger()  # opens the name dialog without blocking
+    dlg = window.template_dialog
+    assert dlg.isVisible() and dlg.textValue() == "feat"
+    dlg.setTextValue("features")
+    dlg.accept()
+    qtbot.waitUntil(lambda: "features" in doc.model.templates)
+    assert doc.model.layers[instance].type == "template:features" and "feat" not in doc.model.templates
+    assert window.palette.item_for("template:features") is not None and window.palette.item_for("template:feat") is None
+    doc.model.undo()
+    assert doc.model.layers[instance].type == "template:feat" and window.palette.item_for("template:feat") is not None

@@ -523,3 +523,39 @@ def test_cli_infer_check_and_export_on_a_model_with_templates(tmp_path, registry
     out = io.StringIO()
     assert main(["export", "preprocessed", str(path), "-o", str(tmp_path / "pre.lnet")], out=out) == 0
     assert "template:" not in (tmp_path / "pre.lnet").read_text()
+
+
+def test_rename_template_follows_instances_and_nesting_and_undoes(registry):
+    m = with_instances()
+    m.templates["pair"] = pair_text()
+    m.add_layer("template:pair", "p", params={"r2.add.operation": "max"}, inputs=["b2"], position=(700, 300))
+    m.connect("p", "out", 0)
+    m.clear_undo()
+    before = run(m, registry)["out"]
+    order = list(m.layers)
+    content = m.content()
+    T.rename_template(m, "resblock", "block", registry)
+    assert "resblock" not in m.templates and 'name="block"' in m.templates["block"]
+    assert m.layers["b1"].type == m.layers["b2"].type == "template:block"
+    assert m.layers["b1"].params == {"add.operation": "max"} and m.layers["b2"].inputs == ["b1", "inp"]
+    assert m.layers["p"].inputs == ["b2"] and m.layers["out"].inputs == ["p"]
+    assert list(m.layers) == order and m.layers["b1"].position == (300, 50)
+    assert 'type="template:block"' in m.templates["pair"] and "template:resblock" not in m.templates["pair"]
+    np.testing.assert_array_equal(run(m, registry)["out"], before)  # same layers, same seeded weights
+    assert m.undo_text() == "Rename template resblock to block"
+    m.undo()
+    assert m.content() == content
+    m.redo()
+    assert m.layers["b2"].type == "template:block"
+
+
+def test_rename_template_refusals_change_nothing(registry):
+    m = with_instances()
+    m.templates["other"] = resblock_text("other")
+    content = m.content()
+    for new, message in (("other", "already exists"), ("9lives", "not a valid template name")):
+        with pytest.raises(LayerLabError, match=message):
+            T.rename_template(m, "resblock", new, registry)
+        assert m.content() == content
+    with pytest.raises(LayerLabError, match="no such template"):
+        T.rename_template(m, "missing", "x", registry)
