@@ -625,17 +625,24 @@ class MainWindow(QtWidgets.QMainWindow):
             self.statusBar().showMessage("Select the layers to group as a template", 5000)
             return None
         if name is None:
-            dlg = QtWidgets.QInputDialog(self)
-            dlg.setWindowTitle("Group as Template")
-            dlg.setLabelText(f"Name of the new template ({len(names)} layer(s): {', '.join(names[:6])}"
-                             f"{'…' if len(names) > 6 else ''}):")
-            dlg.setTextValue(self.default_template_name(doc.model))
-            dlg.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
-            dlg.textValueSelected.connect(lambda text, d=doc, n=names: self._group(d, n, text.strip()))
-            self.template_dialog = dlg
-            dlg.open()
+            self._ask_template_name("Group as Template",
+                                    f"Name of the new template ({len(names)} layer(s): {', '.join(names[:6])}"
+                                    f"{'…' if len(names) > 6 else ''}):", self.default_template_name(doc.model),
+                                    lambda text, d=doc, n=names: self._group(d, n, text))
             return None
         return self._group(doc, names, name)
+
+    def _ask_template_name(self, title: str, label: str, value: str, accepted: Any) -> None:
+        """Ask for a template name in a dialog that does not block (``self.template_dialog``); ``accepted`` gets
+        the stripped text when it is accepted."""
+        dlg = QtWidgets.QInputDialog(self)
+        dlg.setWindowTitle(title)
+        dlg.setLabelText(label)
+        dlg.setTextValue(value)
+        dlg.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+        dlg.textValueSelected.connect(lambda text: accepted(text.strip()))
+        self.template_dialog = dlg
+        dlg.open()
 
     def _group(self, doc: Document, names: list[str], name: str) -> str | None:
         try:
@@ -664,14 +671,8 @@ class MainWindow(QtWidgets.QMainWindow):
         if doc is None:
             return False
         if new is None:
-            dlg = QtWidgets.QInputDialog(self)
-            dlg.setWindowTitle("Rename Template")
-            dlg.setLabelText(f"New name of template {name} (its instances follow):")
-            dlg.setTextValue(name)
-            dlg.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
-            dlg.textValueSelected.connect(lambda text, n=name: self.rename_template(n, text.strip()))
-            self.template_dialog = dlg
-            dlg.open()
+            self._ask_template_name("Rename Template", f"New name of template {name} (its instances follow):", name,
+                                    lambda text, n=name: self.rename_template(n, text))
             return False
         try:
             rename_template(doc.model, name, new, self.registry)

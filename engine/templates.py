@@ -578,11 +578,25 @@ def group(model: Model, layer_names: Iterable[str], template_name: str, registry
     anchor = next((n for n in order[order.index(sel[0]):] if n not in wanted), None)
     with model.macro(f"Group {', '.join(sel)} as template {template_name}"):
         model.add_template(template_name, text)
-        model.remove_layers(sel)
-        model.add_layers([spec], f"Add {instance}", before=anchor)
-        for r, i in readers:
-            model.connect(instance, r, i)
+        _replace(model, sel, [spec], instance, readers, anchor, f"Add {instance}")
     return instance
+
+
+def _replace(model: Model, old: list[str], new: list[LayerSpec], output: str, readers: list[tuple[str, int]],
+             anchor: str | None, text: str) -> None:
+    """Inside a macro: remove layers ``old``, insert ``new`` before ``anchor`` (None: at the end) and link
+    ``output`` to the inputs ``readers`` (reader, index) that ``old`` fed."""
+    model.remove_layers(old)
+    model.add_layers(new, text, before=anchor)
+    for r, i in readers:
+        model.connect(output, r, i)
+
+
+def _after(model: Model, name: str) -> str | None:
+    """The layer after ``name`` in the model's order (None for the last one)."""
+    order = list(model.layers)
+    at = order.index(name)
+    return order[at + 1] if at + 1 < len(order) else None
 
 
 def ungroup(model: Model, instance: str, registry: Registry | None = None) -> list[str]:
@@ -604,14 +618,9 @@ def ungroup(model: Model, instance: str, registry: Registry | None = None) -> li
         taken.add(cand)
         rename[n] = cand
     layers, output = _instantiate(spec, defn, rename)
-    readers = model.readers(instance)
-    order = list(model.layers)
-    anchor = order[order.index(instance) + 1] if order[-1] != instance else None
     with model.macro(f"Ungroup {instance}"):
-        model.remove_layers([instance])
-        model.add_layers(list(layers.values()), f"Add the layers of {instance}", before=anchor)
-        for r, i in readers:
-            model.connect(output, r, i)
+        _replace(model, [instance], list(layers.values()), output, model.readers(instance), _after(model, instance),
+                 f"Add the layers of {instance}")
     return list(layers)
 
 
@@ -748,16 +757,9 @@ def rename_template(model: Model, old: str, new: str, registry: Registry) -> Non
         for other, other_text in list(model.templates.items()):
             if other not in (old, new) and old_marker in other_text:
                 model.set_template(other, other_text.replace(old_marker, new_marker))
-        order = list(model.layers)
         for inst in instances_of(model, old):
-            spec = copy.deepcopy(model.layers[inst])
-            readers = model.readers(inst)
-            following = next((n for n in order[order.index(inst) + 1:] if n in model.layers), None)
-            model.remove_layers([inst])
-            spec.type = template_type(new)
-            model.add_layers([spec], f"Rename template {old} to {new}", before=following)
-            for reader, index in readers:
-                model.connect(inst, reader, index)
+            spec = replace(model.layers[inst], type=template_type(new))
+            _replace(model, [inst], [spec], inst, model.readers(inst), _after(model, inst), f"Retype {inst}")
         model.remove_template(old)
     check_template(parse_template(model.templates[new]), model, registry)
 

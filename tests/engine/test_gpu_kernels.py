@@ -91,13 +91,15 @@ def _nhwc(cupy, a):
     (3, 32, 3, 1, 1, 1), (3, 64, 7, 2, 3, 1), (1, 8, 3, 1, 0, 1), (4, 16, 5, 2, 2, 2), (2, 24, 1, 1, 0, 1)])
 @pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
 @pytest.mark.parametrize("bias", [True, False])
-def test_direct_convolution_matches_reference(c, k, kernel, stride, padding, dilation, act, bias):
+def _backend_conv_against_reference(c, k, kernel, stride, padding, dilation, act, bias, size, seed):
+    """The CuPy backend's convolution of a random fp16 NHWC input against float64; returns its weight cache
+    (the key tells which kernel ran)."""
     import cupy
 
     backend = backend_param("cupy")
     backend.activate()
-    rng = np.random.default_rng(c * 31 + k)
-    x = rng.standard_normal((2, c, 29, 34)).astype(np.float16)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, c, *size)).astype(np.float16)
     w = (rng.standard_normal((k, c, kernel, kernel)) / np.sqrt(c * kernel * kernel)).astype(np.float16)
     b = rng.standard_normal(k).astype(np.float16) if bias else None
     ref = conv2d(np, x.astype(np.float64), w.astype(np.float64), None if b is None else b.astype(np.float64),
@@ -110,10 +112,19 @@ def test_direct_convolution_matches_reference(c, k, kernel, stride, padding, dil
     cache: dict = {}
     done = backend.conv2d(_nhwc(cupy, x), _nhwc(cupy, w), None if b is None else cupy.asarray(b), out,
                           (stride, stride), (padding, padding), (dilation, dilation), 1, act, {"alpha": 0.1}, cache)
-    assert done and "direct" in cache  # the direct kernel ran (not cuDNN)
+    assert done
     backend.synchronize()
-    got = cupy.asnumpy(out).astype(np.float64)
-    np.testing.assert_allclose(got, ref, rtol=5e-3, atol=5e-3)
+    np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), ref, rtol=5e-3, atol=5e-3)
+    return cache
+
+
+@pytest.mark.parametrize("c,k,kernel,stride,padding,dilation", [
+    (3, 32, 3, 1, 1, 1), (3, 64, 7, 2, 3, 1), (1, 8, 3, 1, 0, 1), (4, 16, 5, 2, 2, 2), (2, 24, 1, 1, 0, 1)])
+@pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_direct_convolution_matches_reference(c, k, kernel, stride, padding, dilation, act, bias):
+    cache = _backend_conv_against_reference(c, k, kernel, stride, padding, dilation, act, bias, (29, 34), c * 31 + k)
+    assert "direct" in cache  # the direct kernel ran (not cuDNN)
 
 
 def test_direct_convolution_is_not_used_for_wide_inputs_or_other_activations():
@@ -136,27 +147,8 @@ def test_direct_convolution_is_not_used_for_wide_inputs_or_other_activations():
 @pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
 @pytest.mark.parametrize("bias", [True, False])
 def test_pointwise_few_output_convolution_matches_reference(c, k, act, bias):
-    import cupy
-
-    backend = backend_param("cupy")
-    backend.activate()
-    rng = np.random.default_rng(c * 7 + k)
-    x = rng.standard_normal((2, c, 23, 37)).astype(np.float16)
-    w = (rng.standard_normal((k, c, 1, 1)) / np.sqrt(c)).astype(np.float16)
-    b = rng.standard_normal(k).astype(np.float16) if bias else None
-    ref = conv2d(np, x.astype(np.float64), w.astype(np.float64), None if b is None else b.astype(np.float64),
-                 (1, 1), (0, 0), (1, 1), 1)
-    if act == "relu":
-        ref = np.maximum(ref, 0)
-    elif act == "leaky_relu":
-        ref = np.where(ref < 0, 0.1 * ref, ref)
-    out = _nhwc(cupy, np.full(ref.shape, np.nan, np.float16))
-    cache: dict = {}
-    done = backend.conv2d(_nhwc(cupy, x), _nhwc(cupy, w), None if b is None else cupy.asarray(b), out,
-                          (1, 1), (0, 0), (1, 1), 1, act, {"alpha": 0.1}, cache)
-    assert done and "pointwise" in cache  # the few-output kernel ran (not cuDNN)
-    backend.synchronize()
-    np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), ref, rtol=5e-3, atol=5e-3)
+    cache = _backend_conv_against_reference(c, k, 1, 1, 0, 1, act, bias, (23, 37), c * 7 + k)
+    assert "pointwise" in cache  # the few-output kernel ran (not cuDNN)
 
 
 def test_pointwise_kernel_declines_other_shapes():
