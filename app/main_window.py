@@ -18,6 +18,7 @@ from app.compare_view import REPORT_FILTER, CompareDialog
 from app.docs_browser import DocsBrowser
 from app.document import Document
 from app.export_dialog import add_export_menu
+from app.fusing_rules import FusingRulesDialog
 from app.network_settings import NetworkSettingsDialog
 from app.palette import Palette
 from app.params import ParamPanel
@@ -95,6 +96,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.analysis.active_changed.connect(lambda _on: self._update_actions())
         self._run_ids = 0
         self._runs: dict[int, RunRequest] = {}
+        self.fusing_dialog: FusingRulesDialog | None = None
         self.warmup_process: Any = None  # the CPU-kernel compile of a first start (start_kernel_warmup)
         self.docs_browser: DocsBrowser | None = None
         self.template_dialog: QtWidgets.QInputDialog | None = None
@@ -226,6 +228,8 @@ class MainWindow(QtWidgets.QMainWindow):
                                        "Stop the running inference (within one layer)")
         self.act_net_settings = self._action("&Network Settings…", self.network_settings, "Ctrl+Shift+N",
                                              P.SP_FileDialogDetailedView, "Backend, format, iterations, inputs, weights")
+        self.act_fusing_rules = self._action("&Fusing Rules…", self.fusing_rules, None, None,
+                                             "The plugins' and this network's fusing rules: switch them, add your own")
         self.act_open_report = self._action("&Open Inference Report…", self.open_report_dialog, None, None,
                                             "Open a report written by a run or by layerlab profile")
         self.act_compare = self._action("Compare Inference &Reports…", self.compare_reports, None, None,
@@ -267,7 +271,7 @@ class MainWindow(QtWidgets.QMainWindow):
         tools = mb.addMenu("&Tools")
         tools.addActions([self.act_run, self.act_cancel])
         tools.addSeparator()
-        tools.addAction(self.act_net_settings)
+        tools.addActions([self.act_net_settings, self.act_fusing_rules])
         tools.addSeparator()
         tools.addActions([self.act_open_report, self.act_compare])
         tools.addSeparator()
@@ -548,6 +552,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self._refresh_templates()
         if doc is not None:
             self.act_grid.setChecked(doc.canvas.grid_shown)
+            if self.fusing_dialog is not None and self.fusing_dialog.isVisible():
+                self.fusing_dialog.set_model(doc.model)
         self._update_title()
         self._update_actions()
         self._update_status()
@@ -592,6 +598,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_run.setEnabled(target and not self.runner.busy and not self.analysis.active)
         self.act_cancel.setEnabled(self.runner.busy)
         self.act_net_settings.setEnabled(target)
+        self.act_fusing_rules.setEnabled(has)
         self._update_status()
 
     # ---- editing and view ------------------------------------------------------------------------
@@ -877,6 +884,20 @@ class MainWindow(QtWidgets.QMainWindow):
         dlg.accepted.connect(lambda: self.statusBar().showMessage(f"Network settings of {doc.model.name} updated", 5000))
         dlg.open()
         return dlg
+
+    def fusing_rules(self) -> FusingRulesDialog | None:
+        """Open Tools > Fusing Rules for the current model (non-modal; it follows the current tab)."""
+        doc = self.current
+        if doc is None:
+            self.statusBar().showMessage("Open a model first", 4000)
+            return None
+        if self.fusing_dialog is None:
+            self.fusing_dialog = FusingRulesDialog(doc.model, self.registry, self)
+        else:
+            self.fusing_dialog.set_model(doc.model)
+        self.fusing_dialog.show()
+        self.fusing_dialog.raise_()
+        return self.fusing_dialog
 
     def _new_report_base(self, doc: Document, started: _dt.datetime) -> Path:
         folder = reports_folder(doc, self.reports_dir)

@@ -599,3 +599,24 @@ def test_builtin_rules_fuse_a_whole_network_and_it_still_runs_in_every_format(re
         a = Network(m, reg, fmt=fmt).infer()["out"]
         b = Network(fused.model, reg, fmt=fmt, weights=MappedWeights(RandomWeights(0), fused, reg)).infer()["out"]
         assert_close(b, a, fmt, f"vgg {fmt}")
+
+
+def test_a_model_switches_plugin_rules_off_and_the_file_keeps_it(registry):
+    from engine import modelfile
+    from engine.fusing import disabled_plugin_rules, rules_from, set_plugin_rule_enabled
+
+    m = Model("bn")
+    m.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
+    m.add_layer("convolution", "conv", params={"num_output_channels": "4"}, inputs=["inp"])
+    m.add_layer("batch_normalization", "bn", inputs=["conv"])
+    m.add_layer("output", "out", inputs=["bn"])
+    conv_bn = next(r.text for r in registry.fusing_rules if "conv_bn" in r.text)
+    before = [r.name for r in rules_from(registry, m, "on")]
+    set_plugin_rule_enabled(m, conv_bn, False)
+    after = [r.name for r in rules_from(registry, m, "on")]
+    assert len(after) == len(before) - 1 and "conv_bn" not in " ".join(after)
+    loaded = modelfile.loads(modelfile.dumps(m), registry=registry)
+    assert disabled_plugin_rules(loaded) == {conv_bn}
+    assert Network(loaded, registry).fused is None or not Network(loaded, registry).fused.applied
+    set_plugin_rule_enabled(m, conv_bn, True)
+    assert "fusing_disabled" not in m.settings and [r.name for r in rules_from(registry, m, "on")] == before
