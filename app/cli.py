@@ -232,8 +232,9 @@ def cmd_profile(args: argparse.Namespace, out: TextIO) -> int:
                            backend=backend.name, device=backend.device_name, fmt=str(fmt),
                            iterations=args.iterations, warmup=args.warmup, seed=args.seed,
                            fusing=bool(net.fused and net.fused.applied),
-                           notes=["per-layer timing synchronises after every layer on the CPU"]
-                           if backend.name == "numpy" else ["per-layer times from CUDA events"])
+                           notes=["per-layer timing synchronises after every layer on the CPU"
+                                  if backend.name == "numpy" else "per-layer times from CUDA events",
+                                  *rep.execution_notes(net)])
     print(rep.summary(doc), file=out)
     print("", file=out)
     print(rep.layer_table(doc), file=out)

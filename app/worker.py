@@ -254,10 +254,12 @@ class Worker(QtCore.QObject):
         if req.write_snapshot:
             Path(req.model_file).parent.mkdir(parents=True, exist_ok=True)
             modelfile.save(req.model, req.model_file)
+        notes += rep.execution_notes(net, per_layer=cfg.profiling)
         doc = rep.build_report(result, model_name=req.model.name, model_version=req.model.version,
                                model_path=req.model_file, backend=backend.name, device=backend.device_name, fmt=fmt,
                                iterations=cfg.iterations, warmup=cfg.warmup, seed=cfg.seed,
-                               fusing=bool(net.fused and net.fused.applied), notes=notes)
+                               fusing=bool(net.fused and net.fused.applied),
+                               graph_capture=not cfg.profiling and net.graph_status.startswith("captured"), notes=notes)
         doc["run"]["profiling"] = cfg.profiling
         doc["run"]["command"] = req.command
         json_path = rep.write_json(doc, req.report_base.with_suffix(".json"))

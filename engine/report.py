@@ -35,6 +35,21 @@ SCHEMA = "layerlab-report"
 VERSION = 1
 
 
+def execution_notes(net: Any, per_layer: bool = True) -> list[str]:
+    """What the timed runs of ``net`` executed, for the report: the fusions the fusing rules made, and whether the
+    run was replayed as a CUDA graph (per-layer timing runs the layers one by one, so it never is)."""
+    applied = net.fused.applied if net.fused is not None else []
+    if applied:
+        rules = ", ".join(sorted({a[0] for a in applied}))
+        notes = [f"fusing rules applied: {len(applied)} fusion(s) ({rules}); a fused layer is timed as one layer"]
+    else:
+        notes = ["fusing rules: none applied (switched off, or nothing matched): every layer is timed unfused"]
+    if net.backend.supports_graphs:
+        notes.append("not replayed as a CUDA graph: per-layer timing runs the layers one by one (a plain run "
+                     "replays the captured graph)" if per_layer else f"CUDA graph: {net.graph_status}")
+    return notes
+
+
 def build_report(result: ProfileResult, *, model_name: str, model_version: str, model_path: str | None,
                  backend: str, device: str, fmt: str, iterations: int, warmup: int, seed: int = 0,
                  fusing: bool = False, graph_capture: bool = False, notes: list[str] | None = None) -> dict[str, Any]:
