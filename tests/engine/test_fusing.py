@@ -605,11 +605,7 @@ def test_a_model_switches_plugin_rules_off_and_the_file_keeps_it(registry):
     from engine import modelfile
     from engine.fusing import disabled_plugin_rules, rules_from, set_plugin_rule_enabled
 
-    m = Model("bn")
-    m.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
-    m.add_layer("convolution", "conv", params={"num_output_channels": "4"}, inputs=["inp"])
-    m.add_layer("batch_normalization", "bn", inputs=["conv"])
-    m.add_layer("output", "out", inputs=["bn"])
+    m = conv_bn_model()
     conv_bn = next(r.text for r in registry.fusing_rules if "conv_bn" in r.text)
     before = [r.name for r in rules_from(registry, m, "on")]
     set_plugin_rule_enabled(m, conv_bn, False)
