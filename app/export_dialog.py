@@ -203,6 +203,7 @@ class ExportDialog(QtWidgets.QDialog):
             lay.addWidget(w)
         lay.addWidget(self.buttons)
         self._job: _ExportJob | None = None
+        self._thread: threading.Thread | None = None
 
         self._outputs: dict[str, str] = {}
         self._kind = kind
@@ -296,7 +297,8 @@ class ExportDialog(QtWidgets.QDialog):
         self.progress.show()
         self.progress_label.setText(f"Exporting to {req.output}…")
         self.progress_label.show()
-        threading.Thread(target=job.run, name="layerlab-export", daemon=True).start()
+        self._thread = threading.Thread(target=job.run, name="layerlab-export", daemon=True)
+        self._thread.start()
 
     def reject(self) -> None:
         if self._job is not None:  # the files are being written: let the export end (its result still shows)
@@ -305,6 +307,11 @@ class ExportDialog(QtWidgets.QDialog):
         super().reject()
 
     def _finished(self, req: ExportRequest, ok: bool, result: Any, messages: list[str]) -> None:
+        # the thread has emitted its last signal and only returns now: wait for it, so that the job (a QObject)
+        # is never released here while its signal is still being sent from there
+        if self._thread is not None:
+            self._thread.join(5.0)
+            self._thread = None
         self._job = None
         self.progress.hide()
         self.progress_label.hide()

@@ -26,6 +26,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cpu_kernels_compiled():
+    """Compile the CPU kernels once, before any test, as the designer does at its first start: on a clean clone
+    Numba takes about half a minute, which tests waiting on a worker thread with a timeout must not spend."""
+    from engine.backends import warmup
+
+    if warmup.needed():
+        warmup.warm()
+
+
 @pytest.fixture(scope="session")
 def registry():
     from engine.plugins import load_plugins
