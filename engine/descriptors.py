@@ -9,10 +9,13 @@ from enum import Enum
 from typing import Any
 
 from engine.errors import ParameterError
+from engine.limits import cut
 from engine.tensor import FORMATS, Dims, TensorFormat
 
 PARAM_TYPES = ("string", "uint", "int", "float", "enum", "dimension", "bool")
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+#: largest magnitude of an integer parameter (larger values describe no tensor that fits in any memory)
+MAX_INT_PARAM = 1 << 40
 
 
 def is_identifier(name: str) -> bool:
@@ -96,6 +99,8 @@ class ParamDesc:
                 return raw
             if self.type == "dimension":
                 parts = [p for p in re.split(r"[x×,\s]+", raw) if p]
+                if not all(p.isascii() and p.isdigit() and len(p) <= 13 for p in parts):
+                    raise ValueError
                 vals = [int(p) for p in parts]
                 if any(v < 0 for v in vals):
                     raise ValueError
@@ -107,16 +112,20 @@ class ParamDesc:
                     return Dims(*vals)
                 raise ValueError
             if self.type in ("uint", "int"):
+                if not raw.isascii():
+                    raise ValueError
                 value: float = int(raw)
             else:
                 value = float(raw)
                 if not math.isfinite(value):
                     raise ValueError
         except ValueError:
-            raise ValueError(f"{text!r} is not {self.allowed()}") from None
+            raise ValueError(f"{cut(text)} is not {self.allowed()}") from None
+        if self.type in ("uint", "int") and abs(value) > MAX_INT_PARAM:
+            raise ValueError(f"{cut(text)} is not {self.allowed()} (at most {MAX_INT_PARAM} in magnitude)")
         lo = self.min if self.min is not None else (0 if self.type == "uint" else None)
         if (lo is not None and value < lo) or (self.max is not None and value > self.max):
-            raise ValueError(f"{text!r} is not {self.allowed()}")
+            raise ValueError(f"{cut(text)} is not {self.allowed()}")
         return value
 
     def format(self, value: Any) -> str:
@@ -176,17 +185,17 @@ class ActivationDesc:
         for key, raw in given.items():
             if key not in known:
                 names = ", ".join(known) or "none"
-                raise ParameterError(f"{where}activation {self.name} has no coefficient {key!r} (it has: {names})")
+                raise ParameterError(f"{where}activation {self.name} has no coefficient {cut(key)} (it has: {names})")
             try:
                 val = float(raw)
                 if not math.isfinite(val):
                     raise ValueError
             except (TypeError, ValueError):
-                raise ParameterError(f"{where}activation {self.name} coefficient {key}={raw!r} is not a number") from None
+                raise ParameterError(f"{where}activation {self.name} coefficient {key}={cut(raw)} is not a number") from None
             c = known[key]
             if (c.min is not None and val < c.min) or (c.max is not None and val > c.max):
                 raise ParameterError(
-                    f"{where}activation {self.name} coefficient {key}={raw!r} is outside [{c.min}, {c.max}]"
+                    f"{where}activation {self.name} coefficient {key}={cut(raw)} is outside [{c.min}, {c.max}]"
                 )
             out[key] = val
         return out
@@ -238,6 +247,12 @@ class LayerDesc:
             elif inp.kind is InputKind.PRIMARY_INFINITE and not any(links[i:]):
                 missing.append(i)
         return missing
+
+    def links_beyond_inputs(self, links: list[str | None]) -> list[int]:
+        """Indices of links on inputs this layer does not take (beyond its inputs, none of them infinite)."""
+        if self.infinite_input:
+            return []
+        return [i for i in range(len(self.inputs), len(links)) if links[i] is not None]
 
     def input_desc(self, index: int) -> InputDesc | None:
         """Descriptor of input slot ``index`` (an infinite input covers every slot from its own on)."""

@@ -57,6 +57,7 @@ import numpy as np
 from engine.descriptors import InputKind, LayerDesc, ParamDesc
 from engine.errors import LayerLabError, ParameterError
 from engine.graph import execution_order
+from engine.limits import MAX_RULE_DEPTH, cut
 from engine.layer import Layer
 from engine.model import LayerSpec, Model
 from engine.registry import Registry
@@ -102,7 +103,7 @@ _NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def _label(text: str, name: str | None) -> str:
-    return f"rule {name if name else text.strip()!r}"
+    return f"rule {cut(name if name else text.strip())}"
 
 
 def tokenize(text: str, name: str | None = None) -> list[Token]:
@@ -133,6 +134,9 @@ def tokenize(text: str, name: str | None = None) -> list[Token]:
         m = _NUMBER.match(text, i)
         if m and (ch != "-" or m.end() > i + 1):
             raw = m.group()
+            if len(raw) > 40:
+                raise FusingRuleError(f"{_label(text, name)}: column {col}: the number {cut(raw, 30)} is too long "
+                                      "(at most 40 characters)")
             value: float | int = float(raw) if any(c in raw for c in ".eE") else int(raw)
             toks.append(Token("number", raw, value, col))
             i = m.end()
@@ -387,6 +391,7 @@ class _Parser:
         self.label = _label(text, name)
         self.toks = tokenize(text, name)
         self.pos = 0
+        self.depth = 0  # nesting of '(' and '!' (the parser and the tree it builds are recursive)
 
     @property
     def tok(self) -> Token:
@@ -399,7 +404,7 @@ class _Parser:
 
     def fail(self, expected: str, tok: Token | None = None) -> FusingRuleError:
         t = tok or self.tok
-        found = "the end of the rule" if t.kind == "end" else repr(t.text)
+        found = "the end of the rule" if t.kind == "end" else cut(t.text)
         return FusingRuleError(f"{self.label}: column {t.col}: expected {expected}, found {found}")
 
     def is_op(self, *ops: str) -> bool:
@@ -476,6 +481,18 @@ class _Parser:
 
     # unary = "!" unary | "(" condition ")" | comparison
     def unary(self) -> Node:
+        if self.is_op("!", "("):
+            self.depth += 1
+            if self.depth > MAX_RULE_DEPTH:
+                raise FusingRuleError(f"{self.label}: column {self.tok.col}: the condition is nested more than "
+                                      f"{MAX_RULE_DEPTH} levels deep")
+            try:
+                return self._nested()
+            finally:
+                self.depth -= 1
+        return self.comparison()
+
+    def _nested(self) -> Node:
         if self.is_op("!"):
             col = self.next().col
             return Not(self.unary(), col)

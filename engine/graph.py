@@ -6,34 +6,35 @@ from engine.model import Model
 
 
 def find_cycle(model: Model, among: set[str] | None = None) -> list[str]:
-    """One cycle as a list of layer names (first == last), or [] when the graph is acyclic."""
+    """One cycle as a list of layer names (first == last), or [] when the graph is acyclic. Iterative (an
+    explicit stack), so a chain of any length is followed without Python recursion."""
     names = among if among is not None else set(model.layers)
-    state: dict[str, int] = {}
-    path: list[str] = []
-
-    def visit(n: str) -> list[str]:
-        state[n] = 1
-        path.append(n)
-        for src in model.layers[n].inputs:
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in model.layers:
+        if start not in names or start in state:
+            continue
+        path: list[str] = [start]
+        state[start] = 1
+        pending = [iter(model.layers[start].inputs)]
+        while pending:
+            src = next(pending[-1], _DONE)
+            if src is _DONE:
+                pending.pop()
+                state[path.pop()] = 2
+                continue
             if src is None or src not in names:
                 continue
             if state.get(src) == 1:
                 cyc = path[path.index(src):] + [src]
                 return list(reversed(cyc))
             if src not in state:
-                found = visit(src)
-                if found:
-                    return found
-        path.pop()
-        state[n] = 2
-        return []
-
-    for n in model.layers:
-        if n in names and n not in state:
-            found = visit(n)
-            if found:
-                return found
+                state[src] = 1
+                path.append(src)
+                pending.append(iter(model.layers[src].inputs))
     return []
+
+
+_DONE = object()
 
 
 def execution_order(model: Model) -> list[str]:

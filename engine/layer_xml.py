@@ -12,6 +12,7 @@ from defusedxml.ElementTree import DefusedXMLParser
 
 from engine.descriptors import LayerDesc, is_identifier
 from engine.errors import ModelFileError, ParameterError
+from engine.limits import MAX_INPUT_INDEX, MAX_XML_DEPTH, cut
 from engine.model import LayerSpec
 
 if TYPE_CHECKING:
@@ -24,21 +25,31 @@ Fail = Callable[[ET.Element | None, str], Exception]
 class _LineTarget(ET.TreeBuilder):
     """Tree builder that remembers the line of each element's start tag."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str = "<string>") -> None:
         super().__init__()
         self.parser: Any = None
         self.lines: dict[int, int] = {}
+        self.path = path
+        self.depth = 0
 
     def start(self, tag: str, attrs: dict[str, str]) -> ET.Element:  # type: ignore[override]
+        line = self.parser.parser.CurrentLineNumber if self.parser else 0
+        self.depth += 1
+        if self.depth > MAX_XML_DEPTH:  # the tree is walked recursively later (serialising, copying)
+            raise ModelFileError(self.path, line, f"elements are nested more than {MAX_XML_DEPTH} levels deep")
         elem = super().start(tag, attrs)
-        self.lines[id(elem)] = self.parser.parser.CurrentLineNumber if self.parser else 0
+        self.lines[id(elem)] = line
         return elem
+
+    def end(self, tag: str) -> ET.Element:  # type: ignore[override]
+        self.depth -= 1
+        return super().end(tag)
 
 
 def parse_xml(text: bytes, path: str) -> tuple[ET.Element, dict[int, int]]:
     """The root element and ``{id(element): line}``. Entities, external references and unsafe constructs
     are refused; every failure is a ModelFileError naming ``path`` (and the line where known)."""
-    target = _LineTarget()
+    target = _LineTarget(path)
     parser = DefusedXMLParser(target=target, forbid_dtd=False, forbid_entities=True, forbid_external=True)
     target.parser = parser
     try:
@@ -66,7 +77,7 @@ def read_layer(le: ET.Element, fail: Fail, warn: Callable[[ET.Element, str], Non
     if not name or not ltype:
         raise fail(le, "<layer> needs name and type attributes")
     if not is_identifier(name):
-        raise fail(le, f"layer name {name!r} is not a valid identifier")
+        raise fail(le, f"layer name {cut(name)} is not a valid identifier")
     try:
         pos = (float(le.get("x", "0")), float(le.get("y", "0")))
     except ValueError:
@@ -84,9 +95,11 @@ def read_layer(le: ET.Element, fail: Fail, warn: Callable[[ET.Element, str], Non
                 spec.act_coefs[c.get("name", "")] = c.get("value", "")
         elif child.tag == "input":
             idx = child.get("index", "")
-            if not idx.isdigit():
-                raise fail(child, f"layer {name}: input index {idx!r} is not a non-negative integer")
-            i = int(idx)
+            if not (idx.isascii() and idx.isdigit()):
+                raise fail(child, f"layer {name}: input index {cut(idx)} is not a non-negative integer")
+            i = int(idx) if len(idx) < 12 else MAX_INPUT_INDEX + 1
+            if i > MAX_INPUT_INDEX:
+                raise fail(child, f"layer {name}: input index {cut(idx)} is too large (at most {MAX_INPUT_INDEX})")
             while len(spec.inputs) <= i:
                 spec.inputs.append(None)
             spec.inputs[i] = child.get("source") or None

@@ -23,12 +23,14 @@ layer types, parameters and exposed parameters too; errors name the file and the
 from __future__ import annotations
 
 import os
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.atomic import atomic_write_text
 from engine.errors import ModelFileError, TemplateError
+from engine.limits import cut
+from engine.descriptors import is_identifier
 from engine.layer_xml import canonical_xml, check_layer, parse_xml, read_layer, write_layer
 from engine.model import FILE_FORMAT_VERSION, FusingRuleSpec, Model
 from engine.templates import check_template, find_desc, parse_template, template_name
@@ -52,9 +54,13 @@ def loads(text: str | bytes, path: str = "<string>", registry: Registry | None =
     if root.tag != "network":
         raise fail(root, f"root element is <{root.tag}>, expected <network>")
     ver = root.get("format-version", "1")
-    if not ver.isdigit() or int(ver) > FILE_FORMAT_VERSION:
-        raise fail(root, f"format-version {ver!r} is not supported (this LayerLab reads up to {FILE_FORMAT_VERSION})")
-    model = Model(root.get("name", "network"), root.get("version", "1.0"))
+    if not (ver.isascii() and ver.isdigit()) or len(ver) > 6 or int(ver) > FILE_FORMAT_VERSION:
+        raise fail(root, f"format-version {cut(ver)} is not supported (this LayerLab reads up to {FILE_FORMAT_VERSION})")
+    name = root.get("name", "network")
+    if not is_identifier(name):  # it names reports and exported files
+        raise fail(root, f"network name {cut(name)} is not a valid identifier (letters, digits and '_', not starting "
+                         "with a digit)")
+    model = Model(name, root.get("version", "1.0"))
     model.path = path
 
     for s in root.iterfind("settings/setting"):
@@ -73,15 +79,18 @@ def loads(text: str | bytes, path: str = "<string>", registry: Registry | None =
     for c in root.iterfind("custom-layers/custom-layer"):
         model.custom_layers[c.get("name", "")] = canonical_xml(c)
     if registry is not None:
+        checked: dict[str, int] = {}  # each definition checked once, however often it is nested
         for defn in defs:
             try:
-                check_template(defn, model, registry, warnings)
+                if defn.name not in checked:
+                    check_template(defn, model, registry, warnings, _checked=checked)
             except TemplateError as exc:
                 if exc.path:
                     raise
                 raise TemplateError(exc.template, exc.reason.partition(": ")[2], path, None) from None
 
     layers_elem = root.find("layers")
+    elems: dict[str, ET.Element] = {}
     for le in (layers_elem if layers_elem is not None else []):
         if le.tag != "layer":
             raise fail(le, f"unexpected element <{le.tag}> in <layers>, expected <layer>")
@@ -96,11 +105,14 @@ def loads(text: str | bytes, path: str = "<string>", registry: Registry | None =
                                f"this file; its templates: {', '.join(model.templates) or 'none'})")
             check_layer(spec, desc, registry, le, fail, warn)
         model.layers[spec.name] = spec
+        elems[spec.name] = le
 
     for spec in model.layers.values():
         for i, src in enumerate(spec.inputs):
             if src is not None and src not in model.layers:
-                raise ModelFileError(path, None, f"layer {spec.name}: input {i} refers to unknown layer {src!r}")
+                link = next((c for c in elems[spec.name].iterfind("input") if c.get("index") == str(i)), None)
+                raise fail(link if link is not None else elems[spec.name],
+                           f"layer {spec.name}: input {i} refers to unknown layer {cut(src)}")
     model.load_warnings = warnings
     return model
 
@@ -147,26 +159,9 @@ def dumps(model: Model) -> str:
 
 
 def save(model: Model, path: str | os.PathLike[str]) -> None:
-    """Write atomically: a temporary file in the same folder, then a rename over the target."""
-    p = Path(path)
+    """Write atomically (``engine.atomic``): a temporary file in the same folder, synced, then renamed over the
+    target; a symbolic link is followed, a read-only file refused, temporary files of killed saves removed."""
     text = dumps(model)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent or "."))
-    try:
-        try:
-            mode = p.stat().st_mode & 0o777
-        except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(tmp, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    model.path = str(p)
+    atomic_write_text(path, text, "model file")
+    model.path = str(path)
     model.mark_clean()

@@ -156,6 +156,10 @@ class Network:
         if missing:
             raise GraphError(f"{desc.name} {name}: these mandatory inputs are not connected: "
                              + ", ".join(map(str, missing)))
+        beyond = desc.links_beyond_inputs(nd.inputs)
+        if beyond:
+            raise GraphError(f"{desc.name} {name}: input {beyond[0]} is linked to {nd.inputs[beyond[0]]}, but "
+                             f"{desc.name} takes {len(desc.inputs)} input(s)")
 
     def layer(self, name: str) -> Layer:
         try:

@@ -44,6 +44,7 @@ exposed parameters, ``rename_template`` renames a template and its instances. Ea
 the model."""
 from __future__ import annotations
 
+import contextvars
 import copy
 import functools
 import html
@@ -56,6 +57,7 @@ from pathlib import Path
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc, is_identifier
 from engine.errors import LayerLabError, ModelFileError, TemplateError
 from engine.graph import find_cycle
+from engine.limits import MAX_TEMPLATE_DEPTH, LimitError
 from engine.layer_xml import canonical_xml, check_layer, parse_xml, read_layer, write_layer
 from engine.model import LayerSpec, Model
 from engine.registry import Registry
@@ -65,6 +67,10 @@ TEMPLATE_PREFIX = "template:"
 #: separator of expanded names: ``<instance>__<layer>``
 SEP = "__"
 CATEGORY = "Templates"
+#: most layers a model may have once its template instances are expanded
+MAX_EXPANDED_LAYERS = 200_000
+#: template descriptors already built during the outermost find_desc call (each definition once)
+_DESC_MEMO: contextvars.ContextVar[dict[str, LayerDesc] | None] = contextvars.ContextVar("template_descs", default=None)
 
 
 def template_type(name: str) -> str:
@@ -263,12 +269,19 @@ def get_template(model: Model, name: str) -> TemplateDef:
 
 
 def check_template(defn: TemplateDef, model: Model, registry: Registry, warnings: list[str] | None = None,
-                   _stack: tuple[str, ...] = ()) -> None:
+                   _stack: tuple[str, ...] = (), _checked: dict[str, int] | None = None) -> None:
     """Check what needs the plugins and the model's other templates: every layer type is known (a nested
     template exists and does not instantiate the template itself, directly or through nesting), parameter
     values and activations are valid, no input or output layer is inside, and every exposed parameter
-    exists. Raises TemplateError; unknown parameters only add warnings."""
+    exists. Raises TemplateError; unknown parameters only add warnings. Each definition is checked once
+    (``_checked``: name -> nesting depth of the definitions checked already), so nesting costs what the file
+    describes, not a walk of every path through it; nesting deeper than ``MAX_TEMPLATE_DEPTH`` is refused."""
     stack = (*_stack, defn.name)
+    checked = _checked if _checked is not None else {}
+    if len(stack) > MAX_TEMPLATE_DEPTH:
+        raise defn.error("output", f"templates are nested more than {MAX_TEMPLATE_DEPTH} levels deep "
+                                   f"({' -> '.join(stack[:2])} -> ... -> {stack[-1]})")
+    depth = 1
     for name, spec in defn.layers.items():
         where = f"layer:{name}"
         nested = template_name(spec.type)
@@ -279,7 +292,12 @@ def check_template(defn: TemplateDef, model: Model, registry: Registry, warnings
             if nested not in model.templates:
                 raise defn.error(where, f"layer {name}: unknown template {nested!r} "
                                         f"(templates of network {model.name}: {', '.join(model.templates) or 'none'})")
-            check_template(get_template(model, nested), model, registry, warnings, stack)
+            if nested not in checked:
+                check_template(get_template(model, nested), model, registry, warnings, stack, checked)
+            depth = max(depth, checked[nested] + 1)
+            if depth > MAX_TEMPLATE_DEPTH:
+                raise defn.error(where, f"layer {name}: templates are nested more than {MAX_TEMPLATE_DEPTH} levels "
+                                        f"deep ({defn.name} -> {nested} -> ...)")
         cls = registry.layer_class(spec.type) if nested is None else None
         if getattr(cls, "is_network_input", False) or getattr(cls, "is_network_output", False):
             raise defn.error(where, f"layer {name}: a template cannot contain {spec.type} layers "
@@ -300,6 +318,7 @@ def check_template(defn: TemplateDef, model: Model, registry: Registry, warnings
             have = ", ".join(p.name for p in desc.params) or "none"
             raise defn.error(f"exposed:{e.key}", f"exposed parameter {e.key}: {desc.name} has no parameter "
                                                  f"{e.param!r} (it has: {have})")
+    checked[defn.name] = depth
 
 
 # ---- descriptors -----------------------------------------------------------------------------------
@@ -310,12 +329,23 @@ def find_desc(model: Model, registry: Registry, layer_type: str, _stack: tuple[s
     name = template_name(layer_type)
     if name is None:
         return registry.find_layer(layer_type)
-    if name not in model.templates or name in _stack:
+    if name not in model.templates or name in _stack or len(_stack) >= MAX_TEMPLATE_DEPTH:
         return None
+    memo = _DESC_MEMO.get()
+    token = _DESC_MEMO.set({}) if memo is None else None
     try:
-        return template_desc(name, model, registry, _stack)
-    except LayerLabError:
-        return None
+        memo = _DESC_MEMO.get()
+        assert memo is not None
+        if name in memo:  # a descriptor built without error does not depend on the stack
+            return memo[name]
+        try:
+            memo[name] = template_desc(name, model, registry, _stack)
+        except LayerLabError:
+            return None
+        return memo[name]
+    finally:
+        if token is not None:
+            _DESC_MEMO.reset(token)
 
 
 def template_desc(name: str, model: Model, registry: Registry, _stack: tuple[str, ...] = ()) -> LayerDesc:
@@ -450,6 +480,8 @@ def _expand_scope(layers: Mapping[str, LayerSpec], model: Model, stack: tuple[st
         try:
             if tname in stack:
                 raise TemplateError(tname, f"the template instantiates itself ({' -> '.join((*stack, tname))})")
+            if len(stack) >= MAX_TEMPLATE_DEPTH:
+                raise TemplateError(tname, f"templates are nested more than {MAX_TEMPLATE_DEPTH} levels deep")
             defn = get_template(model, tname)
             sub, sub_out = _instantiate(spec, defn, {n: f"{name}{SEP}{n}" for n in defn.layers})
             flat, sub_alias, _ = _expand_scope(sub, model, (*stack, tname), None)
@@ -479,11 +511,40 @@ def expand(model: Model, registry: Registry | None = None, strict: bool = True) 
     from engine.fusing import copy_model  # noqa: PLC0415 - fusing imports the model helpers at module level
 
     failed: dict[str, str] | None = None if strict else {}
+    size = expanded_size(model)
+    if size > MAX_EXPANDED_LAYERS:
+        raise LimitError(f"network {model.name}: its template instances expand to {size} layers, more than "
+                         f"{MAX_EXPANDED_LAYERS}")
     layers, alias, origin = _expand_scope(model.layers, model, (), failed)
     out = copy_model(model)
     out.layers = layers
     out.templates = {}
     return Expansion(out, origin, alias, failed or {})
+
+
+def expanded_size(model: Model) -> int:
+    """How many layers ``model`` has once every template instance is expanded, counted once per definition
+    (broken or cyclic templates count as one layer: expanding them reports the problem)."""
+    sizes: dict[str, int] = {}
+
+    def size_of(tname: str, stack: tuple[str, ...]) -> int:
+        if tname in sizes:
+            return sizes[tname]
+        if tname in stack or tname not in model.templates or len(stack) >= MAX_TEMPLATE_DEPTH:
+            return 1
+        try:
+            defn = get_template(model, tname)
+        except LayerLabError:
+            return 1
+        total = 0
+        for spec in defn.layers.values():
+            nested = template_name(spec.type)
+            total += 1 if nested is None else size_of(nested, (*stack, tname))
+        sizes[tname] = total
+        return total
+
+    return sum(1 if template_name(s.type) is None else size_of(template_name(s.type) or "", ())
+               for s in model.layers.values())
 
 
 def expand_templates(model: Model, registry: Registry | None = None) -> Model:

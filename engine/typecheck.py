@@ -136,7 +136,7 @@ def _link_problems(desc: LayerDesc, links: list[str | None]) -> list[str]:
     missing = desc.unconnected_inputs(links)
     if missing:
         problems.append("These mandatory inputs are not connected: " + ", ".join(map(str, missing)))
-    if len(links) > len(desc.inputs) and not desc.infinite_input and any(links[len(desc.inputs):]):
+    if desc.links_beyond_inputs(links):
         problems.append(f"has links on inputs beyond the {len(desc.inputs)} it takes")
     return problems
 

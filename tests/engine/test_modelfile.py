@@ -5,7 +5,7 @@ import os
 import pytest
 
 from engine import modelfile
-from engine.errors import ModelFileError
+from engine.errors import LayerLabError, ModelFileError
 from engine.model import FusingRuleSpec, Model
 from resources import SAMPLES
 
@@ -52,7 +52,7 @@ def test_save_is_atomic(tmp_path, monkeypatch):
     def boom(src, dst):
         raise OSError("disk full")
     monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(LayerLabError, match="m.lnet: cannot write the model file: disk full"):
         modelfile.save(m2, path)
     assert path.read_text() == before
     assert [p.name for p in tmp_path.iterdir()] == ["m.lnet"]  # no temp file left
