@@ -90,9 +90,11 @@ def _prepare(args: argparse.Namespace):
         raise CliError(f"--iterations must be at least 1, got {args.iterations}")
     if args.warmup < 0:
         raise CliError(f"--warmup must be 0 or more, got {args.warmup}")
+    if args.seed < 0:
+        raise CliError(f"--seed must be 0 or more, got {args.seed}")
     reg = _registry(args)
     model = _load(args.model, reg)
-    backend = get_backend(args.backend, notice=sys.stderr)
+    backend = get_backend(args.backend, notice=sys.stderr, always_notice=args.verbose)
     fmt = _format(args.format, backend.name)
     weights = WeightsFolder(args.weights) if args.weights else RandomWeights(args.seed)
     net = Network(model, reg, backend, fmt, weights=weights, seed=args.seed, fusing=args.fusing_rules)
@@ -139,10 +141,15 @@ def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
 
     from engine.io import VideoReader, VideoWriter, kind_of, write_output
 
+    from engine.atomic import check_output_file, check_output_folder
+
     model, backend, fmt, net, inputs = _prepare(args)
     outputs = _resolve_names(_pairs(args.output), net.output_names, "output")
     if not outputs and args.output_dir:
+        check_output_folder(args.output_dir, "--output-dir folder")
         outputs = [(n, str(Path(args.output_dir) / f"{n}.npy")) for n in net.output_names]
+    for _, path in outputs:  # before running: a long run must not end in an output that cannot be written
+        check_output_file(path)
     video = [(n, p) for n, p in inputs if kind_of(p) == "video"]
     _set_still_inputs(net, inputs, args.input_layout)
 
@@ -226,6 +233,11 @@ def cmd_profile(args: argparse.Namespace, out: TextIO) -> int:
     model, backend, fmt, net, inputs = _prepare(args)
     if any(kind_of(p) == "video" for _, p in inputs):
         raise CliError("profile takes images or .npy tensors, not videos (use infer for videos)")
+    from engine.atomic import check_output_file, safe_stem
+
+    json_path, html_path = rep.report_paths(args.report or f"{safe_stem(model.name)}_report")
+    for path in (json_path, html_path):  # before the run
+        check_output_file(path, "report")
     _set_still_inputs(net, inputs, args.input_layout)
     result = profile(net, args.iterations, args.warmup, progress=_progress(sys.stderr))
     doc = rep.build_report(result, model_name=model.name, model_version=model.version, model_path=args.model,
@@ -238,7 +250,6 @@ def cmd_profile(args: argparse.Namespace, out: TextIO) -> int:
     print(rep.summary(doc), file=out)
     print("", file=out)
     print(rep.layer_table(doc), file=out)
-    json_path, html_path = rep.report_paths(args.report or f"{model.name}_report")
     rep.write_json(doc, json_path)
     rep.write_html(doc, html_path)
     print(f"\nwrote {json_path} and {html_path}", file=out)
@@ -254,7 +265,9 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     c = rep.compare(docs, labels, args.base)
     print(rep.comparison_text(c), file=out)
     if args.html:
-        Path(args.html).write_text(rep.comparison_html(c), encoding="utf-8")
+        from engine.atomic import atomic_write_text
+
+        atomic_write_text(args.html, rep.comparison_html(c), "comparison")
         print(f"wrote {args.html}", file=out)
     return 0
 
@@ -270,7 +283,11 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
 
     reg = _registry(args)
     model = _load(args.model, reg)
+    from engine.typecheck import memory_warnings
+
     diags = check(model, reg)
+    if not any(d.severity == ERROR for d in diags):
+        diags += memory_warnings(model, reg)
     for d in diags:
         print(str(d), file=out)
     n_err = sum(d.severity == ERROR for d in diags)
@@ -306,6 +323,11 @@ def cmd_layers(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_gui(args: argparse.Namespace, out: TextIO) -> int:
     if args.model and not Path(args.model).is_file():
         raise CliError(f"{args.model}: no such model file")
+    from app.display import display_problem
+
+    problem = display_problem()
+    if problem:
+        raise CliError(problem)
     try:
         from app import gui  # noqa: PLC0415 - Qt only when the designer is asked for
     except ImportError as exc:

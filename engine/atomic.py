@@ -59,6 +59,13 @@ def clean_stray_temps(target: str | os.PathLike[str]) -> list[Path]:
     return removed
 
 
+def safe_stem(name: str, default: str = "network") -> str:
+    """A file name stem made from ``name`` (a network name, say) that cannot leave the folder it is put in:
+    letters, digits, '_', '-' and '.' only, no leading dot, at most 100 characters."""
+    stem = "".join(c if (c.isascii() and c.isalnum()) or c in "_-." else "_" for c in name)[:100].lstrip(".")
+    return stem or default
+
+
 def fsync_folder(folder: str | os.PathLike[str]) -> None:
     """Make a rename in ``folder`` durable (where the file system supports syncing a folder)."""
     try:

@@ -10,6 +10,7 @@ Outputs written as images take batch item 0 (further items get ``_1``, ``_2``...
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from engine.atomic import atomic_write
 from engine.errors import InputError, LayerLabError
+from engine.limits import cut, max_image_pixels
 
 IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 VIDEO_EXTS = (".mp4", ".avi", ".mkv", ".mpeg", ".mpg", ".wmv", ".mov")
@@ -76,11 +79,45 @@ def image_to_tensor(rgb: np.ndarray, opts: ImageOptions = ImageOptions()) -> np.
     return t
 
 
+def image_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """(width, height) of an image file read from its header only (Pillow opens lazily); None when the
+    header is not one Pillow knows (OpenCV then decides whether it can decode the file)."""
+    try:
+        from PIL import Image  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - Pillow is a base dependency
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            saved, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None  # we check the size ourselves
+            try:
+                with Image.open(path) as im:
+                    return int(im.size[0]), int(im.size[1])
+            finally:
+                Image.MAX_IMAGE_PIXELS = saved
+    except Exception:  # noqa: BLE001 - any header Pillow cannot read: leave the decision to OpenCV
+        return None
+
+
+def check_image_size(path: str | os.PathLike[str], limit: int | None = None) -> None:
+    """Refuse an image whose decoded size is above the pixel limit (``LAYERLAB_MAX_IMAGE_PIXELS``), before
+    decoding it: a small compressed file can describe gigabytes of pixels."""
+    limit = max_image_pixels() if limit is None else limit
+    size = image_size(path)
+    if size is None or not limit:
+        return
+    w, h = size
+    if w * h > limit:
+        raise InputError(f"{path}: the image is {w}x{h} ({w * h} pixels), more than the limit of {limit} pixels "
+                         "(set LAYERLAB_MAX_IMAGE_PIXELS to allow more)")
+
+
 def read_image(path: str | os.PathLike[str], opts: ImageOptions = ImageOptions()) -> np.ndarray:
     cv2 = _cv2()
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such image file")
+    check_image_size(p)
     img = cv2.imread(str(p), cv2.IMREAD_UNCHANGED)
     if img is None:
         raise InputError(f"{p}: cannot decode the image (corrupt or unsupported)")
@@ -96,10 +133,7 @@ def read_npy(path: str | os.PathLike[str], layout: str = "nchw") -> np.ndarray:
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such tensor file")
-    try:
-        arr = np.load(p, allow_pickle=False)
-    except Exception as exc:
-        raise InputError(f"{p}: not a readable .npy tensor ({exc})") from None
+    arr = load_npy(p, InputError, "tensor")
     if arr.dtype.kind not in "fiub":
         raise InputError(f"{p}: tensor has dtype {arr.dtype}, expected numbers")
     if arr.ndim == 3:
@@ -126,6 +160,11 @@ class VideoReader:
         if not self._cap.isOpened():
             raise InputError(f"{self.path}: cannot open the video (corrupt or unsupported codec)")
         self.opts = opts
+        w, h, limit = int(self._cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(self._cap.get(cv2.CAP_PROP_FRAME_HEIGHT)), max_image_pixels()
+        if limit and w * h > limit:
+            self._cap.release()
+            raise InputError(f"{self.path}: the video frames are {w}x{h} ({w * h} pixels), more than the limit of "
+                             f"{limit} pixels (set LAYERLAB_MAX_IMAGE_PIXELS to allow more)")
         self.fps = float(self._cap.get(cv2.CAP_PROP_FPS)) or 25.0
         self.frame_count = int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT))
 
@@ -167,14 +206,25 @@ def tensor_to_image(t: np.ndarray, item: int = 0) -> np.ndarray:
     return img[:, :, 0] if img.shape[2] == 1 else img
 
 
+def load_npy(path: Path, error: type[LayerLabError], what: str) -> np.ndarray:
+    """``np.load`` of a .npy file that is never unpickled; errors (``error``) name the file."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc):
+            raise error(f"{path}: the {what} file holds pickled Python objects; LayerLab never loads pickled files "
+                        "(save plain numeric arrays)") from None
+        raise error(f"{path}: not a readable .npy {what} ({cut(str(exc), 120)})") from None
+    except Exception as exc:
+        raise error(f"{path}: not a readable .npy {what} ({cut(str(exc), 120)})") from None
+
+
 def write_output(path: str | os.PathLike[str], tensor: np.ndarray) -> list[Path]:
-    """Write an NCHW output as .npy (whole tensor) or as image(s). Returns the files written."""
+    """Write an NCHW output as .npy (whole tensor) or as image(s), each atomically. Returns the files written."""
     p = Path(path)
-    if p.parent and not p.parent.exists():
-        p.parent.mkdir(parents=True, exist_ok=True)
     ext = p.suffix.lower()
     if ext == ".npy":
-        np.save(p, np.asarray(tensor))
+        atomic_write(p, lambda tmp: np.save(tmp, np.asarray(tensor)), "output")
         return [p]
     if ext in IMAGE_EXTS:
         cv2 = _cv2()
@@ -184,8 +234,16 @@ def write_output(path: str | os.PathLike[str], tensor: np.ndarray) -> list[Path]
             img = tensor_to_image(tensor, i)
             if img.ndim == 3:
                 img = cv2.cvtColor(img, cv2.COLOR_RGB2BGR if img.shape[2] == 3 else cv2.COLOR_RGBA2BGRA)
-            if not cv2.imwrite(str(target), img):
-                raise LayerLabError(f"{target}: cannot write the image")
+
+            def encode(tmp: Path, img: np.ndarray = img, target: Path = target) -> None:
+                try:
+                    ok = cv2.imwrite(str(tmp), img)
+                except cv2.error as exc:
+                    raise LayerLabError(f"{target}: cannot write the image ({cut(str(exc), 120)})") from None
+                if not ok:
+                    raise LayerLabError(f"{target}: cannot write the image")
+
+            atomic_write(target, encode, "output")
             written.append(target)
         return written
     raise LayerLabError(f"{p}: unsupported output file type {ext or '(none)'!r}: expected .npy or an image "

@@ -5,6 +5,7 @@ Python stack. These limits are checked where the file is read (indices, nesting)
 allocated (tensors and weights against the backend's memory), each with a message naming what is too large."""
 from __future__ import annotations
 
+import math
 import os
 import resource
 from typing import Any
@@ -87,6 +88,23 @@ def check_allocation(what: str, nbytes: int, available: int, where: str = "") ->
         place = f" on {where}" if where else ""
         raise LimitError(f"{what} needs {human_bytes(nbytes)}, more than the {human_bytes(available)} of memory "
                          f"available{place}")
+
+
+def check_layer_memory(what: str, dims: Any, weight_shapes: dict[str, tuple[int, ...]], itemsize: int,
+                       available: int, where: str = "") -> int:
+    """Check that one layer's output tensor (``dims``, N, C, H, W) and weights fit in ``available`` bytes
+    before anything is allocated; returns the bytes they need. Raises LimitError naming ``what`` and the size."""
+    out = math.prod(int(d) for d in dims) * int(itemsize)
+    weights = {w: math.prod(int(x) for x in s) * 4 for w, s in weight_shapes.items()}
+    total = out + sum(weights.values())
+    if total > available:
+        biggest = max(weights, key=weights.__getitem__) if weights else None
+        if biggest is not None and weights[biggest] > out:
+            part = f"weight {biggest!r} of shape {tuple(weight_shapes[biggest])} ({human_bytes(weights[biggest])})"
+        else:
+            part = f"output {'x'.join(str(int(d)) for d in dims)} ({human_bytes(out)})"
+        check_allocation(f"{what}: its {part}", total, available, where)
+    return total
 
 
 def check_depth(depth: int, limit: int, what: str) -> None:

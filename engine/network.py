@@ -21,6 +21,7 @@ from engine.backends.base import Backend
 from engine.errors import GraphError, InputError, LayerLabError, ParameterError, ShapeError, WeightsError
 from engine.graph import execution_order
 from engine.layer import BoundActivation, Layer
+from engine.limits import check_allocation, check_layer_memory
 from engine.model import Model
 from engine.registry import Registry
 from engine.tensor import FP32_NCHW, Dims, TensorFormat, convert, nchw_view
@@ -105,6 +106,8 @@ class Network:
         self.seed = seed
         self.reuse_buffers = reuse_buffers
         self.hooks = Hooks()
+        if not model.layers:
+            raise GraphError(f"network {model.name} has no layers")
         self.order = execution_order(model)
         self.nodes: dict[str, _Node] = {}
         fused_names = {a[3] for a in self.fused.applied} if self.fused is not None else set()
@@ -259,6 +262,11 @@ class Network:
                 nd.layer.requested_dims = input_dims[name]  # type: ignore[attr-defined]
             out = nd.layer.output_dims(ins)
             dims[name], in_dims[name] = out, ins
+        available = self.backend.available_memory()  # checked before any tensor or weight is allocated
+        for name in self.order:
+            layer = self.nodes[name].layer
+            check_layer_memory(f"{layer.desc.name} {name}", dims[name], layer.weight_shapes(in_dims[name]),
+                               self.fmt.itemsize, available, self.backend.device_name)
         # weights: loaded once; a reshape only checks that the loaded ones still fit
         for name in self.order:
             layer = self.nodes[name].layer
@@ -335,6 +343,8 @@ class Network:
             if n not in pinned:
                 release_at.setdefault(last_use[n], []).append(slot)
             free.extend(release_at.pop(pos[n], []))
+        check_allocation(f"network {self.model_name}: its tensor buffers", sum(capacity),
+                         self.backend.available_memory(), self.backend.device_name)
         self._slots = [self.backend.alloc_bytes(c) for c in capacity]
         self._owner = [None] * len(capacity)
         self._slot_of = {n: slot_of[roots[n]] for n in self.order}

@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.atomic import atomic_write_text
 from engine.errors import LayerLabError
+from engine.limits import cut
 from engine.profiling import ProfileResult
 
 SCHEMA = "layerlab-report"
@@ -113,8 +115,7 @@ def validate(doc: Any, source: str = "<report>") -> dict[str, Any]:
 
 def write_json(report: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    atomic_write_text(p, json.dumps(report, indent=2) + "\n", "report")
     return p
 
 
@@ -124,8 +125,16 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise LayerLabError(f"{p}: no such report file") from None
+    except IsADirectoryError:
+        raise LayerLabError(f"{p}: is a folder, not a report file") from None
+    except OSError as exc:
+        raise LayerLabError(f"{p}: cannot read the report: {exc.strerror or exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise LayerLabError(f"{p}: not valid JSON ({exc})") from None
+        raise LayerLabError(f"{p}: not valid JSON ({cut(str(exc), 120)})") from None
+    except RecursionError:  # the decoder recurses once per nesting level
+        raise LayerLabError(f"{p}: not a LayerLab report: the JSON is nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise LayerLabError(f"{p}: not a LayerLab report: {cut(str(exc), 120)}") from None
     return validate(doc, str(p))
 
 
@@ -282,8 +291,7 @@ def to_html(report: dict[str, Any]) -> str:
 
 def write_html(report: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(to_html(report), encoding="utf-8")
+    atomic_write_text(p, to_html(report), "report")
     return p
 
 

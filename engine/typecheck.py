@@ -154,30 +154,59 @@ def _strip_template(reason: str, layer_type: str) -> str:
     return reason[len(prefix):] if reason.startswith(prefix) else reason
 
 
+def _shapes(model: Model, registry: Registry):
+    """(expansion, iterator of (layer name, Layer, input dims, output dims)) over the expanded model in
+    execution order; layers whose shape cannot be inferred are left out (check() reports why)."""
+    backend = NumpyBackend()
+    exp = expand(model, registry, strict=False)
+
+    def walk():
+        try:
+            order = execution_order(exp.model)
+        except LayerLabError:
+            return
+        dims: dict[str, Dims] = {}
+        for name in order:
+            spec = exp.model.layers[name]
+            try:
+                layer = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs, registry,
+                                    FP32_NCHW, backend)
+                ins = [dims[s] if s else None for s in spec.inputs]
+                dims[name] = layer.output_dims(ins)
+            except Exception:  # noqa: BLE001 - shown as unknown; check() reports the reason
+                continue
+            yield name, layer, ins, dims[name]
+    return exp, walk()
+
+
 def output_shapes(model: Model, registry: Registry) -> dict[str, Dims]:
     """Output dimensions of every layer whose shape can be inferred (for the canvas); a template instance's
     are those of its output layer."""
-    backend = NumpyBackend()
-    dims: dict[str, Dims] = {}
-    exp = expand(model, registry, strict=False)
-    built = exp.model
-    try:
-        order = execution_order(built)
-    except LayerLabError:
-        return {}
-    for name in order:
-        spec = built.layers[name]
-        try:
-            layer = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs, registry, FP32_NCHW, backend)
-            ins = [dims[s] if s else None for s in spec.inputs]
-            dims[name] = layer.output_dims(ins)
-        except Exception:  # shown as unknown; check() reports the reason
-            continue
+    exp, layers = _shapes(model, registry)
+    dims = {name: out for name, _layer, _ins, out in layers}
     out = {n: dims[n] for n in model.layers if n in dims}
     for inst, layer in exp.output_of.items():
         if layer in dims:
             out[inst] = dims[layer]
     return out
+
+
+def memory_warnings(model: Model, registry: Registry, available: int | None = None) -> list[Diagnostic]:
+    """Warnings for layers whose output tensor and weights (fp32) alone need more memory than ``available``
+    (default: what the host can give now): the network will not fit."""
+    from engine.limits import LimitError, check_layer_memory, host_memory_bytes  # noqa: PLC0415
+
+    limit = host_memory_bytes() if available is None else available
+    exp, layers = _shapes(model, registry)
+    diags = []
+    for name, layer, ins, out in layers:
+        try:
+            check_layer_memory(f"{layer.desc.name} {name}", out, layer.weight_shapes(ins), 4, limit, "this machine")
+        except LimitError as exc:
+            diags.append(Diagnostic(WARNING, exp.origin.get(name, (name, ""))[0], f"will not fit in memory: {exc}"))
+        except Exception:  # noqa: BLE001 - check() reports problems of the layer itself
+            continue
+    return diags
 
 
 def _strip(message: str, ltype: str, name: str) -> str:

@@ -48,10 +48,12 @@ class WeightsFolder(WeightsSource):
         path = self.folder / self.file_name(layer.name, weight)
         if not path.is_file():
             raise WeightsError(f"layer {layer.name}: weight {weight!r} missing: expected {path} with shape {tuple(shape)}")
+        from engine.io import load_npy  # noqa: PLC0415
+
         try:
-            arr = np.load(path, allow_pickle=False)
-        except Exception as exc:
-            raise WeightsError(f"layer {layer.name}: weight {weight!r}: cannot read {path}: {exc}") from None
+            arr = load_npy(path, WeightsError, "weight")
+        except WeightsError as exc:
+            raise WeightsError(f"layer {layer.name}: weight {weight!r}: {exc}") from None
         if tuple(arr.shape) != tuple(shape):
             raise WeightsError(
                 f"layer {layer.name}: weight {weight!r} in {path.name} has shape {tuple(arr.shape)}, expected {tuple(shape)}"
@@ -65,8 +67,10 @@ class WeightsFolder(WeightsSource):
 
 def save_weights(folder: str | os.PathLike[str], weights: dict[str, dict[str, np.ndarray]]) -> None:
     """Write ``{layer: {weight: array}}`` as a weights folder."""
-    root = Path(folder)
-    root.mkdir(parents=True, exist_ok=True)
+    from engine.atomic import atomic_write, make_folder  # noqa: PLC0415
+
+    root = make_folder(folder, "weights folder")
     for layer, ws in weights.items():
         for w, arr in ws.items():
-            np.save(root / WeightsFolder.file_name(layer, w), np.asarray(arr, dtype=np.float32))
+            data = np.asarray(arr, dtype=np.float32)
+            atomic_write(root / WeightsFolder.file_name(layer, w), lambda tmp, data=data: np.save(tmp, data), "weight file")

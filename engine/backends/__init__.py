@@ -42,9 +42,9 @@ def cupy_usable() -> bool:
     return cupy_status()[0]
 
 
-def get_backend(name: str = "auto", notice: TextIO | None = sys.stderr) -> Backend:
+def get_backend(name: str = "auto", notice: TextIO | None = sys.stderr, always_notice: bool = False) -> Backend:
     """The backend called ``name``: 'numpy', 'cupy', or 'auto' (CuPy if usable, else NumPy with a
-    one-line notice on ``notice``)."""
+    one-line notice on ``notice``, given once per machine unless ``always_notice``)."""
     key = (name or "auto").lower()
     if key not in BACKENDS:
         raise BackendError(f"unknown backend {name!r}: expected one of {', '.join(BACKENDS)}")
@@ -62,19 +62,41 @@ def get_backend(name: str = "auto", notice: TextIO | None = sys.stderr) -> Backe
 
         return CupyBackend()
     if notice is not None:
-        print(f"layerlab: using the numpy backend: {reason}", file=notice)
+        from engine.notices import once_per_machine  # noqa: PLC0415
+
+        if always_notice or once_per_machine("cupy-fallback"):
+            print(f"layerlab: using the numpy backend: {reason}", file=notice)
     return _numpy_backend(notice)
 
 
+_compile_notice: list[TextIO] = []  # where to say that kernels are being compiled (the latest caller's stream)
+
+
 def _numpy_backend(notice: TextIO | None) -> Backend:
-    """The NumPy backend, saying on ``notice`` when its CPU kernels have never been compiled on this machine
-    (the first inference after installing then takes half a minute more; Numba caches them on disk)."""
+    """The NumPy backend, saying on ``notice`` when Numba actually compiles one of its CPU kernels (the first
+    inference after installing then takes half a minute more; Numba caches them on disk), not when it
+    loads them from its cache."""
     from engine.backends.numpy_backend import cpu_kernels  # noqa: PLC0415
 
     kernels = cpu_kernels()
-    if notice is not None and kernels is not None and not kernels.compiled_before():
-        print("layerlab: compiling the CPU kernels for this machine (first run after installing: about half a "
-              "minute; they are cached)", file=notice)
+    if notice is not None and kernels is not None:
+        if not _compile_notice:
+            from numba.core import event  # noqa: PLC0415 - cpu_kernels imported numba already
+
+            class _FirstCompile(event.Listener):
+                said = False
+
+                def on_start(self, ev: event.Event) -> None:
+                    if not self.said and _compile_notice:
+                        self.said = True
+                        print("layerlab: compiling the CPU kernels for this machine (first run after installing: "
+                              "about half a minute; they are cached)", file=_compile_notice[-1], flush=True)
+
+                def on_end(self, ev: event.Event) -> None:
+                    pass
+
+            event.register("numba:compile", _FirstCompile())
+        _compile_notice[:] = [notice]
     return NumpyBackend()
 
 

@@ -57,6 +57,12 @@ class Backend:
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
         return self.xp.empty(shape, dtype=dtype)
 
+    def available_memory(self) -> int:
+        """Bytes this backend can still allocate (checked before a network allocates its tensors)."""
+        from engine.limits import host_memory_bytes  # noqa: PLC0415
+
+        return host_memory_bytes()
+
     def alloc_bytes(self, nbytes: int) -> Any:
         """A raw byte buffer that tensors are carved from (memory pool slot)."""
         return self.xp.empty((max(int(nbytes), 1),), dtype=np.uint8)

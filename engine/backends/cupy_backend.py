@@ -90,6 +90,11 @@ class CupyBackend(Backend):
         name = props["name"]
         return name.decode() if isinstance(name, bytes) else str(name)
 
+    def available_memory(self) -> int:
+        """Free device memory, plus what CuPy's pool holds unused."""
+        free, _total = cupy.cuda.runtime.memGetInfo()
+        return int(free) + int(cupy.get_default_memory_pool().free_bytes())
+
     def to_device(self, host: np.ndarray) -> Any:
         return cupy.asarray(host)
 
