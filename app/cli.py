@@ -139,9 +139,8 @@ def _progress(out: TextIO):
 def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
     import numpy as np
 
-    from engine.io import VideoReader, VideoWriter, kind_of, write_output
-
     from engine.atomic import check_output_file, check_output_folder
+    from engine.io import VideoReader, VideoWriter, kind_of, write_output
 
     model, backend, fmt, net, inputs = _prepare(args)
     outputs = _resolve_names(_pairs(args.output), net.output_names, "output")

@@ -57,8 +57,8 @@ import numpy as np
 from engine.descriptors import InputKind, LayerDesc, ParamDesc
 from engine.errors import LayerLabError, ParameterError
 from engine.graph import execution_order
-from engine.limits import MAX_RULE_DEPTH, cut
 from engine.layer import Layer
+from engine.limits import MAX_RULE_DEPTH, cut
 from engine.model import LayerSpec, Model
 from engine.registry import Registry
 from engine.tensor import FORMATS, Dims, Layout, Precision, TensorFormat

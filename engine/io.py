@@ -160,7 +160,8 @@ class VideoReader:
         if not self._cap.isOpened():
             raise InputError(f"{self.path}: cannot open the video (corrupt or unsupported codec)")
         self.opts = opts
-        w, h, limit = int(self._cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(self._cap.get(cv2.CAP_PROP_FRAME_HEIGHT)), max_image_pixels()
+        w, h = int(self._cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(self._cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        limit = max_image_pixels()
         if limit and w * h > limit:
             self._cap.release()
             raise InputError(f"{self.path}: the video frames are {w}x{h} ({w * h} pixels), more than the limit of "
@@ -211,7 +212,12 @@ def load_npy(path: Path, error: type[LayerLabError], what: str) -> np.ndarray:
     try:
         return np.load(path, allow_pickle=False)
     except ValueError as exc:
-        if "pickle" in str(exc):
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(1)
+        except OSError:
+            head = b""
+        if "Object arrays" in str(exc) or head == b"\x80":  # an object array, or a pickle file
             raise error(f"{path}: the {what} file holds pickled Python objects; LayerLab never loads pickled files "
                         "(save plain numeric arrays)") from None
         raise error(f"{path}: not a readable .npy {what} ({cut(str(exc), 120)})") from None

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.atomic import atomic_write_text
-from engine.errors import ModelFileError, TemplateError
-from engine.limits import cut
 from engine.descriptors import is_identifier
+from engine.errors import ModelFileError, TemplateError
 from engine.layer_xml import canonical_xml, check_layer, parse_xml, read_layer, write_layer
+from engine.limits import cut
 from engine.model import FILE_FORMAT_VERSION, FusingRuleSpec, Model
 from engine.templates import check_template, find_desc, parse_template, template_name
 

@@ -57,8 +57,8 @@ from pathlib import Path
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc, is_identifier
 from engine.errors import LayerLabError, ModelFileError, TemplateError
 from engine.graph import find_cycle
-from engine.limits import MAX_TEMPLATE_DEPTH, LimitError
 from engine.layer_xml import canonical_xml, check_layer, parse_xml, read_layer, write_layer
+from engine.limits import MAX_TEMPLATE_DEPTH, LimitError
 from engine.model import LayerSpec, Model
 from engine.registry import Registry
 from engine.tensor import FORMATS

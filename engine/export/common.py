@@ -112,6 +112,13 @@ def camel_case(name: str) -> str:
     return out if out[0].isalpha() else f"Net{out}"
 
 
+def py_text(value: object) -> str:
+    """``value`` as text that is safe inside any non-raw Python string literal or docstring (quotes,
+    backslashes, ``\\N``, newlines and non-ASCII characters escaped): generated code quotes model text only
+    through this or ``repr``."""
+    return str(value).encode("unicode_escape").decode("ascii").replace('"', '\\"').replace("'", "\\'")
+
+
 def python_identifier(name: str) -> bool:
     """True for a name usable as a Python module, package or function name."""
     return name.isidentifier() and not keyword.iskeyword(name)

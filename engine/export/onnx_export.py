@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.atomic import atomic_write, check_output_file, refuse_overwrite
 from engine.descriptors import ParamDesc
 from engine.export.common import (
     ExportError,
@@ -334,12 +335,13 @@ def export_onnx(model: Model, registry: Registry, path: str | Path, options: Onn
     """Write ``model`` as an ONNX file at ``path`` (initializers from ``weights``, default the seeded
     random weights of ``seed``; fusing rules as ``fusing``: 'on', 'off' or a rules file)."""
     onnx = _onnx()
+    out = Path(path)
+    check_output_file(out, "ONNX file")
+    refuse_overwrite(out, [model.path])
     net = build_network(model, registry, weights, seed, fusing)
     proto, missing = build_onnx(net, options)
     check_onnx(proto)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(proto, str(out))
+    atomic_write(out, lambda tmp: onnx.save(proto, str(tmp)), "ONNX file")
     warnings = [f"placeholder written for {u}" for u in missing]
     n_layers = len(net.order)
     summary = (f"wrote {out} ({n_layers} layers, {len(proto.graph.node)} ONNX nodes, opset {OPSET}"

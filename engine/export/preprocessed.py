@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from engine.atomic import check_output_file, check_output_folder, refuse_overwrite, staged_folder
 from engine.export.common import ExportResult, build_network, host_weights
 from engine.fusing import copy_model
 from engine.model import Model
@@ -38,18 +39,24 @@ def export_preprocessed(model: Model, registry: Registry, path: str | Path, fmt:
     ``<stem>_weights`` next to it (named in the model's ``weights`` setting, so the designer uses it;
     give it to ``layerlab infer --weights``)."""
     out = Path(path)
+    check_output_file(out, "preprocessed model")
+    folder = out.with_name(f"{out.stem}_weights")
+    refuse_overwrite(out, [model.path])
+    if write_weights:
+        check_output_folder(folder, "weights folder")
     pre = preprocess(model, registry, fmt, fusing)
     files = [out]
     warnings: list[str] = []
     if write_weights:
-        folder = out.with_name(f"{out.stem}_weights")
         net = build_network(model, registry, weights, seed, fusing, fmt)  # host weights are fp32 in any format
         arrays = {n: host_weights(net, n) for n in net.order}
-        save_weights(folder, {n: ws for n, ws in arrays.items() if ws})
         pre.settings["weights"] = folder.name
+        with staged_folder(folder, "weights folder") as stage:  # replaces the folder only once it is complete
+            save_weights(stage, {n: ws for n, ws in arrays.items() if ws})
+            save(pre, out)
         files += sorted(folder.glob("*.npy"))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    save(pre, out)
+    else:
+        save(pre, out)
     expanded = expand_templates(model, registry) if has_instances(model) else model
     removed = len(expanded.layers) - len(pre.layers)
     instances = sum(1 for n in model.layers if n not in expanded.layers)
