@@ -16,6 +16,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
+from engine.limits import cut
 from engine.registry import PluginFailure, PluginMeta, Registry
 
 ENTRY_POINT_GROUP = "layerlab.plugins"
@@ -36,7 +37,7 @@ def _register_module(registry: Registry, module: ModuleType, source: str) -> Non
 def _reason(exc: BaseException) -> str:
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" ({Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    return f"{type(exc).__name__}: {cut(str(exc), 300)[1:-1]}{where}"
 
 
 def load_module_plugin(registry: Registry, module_name: str) -> bool:
@@ -44,7 +45,7 @@ def load_module_plugin(registry: Registry, module_name: str) -> bool:
     try:
         _register_module(registry, importlib.import_module(module_name), module_name)
         return True
-    except Exception as exc:  # a broken plugin must not stop the others
+    except BaseException as exc:  # noqa: BLE001 - a broken plugin (sys.exit included) must not stop the others
         registry.failures.append(PluginFailure(module_name, _reason(exc)))
         return False
 
@@ -77,7 +78,7 @@ def load_plugin_dir(registry: Registry, folder: str | os.PathLike[str]) -> None:
                 sys.modules.pop(mod_name, None)
                 raise
             _register_module(registry, module, str(entry))
-        except Exception as exc:
+        except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt of a plugin too
             registry.failures.append(PluginFailure(str(entry), _reason(exc)))
 
 
@@ -92,7 +93,7 @@ def load_plugins(extra_dirs: Iterable[str | os.PathLike[str]] = (), entry_point_
             seen.add(ep.value)
             try:
                 _register_module(registry, ep.load(), ep.value)
-            except Exception as exc:
+            except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt of a plugin too
                 registry.failures.append(PluginFailure(f"{ep.name} ({ep.value})", _reason(exc)))
     for mod in BUILTIN_MODULES:
         if mod not in seen:  # source tree without an installed distribution

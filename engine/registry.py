@@ -4,9 +4,11 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field, replace
 
+from engine.descriptor_checks import activation_desc_problems, layer_desc_problems
 from engine.descriptors import ActivationDesc, LayerDesc
-from engine.errors import LayerLabError
+from engine.errors import LayerLabError, PluginError
 from engine.layer import Activation, Layer
+from engine.limits import cut
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class Registrar:
         self._registry._add_activation(cls, self._info)
 
     def fusing_rule(self, text: str, enabled: bool = True) -> None:
+        if not isinstance(text, str):
+            raise PluginError(f"plugin {self._info.meta.name}: fusing rule {cut(text)} is not text")
         self._registry.fusing_rules.append(RegisteredRule(self._info.meta.name, text, enabled))
         self._info.fusing_rules.append(text)
 
@@ -77,12 +81,16 @@ class Registry:
     # ---- registration ----------------------------------------------------------------------------
     def register_plugin(self, meta: PluginMeta, register: object, source: str) -> PluginInfo:
         """Run a plugin's registration; on failure nothing of it stays registered."""
+        for f in ("name", "version", "author", "description"):
+            if not isinstance(getattr(meta, f), str) or (f == "name" and not getattr(meta, f).strip()):
+                raise PluginError(f"plugin {source}: PLUGIN.{f} {cut(getattr(meta, f))} is not "
+                                  + ("a name" if f == "name" else "text"))
         if meta.name in self.plugins:
             raise LayerLabError(f"a plugin named {meta.name!r} is already loaded (from {self.plugins[meta.name].source})")
         info = PluginInfo(meta, source)
         try:
             register(Registrar(self, info))  # type: ignore[operator]
-        except Exception:
+        except BaseException:  # SystemExit and KeyboardInterrupt of a plugin too: nothing of it stays
             self._drop(info)
             raise
         self.plugins[meta.name] = info
@@ -90,8 +98,14 @@ class Registry:
 
     def _add_layer(self, cls: type[Layer], info: PluginInfo) -> None:
         desc = getattr(cls, "desc", None)
+        if not isinstance(cls, type) or not issubclass(cls, Layer):
+            raise PluginError(f"plugin {info.meta.name}: {cut(cls)} is not a Layer class")
         if not isinstance(desc, LayerDesc):
-            raise LayerLabError(f"{cls.__name__} has no LayerDesc 'desc'")
+            raise PluginError(f"plugin {info.meta.name}: layer class {cls.__name__} has no LayerDesc 'desc'")
+        problems = layer_desc_problems(desc)
+        if problems:
+            more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+            raise PluginError(f"plugin {info.meta.name}: layer {cut(desc.name)} ({cls.__name__}): {problems[0]}{more}")
         if desc.name in self._layers:
             raise LayerLabError(f"layer type {desc.name!r} is already registered by {self._layers[desc.name].desc.collection}")
         cls.desc = replace(desc, collection=info.meta.name)
@@ -102,8 +116,15 @@ class Registry:
 
     def _add_activation(self, cls: type[Activation], info: PluginInfo) -> None:
         desc = getattr(cls, "desc", None)
+        if not isinstance(cls, type) or not issubclass(cls, Activation):
+            raise PluginError(f"plugin {info.meta.name}: {cut(cls)} is not an Activation class")
         if not isinstance(desc, ActivationDesc):
-            raise LayerLabError(f"{cls.__name__} has no ActivationDesc 'desc'")
+            raise PluginError(f"plugin {info.meta.name}: activation class {cls.__name__} has no ActivationDesc 'desc'")
+        problems = activation_desc_problems(desc)
+        if problems:
+            more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+            raise PluginError(f"plugin {info.meta.name}: activation {cut(desc.name)} ({cls.__name__}): "
+                              f"{problems[0]}{more}")
         if desc.name in self._activations or desc.name == "none":
             raise LayerLabError(f"activation {desc.name!r} is already registered")
         cls.desc = replace(desc, collection=info.meta.name)
