@@ -56,9 +56,13 @@ class Concatenation(Layer):
         return Dims(first.n, sum(d.c for _, d in present), first.h, first.w)
 
     def forward(self, inputs: list[Any], out: Any) -> None:
-        present = (x for x in inputs if x is not None)
-        arrays = (self.activate_physical(self.physical(x)) for x in present)
-        concatenate_channels(out, arrays, self.channel_axis)
+        present = (self.physical(x) for x in inputs if x is not None)
+        act = self.activation
+        if act is None or act.impl.elementwise:  # applied to each input on its way into the output
+            concatenate_channels(out, (self.activate_physical(x) for x in present), self.channel_axis)
+        else:  # e.g. softmax: over the joined channels, not once per input
+            concatenate_channels(out, present, self.channel_axis)
+            self.activate_inplace(out)
 
     onnx_support = "yes"
     torch_support = "yes"
