@@ -94,7 +94,7 @@ def check_output_file(path: str | os.PathLike[str], what: str = "output") -> Pat
     p = resolve_target(path)
     if p.is_dir():
         raise OutputError(f"{path}: is a folder; the {what} must be a file path")
-    if p.exists() and not os.access(p, os.W_OK):
+    if p.is_file() and (not os.access(p, os.W_OK) or not p.stat().st_mode & 0o222):  # read-only even for root
         raise OutputError(f"{path}: the file is read-only; the {what} was not written")
     parent = p.parent
     while str(parent) and not parent.exists():

@@ -31,10 +31,6 @@ class Result:
         return [ln for ln in self.err.splitlines() if ln.startswith("layerlab: error:")]
 
 
-def _limit_memory() -> None:  # runs in the child before exec
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-
-
 def snapshot(root: Path, skip: Path) -> dict[str, float]:
     """Every path under ``root`` (outside ``skip``) with its modification time."""
     seen: dict[str, float] = {}
