@@ -37,6 +37,13 @@ def find_cycle(model: Model, among: set[str] | None = None) -> list[str]:
 _DONE = object()
 
 
+def describe_cycle(cycle: list[str], limit: int = 8) -> str:
+    """``a -> b -> c -> a``; a long cycle is shortened (its length said) so messages stay one short line."""
+    if len(cycle) <= limit + 1:
+        return " -> ".join(cycle)
+    return " -> ".join(cycle[: limit // 2]) + f" -> ... ({len(cycle) - 1} layers) -> " + " -> ".join(cycle[-limit // 2:])
+
+
 def execution_order(model: Model) -> list[str]:
     """Layers in topological order (stable: model order among ready layers). Raises GraphError on a cycle."""
     indeg: dict[str, int] = {}
@@ -63,5 +70,5 @@ def execution_order(model: Model) -> list[str]:
     if len(order) != len(model.layers):
         rest = set(model.layers) - set(order)
         cyc = find_cycle(model, rest)
-        raise GraphError("the network contains a cycle: " + " -> ".join(cyc or sorted(rest)))
+        raise GraphError("the network contains a cycle: " + describe_cycle(cyc or sorted(rest)))
     return order

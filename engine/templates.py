@@ -56,7 +56,7 @@ from pathlib import Path
 
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc, is_identifier
 from engine.errors import LayerLabError, ModelFileError, TemplateError
-from engine.graph import find_cycle
+from engine.graph import describe_cycle, find_cycle
 from engine.layer_xml import canonical_xml, check_layer, parse_xml, read_layer, write_layer
 from engine.limits import MAX_TEMPLATE_DEPTH, LimitError
 from engine.model import LayerSpec, Model
@@ -231,7 +231,7 @@ def parse_template(source: str | bytes | ET.Element, path: str | None = None,
     probe.layers = layers
     cycle = find_cycle(probe)  # template inputs ($x) are not layers of the probe: they never close a cycle
     if cycle:
-        raise fail(elems[cycle[0]], "the layers form a cycle: " + " -> ".join(cycle))
+        raise fail(elems[cycle[0]], "the layers form a cycle: " + describe_cycle(cycle))
     exposed: list[Exposed] = []
     exp_lines: dict[str, int | None] = {}
     for pe in root.iterfind("exposed/param"):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from engine.backends import NumpyBackend
 from engine.descriptors import LayerDesc, is_identifier
 from engine.errors import LayerLabError
-from engine.graph import execution_order, find_cycle
+from engine.graph import describe_cycle, execution_order, find_cycle
 from engine.layer import Layer
 from engine.model import Model
 from engine.network import build_layer
@@ -56,7 +56,7 @@ def check(model: Model, registry: Registry) -> list[Diagnostic]:
     cycle = find_cycle(model)
     if cycle:
         for n in sorted(set(cycle)):
-            diags.append(Diagnostic(ERROR, n, "is part of a cycle: " + " -> ".join(cycle)))
+            diags.append(Diagnostic(ERROR, n, "is part of a cycle: " + describe_cycle(cycle)))
         return diags
 
     exp = expand(model, registry, strict=False)

@@ -58,7 +58,7 @@ def test_huge_input_is_refused_before_allocating(case, cmd):
 
 
 def test_huge_kernel_is_refused_naming_the_layer_and_the_size(case):
-    layers = "\n".join([inp(dims="1x60000x8x8"), conv("big", "input", channels=60000,
+    layers = "\n".join([inp(dims="1x60000x16x16"), conv("big", "input", channels=60000,
                                                      extra='<param name="kernel_size" value="11"/>'), out("big")])
     case.model("m.lnet", layers)
     res = case.expect(2, ["convolution big", "weight 'weights'", "TiB"], "infer", "m.lnet", "-n", "1")
