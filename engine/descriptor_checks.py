@@ -32,8 +32,15 @@ def param_problem(p: Any) -> str | None:
             return f"{where}: {bound} {cut(v)} is not a finite number"
     if not _is_str_tuple(p.legacy_names):
         return f"{where}: legacy_names must be a tuple of strings"
+    kinds = {"bool": (bool,), "uint": (int,), "int": (int,), "float": (int, float), "string": (str,), "enum": (str,)}
+    if p.type in kinds and (not isinstance(p.default, kinds[p.type])
+                            or (isinstance(p.default, bool) and p.type not in ("bool",))):
+        if not (isinstance(p.default, str) and p.type != "string"):  # text defaults are parsed below
+            return f"{where}: default {cut(p.default)} is not a {p.type} value"
     try:
-        p.parse(p.format(p.default))
+        if isinstance(p.default, str) and p.type == "bool":
+            raise ValueError("a bool default must be True or False")
+        p.parse(p.default if isinstance(p.default, str) else p.format(p.default))
     except Exception as exc:  # noqa: BLE001 - any failure means the default is unusable
         return f"{where}: default {cut(p.default)} is not a valid {p.type} ({exc})"
     return None
