@@ -90,6 +90,8 @@ def run_export(request: ExportRequest, model: Any, registry: Any) -> Any:
         raise LayerLabError(f"unknown exporter {request.kind!r}: expected one of {', '.join(KINDS)}")
     if not request.output:
         raise LayerLabError("no output path given")
+    if request.seed < 0:
+        raise LayerLabError(f"--seed must be 0 or more, got {request.seed}")
     weights = WeightsFolder(request.weights) if request.weights else RandomWeights(request.seed)
     fusing = request.fusing_rules
     if request.kind == "onnx":
