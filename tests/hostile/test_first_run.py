@@ -1,0 +1,65 @@
+"""Class 5: the designer and the first run. Without a display (or with a Qt platform plugin that fails) the
+designer command says so in one line (exit 2) instead of Qt aborting the process; notices are given when they
+are true (kernels actually compiled) and once (the CuPy notice); the README's sample writes into an ignored folder."""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from tests.hostile.conftest import SAMPLE, SMALL
+from tests.hostile.harness import REPO
+
+NO_DISPLAY = {"QT_QPA_PLATFORM": "", "DISPLAY": "", "WAYLAND_DISPLAY": ""}
+CUPY_NOTICE = "layerlab: using the numpy backend"
+COMPILE_NOTICE = "compiling the CPU kernels"
+
+
+@pytest.mark.parametrize("args", [[], ["gui"], ["gui", str(SAMPLE)]])
+def test_no_display_is_one_line_and_exit_2(case, args):
+    res = case.expect(2, ["display", "QT_QPA_PLATFORM=offscreen", "layerlab infer"], *args, env=NO_DISPLAY)
+    assert res.rc != -6  # not Qt's SIGABRT
+
+
+def test_a_failing_platform_plugin_is_one_line_and_exit_2(case):
+    pytest.importorskip("PySide6")
+    res = case.expect(2, ["platform plugin", "QT_QPA_PLATFORM=offscreen"], "gui",
+                      env={"QT_QPA_PLATFORM": "", "DISPLAY": ":97", "WAYLAND_DISPLAY": ""})
+    assert res.rc != -6
+
+
+def test_cupy_notice_once_per_machine_and_with_verbose(case):
+    case.model("m.lnet", SMALL)
+    first = case.expect(0, None, "infer", "m.lnet", "-n", "1")
+    second = case.expect(0, None, "infer", "m.lnet", "-n", "1")
+    verbose = case.expect(0, None, "infer", "m.lnet", "-n", "1", "-v")
+    if "cupy" not in first.out + first.err and "CUDA" not in first.err:
+        pytest.skip("CuPy is usable here: no fallback notice")
+    assert CUPY_NOTICE in first.err
+    assert CUPY_NOTICE not in second.err
+    assert CUPY_NOTICE in verbose.err
+    assert (case.dir / ".cache" / "layerlab" / "notices").is_dir()  # the marker, in the user cache folder
+
+
+def test_no_compile_notice_when_nothing_is_compiled(case):
+    # the test session compiles the kernels first (tests/conftest.py): nothing is compiled here
+    res = case.expect(0, None, "infer", str(SAMPLE), "-n", "1")
+    assert COMPILE_NOTICE not in res.err
+
+
+@pytest.mark.slow
+def test_compile_notice_when_the_kernels_are_compiled(case):
+    res = case.expect(0, None, "infer", str(SAMPLE), "-n", "1", env={"NUMBA_CACHE_DIR": str(case.dir / "numba")},
+                      timeout=600)
+    assert res.err.count(COMPILE_NOTICE) == 1
+
+
+def test_readme_sample_writes_into_an_ignored_folder():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    outputs = re.findall(r"layerlab infer resources/samples/denoiser\.lnet -i input=\S+ -o output=(\S+?)`?\s", readme)
+    assert outputs, "the README has no headless sample"
+    for path in outputs:
+        path = path.rstrip("`.")
+        ignored = subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO).returncode == 0
+        assert ignored, f"the README sample writes {path}, which git would show"
