@@ -50,8 +50,8 @@ def clean_stray_temps(target: str | os.PathLike[str]) -> list[Path]:
         if not name.startswith(prefix) or ".tmp" not in name[len(prefix):]:
             continue
         head = name[len(prefix):].split("-", 1)[0]
-        if head.isdigit() and head.isascii() and _pid_alive(int(head)) and int(head) != os.getpid():
-            continue  # another process is writing it now
+        if head.isdigit() and head.isascii() and len(head) < 10 and _pid_alive(int(head)):
+            continue  # a live process (this one included: another thread) is writing it now
         with contextlib.suppress(OSError):
             if e.is_file() and not e.is_symlink():
                 e.unlink()

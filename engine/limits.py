@@ -100,10 +100,11 @@ def check_layer_memory(what: str, dims: Any, weight_shapes: dict[str, tuple[int,
     if total > available:
         biggest = max(weights, key=weights.__getitem__) if weights else None
         if biggest is not None and weights[biggest] > out:
-            part = f"weight {biggest!r} of shape {tuple(weight_shapes[biggest])} ({human_bytes(weights[biggest])})"
+            part = f"weight {biggest!r} of shape {tuple(weight_shapes[biggest])}"
         else:
-            part = f"output {'x'.join(str(int(d)) for d in dims)} ({human_bytes(out)})"
-        check_allocation(f"{what}: its {part}", total, available, where)
+            part = f"output {'x'.join(str(int(d)) for d in dims)}"
+        check_allocation(f"{what}: its {part}" + (" (with its other tensors)" if total > max(out, *weights.values(), 0)
+                                                  else ""), total, available, where)
     return total
 
 
