@@ -94,6 +94,8 @@ def check_output_file(path: str | os.PathLike[str], what: str = "output") -> Pat
     p = resolve_target(path)
     if p.is_dir():
         raise OutputError(f"{path}: is a folder; the {what} must be a file path")
+    if p.exists() and not p.is_file():  # a device, a pipe, a socket: never replaced by a regular file
+        raise OutputError(f"{path}: is not a regular file; the {what} must be a file path")
     if p.is_file() and (not os.access(p, os.W_OK) or not p.stat().st_mode & 0o222):  # read-only even for root
         raise OutputError(f"{path}: the file is read-only; the {what} was not written")
     parent = p.parent

@@ -277,7 +277,7 @@ class LayerDesc:
         for key, text in raw.items():
             canon = self.canonical_param_name(key)
             if canon is None:
-                warnings.append(f"{self.name} {layer}: unknown parameter {key!r} ignored")
+                warnings.append(f"{self.name} {layer}: unknown parameter {cut(key)} ignored")
                 continue
             p = self.param(canon)
             try:

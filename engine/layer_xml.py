@@ -63,7 +63,7 @@ def parse_xml(text: bytes, path: str) -> tuple[ET.Element, dict[int, int]]:
         raise ModelFileError(path, None, "document type declarations are not allowed") from None
     except defusedxml.EntitiesForbidden as exc:
         line = getattr(parser.parser, "CurrentLineNumber", None)
-        raise ModelFileError(path, line, f"XML entities are not allowed (entity {exc.name!r})") from None
+        raise ModelFileError(path, line, f"XML entities are not allowed (entity {cut(exc.name)})") from None
     except defusedxml.DefusedXmlException as exc:
         raise ModelFileError(path, None, f"refused unsafe XML: {exc}") from None
     return root, target.lines
@@ -113,7 +113,7 @@ def check_layer(spec: LayerSpec, desc: LayerDesc | None, registry: Registry, le:
     """Check a layer against its descriptor (``None``: unknown type): parameter values and the activation
     and its coefficients. With ``rename``, legacy type, parameter and activation names become current ones."""
     if desc is None:
-        raise fail(le, f"layer {spec.name}: unknown layer type {spec.type!r} ({registry.suggest_layer(spec.type)})")
+        raise fail(le, f"layer {spec.name}: unknown layer type {cut(spec.type)} ({registry.suggest_layer(spec.type[:200])})")
     try:
         _, warnings = desc.parse_params(spec.name, spec.params)
     except ParameterError as exc:
@@ -123,7 +123,7 @@ def check_layer(spec: LayerSpec, desc: LayerDesc | None, registry: Registry, le:
     act = registry.find_activation(spec.activation) if spec.activation != "none" else None
     if spec.activation != "none":
         if act is None:
-            raise fail(le, f"layer {spec.name}: unknown activation {spec.activation!r}")
+            raise fail(le, f"layer {spec.name}: unknown activation {cut(spec.activation)}")
         try:
             act.coefficient_values(spec.act_coefs, f"layer {spec.name}")
         except ParameterError as exc:

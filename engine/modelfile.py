@@ -73,7 +73,7 @@ def loads(text: str | bytes, path: str = "<string>", registry: Registry | None =
     for t in root.iterfind("templates/template"):
         defn = parse_template(t, path, lines, warnings)  # structure; line numbers of this file
         if defn.name in model.templates:
-            raise fail(t, f"duplicate template name {defn.name!r}")
+            raise fail(t, f"duplicate template name {cut(defn.name)}")
         defs.append(defn)
         model.templates[defn.name] = canonical_xml(t)
     for c in root.iterfind("custom-layers/custom-layer"):
@@ -101,7 +101,7 @@ def loads(text: str | bytes, path: str = "<string>", registry: Registry | None =
             desc = find_desc(model, registry, spec.type)
             tname = template_name(spec.type)
             if desc is None and tname is not None:
-                raise fail(le, f"layer {spec.name}: unknown layer type {spec.type!r} (no template named {tname!r} in "
+                raise fail(le, f"layer {spec.name}: unknown layer type {cut(spec.type)} (no template named {cut(tname)} in "
                                f"this file; its templates: {', '.join(model.templates) or 'none'})")
             check_layer(spec, desc, registry, le, fail, warn)
         model.layers[spec.name] = spec

@@ -5,7 +5,7 @@ probed, and only counts as usable when a CUDA device answers."""
 from __future__ import annotations
 
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from engine.backends.base import Backend
 from engine.backends.numpy_backend import NumpyBackend
@@ -69,7 +69,8 @@ def get_backend(name: str = "auto", notice: TextIO | None = sys.stderr, always_n
     return _numpy_backend(notice)
 
 
-_compile_notice: list[TextIO] = []  # where to say that kernels are being compiled (the latest caller's stream)
+#: where to say that kernels are being compiled (the latest caller's stream), and whether it was said there
+_compile_notice: list[Any] = []
 
 
 def _numpy_backend(notice: TextIO | None) -> Backend:
@@ -84,19 +85,18 @@ def _numpy_backend(notice: TextIO | None) -> Backend:
             from numba.core import event  # noqa: PLC0415 - cpu_kernels imported numba already
 
             class _FirstCompile(event.Listener):
-                said = False
-
                 def on_start(self, ev: event.Event) -> None:
-                    if not self.said and _compile_notice:
-                        self.said = True
+                    if _compile_notice and not _compile_notice[1]:
+                        _compile_notice[1] = True
                         print("layerlab: compiling the CPU kernels for this machine (first run after installing: "
-                              "about half a minute; they are cached)", file=_compile_notice[-1], flush=True)
+                              "about half a minute; they are cached)", file=_compile_notice[0], flush=True)
 
                 def on_end(self, ev: event.Event) -> None:
                     pass
 
             event.register("numba:compile", _FirstCompile())
-        _compile_notice[:] = [notice]
+        if not _compile_notice or _compile_notice[0] is not notice:
+            _compile_notice[:] = [notice, False]
     return NumpyBackend()
 
 

@@ -16,7 +16,8 @@ def no_probe_cache(monkeypatch):
     monkeypatch.setattr(backends, "_cupy_probe", None)
 
 
-def test_cupy_installed_without_driver_is_detected_not_crashed(monkeypatch, no_probe_cache):
+def test_cupy_installed_without_driver_is_detected_not_crashed(monkeypatch, no_probe_cache, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # a machine that has not seen the notice yet
     fake = types.ModuleType("cupy")
 
     class Runtime:

@@ -2,6 +2,7 @@
 never reached; long values are cut in messages."""
 from __future__ import annotations
 
+import os
 import pickle
 
 import numpy as np
@@ -17,6 +18,7 @@ from tests.hostile.conftest import SMALL, conv, inp, out
     ("file:f", ["-o", "output=f/sub/x.npy"], ["f/sub/x.npy", "is a file, not a folder"]),
     ("", ["-o", "output=/proc/no_such/x.npy"], ["/proc/no_such/x.npy"]),
     ("", ["-o", "output=x.txt"], ["x.txt", "unsupported output file type"]),
+    ("fifo:p.npy", ["-o", "output=p.npy"], ["p.npy", "not a regular file"]),
     ("", ["-o", "output=x.npy", "-o", "ghost=y.npy"], ["ghost"]),
 ])
 def test_outputs_that_cannot_be_written(case, setup, args, culprit):
@@ -26,6 +28,8 @@ def test_outputs_that_cannot_be_written(case, setup, args, culprit):
         (case.dir / name).mkdir()
     elif kind == "file":
         case.write(name, "x")
+    elif kind == "fifo":
+        os.mkfifo(case.dir / name)
     case.expect(2, culprit, "infer", "m.lnet", "-n", "1", *args)
 
 
@@ -179,3 +183,18 @@ def test_corrupt_image_input(case):
     case.model("m.lnet", SMALL)
     case.write("bad.png", b"\x89PNG\r\n\x1a\n" + b"\x00" * 50)
     case.expect(2, ["bad.png", "cannot decode"], "infer", "m.lnet", "-i", "input=bad.png")
+
+
+@pytest.mark.parametrize("layer,culprit", [
+    (f'<layer name="c1" type="{"t" * 5000}"><input index="0" source="input"/></layer>', "unknown layer type"),
+    (f'<layer name="c1" type="template:{"t" * 5000}"><input index="0" source="input"/></layer>', "unknown layer type"),
+    ('<layer name="c1" type="dropout"><activation type="' + "a" * 5000 + '"/><input index="0" source="input"/></layer>',
+     "unknown activation"),
+    ('<layer name="c1" type="dropout"><activation type="relu"><coef name="alpha" value="1"/></activation>'
+     '<input index="0" source="input"/></layer>', "coefficient"),
+    ('<layer name="' + "n" * 5000 + '!" type="dropout"/>', "not a valid identifier"),
+])
+def test_long_names_are_cut_in_messages(case, layer, culprit):
+    case.model("m.lnet", "\n".join([inp(), layer]))
+    res = case.expect(2, ["m.lnet:", culprit], "check", "m.lnet")
+    assert len(res.error_lines[0]) < 600
