@@ -107,9 +107,13 @@ def validate(doc: Any, source: str = "<report>") -> dict[str, Any]:
     for key in ("model", "run", "network"):
         need(doc, key, dict, "")
     need(doc["network"], "avg_ms", (int, float), "network.")
+    need(doc["model"], "name", str, "model.")
+    for key in ("backend", "format", "device"):
+        need(doc["run"], key, str, "run.")
     for i, layer in enumerate(need(doc, "layers", list, "")):
         for key, kind in (("name", str), ("type", str), ("time_ms", dict), ("flops", int)):
             need(layer, key, kind, f"layers[{i}].")
+        need(layer["time_ms"], "mean", (int, float), f"layers[{i}].time_ms.")
     return doc
 
 
@@ -315,12 +319,10 @@ def compare(reports: list[dict[str, Any]], labels: list[str] | None = None, base
         raise LayerLabError("compare needs at least one report")
     if not 0 <= base < len(reports):
         raise LayerLabError(f"base report {base} does not exist (there are {len(reports)} reports, numbered from 0)")
-    keys: list[tuple[str, str]] = []
+    keys: dict[tuple[str, str], None] = {}  # in first-seen order
     for rep in reports:
         for layer in rep["layers"]:
-            k = (layer["name"], layer["type"])
-            if k not in keys:
-                keys.append(k)
+            keys.setdefault((layer["name"], layer["type"]), None)
     index = [{(x["name"], x["type"]): x["time_ms"]["mean"] for x in rep["layers"]} for rep in reports]
     rows = [(k[0], k[1], [idx.get(k) for idx in index]) for k in keys]
     labels = labels or [f"{i}: {r['model']['name']} {r['run']['backend']} {r['run']['format']}" for i, r in enumerate(reports)]

@@ -1,5 +1,5 @@
-"""Runs one hostile case: the public ``layerlab`` command in a subprocess, inside the case's own folder,
-under a memory limit, and checks what every case must hold.
+"""Runs one hostile case: the public ``layerlab`` command (``python -m app``, as the console script) in a
+subprocess, inside the case's own folder, under a memory limit, and checks what every case must hold.
 
 Every case asserts: the exit status; that stderr's error line names the culprit; that no Python traceback
 appears; that exit status 3 (a bug in LayerLab) is never reached; that nothing is written outside the
@@ -61,7 +61,7 @@ def run_layerlab(args: list[str], case_dir: Path, env: dict[str, str] | None = N
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
-    proc = subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=case_dir, env=full_env, input=stdin,
+    proc = subprocess.run([sys.executable, "-m", "app", *args], cwd=case_dir, env=full_env, input=stdin,
                           capture_output=True, text=True, timeout=timeout, preexec_fn=limit)
     return Result(proc.returncode, proc.stdout, proc.stderr)
 

@@ -172,11 +172,33 @@ def test_bad_arguments(case, args, culprit):
     (b"[]", "not a LayerLab report"),
     (b'{"schema": "layerlab-report", "version": ' + b"9" * 5000 + b"}", "not a LayerLab report"),
     (b"\xff\xfe\x00", "not valid JSON"),
+    (b'{"schema":"layerlab-report","version":1,"model":{},"run":{},"network":{"avg_ms":1},"layers":[]}', "model.name"),
+    (b'{"schema":"layerlab-report","version":1,"model":{"name":"x"},"run":{"backend":"numpy","format":"f",'
+     b'"device":"d"},"network":{"avg_ms":1},"layers":[{"name":"a","type":"b","time_ms":{"mean":"x"},"flops":1}]}',
+     "layers[0].time_ms.mean"),
 ])
 def test_broken_reports(case, content, culprit):
     case.write("r.json", content)
     res = case.expect(2, ["r.json", culprit], "compare", "r.json")
     assert len(res.error_lines[0]) < 400
+
+
+def test_compare_base_out_of_range(case):
+    case.write("r.json", b'{"schema":"layerlab-report","version":1,"model":{"name":"x"},"run":{"backend":"numpy",'
+                         b'"format":"f","device":"d"},"network":{"avg_ms":1},"layers":[{"name":"a","type":"b",'
+                         b'"time_ms":{"mean":1},"flops":1}]}')
+    case.expect(0, None, "compare", "r.json")
+    case.expect(2, ["base report 5"], "compare", "r.json", "--base", "5")
+
+
+@pytest.mark.parametrize("args,culprit", [
+    (["--threshold", "-1"], "--threshold"),
+    (["--candidate", "fp8"], "fp8"),
+    (["-i", "input=nope.png"], "nope.png"),
+])
+def test_drift_bad_arguments(case, args, culprit):
+    case.model("m.lnet", SMALL)
+    case.expect(2, culprit, "drift", "m.lnet", *args)
 
 
 def test_corrupt_image_input(case):
