@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.backends import NumpyBackend
+from engine.backends import get_backend
 from engine.descriptors import InputKind
 from engine.layer import BoundActivation
 from engine.model import Model
@@ -32,6 +32,7 @@ SKIP = {"input", "output"}  # they carry no computation of their own
 #: convolution); their exporters say so with ``exports_activation``
 LAYERS = [n for n in REGISTRY.layer_names if n not in SKIP and not REGISTRY.layer_class(n).exports_activation]
 ACTIVATIONS = ["none", *REGISTRY.activation_names]
+BACKENDS = ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)]
 
 
 def _model(layer_type: str, activation: str) -> Model:
@@ -51,8 +52,8 @@ def _model(layer_type: str, activation: str) -> Model:
     return m
 
 
-def _run(model: Model, fmt: TensorFormat, fusing: str) -> np.ndarray:
-    net = Network(model, REGISTRY, NumpyBackend(), fmt, fusing=fusing, seed=3, graph_capture=False)
+def _run(model: Model, fmt: TensorFormat, fusing: str, backend: str = "numpy") -> np.ndarray:
+    net = Network(model, REGISTRY, get_backend(backend, notice=None), fmt, fusing=fusing, seed=3, graph_capture=False)
     for i, name in enumerate(net.input_names):
         d = net.input_dims(name)
         net.set_input(name, np.random.default_rng(i).standard_normal(tuple(d)).astype(np.float32))
@@ -71,16 +72,17 @@ def _tolerance(fmt: TensorFormat) -> dict:
     return {"rtol": 2e-2, "atol": 2e-2} if fmt.dtype == np.float16 else {"rtol": 1e-4, "atol": 1e-4}
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("layer_type", LAYERS)
-def test_layer_with_activation_equals_layer_then_activation(layer_type):
+def test_layer_with_activation_equals_layer_then_activation(layer_type, backend):
     checked = 0
     for fmt in FORMATS:
         if fmt not in REGISTRY.find_layer(layer_type).formats:
             continue
         for fusing in ("on", "off"):
-            plain = _run(_model(layer_type, "none"), fmt, fusing)
+            plain = _run(_model(layer_type, "none"), fmt, fusing, backend)
             for activation in ACTIVATIONS[1:]:
-                got = _run(_model(layer_type, activation), fmt, fusing)
+                got = _run(_model(layer_type, activation), fmt, fusing, backend)
                 want = _activation_alone(plain, activation)
                 np.testing.assert_allclose(got, want, **_tolerance(fmt),
                                            err_msg=f"{layer_type} + {activation}, {fmt}, fusing {fusing}")
@@ -88,14 +90,15 @@ def test_layer_with_activation_equals_layer_then_activation(layer_type):
     assert checked >= len(ACTIVATIONS) - 1
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fusing", ["on", "off"])
 @pytest.mark.parametrize("fmt", [str(f) for f in FORMATS])
-def test_upsample_concatenation_softmax_is_one_softmax_over_the_joined_channels(fmt, fusing):
+def test_upsample_concatenation_softmax_is_one_softmax_over_the_joined_channels(fmt, fusing, backend):
     m = Model("probe")
     m.add_layer("input", "small", params={"dimensions": "1x3x4x4"})
     m.add_layer("input", "skip", params={"dimensions": "1x2x8x8"})
     m.add_layer("upsample", "up", params={"factor": "2"}, inputs=["small"])
     m.add_layer("concatenation", "L", inputs=["up", "skip"], activation="softmax")
     m.add_layer("output", "out", inputs=["L"])
-    y = _run(m, TensorFormat.parse(fmt), fusing)
+    y = _run(m, TensorFormat.parse(fmt), fusing, backend)
     np.testing.assert_allclose(y.sum(axis=1), 1.0, **_tolerance(TensorFormat.parse(fmt)))
