@@ -10,6 +10,7 @@ Outputs written as images take batch item 0 (further items get ``_1``, ``_2``...
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ VIDEO_EXTS = (".mp4", ".avi", ".mkv", ".mpeg", ".mpg", ".wmv", ".mov")
 
 
 def _cv2() -> Any:
+    if "cv2" not in sys.modules and max_image_pixels():  # OpenCV's own decoder limit, for files Pillow cannot measure
+        os.environ.setdefault("OPENCV_IO_MAX_IMAGE_PIXELS", str(max_image_pixels()))
     try:
         import cv2  # noqa: PLC0415
     except ImportError as exc:  # pragma: no cover - opencv is a base dependency
