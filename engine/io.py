@@ -9,6 +9,7 @@ Outputs written as images take batch item 0 (further items get ``_1``, ``_2``...
 0..1 and scale to 8 bits; 1 channel gives gray, 3 RGB, 4 RGBA, any other count the first 3 channels."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 import warnings
@@ -211,7 +212,22 @@ def tensor_to_image(t: np.ndarray, item: int = 0) -> np.ndarray:
 
 
 def load_npy(path: Path, error: type[LayerLabError], what: str) -> np.ndarray:
-    """``np.load`` of a .npy file that is never unpickled; errors (``error``) name the file."""
+    """``np.load`` of a .npy file that is never unpickled; errors (``error``) name the file. The header is read
+    first: a file whose header declares more data than the file holds is refused before anything is allocated."""
+    try:
+        with open(path, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                           (2, 0): np.lib.format.read_array_header_2_0}[version]
+            shape, _order, dtype = read_header(fh)
+            declared = math.prod(shape) * dtype.itemsize
+            if not dtype.hasobject and declared > os.fstat(fh.fileno()).st_size - fh.tell():
+                raise error(f"{path}: the .npy header declares {declared} bytes of data ({'x'.join(map(str, shape))} "
+                            f"{dtype}), more than the file holds")
+    except LayerLabError:
+        raise
+    except Exception:  # noqa: BLE001 - not a .npy header: np.load below says what it is
+        pass
     try:
         return np.load(path, allow_pickle=False)
     except ValueError as exc:

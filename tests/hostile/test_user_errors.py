@@ -220,3 +220,15 @@ def test_long_names_are_cut_in_messages(case, layer, culprit):
     case.model("m.lnet", "\n".join([inp(), layer]))
     res = case.expect(2, ["m.lnet:", culprit], "check", "m.lnet")
     assert len(res.error_lines[0]) < 600
+
+
+def test_npy_header_declaring_more_data_than_the_file_holds(case):
+    case.model("m.lnet", SMALL)
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 100000, 100000), }"
+    header += " " * (63 - (len(header) + 10) % 64) + "\n"
+    case.write("huge.npy", b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + b"\0" * 64)
+    res = case.expect(2, ["huge.npy", "declares 120000000000 bytes"], "infer", "m.lnet", "-i", "input=huge.npy")
+    assert "MemoryError" not in res.err
+    (case.dir / "w").mkdir()
+    (case.dir / "w" / "c1_weights.npy").write_bytes((case.dir / "huge.npy").read_bytes())
+    case.expect(2, ["c1_weights.npy", "more than the file holds"], "infer", "m.lnet", "-w", "w")
