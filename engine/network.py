@@ -262,7 +262,9 @@ class Network:
                 nd.layer.requested_dims = input_dims[name]  # type: ignore[attr-defined]
             out = nd.layer.output_dims(ins)
             dims[name], in_dims[name] = out, ins
-        available = self.backend.available_memory()  # checked before any tensor or weight is allocated
+        # checked before any tensor or weight is allocated; the buffers held now are freed by the new plan
+        held = sum(int(s.nbytes) for s in self._slots)
+        available = self.backend.available_memory() + held
         for name in self.order:
             layer = self.nodes[name].layer
             check_layer_memory(f"{layer.desc.name} {name}", dims[name], layer.weight_shapes(in_dims[name]),
@@ -343,8 +345,10 @@ class Network:
             if n not in pinned:
                 release_at.setdefault(last_use[n], []).append(slot)
             free.extend(release_at.pop(pos[n], []))
+        held = sum(int(s.nbytes) for s in self._slots)
         check_allocation(f"network {self.model_name}: its tensor buffers", sum(capacity),
-                         self.backend.available_memory(), self.backend.device_name)
+                         self.backend.available_memory() + held, self.backend.device_name)
+        self._slots = []  # the old buffers go before the new ones come
         self._slots = [self.backend.alloc_bytes(c) for c in capacity]
         self._owner = [None] * len(capacity)
         self._slot_of = {n: slot_of[roots[n]] for n in self.order}
