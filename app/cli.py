@@ -169,7 +169,7 @@ def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
         vname, vpath = video[0]
         reader = VideoReader(vpath, _image_options(net, vname))
         writers = {n: VideoWriter(p, reader.fps) for n, p in outputs if kind_of_safe(p) == "video"}
-        times, frame_no = [], 0
+        times, frame_no, completed = [], 0, False
         try:
             for frame in reader:
                 net.set_input(vname, frame)
@@ -181,10 +181,11 @@ def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
                         stem = Path(p)
                         write_output(stem.with_name(f"{stem.stem}_{frame_no:05d}{stem.suffix}"), net.output(n))
                 frame_no += 1
+            completed = True
         finally:
             reader.close()
             for w in writers.values():
-                w.close()
+                w.close(keep=completed)  # a failed run leaves no half-written video
         if not times:
             raise CliError(f"{vpath}: the video has no frames")
         print(f"{frame_no} frames, average time per frame: {np.mean(times):.3f} ms", file=out)

@@ -146,43 +146,65 @@ def refuse_overwrite(output: str | os.PathLike[str], sources: Iterable[str | os.
             raise OutputError(f"{output}: this is the {what} ({src}); choose another output path")
 
 
+class PendingFile:
+    """A file being written under a temporary name in the target's folder (same extension, for writers that
+    choose the format by it): :meth:`commit` syncs it and renames it over the target (a symbolic link's target),
+    then syncs the folder; :meth:`discard` removes it. Temporary files of killed writes of the same target are
+    removed first. Errors name the target, never the temporary file."""
+
+    def __init__(self, path: str | os.PathLike[str], what: str = "file") -> None:
+        self.path, self.what = path, what
+        self.target = check_output_file(path, what)
+        try:
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot create the folder {self.target.parent}: {exc.strerror or exc}") from None
+        clean_stray_temps(self.target)
+        self.temp = self.target.parent / (f"{_temp_prefix(self.target)}{os.getpid()}-{secrets.token_hex(4)}"
+                                          f".tmp{self.target.suffix}")
+
+    def commit(self, mode: int | None = None) -> Path:
+        """Move the written temporary file over the target (keeping the target's permissions)."""
+        try:
+            if mode is None:
+                try:
+                    mode = self.target.stat().st_mode & 0o777
+                except FileNotFoundError:
+                    umask = os.umask(0)
+                    os.umask(umask)
+                    mode = 0o666 & ~umask
+            if not self.temp.is_file():
+                raise OutputError(f"{self.path}: the {self.what} could not be written")
+            os.chmod(self.temp, mode)
+            with open(self.temp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.replace(self.temp, self.target)
+        except OSError as exc:
+            self.discard()
+            raise OutputError(f"{self.path}: cannot write the {self.what}: {exc.strerror or exc}") from None
+        fsync_folder(self.target.parent)
+        return self.target
+
+    def discard(self) -> None:
+        """Remove the temporary file (nothing happens to the target)."""
+        with contextlib.suppress(OSError):
+            if self.temp.exists():
+                self.temp.unlink()
+
+
 def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object], what: str = "file",
                  mode: int | None = None) -> Path:
     """Write ``path`` atomically: ``write(temp)`` writes the content to a temporary path in the same folder
-    (with the same extension, for writers that choose the format by it), which is synced and renamed over the
-    target. Returns the target written. Errors name ``path``; on any failure the temporary file is removed and
-    the target is unchanged."""
-    target = check_output_file(path, what)
-    folder = target.parent
+    (see :class:`PendingFile`), which is then synced and renamed over the target. Returns the target written.
+    Errors name ``path``; on any failure the temporary file is removed and the target is unchanged."""
+    pending = PendingFile(path, what)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot create the folder {folder}: {exc.strerror or exc}") from None
-    clean_stray_temps(target)
-    tmp = folder / f"{_temp_prefix(target)}{os.getpid()}-{secrets.token_hex(4)}.tmp{target.suffix}"
-    try:
-        if mode is None:
-            try:
-                mode = target.stat().st_mode & 0o777
-            except FileNotFoundError:
-                umask = os.umask(0)
-                os.umask(umask)
-                mode = 0o666 & ~umask
-        write(tmp)
-        if not tmp.is_file():
-            raise OutputError(f"{path}: the {what} could not be written")
-        os.chmod(tmp, mode)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        write(pending.temp)
+        return pending.commit(mode)
     except OSError as exc:
         raise OutputError(f"{path}: cannot write the {what}: {exc.strerror or exc}") from None
     finally:
-        with contextlib.suppress(OSError):
-            if tmp.exists():
-                tmp.unlink()
-    fsync_folder(folder)
-    return target
+        pending.discard()
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, what: str = "file") -> Path:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.atomic import atomic_write
+from engine.atomic import PendingFile, atomic_write
 from engine.errors import InputError, LayerLabError
 from engine.limits import cut, max_image_pixels
 
@@ -282,6 +282,7 @@ class VideoWriter:
         self.path = Path(path)
         self.fps = fps
         self._writer: Any = None
+        self._pending: PendingFile | None = None
 
     def write(self, tensor: np.ndarray) -> None:
         cv2 = _cv2()
@@ -292,11 +293,20 @@ class VideoWriter:
             img = cv2.cvtColor(img[:, :, :3], cv2.COLOR_RGB2BGR)
         if self._writer is None:
             four = cv2.VideoWriter_fourcc(*("MJPG" if self.path.suffix.lower() == ".avi" else "mp4v"))
-            self._writer = cv2.VideoWriter(str(self.path), four, self.fps, (img.shape[1], img.shape[0]))
+            self._pending = PendingFile(self.path, "video")  # moved over the target when the video is complete
+            self._writer = cv2.VideoWriter(str(self._pending.temp), four, self.fps, (img.shape[1], img.shape[0]))
             if not self._writer.isOpened():
+                self._pending.discard()
                 raise LayerLabError(f"{self.path}: cannot open a video writer for this file type")
         self._writer.write(img)
 
-    def close(self) -> None:
+    def close(self, keep: bool = True) -> None:
+        """Finish the video: with ``keep`` it replaces the target, else (a failed run) it is thrown away."""
         if self._writer is not None:
             self._writer.release()
+            self._writer = None
+        if self._pending is not None:
+            if keep:
+                self._pending.commit()
+            self._pending.discard()
+            self._pending = None

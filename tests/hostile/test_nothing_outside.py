@@ -111,3 +111,19 @@ def test_torch_export_in_a_case_folder_writes_only_there(case):
     case.model("m.lnet", "\n".join([inp(), conv("c1", "input"), out("c1")]), network='name="net" version="1"')
     case.expect(0, None, "export", "torch", "m.lnet", "-o", "t")
     assert sorted(p.name for p in (case.dir / "t").iterdir()) == ["net.py", "net_weights.npz"]
+
+
+def test_video_output_is_written_aside_and_moved_in_when_complete(case):
+    import cv2
+
+    case.model("m.lnet", "\n".join([inp(dims="1x3x16x16"), out("input")]))
+    writer = cv2.VideoWriter(str(case.dir / "in.avi"), cv2.VideoWriter_fourcc(*"MJPG"), 5, (16, 16))
+    for i in range(3):
+        writer.write(np.full((16, 16, 3), 60 * i, np.uint8))
+    writer.release()
+    old = case.write("out.avi", b"old")
+    inode = old.stat().st_ino
+    res = case.expect(0, None, "infer", "m.lnet", "-i", "in.avi", "-o", "output=out.avi")
+    assert "3 frames" in res.out
+    assert (case.dir / "out.avi").stat().st_ino != inode and (case.dir / "out.avi").stat().st_size > 100
+    assert not [p for p in case.dir.iterdir() if ".tmp" in p.name]
