@@ -221,7 +221,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, what: str = "f
 def staged_folder(path: str | os.PathLike[str], what: str = "output folder") -> Iterator[Path]:
     """Build a folder's content in a temporary sibling; on success it replaces ``path`` (an older folder of
     that name is removed only then); on failure the temporary folder is removed and ``path`` is unchanged."""
-    target = check_output_folder(path, what)
+    target = resolve_target(check_output_folder(path, what))  # a link to a folder stays a link
     parent = target.parent
     make_folder(parent, "folder")
     stage = parent / f"{_temp_prefix(target)}{os.getpid()}-{secrets.token_hex(4)}.tmp"
