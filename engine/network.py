@@ -78,9 +78,11 @@ class Network:
     def __init__(self, model: Model, registry: Registry, backend: Backend | None = None,
                  fmt: TensorFormat = FP32_NCHW, weights: WeightsSource | None = None, seed: int = 0,
                  reuse_buffers: bool = True, fusing: str | list[Any] = "on",
-                 protected: set[str] | frozenset[str] = frozenset(), graph_capture: bool = True) -> None:
+                 protected: set[str] | frozenset[str] = frozenset(), graph_capture: bool = True,
+                 tf32: bool = False) -> None:
         """``fusing``: 'on' (the registry's and the model's enabled rules), 'off', a rules file, or a
-        list of parsed FusingRule. ``protected`` layers (breakpoints) keep their own outputs.
+        list of parsed FusingRule. ``protected`` layers (breakpoints) keep their own outputs. ``tf32``: fp32
+        convolutions on the GPU may use TF32 tensor cores (off: strict float32, as on the CPU).
 
         Template instances are expanded first (``engine.templates``), so the network, its reports and its
         weights use the expanded names (``<instance>__<layer>``) and fusing rules apply across them."""
@@ -94,6 +96,7 @@ class Network:
         self.backend = backend or NumpyBackend()
         self.xp = self.backend.xp
         self.fmt = fmt
+        self.tf32 = bool(tf32)
         base_weights = weights or RandomWeights(seed)
         rules = rules_from(registry, model, fusing) if isinstance(fusing, str) else list(fusing)
         self.fused = apply_rules(model, registry, fmt, rules, protected=set(protected)) if rules else None
@@ -139,9 +142,6 @@ class Network:
         self.peak_memory_bytes = 0
         self.graph_capture = graph_capture and self.backend.supports_graphs
         self.graph_status = "off" if not self.graph_capture else "not captured yet"
-        if self.graph_capture and fmt.dtype != np.float16:
-            self.graph_capture = False  # fp32 convolutions use cuBLAS, which CuPy refuses to capture
-            self.graph_status = "off (fp32: convolutions run on cuBLAS, which cannot be captured)"
         self._graph: Any = None
         self._graph_key: tuple[str, ...] | None = None
         self._last_key: tuple[str, ...] | None = None
@@ -202,12 +202,17 @@ class Network:
             raise InputError(f"input {name}: expected a 4-D tensor (N, C, H, W), got shape {arr.shape}")
         if arr.dtype.kind not in "fiu":
             raise InputError(f"input {name}: expected numbers, got dtype {arr.dtype}")
-        if not np.all(np.isfinite(arr)):
-            raise InputError(f"input {name}: the tensor contains NaN or infinite values")
         if min(arr.shape) < 1:
             raise InputError(f"input {name}: every dimension must be at least 1, got shape {arr.shape}")
         src = fmt or FP32_NCHW
-        self._pending_inputs[name] = self.backend.to_device(convert(arr.astype(np.float32), src, self.fmt))
+        # upload as it is (float16/float32 kept, other numbers as float32), then scan and convert on the
+        # device: on a GPU the host-side NaN scan and layout conversion cost ten times the upload
+        host = np.ascontiguousarray(arr if arr.dtype in (np.float16, np.float32) else arr.astype(np.float32))
+        dev = self.backend.to_device(host)
+        xp = self.backend.xp
+        if arr.dtype.kind == "f" and not bool(xp.isfinite(dev).all()):
+            raise InputError(f"input {name}: the tensor contains NaN or infinite values")
+        self._pending_inputs[name] = convert(dev, src, self.fmt, xp)
 
     def input_dims(self, name: str) -> Dims:
         self._ensure_planned()
@@ -395,6 +400,7 @@ class Network:
         for cb in self.hooks.before_inference:
             cb(self)
         key = tuple(n for n in self.order if n in todo)
+        self.backend.allow_tf32 = self.tf32
         with self.backend.running():
             if key and self.graph_capture and not (self.hooks.before_layer or self.hooks.after_layer):
                 self._run_graph(key)

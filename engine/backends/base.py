@@ -62,6 +62,9 @@ class Backend:
         return self.xp.empty((max(int(nbytes), 1),), dtype=np.uint8)
 
     supports_graphs = False
+    #: fp32 convolutions may use TF32 tensor cores (10-bit mantissa products, float32 sums); set from the
+    #: network's ``tf32`` setting before each run. Off: strict float32, as the NumPy backend computes.
+    allow_tf32 = False
     #: True when conv2d may have a fast path (layers skip the call otherwise)
     has_conv_kernels = False
 

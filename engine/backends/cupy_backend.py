@@ -30,7 +30,8 @@ class _EventTimer(Timer):
 
 class CupyBackend(Backend):
     """All work runs on one non-blocking stream of the backend (so it can be captured as a CUDA graph);
-    fp16 convolutions use cuDNN through its frontend graph API when the ``cudnn`` package is there."""
+    convolutions use cuDNN through its frontend graph API when the ``cudnn`` package is there (fp16: after
+    our own direct and pointwise kernels where they apply; fp32: strict unless ``allow_tf32``)."""
 
     name = "cupy"
     xp = cupy
@@ -61,8 +62,11 @@ class CupyBackend(Backend):
     def conv2d(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
                dilation: tuple[int, int], groups: int, act: str | None, coefs: dict[str, float],
                cache: dict[str, Any] | None = None) -> bool:
-        if x.dtype != cupy.float16:
+        if x.dtype not in (cupy.float16, cupy.float32):
             return False
+        if x.dtype == cupy.float32:  # our own kernels are fp16; fp32 goes to cuDNN (strict or TF32)
+            return self.cudnn is not None and self._cudnn.conv(x, w, b, out, stride, padding, dilation, act, coefs,
+                                                                tf32=self.allow_tf32)
         if gpu_kernels.direct_applies(x, w, out, groups, act) and is_nhwc_memory(x) and is_nhwc_memory(out):
             wd = derived(cache, "direct", w, lambda: gpu_kernels.direct_weights(w))
             if gpu_kernels.conv_direct(x.transpose(0, 2, 3, 1), wd, b, out.transpose(0, 2, 3, 1), w.shape[2:], stride,

@@ -61,3 +61,30 @@ def test_grouped_unaligned_convolution_is_not_padded():
         backend.synchronize()
         ref = conv2d(np, x.astype(np.float64), w.astype(np.float64), None, (1, 1), (1, 1), (1, 1), 3)
         assert np.linalg.norm(cupy.asnumpy(out) - ref) / np.linalg.norm(ref) < 5e-3
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("tf32", [False, True])
+def test_fp32_convolutions_run_on_cudnn_strict_unless_tf32(layout, tf32):
+    """fp32 convolutions go to cuDNN; strict float32 by default (float64-level agreement), TF32 when allowed
+    (tensor cores round the operands to 10-bit mantissas: about 1e-3 relative)."""
+    import cupy
+
+    backend = _cudnn()
+    backend.activate()
+    backend.allow_tf32 = tf32
+    try:
+        rng = np.random.default_rng(2)
+        x = rng.standard_normal((2, 64, 40, 56)).astype(np.float32)
+        w = (rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
+        b = rng.standard_normal(64).astype(np.float32)
+        put = (lambda a: _nhwc(cupy, a)) if layout == "nhwc" else cupy.asarray
+        out = put(np.full((2, 64, 40, 56), np.nan, np.float32))
+        assert backend.conv2d(put(x), put(w), cupy.asarray(b), out, (1, 1), (1, 1), (1, 1), 1, "relu", {})
+        backend.synchronize()
+    finally:
+        backend.allow_tf32 = False
+    ref = np.maximum(conv2d(np, x.astype(np.float64), w.astype(np.float64), b.astype(np.float64),
+                            (1, 1), (1, 1), (1, 1), 1), 0)
+    err = np.linalg.norm(cupy.asnumpy(out).astype(np.float64) - ref) / np.linalg.norm(ref)
+    assert err < (5e-3 if tf32 else 1e-5), err
