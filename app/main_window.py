@@ -29,7 +29,6 @@ from app.worker import RunController, RunRequest, RunResult
 from engine import modelfile
 from engine import report as report_file
 from engine.errors import LayerLabError
-from engine.fusing import copy_model
 from engine.model import Event, Model
 from engine.plugins import default_registry
 from engine.registry import Registry
@@ -944,7 +943,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.logger_dock.show()
             self.statusBar().showMessage(f"Run not started: {exc}", 10000)
             return None
-        req = RunRequest(run_id, doc.id, copy_model(doc.model), self.registry, config, base, model_file,
+        req = RunRequest(run_id, doc.id, doc.model.copy(), self.registry, config, base, model_file,
                          write_snapshot=snapshot, command=entry.command, started=started)
         self._runs[run_id] = req
         self.logger.add(entry)

@@ -131,6 +131,17 @@ class Model:
             "custom_layers": dict(self.custom_layers),
         }
 
+    def copy(self) -> Model:
+        """A new Model with the same content (layers, settings, rules, templates), a fresh undo stack and
+        no file path (so saving it never overwrites the original by accident)."""
+        out = Model(self.name, self.version)
+        out.layers = {n: copy.deepcopy(s) for n, s in self.layers.items()}
+        out.settings = dict(self.settings)
+        out.fusing_rules = copy.deepcopy(self.fusing_rules)
+        out.templates = dict(self.templates)
+        out.custom_layers = dict(self.custom_layers)
+        return out
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Model) and self.content() == other.content()
 

@@ -476,11 +476,9 @@ def expand(model: Model, registry: Registry | None = None, strict: bool = True) 
     """Replace every template instance of ``model`` by its layers (see the module documentation); ``model``
     is unchanged. ``strict``: raise TemplateError for an instance that cannot be expanded (else record it in
     ``failed`` and leave it as it is). ``registry`` is not needed to expand; ``check_template`` uses it."""
-    from engine.fusing import copy_model  # noqa: PLC0415 - fusing imports the model helpers at module level
-
     failed: dict[str, str] | None = None if strict else {}
     layers, alias, origin = _expand_scope(model.layers, model, (), failed)
-    out = copy_model(model)
+    out = model.copy()
     out.layers = layers
     out.templates = {}
     return Expansion(out, origin, alias, failed or {})

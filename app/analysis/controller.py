@@ -74,12 +74,10 @@ class AnalysisController(QtCore.QObject):
     # ---- commands --------------------------------------------------------------------------------
     def launch(self, model: Model, registry: Registry, config: AnalysisConfig | None = None) -> None:
         """Start analysis on a private copy of ``model`` (the caller makes models read-only)."""
-        from engine.fusing import copy_model  # noqa: PLC0415
-
         self.active = True
         self.active_changed.emit(True)
         self.message.emit(f"Analysis of {model.name}: building the network…")
-        self.proxy.send("start", StartRequest(copy_model(model), registry, config or AnalysisConfig()))
+        self.proxy.send("start", StartRequest(model.copy(), registry, config or AnalysisConfig()))
 
     def stop(self) -> None:
         """Leave analysis (a paused inference is aborted)."""

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from engine.export.common import ExportResult, build_network, host_weights
-from engine.fusing import copy_model
 from engine.model import Model
 from engine.modelfile import save
 from engine.registry import Registry
@@ -23,7 +22,7 @@ def preprocess(model: Model, registry: Registry, fmt: TensorFormat = FP32_NCHW, 
     from engine.network import Network  # noqa: PLC0415
 
     built = Network(model, registry, fmt=fmt, fusing=fusing, graph_capture=False).model
-    out = copy_model(built)
+    out = built.copy()
     out.fusing_rules = []
     out.templates = {}
     out.settings["fusing"] = "off"

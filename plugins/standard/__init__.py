@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import importlib
 
-from engine.fusing import BUILTIN_RULES
 from engine.registry import PluginMeta, Registrar
+from plugins.standard.fusing_rules import RULES
 
 PLUGIN = PluginMeta(
     name="standard",
@@ -53,5 +53,5 @@ LAYER_MODULES = (
 def register(registrar: Registrar) -> None:
     for name in LAYER_MODULES:
         registrar.layer(importlib.import_module(f"{__name__}.{name}").LAYER)
-    for rule in BUILTIN_RULES:
+    for rule in RULES:
         registrar.fusing_rule(rule)

@@ -492,7 +492,6 @@ def test_render_run_report_and_compare(make_window, model_copy, qtbot, tmp_path,
 # ---- the worker and the run settings without the window ------------------------------------------------
 def test_worker_unknown_command_and_cancel_before_the_run_starts(qtbot, registry, sample_path, tmp_path):
     from app.worker import RunController, RunRequest
-    from engine.fusing import copy_model
 
     ctl = RunController()
     try:
@@ -502,7 +501,7 @@ def test_worker_unknown_command_and_cancel_before_the_run_starts(qtbot, registry
         model = modelfile.load(sample_path, registry)
         model.set_setting("iterations", "100000")
         cfg = run_config.from_model(model, str(sample_path))
-        req = RunRequest(1, None, copy_model(model), registry, cfg, tmp_path / "r", str(sample_path))
+        req = RunRequest(1, None, model.copy(), registry, cfg, tmp_path / "r", str(sample_path))
         with qtbot.waitSignal(ctl.worker.run_cancelled, timeout=5000):
             assert ctl.start(req) and not ctl.start(req)  # one run at a time
             assert ctl.cancel()  # before the worker has even picked the run up

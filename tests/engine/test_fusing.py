@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from engine.descriptors import LayerDesc
 from engine.fusing import (
-    BUILTIN_RULES,
     FusingRule,
     FusingRuleError,
     MappedWeights,
@@ -31,6 +30,7 @@ from engine.registry import PluginMeta, Registrar, Registry
 from engine.tensor import FORMATS, FP32_NCHW, Dims, Layout, Precision, TensorFormat
 from engine.weights import RandomWeights, WeightsFolder, save_weights
 from plugins.standard import convolution, pooling
+from plugins.standard.fusing_rules import RULES as BUILTIN_RULES
 from tests.harness import BACKENDS, FORMAT_IDS, assert_close, backend_param
 
 EXAMPLE = "fp16|nhwc|convolution_bn = batch_normalization[act == 'none' || act == 'relu'] {convolution[act == 'none']}"

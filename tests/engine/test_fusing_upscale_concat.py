@@ -16,12 +16,13 @@ from engine.backends.numpy_backend import NumpyBackend
 from engine.descriptors import ParamDesc
 from engine.errors import LayerLabError
 from engine.export import export_onnx
-from engine.fusing import BUILTIN_RULES, apply_rules, check_rule, parse_rule, rules_from
+from engine.fusing import apply_rules, check_rule, parse_rule, rules_from
 from engine.model import Model
 from engine.network import Network
 from engine.plugins import default_registry, load_plugins
 from engine.registry import PluginMeta, Registrar, Registry
 from engine.tensor import FORMATS, FP32_NCHW, Dims, Precision, TensorFormat
+from plugins.standard.fusing_rules import RULES as BUILTIN_RULES
 from plugins.standard.resize import resample
 from plugins.standard.upsample import upsample_taps
 from plugins.standard.upscale_concat import UPSCALE_PARAMS, UpscaleConcat
