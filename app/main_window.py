@@ -35,7 +35,6 @@ from engine.registry import Registry
 from engine.templates import (
     expand,
     group,
-    import_model_as_template,
     rename_template,
     template_descs,
     template_name,
@@ -750,7 +749,7 @@ class MainWindow(QtWidgets.QMainWindow):
             if not path:
                 return None
         try:
-            added = import_model_as_template(doc.model, path, self.registry, name)
+            added = modelfile.import_model_as_template(doc.model, path, self.registry, name)
         except LayerLabError as exc:
             self._warn("Cannot import the model as a template", str(exc))
             return None
