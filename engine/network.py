@@ -22,6 +22,7 @@ from engine.errors import GraphError, InputError, LayerLabError, ParameterError,
 from engine.graph import execution_order
 from engine.layer import BoundActivation, Layer
 from engine.model import Model
+from engine.preprocess import preprocess
 from engine.registry import Registry
 from engine.tensor import FP32_NCHW, Dims, TensorFormat, convert, nchw_view
 from engine.weights import RandomWeights, WeightsSource
@@ -82,24 +83,18 @@ class Network:
         """``fusing``: 'on' (the registry's and the model's enabled rules), 'off', a rules file, or a
         list of parsed FusingRule. ``protected`` layers (breakpoints) keep their own outputs.
 
-        Template instances are expanded first (``engine.templates``), so the network, its reports and its
-        weights use the expanded names (``<instance>__<layer>``) and fusing rules apply across them."""
-        from engine.fusing import MappedWeights, apply_rules, rules_from  # noqa: PLC0415
-        from engine.templates import expand, has_instances  # noqa: PLC0415
-
+        The model is preprocessed first (``engine.preprocess``: template instances expanded, then fusing
+        rules applied), so the network, its reports and its weights use the expanded names
+        (``<instance>__<layer>``) and fusing rules apply across them."""
         self.model_name = model.name
-        self.expansion = expand(model, registry) if has_instances(model) else None
-        if self.expansion is not None:
-            model = self.expansion.model
+        self.preprocessed = preprocess(model, registry, fmt, fusing, protected)
+        self.expansion = self.preprocessed.expansion
+        self.fused = self.preprocessed.fused
+        model = self.preprocessed.model
         self.backend = backend or NumpyBackend()
         self.xp = self.backend.xp
         self.fmt = fmt
-        base_weights = weights or RandomWeights(seed)
-        rules = rules_from(registry, model, fusing) if isinstance(fusing, str) else list(fusing)
-        self.fused = apply_rules(model, registry, fmt, rules, protected=set(protected)) if rules else None
-        if self.fused is not None and self.fused.applied:
-            model = self.fused.model
-            base_weights = MappedWeights(base_weights, self.fused, registry)
+        base_weights = self.preprocessed.weights(weights or RandomWeights(seed), registry)
         self.model = model  # the model actually built (after fusing rules)
         self.weights_source = base_weights
         self.seed = seed
