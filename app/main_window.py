@@ -29,7 +29,8 @@ from app.worker import RunController, RunRequest, RunResult
 from engine import modelfile
 from engine import report as report_file
 from engine.errors import LayerLabError
-from engine.model import Event, Model
+from engine.events import Event, TemplateEvent
+from engine.model import Model
 from engine.plugins import default_registry
 from engine.registry import Registry
 from engine.templates import (
@@ -524,7 +525,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _doc_event(self, doc: Document, ev: Event) -> None:
         if doc is self.current:
-            if ev.kind.startswith("template_"):
+            if isinstance(ev, TemplateEvent):
                 self._refresh_templates()
             self._update_actions()
 
@@ -551,7 +552,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if doc is not None:
             self.act_grid.setChecked(doc.canvas.grid_shown)
             if self.fusing_dialog is not None and self.fusing_dialog.isVisible():
-                self.fusing_dialog.set_model(doc.model)
+                self.fusing_dialog.set_bridge(doc.bridge)
         self._update_title()
         self._update_actions()
         self._update_status()
@@ -890,9 +891,9 @@ class MainWindow(QtWidgets.QMainWindow):
             self.statusBar().showMessage("Open a model first", 4000)
             return None
         if self.fusing_dialog is None:
-            self.fusing_dialog = FusingRulesDialog(doc.model, self.registry, self)
+            self.fusing_dialog = FusingRulesDialog(doc.bridge, self.registry, self)
         else:
-            self.fusing_dialog.set_model(doc.model)
+            self.fusing_dialog.set_bridge(doc.bridge)
         self.fusing_dialog.show()
         self.fusing_dialog.raise_()
         return self.fusing_dialog

@@ -89,7 +89,7 @@ class AnalysisMode(QtCore.QObject):
                 self._status(f"Cannot launch analysis: {exc}")
                 return False
         self.doc = doc
-        self.guard.lock([d.model for d in getattr(self.main, "docs", [doc])])
+        self.guard.lock([d.bridge for d in getattr(self.main, "docs", [doc])])
         self.ctl = AnalysisController(self.proxy, parent=self)
         self.ctl.message.connect(self._status)
         self.ctl.overview_panel.act_timings.setChecked(self.act_timings.isChecked())
