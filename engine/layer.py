@@ -58,6 +58,8 @@ class BoundActivation:
     def __init__(self, impl: type[Activation], coefs: dict[str, float]) -> None:
         self.impl = impl
         self.name = impl.desc.name
+        #: the fused epilogue a kernel may apply instead of this activation (None: it has none)
+        self.epilogue = impl.desc.epilogue
         self.coefs = coefs
 
     def __call__(self, xp: Any, x: Any) -> Any:

@@ -420,9 +420,9 @@ class Network:
         self._last_key = None
 
     def _run_graph(self, key: tuple[str, ...]) -> None:
-        """Replay the captured CUDA graph of this set of layers, or capture it on its second run."""
+        """Replay the captured graph (CUDA, by the backend) of this set of layers, or capture it on its second run."""
         if self._graph is not None and self._graph_key == key:
-            self._graph.launch(self.backend.stream)
+            self.backend.launch_graph(self._graph)
             for n in key:
                 if self._roots[n] == n:
                     self._owner[self._slot_of[n]] = n
@@ -431,24 +431,21 @@ class Network:
             for name in key:  # first run of this set: eager (warms caches, plans cuDNN graphs)
                 self._execute(name)
             return
-        import cupy  # noqa: PLC0415 - only the CuPy backend supports graphs
+        current = [""]
 
-        stream = self.backend.stream
-        current = ""
+        def run_layers() -> None:
+            for name in key:
+                current[0] = name
+                self._execute(name)
+
         try:
-            with cupy.cuda.using_allocator(cupy.cuda.MemoryAsyncPool().malloc):
-                stream.begin_capture()
-                try:
-                    for current in key:
-                        self._execute(current)
-                finally:
-                    graph = stream.end_capture()
-            graph.launch(stream)
+            graph = self.backend.capture_graph(run_layers)
+            self.backend.launch_graph(graph)
             self._graph, self._graph_key = graph, key
             self.graph_status = f"captured ({len(key)} layers)"
         except Exception as exc:  # a layer that cannot be captured (host sync, pageable copy): stay eager
-            self.graph_status = f"failed at layer {current}: {type(exc).__name__}: {exc}"
-            stream.synchronize()
+            self.graph_status = f"failed at layer {current[0]}: {type(exc).__name__}: {exc}"
+            self.backend.synchronize()
             for name in key:
                 self._execute(name)
 
