@@ -5,10 +5,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import derived
+from engine.backends.layer_kernels import backend_convolve, physical_weight
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
-from engine.tensor import Dims, Layout, nchw_view
+from engine.tensor import Dims, nchw_view
 
 
 def conv_output_size(size: int, kernel: int, stride: int, pad_before: int, pad_after: int, dilation: int) -> int:
@@ -191,7 +191,7 @@ class Convolution(Layer):
         this case, otherwise im2col + a matrix product (BLAS / cuBLAS) and the activation."""
         s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
         geometry = ((s.h, s.w), (p.h, p.w), (d.h, d.w))
-        if self.backend.has_conv_kernels and self._backend_conv(x, w, b, out, geometry, cacheable):
+        if self.backend.kernel("conv2d") is not None and self._backend_conv(x, w, b, out, geometry, cacheable):
             return
         y = conv2d(self.xp, self.nchw(x), w, b, *geometry, self.p["groups"])
         self.store(out, self.activate(y))
@@ -216,38 +216,5 @@ class Convolution(Layer):
         return f"{t.module(conv_torch_module(self.p, self.input_dims[0].c), state)}({inputs[0]})"
 
 
-
-def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geometry: tuple[Any, ...],
-                     groups: int, cacheable: bool = True) -> bool:
-    """``act(conv(x, w) + b)`` by the backend's own kernel (logical NCHW views), the activation fused
-    when the backend can, else applied in place after it. False when the backend has no such path.
-    ``cacheable``: the weights stay the same array between runs (the backend may cache what it derives)."""
-    bv = None if b is None else b.astype(w.dtype, copy=False)
-    act = layer.activation
-    name, coefs = (act.name, act.coefs) if act is not None else (None, {})
-    cache = kernel_cache(layer) if cacheable else None
-    if layer.backend.conv2d(x, w, bv, out, *geometry, groups, name, coefs, cache):
-        return True
-    if act is not None and layer.backend.conv2d(x, w, bv, out, *geometry, groups, None, {}, cache):
-        act.impl.apply_inplace(layer.xp, out, act.coefs)  # no fused epilogue for it: one more pass
-        return True
-    return False
-
-
-def physical_weight(layer: Layer, w: Any, cacheable: bool, shape: tuple[int, ...] | None = None) -> Any:
-    """``w`` (viewed as ``shape`` K, C, R, S when given) in the memory layout of the layer's tensors (KRSC
-    for NHWC), seen as logical K, C, R, S; cached on the layer while the same weight array comes back."""
-    def make() -> Any:
-        phys = w.reshape(shape) if shape is not None else w
-        if layer.fmt.layout is Layout.NHWC:
-            phys = layer.xp.ascontiguousarray(phys.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-        return phys
-
-    return derived(kernel_cache(layer) if cacheable else None, "physical", w, make)
-
-
-def kernel_cache(layer: Layer) -> dict[str, Any]:
-    """The dict where a layer keeps what is derived from its weights (physical copies, backend forms)."""
-    return layer.__dict__.setdefault("_kernel_cache", {})
 
 LAYER = Convolution

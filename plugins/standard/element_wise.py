@@ -65,8 +65,9 @@ class ElementWise(Layer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         present = [x for x in inputs if x is not None]
         act = self.activation
-        if len(present) == 2 and self.backend.element_wise(
-                self.p["operation"], present[0], present[1], out, act.name if act is not None else None,
+        kernel = self.backend.kernel("element_wise") if len(present) == 2 else None
+        if kernel is not None and (act is None or act.epilogue is not None) and kernel(
+                self.p["operation"], present[0], present[1], out, act.epilogue if act is not None else None,
                 act.coefs if act is not None else {}):
             return
         if len(present) > 1 and out.dtype == self.cdtype and all(x.shape == out.shape for x in present):

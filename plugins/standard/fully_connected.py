@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.backends.layer_kernels import backend_convolve, physical_weight
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims, nchw_view
-from plugins.standard.convolution import backend_convolve, physical_weight
 
 
 def fully_connected(xp: Any, x: Any, w: Any, b: Any | None) -> Any:
@@ -78,7 +78,7 @@ class FullyConnected(Layer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         w = self.weight("weights", inputs)
         b = self.weight("bias", inputs) if self.p["bias"] else None
-        if self.backend.supports_graphs and self._backend_fc(inputs, w, b, out):
+        if self.backend.device_kind == "gpu" and self._backend_fc(inputs, w, b, out):
             return
         self.store(out, self.activate(fully_connected(self.xp, self.nchw(inputs[0]), w, b)))
 

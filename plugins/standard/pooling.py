@@ -1,7 +1,6 @@
 """pooling: max or average pooling over windows, or over the whole image (global pooling)."""
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -190,39 +189,6 @@ DESC = LayerDesc(
 )
 
 
-_POOL_SOURCE = r"""
-int t = (int)i, n, c, oh, ow;
-if (nhwc) { c = t % C; t /= C; ow = t % Wo; t /= Wo; oh = t % Ho; n = t / Ho; }
-else { ow = t % Wo; t /= Wo; oh = t % Ho; t /= Ho; c = t % C; n = t / C; }
-float acc = is_max ? __int_as_float(0xff800000) : 0.0f;  // -inf
-int count = 0;
-for (int a = 0; a < kh; ++a) {
-    int h = oh * sh - ph + a;
-    if (h < 0 || h >= H) continue;
-    for (int b = 0; b < kw; ++b) {
-        int w = ow * sw - pw + b;
-        if (w < 0 || w >= W) continue;
-        float v = (float)x[nhwc ? (((n * H + h) * W + w) * C + c) : (((n * C + c) * H + h) * W + w)];
-        acc = is_max ? ((v > acc || v != v) ? v : acc) : acc + v;  // NaN propagates like numpy.maximum
-        ++count;
-    }
-}
-if (!is_max) acc /= (float)(include_pad ? kh * kw : count);
-y = (T)acc;
-"""
-
-
-@functools.cache
-def pool_kernel() -> Any:
-    """One-pass CUDA pooling (max or average, padding, either layout), compiled on first use: every output
-    reads its window directly instead of one pass per kernel tap."""
-    import cupy  # noqa: PLC0415 - GPU only
-
-    return cupy.ElementwiseKernel(
-        "raw T x, int32 nhwc, int32 C, int32 H, int32 W, int32 Ho, int32 Wo, int32 kh, int32 kw, int32 sh, int32 sw, "
-        "int32 ph, int32 pw, int32 is_max, int32 include_pad", "T y", _POOL_SOURCE, "layerlab_pool")
-
-
 class Pooling(Layer):
     desc = DESC
     fused_activations = frozenset({"*"})
@@ -257,14 +223,9 @@ class Pooling(Layer):
             return
         k, s, p = self.p["kernel_size"], self.p["stride"], self.p["padding"]
         x = inputs[0]
-        if self.backend.supports_graphs and x.dtype == out.dtype and x.flags.c_contiguous and x.size < 2**31:
-            d, o = self.input_dims[0], self.out_dims
-            pool_kernel()(x, int(self.hw_axes == (1, 2)), d.c, d.h, d.w, o.h, o.w, k.h, k.w, s.h, s.w, p.h, p.w,
-                          int(self.p["pool_type"] == "max"), int(self.p["count_include_pad"]), out)
-            self.activate_inplace(out)
-            return
-        if self.backend.pool2d(x, out, self.p["pool_type"] == "max", (k.h, k.w), (s.h, s.w), (p.h, p.w),
-                               self.p["count_include_pad"], self.hw_axes == (1, 2)):
+        kernel = self.backend.kernel("pool2d")
+        if kernel is not None and kernel(x, out, self.p["pool_type"] == "max", (k.h, k.w), (s.h, s.w), (p.h, p.w),
+                                         self.p["count_include_pad"], self.hw_axes == (1, 2)):
             self.activate_inplace(out)
             return
         y = pool2d(self.xp, self.physical(x), self.p["pool_type"], (k.h, k.w), (s.h, s.w), (p.h, p.w),

@@ -93,7 +93,8 @@ class Upsample(Layer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         x = inputs[0]
         f = self.p["factor"]
-        if self.backend.upsample(x, out, (f.h, f.w), self.p["method"] == "bilinear", self.hw_axes == (1, 2)):
+        kernel = self.backend.kernel("upsample")
+        if kernel is not None and kernel(x, out, (f.h, f.w), self.p["method"] == "bilinear", self.hw_axes == (1, 2)):
             self.activate_inplace(out)
             return
         y = resample(self.xp, self.physical(x), self._taps_h, self._taps_w, self.hw_axes)

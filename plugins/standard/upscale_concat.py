@@ -129,8 +129,8 @@ class UpscaleConcat(UpscaleLayer):
         x, skip, f = inputs[0], inputs[1], self.p["factor"]
         d, s = self.input_dims[0], self.input_dims[1]
         exact = d is not None and s is not None and (d.h * f.h, d.w * f.w) == (s.h, s.w)
-        if exact and self.backend.upscale_concat(x, skip, out, (f.h, f.w), self.p["method"] == "bilinear",
-                                                 self.hw_axes == (1, 2)):
+        kernel = self.backend.kernel("upsample_concat") if exact else None
+        if kernel is not None and kernel(x, skip, out, (f.h, f.w), self.p["method"] == "bilinear", self.hw_axes == (1, 2)):
             self.activate_inplace(out)
             return
         y = upscale_concat(self.xp, self.nchw(inputs[0]), [self.nchw(inputs[1])], self._taps_h, self._taps_w)
