@@ -153,7 +153,7 @@ class ExportDialog(QtWidgets.QDialog):
         self.pyproject = QtWidgets.QCheckBox("Generate a pyproject.toml (pip install)")
         self.pyproject.setChecked(True)
         self.project_format = QtWidgets.QComboBox()
-        self.project_format.addItems(FORMATS)
+        self.project_format.addItems(("auto", *FORMATS))  # auto: the backend's default, as layerlab infer
         self.pre_format = QtWidgets.QComboBox()
         self.pre_format.addItems(FORMATS)
         self.pre_weights = QtWidgets.QCheckBox("Write the weights folder of the preprocessed layers")
