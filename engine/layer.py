@@ -77,9 +77,10 @@ class Layer:
     ``store`` let a layer be written once in logical NCHW order (views, no copies for layout)."""
 
     desc: ClassVar[LayerDesc]
-    #: activations that ``forward`` applies itself (through ``self.activate``); others run generically.
-    #: ``"*"`` means every activation.
-    fused_activations: ClassVar[frozenset[str]] = frozenset()
+    #: activations that ``forward`` applies itself (through ``activate``, ``activate_physical`` or
+    #: ``activate_inplace``); the network applies the others after ``forward``. ``"*"`` (the default) means
+    #: every activation; a layer whose ``forward`` never applies one sets ``frozenset()``.
+    fused_activations: ClassVar[frozenset[str]] = frozenset({"*"})
     #: True when a fusing rule made this layer out of a chain of layers (set by the network): a layer that
     #: accepts more than the chain did must then refuse what the chain would have refused.
     fused = False

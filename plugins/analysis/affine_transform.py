@@ -87,7 +87,6 @@ DESC = LayerDesc(
 
 class AffineTransform(OptionsLayer):
     desc = DESC
-    fused_activations = frozenset({"*"})
     OPTIONS = (
         OptionSpec("rotation", "Rotation (degrees)", step=1.0, extras={"slider": True, "unit": "°"}),
         OptionSpec("scale", "Scale", step=0.05),

@@ -42,7 +42,6 @@ DESC = LayerDesc(
 
 class LinearBlend(OptionsLayer):
     desc = DESC
-    fused_activations = frozenset({"*"})
     OPTIONS = (
         OptionSpec("weight_a", "Weight of a", step=0.05),
         OptionSpec("weight_b", "Weight of b", step=0.05),

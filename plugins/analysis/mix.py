@@ -75,7 +75,6 @@ DESC = LayerDesc(
 
 class Mix(OptionsLayer):
     desc = DESC
-    fused_activations = frozenset({"*"})
     OPTIONS = (
         OptionSpec("blend", "Blend function"),
         OptionSpec("factor", "Mix factor", step=0.01, extras={"slider": True}),

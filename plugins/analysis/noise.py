@@ -66,7 +66,6 @@ DESC = LayerDesc(
 
 class Noise(OptionsLayer):
     desc = DESC
-    fused_activations = frozenset({"*"})
     OPTIONS = (
         OptionSpec("kind", "Noise kind"),
         OptionSpec("amplitude", "Amplitude", step=0.01, extras={"slider": True}),

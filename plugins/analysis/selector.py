@@ -28,6 +28,7 @@ DESC = LayerDesc(
 
 class Selector(OptionsLayer):
     desc = DESC
+    fused_activations = frozenset()  # forward copies its input; the network applies the activation
     OPTIONS = (OptionSpec("index", "Selected input"),)
 
     def _count(self) -> int | None:

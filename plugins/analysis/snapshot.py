@@ -30,6 +30,7 @@ DESC = LayerDesc(
 
 class Snapshot(OptionsLayer):
     desc = DESC
+    fused_activations = frozenset()  # forward copies its input; the network applies the activation
     OPTIONS = (OptionSpec("hold", "Hold (freeze the output)"),)
     held: Any = None  # the frozen (or latest) input, in the network's format
     _filled = False

@@ -56,7 +56,6 @@ DESC = LayerDesc(
 
 class Affine(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = inputs[0]

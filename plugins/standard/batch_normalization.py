@@ -77,7 +77,6 @@ DESC = LayerDesc(
 
 class BatchNormalization(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = inputs[0]

@@ -98,7 +98,6 @@ DESC = LayerDesc(
 
 class ColorConversion(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
     _ab: tuple[Any, Any] | None = None
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:

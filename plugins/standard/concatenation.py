@@ -41,7 +41,6 @@ DESC = LayerDesc(
 
 class Concatenation(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         present = [(i, d) for i, d in enumerate(inputs) if d is not None]

@@ -68,7 +68,6 @@ DESC = LayerDesc(
 
 class ConvBN(convolution.Convolution):
     desc = DESC
-    fused_activations = frozenset({"*"})
     _folded: tuple[Any, Any] | None = None
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:

@@ -56,7 +56,6 @@ DESC = LayerDesc(
 
 class ConvPool(convolution.Convolution):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def _pool(self, name: str) -> Any:
         return self.p[_pool_name(name)]

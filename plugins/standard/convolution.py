@@ -131,7 +131,6 @@ DESC = LayerDesc(
 
 class Convolution(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         for name in ("kernel_size", "stride", "dilation"):

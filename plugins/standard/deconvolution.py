@@ -91,7 +91,6 @@ DESC = LayerDesc(
 
 class Deconvolution(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         for name in ("kernel_size", "stride", "dilation"):

@@ -60,7 +60,6 @@ DESC = LayerDesc(
 
 class DepthToSpace(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = inputs[0]

@@ -34,7 +34,6 @@ DESC = LayerDesc(
 
 class Dropout(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         if self.p["ratio"] >= 1.0:

@@ -49,7 +49,6 @@ DESC = LayerDesc(
 
 class ElementWise(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         present = [d for d in inputs if d is not None]

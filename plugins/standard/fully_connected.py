@@ -53,7 +53,6 @@ DESC = LayerDesc(
 
 class FullyConnected(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = inputs[0]

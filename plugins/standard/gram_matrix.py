@@ -59,7 +59,6 @@ DESC = LayerDesc(
 
 class GramMatrix(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = inputs[0]

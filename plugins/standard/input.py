@@ -37,7 +37,6 @@ DESC = LayerDesc(
 class InputLayer(Layer):
     desc = DESC
     is_network_input = True
-    fused_activations = frozenset({"*"})
     data: Any = None
     requested_dims: Dims | None = None
 

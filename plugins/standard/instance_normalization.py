@@ -56,7 +56,6 @@ DESC = LayerDesc(
 
 class InstanceNormalization(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         if self.p["epsilon"] <= 0:

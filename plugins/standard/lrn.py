@@ -58,7 +58,6 @@ DESC = LayerDesc(
 
 class LRN(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         if self.p["size"] % 2 == 0:

@@ -32,7 +32,6 @@ DESC = LayerDesc(
 
 class MonoToRGB(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = inputs[0]

@@ -23,6 +23,7 @@ DESC = LayerDesc(
 
 class OutputLayer(Layer):
     desc = DESC
+    fused_activations = frozenset()  # forward copies its input; the network applies the activation
     is_network_output = True
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:

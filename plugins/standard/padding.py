@@ -75,7 +75,6 @@ DESC = LayerDesc(
 
 class Padding(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = inputs[0]

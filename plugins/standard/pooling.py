@@ -191,7 +191,6 @@ DESC = LayerDesc(
 
 class Pooling(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         if self.p["global"]:

@@ -160,7 +160,6 @@ DESC = LayerDesc(
 
 class Resize(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         size = self.p["size"]

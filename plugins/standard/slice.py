@@ -75,7 +75,6 @@ DESC = LayerDesc(
 
 class Slice(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         self._ranges: dict[str, slice] = {}

@@ -57,7 +57,6 @@ DESC = LayerDesc(
 
 class SpaceToDepth(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = inputs[0]

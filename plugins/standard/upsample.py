@@ -72,7 +72,6 @@ def check_factor(layer: Layer, param: str = "factor") -> None:
 
 class Upsample(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         check_factor(self)

@@ -49,8 +49,6 @@ def upscale_to(x: torch.Tensor, like: torch.Tensor, factor: tuple[int, int], mod
 class UpscaleLayer(Layer):
     """A layer that upsamples input 0 to the spatial size of input 1 (which it then combines with)."""
 
-    fused_activations = frozenset({"*"})
-
     def validate(self) -> None:
         check_factor(self)
 

@@ -55,7 +55,6 @@ DESC = LayerDesc(
 
 class ZeroEmbed(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = inputs[0]
