@@ -3,13 +3,15 @@ implements ``output_dims`` and ``forward`` (and ``weight_shapes`` if it has weig
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 from engine.descriptors import ActivationDesc, LayerDesc
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import Dims, Layout, TensorFormat, from_nchw_view, nchw_view
+
+T = TypeVar("T")
 
 
 class Activation:
@@ -121,6 +123,14 @@ class Layer:
     def store(self, out: Any, y: Any) -> None:
         """Write a logical NCHW result into the output buffer (layout and dtype conversion included)."""
         nchw_view(out, self.fmt)[...] = y
+
+    @staticmethod
+    def primary(inputs: list[T | None]) -> T:
+        """Input 0, the primary input: connected in every built network (an unconnected mandatory input
+        is refused when the network is built), so never None here."""
+        x = inputs[0]
+        assert x is not None, "the primary input (input 0) is not connected"
+        return x
 
     @property
     def hw_axes(self) -> tuple[int, int]:

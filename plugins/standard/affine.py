@@ -58,13 +58,11 @@ class Affine(Layer):
     desc = DESC
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return x
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         if self.p["mode"] == "per_channel":
             return {"scale": (x.c,), "shift": (x.c,)}
         # per tensor: only a connected input replaces a parameter (the network loads nothing for it)

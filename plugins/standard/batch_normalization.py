@@ -79,13 +79,11 @@ class BatchNormalization(Layer):
     desc = DESC
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return x
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return {w: (x.c,) for w in BN_WEIGHTS}
 
     def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:

@@ -101,8 +101,7 @@ class ColorConversion(Layer):
     _ab: tuple[Any, Any] | None = None
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         if x.c != 3:
             raise self.shape_error(f"conversion {self.p['conversion']} needs an input with 3 channels, "
                                    f"got {x.c} ({x})")

@@ -142,8 +142,7 @@ class Convolution(Layer):
             raise self.param_error("groups", f"num_output_channels {o} is not a multiple of groups {g}")
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         k, s, p, d = (self.p[n] for n in ("kernel_size", "stride", "padding", "dilation"))
         g = self.p["groups"]
         if x.c % g:
@@ -157,8 +156,7 @@ class Convolution(Layer):
         return Dims(x.n, self.p["num_output_channels"], ho, wo)
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         k = self.p["kernel_size"]
         o = self.p["num_output_channels"]
         shapes: dict[str, tuple[int, ...]] = {"weights": (o, x.c // self.p["groups"], k.h, k.w)}
@@ -174,8 +172,7 @@ class Convolution(Layer):
         return super().weight_input_problem(weight, source, got, needed)
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         k = self.p["kernel_size"]
         macs = output.elements * (x.c // self.p["groups"]) * k.h * k.w
         return 2 * macs + output.elements * (int(self.p["bias"]) + int(self.activation is not None))

@@ -107,8 +107,7 @@ class Deconvolution(Layer):
                                    f"multiple of groups {self.p['groups']}")
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         k, s, p, op, d = (self.p[n] for n in ("kernel_size", "stride", "padding", "output_padding", "dilation"))
         g = self.p["groups"]
         if x.c % g:
@@ -121,8 +120,7 @@ class Deconvolution(Layer):
         return Dims(x.n, self.p["num_output_channels"], ho, wo)
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         k = self.p["kernel_size"]
         o = self.p["num_output_channels"]
         shapes: dict[str, tuple[int, ...]] = {"weights": (x.c, o // self.p["groups"], k.h, k.w)}
@@ -131,8 +129,7 @@ class Deconvolution(Layer):
         return shapes
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         k = self.p["kernel_size"]
         macs = x.elements * (output.c // self.p["groups"]) * k.h * k.w
         return 2 * macs + output.elements * (int(self.p["bias"]) + int(self.activation is not None))

@@ -62,8 +62,7 @@ class DepthToSpace(Layer):
     desc = DESC
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         b = self.p["block_size"]
         if x.c % (b * b):
             raise self.shape_error(f"input has {x.c} channels ({x}), not a multiple of block_size² = {b * b}")

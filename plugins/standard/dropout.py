@@ -40,8 +40,7 @@ class Dropout(Layer):
             raise self.param_error("ratio", f"{self.p['ratio']:g} must be smaller than 1 (in [0, 1))")
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return x
 
     def bypass_input(self) -> int | None:

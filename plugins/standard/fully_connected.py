@@ -55,13 +55,11 @@ class FullyConnected(Layer):
     desc = DESC
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return Dims(x.n, self.p["num_outputs"], 1, 1)
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         o = self.p["num_outputs"]
         shapes: dict[str, tuple[int, ...]] = {"weights": (o, x.c * x.h * x.w)}
         if self.p["bias"]:
@@ -69,8 +67,7 @@ class FullyConnected(Layer):
         return shapes
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         extra = int(self.p["bias"]) + int(self.activation is not None)
         return output.elements * (2 * x.c * x.h * x.w + extra)
 

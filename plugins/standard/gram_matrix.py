@@ -61,8 +61,7 @@ class GramMatrix(Layer):
     desc = DESC
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return Dims(x.n, 1, x.c, x.c)
 
     def forward(self, inputs: list[Any], out: Any) -> None:

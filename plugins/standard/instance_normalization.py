@@ -62,13 +62,11 @@ class InstanceNormalization(Layer):
             raise self.param_error("epsilon", f"{self.p['epsilon']:g}: must be greater than 0 (and at most 1)")
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return x
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return {"scale": (x.c,), "bias": (x.c,)}
 
     def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:

@@ -68,8 +68,7 @@ class LRN(Layer):
             raise self.param_error("bias", f"{self.p['bias']:g}: must be greater than 0")
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return x
 
     def forward(self, inputs: list[Any], out: Any) -> None:

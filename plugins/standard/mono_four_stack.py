@@ -55,8 +55,7 @@ class MonoFourStack(Layer):
     desc = DESC
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         if x.c != 1:
             raise self.shape_error(f"the input {x} has {x.c} channels; mono_four_stack needs exactly 1")
         return Dims(x.n, 4, (x.h + 1) // 2, (x.w + 1) // 2)

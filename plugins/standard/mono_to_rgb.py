@@ -34,8 +34,7 @@ class MonoToRGB(Layer):
     desc = DESC
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         if x.c != 1:
             raise self.shape_error(f"the input {x} has {x.c} channels; mono_to_rgb needs exactly 1")
         return Dims(x.n, 3, x.h, x.w)

@@ -77,8 +77,7 @@ class Padding(Layer):
     desc = DESC
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         t, b, lt, r = (self.p[s] for s in SIDES)
         for axis, size, sides in (("H", x.h, ("top", "bottom")), ("W", x.w, ("left", "right"))):
             lo, hi = (self.p[s] for s in sides)
@@ -93,8 +92,7 @@ class Padding(Layer):
         return Dims(x.n, x.c, x.h + t + b, x.w + lt + r)
 
     def reshape(self, inputs: list[Dims | None], output: Dims) -> None:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         self._index_h = self._index_w = None
         if self.p["mode"] != "zero":
             t, b, lt, r = (self.p[s] for s in SIDES)

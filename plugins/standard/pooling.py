@@ -200,8 +200,7 @@ class Pooling(Layer):
             raise self.param_error(*problem)
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         if self.p["global"]:
             return Dims(x.n, x.c, 1, 1)
         k, s, p = self.p["kernel_size"], self.p["stride"], self.p["padding"]
@@ -211,8 +210,7 @@ class Pooling(Layer):
         return Dims(x.n, x.c, pool_output_size(x.h, k.h, s.h, p.h), pool_output_size(x.w, k.w, s.w, p.w))
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         pool = pool_flops(x, output, self.p["kernel_size"], self.p["global"], self.p["pool_type"])
         return pool + output.elements * int(self.activation is not None)
 

@@ -172,8 +172,7 @@ class Resize(Layer):
         return self.p["size"].h == 0
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         if not self.by_factors:
             return Dims(x.n, x.c, self.p["size"].h, self.p["size"].w)
         h, w = scaled_size(x.h, self.p["scale_h"]), scaled_size(x.w, self.p["scale_w"])
@@ -183,8 +182,7 @@ class Resize(Layer):
         return Dims(x.n, x.c, h, w)
 
     def reshape(self, inputs: list[Dims | None], output: Dims) -> None:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         mode, coords = self.p["mode"], self.p["coordinate_mode"]
         sh = self.p["scale_h"] if self.by_factors else None
         sw = self.p["scale_w"] if self.by_factors else None

@@ -86,8 +86,7 @@ class Slice(Layer):
                                              "optional, step not 0) or a single integer") from None
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         sizes = []
         for name, axis, attr in AXES:
             size = getattr(x, attr)

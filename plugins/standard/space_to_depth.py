@@ -59,8 +59,7 @@ class SpaceToDepth(Layer):
     desc = DESC
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         b = self.p["block_size"]
         if x.h % b or x.w % b:
             raise self.shape_error(f"input {x.h}x{x.w} (H x W) is not a multiple of block_size {b} in "

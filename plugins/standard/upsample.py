@@ -77,14 +77,12 @@ class Upsample(Layer):
         check_factor(self)
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         f = self.p["factor"]
         return Dims(x.n, x.c, x.h * f.h, x.w * f.w)
 
     def reshape(self, inputs: list[Dims | None], output: Dims) -> None:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         f, m = self.p["factor"], self.p["method"]
         self._taps_h = upsample_taps(self.xp, x.h, output.h, f.h, m, self.cdtype)
         self._taps_w = upsample_taps(self.xp, x.w, output.w, f.w, m, self.cdtype)

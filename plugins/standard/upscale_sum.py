@@ -40,8 +40,7 @@ class UpscaleSum(UpscaleLayer):
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         t = self.target_dims(inputs)
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         if x.c != t.c:
             raise self.shape_error(f"input 0 ({x}) and input 1 ({t}) must have the same number of channels "
                                    f"({x.c} vs {t.c})")

@@ -57,8 +57,7 @@ class ZeroEmbed(Layer):
     desc = DESC
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         sizes = []
         for size_p, off_p, axis, attr in AXES:
             have = getattr(x, attr)
