@@ -297,29 +297,35 @@ def time_iteration(net: Network) -> float:
 def run_timed(net: Network, spec: RunSpec, progress: Callable[[int, int], None] | None = None,
               cancelled: Callable[[], bool] | None = None) -> ProfileResult:
     """``spec.warmup`` untimed, then ``spec.iterations`` timed inferences. With ``spec.profiling`` every layer is
-    timed (``engine.profiling.profile``), else whole iterations only (no per-layer synchronisation; the GPU replays
-    its CUDA graph). ``progress(i, n)`` follows each timed iteration; ``cancelled()`` is polled before every layer
-    and a True answer raises ``Cancelled`` within one layer's time."""
+    timed (``engine.profiling.profile``), else whole iterations only (no per-layer synchronisation). ``progress(i,
+    n)`` follows each timed iteration. ``cancelled()`` is polled before every layer (a True answer raises
+    ``Cancelled`` within one layer's time), except where the network replays a captured CUDA graph (a layer hook
+    would stop the replay): there it is polled before every iteration."""
     spec.check()
     if spec.profiling:
         return profile(net, spec.iterations, spec.warmup, progress=progress, should_cancel=cancelled)
 
-    def before(_net: Network, _name: str, _out: Any) -> None:
+    def check(*_: Any) -> None:
         if cancelled is not None and cancelled():
             raise Cancelled("the run was cancelled")
 
-    net.hooks.before_layer.append(before)
+    per_layer_check = cancelled is not None and not net.graph_capture
+    if per_layer_check:
+        net.hooks.before_layer.append(check)
     times = []
     try:
+        check()
         net.run()  # plans shapes, weights and memory
         for i in range(spec.warmup + spec.iterations):
+            check()
             ms = time_iteration(net)
             if i >= spec.warmup:
                 times.append(ms)
                 if progress is not None:
                     progress(i - spec.warmup + 1, spec.iterations)
     finally:
-        net.hooks.before_layer.remove(before)
+        if per_layer_check:
+            net.hooks.before_layer.remove(check)
     return ProfileResult(layer_costs(net), times, net.peak_memory_bytes, None)
 
 
@@ -328,7 +334,7 @@ def run_notes(net: Network, per_layer: bool) -> list[str]:
     """The report's notes on how the run was timed and what it executed."""
     if not per_layer:
         notes = ["per-layer profiling was off: whole iterations timed, layer times not measured"]
-    elif net.backend.name == "numpy":
+    elif net.backend.device_kind == "cpu":
         notes = ["per-layer timing synchronises after every layer on the CPU"]
     else:
         notes = ["per-layer times from CUDA events"]

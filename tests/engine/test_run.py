@@ -179,8 +179,10 @@ def test_video_gives_its_first_frame_and_stays_open(registry, tmp_path):
 def test_timed_runs_whole_iterations_or_per_layer(registry):
     net = open_network(small_model(), RunSpec(backend="numpy"), registry)
     seen = []
-    whole = run_timed(net, RunSpec(iterations=3, warmup=1, profiling=False), progress=lambda i, n: seen.append((i, n)))
-    assert len(whole.network_times_ms) == 3 and whole.peaks is None and seen == [(1, 3), (2, 3), (3, 3)]
+    whole = run_timed(net, RunSpec(iterations=3, warmup=1, profiling=False),
+                      progress=lambda i, n: seen.append((i, n, len(net.hooks.before_layer))))
+    # without a cancellation check no layer hook runs (a hook would keep the GPU from replaying its CUDA graph)
+    assert len(whole.network_times_ms) == 3 and whole.peaks is None and seen == [(1, 3, 0), (2, 3, 0), (3, 3, 0)]
     assert not any(lp.times_ms for lp in whole.layers)  # layer times are not measured
     per_layer = run_timed(net, RunSpec(iterations=2, warmup=0, profiling=True))
     assert len(per_layer.network_times_ms) == 2 and all(len(lp.times_ms) == 2 for lp in per_layer.layers)
@@ -212,6 +214,19 @@ def test_report_says_how_the_run_was_done(registry):
     assert notes[0] == "first" and any(n.startswith("fusing rule") and "conv + bn" in n for n in notes)
     assert "per-layer profiling was off: whole iterations timed, layer times not measured" in notes
     assert any("fp16 on the NumPy backend" in n for n in notes)
+
+
+@pytest.mark.gpu
+def test_auto_on_a_gpu_is_cupy_fp16_nhwc_replayed_as_a_graph(registry):
+    model = small_model()
+    net = open_network(model, RunSpec(), registry)
+    assert net.backend.name == "cupy" and net.fmt == TensorFormat.parse("fp16 nhwc")
+    spec = RunSpec(iterations=3, profiling=False)
+    doc = make_report(net, run_timed(net, spec, cancelled=lambda: False), spec, model=model, model_path=None)
+    assert doc["run"]["graph_capture"] and any(n.startswith("CUDA graph: captured") for n in doc["run"]["notes"])
+    cpu = open_network(model, RunSpec(backend="numpy", format="fp16 nhwc"), registry)
+    x = random_input(cpu.layer("inp").default_dims(), 2)
+    np.testing.assert_allclose(net.infer({"inp": x})["out"], cpu.infer({"inp": x})["out"], rtol=2e-2, atol=2e-2)
 
 
 def test_image_options_match_io(registry):
