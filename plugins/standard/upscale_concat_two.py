@@ -5,8 +5,7 @@ from typing import Any
 
 from engine.descriptors import InputDesc, LayerDesc
 from engine.tensor import Dims
-
-from .upscale_concat import UPSCALE_DOC, UPSCALE_PARAMS, UpscaleLayer, upscale_concat
+from plugins.standard._common_resample import UPSCALE_DOC, UPSCALE_PARAMS, UpscaleLayer, upscale_concat
 
 DESC = LayerDesc(
     name="upscale_concat_two",

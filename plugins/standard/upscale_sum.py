@@ -5,9 +5,7 @@ from typing import Any
 
 from engine.descriptors import InputDesc, LayerDesc
 from engine.tensor import Dims
-
-from .resize import Taps, resample
-from .upscale_concat import UPSCALE_DOC, UPSCALE_PARAMS, UpscaleLayer
+from plugins.standard._common_resample import UPSCALE_DOC, UPSCALE_PARAMS, Taps, UpscaleLayer, resample
 
 
 def upscale_sum(xp: Any, x: Any, skip: Any, taps_h: Taps, taps_w: Taps) -> Any:

@@ -9,9 +9,8 @@ import pytest
 
 from engine.backends import numpy_backend
 from engine.backends.numpy_backend import NumpyBackend, cpu_kernels
-from plugins.standard.convolution import conv2d
-from plugins.standard.resize import resample
-from plugins.standard.upsample import upsample_taps
+from plugins.standard._common_conv import conv2d
+from plugins.standard._common_resample import resample, upsample_taps
 
 ck = pytest.importorskip("engine.backends.cpu_kernels", reason="Numba is not installed")
 
@@ -318,7 +317,7 @@ def test_blas_is_held_to_one_thread_during_an_inference_only():
 @pytest.mark.parametrize("kernel,stride,padding,include_pad", [((3, 3), (2, 2), (1, 1), False), ((2, 2), (2, 2), (0, 0), False),
                                                                 ((3, 2), (1, 2), (1, 1), True), ((5, 5), (3, 3), (2, 2), False)])
 def test_pool_nhwc_matches_the_generic_pooling(pool_type, kernel, stride, padding, include_pad):
-    from plugins.standard.pooling import pool2d
+    from plugins.standard._common_pool import pool2d
 
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, 37, 41, 24)).astype(np.float32)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugins.standard.convolution import conv2d
+from plugins.standard._common_conv import conv2d
 from tests.harness import backend_param
 
 pytestmark = pytest.mark.gpu

@@ -23,10 +23,9 @@ from engine.network import Network
 from engine.plugins import default_registry, load_plugins
 from engine.registry import PluginMeta, Registrar, Registry
 from engine.tensor import FORMATS, FP32_NCHW, Dims, Precision, TensorFormat
+from plugins.standard._common_resample import UPSCALE_PARAMS, resample, upsample_taps
 from plugins.standard.fusing_rules import RULES as BUILTIN_RULES
-from plugins.standard.resize import resample
-from plugins.standard.upsample import upsample_taps
-from plugins.standard.upscale_concat import UPSCALE_PARAMS, UpscaleConcat
+from plugins.standard.upscale_concat import UpscaleConcat
 from tests.bench.networks import unet
 from tests.harness import BACKENDS, FORMAT_IDS, assert_close, backend_param
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugins.standard.convolution import conv2d
-from plugins.standard.resize import resample
-from plugins.standard.upsample import upsample_taps
+from plugins.standard._common_conv import conv2d
+from plugins.standard._common_resample import resample, upsample_taps
 from tests.harness import backend_param
 
 pytestmark = pytest.mark.gpu
