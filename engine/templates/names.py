@@ -1,12 +1,13 @@
 """Template names: the layer type of an instance (``template:NAME``) and the names of expanded layers."""
 from __future__ import annotations
 
+from engine.categories import Category
 from engine.model import Model
 
 TEMPLATE_PREFIX = "template:"
 #: separator of expanded names: ``<instance>__<layer>``
 SEP = "__"
-CATEGORY = "Templates"
+CATEGORY = Category.TEMPLATES
 
 
 def template_type(name: str) -> str:

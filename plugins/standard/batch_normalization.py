@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.errors import WeightsError
 from engine.layer import Layer
@@ -15,7 +16,7 @@ DESC = LayerDesc(
     name="batch_normalization",
     display_name="Batch normalization",
     summary="Per-channel (x - mean) / sqrt(variance + epsilon) * scale + bias.",
-    categories=("Normalization",),
+    categories=(Category.NORMALIZATION,),
     documentation=(
         "<p>Normalizes every channel c with stored statistics (inference form, as ONNX "
         "BatchNormalization):<br><code>y = (x - mean[c]) / sqrt(variance[c] + epsilon) * scale[c] + bias[c]</code></p>"

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -61,7 +62,7 @@ DESC = LayerDesc(
     name="color_conversion",
     display_name="Color conversion",
     summary="RGB/BGR swap, RGB to and from YCbCr or YUV (BT.601), RGB or BGR to gray.",
-    categories=("Color",),
+    categories=(Category.COLOR,),
     documentation=(
         "<p>Converts the 3 channels of every pixel with a fixed matrix (BT.601, Kr = 0.299, "
         "Kb = 0.114, Kg = 0.587). Values are assumed in 0..1 (set <b>chroma_offset</b> to 128 for 0..255).</p>"

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.errors import WeightsError
 from engine.tensor import Dims
@@ -38,7 +39,7 @@ DESC = LayerDesc(
     name="conv_bn",
     display_name="Convolution + batch norm",
     summary="Convolution followed by batch normalization, fused (the normalization is folded into the weights).",
-    categories=("Convolution", "Normalization"),
+    categories=(Category.CONVOLUTION, Category.NORMALIZATION),
     documentation=(
         "<p>Computes the chain <b>convolution</b> -&gt; <b>batch_normalization</b> as one layer:<br>"
         "<code>z = conv(x, weights) + bias</code>, then "

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import LayerDesc, ParamDesc
 from engine.tensor import Dims
 from plugins.standard._common_conv import (
@@ -44,7 +45,7 @@ DESC = LayerDesc(
     name="conv_pool",
     display_name="Convolution + pooling",
     summary="Convolution followed by max or average pooling, fused into one layer.",
-    categories=("Convolution", "Pooling"),
+    categories=(Category.CONVOLUTION, Category.POOLING),
     documentation=(
         "<p>Computes the chain <b>convolution</b> (with this layer's activation) -&gt; <b>pooling</b> as "
         "one layer, without an intermediate buffer in the network: "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import LayerDesc
 from plugins.standard._common_conv import (
     CONV_INPUTS,
@@ -17,7 +18,7 @@ DESC = LayerDesc(
     name="convolution",
     display_name="Convolution",
     summary="2-D convolution with stride, padding, dilation, groups and optional bias.",
-    categories=("Convolution",),
+    categories=(Category.CONVOLUTION,),
     documentation=(
         "<p>Computes <code>y[n,o] = bias[o] + sum over c,kh,kw of w[o,c,kh,kw] * x[n, g*C/G + c, "
         "h*stride + kh*dilation - pad, ...]</code> (cross-correlation, as in ONNX Conv and PyTorch).</p>"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -46,7 +47,7 @@ DESC = LayerDesc(
     name="deconvolution",
     display_name="Deconvolution",
     summary="2-D transposed convolution with stride, padding, output padding, dilation, groups and bias.",
-    categories=("Convolution",),
+    categories=(Category.CONVOLUTION,),
     documentation=(
         "<p>Transposed convolution (the gradient of a convolution with respect to its input), as ONNX "
         "ConvTranspose and PyTorch ConvTranspose2d: every input value x[n,c,h,w] adds "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -33,7 +34,7 @@ DESC = LayerDesc(
     name="element_wise",
     display_name="Element-wise",
     summary="Sum, product, max, min or difference of any number of inputs.",
-    categories=("Arithmetic",),
+    categories=(Category.ARITHMETIC,),
     documentation=(
         "<p>Combines its inputs value by value. <b>operation</b>: <code>sum</code>, <code>product</code>, "
         "<code>max</code>, <code>min</code> or <code>sub</code> (the first input minus all the others); "

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.backends.layer_kernels import backend_convolve, physical_weight
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims, nchw_view
@@ -23,7 +24,7 @@ DESC = LayerDesc(
     name="fully_connected",
     display_name="Fully connected",
     summary="Dense layer: each output is a weighted sum of all C*H*W inputs plus a bias.",
-    categories=("Convolution",),
+    categories=(Category.CONVOLUTION,),
     documentation=(
         "<p>Flattens each item of the batch in C, H, W order (index <code>(c*H + h)*W + w</code>, "
         "whatever the memory layout) and computes <code>y[n,o] = sum over k of weights[o,k] * x[n,k] + bias[o]</code> "

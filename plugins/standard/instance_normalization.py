@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -27,7 +28,7 @@ DESC = LayerDesc(
     name="instance_normalization",
     display_name="Instance Normalization",
     summary="Normalise each channel of each image to zero mean and unit variance, then scale and shift.",
-    categories=("Normalization",),
+    categories=(Category.NORMALIZATION,),
     documentation=(
         "<p>For every image n and channel c: <code>y = scale[c] * (x - mean) / sqrt(var + epsilon) + bias[c]</code>, "
         "where <code>mean</code> and <code>var</code> are the mean and the biased variance (divided by H*W) of "

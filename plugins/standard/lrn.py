@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -31,7 +32,7 @@ DESC = LayerDesc(
     name="lrn",
     display_name="Local Response Normalization",
     summary="Divide each value by a power of the sum of squares over neighbouring channels (ONNX LRN).",
-    categories=("Normalization",),
+    categories=(Category.NORMALIZATION,),
     documentation=(
         "<p>Computes <code>y[n,c,h,w] = x[n,c,h,w] / (bias + alpha / size * S)^beta</code> where <code>S</code> is "
         "the sum of <code>x[n,i,h,w]^2</code> over the channels <code>i</code> from "

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -46,7 +47,7 @@ DESC = LayerDesc(
     name="padding",
     display_name="Padding",
     summary="Pad or crop H and W on each side: zeros, reflection or replication of the edge.",
-    categories=("Tensor",),
+    categories=(Category.TENSOR,),
     documentation=(
         "<p>Adds <b>top</b> rows above, <b>bottom</b> rows below, <b>left</b> and <b>right</b> columns on the sides "
         "of every channel: N x C x H x W becomes N x C x (H+top+bottom) x (W+left+right). A negative amount "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -22,7 +23,7 @@ DESC = LayerDesc(
     name="pooling",
     display_name="Pooling",
     summary="Max or average pooling with kernel, stride and padding, or global pooling.",
-    categories=("Pooling",),
+    categories=(Category.POOLING,),
     documentation=(
         "<p>Reduces each KhxKw window of every channel to one value: its maximum (<b>max</b>) or its "
         "mean (<b>average</b>), like ONNX MaxPool / AveragePool (and GlobalMaxPool / "

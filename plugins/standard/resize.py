@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -45,7 +46,7 @@ DESC = LayerDesc(
     name="resize",
     display_name="Resize",
     summary="Resample H and W to a target size or by scale factors: nearest, bilinear or bicubic.",
-    categories=("Resampling",),
+    categories=(Category.RESAMPLING,),
     documentation=(
         "<p>Resamples every channel to a new height and width, as ONNX <code>Resize</code> does. Each output "
         "pixel <code>o</code> is mapped to a position <code>x</code> in the input, then interpolated:</p>"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -52,7 +53,7 @@ DESC = LayerDesc(
     name="slice",
     display_name="Slice",
     summary="Keep a range of channels, rows and columns (start:end:step, like Python and ONNX Slice).",
-    categories=("Tensor",),
+    categories=(Category.TENSOR,),
     documentation=(
         "<p>Keeps <code>x[:, channels, height, width]</code>, each range written as in Python: "
         "<code>start:end:step</code>. Every part is optional (start defaults to the first element, end to past "

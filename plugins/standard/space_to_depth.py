@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -34,7 +35,7 @@ DESC = LayerDesc(
     name="space_to_depth",
     display_name="Space to depth",
     summary="Rearranges blocks of pixels into channels (pixel unshuffle), downscaling H and W.",
-    categories=("Tensor",),
+    categories=(Category.TENSOR,),
     documentation=(
         "<p>Moves every b x b block of pixels into b*b channels: N x C x H x W becomes "
         "N x C*b² x H/b x W/b. Input pixel <code>(c, h*b + i, w*b + j)</code> goes to output "

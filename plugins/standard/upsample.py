@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -20,7 +21,7 @@ DESC = LayerDesc(
     name="upsample",
     display_name="Upsample",
     summary="Enlarge H and W by integer factors with nearest or bilinear interpolation.",
-    categories=("Resampling",),
+    categories=(Category.RESAMPLING,),
     documentation=(
         "<p>Enlarges every channel: N x C x H x W becomes N x C x (H*Fh) x (W*Fw).</p>"
         "<p><b>Inputs</b>: <b>input</b> (primary), N x C x H x W.</p>"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc
 from engine.tensor import Dims
 from plugins.standard._common_resample import UPSCALE_DOC, UPSCALE_PARAMS, UpscaleLayer, upscale_concat
@@ -12,7 +13,7 @@ DESC = LayerDesc(
     name="upscale_concat",
     display_name="Upscale + Concat",
     summary="Upsample input 0 to input 1's size and concatenate the channels of both.",
-    categories=("Resampling", "Merge"),
+    categories=(Category.RESAMPLING, Category.MERGE),
     documentation=(
         "<p>A decoder step of a U-Net: <code>y = concat(upsample(input 0), input 1)</code> along channels, "
         "the upsampled channels first. N x C0 x H0 x W0 and N x C1 x H1 x W1 give N x (C0+C1) x H1 x W1.</p>"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc
 from engine.tensor import Dims
 from plugins.standard._common_resample import UPSCALE_DOC, UPSCALE_PARAMS, Taps, UpscaleLayer, resample
@@ -17,7 +18,7 @@ DESC = LayerDesc(
     name="upscale_sum",
     display_name="Upscale + Sum",
     summary="Upsample input 0 to input 1's size and add input 1.",
-    categories=("Resampling", "Merge"),
+    categories=(Category.RESAMPLING, Category.MERGE),
     documentation=(
         "<p><code>y = upsample(input 0) + input 1</code>: N x C x H0 x W0 and N x C x H1 x W1 give "
         "N x C x H1 x W1 (a feature-pyramid top-down merge, or adding a residual computed at low resolution). "
