@@ -8,7 +8,8 @@ from PySide6 import QtCore
 
 from canvas.bridge import ModelBridge
 from canvas.graph import ModelCanvas
-from engine.model import Event, Model
+from engine.events import Event, ModifiedChanged, NetworkChanged
+from engine.model import Model
 from engine.registry import Registry
 from engine.tensor import Dims
 from engine.typecheck import Diagnostic, check, output_shapes
@@ -52,9 +53,9 @@ class Document(QtCore.QObject):
         return Path(self.path).name if self.path else f"{self.model.name} (new)"
 
     def _on_event(self, ev: Event) -> None:
-        if ev.kind in ("modified_changed", "network_changed"):
+        if isinstance(ev, (ModifiedChanged, NetworkChanged)):
             self.state_changed.emit()
-        if ev.kind != "modified_changed":
+        if not isinstance(ev, ModifiedChanged):
             self._timer.start()
 
     def run_check(self) -> None:

@@ -29,14 +29,13 @@ from app.worker import RunController, RunRequest, RunResult
 from engine import modelfile
 from engine import report as report_file
 from engine.errors import LayerLabError
-from engine.fusing import copy_model
-from engine.model import Event, Model
+from engine.events import Event, TemplateEvent
+from engine.model import Model
 from engine.plugins import default_registry
 from engine.registry import Registry
 from engine.templates import (
     expand,
     group,
-    import_model_as_template,
     rename_template,
     template_descs,
     template_name,
@@ -526,7 +525,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _doc_event(self, doc: Document, ev: Event) -> None:
         if doc is self.current:
-            if ev.kind.startswith("template_"):
+            if isinstance(ev, TemplateEvent):
                 self._refresh_templates()
             self._update_actions()
 
@@ -553,7 +552,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if doc is not None:
             self.act_grid.setChecked(doc.canvas.grid_shown)
             if self.fusing_dialog is not None and self.fusing_dialog.isVisible():
-                self.fusing_dialog.set_model(doc.model)
+                self.fusing_dialog.set_bridge(doc.bridge)
         self._update_title()
         self._update_actions()
         self._update_status()
@@ -751,7 +750,7 @@ class MainWindow(QtWidgets.QMainWindow):
             if not path:
                 return None
         try:
-            added = import_model_as_template(doc.model, path, self.registry, name)
+            added = modelfile.import_model_as_template(doc.model, path, self.registry, name)
         except LayerLabError as exc:
             self._warn("Cannot import the model as a template", str(exc))
             return None
@@ -892,9 +891,9 @@ class MainWindow(QtWidgets.QMainWindow):
             self.statusBar().showMessage("Open a model first", 4000)
             return None
         if self.fusing_dialog is None:
-            self.fusing_dialog = FusingRulesDialog(doc.model, self.registry, self)
+            self.fusing_dialog = FusingRulesDialog(doc.bridge, self.registry, self)
         else:
-            self.fusing_dialog.set_model(doc.model)
+            self.fusing_dialog.set_bridge(doc.bridge)
         self.fusing_dialog.show()
         self.fusing_dialog.raise_()
         return self.fusing_dialog
@@ -944,7 +943,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.logger_dock.show()
             self.statusBar().showMessage(f"Run not started: {exc}", 10000)
             return None
-        req = RunRequest(run_id, doc.id, copy_model(doc.model), self.registry, config, base, model_file,
+        req = RunRequest(run_id, doc.id, doc.model.copy(), self.registry, config, base, model_file,
                          write_snapshot=snapshot, command=entry.command, started=started)
         self._runs[run_id] = req
         self.logger.add(entry)

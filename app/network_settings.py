@@ -13,9 +13,10 @@ from app.run_config import DEFAULTS, FORMAT_CHOICES, INPUT_PREFIX, input_layers,
 from engine.backends import BACKENDS
 from engine.errors import LayerLabError
 from engine.model import Model
-from engine.tensor import TensorFormat
+from engine.run import AUTO, DEFAULT_FORMATS, normalize_format
 
 INPUT_FILTER = "Images and tensors (*.png *.jpg *.jpeg *.bmp *.tif *.tiff *.npy);;All files (*)"
+FORMAT_TEXT = {AUTO: f"Auto ({DEFAULT_FORMATS['cupy'].upper()} on CuPy, {DEFAULT_FORMATS['numpy'].upper()} on NumPy)"}
 BACKEND_TEXT = {"auto": "Auto (CuPy when a GPU is usable, else NumPy)", "numpy": "NumPy (CPU)", "cupy": "CuPy (GPU)"}
 
 
@@ -67,7 +68,7 @@ class NetworkSettingsDialog(QtWidgets.QDialog):
             self.backend.addItem(BACKEND_TEXT.get(b, b), b)
         self.format = QtWidgets.QComboBox()
         for f in FORMAT_CHOICES:
-            self.format.addItem(f.upper().replace(" ", " · "), f)
+            self.format.addItem(FORMAT_TEXT.get(f, f.upper().replace(" ", " · ")), f)
         self.iterations = QtWidgets.QSpinBox()
         self.iterations.setRange(1, 1_000_000)
         self.warmup = QtWidgets.QSpinBox()
@@ -137,8 +138,7 @@ class NetworkSettingsDialog(QtWidgets.QDialog):
     def _show(self, get: Callable[[str], str]) -> None:
         self._select(self.backend, get("backend").strip().lower())
         try:
-            parsed = TensorFormat.parse(get("format"))
-            fmt = f"{parsed.precision.value} {parsed.layout.value}"
+            fmt = normalize_format(get("format"))
         except LayerLabError:
             fmt = DEFAULTS["format"]
         self._select(self.format, fmt)

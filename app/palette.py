@@ -6,18 +6,19 @@ from __future__ import annotations
 from PySide6 import QtCore, QtWidgets
 
 from canvas.graph import make_palette_mime
+from engine.categories import Category
 from engine.descriptors import LayerDesc
 from engine.registry import Registry
 
 TYPE_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
 GROUPINGS = ("Category", "Collection", "Name")
-TEMPLATES = "Templates"
+TEMPLATES = Category.TEMPLATES
 
 
 def group_keys(desc: LayerDesc, grouping: str) -> list[str]:
     """The groups a layer is listed under for ``grouping`` (empty for a flat list by name)."""
     if grouping == "Category":
-        return list(desc.categories) or ["Other"]
+        return list(desc.categories) or [Category.OTHER]
     if grouping == "Collection":
         return [desc.collection or "Other"]
     return []

@@ -22,6 +22,7 @@ from engine.errors import GraphError, InputError, LayerLabError, ParameterError,
 from engine.graph import execution_order
 from engine.layer import BoundActivation, Layer
 from engine.model import Model
+from engine.preprocess import preprocess
 from engine.registry import Registry
 from engine.tensor import FP32_NCHW, Dims, TensorFormat, convert, nchw_view
 from engine.weights import RandomWeights, WeightsSource
@@ -84,25 +85,19 @@ class Network:
         list of parsed FusingRule. ``protected`` layers (breakpoints) keep their own outputs. ``tf32``: fp32
         convolutions on the GPU may use TF32 tensor cores (off: strict float32, as on the CPU).
 
-        Template instances are expanded first (``engine.templates``), so the network, its reports and its
-        weights use the expanded names (``<instance>__<layer>``) and fusing rules apply across them."""
-        from engine.fusing import MappedWeights, apply_rules, rules_from  # noqa: PLC0415
-        from engine.templates import expand, has_instances  # noqa: PLC0415
-
+        The model is preprocessed first (``engine.preprocess``: template instances expanded, then fusing
+        rules applied), so the network, its reports and its weights use the expanded names
+        (``<instance>__<layer>``) and fusing rules apply across them."""
         self.model_name = model.name
-        self.expansion = expand(model, registry) if has_instances(model) else None
-        if self.expansion is not None:
-            model = self.expansion.model
+        self.preprocessed = preprocess(model, registry, fmt, fusing, protected)
+        self.expansion = self.preprocessed.expansion
+        self.fused = self.preprocessed.fused
+        model = self.preprocessed.model
         self.backend = backend or NumpyBackend()
         self.xp = self.backend.xp
         self.fmt = fmt
         self.tf32 = bool(tf32)
-        base_weights = weights or RandomWeights(seed)
-        rules = rules_from(registry, model, fusing) if isinstance(fusing, str) else list(fusing)
-        self.fused = apply_rules(model, registry, fmt, rules, protected=set(protected)) if rules else None
-        if self.fused is not None and self.fused.applied:
-            model = self.fused.model
-            base_weights = MappedWeights(base_weights, self.fused, registry)
+        base_weights = self.preprocessed.weights(weights or RandomWeights(seed), registry)
         self.model = model  # the model actually built (after fusing rules)
         self.weights_source = base_weights
         self.seed = seed
@@ -431,9 +426,9 @@ class Network:
         self._last_key = None
 
     def _run_graph(self, key: tuple[str, ...]) -> None:
-        """Replay the captured CUDA graph of this set of layers, or capture it on its second run."""
+        """Replay the captured graph (CUDA, by the backend) of this set of layers, or capture it on its second run."""
         if self._graph is not None and self._graph_key == key:
-            self._graph.launch(self.backend.stream)
+            self.backend.launch_graph(self._graph)
             for n in key:
                 if self._roots[n] == n:
                     self._owner[self._slot_of[n]] = n
@@ -442,24 +437,21 @@ class Network:
             for name in key:  # first run of this set: eager (warms caches, plans cuDNN graphs)
                 self._execute(name)
             return
-        import cupy  # noqa: PLC0415 - only the CuPy backend supports graphs
+        current = [""]
 
-        stream = self.backend.stream
-        current = ""
+        def run_layers() -> None:
+            for name in key:
+                current[0] = name
+                self._execute(name)
+
         try:
-            with cupy.cuda.using_allocator(cupy.cuda.MemoryAsyncPool().malloc):
-                stream.begin_capture()
-                try:
-                    for current in key:
-                        self._execute(current)
-                finally:
-                    graph = stream.end_capture()
-            graph.launch(stream)
+            graph = self.backend.capture_graph(run_layers)
+            self.backend.launch_graph(graph)
             self._graph, self._graph_key = graph, key
             self.graph_status = f"captured ({len(key)} layers)"
         except Exception as exc:  # a layer that cannot be captured (host sync, pageable copy): stay eager
-            self.graph_status = f"failed at layer {current}: {type(exc).__name__}: {exc}"
-            stream.synchronize()
+            self.graph_status = f"failed at layer {current[0]}: {type(exc).__name__}: {exc}"
+            self.backend.synchronize()
             for name in key:
                 self._execute(name)
 

@@ -20,8 +20,8 @@ HEURISTICS = os.environ.get("LAYERLAB_CUDNN_HEURISTICS", "A")
 CHANNEL_ALIGN = 8
 PAD_CHANNELS = os.environ.get("LAYERLAB_CUDNN_PAD_CHANNELS", "on").lower() not in ("off", "0", "no", "false")
 
-#: activations the cuDNN epilogue computes itself (name -> builder on the frontend graph)
-EPILOGUE = ("relu", "leaky_relu", "sigmoid", "tanh")
+#: fused epilogues (``ActivationDesc.epilogue``) the cuDNN graph computes itself
+EPILOGUES = ("relu", "leaky_relu", "sigmoid", "tanh")
 
 
 def _dims_strides(a: Any) -> tuple[list[int], list[int]]:
@@ -104,7 +104,7 @@ class CudnnConvolutions:
         (an RGB input, a 3-channel output) run on zero-padded copies, so that cuDNN can use its tensor-core kernels:
         the unaligned cases otherwise fall on kernels over ten times slower."""
         coefs = coefs or {}
-        if act is not None and act not in EPILOGUE:
+        if act is not None and act not in EPILOGUES:
             return False
         c, k = x.shape[1], w.shape[0]
         if (PAD_CHANNELS and (c % CHANNEL_ALIGN or k % CHANNEL_ALIGN) and w.shape[1] == c and x.dtype == cupy.float16

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugins.standard.convolution import conv2d
+from plugins.standard._common_conv import conv2d
 from tests.harness import backend_param
 
 pytestmark = pytest.mark.gpu
@@ -34,7 +34,7 @@ def test_unaligned_channels_run_padded_and_match(c, k, act):
     w = (rng.standard_normal((k, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float16)
     b = rng.standard_normal(k).astype(np.float16)
     out = _nhwc(cupy, np.zeros((1, k, 37, 50), np.float16))
-    assert backend.conv2d(_nhwc(cupy, x), _nhwc(cupy, w), cupy.asarray(b), out, (1, 1), (1, 1), (1, 1), 1, act, {})
+    assert backend.kernel("conv2d")(_nhwc(cupy, x), _nhwc(cupy, w), cupy.asarray(b), out, (1, 1), (1, 1), (1, 1), 1, act, {})
     backend.synchronize()
     ref = conv2d(np, x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), (1, 1), (1, 1), (1, 1), 1)
     if act == "relu":
@@ -55,7 +55,7 @@ def test_grouped_unaligned_convolution_is_not_padded():
     x = rng.standard_normal((1, 6, 13, 11)).astype(np.float16)
     w = rng.standard_normal((6, 2, 3, 3)).astype(np.float16)
     out = _nhwc(cupy, np.zeros((1, 6, 13, 11), np.float16))
-    done = backend.conv2d(_nhwc(cupy, x), _nhwc(cupy, w), None, out, (1, 1), (1, 1), (1, 1), 3, None, {})
+    done = backend.kernel("conv2d")(_nhwc(cupy, x), _nhwc(cupy, w), None, out, (1, 1), (1, 1), (1, 1), 3, None, {})
     assert not any(key[2] == (6, 2, 3, 3) for key in backend.cudnn._pads)
     if done:  # cuDNN ran it unpadded: it must be right
         backend.synchronize()

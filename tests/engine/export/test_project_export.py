@@ -135,9 +135,9 @@ def test_options_weights_and_names(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=clean_env(tmp_path / "p"), capture_output=True,
                          text=True, timeout=300)
     assert res.returncode == 0, res.stderr
-    from engine.network import Network
+    from engine.run import RunSpec, open_network
 
-    want = Network(model, REGISTRY, weights=RandomWeights(5)).infer({"input": x})["output"]
+    want = open_network(model, RunSpec(backend="numpy"), REGISTRY, weights=RandomWeights(5)).infer({"input": x})["output"]
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), want)
     # re-exporting replaces the package it wrote; a folder it did not write is refused
     export_project(model, REGISTRY, tmp_path / "p", ProjectOptions(builder="make", package="dn"))
