@@ -58,6 +58,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=1, help="untimed warm-up iterations (default 1)")
     parser.add_argument("--weights", "-w", metavar="DIR", help="weights folder (NAME_WEIGHT.npy files)")
     parser.add_argument("--backend", "-b", default="auto", choices=("auto", "numpy", "cupy"))
+    parser.add_argument("--tf32", action="store_true",
+                        help="fp32 on the GPU may use TF32 tensor cores (faster, about 1e-3 relative error; default: strict)")
     parser.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs (default 0)")
     parser.add_argument("--fusing-rules", default="on", metavar="on|off|FILE",
                         help="apply the plugins' and the model's enabled fusing rules (on, default), none (off), "
@@ -71,7 +73,8 @@ def spec_from_args(args: argparse.Namespace, profiling: bool) -> RunSpec:
     return RunSpec(backend=args.backend, format=normalize_format(" ".join(args.format or [])),
                    iterations=args.iterations, warmup=args.warmup, weights=args.weights, seed=args.seed,
                    inputs=tuple(parse_named(args.input)), input_layout=args.input_layout, fusing=args.fusing_rules,
-                   profiling=profiling, plugins=tuple(getattr(args, "plugins", None) or ())).check()
+                   profiling=profiling, plugins=tuple(getattr(args, "plugins", None) or ()),
+                   tf32=bool(getattr(args, "tf32", False))).check()
 
 
 def command_line(spec: RunSpec, model_file: str, report: str | None = None) -> str:
@@ -92,6 +95,8 @@ def command_line(spec: RunSpec, model_file: str, report: str | None = None) -> s
         parts += ["--report", report]
     if spec.input_layout != "nchw":
         parts += ["--input-layout", spec.input_layout]
+    if spec.tf32:
+        parts += ["--tf32"]
     for folder in spec.plugins:
         parts += ["--plugins", folder]
     return " ".join(shlex.quote(p) for p in parts)

@@ -94,6 +94,10 @@ class NetworkSettingsDialog(QtWidgets.QDialog):
         form.addRow("Seed:", self.seed)
         form.addRow("", self.profiling)
         form.addRow("", self.fusing)
+        self.tf32 = QtWidgets.QCheckBox("fp32 on the GPU may use TF32 tensor cores")
+        self.tf32.setToolTip("Faster fp32 convolutions on the GPU (products rounded to 10-bit mantissas, about 1e-3 "
+                             "relative error); off: strict float32, as on the CPU")
+        form.addRow("", self.tf32)
         data_box = QtWidgets.QGroupBox("Data")
         dform = QtWidgets.QFormLayout(data_box)
         dform.addRow("Weights folder:", self.weights)
@@ -149,6 +153,7 @@ class NetworkSettingsDialog(QtWidgets.QDialog):
         self._select(self.input_layout, get("input_layout").strip().lower())
         self.profiling.setChecked(get("profiling").strip().lower() != "off")
         self.fusing.setChecked(get("fusing").strip().lower() != "off")
+        self.tf32.setChecked(get("tf32").strip().lower() == "on")
         for name, edit in self.inputs.items():
             edit.set_text(get(INPUT_PREFIX + name))
 
@@ -166,7 +171,7 @@ class NetworkSettingsDialog(QtWidgets.QDialog):
                "seed": str(self.seed.value()), "weights": self.weights.text(),
                "input_layout": self.input_layout.currentData(),
                "profiling": "on" if self.profiling.isChecked() else "off",
-               "fusing": "on" if self.fusing.isChecked() else "off"}
+               "fusing": "on" if self.fusing.isChecked() else "off", "tf32": "on" if self.tf32.isChecked() else "off"}
         for name, edit in self.inputs.items():
             out[INPUT_PREFIX + name] = edit.text()
         return out

@@ -16,6 +16,8 @@ key                value                                      default
 ``input_layout``   layout of .npy inputs: ``nchw`` | ``nhwc``  ``nchw``
 ``profiling``      ``on`` (per-layer timing) | ``off``        ``on``
 ``fusing``         ``on`` | ``off`` (fusing rules)            ``on``
+``tf32``           ``on`` | ``off``: fp32 on the GPU may use  ``off`` (strict float32)
+                   TF32 tensor cores
 =================  =========================================  ==========================================
 
 Relative paths are relative to the folder of the model file. The settings make an ``engine.run.RunSpec``: the
@@ -34,7 +36,7 @@ from engine.run import AUTO, RunSpec, normalize_format
 INPUT_PREFIX = "input."
 DEFAULTS: dict[str, str] = {
     "backend": "auto", "format": AUTO, "iterations": "10", "warmup": "1", "seed": "0", "weights": "",
-    "input_layout": "nchw", "profiling": "on", "fusing": "on",
+    "input_layout": "nchw", "profiling": "on", "fusing": "on", "tf32": "off",
 }
 FORMAT_CHOICES = (AUTO, "fp16 nhwc", "fp16 nchw", "fp32 nhwc", "fp32 nchw")
 INPUT_FILE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".npy")
@@ -126,7 +128,8 @@ def from_model(model: Model, model_path: str | None = None) -> RunConfig:
     return RunConfig(backend=backend, format=fmt,
                      iterations=_int(model, "iterations", 1), warmup=_int(model, "warmup", 0), seed=_int(model, "seed", 0),
                      weights=weights, inputs=tuple(inputs), input_layout=layout, profiling=_on_off(model, "profiling"),
-                     fusing="on" if _on_off(model, "fusing") else "off", warnings=tuple(warnings))
+                     fusing="on" if _on_off(model, "fusing") else "off", tf32=_on_off(model, "tf32"),
+                     warnings=tuple(warnings))
 
 
 def command_line(config: RunConfig, model_file: str, report: str | None = None) -> str:

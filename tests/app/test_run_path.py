@@ -16,6 +16,7 @@ from app.cli import build_parser
 from app.cli import main as cli_main
 from app.cli_common import command_line, spec_from_args
 from engine import modelfile
+from engine.model import Model
 from engine.network import Network
 from engine.run import RunSpec, load_inputs, open_network, tensor_format
 from engine.weights import RandomWeights, save_weights
@@ -73,7 +74,7 @@ def test_designer_run_and_its_command_line_agree_on_format_and_outputs(qtbot, re
     RunSpec(backend="numpy", format="fp16 nchw", iterations=3, warmup=0, weights="/w dir", seed=7,
             inputs=(("a", "/x y.png"), ("b", "b.npy")), input_layout="nhwc", fusing="off", profiling=False,
             plugins=("/plugins",)),
-    RunSpec(backend="cupy", fusing="rules.txt", inputs=((None, "clip.mp4"),)),
+    RunSpec(backend="cupy", fusing="rules.txt", inputs=((None, "clip.mp4"),), tf32=True),
 ])
 def test_command_line_round_trips_to_the_same_spec(spec):
     argv = shlex.split(command_line(spec, "m.lnet", "out/report"))
@@ -81,3 +82,18 @@ def test_command_line_round_trips_to_the_same_spec(spec):
     assert ("--report" in argv) == spec.profiling
     args = build_parser().parse_args(argv[1:])
     assert spec_from_args(args, args.command == "profile") == spec
+
+
+def test_tf32_network_setting_reaches_the_run_spec_and_the_network(registry):
+    """The model's ``tf32`` setting (Network Settings) becomes RunSpec.tf32, the network's and its command line's."""
+    model = Model("m")
+    model.add_layer("input", "input", params={"dimensions": "1x3x8x8"})
+    model.add_layer("output", "output", inputs=["input"])
+    assert run_config.from_model(model).tf32 is False
+    model.settings["tf32"] = "on"
+    cfg = run_config.from_model(model)
+    assert cfg.tf32 is True and "--tf32" in run_config.command_line(cfg, "m.lnet")
+    assert open_network(model, replace(cfg, backend="numpy"), registry).tf32 is True
+    model.settings["tf32"] = "maybe"
+    with pytest.raises(run_config.SettingsError, match="tf32"):
+        run_config.from_model(model)
