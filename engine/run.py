@@ -125,7 +125,7 @@ def open_backend(spec: RunSpec, notice: TextIO | None = None) -> Backend:
     """The backend of ``spec``: ``auto`` is CuPy when a CUDA GPU is usable, else NumPy with a one-line notice on
     ``notice``; asking for CuPy where it is unusable is an error."""
     spec.check()
-    return get_backend(spec.backend, notice=notice)
+    return get_backend(spec.backend, notice=notice, defer_compile=True)
 
 
 def open_weights(spec: RunSpec) -> WeightsSource:

@@ -42,11 +42,17 @@ class NumpyBackend(Backend):
     xp = np
     device_kind = "cpu"
     kernel_module = "engine.backends.numpy_kernels"
+    #: False while the CPU kernels are being compiled in another process: layers take the plain NumPy path
+    use_cpu_kernels = True
+
+    def cpu_kernels(self) -> Any:
+        """The Numba kernel module for this backend's layers, or None (plain NumPy path)."""
+        return cpu_kernels() if self.use_cpu_kernels else None
 
     @property
     def device_name(self) -> str:
         return f"CPU ({platform.processor() or platform.machine()})"
 
     def running(self) -> contextlib.AbstractContextManager[Any]:
-        kernels = cpu_kernels()
+        kernels = self.cpu_kernels()
         return kernels.single_threaded_blas() if kernels is not None else contextlib.nullcontext()

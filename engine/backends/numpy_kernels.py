@@ -2,7 +2,7 @@
 Numba kernels of :mod:`engine.backends.cpu_kernels`.
 
 Each function named after an operation makes that operation's kernel for a backend. The kernels ask for the
-Numba module on every call (``cpu_kernels()``), so ``LAYERLAB_CPU_KERNELS=off`` takes effect at once, and
+Numba module on every call (``backend.cpu_kernels()``), so ``LAYERLAB_CPU_KERNELS=off`` takes effect at once, and
 return False for what they do not serve (then the layer computes it with NumPy)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.base import Backend, derived
-from engine.backends.numpy_backend import WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILES, cpu_kernels
+from engine.backends.numpy_backend import WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILES
 from engine.tensor import is_nhwc_memory
 
 Kernel = Callable[..., bool]
@@ -21,7 +21,7 @@ Kernel = Callable[..., bool]
 def pool2d(backend: Backend) -> Kernel:
     def run(x: Any, out: Any, is_max: bool, kernel: tuple[int, int], stride: tuple[int, int],
             padding: tuple[int, int], count_include_pad: bool, nhwc: bool) -> bool:
-        kernels = cpu_kernels()
+        kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
         if kernels is None or not nhwc or not (x.dtype == out.dtype == np.float32 and x.flags.c_contiguous
                                                and out.flags.c_contiguous):
             return False
@@ -32,7 +32,7 @@ def pool2d(backend: Backend) -> Kernel:
 
 def element_wise(backend: Backend) -> Kernel:
     def run(op: str, a: Any, b: Any, out: Any, epilogue: str | None, coefs: dict[str, float]) -> bool:
-        kernels = cpu_kernels()
+        kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
         if kernels is None or op not in kernels.ELEMENT_WISE_OPS or epilogue not in kernels.FUSED_EPILOGUES:
             return False
         if not (a.dtype == b.dtype == out.dtype == np.float32 and a.shape == b.shape == out.shape):
@@ -47,7 +47,7 @@ def element_wise(backend: Backend) -> Kernel:
 
 def upsample(backend: Backend) -> Kernel:
     def run(x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
-        kernels = cpu_kernels()
+        kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
         if kernels is None or not (x.dtype == out.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous):
             return False
         kernels.upsample(x, out, factor, bilinear, nhwc)
@@ -59,7 +59,7 @@ def conv2d(backend: Backend) -> Kernel:
     def run(x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
             dilation: tuple[int, int], groups: int, epilogue: str | None, coefs: dict[str, float],
             cache: dict[str, Any] | None = None) -> bool:
-        kernels = cpu_kernels()
+        kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
         if kernels is None or epilogue not in kernels.FUSED_EPILOGUES or groups != 1 or kernels.blas_sgemm() is None:
             return False
         if x.dtype == out.dtype == np.float16 and w.dtype == np.float32:  # fp16 storage: float32 kernels, one rounding
@@ -88,7 +88,7 @@ def conv2d(backend: Backend) -> Kernel:
 
 def upsample_concat(backend: Backend) -> Kernel:
     def run(x: Any, skip: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
-        kernels = cpu_kernels()
+        kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
         if kernels is None or x.ndim != 4 or not x.dtype == skip.dtype == out.dtype == np.float32:
             return False
         if not (x.flags.c_contiguous and skip.flags.c_contiguous and out.flags.c_contiguous):
