@@ -8,6 +8,7 @@ same bytes. On a cluster the input and output folders must be on storage every n
 path (a shared file system)."""
 from __future__ import annotations
 
+import logging
 import pickle
 import threading
 from typing import Any
@@ -59,7 +60,7 @@ def run_ray(job: BatchJob, progress: ProgressCallback | None = None, cancel: thr
         return
     started = False
     if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
         if address:
             kwargs["address"] = address
         elif num_cpus:
@@ -74,17 +75,21 @@ def run_ray(job: BatchJob, progress: ProgressCallback | None = None, cancel: thr
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False  # LayerLab shows its own progress
         ctx.execution_options.preserve_order = False
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
         gpus = int(ray.cluster_resources().get("GPU", 0))
         use_gpu = job.spec.backend == "cupy" or (job.spec.backend == "auto" and gpus > 0)
         pool = actors or (max(1, gpus) if use_gpu else job.options.workers)
         rows = [{"chunk": pickle.dumps(c, protocol=5)} for c in job.todo]
         ds = ray.data.from_items(rows, override_num_blocks=len(rows))
+        # decoding asks for half a CPU, the actors for a whole one (or a GPU): different resources keep Ray
+        # Data from fusing decoding into the actors, so decoding runs in CPU tasks beside them
         ds = ds.map(_decode_row, fn_kwargs={"opts": job.io.image_options, "layout": job.options.input_layout},
-                    num_cpus=1)
+                    num_cpus=0.5)
         ds = ds.map(_InferActor, fn_constructor_kwargs={"spec": job.spec, "input_name": job.io.input_name,
                                                         "output_names": job.io.output_names},
-                    concurrency=pool, num_gpus=1 if use_gpu else 0, num_cpus=0 if use_gpu else 1)
-        ds = ds.map(_write_row, fn_kwargs={"layout": job.layout}, num_cpus=1)
+                    compute=ray.data.ActorPoolStrategy(size=pool), num_gpus=1 if use_gpu else 0,
+                    num_cpus=0 if use_gpu else 1)
+        ds = ds.map(_write_row, fn_kwargs={"layout": job.layout}, num_cpus=0.5)
         for row in ds.iter_rows():
             job.handle(pickle.loads(row["work"]))
             if progress is not None:

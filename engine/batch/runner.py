@@ -44,7 +44,11 @@ def _model(spec: NetworkSpec, registry: Any) -> Any:
 
 
 def open_network_for(spec: NetworkSpec, notice: TextIO | None = sys.stderr) -> Any:
-    """A ready :class:`engine.network.Network` for ``spec`` (backend, format, weights, seed, fusing rules)."""
+    """A ready :class:`engine.network.Network` for ``spec`` (backend, format, weights, seed, fusing rules).
+
+    It has run once on the input layer's declared dimensions, so its weights are loaded for the declared
+    channel count: every network of a run (threads, processes, Ray actors) then accepts and refuses the same
+    inputs, whatever input it happens to see first."""
     from engine.backends import get_backend
     from engine.network import Network
     from engine.tensor import TensorFormat
@@ -56,7 +60,9 @@ def open_network_for(spec: NetworkSpec, notice: TextIO | None = sys.stderr) -> A
     text = spec.format.strip()
     fmt = TensorFormat.parse(default_format(backend.name) if text in ("", "auto") else text)
     weights = WeightsFolder(spec.weights) if spec.weights else RandomWeights(spec.seed)
-    return Network(model, registry, backend, fmt, weights=weights, seed=spec.seed, fusing=spec.fusing)
+    net = Network(model, registry, backend, fmt, weights=weights, seed=spec.seed, fusing=spec.fusing)
+    net.run()
+    return net
 
 
 @dataclass(frozen=True)
