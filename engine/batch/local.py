@@ -160,29 +160,33 @@ def run_local(job: BatchJob, progress: ProgressCallback | None = None,
         for w in workers:
             w.start()
         closer.start()
-        while True:
+        while True:  # the collector: leaves only when every stage has stopped
             try:
                 fut = written.get(timeout=0.2)
+                if fut is _STOP:
+                    break
+                try:
+                    job.handle(_result(fut))
+                except Exception as exc:
+                    errors.append(exc)
+                    abort.set()
+                finally:
+                    in_flight.release()
+                if progress is not None and not abort.is_set():
+                    progress(job.progress())
             except queue.Empty:
                 continue
             except KeyboardInterrupt as exc:  # Ctrl-C: finish and record what is in flight, then stop
                 interrupted = exc
                 cancel.set()
-                continue
-            if fut is _STOP:
-                break
-            try:
-                job.handle(_result(fut))
-            except BaseException as exc:
+            except Exception as exc:  # the progress callback failed: stop as for a bug in a stage
                 errors.append(exc)
                 abort.set()
-            finally:
-                in_flight.release()
-            if progress is not None and not abort.is_set():
-                progress(job.progress())
     finally:
-        cancel_all = abort.is_set() or interrupted is not None
-        decoders.shutdown(wait=True, cancel_futures=cancel_all)
+        if closer.is_alive():  # only when leaving on an unexpected BaseException: let the stages wind down
+            abort.set()
+            closer.join()
+        decoders.shutdown(wait=True, cancel_futures=abort.is_set())
         encoders.shutdown(wait=True)
         for lane in lanes:
             lane.close()
