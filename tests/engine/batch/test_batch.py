@@ -12,7 +12,7 @@ import pytest
 from engine.batch import BatchJob, BatchOptions, NetworkSpec, SettingsChangedError, run_batch, run_job
 from engine.batch.dataset import discover, plan_chunks
 from engine.batch.manifest import MANIFEST_NAME, Manifest, sha256_of
-from engine.errors import InputError
+from engine.errors import InputError, LayerLabError
 from resources import SAMPLES
 from tests.engine.batch.dataset import make_dataset
 
@@ -206,3 +206,16 @@ def test_manifest_ignores_a_torn_last_line_and_appends_after_it(tmp_path):
     assert set(m.records) == {"x.npy"} and m.finished("x.npy")
     m.append([{"output": "z.npy", "size": 1}])
     assert set(Manifest(tmp_path).records) == {"x.npy", "z.npy"}
+
+
+def test_worker_processes_write_the_same_outputs(tmp_path, data):
+    one = run_batch(spec(), BatchOptions((str(data),), str(tmp_path / "one"), batch_size=3))
+    two = run_batch(spec(), BatchOptions((str(data),), str(tmp_path / "two"), batch_size=3, workers=2))
+    assert two["items"] == one["items"]
+    assert outputs_of(tmp_path / "two") == outputs_of(tmp_path / "one")
+
+
+def test_a_network_that_cannot_open_is_an_error_before_anything_runs(tmp_path, data):
+    with pytest.raises(LayerLabError, match="weights folder .* does not exist"):
+        run_batch(spec(weights=str(tmp_path / "no_weights")), BatchOptions((str(data / "a"),), str(tmp_path / "o")))
+    assert not list((tmp_path / "o").glob("a/*"))
