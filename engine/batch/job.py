@@ -126,7 +126,10 @@ class BatchJob:
                 self._parts_left[c.units[0].rel].discard(c.part)
             else:
                 self.todo.append(c)
-        self.video_parts = {c.units[0].rel: c.part + 1 for c in self.chunks if c.is_video and c.last}
+        self.video_chunks: dict[str, list[Chunk]] = {}
+        for c in self.chunks:
+            if c.is_video:
+                self.video_chunks.setdefault(c.units[0].rel, []).append(c)
         self.total = sum(c.expected_frames for c in self.todo)
         self.done = 0
         self.stage_s: dict[str, float] = {}
@@ -171,7 +174,7 @@ class BatchJob:
         """A video chunk whose part files survived an interrupted run is not run again."""
         if not c.is_video or self.options.overwrite:
             return False
-        return all(self.layout.part_path(c.units[0], n, c.part).is_file() for n in self.io.output_names)
+        return all(self.layout.part_path(c, n).is_file() for n in self.io.output_names)
 
     # ---- bookkeeping ---------------------------------------------------------------------------
     def _fail(self, name: str, reason: str) -> None:
@@ -207,7 +210,7 @@ class BatchJob:
             return
         t0 = time.perf_counter()
         try:
-            recs = assemble_video(unit, self.video_parts[unit.rel], self.fps.get(unit.rel, 25.0), self.layout)
+            recs = assemble_video(self.video_chunks[unit.rel], self.fps.get(unit.rel, 25.0), self.layout)
         except Exception as exc:
             self._fail(unit.rel, str(exc) if isinstance(exc, LayerLabError) else f"{type(exc).__name__}: {exc}")
         else:

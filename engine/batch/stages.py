@@ -47,8 +47,10 @@ class Layout:
         key = hashlib.sha1(unit.rel.encode("utf-8")).hexdigest()[:16]
         return Path(self.output_dir) / STATE_DIR / "parts" / key
 
-    def part_path(self, unit: Unit, output: str, part: int) -> Path:
-        return self.parts_dir(unit) / f"{output}.{part:06d}.npy"
+    def part_path(self, chunk: Chunk, output: str) -> Path:
+        """A video chunk's part, named by its frame range: parts of a run with another batch size never match."""
+        end = "end" if chunk.stop is None else f"{chunk.stop:09d}"
+        return self.parts_dir(chunk.units[0]) / f"{output}.{chunk.start:09d}-{end}.npy"
 
 
 @dataclass
@@ -194,7 +196,7 @@ def write(work: Work, layout: Layout) -> Work:
                     frames = [tensor_to_image(g.outputs[name], i) for g in done for i in range(len(g.items))]
                     if len({f.shape for f in frames}) > 1:
                         raise InputError(f"{unit.path}: frames of different sizes cannot form one video")
-                    _save_part(layout.part_path(unit, name, work.chunk.part), np.stack(frames))
+                    _save_part(layout.part_path(work.chunk, name), np.stack(frames))
                     work.parts.append(name)
                 work.frames += len(items)
             except Exception as exc:
@@ -220,9 +222,10 @@ def write(work: Work, layout: Layout) -> Work:
     return work
 
 
-def assemble_video(unit: Unit, parts: int, fps: float, layout: Layout) -> list[dict[str, Any]]:
-    """Join a video's ``parts`` finished chunks into its output video(s), written under a temporary name
-    and renamed; the parts are removed. Returns the manifest records."""
+def assemble_video(chunks: list[Chunk], fps: float, layout: Layout) -> list[dict[str, Any]]:
+    """Join the parts of a video's finished ``chunks`` (in order) into its output video(s), written under a
+    temporary name and renamed; the parts are removed. Returns the manifest records."""
+    unit = chunks[0].units[0]
     root = Path(layout.output_dir)
     records = []
     for name in layout.output_names:
@@ -232,8 +235,8 @@ def assemble_video(unit: Unit, parts: int, fps: float, layout: Layout) -> list[d
         try:
             writer = VideoWriter(tmp, fps)
             try:
-                for part in range(parts):
-                    path = layout.part_path(unit, name, part)
+                for chunk in chunks:
+                    path = layout.part_path(chunk, name)
                     if not path.is_file():
                         continue  # a chunk past the real end of the video (the header overestimated it)
                     for frame in np.load(path):

@@ -100,3 +100,17 @@ def test_tools_menu_opens_the_dialog_on_the_current_model(make_window, qtbot):
     dlg = w.batch_dialog
     assert isinstance(dlg, BatchDialog) and dlg.isVisible() and dlg.model is w.current.model
     dlg.reject()
+
+
+def test_closing_while_running_cancels_then_closes(qtbot, dialog, tmp_path):
+    data = make_dataset(tmp_path, images=60, video_frames=0, corrupt=0, npy=0)
+    dlg = dialog()
+    dlg.inputs.setText(str(data))
+    dlg.output.setText(str(tmp_path / "out"))
+    dlg.batch_size.setValue(1)
+    click(qtbot, dlg.run_button)
+    qtbot.waitUntil(lambda: dlg.table.rowCount() >= 2, timeout=120_000)
+    dlg.reject()
+    assert dlg.isVisible()  # still winding down: the chunks in flight are finished and recorded
+    qtbot.waitUntil(lambda: not dlg.isVisible(), timeout=120_000)
+    assert dlg.summary["cancelled"] and len(outputs_of(tmp_path / "out")) == dlg.summary["items"]["finished"] < 60

@@ -219,3 +219,25 @@ def test_a_network_that_cannot_open_is_an_error_before_anything_runs(tmp_path, d
     with pytest.raises(LayerLabError, match="weights folder .* does not exist"):
         run_batch(spec(weights=str(tmp_path / "no_weights")), BatchOptions((str(data / "a"),), str(tmp_path / "o")))
     assert not list((tmp_path / "o").glob("a/*"))
+
+
+def test_a_video_resumes_from_its_finished_parts_of_the_same_batch_size_only(tmp_path, data):
+    from engine.batch.runner import open_network_for
+    from engine.batch.stages import Work, decode, infer, write
+
+    clips = (str(data / "clips"),)
+    fresh = run_batch(spec(), BatchOptions(clips, str(tmp_path / "fresh"), batch_size=2))
+    assert fresh["items"]["finished"] == 1
+    job = BatchJob(spec(), BatchOptions(clips, str(tmp_path / "out"), batch_size=2))
+    assert len(job.todo) == 4  # frames 0-1, 2-3, 4-5, 6
+    net = open_network_for(job.spec, notice=None)
+    for chunk in job.todo[:2]:  # an interrupted run: two parts written, the video not assembled
+        write(infer(decode(Work(chunk), job.io.image_options), net, job.io.input_name, job.io.output_names), job.layout)
+    assert len(list((tmp_path / "out" / ".layerlab-batch" / "parts").glob("*/*.npy"))) == 2
+    assert len(BatchJob(spec(), BatchOptions(clips, str(tmp_path / "out"), batch_size=3)).todo) == 3  # no part fits
+    resumed = BatchJob(spec(), BatchOptions(clips, str(tmp_path / "out"), batch_size=2))
+    assert [c.start for c in resumed.todo] == [4, 6]
+    summary = run_job(resumed)
+    assert summary["items"]["finished"] == 1 and summary["items"]["frames_this_run"] == 3
+    assert outputs_of(tmp_path / "out") == outputs_of(tmp_path / "fresh")
+    assert not list((tmp_path / "out" / ".layerlab-batch" / "parts").glob("*/*"))
