@@ -1,6 +1,6 @@
 """The local batch engine: a pipeline of threads and bounded queues in which decoding (a thread pool),
 inference (one lane per network: a thread with its own network, or a worker process with its own network
-for ``--workers N`` on NumPy) and encoding (a thread pool) overlap; this thread collects the finished
+for ``--workers N``) and encoding (a thread pool) overlap; this thread collects the finished
 chunks (manifest, videos, progress). Cancelling stops feeding new chunks; chunks in flight are finished
 and recorded, so nothing half-done is left."""
 from __future__ import annotations
@@ -19,6 +19,12 @@ from engine.batch.stages import Work, decode, infer, write
 
 _STOP = object()
 _WORKER_NET: Any = None  # the network of a worker process (one per process)
+
+
+def _pin_gpu(device: str | None) -> None:
+    """Worker process initializer: make one GPU the only visible one, before CUDA is initialised there."""
+    if device is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = device
 
 
 def _worker_open(spec: NetworkSpec) -> str:
@@ -47,11 +53,12 @@ class _ThreadLane:
 
 
 class _ProcessLane:
-    """A network in a worker process of its own (``--workers N`` on the CPU)."""
+    """A network in a worker process of its own (``--workers N``), on the CPU or pinned to one GPU."""
 
-    def __init__(self, spec: NetworkSpec) -> None:
+    def __init__(self, spec: NetworkSpec, gpu: str | None = None) -> None:
         self.spec = spec
-        self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_pin_gpu,
+                                        initargs=(gpu,))
         self.pool.submit(_worker_open, spec).result()  # a bad network fails here, before anything runs
 
     def infer(self, work: Work, input_name: str, output_names: tuple[str, ...]) -> Work:
@@ -61,21 +68,29 @@ class _ProcessLane:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
+GPU_LANES = 2  # networks per GPU in this process: one's copies and host work overlap the other's kernels
+
+
 def _lanes(job: BatchJob) -> list[Any]:
+    """The inference lanes: NumPy: one network in this process, or ``--workers N`` worker processes. CuPy:
+    ``GPU_LANES`` networks on the current GPU, each on its own CUDA stream, or with ``--workers N`` one worker
+    process per GPU (GPU i of CUDA_VISIBLE_DEVICES, or of all GPUs), each holding one network."""
     from engine.backends import get_backend
 
     backend = get_backend(job.spec.backend, notice=None).name
-    if backend == "numpy" and job.options.workers > 1:
-        lanes: list[Any] = []
-        try:
-            for _ in range(job.options.workers):
-                lanes.append(_ProcessLane(job.spec))
-        except BaseException:
-            for lane in lanes:
-                lane.close()
-            raise
-        return lanes
-    return [_ThreadLane(job.spec)]  # one network per GPU: the current device (or the CPU in this process)
+    if job.options.workers == 1:
+        return [_ThreadLane(job.spec) for _ in range(GPU_LANES if backend == "cupy" else 1)]
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    lanes: list[Any] = []
+    try:
+        for i in range(job.options.workers):
+            gpu = (visible[i] if i < len(visible) else str(i)) if backend == "cupy" else None
+            lanes.append(_ProcessLane(job.spec, gpu))
+    except BaseException:
+        for lane in lanes:
+            lane.close()
+        raise
+    return lanes
 
 
 def run_local(job: BatchJob, progress: ProgressCallback | None = None,
