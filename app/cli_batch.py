@@ -3,7 +3,7 @@ this machine or on a Ray cluster (see ``engine.batch``). Imports no Qt."""
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 import threading
 import time
@@ -92,6 +92,11 @@ def cmd_batch(args: argparse.Namespace, out: TextIO) -> int:
     """Run the batch; print where the outputs and the summary are; exit status 1 when inputs failed."""
     from app.cli import CliError
     from engine.batch import BatchJob, BatchOptions, NetworkSpec, run_job
+    from engine.batch.manifest import write_json_atomic
+
+    # failed inputs are reported with their reasons in the summary: keep OpenCV's own decoder warnings quiet
+    # (read when OpenCV is first imported, here and in worker processes)
+    os.environ.setdefault("OPENCV_LOG_LEVEL", "FATAL")
 
     model = Path(args.model)
     if not model.is_file():
@@ -116,7 +121,7 @@ def cmd_batch(args: argparse.Namespace, out: TextIO) -> int:
     finally:
         bar.close()
     if args.summary:
-        Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        write_json_atomic(Path(args.summary), summary)
     items = summary["items"]
     print(f"batch: {items['finished']} of {items['total']} inputs finished ({items['skipped']} from before), "
           f"{items['failed']} failed, {summary['throughput']['frames_per_s']} inputs/s; outputs in {args.output_dir}, "

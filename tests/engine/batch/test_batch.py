@@ -241,3 +241,19 @@ def test_a_video_resumes_from_its_finished_parts_of_the_same_batch_size_only(tmp
     assert summary["items"]["finished"] == 1 and summary["items"]["frames_this_run"] == 3
     assert outputs_of(tmp_path / "out") == outputs_of(tmp_path / "fresh")
     assert not list((tmp_path / "out" / ".layerlab-batch" / "parts").glob("*/*"))
+
+
+def test_an_npy_file_of_several_items_runs_as_it_is(tmp_path):
+    from engine.batch.runner import open_network_for
+
+    (tmp_path / "in").mkdir()
+    x = np.random.default_rng(5).random((3, 3, 8, 12), dtype=np.float32)
+    np.save(tmp_path / "in" / "stack.npy", x)
+    np.save(tmp_path / "in" / "one.npy", x[:1])
+    summary = run_batch(spec(), BatchOptions((str(tmp_path / "in"),), str(tmp_path / "out"), batch_size=4))
+    assert summary["items"]["finished"] == 2
+    net = open_network_for(spec(), notice=None)
+    net.set_input("input", x)
+    net.run()
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "stack.npy"), net.output("output"))
+    assert np.load(tmp_path / "out" / "one.npy").shape == (1, 3, 8, 12)
