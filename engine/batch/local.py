@@ -42,8 +42,8 @@ def _worker_infer(spec: NetworkSpec, work: Work, input_name: str, output_names: 
 class _ThreadLane:
     """A network in this process, run by one pipeline thread (NumPy with one worker, or one GPU)."""
 
-    def __init__(self, spec: NetworkSpec) -> None:
-        self.net = open_network_for(spec)
+    def __init__(self, spec: NetworkSpec, graph_capture: bool = True) -> None:
+        self.net = open_network_for(spec, graph_capture=graph_capture)
 
     def infer(self, work: Work, input_name: str, output_names: tuple[str, ...]) -> Work:
         return infer(work, self.net, input_name, output_names)
@@ -73,13 +73,15 @@ GPU_LANES = 2  # networks per GPU in this process: one's copies and host work ov
 
 def _lanes(job: BatchJob) -> list[Any]:
     """The inference lanes: NumPy: one network in this process, or ``--workers N`` worker processes. CuPy:
-    ``GPU_LANES`` networks on the current GPU, each on its own CUDA stream, or with ``--workers N`` one worker
-    process per GPU (GPU i of CUDA_VISIBLE_DEVICES, or of all GPUs), each holding one network."""
+    ``GPU_LANES`` networks on the current GPU, each on its own CUDA stream (eager: no CUDA-graph capture while
+    another thread uses the GPU), or with ``--workers N`` one worker process per GPU (GPU i of
+    CUDA_VISIBLE_DEVICES, or of all GPUs), each holding one network."""
     from engine.backends import get_backend
 
     backend = get_backend(job.spec.backend, notice=None).name
     if job.options.workers == 1:
-        return [_ThreadLane(job.spec) for _ in range(GPU_LANES if backend == "cupy" else 1)]
+        n = GPU_LANES if backend == "cupy" else 1
+        return [_ThreadLane(job.spec, graph_capture=n == 1) for _ in range(n)]
     visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     lanes: list[Any] = []
     try:

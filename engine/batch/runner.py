@@ -43,12 +43,13 @@ def _model(spec: NetworkSpec, registry: Any) -> Any:
     return loads(spec.model_text, spec.model_path, registry)
 
 
-def open_network_for(spec: NetworkSpec, notice: TextIO | None = sys.stderr) -> Any:
+def open_network_for(spec: NetworkSpec, notice: TextIO | None = sys.stderr, graph_capture: bool = True) -> Any:
     """A ready :class:`engine.network.Network` for ``spec`` (backend, format, weights, seed, fusing rules).
 
     It has run once on the input layer's declared dimensions, so its weights are loaded for the declared
     channel count: every network of a run (threads, processes, Ray actors) then accepts and refuses the same
-    inputs, whatever input it happens to see first."""
+    inputs, whatever input it happens to see first. ``graph_capture=False`` keeps the GPU network eager (for
+    several networks sharing one GPU from several threads: a capture must not see the other's copies)."""
     from engine.backends import get_backend
     from engine.network import Network
     from engine.tensor import TensorFormat
@@ -60,7 +61,8 @@ def open_network_for(spec: NetworkSpec, notice: TextIO | None = sys.stderr) -> A
     text = spec.format.strip()
     fmt = TensorFormat.parse(default_format(backend.name) if text in ("", "auto") else text)
     weights = WeightsFolder(spec.weights) if spec.weights else RandomWeights(spec.seed)
-    net = Network(model, registry, backend, fmt, weights=weights, seed=spec.seed, fusing=spec.fusing)
+    net = Network(model, registry, backend, fmt, weights=weights, seed=spec.seed, fusing=spec.fusing,
+                  graph_capture=graph_capture)
     net.run()
     return net
 

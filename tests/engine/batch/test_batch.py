@@ -257,3 +257,20 @@ def test_an_npy_file_of_several_items_runs_as_it_is(tmp_path):
     net.run()
     np.testing.assert_array_equal(np.load(tmp_path / "out" / "stack.npy"), net.output("output"))
     assert np.load(tmp_path / "out" / "one.npy").shape == (1, 3, 8, 12)
+
+
+def test_two_lanes_in_one_process_write_the_same_outputs(tmp_path, data, monkeypatch):
+    """The pipeline with two networks in this process (as on one GPU with CuPy), here on NumPy."""
+    from engine.batch import local
+
+    one = run_batch(spec(), BatchOptions((str(data),), str(tmp_path / "one"), batch_size=2))
+    opened = []
+
+    def two_lanes(job):
+        opened.extend(local._ThreadLane(job.spec, graph_capture=False) for _ in range(2))
+        return opened[-2:]
+
+    monkeypatch.setattr(local, "_lanes", two_lanes)
+    two = run_batch(spec(), BatchOptions((str(data),), str(tmp_path / "two"), batch_size=2))
+    assert len(opened) == 2 and two["items"] == one["items"]
+    assert outputs_of(tmp_path / "two") == outputs_of(tmp_path / "one")
