@@ -34,6 +34,15 @@ def _decode_row(row: dict[str, Any], opts: ImageOptions, layout: str) -> dict[st
     return {"work": pickle.dumps(work, protocol=5)}
 
 
+def _check_network(spec: NetworkSpec) -> str:
+    """Open the network once where the actors will run: '' when it opens, else the user error's message."""
+    try:
+        open_network_for(spec, notice=None)
+    except LayerLabError as exc:
+        return str(exc)
+    return ""
+
+
 class _InferActor:
     """One network per actor, opened once and reused for every chunk it is given."""
 
@@ -79,6 +88,10 @@ def run_ray(job: BatchJob, progress: ProgressCallback | None = None, cancel: thr
         gpus = int(ray.cluster_resources().get("GPU", 0))
         use_gpu = job.spec.backend == "cupy" or (job.spec.backend == "auto" and gpus > 0)
         pool = actors or (max(1, gpus) if use_gpu else job.options.workers)
+        resources = {"num_gpus": 1 if use_gpu else 0, "num_cpus": 0 if use_gpu else 1}
+        problem = ray.get(ray.remote(**resources)(_check_network).remote(job.spec))
+        if problem:  # a bad network is the command's error, not a failure of every input
+            raise LayerLabError(problem)
         rows = [{"chunk": pickle.dumps(c, protocol=5)} for c in job.todo]
         ds = ray.data.from_items(rows, override_num_blocks=len(rows))
         # decoding asks for half a CPU, the actors for a whole one (or a GPU): different resources keep Ray
@@ -87,8 +100,7 @@ def run_ray(job: BatchJob, progress: ProgressCallback | None = None, cancel: thr
                     num_cpus=0.5)
         ds = ds.map(_InferActor, fn_constructor_kwargs={"spec": job.spec, "input_name": job.io.input_name,
                                                         "output_names": job.io.output_names},
-                    compute=ray.data.ActorPoolStrategy(size=pool), num_gpus=1 if use_gpu else 0,
-                    num_cpus=0 if use_gpu else 1)
+                    compute=ray.data.ActorPoolStrategy(size=pool), **resources)
         ds = ds.map(_write_row, fn_kwargs={"layout": job.layout}, num_cpus=0.5)
         for row in ds.iter_rows():
             job.handle(pickle.loads(row["work"]))

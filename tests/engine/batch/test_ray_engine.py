@@ -60,3 +60,13 @@ def test_command_attaches_to_a_running_cluster_by_address(tmp_path, data, ray_in
     local = run_batch(spec(), BatchOptions((str(data / "a"),), str(tmp_path / "local"), batch_size=4))
     assert local["items"]["finished"] == 10
     assert outputs_of(tmp_path / "out") == outputs_of(tmp_path / "local")
+
+
+def test_a_network_that_cannot_open_is_one_error_not_a_failure_per_input(tmp_path, data, ray_instance):
+    from engine.errors import LayerLabError
+
+    (tmp_path / "weights").mkdir()
+    with pytest.raises(LayerLabError, match="layer conv1: weight 'weights' missing"):
+        run_batch(spec(weights=str(tmp_path / "weights")), BatchOptions((str(data / "a"),), str(tmp_path / "out")),
+                  engine="ray")
+    assert not list((tmp_path / "out").glob("a/*"))
