@@ -133,12 +133,14 @@ def run_local(job: BatchJob, progress: ProgressCallback | None = None,
         return True
 
     def feed() -> None:
-        for chunk in job.todo:
-            if not take_slot():
-                break
-            put(decoded, decoders.submit(decode, Work(chunk), opts, layout_))
-        for _ in lanes:
-            put(decoded, _STOP)
+        try:
+            for chunk in job.todo:
+                if not take_slot():
+                    break
+                put(decoded, decoders.submit(decode, Work(chunk), opts, layout_))
+        finally:  # the lanes stop after the last chunk, whatever happened here
+            for _ in lanes:
+                put(decoded, _STOP)
 
     def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         def run(*args: Any) -> Any:

@@ -274,3 +274,24 @@ def test_two_lanes_in_one_process_write_the_same_outputs(tmp_path, data, monkeyp
     two = run_batch(spec(), BatchOptions((str(data),), str(tmp_path / "two"), batch_size=2))
     assert len(opened) == 2 and two["items"] == one["items"]
     assert outputs_of(tmp_path / "two") == outputs_of(tmp_path / "one")
+
+
+@pytest.mark.timeout(120)
+def test_a_bug_in_a_stage_or_the_progress_callback_stops_the_run_with_its_error(tmp_path, data, monkeypatch):
+    from engine.batch import local
+
+    def broken_progress(p):
+        if p.done:
+            raise RuntimeError("callback bug")
+
+    with pytest.raises(RuntimeError, match="callback bug"):
+        run_batch(spec(), BatchOptions((str(data),), str(tmp_path / "a"), batch_size=2), progress=broken_progress)
+    assert set(Manifest(tmp_path / "a").records) == set(outputs_of(tmp_path / "a"))  # the books still match the files
+
+    def broken_write(work, layout):
+        raise RuntimeError("encoder bug")
+
+    monkeypatch.setattr(local, "write", broken_write)
+    with pytest.raises(RuntimeError, match="encoder bug"):
+        run_batch(spec(), BatchOptions((str(data),), str(tmp_path / "b"), batch_size=2))
+    assert not outputs_of(tmp_path / "b")
