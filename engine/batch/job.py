@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -116,20 +117,15 @@ class BatchJob:
                     continue
                 pending.append(u)
         self.chunks = plan_chunks(pending, options.batch_size, options.every, counts)
-        self._parts_left = {}  # video name -> chunk parts not finished yet
-        for c in self.chunks:
-            if c.is_video:
-                self._parts_left.setdefault(c.units[0].rel, set()).add(c.part)
-        self.todo = []
-        for c in self.chunks:
-            if self._part_done(c):
-                self._parts_left[c.units[0].rel].discard(c.part)
-            else:
-                self.todo.append(c)
-        self.video_chunks: dict[str, list[Chunk]] = {}
+        self.video_chunks: dict[str, list[Chunk]] = {}  # video name -> its chunks, in order
         for c in self.chunks:
             if c.is_video:
                 self.video_chunks.setdefault(c.units[0].rel, []).append(c)
+        # a video chunk whose parts survived an interrupted run is not run again
+        self.todo: list[Chunk] = [c for c in self.chunks if not self._part_done(c)]
+        todo = {c.index for c in self.todo}
+        self._parts_left: dict[str, set[int]] = {  # video name -> its chunks not finished yet
+            rel: {c.part for c in chunks if c.index in todo} for rel, chunks in self.video_chunks.items()}
         self.total = sum(c.expected_frames for c in self.todo)
         self.done = 0
         self.stage_s: dict[str, float] = {}
@@ -142,8 +138,6 @@ class BatchJob:
         now = _fingerprint(self.spec, self.options)
         if self.options.overwrite:
             self.manifest.reset()
-            import shutil
-
             shutil.rmtree(path.parent / "parts", ignore_errors=True)
         elif path.is_file() and (self.manifest.records or any((path.parent / "parts").glob("*/*.npy"))):
             try:
