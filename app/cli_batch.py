@@ -39,8 +39,9 @@ def add_batch_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpar
     b.add_argument("--fusing-rules", default="on", metavar="on|off|FILE", help="fusing rules, as for infer")
     b.add_argument("--input-layout", choices=("nchw", "nhwc"), default="nchw", help="layout of .npy inputs")
     b.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="networks run side by side on the CPU: N worker processes (local engine) or N actors (ray); "
-                        "with cupy one network per GPU")
+                   help="networks run side by side: on the CPU N worker processes (local) or N actors (ray); "
+                        "with cupy N worker processes, one per GPU (local; default: two networks on the current GPU) "
+                        "or one actor per GPU of the cluster (ray)")
     b.add_argument("--engine", choices=("local", "ray"), default="local", help="local pipeline (default) or Ray")
     b.add_argument("--ray-address", metavar="ADDRESS",
                    help="attach to this Ray cluster ('auto' or HOST:PORT); default: start a local Ray for the run")
