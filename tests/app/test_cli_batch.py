@@ -145,3 +145,26 @@ def test_killed_at_random_points_then_resumed_loses_and_duplicates_nothing(tmp_p
     for r in recs:
         assert r["size"] == len(expected[r["output"]]) and r["sha256"] == sha256_of(out / r["output"])
     assert not [p for p in out.rglob("*") if ".partial-" in p.name]  # no half-written output left
+
+
+def test_progress_is_a_bar_on_a_terminal_and_plain_lines_otherwise(tmp_path, data, capsys):
+    from app.cli_batch import _Bar
+    from engine.batch import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    term, plain = Terminal(), io.StringIO()
+    for stream in (term, plain):
+        bar = _Bar(stream)
+        for done in (0, 5, 10):
+            bar(Progress(done, 10, 1, 0, 2.0))
+        bar.close()
+    assert "input/s" in term.getvalue() and "failed=1" in term.getvalue() and "10/10" in term.getvalue()
+    assert plain.getvalue().splitlines() == ["batch: 0/10 inputs, 1 failed, 0.00 inputs/s",
+                                             "batch: 10/10 inputs, 1 failed, 5.00 inputs/s"]
+    code, _, _ = run(["batch", MODEL, "--inputs", str(data / "tensors"), "--output-dir", str(tmp_path / "o"),
+                      "-b", "numpy", "--summary", str(tmp_path / "s.json")], capsys)
+    assert code == 0
+    assert json.loads((tmp_path / "s.json").read_text()) == json.loads((tmp_path / "o" / "layerlab-summary.json").read_text())
