@@ -146,6 +146,11 @@ def discover(inputs: Sequence[str], exclude: str | os.PathLike[str] | None = Non
     if not units:
         raise InputError(f"no input files found in {', '.join(inputs)} "
                          f"(looked for {', '.join(INPUT_EXTS)})")
+    kept = [u for u in units if not _inside(Path(u.path), excl)]
+    if not kept:
+        raise InputError(f"every input lies inside the output folder {exclude} (whose files are never inputs): "
+                         "choose an output folder outside the inputs")
+    units = kept
     seen: dict[str, str] = {}
     for u in units:
         if u.rel in seen and seen[u.rel] != u.path:

@@ -66,6 +66,8 @@ def test_discover_errors(tmp_path, data):
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="no input files found"):
         discover([str(tmp_path / "empty")])
+    with pytest.raises(InputError, match="every input lies inside the output folder"):
+        discover([str(data / "a")], exclude=data)
     (tmp_path / "img_0003.png").write_bytes((data / "b" / "img_0003.png").read_bytes())
     with pytest.raises(InputError, match="same output name 'img_0003.png'"):
         discover([str(tmp_path / "img_0003.png"), str(data / "b" / "*.png")])
