@@ -1,8 +1,9 @@
 """Finding a dataset's files (a folder, a glob pattern or a list file) and cutting it into chunks.
 
-A chunk is the unit every batch engine schedules: up to ``batch_size`` consecutive still inputs (images,
-NPY files) in name order, or ``batch_size`` kept frames of one video. Inside a chunk, inputs of the same
-size form one batch; different sizes form separate batches (nothing is resized). The chunks depend only on
+A chunk is the unit every batch engine schedules: up to ``batch_size`` still inputs (images, NPY files) of
+one size as read from the files' headers (in name order within a size), or ``batch_size`` kept frames of one
+video. Inside a chunk, inputs of the same decoded size form one batch; any other size forms its own batch
+(nothing is resized). The chunks depend only on
 the file list and the options, so every engine runs the very same batches and writes the same outputs."""
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import glob
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from engine.errors import InputError
 from engine.io import IMAGE_EXTS, VIDEO_EXTS, kind_of
@@ -160,37 +165,50 @@ def discover(inputs: Sequence[str], exclude: str | os.PathLike[str] | None = Non
     return sorted(unique.values(), key=lambda u: u.rel)
 
 
+def size_key(unit: Unit) -> tuple[Any, ...]:
+    """What decides a still input's tensor size, read from the file's header without decoding it: an image's
+    width, height and mode (Pillow reads only the header), an NPY file's shape. Unreadable files give ().
+    Only the batching uses it: inputs are grouped by their real decoded size in any case."""
+    try:
+        if unit.kind == "npy":
+            return ("npy", *np.load(unit.path, mmap_mode="r", allow_pickle=False).shape)
+        from PIL import Image  # noqa: PLC0415
+
+        with Image.open(unit.path) as im:
+            return ("image", *im.size, im.mode)
+    except Exception:  # corrupt, unsupported by Pillow, or no Pillow: the decoder will tell
+        return ()
+
+
 def plan_chunks(units: Iterable[Unit], batch_size: int, every: int = 1,
-                frame_count: dict[str, int] | None = None) -> list[Chunk]:
-    """Cut ``units`` into chunks (see the module documentation). ``frame_count`` gives each video's frame
-    count from its header (unknown or 0: one chunk that reads the whole video)."""
+                frame_count: dict[str, int] | None = None,
+                sizes: dict[str, tuple[Any, ...]] | None = None) -> list[Chunk]:
+    """Cut ``units`` into chunks (see the module documentation). Still inputs are grouped by ``sizes`` (see
+    :func:`size_key`; missing: all alike), ordered by name within a group, and each group is cut into chunks of
+    ``batch_size``, so inputs of one size fill whole batches however their names interleave.
+    ``frame_count`` gives each video's frame count from its header (unknown or 0: one chunk that reads the
+    whole video)."""
     if batch_size < 1:
         raise InputError(f"the batch size must be at least 1, got {batch_size}")
     if every < 1:
         raise InputError(f"--every must be at least 1, got {every}")
-    counts = frame_count or {}
+    counts, keys = frame_count or {}, sizes or {}
+    units = list(units)
+    stills = sorted((u for u in units if u.kind in ("image", "npy")), key=lambda u: (repr(keys.get(u.rel, ())), u.rel))
     chunks: list[Chunk] = []
-    stills: list[Unit] = []
-
-    def flush() -> None:
-        if stills:
-            chunks.append(Chunk(len(chunks), tuple(stills)))
-            stills.clear()
-
+    for _key, same in groupby(stills, key=lambda u: repr(keys.get(u.rel, ()))):
+        group = list(same)
+        for s in range(0, len(group), batch_size):
+            chunks.append(Chunk(len(chunks), tuple(group[s:s + batch_size])))
     for u in units:
-        if u.kind in ("image", "npy"):
-            stills.append(u)
-            if len(stills) == batch_size:
-                flush()
-        elif u.kind == "video":
-            flush()
-            n = counts.get(u.rel, 0)
-            span = batch_size * every
-            starts = list(range(0, n, span)) if n > 0 else [0]
-            for part, s in enumerate(starts):
-                last = part == len(starts) - 1
-                stop = None if last else s + span
-                estimate = len(range(s, min(s + span, n), every)) if n > 0 else 1
-                chunks.append(Chunk(len(chunks), (u,), s, stop, every, part, last, estimate))
-    flush()
+        if u.kind != "video":
+            continue
+        n = counts.get(u.rel, 0)
+        span = batch_size * every
+        starts = list(range(0, n, span)) if n > 0 else [0]
+        for part, s in enumerate(starts):
+            last = part == len(starts) - 1
+            stop = None if last else s + span
+            estimate = len(range(s, min(s + span, n), every)) if n > 0 else 1
+            chunks.append(Chunk(len(chunks), (u,), s, stop, every, part, last, estimate))
     return chunks

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.batch.dataset import Chunk, Unit, discover, plan_chunks
+from engine.batch.dataset import Chunk, Unit, discover, plan_chunks, size_key
 from engine.batch.manifest import STATE_DIR, SUMMARY_NAME, Manifest, remove_partials, write_json_atomic
 from engine.batch.runner import NetworkIO, NetworkSpec, network_io
 from engine.batch.stages import SAVE_AS, Layout, Work, assemble_video
@@ -116,7 +116,8 @@ class BatchJob:
                 if u.kind == "video" and not self._probe_video(u, counts):
                     continue
                 pending.append(u)
-        self.chunks = plan_chunks(pending, options.batch_size, options.every, counts)
+        sizes = {u.rel: size_key(u) for u in pending if u.kind != "video"}
+        self.chunks = plan_chunks(pending, options.batch_size, options.every, counts, sizes)
         self.video_chunks: dict[str, list[Chunk]] = {}  # video name -> its chunks, in order
         for c in self.chunks:
             if c.is_video:

@@ -74,19 +74,40 @@ def test_discover_errors(tmp_path, data):
     assert len(discover([str(data / "b" / "img_0003.png"), str(data / "b" / "*.png")])) == 8  # the same file twice
 
 
-def test_chunks_batch_stills_in_order_and_cut_videos_by_frames():
+def test_chunks_group_stills_by_size_then_name_and_cut_videos_by_frames():
     from engine.batch.dataset import Unit
 
-    stills = [Unit(f"/d/{i}.png", f"{i}.png", "image") for i in range(5)]
+    stills = [Unit(f"/d/{i}.png", f"{i}.png", "image") for i in range(7)]
     video = Unit("/d/v.avi", "v.avi", "video")
-    chunks = plan_chunks([*stills[:3], video, *stills[3:]], batch_size=2, every=3, frame_count={"v.avi": 14})
-    assert [[u.rel for u in c.units] for c in chunks if not c.is_video] == [["0.png", "1.png"], ["2.png"], ["3.png", "4.png"]]
+    sizes = {u.rel: ("image", 32, 24, "RGB") if i % 2 else ("image", 20, 16, "RGB") for i, u in enumerate(stills)}
+    chunks = plan_chunks([*stills[:3], video, *stills[3:]], batch_size=2, every=3, frame_count={"v.avi": 14},
+                         sizes=sizes)
+    assert [[u.rel for u in c.units] for c in chunks if not c.is_video] == [
+        ["0.png", "2.png"], ["4.png", "6.png"], ["1.png", "3.png"], ["5.png"]]
+    odd = plan_chunks(stills, batch_size=3, sizes=sizes)  # a chunk never mixes two sizes
+    assert [[u.rel for u in c.units] for c in odd] == [["0.png", "2.png", "4.png"], ["6.png"], ["1.png", "3.png", "5.png"]]
+    no_sizes = plan_chunks(stills, batch_size=3)
+    assert [[u.rel for u in c.units] for c in no_sizes] == [["0.png", "1.png", "2.png"], ["3.png", "4.png", "5.png"],
+                                                          ["6.png"]]
     vids = [c for c in chunks if c.is_video]
     assert [(c.start, c.stop, c.part, c.last) for c in vids] == [(0, 6, 0, False), (6, 12, 1, False), (12, None, 2, True)]
     assert [c.expected_frames for c in vids] == [2, 2, 1]  # frames 0, 3 | 6, 9 | 12
     assert [c.index for c in chunks] == list(range(len(chunks)))
     with pytest.raises(InputError, match="at least 1"):
         plan_chunks(stills, 0)
+
+
+def test_sizes_come_from_file_headers_so_batches_are_full(tmp_path, data):
+    from engine.batch.dataset import size_key
+
+    units = discover([str(data)])
+    keys = {u.rel: size_key(u) for u in units}
+    assert keys["a/img_0001.png"] == ("image", 20, 16, "RGB") and keys["b/img_0000.png"] == ("image", 32, 24, "RGB")
+    assert keys["tensors/t_0.npy"] == ("npy", 1, 3, 24, 32) and keys["broken_0.png"] == ()
+    job = BatchJob(spec(), BatchOptions((str(data),), str(tmp_path / "out"), batch_size=4))
+    stills = [c for c in job.todo if not c.is_video]
+    assert all(len({keys[u.rel] for u in c.units}) == 1 for c in stills)
+    assert sorted(len(c.units) for c in stills) == [2, 3, 4, 4, 4, 4, 4, 4]  # broken, NPY, then 12 + 12 images
 
 
 def test_local_run_writes_every_output_with_manifest_and_summary(tmp_path, data):
