@@ -9,6 +9,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,9 @@ class BatchJob:
                 if u.kind == "video" and not self._probe_video(u, counts):
                     continue
                 pending.append(u)
-        sizes = {u.rel: size_key(u) for u in pending if u.kind != "video"}
+        stills = [u for u in pending if u.kind != "video"]
+        with ThreadPoolExecutor(8, thread_name_prefix="layerlab-probe") as pool:  # file headers: I/O bound
+            sizes = dict(zip((u.rel for u in stills), pool.map(size_key, stills)))
         self.chunks = plan_chunks(pending, options.batch_size, options.every, counts, sizes)
         self.video_chunks: dict[str, list[Chunk]] = {}  # video name -> its chunks, in order
         for c in self.chunks:
