@@ -140,6 +140,7 @@ def decode(work: Work, opts: ImageOptions, layout: str = "nchw") -> Work:
 def infer(work: Work, net: Any, input_name: str, output_names: tuple[str, ...]) -> Work:
     """Run every group of the chunk on ``net``: upload, inference, download (timed separately). A group the
     network refuses (wrong channel count, too small) fails all its items with the network's message."""
+    net.backend.activate()  # this thread's uploads go to the network's own stream, ordered with its kernels
     for g in work.groups:
         try:
             t0 = time.perf_counter()
