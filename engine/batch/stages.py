@@ -74,7 +74,6 @@ class Work:
     records: list[dict[str, Any]] = field(default_factory=list)  # finished outputs
     parts: list[str] = field(default_factory=list)  # video chunk parts written (output names)
     frames: int = 0  # inputs (stills or video frames) written or stored as parts
-    fps: float = 25.0
     times: dict[str, float] = field(default_factory=dict)
 
     def add_time(self, stage: str, seconds: float) -> None:
@@ -91,7 +90,6 @@ def _decode_video(work: Work, opts: ImageOptions) -> list[tuple[tuple[str, int |
     reader = VideoReader(unit.path, opts)
     frames = []
     try:
-        work.fps = reader.fps
         if c.start:
             reader.seek(c.start)
         f = c.start
