@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from app.cli_batch import add_batch_parser, cmd_batch
 from app.cli_common import (
     USER_ERROR,
     CliError,
@@ -220,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("model", nargs="?")
     add_export_parser(sub, [common])
     add_drift_parser(sub, [common])
+    add_batch_parser(sub, [common])
     return p
 
 
@@ -232,7 +234,8 @@ def _version() -> str:
         return "(source tree)"
 
 
-COMMANDS = {"drift": cmd_drift, "export": cmd_export, "infer": cmd_infer, "profile": cmd_profile, "compare": cmd_compare,
+COMMANDS = {"batch": cmd_batch,
+            "drift": cmd_drift, "export": cmd_export, "infer": cmd_infer, "profile": cmd_profile, "compare": cmd_compare,
             "check": cmd_check, "layers": cmd_layers, "gui": cmd_gui}
 
 

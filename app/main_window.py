@@ -14,6 +14,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from app import run_config
 from app.analysis.mode import AnalysisMode
 from app.autosave import Autosaver
+from app.batch_dialog import add_batch_menu
 from app.compare_view import REPORT_FILTER, CompareDialog
 from app.docs_browser import DocsBrowser
 from app.document import Document
@@ -154,6 +155,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._build_actions()
         self._build_menus()
         add_export_menu(self)
+        add_batch_menu(self)
         self._build_toolbar()
         self._default_state = self.saveState()
         self._default_geometry = self.saveGeometry()
