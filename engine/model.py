@@ -549,6 +549,26 @@ class Model:
 
         self._push(f"Delete template {name}", do, undo)
 
+    def set_custom_layer(self, name: str, text: str | None) -> None:
+        """Add or replace (``text``: its XML, see engine.custom) or delete (None) custom layer ``name``'s definition."""
+        old = dict(self.custom_layers)
+        new = dict(old)
+        if text is None:
+            new.pop(name, None)
+        else:
+            new[name] = text
+        if new == old:
+            return
+
+        def apply(v: dict[str, str]) -> Callable[[], None]:
+            def f() -> None:
+                self.custom_layers = dict(v)
+                self.events.emit(Event("custom_layer_changed", data={"name": name, "type": f"custom:{name}"}))
+            return f
+
+        verb = "Delete" if text is None else ("Edit" if name in old else "Add")
+        self._push(f"{verb} custom layer {name}", apply(new), apply(old))
+
     def set_fusing_rules(self, rules: list[FusingRuleSpec]) -> None:
         old = copy.deepcopy(self.fusing_rules)
         new = copy.deepcopy(rules)

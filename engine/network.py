@@ -87,6 +87,9 @@ class Network:
         from engine.fusing import MappedWeights, apply_rules, rules_from  # noqa: PLC0415
         from engine.templates import expand, has_instances  # noqa: PLC0415
 
+        from engine.custom.scope import scoped  # noqa: PLC0415
+
+        registry = scoped(model, registry)  # the model's custom layers (custom:NAME) resolve too
         self.model_name = model.name
         self.expansion = expand(model, registry) if has_instances(model) else None
         if self.expansion is not None:
