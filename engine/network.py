@@ -84,10 +84,9 @@ class Network:
 
         Template instances are expanded first (``engine.templates``), so the network, its reports and its
         weights use the expanded names (``<instance>__<layer>``) and fusing rules apply across them."""
+        from engine.custom.scope import scoped  # noqa: PLC0415
         from engine.fusing import MappedWeights, apply_rules, rules_from  # noqa: PLC0415
         from engine.templates import expand, has_instances  # noqa: PLC0415
-
-        from engine.custom.scope import scoped  # noqa: PLC0415
 
         registry = scoped(model, registry)  # the model's custom layers (custom:NAME) resolve too
         self.model_name = model.name

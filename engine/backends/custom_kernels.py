@@ -38,7 +38,7 @@ def kernel(defn: CustomLayerDef, variant: CudaVariant) -> Any:
     spec = _spec(defn, variant.launch)
     source = kernel_source(defn.name, variant.format, variant.code)
     try:
-        k = cupy.RawKernel(source, spec.kernel, options=("--std=c++17",))
+        k = cupy.RawKernel(source, spec.kernel)
         k.compile()
         _ = k.kernel  # loads the module and finds the function now, not during a graph capture
     except cupy.cuda.compiler.CompileException as exc:
@@ -59,6 +59,8 @@ def launch(defn: CustomLayerDef, variant: CudaVariant, inputs: Sequence[Any], ou
     k = kernel(defn, variant)
     spec = _spec(defn, variant.launch)
     assert values.out is not None
+    if spec.block_problem():
+        raise LayerLabError(f"custom layer {defn.name}: launch line for {variant.format}: {spec.block_problem()}")
     grid = spec.grid(values.out)
     scalars = spec.scalar_values(values)
     if not out.flags.c_contiguous:

@@ -192,6 +192,8 @@ class CustomLayerDef:
             except LaunchError as exc:
                 out.append((f"cuda {v.format}", f"launch line: {exc}"))
                 continue
+            if spec.block_problem():
+                out.append((f"cuda {v.format}", f"launch line: {spec.block_problem()}"))
             if spec.kernel not in v.code:
                 out.append((f"cuda {v.format}", f"launch line: kernel {spec.kernel!r} does not appear in the code"))
         return out
@@ -325,8 +327,8 @@ def from_element(elem: ET.Element) -> CustomLayerDef:
 
 def parse_definition(text: str) -> CustomLayerDef:
     """The definition of a ``<custom-layer>`` XML text (as the model stores it); raises DefinitionError."""
-    from engine.layer_xml import parse_xml  # noqa: PLC0415 - the safe parser
     from engine.errors import ModelFileError  # noqa: PLC0415
+    from engine.layer_xml import parse_xml  # noqa: PLC0415 - the safe parser
 
     try:
         root, _ = parse_xml(text.encode("utf-8"), "custom layer definition")

@@ -66,3 +66,14 @@ def torch_module(layer: CustomLayer, t: Any, inputs: list[str | None]) -> str:
         inputs = inputs[:-1]
     return f"{ref}({', '.join('None' if i is None else i for i in inputs)})"
 
+
+
+def custom_layer_lines(model: Any) -> list[str]:
+    """Lines of a standalone project's ``build_model()`` that carry the model's custom layer definitions and
+    give consent to run them (the project is the exported network's own code)."""
+    if not model.custom_layers:
+        return []
+    lines = [f"    m.custom_layers[{name!r}] = {text!r}" for name, text in model.custom_layers.items()]
+    lines += ["    from engine.custom import CONSENT, definitions  # the project's own custom layers: consented",
+              "    CONSENT.grant(definitions(m).values())"]
+    return lines

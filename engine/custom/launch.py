@@ -67,6 +67,18 @@ class LaunchSpec:
     args: tuple[Argument, ...]
     shared_bytes: int = 0
 
+    @property
+    def threads(self) -> int:
+        return math.prod(self.block)
+
+    def block_problem(self) -> str | None:
+        """Why the block cannot be launched (more threads than CUDA allows), or None. The parser accepts such a
+        block (the vendor's own example, <16,16,8!>, has 2048 threads); checks and launches refuse it."""
+        if self.threads > MAX_THREADS:
+            size = "x".join(map(str, self.block))
+            return f"the block {size} has {self.threads} threads, more than the CUDA limit of {MAX_THREADS}"
+        return None
+
     def grid(self, out: Dims) -> tuple[int, int, int]:
         """Grid dimensions for one thread per output element (fixed dimensions are 1)."""
         sn, sc, sh, sw = self.steps
@@ -148,8 +160,6 @@ def _block(text: str, col: int) -> tuple[tuple[int, int, int], tuple[bool, bool,
     while len(sizes) < 3:
         sizes.append(1)
         fixed.append(False)
-    if math.prod(sizes) > MAX_THREADS:
-        raise LaunchError(f"the block has {math.prod(sizes)} threads, more than the CUDA limit of {MAX_THREADS}", col)
     return (sizes[0], sizes[1], sizes[2]), (fixed[0], fixed[1], fixed[2])
 
 

@@ -49,7 +49,8 @@ class ScopedRegistry(Registry):
                 layer_class(self.model.custom_layers[cname])
             except LayerLabError as exc:
                 return f"its definition is invalid: {exc}"
-        return f"no custom layer named {cname!r} in this network; its custom layers: {', '.join(self.model.custom_layers) or 'none'}"
+        known = ", ".join(self.model.custom_layers) or "none"
+        return f"no custom layer named {cname!r} in this network; its custom layers: {known}"
 
 
 def scoped(model: Model, registry: Registry, always: bool = False) -> Registry:

@@ -29,16 +29,34 @@ S2D_CUDA = '''extern "C" __global__ void k_s2d(float* out, const float* in, int 
 S2D_LAUNCH = "k_s2d<16,16,1>[1,1,1,1](out, in[0], out.n, out.c, out.h, out.w){}"
 
 # the same with a fixed Z block: the grid's Z is 1 and each thread loops over n * C itself
-S2D_CUDA_FIXED = S2D_CUDA.replace(
-    "    if (x >= W || y >= H || z >= N * C) return;\n", "    if (x >= W || y >= H) return;\n    for (z = threadIdx.z; z < N * C; z += blockDim.z) {\n"
-).replace("bx];\n}", "bx];\n    }\n}")
+S2D_CUDA_FIXED = '''extern "C" __global__ void k_s2d(float* out, const float* in, int N, int C, int H, int W)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= W || y >= H) return;
+    int ci = C / 4;
+    for (int z = threadIdx.z; z < N * C; z += blockDim.z) {
+        int n = z / C, oc = z % C;
+        int c = oc % ci, b = oc / ci, by = b / 2, bx = b % 2;
+        out[((n * C + oc) * H + y) * W + x] = in[((n * ci + c) * (2 * H) + 2 * y + by) * (2 * W) + 2 * x + bx];
+    }
+}
+'''
 S2D_LAUNCH_FIXED = "k_s2d<16,8,4!>(out, in, out.n, out.c, out.h, out.w)"
 
-# the same with stepping: each thread computes 2 neighbouring outputs along W
-S2D_CUDA_STEP = S2D_CUDA.replace("int x = blockIdx.x * blockDim.x + threadIdx.x;",
-                                 "int x0 = (blockIdx.x * blockDim.x + threadIdx.x) * 2;").replace(
-    "    if (x >= W || y >= H || z >= N * C) return;\n", "    if (y >= H || z >= N * C) return;\n    for (int x = x0; x < x0 + 2 && x < W; ++x) {\n"
-).replace("bx];\n}", "bx];\n    }\n}")
+# the same with stepping [1,1,1,2]: each thread computes 2 neighbouring outputs along W
+S2D_CUDA_STEP = '''extern "C" __global__ void k_s2d(float* out, const float* in, int N, int C, int H, int W)
+{
+    int x0 = (blockIdx.x * blockDim.x + threadIdx.x) * 2;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    int z = blockIdx.z * blockDim.z + threadIdx.z;
+    if (y >= H || z >= N * C) return;
+    int n = z / C, oc = z % C, ci = C / 4;
+    int c = oc % ci, b = oc / ci, by = b / 2, bx = b % 2;
+    for (int x = x0; x < x0 + 2 && x < W; ++x)
+        out[((n * C + oc) * H + y) * W + x] = in[((n * ci + c) * (2 * H) + 2 * y + by) * (2 * W) + 2 * x + bx];
+}
+'''
 S2D_LAUNCH_STEP = "k_s2d<16,16,1>[1,1,1,2](out, in, out.n, out.c, out.h, out.w)"
 
 
@@ -94,3 +112,22 @@ def net_with(defn: CustomLayerDef, dims: str = "1x3x8x12", params: dict[str, str
     m.add_layer("output", "output", inputs=["custom"])
     m.clear_undo()
     return m
+
+
+def run_custom(defn: CustomLayerDef, x, fmt: TensorFormat, backend: str = "numpy",
+               params: dict[str, str] | None = None, consent: bool = True):
+    """Run input -> custom layer -> output on a host NCHW fp32 tensor; returns (output NCHW fp32, network)."""
+    import numpy as np
+
+    from engine.custom import CONSENT
+    from engine.network import Network
+    from engine.plugins import default_registry
+    from tests.harness import backend_param
+
+    model = net_with(defn, "x".join(map(str, x.shape)), params)
+    if consent:
+        CONSENT.grant([defn])
+    net = Network(model, default_registry(), backend_param(backend), fmt)
+    net.set_input("input", x.astype(np.float32))
+    net.run()
+    return net.output("output"), net
