@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from app.cli_custom import add_trust_option, require_custom_consent
 from app.cli_drift import add_drift_parser, cmd_drift
 from app.cli_export import add_export_parser, cmd_export
 
@@ -92,6 +93,7 @@ def _prepare(args: argparse.Namespace):
         raise CliError(f"--warmup must be 0 or more, got {args.warmup}")
     reg = _registry(args)
     model = _load(args.model, reg)
+    require_custom_consent(args, model)
     backend = get_backend(args.backend, notice=sys.stderr)
     fmt = _format(args.format, backend.name)
     weights = WeightsFolder(args.weights) if args.weights else RandomWeights(args.seed)
@@ -318,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--verbose", "-v", action="store_true", help="show Python tracebacks for errors")
     common.add_argument("--version", action="version", version=f"layerlab {_version()}")
     common.add_argument("--plugins", action="append", metavar="DIR", help="also load plugins from DIR (repeatable)")
+    add_trust_option(common)
 
     p = _Parser(prog="layerlab", description="Design, run, check and profile convolutional networks.",
                 parents=[common])

@@ -63,6 +63,7 @@ def _read_inputs(args: argparse.Namespace, model: Any, registry: Any) -> dict[st
 def cmd_drift(args: argparse.Namespace, out: TextIO) -> int:
     """Print the per-layer drift table; exit status 1 when a layer exceeds the threshold."""
     from app.cli import CliError, _load, _registry
+    from app.cli_custom import require_custom_consent
     from engine.analysis import Variant, compare_precision
     from engine.weights import WeightsFolder
 
@@ -70,6 +71,7 @@ def cmd_drift(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(f"--threshold must be a positive number, got {args.threshold}")
     reg = _registry(args)
     model = _load(args.model, reg)
+    require_custom_consent(args, model)
     inputs = _read_inputs(args, model, reg)
     weights = WeightsFolder(args.weights) if args.weights else None
     result = compare_precision(model, reg, inputs, Variant.parse(args.reference), Variant.parse(args.candidate),
