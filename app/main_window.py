@@ -15,6 +15,7 @@ from app import run_config
 from app.analysis.mode import AnalysisMode
 from app.autosave import Autosaver
 from app.compare_view import REPORT_FILTER, CompareDialog
+from app.custom_layers import CustomLayers
 from app.docs_browser import DocsBrowser
 from app.document import Document
 from app.export_dialog import add_export_menu
@@ -28,6 +29,7 @@ from app.typecheck_panel import TypeCheckPanel
 from app.worker import RunController, RunRequest, RunResult
 from engine import modelfile
 from engine import report as report_file
+from engine.custom import custom_descs
 from engine.errors import LayerLabError
 from engine.fusing import copy_model
 from engine.model import Event, Model
@@ -155,6 +157,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._build_actions()
         self._build_menus()
         add_export_menu(self)
+        self.custom = CustomLayers(self)  # Edit > Add/Edit Custom Layer…, the consent prompt
         self._build_toolbar()
         self._default_state = self.saveState()
         self._default_geometry = self.saveGeometry()
@@ -363,7 +366,7 @@ class MainWindow(QtWidgets.QMainWindow):
         doc.canvas.set_context_actions(
             [("Group as Template…", self.act_group), ("Ungroup", self.act_ungroup), None,
              ("Cut", self.act_cut), ("Copy", self.act_copy), ("Duplicate", self.act_duplicate), ("Delete", self.act_delete),
-             None, ("Layer Documentation", self.act_docs)],
+             None, ("Edit Custom Layer…", self.custom.act_edit), ("Layer Documentation", self.act_docs)],
             [("Paste", self.act_paste), ("Select All", self.act_select_all), None,
              ("Import Model as Template…", self.act_import_template), ("Fit to View", self.act_fit)])
         index = self.tabs.addTab(doc.canvas.widget, doc.title)
@@ -526,7 +529,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _doc_event(self, doc: Document, ev: Event) -> None:
         if doc is self.current:
-            if ev.kind.startswith("template_"):
+            if ev.kind.startswith(("template_", "custom_layer")):
                 self._refresh_templates()
             self._update_actions()
 
@@ -598,6 +601,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_run.setEnabled(target and not self.runner.busy and not self.analysis.active)
         self.act_cancel.setEnabled(self.runner.busy)
         self.act_net_settings.setEnabled(target)
+        self.custom.update_actions()
         self.act_fusing_rules.setEnabled(has)
         self._update_status()
 
@@ -611,7 +615,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _refresh_templates(self) -> None:
         """The palette's Templates category shows the current model's templates."""
         doc = self.current
-        self.palette.set_templates(template_descs(doc.model, self.registry) if doc else [])
+        self.palette.set_templates([*template_descs(doc.model, self.registry), *custom_descs(doc.model)] if doc else [])
 
     @staticmethod
     def default_template_name(model: Model) -> str:
@@ -922,6 +926,8 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.analysis.active:
             self.statusBar().showMessage("Analysis is running: Stop Analysis before launching an inference run", 6000)
             return None
+        if not self.custom.ensure_consent(doc, lambda d=doc: self.launch_inference(d)):
+            return None  # asking: the run starts when the user accepts
         self._run_ids += 1
         run_id = self._run_ids
         started = _dt.datetime.now()
@@ -1148,7 +1154,8 @@ class MainWindow(QtWidgets.QMainWindow):
     def show_docs(self, key: str | None = None) -> DocsBrowser:
         if self.docs_browser is None:
             self.docs_browser = DocsBrowser(self.registry, self)
-        self.docs_browser.set_templates(template_descs(self.current.model, self.registry) if self.current else [])
+        self.docs_browser.set_templates([*template_descs(self.current.model, self.registry),
+                                         *custom_descs(self.current.model)] if self.current else [])
         if key is None and self.current is not None:
             sel = self.current.canvas.selected_layers()
             if sel:

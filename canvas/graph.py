@@ -131,8 +131,11 @@ class ModelCanvas(NodeGraph):
 
     def _refresh_template_nodes(self, name: str) -> None:
         """Rebuild the nodes of template ``name``'s instances (ports and parameters follow its definition)."""
+        self._refresh_nodes_of(template_type(name))
+
+    def _refresh_nodes_of(self, ltype: str) -> None:
+        """Rebuild the nodes of the layers of type ``ltype`` (a template or custom layer whose definition changed)."""
         selected = set(self.selected_layers())
-        ltype = template_type(name)
         for layer, spec in self.net_model.layers.items():
             if spec.type != ltype or layer not in self.nodes:
                 continue
@@ -275,6 +278,8 @@ class ModelCanvas(NodeGraph):
             self._update_info(name)
         elif kind in ("template_added", "template_changed", "template_removed"):
             self._refresh_template_nodes(ev.data["name"])
+        elif kind == "custom_layer_changed":
+            self._refresh_nodes_of(ev.data["type"])
         elif kind == "layer_moved" and name in self.nodes:
             x, y = self.net_model.layers[name].position
             if tuple(self.nodes[name].pos()) != (x, y):

@@ -18,8 +18,10 @@ import ast
 import functools
 import hashlib
 import html
+import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from engine.custom.launch import LaunchError, parse_launch
 from engine.custom.script import RESERVED, Scope, ScriptError, check_shape_script
@@ -352,3 +354,21 @@ def python_problem(code: str) -> str | None:
     if len(fns[0].args.args) != 3:
         return f"Python code, line {fns[0].lineno}: forward takes 3 arguments: xp, inputs, params"
     return None
+
+
+def write_definition_file(defn: CustomLayerDef, path: str | os.PathLike[str]) -> None:
+    """Write one definition as an XML file (to share it between models)."""
+    Path(path).write_text('<?xml version="1.0" encoding="utf-8"?>\n' + defn.to_xml() + "\n", encoding="utf-8")
+
+
+def read_definition_file(path: str | os.PathLike[str]) -> CustomLayerDef:
+    """Read a definition file; raises DefinitionError naming the file and the reason. Nothing is run."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DefinitionError(f"{p}: cannot read the custom layer definition ({exc})") from None
+    try:
+        return parse_definition(text)
+    except LayerLabError as exc:
+        raise DefinitionError(f"{p}: {exc}") from None
