@@ -301,3 +301,17 @@ def test_saved_model_round_trips_from_the_designer(window, two_models, tmp_path)
     text = Path(first.path).read_text()
     assert window.save_as(first, str(tmp_path / "again.lnet"))
     assert (tmp_path / "again.lnet").read_text() == text
+
+
+def test_analysis_mode_asks_for_consent_first(window, custom_file, qtbot):
+    doc = window.open_path(custom_file)
+    mode = window.analysis
+    assert mode.launch() is False and not mode.active
+    click(qtbot, _prompt_button(window.custom.prompt, "Cancel"))
+    assert not mode.active and (mode.window is None or not mode.window.isVisible())
+    mode.act_launch.trigger()
+    with qtbot.waitSignal(mode.proxy.ran, timeout=10_000) as blocker:
+        click(qtbot, _prompt_button(window.custom.prompt, "Run the Code"))
+    assert mode.active and mode.doc is doc and "custom" in blocker.args[0].executed
+    mode.act_stop.trigger()
+    qtbot.waitUntil(lambda: not mode.active, timeout=10_000)
