@@ -29,7 +29,7 @@ from app.typecheck_panel import TypeCheckPanel
 from app.worker import RunController, RunRequest, RunResult
 from engine import modelfile
 from engine import report as report_file
-from engine.custom import custom_descs
+from engine.custom import custom_descs, used_definitions
 from engine.errors import LayerLabError
 from engine.fusing import copy_model
 from engine.model import Event, Model
@@ -615,7 +615,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _refresh_templates(self) -> None:
         """The palette's Templates category shows the current model's templates."""
         doc = self.current
-        self.palette.set_templates([*template_descs(doc.model, self.registry), *custom_descs(doc.model)] if doc else [])
+        self.palette.set_templates([*template_descs(doc.model, doc.registry), *custom_descs(doc.model)] if doc else [])
 
     @staticmethod
     def default_template_name(model: Model) -> str:
@@ -657,7 +657,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _group(self, doc: Document, names: list[str], name: str) -> str | None:
         try:
-            instance = group(doc.model, names, name, self.registry)
+            instance = group(doc.model, names, name, doc.registry)
         except LayerLabError as exc:
             self._warn("Cannot group as a template", str(exc))
             return None
@@ -686,7 +686,7 @@ class MainWindow(QtWidgets.QMainWindow):
                                     lambda text, n=name: self.rename_template(n, text))
             return False
         try:
-            rename_template(doc.model, name, new, self.registry)
+            rename_template(doc.model, name, new, doc.registry)
         except LayerLabError as exc:
             self._warn("Cannot rename the template", str(exc))
             return False
@@ -735,7 +735,7 @@ class MainWindow(QtWidgets.QMainWindow):
         try:
             with doc.model.macro("Ungroup " + ", ".join(instances)):
                 for inst in instances:
-                    new += ungroup(doc.model, inst, self.registry)
+                    new += ungroup(doc.model, inst, doc.registry)
         except LayerLabError as exc:
             self.statusBar().showMessage(f"Cannot ungroup: {exc}", 10000)
             return []
@@ -942,6 +942,8 @@ class MainWindow(QtWidgets.QMainWindow):
             snapshot = doc.path is None or doc.modified
             model_file = str(base.with_suffix(".lnet")) if snapshot else str(doc.path)
             entry.command = run_config.command_line(config, model_file, str(base) + "_cli")
+            if used_definitions(doc.model):  # the user consented to run its custom layer code
+                entry.command += " --trust-custom-code"
             entry.format = config.format
             entry.backend = config.backend
         except LayerLabError as exc:
@@ -1154,7 +1156,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def show_docs(self, key: str | None = None) -> DocsBrowser:
         if self.docs_browser is None:
             self.docs_browser = DocsBrowser(self.registry, self)
-        self.docs_browser.set_templates([*template_descs(self.current.model, self.registry),
+        self.docs_browser.set_templates([*template_descs(self.current.model, self.current.registry),
                                          *custom_descs(self.current.model)] if self.current else [])
         if key is None and self.current is not None:
             sel = self.current.canvas.selected_layers()

@@ -4,12 +4,15 @@ formats run), the palette and documentation entries, editing a definition with i
 two open models and undoing it, import/export of a definition, and the consent prompt before a run."""
 from __future__ import annotations
 
+import io
+import shlex
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app.cli import main as cli_main
 from engine import modelfile
 from engine.custom import CONSENT, CudaVariant, custom_type
 from engine.custom.scope import definitions
@@ -268,6 +271,9 @@ def test_running_asks_for_consent_and_remembers_it(make_window, custom_file, qtb
     entry = window.logger.entries[max(window.logger.entries)]
     qtbot.waitUntil(lambda: entry.status != "running" and not window.runner.busy, timeout=30_000)
     assert entry.status == "done", entry.reason
+    argv = shlex.split(entry.command)  # the logged command reproduces the run, consent included
+    assert argv[-1] == "--trust-custom-code"
+    assert cli_main(argv[1:], out=io.StringIO()) == 0
     # remembered for this content: another window with the same settings does not ask again
     CONSENT.clear()
     window.close_document(doc)
@@ -315,3 +321,19 @@ def test_analysis_mode_asks_for_consent_first(window, custom_file, qtbot):
     assert mode.active and mode.doc is doc and "custom" in blocker.args[0].executed
     mode.act_stop.trigger()
     qtbot.waitUntil(lambda: not mode.active, timeout=10_000)
+
+
+def test_a_custom_layer_can_be_grouped_into_a_template_and_runs(window, custom_file, qtbot, registry):
+    from engine.network import Network
+
+    doc = window.open_path(custom_file)
+    doc.canvas.select_layers(["custom"])
+    instance = window.group_selection("block")
+    assert instance == "block_1" and doc.model.layers[instance].type == "template:block"
+    wait_checked(qtbot, doc)
+    assert doc.diagnostics == [] and doc.shapes[instance] == (1, 8, 2, 3)
+    CONSENT.grant(definitions(doc.model).values())
+    x = np.random.default_rng(1).random((1, 2, 4, 6), dtype=np.float32)
+    np.testing.assert_array_equal(Network(doc.model, registry).infer({"input": x})["output"], space_to_depth(x, 2, "DCR"))
+    window.act_undo.trigger()
+    assert doc.model.layers["custom"].type == "custom:s2d"
