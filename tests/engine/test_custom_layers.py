@@ -425,3 +425,25 @@ def test_compile_errors_name_the_line_of_the_users_code() -> None:
     assert msg == ("custom layer s2d: the CUDA kernel for fp32|nchw does not compile:\n"
                    "line 3: identifier \"y\" is undefined\n    3 | out[0] = y;")
     assert "the compiler gave no reason" in compile_message("s2d", FP32_NCHW, code, "")
+
+
+def test_readme_custom_layer_example_loads_and_runs() -> None:
+    """The definition shown under Custom layers in the README loads, type-checks and runs as the text says."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Custom layers"):]
+    example = section.split("```xml\n")[1].split("```")[0]
+    model = modelfile.loads('<network name="n"><layers><layer name="input" type="input">'
+                            '<param name="dimensions" value="1x2x4x6"/></layer><layer name="c" type="custom:s2d">'
+                            f'<input index="0" source="input"/></layer></layers>{example}</network>', "README.md", REG)
+    assert check(model, REG) == []
+    d = definitions(model)["s2d"]
+    assert section.split("```\n")[1].strip() == d.shape
+    CONSENT.grant([d])
+    x = rand(1, 2, 4, 6)
+    np.testing.assert_array_equal(Network(model, REG).infer({"input": x})["c"],
+                                  run_layer("space_to_depth", {"block_size": 2}, [x], FP32_NCHW)[0])
+    launch = section.split("```\n")[3].strip()
+    from engine.custom.launch import parse_launch
+
+    spec = parse_launch(launch)
+    assert (spec.kernel, spec.block, spec.fixed) == ("k_custom", (16, 16, 8), (False, False, True))
