@@ -73,3 +73,14 @@ def test_checking_and_exporting_never_run_the_code(model_file, tmp_path, capsys)
     code, out, err = run(["export", "onnx", str(path), "-o", str(tmp_path / "m.onnx")], capsys)
     assert code == 0, err
     assert not marker.exists()
+
+
+def test_profile_with_consent_reports_the_custom_layer(model_file, tmp_path, capsys):
+    import json
+
+    path, _ = model_file
+    code, out, err = run(["profile", str(path), "-n", "2", "-b", "numpy", "--report", str(tmp_path / "rep"),
+                          "--trust-custom-code"], capsys)
+    assert code == 0, err
+    layers = {x["name"]: x for x in json.loads((tmp_path / "rep.json").read_text())["layers"]}
+    assert layers["custom"]["type"] == "custom:s2d" and layers["custom"]["output_dims"] == "1x8x2x3"
