@@ -531,14 +531,19 @@ class ModelCanvas(NodeGraph):
             return []
         needed = clipboard_templates(text)
         kept = [n for n, t in needed.items() if n in self.net_model.templates and self.net_model.templates[n] != t]
+        custom = clipboard_templates(text, "custom-layers")
+        kept += [n for n, t in custom.items() if self.net_model.custom_layers.get(n, t) != t]
         with self.net_model.macro("Paste"):
+            for n, t in custom.items():
+                if n not in self.net_model.custom_layers:
+                    self.net_model.set_custom_layer(n, t)
             for n, t in needed.items():
                 if n not in self.net_model.templates:
                     self.net_model.add_template(n, t)
             self.net_model.add_layers(specs, "Paste")
         names = [s.name for s in specs]
         self.select_layers(names)
-        note = f" (this network's own template {', '.join(kept)} used)" if kept else ""
+        note = f" (this network's own definition of {', '.join(kept)} used)" if kept else ""
         self.status_message.emit(f"Pasted {len(names)} layer(s){note}")
         return names
 

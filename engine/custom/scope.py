@@ -154,3 +154,11 @@ def read_definition(elem: Any, fail: Any) -> str:
         return from_element(elem).name
     except LayerLabError as exc:
         raise fail(elem, str(exc)) from None
+
+
+def custom_layers_used(model: Model, layer_types: Any, template_texts: Any = ()) -> dict[str, str]:
+    """Definitions (name -> XML text) of the custom layers among ``layer_types`` and inside the template
+    definitions ``template_texts`` (what copied layers need in another model)."""
+    texts = "".join(template_texts)
+    return {n: t for n, t in model.custom_layers.items()
+            if custom_type(n) in set(layer_types) or f'type="{custom_type(n)}"' in texts}

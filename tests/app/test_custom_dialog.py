@@ -337,3 +337,18 @@ def test_a_custom_layer_can_be_grouped_into_a_template_and_runs(window, custom_f
     np.testing.assert_array_equal(Network(doc.model, registry).infer({"input": x})["output"], space_to_depth(x, 2, "DCR"))
     window.act_undo.trigger()
     assert doc.model.layers["custom"].type == "custom:s2d"
+
+
+def test_copy_paste_carries_the_definition_to_another_model(window, two_models, qtbot):
+    first, _ = two_models
+    window.tabs.setCurrentWidget(first.canvas.widget)
+    first.canvas.select_layers(["custom"])
+    window.act_copy.trigger()
+    fresh = window.new_model()
+    window.act_paste.trigger()
+    assert [s.type for s in fresh.model.layers.values()] == ["custom:softsign"]
+    assert definitions(fresh.model) == {"softsign": softsign()}  # s2d is not used by the copy: not carried
+    wait_checked(qtbot, fresh)
+    assert window.palette.item_for("custom:softsign") is not None
+    window.act_undo.trigger()  # one step: the layer and the definition
+    assert fresh.model.layers == {} and fresh.model.custom_layers == {}
