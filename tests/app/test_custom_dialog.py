@@ -352,3 +352,16 @@ def test_copy_paste_carries_the_definition_to_another_model(window, two_models, 
     assert window.palette.item_for("custom:softsign") is not None
     window.act_undo.trigger()  # one step: the layer and the definition
     assert fresh.model.layers == {} and fresh.model.custom_layers == {}
+
+
+def test_parameter_window_edits_a_custom_layer_like_any_layer(window, two_models, qtbot):
+    first, _ = two_models
+    window.tabs.setCurrentWidget(first.canvas.widget)
+    first.canvas.select_layers(["custom"])
+    row = window.params.rows["param.alpha"]
+    row.editor.edit.setText("11")  # the definition's range is [0, 10]
+    row.editor.edit.editingFinished.emit()
+    assert row.has_error and "in [0, 10]" in row.error.text()
+    row.editor.edit.setText("2.5")
+    row.editor.edit.editingFinished.emit()
+    assert not row.has_error and first.model.layers["custom"].params["alpha"] == "2.5"
