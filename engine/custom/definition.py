@@ -345,9 +345,9 @@ def python_problem(code: str) -> str | None:
     try:
         tree = ast.parse(code)
     except SyntaxError as exc:
-        return f"Python code, line {exc.lineno}: {exc.msg}"
-    except ValueError as exc:  # null bytes
-        return f"Python code: {exc}"
+        return f"Python code, line {exc.lineno}: {exc.msg}" if exc.lineno else f"Python code: {exc.msg}"
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes; absurdly deep nesting
+        return f"Python code: cannot be parsed ({type(exc).__name__}: {exc})"
     fns = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "forward"]
     if not fns:
         return f"Python code: define {PYTHON_SIGNATURE} at the top level, returning the output (N, C, H, W)"

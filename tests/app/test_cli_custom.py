@@ -11,16 +11,13 @@ import pytest
 
 from app.cli import main
 from engine import modelfile
-from engine.custom import CONSENT
 from plugins.standard.space_to_depth import space_to_depth
-from tests.engine.custom_cases import net_with, s2d, softsign
-
-
-@pytest.fixture(autouse=True)
-def _no_consent():
-    CONSENT.clear()
-    yield
-    CONSENT.clear()
+from tests.engine.custom_cases import (
+    net_with,
+    no_consent,  # noqa: F401 - autouse fixture: no consent before/after each test
+    s2d,
+    softsign,
+)
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

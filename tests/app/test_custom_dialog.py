@@ -20,16 +20,17 @@ from engine.tensor import FP32_NCHW, TensorFormat
 from plugins.standard.space_to_depth import space_to_depth
 from tests.app.test_main_window import wait_checked
 from tests.canvas.conftest import right_click
-from tests.engine.custom_cases import S2D_CUDA, S2D_LAUNCH, S2D_PYTHON, net_with, s2d, softsign
+from tests.engine.custom_cases import (
+    S2D_CUDA,
+    S2D_LAUNCH,
+    S2D_PYTHON,
+    net_with,
+    no_consent,  # noqa: F401 - autouse fixture: no consent before/after each test
+    s2d,
+    softsign,
+)
 
 LEFT = QtCore.Qt.MouseButton.LeftButton
-
-
-@pytest.fixture(autouse=True)
-def _no_consent():
-    CONSENT.clear()
-    yield
-    CONSENT.clear()
 
 
 def click(qtbot, widget: QtWidgets.QWidget) -> None:

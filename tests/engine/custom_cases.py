@@ -1,9 +1,25 @@
 """Custom layer definitions the custom layer tests share (engine, GPU and designer tests)."""
 from __future__ import annotations
 
-from engine.custom import CudaVariant, CustomInput, CustomLayerDef, CustomParam
+import numpy as np
+import pytest
+
+from engine.custom import CONSENT, CudaVariant, CustomInput, CustomLayerDef, CustomParam
 from engine.model import Model
 from engine.tensor import FORMATS, Layout, Precision, TensorFormat
+
+
+@pytest.fixture(autouse=True)
+def no_consent():
+    """No consent to run custom layer code before or after a test (a module importing this uses it)."""
+    CONSENT.clear()
+    yield
+    CONSENT.clear()
+
+
+def rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
 
 S2D_SHAPE = "in.n, in.c * 4, in.h / 2, in.w / 2"
 
@@ -117,9 +133,6 @@ def net_with(defn: CustomLayerDef, dims: str = "1x3x8x12", params: dict[str, str
 def run_custom(defn: CustomLayerDef, x, fmt: TensorFormat, backend: str = "numpy",
                params: dict[str, str] | None = None, consent: bool = True):
     """Run input -> custom layer -> output on a host NCHW fp32 tensor; returns (output NCHW fp32, network)."""
-    import numpy as np
-
-    from engine.custom import CONSENT
     from engine.network import Network
     from engine.plugins import default_registry
     from tests.harness import backend_param

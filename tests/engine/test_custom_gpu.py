@@ -12,7 +12,7 @@ from engine.custom.layer import CustomCodeError
 from engine.network import Network
 from engine.plugins import default_registry
 from engine.tensor import FORMATS, FP32_NCHW, TensorFormat
-from tests.engine.custom_cases import (
+from tests.engine.custom_cases import (  # noqa: F401 - no_consent: an autouse fixture
     S2D_CUDA,
     S2D_CUDA_FIXED,
     S2D_CUDA_STEP,
@@ -20,6 +20,8 @@ from tests.engine.custom_cases import (
     S2D_LAUNCH_FIXED,
     S2D_LAUNCH_STEP,
     net_with,
+    no_consent,
+    rand,
     run_custom,
     s2d,
     softsign,
@@ -27,17 +29,6 @@ from tests.engine.custom_cases import (
 from tests.harness import FORMAT_IDS, assert_close, backend_param, round_like, run_layer
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(autouse=True)
-def _no_consent():
-    CONSENT.clear()
-    yield
-    CONSENT.clear()
-
-
-def rand(*shape: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
 @pytest.mark.parametrize(("code", "launch"), [(S2D_CUDA, S2D_LAUNCH), (S2D_CUDA_FIXED, S2D_LAUNCH_FIXED),

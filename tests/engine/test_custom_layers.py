@@ -22,21 +22,19 @@ from engine.network import Network
 from engine.plugins import default_registry
 from engine.tensor import FORMATS, FP32_NCHW, Dims, TensorFormat
 from engine.typecheck import check, errors, output_shapes
-from tests.engine.custom_cases import S2D_CUDA, S2D_LAUNCH, net_with, run_custom, s2d, softsign
+from tests.engine.custom_cases import (
+    S2D_CUDA,
+    S2D_LAUNCH,
+    net_with,
+    no_consent,  # noqa: F401 - autouse fixture: no consent before/after each test
+    rand,
+    run_custom,
+    s2d,
+    softsign,
+)
 from tests.harness import FORMAT_IDS, assert_close, ort_run, round_like, run_layer
 
 REG = default_registry()
-
-
-@pytest.fixture(autouse=True)
-def _no_consent():
-    CONSENT.clear()
-    yield
-    CONSENT.clear()
-
-
-def rand(*shape: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
 # ---- definitions and the model file -----------------------------------------------------------------------
