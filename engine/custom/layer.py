@@ -10,8 +10,6 @@ import traceback
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-import numpy as np
-
 from engine.custom.consent import CONSENT
 from engine.custom.definition import PYTHON_SIGNATURE, CustomLayerDef, parse_definition, python_problem
 from engine.custom.script import Node, ScriptError, Values, parse_shape, shape_of
@@ -100,7 +98,7 @@ def python_function(layer: str, code: str) -> Callable[..., Any]:
     problem = python_problem(code)
     if problem:
         raise CustomCodeError(f"custom layer {layer}: {problem}")
-    namespace: dict[str, Any] = {"__name__": f"custom_layer_{layer}", "np": np}
+    namespace: dict[str, Any] = {"__name__": f"custom_layer_{layer}"}
     try:
         exec(compile(code, code_file(layer), "exec"), namespace)  # noqa: S102 - the user's own code, with consent
     except Exception as exc:

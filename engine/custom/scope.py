@@ -7,7 +7,7 @@ import functools
 from typing import Any
 
 from engine.custom.definition import CustomLayerDef, DefinitionError, custom_name, custom_type, parse_definition
-from engine.custom.layer import CustomLayer, layer_class
+from engine.custom.layer import layer_class
 from engine.descriptors import LayerDesc
 from engine.errors import LayerLabError
 from engine.layer import Layer
@@ -139,10 +139,6 @@ def remove_definition(model: Model, name: str) -> None:
     if name not in model.custom_layers:
         raise LayerLabError(f"no custom layer named {name!r} in network {model.name}")
     model.set_custom_layer(name, None)
-
-
-def is_custom(layer: Any) -> bool:
-    return isinstance(layer, CustomLayer)
 
 
 def read_definition(elem: Any, fail: Any) -> str:

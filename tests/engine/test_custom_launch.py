@@ -3,6 +3,8 @@ dimensions, stepping), argument values, and errors with their column. Pure Pytho
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.custom.launch import LaunchError, parse_launch
 from engine.custom.script import Scope, Values
@@ -91,3 +93,19 @@ def test_int_arguments_must_fit_32_bits() -> None:
 def test_grid_beyond_the_cuda_limit_is_an_error() -> None:
     with pytest.raises(LayerLabError, match="grid Y of 70000 blocks exceeds the CUDA limit"):
         parse_launch("k<1,1,1>(out)").grid(Dims(1, 1, 70000, 1))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="k_<>[](){},!0123456789 outin.chw+-*/%alpha;x\n", max_size=50))
+def test_random_launch_text_gives_a_spec_or_a_launch_error(text: str) -> None:
+    try:
+        spec = parse_launch(text, SCOPE)
+    except LaunchError as exc:
+        assert exc.message and 1 <= exc.column <= len(text) + 1, (text, exc)
+        return
+    assert spec.kernel and len(spec.block) == 3 and all(b >= 1 for b in spec.block)
+    try:
+        spec.grid(Dims(2, 3, 17, 33))
+        spec.scalar_values(Values([Dims(2, 3, 34, 66), Dims(1, 1, 1, 1)], {"alpha": 0.5, "k": 2}, Dims(2, 3, 17, 33)))
+    except (LaunchError, LayerLabError):
+        pass
