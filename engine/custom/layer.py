@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from engine.custom.consent import CONSENT
 from engine.custom.definition import PYTHON_SIGNATURE, CustomLayerDef, parse_definition, python_problem
 from engine.custom.script import Node, ScriptError, Values, parse_shape, shape_of
-from engine.errors import LayerLabError
+from engine.errors import LayerLabError, ParameterError
 from engine.layer import Layer
 from engine.tensor import Dims
 
@@ -26,6 +26,13 @@ class CustomLayer(Layer):
     """Base of the classes ``layer_class`` makes, one per definition."""
 
     definition: ClassVar[CustomLayerDef]
+
+    def validate(self) -> None:
+        """A definition that cannot run anywhere (shape script that does not parse, no implementation, Python code
+        with a syntax error) is reported on every instance by type checking. Nothing is run or compiled."""
+        problems = static_problems(self.definition)
+        if problems:
+            raise ParameterError(f"{self.desc.name} {self.name}: {problems[0]}")
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         try:
@@ -71,6 +78,13 @@ class CustomLayer(Layer):
 
     onnx_support: ClassVar[str] = "partial: a node of the layerlab.custom domain (a placeholder to implement)"
     torch_support: ClassVar[str] = "partial: the Python code run through NumPy, or a stub"
+
+
+@functools.lru_cache(maxsize=256)
+def static_problems(defn: CustomLayerDef) -> list[str]:
+    """The definition's problems that stop it everywhere (CUDA launch-line problems stop only its GPU variant, at
+    run time, and the dialog shows them)."""
+    return [m for f, m in defn.problems() if f in ("description", "shape", "code", "python")]
 
 
 @functools.lru_cache(maxsize=256)

@@ -445,3 +445,14 @@ def test_readme_custom_layer_example_loads_and_runs() -> None:
 
     spec = parse_launch(launch)
     assert (spec.kernel, spec.block, spec.fixed) == ("k_custom", (16, 16, 8), (False, False, True))
+
+
+def test_a_definition_that_cannot_run_is_reported_on_its_instances_before_running() -> None:
+    broken = CustomLayerDef("broken", python="def forward(xp, inputs, params):\n    return (\n")
+    model = net_with(broken)
+    model.add_layer("custom:broken", "unlinked")  # reported even with its input unconnected
+    msgs = {d.layer: d.message for d in errors(check(model, REG))}
+    assert msgs["custom"].startswith("Python code, line 2:") and msgs["unlinked"].startswith("Python code, line 2:")
+    nothing = CustomLayerDef("nothing")
+    assert [d.message for d in errors(check(net_with(nothing), REG))] == [
+        "at least one implementation is needed: Python code (CPU) or a CUDA kernel (GPU)"]
