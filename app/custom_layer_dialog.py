@@ -252,8 +252,9 @@ class CustomLayerDialog(QtWidgets.QDialog):
         combo = _combo(list(INPUT_KINDS), kind)
         edit.textChanged.connect(self.validate)
         combo.currentTextChanged.connect(self.validate)
-        self.inputs.setCellWidget(row, 0, edit)
-        self.inputs.setCellWidget(row, 1, combo)
+        for col, w in enumerate((edit, combo)):
+            w.installEventFilter(self)
+            self.inputs.setCellWidget(row, col, w)
         self.validate()
         return row
 
@@ -269,9 +270,21 @@ class CustomLayerDialog(QtWidgets.QDialog):
                 w.currentTextChanged.connect(self.validate)
             else:
                 w.textChanged.connect(self.validate)
+            w.installEventFilter(self)
             self.params.setCellWidget(row, col, w)
         self.validate()
         return row
+
+    def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802 (Qt API)
+        """A click into a cell's editor makes its row the table's current row (what Remove removes)."""
+        if event.type() in (QtCore.QEvent.Type.FocusIn, QtCore.QEvent.Type.MouseButtonPress):
+            for table in (self.inputs, self.params):
+                for r in range(table.rowCount()):
+                    for c in range(table.columnCount()):
+                        if table.cellWidget(r, c) is obj:
+                            table.setCurrentCell(r, c)
+                            return False
+        return super().eventFilter(obj, event)
 
     def _remove_row(self, table: QtWidgets.QTableWidget) -> None:
         row = table.currentRow() if table.currentRow() >= 0 else table.rowCount() - 1

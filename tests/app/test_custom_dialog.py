@@ -76,6 +76,11 @@ def test_add_a_custom_layer_with_the_dialog(window, qtbot, registry):
     retype(qtbot, dlg.cell(dlg.params, 0, 2), "-3")
     dlg.cell(dlg.params, 0, 1).setCurrentText("uint")
     assert "parameter param1: default '-3' is not an integer >= 0" in plain(dlg.problems)
+    click(qtbot, dlg.add_param_button)
+    retype(qtbot, dlg.cell(dlg.params, 1, 0), "gain")
+    click(qtbot, dlg.cell(dlg.params, 0, 0))  # the row clicked into is the one Remove removes
+    click(qtbot, dlg.remove_param_button)
+    assert dlg.params.rowCount() == 1 and dlg.cell(dlg.params, 0, 0).text() == "gain"
     click(qtbot, dlg.remove_param_button)
     assert dlg.params.rowCount() == 0
     # the code: Python typed into its highlighted editor, no CUDA kernel
