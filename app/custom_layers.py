@@ -5,7 +5,7 @@ in each), and the consent prompt before a run executes custom layer code.
 Consent: the prompt names the custom layers; the answer "run" is remembered in the settings (key
 ``customCode/trusted``) against a hash of the custom layer definitions the model carries, so the same
 content never asks twice and changed code asks again. Definitions written or edited in the dialog are the
-user's own and need no prompt."""
+user's own: their digests are remembered there too, so they never ask."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -121,6 +121,7 @@ class CustomLayers(QtCore.QObject):
             self.window._warn("Cannot save the custom layer", str(exc))
             return False
         CONSENT.grant([defn])
+        self._remember(defn.digest())  # the user's own code: no prompt for it in later sessions either
         where = f" in {len(targets)} open models" if len(targets) > 1 else ""
         self._status(f"{'Added' if old_name is None else 'Updated'} custom layer {defn.name}{where}")
         if old_name is None:
@@ -198,15 +199,21 @@ class CustomLayers(QtCore.QObject):
             value = [value]
         return [str(v) for v in value or []]
 
+    def _remember(self, key: str) -> None:
+        known = [k for k in self.trusted_hashes() if k != key]
+        self.window.settings.setValue(SETTINGS_KEY, [*known, key][-500:])
+
     def ensure_consent(self, doc: Any, then: Callable[[], Any]) -> bool:
         """True when ``doc``'s custom layer code may run now. Otherwise ask (a prompt that does not block,
         ``self.prompt``, naming the custom layers): on "Run", remember the content hash, give consent and call
         ``then``; on "Cancel", say that nothing ran. Returns False while asking."""
+        trusted = set(self.trusted_hashes())
+        CONSENT.grant(d for d in used_definitions(doc.model) if d.digest() in trusted)  # written in this designer
         missing = CONSENT.missing(used_definitions(doc.model))
         if not missing:
             return True
         key = content_hash(doc.model.custom_layers.values())
-        if key in self.trusted_hashes():
+        if key in trusted:
             CONSENT.grant(missing)
             return True
         names = ", ".join(sorted(d.name for d in missing))
@@ -224,7 +231,7 @@ class CustomLayers(QtCore.QObject):
         def answered(_result: int) -> None:
             self.prompt = None
             if box.clickedButton() is run:
-                self.window.settings.setValue(SETTINGS_KEY, [*self.trusted_hashes(), key][-200:])
+                self._remember(key)
                 CONSENT.grant(missing)
                 then()
             else:

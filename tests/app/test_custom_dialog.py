@@ -52,7 +52,8 @@ def retype(qtbot, line: QtWidgets.QLineEdit, text: str) -> None:
     qtbot.keyClicks(line, text)
 
 
-def test_add_a_custom_layer_with_the_dialog(window, qtbot, registry):
+def test_add_a_custom_layer_with_the_dialog(make_window, qtbot, registry, tmp_path):
+    window = make_window()
     doc = window.new_model()
     edit_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Edit")
     entries = [a.text() for a in edit_menu.actions()]
@@ -113,6 +114,12 @@ def test_add_a_custom_layer_with_the_dialog(window, qtbot, registry):
     assert doc.diagnostics == [] and doc.shapes[instance] == (1, 8, 2, 3)
     assert "→ 1×8×2×3" in doc.canvas.nodes[instance].info.get_value()
     assert window.custom.ensure_consent(doc, lambda: None) is True and window.custom.prompt is None
+    # remembered as the user's own code: after saving, a later session does not ask either
+    path = tmp_path / "mine.lnet"
+    assert window.save_as(doc, str(path))
+    CONSENT.clear()
+    later = make_window()
+    assert later.custom.ensure_consent(later.open_path(path), lambda: None) is True and later.custom.prompt is None
 
 
 def test_code_editors_highlight_python_and_cuda(window, qtbot):
