@@ -107,13 +107,17 @@ class CustomLayers(QtCore.QObject):
         return dialog
 
     def apply(self, defn: CustomLayerDef, old_name: str | None) -> bool:
-        """Add ``defn`` to the current model, or (editing ``old_name``) replace it in every open model that has a
-        custom layer of that name: one undo step in each, instances follow. The user wrote it: no consent
+        """Add ``defn`` to the current model, or (editing ``old_name``) replace it in every open model that holds
+        the same definition: one undo step in each, instances follow. The user wrote it: no consent
         prompt for it."""
         doc = self.window.current
         if doc is None:
             return False
-        targets = [doc] if old_name is None else [d for d in self.window.docs if old_name in d.model.custom_layers]
+        if old_name is None:
+            targets = [doc]
+        else:  # the models holding the same definition (another model's own layer of that name is left alone)
+            same = doc.model.custom_layers.get(old_name)
+            targets = [doc, *(d for d in self.window.docs if d is not doc and d.model.custom_layers.get(old_name) == same)]
         try:
             for d in targets:
                 set_definition(d.model, defn, old_name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -168,6 +169,8 @@ def two_models(window, tmp_path):
 
 def test_edit_a_definition_with_instances_on_the_canvas_and_undo(window, two_models, qtbot):
     first, second = two_models
+    other = window.new_model()  # its own, different layer named softsign: not this definition, left alone
+    other.model.set_custom_layer("softsign", replace(softsign(), display_name="Not the same").to_xml())
     window.tabs.setCurrentWidget(first.canvas.widget)
     first.canvas.select_layers(["custom"])
     entries = dict(right_click(first.canvas, "custom", "Edit Custom Layer…"))
@@ -190,6 +193,7 @@ def test_edit_a_definition_with_instances_on_the_canvas_and_undo(window, two_mod
     assert first.model.layers["second"].params == {} and len(first.canvas.nodes["second"].input_ports()) == 2
     assert window.palette.item_for("custom:softsign").text(0) == "Softsign v2"
     assert window.act_undo.text() == "&Undo Edit custom layer softsign"
+    assert definitions(other.model)["softsign"].display_name == "Not the same"
     window.act_undo.trigger()  # one step restores the definition and both instances' parameters
     assert definitions(first.model)["softsign"] == softsign()
     assert first.model.layers["custom"].params == {"alpha": "3"} and first.model.layers["second"].params == {"alpha": "4"}
