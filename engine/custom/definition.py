@@ -169,8 +169,9 @@ class CustomLayerDef:
         return Scope(None if infinite else len(self.inputs), {p.name: p.type for p in self.params}, has_out)
 
     def problems(self) -> list[tuple[str, str]]:
-        """Every problem of the definition as (field, message): ``name``, ``inputs``, ``params``, ``shape``,
-        ``python``, ``cuda <format>`` or ``code``. Empty when it is complete and valid."""
+        """Every problem of the definition as (field, message), field one of ``description`` (name, inputs,
+        parameters), ``shape``, ``code`` (no implementation), ``python`` and ``cuda <format>``. Empty when it is
+        complete and valid."""
         out: list[tuple[str, str]] = []
         try:
             self.validate_structure()
