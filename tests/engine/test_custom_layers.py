@@ -4,6 +4,7 @@ consent, editing a definition as one undo step, and the exporters."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -399,7 +400,10 @@ def test_project_export_carries_the_definitions(tmp_path: Path) -> None:
             "net = s2dnet.build_network(backend='numpy')\n"
             "x = np.arange(48, dtype=np.float32).reshape(1, 2, 4, 6)\n"
             "print(net.infer({'input': x})['output'].reshape(-1)[:6].tolist())\n")
-    env = {"PYTHONPATH": str(tmp_path / "proj"), "PATH": "/usr/bin:/bin"}
+    import defusedxml  # a declared dependency of the project: found where this interpreter has it
+
+    deps = str(Path(defusedxml.__file__).resolve().parents[1])
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "proj"), deps]), "PATH": "/usr/bin:/bin"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     x = np.arange(48, dtype=np.float32).reshape(1, 2, 4, 6)
