@@ -399,7 +399,8 @@ def test_project_export_carries_the_definitions(tmp_path: Path) -> None:
     code = ("import numpy as np, s2dnet\n"
             "net = s2dnet.build_network(backend='numpy')\n"
             "x = np.arange(48, dtype=np.float32).reshape(1, 2, 4, 6)\n"
-            "print(net.infer({'input': x})['output'].reshape(-1)[:6].tolist())\n")
+            "print(net.infer({'input': x})['output'].reshape(-1)[:6].tolist())\n"
+            "import engine; print(engine.__file__)\n")
     import defusedxml  # a declared dependency of the project: found where this interpreter has it
 
     deps = str(Path(defusedxml.__file__).resolve().parents[1])
@@ -408,7 +409,9 @@ def test_project_export_carries_the_definitions(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     x = np.arange(48, dtype=np.float32).reshape(1, 2, 4, 6)
     expected = run_layer("space_to_depth", {"block_size": 2}, [x], FP32_NCHW)[0].reshape(-1)[:6].tolist()
-    assert done.stdout.strip() == str(expected)
+    values, engine_file = done.stdout.strip().splitlines()
+    assert values == str(expected)
+    assert Path(engine_file).is_relative_to(tmp_path / "proj" / "s2dnet" / "_vendor")  # the project's own engine
 
 
 # ---- CUDA sources (text only: the GPU tests compile them) ------------------------------------------------
