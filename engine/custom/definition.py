@@ -89,7 +89,7 @@ class CustomParam:
         if self.type == "enum" and not self.values:
             raise DefinitionError(f"{where}parameter {self.name}: an enum needs its values")
         probe = ParamDesc(self.name, self.type, self.values[0] if self.type == "enum" else None, self.doc,
-                          enum_values=tuple(self.values), min=bounds[0], max=bounds[1])
+                          enum_values=tuple(self.values), min=bounds[0], max=bounds[1], main=True)
         try:
             return replace(probe, default=probe.parse(self.default))
         except ValueError as exc:

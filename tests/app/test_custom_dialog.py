@@ -382,3 +382,9 @@ def test_parameter_window_edits_a_custom_layer_like_any_layer(window, two_models
     row.editor.edit.setText("2.5")
     row.editor.edit.editingFinished.emit()
     assert not row.has_error and first.model.layers["custom"].params["alpha"] == "2.5"
+
+
+def test_a_custom_layer_node_shows_its_parameters(window, two_models):
+    first, _ = two_models
+    info = first.canvas.nodes["second"].info.get_value()
+    assert "alpha" in info and "4" in info
