@@ -8,6 +8,7 @@ from PySide6 import QtCore
 
 from canvas.bridge import ModelBridge
 from canvas.graph import ModelCanvas
+from engine.custom.scope import scoped
 from engine.events import Event, ModifiedChanged, NetworkChanged
 from engine.model import Model
 from engine.registry import Registry
@@ -29,11 +30,11 @@ class Document(QtCore.QObject):
         super().__init__(parent)
         self.id = next(_ids)
         self.model = model
-        self.registry = registry
+        self.registry = scoped(model, registry, always=True)  # the model's custom layers resolve too
         self.path = path
         self.recovered = False  # opened from an autosave copy: unsaved until saved
         self.bridge = ModelBridge(model, self)
-        self.canvas = ModelCanvas(model, registry, self.bridge, self)
+        self.canvas = ModelCanvas(model, self.registry, self.bridge, self)
         self.diagnostics: list[Diagnostic] = []
         self.shapes: dict[str, Dims] = {}
         self._timer = QtCore.QTimer(self)

@@ -16,6 +16,7 @@ from app.analysis.mode import AnalysisMode
 from app.autosave import Autosaver
 from app.batch_dialog import add_batch_menu
 from app.compare_view import REPORT_FILTER, CompareDialog
+from app.custom_layers import CustomLayers
 from app.docs_browser import DocsBrowser
 from app.document import Document
 from app.export_dialog import add_export_menu
@@ -29,8 +30,9 @@ from app.typecheck_panel import TypeCheckPanel
 from app.worker import RunController, RunRequest, RunResult
 from engine import modelfile
 from engine import report as report_file
+from engine.custom import custom_descs, used_definitions
 from engine.errors import LayerLabError
-from engine.events import Event, TemplateEvent
+from engine.events import CustomLayerChanged, Event, TemplateEvent
 from engine.model import Model
 from engine.plugins import default_registry
 from engine.registry import Registry
@@ -156,6 +158,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._build_menus()
         add_export_menu(self)
         add_batch_menu(self)
+        self.custom = CustomLayers(self)  # Edit > Add/Edit Custom Layer…, the consent prompt
         self._build_toolbar()
         self._default_state = self.saveState()
         self._default_geometry = self.saveGeometry()
@@ -364,7 +367,7 @@ class MainWindow(QtWidgets.QMainWindow):
         doc.canvas.set_context_actions(
             [("Group as Template…", self.act_group), ("Ungroup", self.act_ungroup), None,
              ("Cut", self.act_cut), ("Copy", self.act_copy), ("Duplicate", self.act_duplicate), ("Delete", self.act_delete),
-             None, ("Layer Documentation", self.act_docs)],
+             None, ("Edit Custom Layer…", self.custom.act_edit), ("Layer Documentation", self.act_docs)],
             [("Paste", self.act_paste), ("Select All", self.act_select_all), None,
              ("Import Model as Template…", self.act_import_template), ("Fit to View", self.act_fit)])
         index = self.tabs.addTab(doc.canvas.widget, doc.title)
@@ -527,7 +530,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _doc_event(self, doc: Document, ev: Event) -> None:
         if doc is self.current:
-            if isinstance(ev, TemplateEvent):
+            if isinstance(ev, (TemplateEvent, CustomLayerChanged)):
                 self._refresh_templates()
             self._update_actions()
 
@@ -599,6 +602,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_run.setEnabled(target and not self.runner.busy and not self.analysis.active)
         self.act_cancel.setEnabled(self.runner.busy)
         self.act_net_settings.setEnabled(target)
+        self.custom.update_actions()
         self.act_fusing_rules.setEnabled(has)
         self._update_status()
 
@@ -612,7 +616,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _refresh_templates(self) -> None:
         """The palette's Templates category shows the current model's templates."""
         doc = self.current
-        self.palette.set_templates(template_descs(doc.model, self.registry) if doc else [])
+        self.palette.set_templates([*template_descs(doc.model, doc.registry), *custom_descs(doc.model)] if doc else [])
 
     @staticmethod
     def default_template_name(model: Model) -> str:
@@ -654,7 +658,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _group(self, doc: Document, names: list[str], name: str) -> str | None:
         try:
-            instance = group(doc.model, names, name, self.registry)
+            instance = group(doc.model, names, name, doc.registry)
         except LayerLabError as exc:
             self._warn("Cannot group as a template", str(exc))
             return None
@@ -683,7 +687,7 @@ class MainWindow(QtWidgets.QMainWindow):
                                     lambda text, n=name: self.rename_template(n, text))
             return False
         try:
-            rename_template(doc.model, name, new, self.registry)
+            rename_template(doc.model, name, new, doc.registry)
         except LayerLabError as exc:
             self._warn("Cannot rename the template", str(exc))
             return False
@@ -732,7 +736,7 @@ class MainWindow(QtWidgets.QMainWindow):
         try:
             with doc.model.macro("Ungroup " + ", ".join(instances)):
                 for inst in instances:
-                    new += ungroup(doc.model, inst, self.registry)
+                    new += ungroup(doc.model, inst, doc.registry)
         except LayerLabError as exc:
             self.statusBar().showMessage(f"Cannot ungroup: {exc}", 10000)
             return []
@@ -923,6 +927,8 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.analysis.active:
             self.statusBar().showMessage("Analysis is running: Stop Analysis before launching an inference run", 6000)
             return None
+        if not self.custom.ensure_consent(doc, lambda d=doc: self.launch_inference(d)):
+            return None  # asking: the run starts when the user accepts
         self._run_ids += 1
         run_id = self._run_ids
         started = _dt.datetime.now()
@@ -937,6 +943,8 @@ class MainWindow(QtWidgets.QMainWindow):
             snapshot = doc.path is None or doc.modified
             model_file = str(base.with_suffix(".lnet")) if snapshot else str(doc.path)
             entry.command = run_config.command_line(config, model_file, str(base) + "_cli")
+            if used_definitions(doc.model):  # the user consented to run its custom layer code
+                entry.command += " --trust-custom-code"
             entry.format = config.format
             entry.backend = config.backend
         except LayerLabError as exc:
@@ -1149,7 +1157,8 @@ class MainWindow(QtWidgets.QMainWindow):
     def show_docs(self, key: str | None = None) -> DocsBrowser:
         if self.docs_browser is None:
             self.docs_browser = DocsBrowser(self.registry, self)
-        self.docs_browser.set_templates(template_descs(self.current.model, self.registry) if self.current else [])
+        self.docs_browser.set_templates([*template_descs(self.current.model, self.current.registry),
+                                         *custom_descs(self.current.model)] if self.current else [])
         if key is None and self.current is not None:
             sel = self.current.canvas.selected_layers()
             if sel:

@@ -22,6 +22,7 @@ from engine.descriptors import InputKind, LayerDesc
 from engine.errors import LayerLabError
 from engine.events import (
     ActivationChanged,
+    CustomLayerChanged,
     Event,
     LayerAdded,
     LayerMoved,
@@ -142,8 +143,11 @@ class ModelCanvas(NodeGraph):
 
     def _refresh_template_nodes(self, name: str) -> None:
         """Rebuild the nodes of template ``name``'s instances (ports and parameters follow its definition)."""
+        self._refresh_nodes_of(template_type(name))
+
+    def _refresh_nodes_of(self, ltype: str) -> None:
+        """Rebuild the nodes of the layers of type ``ltype`` (a template or custom layer whose definition changed)."""
         selected = set(self.selected_layers())
-        ltype = template_type(name)
         for layer, spec in self.net_model.layers.items():
             if spec.type != ltype or layer not in self.nodes:
                 continue
@@ -285,6 +289,8 @@ class ModelCanvas(NodeGraph):
             self._update_info(ev.layer)
         elif isinstance(ev, TemplateEvent):
             self._refresh_template_nodes(ev.name)
+        elif isinstance(ev, CustomLayerChanged):
+            self._refresh_nodes_of(ev.layer_type)
         elif isinstance(ev, LayerMoved) and ev.layer in self.nodes:
             x, y = self.net_model.layers[ev.layer].position
             if tuple(self.nodes[ev.layer].pos()) != (x, y):
@@ -536,14 +542,19 @@ class ModelCanvas(NodeGraph):
             return []
         needed = clipboard_templates(text)
         kept = [n for n, t in needed.items() if n in self.net_model.templates and self.net_model.templates[n] != t]
+        custom = clipboard_templates(text, "custom-layers")
+        kept += [n for n, t in custom.items() if self.net_model.custom_layers.get(n, t) != t]
         with self.net_model.macro("Paste"):
+            for n, t in custom.items():
+                if n not in self.net_model.custom_layers:
+                    self.net_model.set_custom_layer(n, t)
             for n, t in needed.items():
                 if n not in self.net_model.templates:
                     self.net_model.add_template(n, t)
             self.net_model.add_layers(specs, "Paste")
         names = [s.name for s in specs]
         self.select_layers(names)
-        note = f" (this network's own template {', '.join(kept)} used)" if kept else ""
+        note = f" (this network's own definition of {', '.join(kept)} used)" if kept else ""
         self.status_message.emit(f"Pasted {len(names)} layer(s){note}")
         return names
 
