@@ -28,7 +28,7 @@ def kernel(defn: CustomLayerDef, variant: CudaVariant) -> Any:
     """The compiled kernel of a variant on the current device (compiled on first use)."""
     import cupy  # noqa: PLC0415
 
-    from engine.custom.layer import CustomCodeError  # noqa: PLC0415
+    from engine.custom.errors import CustomCodeError  # noqa: PLC0415
 
     device = cupy.cuda.runtime.getDevice()
     key = (defn.digest(), str(variant.format), device)

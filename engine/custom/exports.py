@@ -13,8 +13,8 @@ import keyword
 import textwrap
 from typing import TYPE_CHECKING, Any
 
-from engine.export.common import camel_case
-from engine.export.torch_export import _plain, py_literal
+from engine.export.codegen import camel_case, py_literal
+from engine.export.codegen import plain_value as _plain
 
 if TYPE_CHECKING:
     from engine.custom.layer import CustomLayer

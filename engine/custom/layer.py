@@ -12,20 +12,19 @@ from typing import Any, ClassVar
 
 from engine.custom.consent import CONSENT
 from engine.custom.definition import PYTHON_SIGNATURE, CustomLayerDef, parse_definition, python_problem
+from engine.custom.errors import CustomCodeError
 from engine.custom.script import Node, ScriptError, Values, parse_shape, shape_of
 from engine.errors import LayerLabError, ParameterError
 from engine.layer import Layer
 from engine.tensor import Dims
 
 
-class CustomCodeError(LayerLabError):
-    """Custom layer code failed (compile error, exception, wrong result shape): names the layer and the line."""
-
-
 class CustomLayer(Layer):
     """Base of the classes ``layer_class`` makes, one per definition."""
 
     definition: ClassVar[CustomLayerDef]
+    #: the user's code computes the layer alone: its activation runs as a separate step after it
+    fused_activations: ClassVar[frozenset[str]] = frozenset()
 
     def validate(self) -> None:
         """A definition that cannot run anywhere (shape script that does not parse, no implementation, Python code
