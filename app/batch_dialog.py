@@ -17,6 +17,7 @@ from engine.errors import LayerLabError
 from engine.model import Model
 from engine.modelfile import dumps
 from engine.registry import Registry
+from engine.run import AUTO, DEFAULT_FORMATS, tensor_format
 
 STATUS_TEXT = {"done": "done", "failed": "failed", "skipped": "already done"}
 
@@ -138,7 +139,11 @@ class BatchDialog(QtWidgets.QDialog):
         except LayerLabError as exc:
             self.settings_label.setText(f"the network settings are invalid: {exc}")
             return
-        self.settings_label.setText(f"backend {cfg.backend}, format {cfg.format}, "
+        fmt = cfg.format
+        if fmt == AUTO:  # say what auto means here (on an auto backend, for each backend)
+            fmt = (f"auto ({tensor_format(AUTO, cfg.backend)})" if cfg.backend != AUTO else
+                   "auto (" + ", ".join(f"{v} on {k}" for k, v in DEFAULT_FORMATS.items()) + ")")
+        self.settings_label.setText(f"backend {cfg.backend}, format {fmt}, "
                                     f"{'weights ' + cfg.weights if cfg.weights else f'random weights (seed {cfg.seed})'}, "
                                     f"fusing {'on' if cfg.fusing else 'off'} (Tools > Network Settings)")
 

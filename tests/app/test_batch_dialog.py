@@ -42,7 +42,7 @@ def rows(dlg) -> list[tuple[str, str, str]]:
 def test_runs_the_model_with_its_settings_and_lists_results_and_failures(qtbot, dialog, tmp_path):
     data = make_dataset(tmp_path, images=8, video_frames=3, corrupt=1, npy=1)
     dlg = dialog()
-    assert "backend numpy" in dlg.settings_label.text() and "fp16 nhwc" in dlg.settings_label.text()
+    assert "backend numpy, format auto (fp32|nhwc)" in dlg.settings_label.text()
     dlg.inputs.setText(str(data))
     dlg.output.setText(str(tmp_path / "out"))
     dlg.batch_size.setValue(3)
