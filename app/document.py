@@ -11,7 +11,7 @@ from canvas.graph import ModelCanvas
 from engine.model import Event, Model
 from engine.registry import Registry
 from engine.tensor import Dims
-from engine.typecheck import Diagnostic, check, output_shapes
+from engine.typecheck import CheckMemo, Diagnostic, check
 
 _ids = itertools.count(1)
 
@@ -35,6 +35,7 @@ class Document(QtCore.QObject):
         self.canvas = ModelCanvas(model, registry, self.bridge, self)
         self.diagnostics: list[Diagnostic] = []
         self.shapes: dict[str, Dims] = {}
+        self._memo = CheckMemo()  # unchanged layers are not checked again
         self._timer = QtCore.QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(40)
@@ -60,8 +61,8 @@ class Document(QtCore.QObject):
     def run_check(self) -> None:
         """Type-check now (normally called by the debounce timer after edits)."""
         self._timer.stop()
-        self.diagnostics = check(self.model, self.registry)
-        self.shapes = output_shapes(self.model, self.registry)
+        self.diagnostics = check(self.model, self.registry, self._memo)
+        self.shapes = self._memo.shapes_out
         self.canvas.set_analysis(self.diagnostics, self.shapes)
         self.checked.emit(self.diagnostics)
 
