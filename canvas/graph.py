@@ -5,7 +5,6 @@ the canvas itself changes only in answer to Model events coming through the Mode
 undo stack is never used, so undo/redo is the Model's alone."""
 from __future__ import annotations
 
-import html
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -17,7 +16,8 @@ from PySide6 import QtCore, QtGui
 
 from canvas.bridge import ModelBridge
 from canvas.clipboard import clipboard_templates, copy_layers, paste_specs
-from canvas.nodes import LayerNode, make_node_class
+from canvas.nodes import LayerNode, LayerNodeItem, Run, make_node_class
+from canvas.overview import OverviewItem
 from engine.descriptors import InputKind, LayerDesc
 from engine.errors import LayerLabError
 from engine.model import Event, Model
@@ -29,6 +29,11 @@ from engine.typecheck import Diagnostic
 #: text/plain payload of a palette drag: ``layerlab-layer:<type>``
 DRAG_PREFIX = "layerlab-layer:"
 NODE_SIZE_GUESS = (180.0, 90.0)
+TEXT = "#d8d8d8"
+#: model events after which the overview (zoomed-out drawing) recomputes its boxes and lines
+STRUCTURE_EVENTS = frozenset({"layer_added", "layer_removed", "layer_renamed", "link_changed", "layer_moved",
+                              "param_changed", "activation_changed", "template_added", "template_changed",
+                              "template_removed"})
 
 
 def _dims_text(d: Dims) -> str:
@@ -61,6 +66,11 @@ class ModelCanvas(NodeGraph):
         self.registry = registry
         self.bridge = bridge
         self.nodes: dict[str, LayerNode] = {}
+        self._names: dict[str, str] = {}  # node id -> layer name
+        self._bulk = False  # building many nodes: layouts wait until the end
+        self._moves_pending = False
+        self._moved: set[str] = set()
+        self.overview: OverviewItem | None = None
         self._classes: dict[str, type[LayerNode]] = {}
         self._diags: dict[str, list[Diagnostic]] = {}
         self._shapes: dict[str, Dims] = {}
@@ -81,24 +91,49 @@ class ModelCanvas(NodeGraph):
                 act.setVisible(False)
         self.viewer().viewport().installEventFilter(self)
         bridge.event.connect(self._on_model_event)
-        for name in model.layers:
-            self._create_node(name)
-        for name in model.layers:
-            self._sync_links(name)
+        self._build_all()
+
+    def _build_all(self) -> None:
+        """Create every node and link in bulk: no repaint and one layout per node, at the end."""
+        viewer = self.viewer()
+        viewer.setUpdatesEnabled(False)
+        self._bulk = True
+        LayerNodeItem.defer_layout = True
+        try:
+            for name in self.net_model.layers:
+                self._create_node(name)
+                self._sync_ports(name)
+            LayerNodeItem.defer_layout = False
+            for node in self.nodes.values():
+                node.view.draw_node()
+                node.place_badge()
+            for name in self.net_model.layers:  # links last: each is drawn once, between placed ports
+                self._sync_links(name)
+        finally:
+            self._bulk = False
+            LayerNodeItem.defer_layout = False
+            viewer.setUpdatesEnabled(True)
+        self.overview = OverviewItem(lambda: self.nodes, self._links)
+        self.scene().addItem(self.overview)
+        self.overview.invalidate()
+
+    def _links(self) -> list[tuple[str, str, int]]:
+        """Every link of the model: (source, target, input index)."""
+        return [(src, name, i) for name, spec in self.net_model.layers.items() for i, src in enumerate(spec.inputs) if src]
+
+    def get_unique_name(self, name: str) -> str:
+        """Node titles are layer names, which the Model keeps unique (NodeGraphQt's own search is quadratic)."""
+        return name
 
     # ---- queries ---------------------------------------------------------------------------------
     def layer_of(self, node: Any) -> str | None:
         """Layer name shown by a node (or node view item)."""
-        nid = getattr(node, "id", None)
-        for name, n in self.nodes.items():
-            if n.id == nid:
-                return name
-        return None
+        return self._names.get(getattr(node, "id", None))
 
     def selected_layers(self) -> list[str]:
         """Selected layer names, in model order."""
-        ids = {n.id for n in self.selected_nodes()}
-        return [name for name, n in self.nodes.items() if n.id in ids]
+        picked = {self._names.get(item.id) for item in self.viewer().selected_nodes()}
+        return [name for name in self.nodes if name in picked]
 
     def port_of(self, layer: str, index: int | None) -> Any:
         """The Port of input ``index`` of ``layer`` (``None``: its output)."""
@@ -151,12 +186,15 @@ class ModelCanvas(NodeGraph):
         node.set_property("name", name, push_undo=False)
         node.view.name = name
         self.nodes[name] = node
+        self._names[node.id] = name
+        node.view.on_moved = self._node_moved
         self._update_info(name)
 
     def _remove_node(self, name: str) -> None:
         node = self.nodes.pop(name, None)
         if node is None:
             return
+        self._names.pop(node.id, None)
         for port in node.input_ports() + node.output_ports():
             for other in port.connected_ports():
                 port.disconnect_from(other, push_undo=False, emit_signal=False)
@@ -172,12 +210,9 @@ class ModelCanvas(NodeGraph):
             return max(len(desc.inputs), last + 2)  # a free port after the last connected one
         return max(len(desc.inputs), last + 1)
 
-    def _sync_links(self, name: str) -> None:
-        """Make the input ports and links of ``name``'s node match the Model exactly."""
-        node = self.nodes.get(name)
-        if node is None or name not in self.net_model.layers:
-            return
-        spec = self.net_model.layers[name]
+    def _sync_ports(self, name: str) -> None:
+        """Give ``name``'s node the input ports the Model needs (a free one after an open-ended input's links)."""
+        node = self.nodes[name]
         wanted = self._wanted_ports(name)
         while len(node.input_ports()) < wanted:
             node.add_input_slot(len(node.input_ports()))
@@ -186,6 +221,14 @@ class ModelCanvas(NodeGraph):
             for other in port.connected_ports():
                 port.disconnect_from(other, push_undo=False, emit_signal=False)
             node.delete_input(port)
+
+    def _sync_links(self, name: str) -> None:
+        """Make the input ports and links of ``name``'s node match the Model exactly."""
+        node = self.nodes.get(name)
+        if node is None or name not in self.net_model.layers:
+            return
+        spec = self.net_model.layers[name]
+        self._sync_ports(name)
         for i, port in enumerate(node.input_ports()):
             src = spec.inputs[i] if i < len(spec.inputs) else None
             src_port = None
@@ -201,57 +244,90 @@ class ModelCanvas(NodeGraph):
                 pipe.delete()
             if src_port is not None:
                 port.connect_to(src_port, push_undo=False, emit_signal=False)
-        node.view.draw_node()
-        node.place_badge()
+        if not self._bulk:
+            node.view.draw_node()
+            node.place_badge()
 
-    def _update_info(self, name: str) -> None:
-        node = self.nodes.get(name)
-        spec = self.net_model.layers.get(name)
-        if node is None or spec is None:
-            return
-        desc = node.desc
+    def _info_lines(self, name: str) -> list[list[Run]]:
+        """What a node shows under its ports: its type, main parameters, activation and output shape."""
+        spec = self.net_model.layers[name]
+        desc = self.nodes[name].desc
         if template_name(spec.type) is not None:
             kind = f"template {desc.display_name}" if desc else f"{spec.type} (missing or broken)"
-            lines = [f"<span style='color:#e0c070'>{html.escape(kind)}</span>"]
+            lines = [[(kind, "#e0c070", False, False)]]
         else:
-            lines = [f"<span style='color:#9aa4b0'>{html.escape(desc.display_name if desc else spec.type + ' (unknown)')}</span>"]
+            lines = [[(desc.display_name if desc else spec.type + " (unknown)", "#9aa4b0", False, False)]]
         if desc:
             for p in desc.params:
                 if p.main:
                     value = spec.params.get(p.name, p.default_text)
                     if p.type == "dimension":
                         value = _compact_dims(p, value)
-                    lines.append(f"{html.escape(p.name)}: <b>{html.escape(value)}</b>")
+                    lines.append([(f"{p.name}: ", TEXT, False, False), (value, TEXT, True, False)])
         if spec.activation and spec.activation != "none":
-            lines.append(f"activation: <b>{html.escape(spec.activation)}</b>")
+            lines.append([("activation: ", TEXT, False, False), (spec.activation, TEXT, True, False)])
         if spec.permanent:
-            lines.append("<i>permanent</i>")
+            lines.append([("permanent", TEXT, False, True)])
         shape = self._shapes.get(name)
-        if shape is not None:
-            lines.append(f"<span style='color:#8fd18f'>→ {_dims_text(shape)}</span>")
-        else:
-            lines.append("<span style='color:#777'>→ ?</span>")
-        node.set_info("<br>".join(lines))
+        lines.append([(f"→ {_dims_text(shape)}", "#8fd18f", False, False)] if shape is not None
+                     else [("→ ?", "#777777", False, False)])
+        return lines
+
+    def _update_info(self, name: str) -> None:
+        node = self.nodes.get(name)
+        if node is None or name not in self.net_model.layers:
+            return
+        node.set_info(self._info_lines(name), layout=not self._bulk)
         diags = self._diags.get(name, [])
         sev = "error" if any(d.severity == "error" for d in diags) else ("warning" if diags else "")
         node.badge.show_diagnostics(sev, [f"{d.severity}: {d.message}" for d in diags])
-        node.place_badge()
+        if not self._bulk:
+            node.place_badge()
 
     def set_analysis(self, diagnostics: list[Diagnostic], shapes: dict[str, Dims]) -> None:
-        """Show type-check results: output shapes and badges on the nodes."""
-        self._diags = {}
+        """Show type-check results: output shapes and badges on the nodes (only the nodes whose results
+        changed are touched)."""
+        diags: dict[str, list[Diagnostic]] = {}
         for d in diagnostics:
             if d.layer:
-                self._diags.setdefault(d.layer, []).append(d)
-        self._shapes = dict(shapes)
-        for name in self.nodes:
+                diags.setdefault(d.layer, []).append(d)
+        old_diags, old_shapes = self._diags, self._shapes
+        self._diags, self._shapes = diags, dict(shapes)
+        changed = {n for n in set(old_diags) | set(diags) if old_diags.get(n) != diags.get(n)}
+        changed |= {n for n in set(old_shapes) | set(shapes) if old_shapes.get(n) != shapes.get(n)}
+        for name in changed:
             self._update_info(name)
 
     def badge_severity(self, name: str) -> str:
         return self.nodes[name].badge.severity
 
     # ---- Model events -> view --------------------------------------------------------------------
+    def _node_moved(self, view: Any) -> None:
+        """A node item moved (dragged, or placed from the model): refresh the overview once, after the moves."""
+        name = self.layer_of(view)
+        if name is not None:
+            self._moved.add(name)
+        if not self._moves_pending:
+            self._moves_pending = True
+            QtCore.QTimer.singleShot(0, self._after_moves)
+
+    def _after_moves(self) -> None:
+        self._moves_pending = False
+        moved, self._moved = self._moved, set()
+        if self.overview is not None:
+            self.overview.invalidate(moved)
+
     def _on_model_event(self, ev: Event) -> None:
+        self._apply_event(ev)
+        if self.overview is not None and ev.kind in STRUCTURE_EVENTS:
+            if self.overview.active and ev.kind in ("layer_added", "link_changed", "template_changed"):
+                self.overview.apply_opacity()  # new nodes and links follow the current mode
+            if ev.kind == "layer_renamed" or ev.kind.startswith("template_"):
+                self.overview.invalidate()
+            else:
+                self.overview.invalidate([ev.layer] if ev.layer else None)
+
+    def _apply_event(self, ev: Event) -> None:
         kind, name = ev.kind, ev.layer
         if kind == "layer_added" and name in self.net_model.layers:
             self._create_node(name)
@@ -264,6 +340,7 @@ class ModelCanvas(NodeGraph):
             old = ev.data["old"]
             node = self.nodes.pop(old)
             self.nodes[name] = node
+            self._names[node.id] = name
             node.set_property("name", name, push_undo=False)
             node.view.name = name
             node.view.draw_node()
@@ -549,7 +626,10 @@ class ModelCanvas(NodeGraph):
         if not self.nodes:
             return
         viewer = self.viewer()
-        rect = viewer._combined_rect([n.view for n in self.nodes.values()]).adjusted(-40, -40, 40, 40)
+        rect = QtCore.QRectF()
+        for node in self.nodes.values():
+            rect = rect.united(node.view.sceneBoundingRect())
+        rect = rect.adjusted(-40, -40, 40, 40)
         vp = viewer.viewport().size()
         if rect.width() < vp.width() and rect.height() < vp.height():
             center = rect.center()
