@@ -48,6 +48,7 @@ APP_NAME = "LayerLab"
 FILE_FILTER = "LayerLab models (*.lnet);;All files (*)"
 MAX_RECENT = 10
 SAMPLE = Path(__file__).resolve().parent.parent / "resources" / "samples" / "denoiser.lnet"
+REDO_KEYS = [QtGui.QKeySequence("Ctrl+Shift+Z"), QtGui.QKeySequence("Ctrl+Y")]
 
 
 def default_autosave_dir() -> str:
@@ -95,6 +96,7 @@ class MainWindow(QtWidgets.QMainWindow):
                                      lambda command, payload: self.runner.submit("analysis", (command, payload)))
         self.analysis.active_changed.connect(lambda _on: self._update_actions())
         self._run_ids = 0
+        self._actions_pending = False
         self._runs: dict[int, RunRequest] = {}
         self.fusing_dialog: FusingRulesDialog | None = None
         self.warmup_process: Any = None  # the CPU-kernel compile of a first start (start_kernel_warmup)
@@ -195,9 +197,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_close = self._action("&Close", self.close_current, K.Close)
         self.act_quit = self._action("&Quit", self.close, K.Quit)
         self.act_undo = self._action("&Undo", lambda: self._with_doc(lambda d: d.model.undo()), K.Undo, P.SP_ArrowBack)
-        self.act_redo = self._action("&Redo", lambda: self._with_doc(lambda d: d.model.redo()),
-                                     QtGui.QKeySequence("Ctrl+Shift+Z"), P.SP_ArrowForward)
-        self.act_redo.setShortcuts([QtGui.QKeySequence("Ctrl+Shift+Z"), QtGui.QKeySequence(K.Redo)])
+        self.act_redo = self._action("&Redo", lambda: self._with_doc(lambda d: d.model.redo()), None,
+                                     P.SP_ArrowForward)
+        self.act_redo.setShortcuts(REDO_KEYS)  # each bound once (the platform's Redo key is one of them)
+        for act, label in ((self.act_undo, "Undo"), (self.act_redo, "Redo")):
+            act.setIconText(label)  # the toolbar button keeps this short text; the menu shows the full one
         self.act_cut = self._action("Cu&t", lambda: self._with_doc(lambda d: d.canvas.cut_selection()), K.Cut)
         self.act_copy = self._action("&Copy", lambda: self._with_doc(lambda d: d.canvas.copy_selection()), K.Copy)
         self.act_paste = self._action("&Paste", lambda: self._with_doc(lambda d: d.canvas.paste()), K.Paste)
@@ -435,6 +439,8 @@ class MainWindow(QtWidgets.QMainWindow):
             QtWidgets.QMessageBox.critical(self, "Cannot save model", f"{path}: {exc}")
             return False
         doc.mark_saved(str(Path(path).resolve()))
+        if doc is self.current:
+            self.params.set_target(doc, doc.canvas.selected_layers())  # its File line shows the new path
         self.autosaver.remove(doc.id)
         self._add_recent(doc.path)
         self.statusBar().showMessage(f"Saved {doc.path}", 6000)
@@ -454,7 +460,10 @@ class MainWindow(QtWidgets.QMainWindow):
         return answer == B.Discard
 
     def close_document(self, doc: Document | None) -> bool:
-        if doc is None or not self.maybe_save(doc):
+        if doc is None:
+            return False
+        if not self.maybe_save(doc):
+            doc.canvas.reset_modifiers()  # the dialog took the Ctrl release of Ctrl+W
             return False
         self.autosaver.remove(doc.id)
         index = self.tabs.indexOf(doc.canvas.widget)
@@ -529,6 +538,14 @@ class MainWindow(QtWidgets.QMainWindow):
             if ev.kind.startswith("template_"):
                 self._refresh_templates()
             self._update_actions()
+            # an event comes while its command runs, before the undo stack records it: look again afterwards
+            if not self._actions_pending:
+                self._actions_pending = True
+                QtCore.QTimer.singleShot(0, self._update_actions_later)
+
+    def _update_actions_later(self) -> None:
+        self._actions_pending = False
+        self._update_actions()
 
     def _doc_checked(self, doc: Document, diags: list) -> None:
         if doc is self.current:
@@ -582,8 +599,14 @@ class MainWindow(QtWidgets.QMainWindow):
         has = doc is not None
         self.act_undo.setEnabled(has and doc.model.can_undo())
         self.act_redo.setEnabled(has and doc.model.can_redo())
-        self.act_undo.setText(f"&Undo {doc.model.undo_text()}" if has and doc.model.can_undo() else "&Undo")
-        self.act_redo.setText(f"&Redo {doc.model.redo_text()}" if has and doc.model.can_redo() else "&Redo")
+        for act, label, able, what in ((self.act_undo, "Undo", has and doc.model.can_undo(),
+                                        doc.model.undo_text() if has else ""),
+                                       (self.act_redo, "Redo", has and doc.model.can_redo(),
+                                        doc.model.redo_text() if has else "")):
+            act.setText(f"&{label} {what}" if able else f"&{label}")
+            act.setIconText(label)
+            keys = ", ".join(k.toString(QtGui.QKeySequence.SequenceFormat.NativeText) for k in act.shortcuts())
+            act.setToolTip(f"{label} {what} ({keys})" if able else f"{label} ({keys})")
         selected = has and bool(doc.canvas.selected_layers())
         for act in (self.act_cut, self.act_copy, self.act_duplicate, self.act_group):
             act.setEnabled(selected)

@@ -11,6 +11,7 @@ from typing import Any
 
 from NodeGraphQt import NodeGraph
 from NodeGraphQt.constants import ViewerEnum
+from NodeGraphQt.qgraphics.pipe import PipeItem
 from NodeGraphQt.qgraphics.port import PortItem
 from PySide6 import QtCore, QtGui
 
@@ -30,6 +31,14 @@ from engine.typecheck import Diagnostic
 DRAG_PREFIX = "layerlab-layer:"
 NODE_SIZE_GUESS = (180.0, 90.0)
 TEXT = "#d8d8d8"
+LINK_PICK_PX = 5.0  # a click this close to a link (on screen) selects it
+POSITION_DECIMALS = 1  # positions are kept to a tenth of a scene unit (what the canvas can show)
+FREE_GAP = 60.0  # space left between a new layer and its neighbours
+
+
+def snap_position(pos: tuple[float, float]) -> tuple[float, float]:
+    """A canvas position as stored in the model and the file (no 13-decimal noise from the view transform)."""
+    return (round(float(pos[0]), POSITION_DECIMALS), round(float(pos[1]), POSITION_DECIMALS))
 #: model events after which the overview (zoomed-out drawing) recomputes its boxes and lines
 STRUCTURE_EVENTS = frozenset({"layer_added", "layer_removed", "layer_renamed", "link_changed", "layer_moved",
                               "param_changed", "activation_changed", "template_added", "template_changed",
@@ -90,6 +99,7 @@ class ModelCanvas(NodeGraph):
                 act.setShortcuts([])
                 act.setVisible(False)
         self.viewer().viewport().installEventFilter(self)
+        self.viewer().installEventFilter(self)
         bridge.event.connect(self._on_model_event)
         self._build_all()
 
@@ -416,10 +426,17 @@ class ModelCanvas(NodeGraph):
             name = self.layer_of(view)
             if name is not None:
                 moves.append((name, tuple(view.xy_pos)))
-        if moves:
+        if not moves:
+            return
+        try:
             with self.net_model.macro("Move " + ", ".join(n for n, _ in moves)):
                 for name, pos in moves:
-                    self.net_model.move_layer(name, pos)
+                    self.net_model.move_layer(name, snap_position(pos))
+        except LayerLabError as exc:  # a read-only model (analysis mode): the nodes go back where they were
+            for name, _ in moves:
+                x, y = self.net_model.layers[name].position
+                self.nodes[name].set_pos(x, y)
+            self.status_message.emit(f"Move refused: {exc}")
 
     def _on_node_name_changed(self, node_id: str, name: str) -> None:
         node = self.get_node_by_id(node_id)
@@ -488,7 +505,43 @@ class ModelCanvas(NodeGraph):
         for cmd, action in self._menu_commands:
             cmd.qaction.setEnabled(action.isEnabled())
 
+    def pipe_at(self, scene_pos: QtCore.QPointF) -> Any:
+        """The link drawn within a few screen pixels of ``scene_pos`` (None where there is a node or a port, or
+        no link)."""
+        viewer = self.viewer()
+        tol = LINK_PICK_PX / max(viewer.transform().m11(), 1e-6)
+        area = QtCore.QRectF(scene_pos.x() - tol, scene_pos.y() - tol, 2 * tol, 2 * tol)
+        near = viewer.scene().items(area)
+        if any(isinstance(i, (PortItem, LayerNodeItem)) and i.sceneBoundingRect().contains(scene_pos) for i in near):
+            return None
+        stroker = QtGui.QPainterPathStroker()
+        stroker.setWidth(2 * tol)
+        for item in near:
+            if isinstance(item, PipeItem) and item.input_port and item.output_port and \
+                    stroker.createStroke(item.path()).contains(scene_pos):
+                return item
+        return None
+
+    def reset_modifiers(self) -> None:
+        """Forget the modifier keys the viewer believes held (a dialog took the key release: without this the
+        canvas stays in Ctrl-deselect mode with its hint drawn)."""
+        viewer = self.viewer()
+        viewer.ALT_state = viewer.CTRL_state = viewer.SHIFT_state = False
+        viewer._cursor_text.setVisible(False)
+
     def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:
+        if event.type() == QtCore.QEvent.Type.FocusOut and obj is self.viewer():
+            self.reset_modifiers()
+        if event.type() == QtCore.QEvent.Type.MouseButtonPress and event.button() == QtCore.Qt.MouseButton.LeftButton \
+                and event.modifiers() == QtCore.Qt.KeyboardModifier.NoModifier:
+            pipe = self.pipe_at(self.viewer().mapToScene(event.position().toPoint()))
+            if pipe is not None:  # a click on a link selects it (NodeGraphQt only selects links by rubber band)
+                self.clear_selection()
+                self.viewer().scene().clearSelection()
+                pipe.setSelected(True)
+                self.selection_changed.emit([])
+                self.status_message.emit("Link selected: Delete removes it")
+                return True
         if event.type() == QtCore.QEvent.Type.MouseButtonDblClick and event.button() == QtCore.Qt.MouseButton.LeftButton:
             scene_pos = self.viewer().mapToScene(event.position().toPoint())
             for item in self.viewer().scene().items(scene_pos):
@@ -515,19 +568,33 @@ class ModelCanvas(NodeGraph):
         self.status_message.emit(f"Added {name}")
         return name
 
+    def free_spot(self, x: float, y: float, size: tuple[float, float] = NODE_SIZE_GUESS,
+                  step: float | None = None) -> tuple[float, float]:
+        """The first position from (x, y) downwards where a node of ``size`` overlaps no other node."""
+        step = step or size[1] + FREE_GAP / 2
+        scene = self.viewer().scene()
+        for i in range(200):
+            rect = QtCore.QRectF(x, y + i * step, *size).adjusted(-FREE_GAP / 4, -FREE_GAP / 4, FREE_GAP / 4, FREE_GAP / 4)
+            if not any(isinstance(it, LayerNodeItem) for it in scene.items(rect)):
+                return snap_position((x, y + i * step))
+        return snap_position((x, y))
+
     def add_layer_at_port(self, item: PortItem) -> str | None:
-        """Double-click on a free port: create an input (output) layer linked to it."""
+        """Double-click on a free port: create an input (output) layer linked to it, in free space beside the
+        port (left of an input, right of the output)."""
         ref = self._port_ref(item)
         if ref is None or item.connected_pipes:
             return None
         name, idx = ref
-        x, y = self.net_model.layers[name].position
-        if idx is None:
-            layer_type, pos = "output", (x + 260.0, y)
-        else:
-            layer_type, pos = "input", (x - 260.0, y + 60.0 * idx)
+        layer_type = "output" if idx is None else "input"
         if self.registry.find_layer(layer_type) is None:
             return None
+        node_rect = self.nodes[name].view.sceneBoundingRect()
+        port_y = item.sceneBoundingRect().center().y() - NODE_SIZE_GUESS[1] / 2
+        if idx is None:
+            pos = self.free_spot(node_rect.right() + FREE_GAP, port_y)
+        else:
+            pos = self.free_spot(node_rect.left() - FREE_GAP - NODE_SIZE_GUESS[0], port_y)
         with self.net_model.macro(f"Add {layer_type} for {name}"):
             new = self.net_model.add_layer(layer_type, position=pos)
             if idx is None:
@@ -588,19 +655,38 @@ class ModelCanvas(NodeGraph):
             with self.net_model.macro("Cut"):
                 self.net_model.remove_layers(names)
 
-    def paste(self, text: str | None = None, offset: tuple[float, float] = (40.0, 40.0)) -> list[str]:
-        """Paste layers (from the clipboard by default); returns the new names."""
+    def cursor_scene_pos(self) -> QtCore.QPointF | None:
+        """Where the mouse pointer is on the canvas (None when it is outside the canvas)."""
+        viewer = self.viewer()
+        local = viewer.viewport().mapFromGlobal(QtGui.QCursor.pos())
+        return viewer.mapToScene(local) if viewer.viewport().rect().contains(local) else None
+
+    def paste(self, text: str | None = None, at: tuple[float, float] | None = None) -> list[str]:
+        """Paste layers (from the clipboard by default) with their top-left corner at ``at``: by default at the
+        mouse pointer when it is on the canvas, else beside the copied layers' own places (never on top of
+        them); returns the new names."""
         if text is None:
             mime = QtGui.QGuiApplication.clipboard().mimeData()
             text = bytes(mime.data("application/x-layerlab-layers")).decode() if mime else ""
             text = text or QtGui.QGuiApplication.clipboard().text()
         try:
-            specs = paste_specs(self.net_model, text, offset)
+            specs = paste_specs(self.net_model, text, (0.0, 0.0))
         except (ValueError, TypeError, KeyError):
             self.status_message.emit("Nothing to paste: the clipboard holds no layers")
             return []
         if not specs:
             return []
+        left = min(sp.position[0] for sp in specs)
+        top = min(sp.position[1] for sp in specs)
+        if at is None:
+            cursor = self.cursor_scene_pos()
+            if cursor is not None:
+                at = (cursor.x(), cursor.y())
+            else:
+                right = max(sp.position[0] for sp in specs) + NODE_SIZE_GUESS[0]
+                at = self.free_spot(right + FREE_GAP, top)
+        for sp in specs:
+            sp.position = snap_position((sp.position[0] - left + at[0], sp.position[1] - top + at[1]))
         needed = clipboard_templates(text)
         kept = [n for n, t in needed.items() if n in self.net_model.templates and self.net_model.templates[n] != t]
         with self.net_model.macro("Paste"):
