@@ -221,6 +221,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_grid.setChecked(True)
         self.act_fit = self._action("&Fit to View", lambda: self._with_doc(lambda d: d.canvas.fit()), "F",
                                     P.SP_FileDialogContentsView, "Show the whole network")
+        self.act_arrange = self._action("&Arrange", self.arrange, "Ctrl+L", None,
+                                        "Lay the network out left to right by depth (the selection only, when "
+                                        "several layers are selected); one undo step")
         self.act_zoom_in = self._action("Zoom &In", lambda: self._zoom(0.1), K.ZoomIn)
         self.act_zoom_out = self._action("Zoom &Out", lambda: self._zoom(-0.1), K.ZoomOut)
         self.act_save_layout = self._action("&Save Layout", self.save_layout)
@@ -262,6 +265,8 @@ class MainWindow(QtWidgets.QMainWindow):
         edit.addAction(self.act_select_all)
         edit.addSeparator()
         edit.addActions([self.act_group, self.act_ungroup, self.act_import_template])
+        edit.addSeparator()
+        edit.addAction(self.act_arrange)
         view = mb.addMenu("&View")
         view.addAction(self.act_grid)
         windows = view.addMenu("&Windows")
@@ -369,7 +374,8 @@ class MainWindow(QtWidgets.QMainWindow):
              ("Cut", self.act_cut), ("Copy", self.act_copy), ("Duplicate", self.act_duplicate), ("Delete", self.act_delete),
              None, ("Layer Documentation", self.act_docs)],
             [("Paste", self.act_paste), ("Select All", self.act_select_all), None,
-             ("Import Model as Template…", self.act_import_template), ("Fit to View", self.act_fit)])
+             ("Import Model as Template…", self.act_import_template), ("Arrange", self.act_arrange),
+             ("Fit to View", self.act_fit)])
         index = self.tabs.addTab(doc.canvas.widget, doc.title)
         self.tabs.setCurrentIndex(index)
         self._doc_state_changed(doc)
@@ -614,7 +620,7 @@ class MainWindow(QtWidgets.QMainWindow):
             template_name(doc.model.layers[n].type) for n in doc.canvas.selected_layers()))
         self.act_import_template.setEnabled(has)
         for act in (self.act_save, self.act_save_as, self.act_paste, self.act_delete,
-                    self.act_select_all, self.act_fit, self.act_zoom_in, self.act_zoom_out):
+                    self.act_select_all, self.act_fit, self.act_zoom_in, self.act_zoom_out, self.act_arrange):
             act.setEnabled(has)
         self.act_close.setEnabled(has or self.current_report is not None)
         target = self.run_target() is not None
@@ -786,6 +792,18 @@ class MainWindow(QtWidgets.QMainWindow):
         doc = self.current
         if doc is not None and name in doc.canvas.nodes:
             doc.canvas.focus_layer(name)
+
+    def arrange(self) -> int:
+        """Edit > Arrange: a layered layout of the current network (of the selection when it holds several
+        layers), undoable in one step; the view is fitted to the result."""
+        doc = self.current
+        if doc is None:
+            return 0
+        selected = doc.canvas.selected_layers()
+        moved = doc.canvas.arrange(selected if len(selected) > 1 else None)
+        if moved:
+            doc.canvas.fit()
+        return moved
 
     def set_grid(self, on: bool) -> None:
         self.act_grid.setChecked(on)

@@ -21,6 +21,7 @@ from canvas.nodes import LayerNode, LayerNodeItem, Run, make_node_class
 from canvas.overview import OverviewItem
 from engine.descriptors import InputKind, LayerDesc
 from engine.errors import LayerLabError
+from engine.layout import layered_positions
 from engine.model import Event, Model
 from engine.registry import Registry
 from engine.templates import find_desc, template_name, template_type
@@ -706,6 +707,25 @@ class ModelCanvas(NodeGraph):
 
     def select_all_layers(self) -> None:
         self.select_layers(list(self.nodes))
+
+    def arrange(self, names: Iterable[str] | None = None) -> int:
+        """Lay out ``names`` (default: every layer) left to right by depth (engine.layout, grandalf), from the
+        top-left corner they occupy now, as one undo step; returns how many layers moved."""
+        wanted = set(names) if names is not None else set(self.nodes)
+        layers = {n: s for n, s in self.net_model.layers.items() if n in wanted and n in self.nodes}
+        if not layers:
+            return 0
+        sizes = {n: (self.nodes[n].view.boundingRect().width(), self.nodes[n].view.boundingRect().height())
+                 for n in layers}
+        origin = (min(s.position[0] for s in layers.values()), min(s.position[1] for s in layers.values()))
+        positions = layered_positions(layers, sizes, origin)
+        moves = [(n, p) for n, p in positions.items() if tuple(layers[n].position) != p]
+        if moves:
+            with self.net_model.macro("Arrange " + (f"{len(moves)} layers" if names is not None else "network")):
+                for name, pos in moves:
+                    self.net_model.move_layer(name, pos)
+        self.status_message.emit(f"Arranged {len(layers)} layer(s)" if moves else "Already arranged")
+        return len(moves)
 
     def fit(self) -> None:
         """Frame the whole network (never magnified beyond 1:1)."""

@@ -204,3 +204,25 @@ def test_a_large_model_opens_with_every_node_and_link(window, qtbot, tmp_path, n
     assert canvas.snapshot()["output"]["inputs"] == [list(doc.model.layers)[-2]]
     sizes = {node.view.boundingRect().size().toTuple() for name, node in canvas.nodes.items() if name.endswith("_b")}
     assert len(sizes) == 1  # laid out once, all alike
+
+
+def test_arrange_lays_out_without_overlaps_as_one_undo_step(window, qtbot):
+    from engine.layout import overlaps
+
+    doc = window.new_model()
+    m = doc.model
+    m.add_layer("input", "inp", position=(500.0, 500.0))
+    m.add_layer("convolution", "a", inputs=["inp"], position=(510.0, 505.0))  # piled up
+    m.add_layer("convolution", "b", inputs=["inp"], position=(520.0, 510.0))
+    m.add_layer("element_wise", "add", inputs=["a", "b"], position=(505.0, 515.0))
+    before = {n: s.position for n, s in m.layers.items()}
+    window.act_arrange.trigger()
+    canvas = doc.canvas
+    rects = {n: node.view.sceneBoundingRect() for n, node in canvas.nodes.items()}
+    pos = {n: (r.x(), r.y()) for n, r in rects.items()}
+    sizes = {n: (r.width(), r.height()) for n, r in rects.items()}
+    assert overlaps(pos, sizes) == []
+    assert rects["inp"].right() < rects["a"].left() and rects["a"].right() < rects["add"].left()
+    qtbot.waitUntil(lambda: window.act_undo.text().startswith("&Undo Arrange"))
+    window.act_undo.trigger()
+    assert {n: s.position for n, s in m.layers.items()} == before
