@@ -124,9 +124,17 @@ class ModelCanvas(NodeGraph):
             self._bulk = False
             LayerNodeItem.defer_layout = False
             viewer.setUpdatesEnabled(True)
-        self.overview = OverviewItem(lambda: self.nodes, self._links)
+        self.overview = OverviewItem(lambda: self.nodes, self._links, self._overview_detail)
         self.scene().addItem(self.overview)
         self.overview.invalidate()
+
+    def _overview_detail(self, name: str) -> str:
+        """The line under a layer's name on the zoomed-out canvas: its output shape, else its type."""
+        shape = self._shapes.get(name)
+        if shape is not None:
+            return _dims_text(shape)
+        node = self.nodes.get(name)
+        return node.desc.display_name if node is not None and node.desc is not None else ""
 
     def _links(self) -> list[tuple[str, str, int]]:
         """Every link of the model: (source, target, input index)."""

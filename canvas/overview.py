@@ -14,16 +14,20 @@ from PySide6 import QtCore, QtGui, QtWidgets
 #: below this scale the overview draws the network (the same scale at which a node hides its details)
 OVERVIEW_LOD = 0.55
 NAME_PX = 13.0  # the name's size on screen when the box is large enough to hold it
+MIN_PX = 8.0  # names are not drawn smaller than this on screen
 SELECTED = QtGui.QColor(255, 198, 10)
 
 
 class OverviewItem(QtWidgets.QGraphicsItem):
-    """Draws ``nodes()`` (layer name -> NodeGraphQt node) and ``links()`` ((source, target) layer names) in
-    overview mode; ``invalidate()`` after anything moved, was added, removed or relinked."""
+    """Draws ``nodes()`` (layer name -> NodeGraphQt node) and ``links()`` ((source, target, input index)) in
+    overview mode, with ``details(name)`` under each name where there is room; ``invalidate()`` after anything
+    moved, was added, removed or relinked."""
 
-    def __init__(self, nodes: Callable[[], dict[str, Any]], links: Callable[[], Iterable[tuple[str, str, int]]]) -> None:
+    def __init__(self, nodes: Callable[[], dict[str, Any]], links: Callable[[], Iterable[tuple[str, str, int]]],
+                 details: Callable[[str], str] = lambda _name: "") -> None:
         super().__init__()
         self._nodes = nodes
+        self._details = details
         self._links = links
         self._active = False
         self._pending = False
@@ -135,22 +139,43 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         self._paint_names(painter, lod, visible, self._min_height)
         painter.restore()
 
-    @staticmethod
-    def _paint_names(painter: QtGui.QPainter, lod: float, boxes: list[tuple[str, QtCore.QRectF]], height: float) -> None:
-        """Each name in about NAME_PX pixels on screen, where the boxes are tall enough."""
+    def _paint_names(self, painter: QtGui.QPainter, lod: float, boxes: list[tuple[str, QtCore.QRectF]],
+                     height: float) -> None:
+        """Each name in about NAME_PX pixels on screen (smaller, down to MIN_PX, when it is wider than its box),
+        with the layer's detail line (``details(name)``, e.g. its output shape) under it where the box has room."""
         if not boxes:
             return
-        px = min(NAME_PX / lod, height * 0.4)
-        if px * lod < 7.0:
+        px = min(NAME_PX / lod, height * 0.3)
+        if px * lod < MIN_PX:
             return  # too small to read: boxes only
         font = QtGui.QFont()
-        font.setPixelSize(max(1, round(px)))
         font.setBold(True)
-        metrics = QtGui.QFontMetricsF(font)
-        painter.setFont(font)
-        painter.setPen(QtGui.QColor(240, 240, 240))
+        small = QtGui.QFont()
+        small.setPixelSize(max(1, round(px * 0.8)))
+        small_metrics = QtGui.QFontMetricsF(small)
         pad = 4.0 / lod
-        flags = QtCore.Qt.AlignmentFlag.AlignCenter
+        two_lines = height * lod >= 3.2 * NAME_PX
         for name, rect in boxes:
             r = rect.adjusted(pad, 0, -pad, 0)
-            painter.drawText(r, flags, metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideRight, r.width()))
+            size = px
+            font.setPixelSize(max(1, round(size)))
+            metrics = QtGui.QFontMetricsF(font)
+            wide = metrics.horizontalAdvance(name)
+            if wide > r.width():  # shrink to fit, as far as it stays readable; elide beyond
+                size = max(MIN_PX / lod, size * r.width() / wide)
+                font.setPixelSize(max(1, round(size)))
+                metrics = QtGui.QFontMetricsF(font)
+            text = metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideRight, r.width())
+            painter.setFont(font)
+            painter.setPen(QtGui.QColor(240, 240, 240))
+            detail = self._details(name) if two_lines else ""
+            if not detail:
+                painter.drawText(r, QtCore.Qt.AlignmentFlag.AlignCenter, text)
+                continue
+            top = r.center().y() - metrics.height()
+            painter.drawText(QtCore.QRectF(r.x(), top, r.width(), metrics.height()), QtCore.Qt.AlignmentFlag.AlignCenter, text)
+            painter.setFont(small)
+            painter.setPen(QtGui.QColor(170, 215, 170))
+            painter.drawText(QtCore.QRectF(r.x(), top + metrics.height() * 1.1, r.width(), small_metrics.height()),
+                             QtCore.Qt.AlignmentFlag.AlignCenter,
+                             small_metrics.elidedText(detail, QtCore.Qt.TextElideMode.ElideRight, r.width()))
