@@ -226,3 +226,29 @@ def test_arrange_lays_out_without_overlaps_as_one_undo_step(window, qtbot):
     qtbot.waitUntil(lambda: window.act_undo.text().startswith("&Undo Arrange"))
     window.act_undo.trigger()
     assert {n: s.position for n, s in m.layers.items()} == before
+
+
+def test_type_check_rows_carry_the_whole_message_in_tooltips(window):
+    from engine.typecheck import Diagnostic
+
+    long = "the input has 3 channels but this layer's weights expect 16; " * 4
+    window.checks.show_diagnostics([Diagnostic("error", "conv_with_a_long_name", long)])
+    item = window.checks.tree.topLevelItem(0)
+    assert all(long in item.toolTip(c) and "conv_with_a_long_name" in item.toolTip(c) for c in range(3))
+
+
+def test_docs_browser_tree_shows_whole_names(window, qtbot):
+    browser = window.show_docs()
+    qtbot.waitExposed(browser)
+    tree = browser.tree
+    widest = max(tree.visualItemRect(it).width() for it in tree.findItems("", QtCore.Qt.MatchFlag.MatchContains
+                                                                          | QtCore.Qt.MatchFlag.MatchRecursive))
+    metrics = tree.fontMetrics()
+    it = QtWidgets.QTreeWidgetItemIterator(tree)
+    while it.value():
+        item = it.value()
+        assert tree.columnWidth(0) >= metrics.horizontalAdvance(item.text(0)), item.text(0)  # never cut
+        if item.data(0, QtCore.Qt.ItemDataRole.UserRole + 1):
+            assert item.toolTip(0)
+        it += 1
+    assert widest > 0
