@@ -169,6 +169,7 @@ def test_inspector_grid_hover_mapping_and_stats(qtbot, ctl, tmp_path):
     t[0, 2, 1, 1] = np.nan
     t[0, 3] = 2.0
     w = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    ins.act_fit.setChecked(False)  # the raw values (the per-channel fit is tested in test_analysis_polish)
     ins.show_layer(LayerData("conv", "convolution", "1x4x3x3", t, 1, {"weights": w}, channel_stats(t)))
     assert ins.wait_ready()
     img, lay = ins.view.image, ins.layout_

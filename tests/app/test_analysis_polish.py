@@ -45,3 +45,43 @@ def test_compare_precision_asks_once(qtbot, ctl, registry):
     with qtbot.waitSignal(ctl.proxy.drift, timeout=WAIT) as blocker:
         dlg.accept()
     assert "fp16" in blocker.args[0].candidate and blocker.args[0].threshold == pytest.approx(0.001)
+
+
+def test_inspector_fits_each_channel_and_keeps_the_readout_in_step(qtbot, ctl):
+    import numpy as np
+
+    from app.analysis.session import LayerData
+    from engine.analysis import channel_stats
+
+    ins = ctl.inspector
+    ins.resize(900, 500)
+    ins.show()
+    t = np.zeros((1, 2, 4, 4), np.float32)
+    t[0, 0] = np.linspace(0.0, 1.0, 16).reshape(4, 4)  # an image in 0..1
+    t[0, 1] = np.linspace(0.0, 0.01, 16).reshape(4, 4)  # a faint channel
+    long_name = "a_weight_with_a_rather_long_name"
+    ins.show_layer(LayerData("conv", "convolution", "1x2x4x4", t, 1, {long_name: np.ones((2, 2, 1, 1), np.float32)},
+                             channel_stats(t)))
+    assert ins.wait_ready()
+    img, lay = ins.view.image, ins.layout_
+    for c in (0, 1):
+        x0, y0 = lay.cell_origin(0, c)
+        cell = img[y0:y0 + 4, x0:x0 + 4, 1]
+        assert cell.max() == 255 and cell.min() == 0 and len(set(cell.ravel().tolist())) > 8  # full range, not saturated
+    assert ins.shift_box.value() == 0.0 and ins.scale_box.value() == 1.0
+    ins.scale_box.setValue(0.5)  # editable mapping
+    assert ins.wait_ready() and ins.scale == 0.5
+    x0, y0 = lay.cell_origin(0, 0)
+    assert ins.view.image[y0 + 3, x0 + 3, 1] == round(0.5 * 255)
+    # the read-out follows the image on screen: hover, then a new layer arrives
+    ins._hover(x0 + 3, y0 + 3)
+    assert ins.hover.text().split()[-1] == "1"
+    t2 = t * 7
+    ins.show_layer(LayerData("conv", "convolution", "1x2x4x4", t2, 1, {}, channel_stats(t2)))
+    assert ins.wait_ready()
+    assert ins.hover.text().split()[-1] == "7"
+    # the weights selector shows whole names
+    ins.show_layer(LayerData("conv", "convolution", "1x2x4x4", t, 1, {long_name: np.ones((2, 2, 1, 1), np.float32)},
+                             channel_stats(t)))
+    ins.source.setCurrentText(f"Weights: {long_name}")
+    qtbot.waitUntil(lambda: ins.source.width() >= ins.source.fontMetrics().horizontalAdvance(f"Weights: {long_name}"))
