@@ -252,3 +252,47 @@ def test_docs_browser_tree_shows_whole_names(window, qtbot):
             assert item.toolTip(0)
         it += 1
     assert widest > 0
+
+
+def _a_report(window, qtbot, tmp_path, sample_path):
+    """Run the sample (small) once and return its report view."""
+    import shutil
+
+    from tests.app.test_runs import open_small, run_and_wait
+
+    dst = tmp_path / "models" / "denoiser.lnet"
+    dst.parent.mkdir()
+    shutil.copy(sample_path, dst)
+    open_small(window, dst)
+    run_and_wait(window, qtbot)
+    return window.current_report
+
+
+def test_opening_a_report_keeps_the_window_size_and_open_html_says_why_it_fails(window, qtbot, tmp_path,
+                                                                               sample_path, monkeypatch):
+    window.resize(1500, 900)
+    qtbot.wait(20)
+    size = window.size()
+    view = _a_report(window, qtbot, tmp_path, sample_path)
+    qtbot.wait(50)
+    assert window.size() == size
+    assert view.title.toolTip().startswith("Inference report")
+    monkeypatch.setattr(QtGui.QDesktopServices, "openUrl", staticmethod(lambda url: False))  # no browser here
+    assert not view.open_html()
+    box = view.html_message
+    assert box is not None and box.isVisible() and "No web browser" in box.text()
+    assert box.informativeText().endswith(".html")
+    copy = next(b for b in box.buttons() if b.text() == "Copy Path")
+    copy.click()
+    assert QtWidgets.QApplication.clipboard().text() == box.informativeText()
+
+
+def test_roofline_labels_do_not_overlap():
+    from app.charts import label_without_overlaps
+
+    pts = [(0.0, 0.0, "conv1", 5.0, False), (0.01, 0.0, "residual", 9.0, False), (3.0, 3.0, "far", 1.0, False),
+           (0.02, 0.01, "chosen", 1.0, True)]
+    chosen = label_without_overlaps(pts, (-1.0, 4.0), (-1.0, 4.0))
+    assert chosen == {2, 3}  # the selected point and the far one; the two under the selected label get none
+    assert label_without_overlaps(pts[:2], (-1.0, 4.0), (-1.0, 4.0)) == {1}  # of two points on top of each other, the larger is named
+    assert label_without_overlaps([]) == set()
