@@ -18,7 +18,7 @@ from PySide6 import QtCore, QtGui
 from canvas.bridge import ModelBridge
 from canvas.clipboard import clipboard_templates, copy_layers, paste_specs
 from canvas.nodes import LayerNode, LayerNodeItem, Run, make_node_class
-from canvas.overview import OverviewItem
+from canvas.overview import OVERVIEW_LOD, OverviewItem
 from engine.descriptors import InputKind, LayerDesc
 from engine.errors import LayerLabError
 from engine.layout import layered_positions
@@ -751,11 +751,28 @@ class ModelCanvas(NodeGraph):
             rect.moveCenter(center)
         viewer._scene_range = rect
         viewer._update_scene()
+        self._follow_zoom()
+
+    def zoom_to(self, name: str, scale: float = 1.0) -> None:
+        """Show layer ``name`` at the centre of the view at ``scale`` (1.0: one scene unit per pixel)."""
+        viewer = self.viewer()
+        vp = viewer.viewport().size()
+        rect = QtCore.QRectF(0, 0, vp.width() / scale, vp.height() / scale)
+        rect.moveCenter(self.nodes[name].view.sceneBoundingRect().center())
+        viewer._scene_range = rect
+        viewer._update_scene()
+        self._follow_zoom()
+
+    def _follow_zoom(self) -> None:
+        """Pick the drawing mode for the new scale now (wheel zooms are caught when the overview paints)."""
+        if self.overview is not None:
+            self.overview.set_active(self.viewer().transform().m11() < OVERVIEW_LOD)
 
     def zoom(self, steps: int) -> None:
         """Zoom in (positive) or out (negative) by 10% steps around the view centre."""
         for _ in range(abs(steps)):
             self.viewer()._set_viewer_zoom(1.0 if steps > 0 else -1.0, 0.0)
+        self._follow_zoom()
 
     def show_grid(self, on: bool) -> None:
         self._grid = on

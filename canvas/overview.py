@@ -166,6 +166,8 @@ class OverviewItem(QtWidgets.QGraphicsItem):
                 font.setPixelSize(max(1, round(size)))
                 metrics = QtGui.QFontMetricsF(font)
             text = metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideRight, r.width())
+            if len(text) < min(len(name), 4):
+                continue  # a name cut to a stub says nothing: the box alone
             painter.setFont(font)
             painter.setPen(QtGui.QColor(240, 240, 240))
             detail = self._details(name) if two_lines else ""

@@ -87,8 +87,7 @@ def test_zoomed_out_canvas_draws_an_overview_and_keeps_selection_working(window,
     assert canvas.nodes["conv1"].view.opacity() == 0.0
     canvas.select_layers(["conv1"])
     assert canvas.selected_layers() == ["conv1"]
-    canvas.viewer().resetTransform()  # 1:1
-    canvas.focus_layer("conv1")
+    canvas.zoom_to("conv1", 1.0)
 
     def detailed() -> bool:
         canvas.viewer().viewport().repaint()
@@ -294,5 +293,5 @@ def test_roofline_labels_do_not_overlap():
            (0.02, 0.01, "chosen", 1.0, True)]
     chosen = label_without_overlaps(pts, (-1.0, 4.0), (-1.0, 4.0))
     assert chosen == {2, 3}  # the selected point and the far one; the two under the selected label get none
-    assert label_without_overlaps(pts[:2], (-1.0, 4.0), (-1.0, 4.0)) == {1}  # of two points on top of each other, the larger is named
+    assert label_without_overlaps(pts[:2], (-1.0, 4.0), (-1.0, 4.0)) == {1}  # two points on top of each other: one name
     assert label_without_overlaps([]) == set()
