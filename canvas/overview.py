@@ -34,6 +34,7 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         self._rect = QtCore.QRectF()
         self._geom: dict[str, tuple[QtCore.QRectF, tuple, Any, QtCore.QPointF | None, list[QtCore.QPointF]]] = {}
         self._min_height = 0.0
+        self._line_of: dict[tuple[str, str, int], QtCore.QLineF] = {}
         self._by_color: list[tuple[QtGui.QColor, list[QtCore.QRectF]]] = []
         self._lines: list[QtCore.QLineF] = []
         self.setZValue(-1.0)  # under everything: transparent items above still take the clicks
@@ -58,28 +59,43 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             self.update()
 
     def _rebuild(self) -> None:
+        """Measure the nodes not measured yet (all after ``invalidate()``, the changed ones after an edit) and
+        redo the lines that touch them; the rest is reused."""
         nodes = self._nodes()
-        for name in [n for n in self._geom if n not in nodes]:
+        changed = {n for n in self._geom if n not in nodes}
+        for name in changed:
             del self._geom[name]
         for name, node in nodes.items():
             if name not in self._geom:
+                changed.add(name)
                 outs = node.output_ports()
                 self._geom[name] = (node.view.sceneBoundingRect(), tuple(node.view.color[:3]), node.view,
                                     outs[0].view.sceneBoundingRect().center() if outs else None,
                                     [p.view.sceneBoundingRect().center() for p in node.input_ports()])
+        if not changed and self._line_of:
+            return
         by_color: dict[tuple, list[QtCore.QRectF]] = {}
-        rect = QtCore.QRectF()
         for g in self._geom.values():
             by_color.setdefault(g[1], []).append(g[0])
-            rect = rect.united(g[0])
         self._by_color = [(QtGui.QColor(*c).lighter(125), rects) for c, rects in by_color.items()]
         self._min_height = min((g[0].height() for g in self._geom.values()), default=0.0)
-        lines = []
-        for src, dst, index in self._links():
-            a, b = self._geom.get(src), self._geom.get(dst)
-            if a is not None and b is not None and a[3] is not None and index < len(b[4]):
-                lines.append(QtCore.QLineF(a[3], b[4][index]))
-        self._lines = lines
+        lines: dict[tuple[str, str, int], QtCore.QLineF] = {}
+        for link in self._links():
+            src, dst, index = link
+            line = self._line_of.get(link) if src not in changed and dst not in changed else None
+            if line is None:
+                a, b = self._geom.get(src), self._geom.get(dst)
+                if a is None or b is None or a[3] is None or index >= len(b[4]):
+                    continue
+                line = QtCore.QLineF(a[3], b[4][index])
+            lines[link] = line
+        self._line_of = lines
+        self._lines = list(lines.values())
+        rect = self._rect.adjusted(20, 20, -20, -20) if len(changed) < len(self._geom) and self._rect.isValid() \
+            else QtCore.QRectF()
+        for name in changed if rect.isValid() else self._geom:
+            if name in self._geom:
+                rect = rect.united(self._geom[name][0])
         rect = rect.adjusted(-20, -20, 20, 20)
         if rect != self._rect:
             self.prepareGeometryChange()
@@ -129,14 +145,15 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         for color, rects in self._by_color:
             painter.setBrush(color)
             painter.drawRects(rects)
-        visible = [(name, g[0]) for name, g in self._geom.items() if exposed.intersects(g[0])]
         picked = set(self.scene().selectedItems()) if self.scene() is not None else set()
         selected = [g[0] for g in self._geom.values() if g[2] in picked] if picked else []
         if selected:
             painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
             painter.setPen(QtGui.QPen(SELECTED, 2.0 / max(lod, 1e-3)))
             painter.drawRects(selected)
-        self._paint_names(painter, lod, visible, self._min_height)
+        if min(NAME_PX / lod, self._min_height * 0.3) * lod >= MIN_PX:  # names readable at this zoom
+            visible = [(name, g[0]) for name, g in self._geom.items() if exposed.intersects(g[0])]
+            self._paint_names(painter, lod, visible, self._min_height)
         painter.restore()
 
     def _paint_names(self, painter: QtGui.QPainter, lod: float, boxes: list[tuple[str, QtCore.QRectF]],
