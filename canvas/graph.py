@@ -564,7 +564,7 @@ class ModelCanvas(NodeGraph):
     def view_center(self) -> tuple[float, float]:
         vp = self.viewer().viewport().rect().center()
         p = self.viewer().mapToScene(vp)
-        return (p.x() - NODE_SIZE_GUESS[0] / 2, p.y() - NODE_SIZE_GUESS[1] / 2)
+        return snap_position((p.x() - NODE_SIZE_GUESS[0] / 2, p.y() - NODE_SIZE_GUESS[1] / 2))
 
     def add_layer(self, layer_type: str, pos: tuple[float, float] | None = None) -> str | None:
         """Add a layer of ``layer_type`` (a plugin layer or ``template:NAME``; at the view centre by default),
