@@ -101,6 +101,12 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             self.prepareGeometryChange()
             self._rect = rect
 
+    def _switch_later(self, on: bool) -> None:
+        try:
+            self.set_active(on)
+        except RuntimeError:  # the canvas was closed before the switch came due
+            pass
+
     def set_active(self, on: bool) -> None:
         """Switch overview mode: the node and link items become transparent (on) or opaque (off)."""
         self._pending = False
@@ -133,7 +139,7 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         want = lod < OVERVIEW_LOD
         if want != self._active and not self._pending:  # switch after this frame (not while painting)
             self._pending = True
-            QtCore.QTimer.singleShot(0, lambda w=want: self.set_active(w))
+            QtCore.QTimer.singleShot(0, lambda w=want: self._switch_later(w))
         if not self._active:
             return
         exposed = option.exposedRect
