@@ -11,23 +11,12 @@ import numpy as np
 import pytest
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.analysis.controller import AnalysisController
 from app.analysis.session import AnalysisConfig, LayerData
 from engine import modelfile
 from engine.analysis import channel_stats
 from resources import SAMPLES
 
 WAIT = 10_000
-
-
-@pytest.fixture
-def ctl(qtbot, registry):
-    c = AnalysisController()
-    yield c
-    c.stop()
-    assert c.proxy.shutdown()
-    for w in (c.inputs, c.output, c.params, c.overview_panel, c.inspector, c.debug):
-        w.deleteLater()
 
 
 def launch(qtbot, ctl, registry, name="filters.lnet", **extra):

@@ -6,18 +6,7 @@ import pytest
 from PySide6 import QtWidgets
 
 from app.analysis.compare_precision import ComparePrecisionDialog
-from app.analysis.controller import AnalysisController
 from tests.app.test_analysis_panels import WAIT, launch
-
-
-@pytest.fixture
-def ctl(qtbot, registry):
-    c = AnalysisController()
-    yield c
-    c.stop()
-    assert c.proxy.shutdown()
-    for w in (c.inputs, c.output, c.params, c.overview_panel, c.inspector, c.debug):
-        w.deleteLater()
 
 
 def test_status_leaves_paused_after_resume(qtbot, ctl, registry):

@@ -1,5 +1,5 @@
-"""The trained sample denoiser (denoiser_trained.lnet) ships weights (resources/samples/train_denoiser.py): on the held-out photograph
-(chelsea, never seen in training) it raises the PSNR well above the noisy input's."""
+"""The trained sample denoiser (denoiser_trained.lnet) ships weights (resources/samples/train_denoiser.py): on the
+held-out photograph (chelsea, never seen in training) it raises the PSNR well above the noisy input's."""
 from __future__ import annotations
 
 import numpy as np
