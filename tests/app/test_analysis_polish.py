@@ -74,3 +74,28 @@ def test_inspector_fits_each_channel_and_keeps_the_readout_in_step(qtbot, ctl):
                              channel_stats(t)))
     ins.source.setCurrentText(f"Weights: {long_name}")
     qtbot.waitUntil(lambda: ins.source.width() >= ins.source.fontMetrics().horizontalAdvance(f"Weights: {long_name}"))
+
+
+def test_the_trained_sample_shows_a_denoised_photograph_in_analysis_mode(qtbot, ctl, registry):
+    import numpy as np
+
+    from app.analysis.session import AnalysisConfig
+    from app.run_config import from_model
+    from engine import modelfile
+    from engine.io import read_image
+    from resources import SAMPLES
+
+    path = SAMPLES / "denoiser_trained.lnet"
+    model = modelfile.load(path, registry)
+    config = AnalysisConfig.from_run_config(from_model(model, str(path)))  # what Launch Analysis does
+    shown = []
+    ctl.proxy.outputs.connect(shown.append)
+    with qtbot.waitSignal(ctl.proxy.ran, timeout=WAIT):
+        ctl.launch(model, registry, config)
+    qtbot.waitUntil(lambda: bool(shown), timeout=WAIT)
+    image = shown[-1]["output"].astype(np.float32) / 255.0  # the 8-bit picture the Analysis Output shows
+    clean = read_image(SAMPLES / "photo_clean.png")[0].transpose(1, 2, 0)
+    noisy = read_image(SAMPLES / "photo_noisy.png")[0].transpose(1, 2, 0)
+    assert image.shape == clean.shape
+    err = lambda a: float(np.mean((a - clean) ** 2))  # noqa: E731
+    assert err(image) < 0.25 * err(noisy)  # visibly denoised: a quarter of the noisy input's error, or less
