@@ -13,7 +13,7 @@ from engine.events import Event, ModifiedChanged, NetworkChanged
 from engine.model import Model
 from engine.registry import Registry
 from engine.tensor import Dims
-from engine.typecheck import Diagnostic, check, output_shapes
+from engine.typecheck import CheckMemo, Diagnostic, check
 
 _ids = itertools.count(1)
 
@@ -37,6 +37,7 @@ class Document(QtCore.QObject):
         self.canvas = ModelCanvas(model, self.registry, self.bridge, self)
         self.diagnostics: list[Diagnostic] = []
         self.shapes: dict[str, Dims] = {}
+        self._memo = CheckMemo()  # unchanged layers are not checked again
         self._timer = QtCore.QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(40)
@@ -62,8 +63,8 @@ class Document(QtCore.QObject):
     def run_check(self) -> None:
         """Type-check now (normally called by the debounce timer after edits)."""
         self._timer.stop()
-        self.diagnostics = check(self.model, self.registry)
-        self.shapes = output_shapes(self.model, self.registry)
+        self.diagnostics = check(self.model, self.registry, self._memo)
+        self.shapes = self._memo.shapes_out
         self.canvas.set_analysis(self.diagnostics, self.shapes)
         self.checked.emit(self.diagnostics)
 

@@ -50,6 +50,7 @@ APP_NAME = "LayerLab"
 FILE_FILTER = "LayerLab models (*.lnet);;All files (*)"
 MAX_RECENT = 10
 SAMPLE = Path(__file__).resolve().parent.parent / "resources" / "samples" / "denoiser.lnet"
+REDO_KEYS = [QtGui.QKeySequence("Ctrl+Shift+Z"), QtGui.QKeySequence("Ctrl+Y")]
 
 
 def default_autosave_dir() -> str:
@@ -97,6 +98,7 @@ class MainWindow(QtWidgets.QMainWindow):
                                      lambda command, payload: self.runner.submit("analysis", (command, payload)))
         self.analysis.active_changed.connect(lambda _on: self._update_actions())
         self._run_ids = 0
+        self._actions_pending = False
         self._runs: dict[int, RunRequest] = {}
         self.fusing_dialog: FusingRulesDialog | None = None
         self.warmup_process: Any = None  # the CPU-kernel compile of a first start (start_kernel_warmup)
@@ -199,9 +201,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_close = self._action("&Close", self.close_current, K.Close)
         self.act_quit = self._action("&Quit", self.close, K.Quit)
         self.act_undo = self._action("&Undo", lambda: self._with_doc(lambda d: d.model.undo()), K.Undo, P.SP_ArrowBack)
-        self.act_redo = self._action("&Redo", lambda: self._with_doc(lambda d: d.model.redo()),
-                                     QtGui.QKeySequence("Ctrl+Shift+Z"), P.SP_ArrowForward)
-        self.act_redo.setShortcuts([QtGui.QKeySequence("Ctrl+Shift+Z"), QtGui.QKeySequence(K.Redo)])
+        self.act_redo = self._action("&Redo", lambda: self._with_doc(lambda d: d.model.redo()), None,
+                                     P.SP_ArrowForward)
+        self.act_redo.setShortcuts(REDO_KEYS)  # each bound once (the platform's Redo key is one of them)
+        for act, label in ((self.act_undo, "Undo"), (self.act_redo, "Redo")):
+            act.setIconText(label)  # the toolbar button keeps this short text; the menu shows the full one
         self.act_cut = self._action("Cu&t", lambda: self._with_doc(lambda d: d.canvas.cut_selection()), K.Cut)
         self.act_copy = self._action("&Copy", lambda: self._with_doc(lambda d: d.canvas.copy_selection()), K.Copy)
         self.act_paste = self._action("&Paste", lambda: self._with_doc(lambda d: d.canvas.paste()), K.Paste)
@@ -221,6 +225,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_grid.setChecked(True)
         self.act_fit = self._action("&Fit to View", lambda: self._with_doc(lambda d: d.canvas.fit()), "F",
                                     P.SP_FileDialogContentsView, "Show the whole network")
+        self.act_arrange = self._action("&Arrange", self.arrange, "Ctrl+L", None,
+                                        "Lay the network out left to right by depth (the selection only, when "
+                                        "several layers are selected); one undo step")
         self.act_zoom_in = self._action("Zoom &In", lambda: self._zoom(0.1), K.ZoomIn)
         self.act_zoom_out = self._action("Zoom &Out", lambda: self._zoom(-0.1), K.ZoomOut)
         self.act_save_layout = self._action("&Save Layout", self.save_layout)
@@ -262,6 +269,8 @@ class MainWindow(QtWidgets.QMainWindow):
         edit.addAction(self.act_select_all)
         edit.addSeparator()
         edit.addActions([self.act_group, self.act_ungroup, self.act_import_template])
+        edit.addSeparator()
+        edit.addAction(self.act_arrange)
         view = mb.addMenu("&View")
         view.addAction(self.act_grid)
         windows = view.addMenu("&Windows")
@@ -369,7 +378,8 @@ class MainWindow(QtWidgets.QMainWindow):
              ("Cut", self.act_cut), ("Copy", self.act_copy), ("Duplicate", self.act_duplicate), ("Delete", self.act_delete),
              None, ("Edit Custom Layer…", self.custom.act_edit), ("Layer Documentation", self.act_docs)],
             [("Paste", self.act_paste), ("Select All", self.act_select_all), None,
-             ("Import Model as Template…", self.act_import_template), ("Fit to View", self.act_fit)])
+             ("Import Model as Template…", self.act_import_template), ("Arrange", self.act_arrange),
+             ("Fit to View", self.act_fit)])
         index = self.tabs.addTab(doc.canvas.widget, doc.title)
         self.tabs.setCurrentIndex(index)
         self._doc_state_changed(doc)
@@ -439,6 +449,8 @@ class MainWindow(QtWidgets.QMainWindow):
             QtWidgets.QMessageBox.critical(self, "Cannot save model", f"{path}: {exc}")
             return False
         doc.mark_saved(str(Path(path).resolve()))
+        if doc is self.current:
+            self.params.set_target(doc, doc.canvas.selected_layers())  # its File line shows the new path
         self.autosaver.remove(doc.id)
         self._add_recent(doc.path)
         self.statusBar().showMessage(f"Saved {doc.path}", 6000)
@@ -458,7 +470,10 @@ class MainWindow(QtWidgets.QMainWindow):
         return answer == B.Discard
 
     def close_document(self, doc: Document | None) -> bool:
-        if doc is None or not self.maybe_save(doc):
+        if doc is None:
+            return False
+        if not self.maybe_save(doc):
+            doc.canvas.reset_modifiers()  # the dialog took the Ctrl release of Ctrl+W
             return False
         self.autosaver.remove(doc.id)
         index = self.tabs.indexOf(doc.canvas.widget)
@@ -533,6 +548,14 @@ class MainWindow(QtWidgets.QMainWindow):
             if isinstance(ev, (TemplateEvent, CustomLayerChanged)):
                 self._refresh_templates()
             self._update_actions()
+            # an event comes while its command runs, before the undo stack records it: look again afterwards
+            if not self._actions_pending:
+                self._actions_pending = True
+                QtCore.QTimer.singleShot(0, self._update_actions_later)
+
+    def _update_actions_later(self) -> None:
+        self._actions_pending = False
+        self._update_actions()
 
     def _doc_checked(self, doc: Document, diags: list) -> None:
         if doc is self.current:
@@ -586,8 +609,14 @@ class MainWindow(QtWidgets.QMainWindow):
         has = doc is not None
         self.act_undo.setEnabled(has and doc.model.can_undo())
         self.act_redo.setEnabled(has and doc.model.can_redo())
-        self.act_undo.setText(f"&Undo {doc.model.undo_text()}" if has and doc.model.can_undo() else "&Undo")
-        self.act_redo.setText(f"&Redo {doc.model.redo_text()}" if has and doc.model.can_redo() else "&Redo")
+        for act, label, able, what in ((self.act_undo, "Undo", has and doc.model.can_undo(),
+                                        doc.model.undo_text() if has else ""),
+                                       (self.act_redo, "Redo", has and doc.model.can_redo(),
+                                        doc.model.redo_text() if has else "")):
+            act.setText(f"&{label} {what}" if able else f"&{label}")
+            act.setIconText(label)
+            keys = ", ".join(k.toString(QtGui.QKeySequence.SequenceFormat.NativeText) for k in act.shortcuts())
+            act.setToolTip(f"{label} {what} ({keys})" if able else f"{label} ({keys})")
         selected = has and bool(doc.canvas.selected_layers())
         for act in (self.act_cut, self.act_copy, self.act_duplicate, self.act_group):
             act.setEnabled(selected)
@@ -595,7 +624,7 @@ class MainWindow(QtWidgets.QMainWindow):
             template_name(doc.model.layers[n].type) for n in doc.canvas.selected_layers()))
         self.act_import_template.setEnabled(has)
         for act in (self.act_save, self.act_save_as, self.act_paste, self.act_delete,
-                    self.act_select_all, self.act_fit, self.act_zoom_in, self.act_zoom_out):
+                    self.act_select_all, self.act_fit, self.act_zoom_in, self.act_zoom_out, self.act_arrange):
             act.setEnabled(has)
         self.act_close.setEnabled(has or self.current_report is not None)
         target = self.run_target() is not None
@@ -768,6 +797,18 @@ class MainWindow(QtWidgets.QMainWindow):
         doc = self.current
         if doc is not None and name in doc.canvas.nodes:
             doc.canvas.focus_layer(name)
+
+    def arrange(self) -> int:
+        """Edit > Arrange: a layered layout of the current network (of the selection when it holds several
+        layers), undoable in one step; the view is fitted to the result."""
+        doc = self.current
+        if doc is None:
+            return 0
+        selected = doc.canvas.selected_layers()
+        moved = doc.canvas.arrange(selected if len(selected) > 1 else None)
+        if moved:
+            doc.canvas.fit()
+        return moved
 
     def set_grid(self, on: bool) -> None:
         self.act_grid.setChecked(on)
