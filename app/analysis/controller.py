@@ -8,6 +8,7 @@ from typing import Any
 
 from PySide6 import QtCore, QtWidgets
 
+from app.analysis.compare_precision import ComparePrecisionDialog
 from app.analysis.debug_bar import DebuggerControls
 from app.analysis.inputs import ModelInputsWindow
 from app.analysis.inspector import ChannelInspector
@@ -15,9 +16,10 @@ from app.analysis.output_view import AnalysisOutputView
 from app.analysis.overview import OverviewPanel
 from app.analysis.param_editor import ParameterEditor
 from app.analysis.proxy import SessionProxy
-from app.analysis.session import AnalysisConfig, StartRequest
+from app.analysis.session import StartRequest
 from engine.model import Model
 from engine.registry import Registry
+from engine.run import RunSpec
 
 
 class AnalysisController(QtCore.QObject):
@@ -42,6 +44,7 @@ class AnalysisController(QtCore.QObject):
         self.last_run: Any = None
         self.drift_result: Any = None
         self.info: dict[str, Any] = {}
+        self.precision_dialog: ComparePrecisionDialog | None = None
         p = self.proxy
         p.started.connect(self._started)
         p.stopped.connect(self._stopped)
@@ -72,14 +75,12 @@ class AnalysisController(QtCore.QObject):
         self.debug.act_stop.triggered.connect(p.debugger.stop)
 
     # ---- commands --------------------------------------------------------------------------------
-    def launch(self, model: Model, registry: Registry, config: AnalysisConfig | None = None) -> None:
+    def launch(self, model: Model, registry: Registry, config: RunSpec | None = None) -> None:
         """Start analysis on a private copy of ``model`` (the caller makes models read-only)."""
-        from engine.fusing import copy_model  # noqa: PLC0415
-
         self.active = True
         self.active_changed.emit(True)
         self.message.emit(f"Analysis of {model.name}: building the network…")
-        self.proxy.send("start", StartRequest(copy_model(model), registry, config or AnalysisConfig()))
+        self.proxy.send("start", StartRequest(model.copy(), registry, config or RunSpec()))
 
     def stop(self) -> None:
         """Leave analysis (a paused inference is aborted)."""
@@ -117,16 +118,14 @@ class AnalysisController(QtCore.QObject):
         self.message.emit(f"Comparing fp32 with {candidate}…")
         self.proxy.send("compare_precision", (candidate, threshold))
 
-    def compare_precision_dialog(self, parent: QtWidgets.QWidget | None = None) -> None:
-        text, ok = QtWidgets.QInputDialog.getItem(
-            parent, "Compare Precision", "Run the current inputs in fp32 and in:",
-            ["fp16", "fp16 nhwc", "cupy:fp16 nhwc", "cupy:fp32"], 0, True)
-        if not ok:
-            return
-        thr, ok = QtWidgets.QInputDialog.getDouble(parent, "Compare Precision",
-                                                   "Relative error threshold:", 0.01, 1e-9, 1e9, 6)
-        if ok:
-            self.compare_precision(text, thr)
+    def compare_precision_dialog(self, parent: QtWidgets.QWidget | None = None) -> ComparePrecisionDialog:
+        """One non-modal dialog for the variant and the threshold; accepting it starts the comparison."""
+        dlg = ComparePrecisionDialog(parent)
+        dlg.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+        dlg.chosen.connect(self.compare_precision)
+        self.precision_dialog = dlg
+        dlg.open()
+        return dlg
 
     # ---- session signals ---------------------------------------------------------------------------
     def _started(self, info: dict[str, Any]) -> None:
@@ -164,7 +163,10 @@ class AnalysisController(QtCore.QObject):
             self.output.set_status(f"run {info.run}: {len(info.executed)} layers computed in {info.ms:.1f} ms")
 
     def _paused(self, info: Any) -> None:
+        was = self.paused_info
         self.paused_info = info
+        if info is None and was is not None:  # the status bar must not keep saying "Paused after"
+            self.message.emit(f"Resumed after {was.layer}: running")
         self.debug.set_paused(info)
         self.overview.set_paused(info.layer if info is not None else None)
         if info is not None:

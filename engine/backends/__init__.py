@@ -4,6 +4,7 @@ NumPy is always available. CuPy is imported lazily, only when a CuPy backend is 
 probed, and only counts as usable when a CUDA device answers."""
 from __future__ import annotations
 
+import subprocess
 import sys
 from typing import Any, TextIO
 
@@ -42,14 +43,18 @@ def cupy_usable() -> bool:
     return cupy_status()[0]
 
 
-def get_backend(name: str = "auto", notice: TextIO | None = sys.stderr, always_notice: bool = False) -> Backend:
+def get_backend(name: str = "auto", notice: TextIO | None = sys.stderr, always_notice: bool = False,
+                defer_compile: bool = False) -> Backend:
     """The backend called ``name``: 'numpy', 'cupy', or 'auto' (CuPy if usable, else NumPy with a
-    one-line notice on ``notice``, given once per machine unless ``always_notice``)."""
+    one-line notice on ``notice``, given once per machine unless ``always_notice``). ``defer_compile``: where the
+    NumPy backend's CPU kernels were never compiled on this machine, compile them in a background process and run
+    this backend on the plain NumPy path meanwhile (what the command line and the designer do, so a first run takes
+    seconds, not half a minute)."""
     key = (name or "auto").lower()
     if key not in BACKENDS:
         raise BackendError(f"unknown backend {name!r}: expected one of {', '.join(BACKENDS)}")
     if key == "numpy":
-        return _numpy_backend(notice)
+        return _numpy_backend(notice, defer_compile)
     ok, reason = cupy_status()
     if key == "cupy":
         if not ok:
@@ -66,38 +71,59 @@ def get_backend(name: str = "auto", notice: TextIO | None = sys.stderr, always_n
 
         if always_notice or once_per_machine("cupy-fallback"):
             print(f"layerlab: using the numpy backend: {reason}", file=notice)
-    return _numpy_backend(notice)
+    return _numpy_backend(notice, defer_compile)
 
 
 #: where to say that kernels are being compiled (the latest caller's stream), and whether it was said there
 _compile_notice: list[Any] = []
 
 
-def _numpy_backend(notice: TextIO | None) -> Backend:
-    """The NumPy backend, saying on ``notice`` when Numba actually compiles one of its CPU kernels (the first
-    inference after installing then takes half a minute more; Numba caches them on disk), not when it
-    loads them from its cache."""
+def _numpy_backend(notice: TextIO | None, defer_compile: bool = False) -> Backend:
+    """The NumPy backend. Where its CPU kernels have never been compiled on this machine and ``defer_compile``,
+    start compiling them in a background process and give a backend on the plain NumPy path, saying so on
+    ``notice`` only when that compile starts (not while another process is compiling them already). Otherwise
+    Numba compiles on first use (half a minute more; it caches them on disk), and ``notice`` hears of it only
+    when Numba actually compiles, not when it loads the kernels from its cache."""
     from engine.backends.numpy_backend import cpu_kernels  # noqa: PLC0415
 
     kernels = cpu_kernels()
-    if notice is not None and kernels is not None:
-        if not _compile_notice:
-            from numba.core import event  # noqa: PLC0415 - cpu_kernels imported numba already
+    backend = NumpyBackend()
+    if kernels is None:
+        return backend
+    if defer_compile and not kernels.compiled_before():
+        backend.use_cpu_kernels = False
+        if not kernels.compile_under_way():
+            # ``python -m engine.backends.warmup`` in its own session: it outlives this command; one started
+            # meanwhile sees this one's lock and exits (started by name: that module imports the network)
+            subprocess.Popen([sys.executable, "-m", "engine.backends.warmup"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
+            if notice is not None:
+                print("layerlab: compiling the CPU kernels for this machine in the background (once, about half a "
+                      "minute); until then runs use the plain NumPy path", file=notice)
+        return backend
+    if notice is not None:
+        _say_when_numba_compiles(notice)
+    return backend
 
-            class _FirstCompile(event.Listener):
-                def on_start(self, ev: event.Event) -> None:
-                    if _compile_notice and not _compile_notice[1]:
-                        _compile_notice[1] = True
-                        print("layerlab: compiling the CPU kernels for this machine (first run after installing: "
-                              "about half a minute; they are cached)", file=_compile_notice[0], flush=True)
 
-                def on_end(self, ev: event.Event) -> None:
-                    pass
+def _say_when_numba_compiles(notice: TextIO) -> None:
+    """Say once on ``notice`` (the latest caller's stream) when Numba starts compiling something."""
+    if not _compile_notice:
+        from numba.core import event  # noqa: PLC0415 - cpu_kernels imported numba already
 
-            event.register("numba:compile", _FirstCompile())
-        if not _compile_notice or _compile_notice[0] is not notice:
-            _compile_notice[:] = [notice, False]
-    return NumpyBackend()
+        class _FirstCompile(event.Listener):
+            def on_start(self, ev: event.Event) -> None:
+                if _compile_notice and not _compile_notice[1]:
+                    _compile_notice[1] = True
+                    print("layerlab: compiling the CPU kernels for this machine (first run after installing: "
+                          "about half a minute; they are cached)", file=_compile_notice[0], flush=True)
+
+            def on_end(self, ev: event.Event) -> None:
+                pass
+
+        event.register("numba:compile", _FirstCompile())
+    if not _compile_notice or _compile_notice[0] is not notice:
+        _compile_notice[:] = [notice, False]
 
 
 __all__ = ["BACKENDS", "Backend", "NumpyBackend", "cupy_status", "cupy_usable", "get_backend"]

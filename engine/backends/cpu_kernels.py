@@ -19,10 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import functools
+import hashlib
 import os
+import tempfile
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 # GNU OpenMP threads spin this many times waiting for the next launch before they sleep (read when Numba first
@@ -38,8 +42,8 @@ from numba import njit, prange  # noqa: E402
 
 from engine.tensor import is_nhwc_memory  # noqa: E402
 
-#: activations the output transform applies itself (name -> code used by the kernel)
-FUSED_ACTIVATIONS = {None: 0, "relu": 1, "leaky_relu": 2}
+#: fused epilogues the output transform applies itself (``ActivationDesc.epilogue`` -> code used by the kernel)
+FUSED_EPILOGUES = {None: 0, "relu": 1, "leaky_relu": 2}
 
 #: bytes of transformed input tiles per block (cache-sized)
 BLOCK_BYTES = 3 << 20
@@ -374,6 +378,26 @@ def compiled_before() -> bool:
         return all(os.path.exists(k._cache._cache_file._index_path) for k in (_wino_par, _conv_par))
     except AttributeError:  # a Numba without this cache layout: say nothing
         return True
+
+
+def warmup_lock_path() -> Path:
+    """The lock file that a background compile of these kernels (``engine.backends.warmup``) holds meanwhile."""
+    digest = hashlib.sha1(__file__.encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"layerlab-warmup-{digest}.lock"
+
+
+def compile_under_way() -> bool:
+    """Whether another process is compiling these kernels now (it holds :func:`warmup_lock_path`)."""
+    try:
+        with open(warmup_lock_path(), "a+b") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    except OSError:  # no temporary folder to lock in: the warmup cannot lock either
+        return False
+    return False
 
 
 @functools.cache
@@ -730,7 +754,7 @@ def _element_wise_range(a, b, y, i0, i1, op, act, alpha):  # pragma: no cover - 
 
 
 def element_wise(a: np.ndarray, b: np.ndarray, out: np.ndarray, op: int, act: int = 0, alpha: float = 0.0) -> None:
-    """``out = act(a op b)`` (codes of :data:`ELEMENT_WISE_OPS` and :data:`FUSED_ACTIVATIONS`) in one pass,
+    """``out = act(a op b)`` (codes of :data:`ELEMENT_WISE_OPS` and :data:`FUSED_EPILOGUES`) in one pass,
     spread over the cores; float32 C-contiguous arrays of one shape (``out`` may be ``a`` or ``b``)."""
     fy = out.reshape(-1)
     parts = _threads() if fy.size >= ELEMENT_WISE_SPLIT_MIN else 1
