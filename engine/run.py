@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
@@ -28,14 +27,14 @@ import numpy as np
 from engine import report as rep
 from engine.backends import BACKENDS, get_backend
 from engine.backends.base import Backend
-from engine.errors import InputError, LayerLabError, WeightsError
+from engine.errors import InputError, LayerLabError
 from engine.io import ImageOptions, VideoReader, kind_of, read_input
 from engine.model import Model
 from engine.network import Network, random_input
 from engine.profiling import Cancelled, ProfileResult, layer_costs, profile
 from engine.registry import Registry
 from engine.tensor import TensorFormat
-from engine.weights import RandomWeights, WeightsFolder, WeightsSource
+from engine.weights import RandomWeights, WeightsSource, open_weights_path
 
 AUTO = "auto"
 #: The tensor format ``auto`` stands for, by backend (README "Tensor formats: the default"): NHWC on both, because
@@ -134,11 +133,7 @@ def open_weights(spec: RunSpec) -> WeightsSource:
     The one place that chooses a weights source from a path (single weights files will be opened here)."""
     if not spec.weights:
         return RandomWeights(spec.seed)
-    path = Path(spec.weights)
-    if path.is_file():
-        raise WeightsError(f"weights {path}: a single weights file is not supported yet; give a folder of "
-                           "NAME_WEIGHT.npy files")
-    return WeightsFolder(path)
+    return open_weights_path(spec.weights)
 
 
 def open_network(model: Model, spec: RunSpec, registry: Registry | None = None, *, backend: Backend | None = None,

@@ -9,9 +9,10 @@ from engine.errors import LayerLabError
 from engine.graph import execution_order, find_cycle
 from engine.layer import Layer
 from engine.model import Model
+from engine.netlayers import expand_all, network_file
 from engine.network import build_layer
 from engine.registry import Registry
-from engine.templates import expand, find_desc, template_name
+from engine.templates import find_desc, template_name
 from engine.tensor import FP32_NCHW, Dims
 
 ERROR = "error"
@@ -46,7 +47,7 @@ def check(model: Model, registry: Registry) -> list[Diagnostic]:
         for key in spec.params:
             if desc.canonical_param_name(key) is None:
                 diags.append(Diagnostic(WARNING, name, f"unknown parameter {key!r} is ignored"))
-        if template_name(spec.type) is None:
+        if template_name(spec.type) is None and network_file(spec.type) is None:
             continue  # a plugin layer's links are checked with its shapes
         problems = _link_problems(desc, spec.inputs)
         if problems and desc.unconnected_inputs(spec.inputs):
@@ -59,7 +60,7 @@ def check(model: Model, registry: Registry) -> list[Diagnostic]:
             diags.append(Diagnostic(ERROR, n, "is part of a cycle: " + " -> ".join(cycle)))
         return diags
 
-    exp = expand(model, registry, strict=False)
+    exp = expand_all(model, registry, strict=False)
     for name, reason in exp.failed.items():
         diags.append(Diagnostic(ERROR, name, _strip_template(reason, model.layers[name].type)))
     for d in _check_built(exp.model, registry, set(exp.failed)):
@@ -159,7 +160,7 @@ def output_shapes(model: Model, registry: Registry) -> dict[str, Dims]:
     are those of its output layer."""
     backend = NumpyBackend()
     dims: dict[str, Dims] = {}
-    exp = expand(model, registry, strict=False)
+    exp = expand_all(model, registry, strict=False)
     built = exp.model
     try:
         order = execution_order(built)

@@ -22,10 +22,11 @@ from pathlib import Path
 
 from engine.export.common import ExportError, ExportResult, build_network, host_weights, python_identifier
 from engine.model import Model
+from engine.netlayers import expand_networks, has_network_layers, routed_weights
 from engine.registry import Registry
 from engine.run import normalize_format
 from engine.templates import expand_templates, has_instances
-from engine.weights import WeightsSource, save_weights
+from engine.weights import RandomWeights, WeightsSource, save_weights
 
 ENGINE_DIR = Path(__file__).resolve().parents[1]
 DEPENDENCIES = ("numpy>=1.24", "defusedxml>=0.7", "opencv-python-headless>=4.8")
@@ -153,8 +154,10 @@ def export_project(model: Model, registry: Registry, folder: str | Path, options
         normalize_format(options.tensor_format)
     except Exception as exc:
         raise ExportError(f"tensor format {options.tensor_format!r}: {exc}") from None
-    if has_instances(model):  # the project spells out plain layers: template instances are expanded
-        model = expand_templates(model, registry)
+    if has_instances(model) or has_network_layers(model):  # the project spells out plain layers
+        nets = expand_networks(model, registry)
+        weights = routed_weights(weights or RandomWeights(seed), nets)
+        model = expand_templates(nets.model, registry)
     root = Path(folder)
     pkg = root / package
     if pkg.exists():
