@@ -19,6 +19,7 @@ from app.docs_browser import DocsBrowser
 from app.document import Document
 from app.export_dialog import add_export_menu
 from app.fusing_rules import FusingRulesDialog
+from app.netlayers_ui import NetworkLayers
 from app.network_settings import NetworkSettingsDialog
 from app.palette import Palette
 from app.params import ParamPanel
@@ -151,6 +152,7 @@ class MainWindow(QtWidgets.QMainWindow):
         w.run_failed.connect(self._run_failed)
         w.run_cancelled.connect(self._run_cancelled)
         w.command_failed.connect(lambda cmd, msg: self.statusBar().showMessage(f"Worker: {cmd} failed: {msg}", 10000))
+        self.netlayers = NetworkLayers(self)
         self._build_actions()
         self._build_menus()
         add_export_menu(self)
@@ -256,7 +258,7 @@ class MainWindow(QtWidgets.QMainWindow):
         edit.addSeparator()
         edit.addAction(self.act_select_all)
         edit.addSeparator()
-        edit.addActions([self.act_group, self.act_ungroup, self.act_import_template])
+        edit.addActions([self.act_group, self.act_ungroup, self.act_import_template, self.netlayers.act_import])
         view = mb.addMenu("&View")
         view.addAction(self.act_grid)
         windows = view.addMenu("&Windows")
@@ -359,6 +361,7 @@ class MainWindow(QtWidgets.QMainWindow):
         doc.canvas.selection_changed.connect(lambda names, d=doc: self._selection_changed(d, names))
         doc.canvas.status_message.connect(lambda msg: self.statusBar().showMessage(msg, 6000))
         doc.bridge.event.connect(lambda ev, d=doc: self._doc_event(d, ev))
+        self.netlayers.attach(doc)
         doc.canvas.set_context_actions(
             [("Group as Template…", self.act_group), ("Ungroup", self.act_ungroup), None,
              ("Cut", self.act_cut), ("Copy", self.act_copy), ("Duplicate", self.act_duplicate), ("Delete", self.act_delete),

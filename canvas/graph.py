@@ -142,8 +142,12 @@ class ModelCanvas(NodeGraph):
 
     def _refresh_template_nodes(self, name: str) -> None:
         """Rebuild the nodes of template ``name``'s instances (ports and parameters follow its definition)."""
+        self.refresh_nodes_of_type(template_type(name))
+
+    def refresh_nodes_of_type(self, ltype: str) -> None:
+        """Rebuild the nodes of every layer of type ``ltype`` (ports and parameters follow its descriptor, e.g.
+        after a template's definition or a network layer's file changed)."""
         selected = set(self.selected_layers())
-        ltype = template_type(name)
         for layer, spec in self.net_model.layers.items():
             if spec.type != ltype or layer not in self.nodes:
                 continue
