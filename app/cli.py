@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, TextIO
 from app.cli_common import (
     USER_ERROR,
     CliError,
+    add_log_options,
     add_run_options,
     load_model,
     open_registry,
     progress_printer,
     spec_from_args,
+    verbosity,
 )
 from app.cli_drift import add_drift_parser, cmd_drift
 from app.cli_export import add_export_parser, cmd_export
@@ -191,7 +193,7 @@ def cmd_gui(args: argparse.Namespace, out: TextIO) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--verbose", "-v", action="store_true", help="show Python tracebacks for errors")
+    add_log_options(common)
     common.add_argument("--version", action="version", version=f"layerlab {_version()}")
     common.add_argument("--plugins", action="append", metavar="DIR", help="also load plugins from DIR (repeatable)")
 
@@ -242,9 +244,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
     out = out or sys.stdout
     argv = list(sys.argv[1:] if argv is None else argv)
-    verbose = "--verbose" in argv or "-v" in argv
+    level = verbosity(argv)
+    verbose = level > 0
     try:
         args = build_parser().parse_args(argv)
+        from engine.log import configure  # after parsing: `layerlab --help` imports no engine
+
+        configure(level)
         if args.command is None:
             args = build_parser().parse_args(["gui", *argv])
         return COMMANDS[args.command](args, out)

@@ -5,9 +5,9 @@ run flags and the ``RunSpec`` they make, and the command line that reproduces a 
 from __future__ import annotations
 
 import argparse
+import logging
 import shlex
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:  # the engine is imported when a command needs it: `layerlab --help` stays quick
@@ -16,6 +16,31 @@ if TYPE_CHECKING:  # the engine is imported when a command needs it: `layerlab -
     from engine.run import RunSpec
 
 USER_ERROR = 2
+log = logging.getLogger("layerlab.app.cli")
+
+
+def verbosity(argv: Sequence[str]) -> int:
+    """The log verbosity the command line asks for: ``-q``/``--quiet`` -1, each ``-v``/``--verbose`` +1 (``-vv``
+    counts two), at most 2. Read from the raw arguments, so they count before and after the command's name."""
+    level = 0
+    for a in argv:
+        if a == "--":
+            break
+        if a in ("-q", "--quiet"):
+            level -= 1
+        elif a == "--verbose":
+            level += 1
+        elif len(a) > 1 and a[0] == "-" and a[1] != "-" and set(a[1:]) == {"v"}:
+            level += len(a) - 1
+    return max(-1, min(2, level))
+
+
+def add_log_options(parser: argparse.ArgumentParser) -> None:
+    """``-v``/``-vv``/``-q``: how much of the log to print (and ``-v`` shows tracebacks of errors)."""
+    parser.add_argument("--verbose", "-v", action="count", default=argparse.SUPPRESS,
+                        help="print more: -v info (and tracebacks of errors), -vv debug")
+    parser.add_argument("--quiet", "-q", action="count", default=argparse.SUPPRESS,
+                        help="print errors only (no warnings)")
 
 
 class CliError(Exception):
@@ -23,22 +48,19 @@ class CliError(Exception):
 
 
 def open_registry(args: argparse.Namespace) -> Registry:
-    """The plugins (built-in, installed, and ``--plugins`` folders); failures are printed as warnings."""
+    """The plugins (built-in, installed, and ``--plugins`` folders); failures are logged as warnings."""
     from engine.plugins import load_plugins  # noqa: PLC0415
 
-    reg = load_plugins(args.plugins or [])
-    for f in reg.failures:
-        print(f"layerlab: warning: {f}", file=sys.stderr)
-    return reg
+    return load_plugins(args.plugins or [])  # failures are logged as warnings (engine.log)
 
 
 def load_model(model_path: str, registry: Registry) -> Model:
-    """The model file ``model_path``; its load warnings are printed."""
+    """The model file ``model_path``; its load warnings are logged."""
     from engine.modelfile import load  # noqa: PLC0415
 
     model = load(model_path, registry)
     for w in model.load_warnings:
-        print(f"layerlab: warning: {w}", file=sys.stderr)
+        log.warning("%s", w)
     return model
 
 

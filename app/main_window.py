@@ -19,6 +19,7 @@ from app.docs_browser import DocsBrowser
 from app.document import Document
 from app.export_dialog import add_export_menu
 from app.fusing_rules import FusingRulesDialog
+from app.log_panel import LogPanel
 from app.netlayers_ui import NetworkLayers
 from app.network_settings import NetworkSettingsDialog
 from app.palette import Palette
@@ -129,6 +130,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.logger_dock = self._dock("Inference Run Logger", "RunLoggerDock", self.logger,
                                       QtCore.Qt.DockWidgetArea.BottomDockWidgetArea)
         self.splitDockWidget(self.check_dock, self.logger_dock, QtCore.Qt.Orientation.Horizontal)
+        self.log_panel = LogPanel()
+        self.log_dock = self._dock("Log", "LogDock", self.log_panel, QtCore.Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.logger_dock, self.log_dock)
+        self.logger_dock.raise_()
         self.resizeDocks([self.palette_dock, self.params_dock], [290, 360], QtCore.Qt.Orientation.Horizontal)
         self.resizeDocks([self.check_dock, self.logger_dock], [420, 900], QtCore.Qt.Orientation.Horizontal)
         self.resizeDocks([self.check_dock], [150], QtCore.Qt.Orientation.Vertical)
@@ -263,7 +268,7 @@ class MainWindow(QtWidgets.QMainWindow):
         view.addAction(self.act_grid)
         windows = view.addMenu("&Windows")
         self.toolbar_toggle_placeholder = windows
-        for dock in (self.palette_dock, self.params_dock, self.check_dock, self.logger_dock):
+        for dock in (self.palette_dock, self.params_dock, self.check_dock, self.logger_dock, self.log_dock):
             windows.addAction(dock.toggleViewAction())
         view.addSeparator()
         view.addActions([self.act_fit, self.act_zoom_in, self.act_zoom_out])
@@ -488,6 +493,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.runner.worker.request_cancel()  # a running inference stops before its next layer
         self.analysis.shutdown()  # a paused analysis is aborted, then stopped in the worker thread
         self.runner.shutdown()
+        self.log_panel.detach()
         event.accept()
 
     # ---- recent files ----------------------------------------------------------------------------
@@ -792,7 +798,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def reset_layout(self) -> None:
         self.restoreState(self._default_state)
-        for dock in (self.palette_dock, self.params_dock, self.check_dock, self.logger_dock):
+        for dock in (self.palette_dock, self.params_dock, self.check_dock, self.logger_dock, self.log_dock):
             dock.show()
 
     def _restore_last_layout(self) -> None:

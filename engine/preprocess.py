@@ -21,12 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.fusing import FusedModel, FusingRule, MappedWeights, apply_rules, rules_from
+from engine.log import get_logger
 from engine.model import Model
 from engine.netlayers import NetworkExpansion, expand_networks, has_network_layers, merge, routed_weights
 from engine.registry import Registry
 from engine.templates import Expansion, expand, has_instances
 from engine.tensor import FP32_NCHW, TensorFormat
 from engine.weights import WeightsSource
+
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -133,4 +136,11 @@ def preprocess(model: Model, registry: Registry, fmt: TensorFormat = FP32_NCHW, 
     for name, run in passes:
         run(result, options)
         result.passes.append(name)
+    if result.networks is not None:
+        for layer, path in result.networks.files.items():
+            log.info("network layer %s: expanded %s", layer, path)
+    for rule, inner, outer, fused in result.fusions:
+        log.info("fusing rule %s: %s + %s -> %s", rule, inner, outer, fused)
+    for note in result.warnings:
+        log.warning("%s", note)
     return result

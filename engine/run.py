@@ -29,6 +29,7 @@ from engine.backends import BACKENDS, get_backend
 from engine.backends.base import Backend
 from engine.errors import InputError, LayerLabError
 from engine.io import ImageOptions, VideoReader, kind_of, read_input
+from engine.log import get_logger
 from engine.model import Model
 from engine.network import Network, random_input
 from engine.profiling import Cancelled, ProfileResult, layer_costs, profile
@@ -36,6 +37,7 @@ from engine.registry import Registry
 from engine.tensor import TensorFormat
 from engine.weights import RandomWeights, WeightsSource, open_weights_path
 
+log = get_logger(__name__)
 AUTO = "auto"
 #: The tensor format ``auto`` stands for, by backend (README "Tensor formats: the default"): NHWC on both, because
 #: the GPU's tensor cores and the CPU kernels both read channels contiguously; fp16 only where the device computes
@@ -301,6 +303,8 @@ def run_timed(net: Network, spec: RunSpec, progress: Callable[[int, int], None] 
     ``Cancelled`` within one layer's time), except where the network replays a captured CUDA graph (a layer hook
     would stop the replay): there it is polled before every iteration."""
     spec.check()
+    log.info("running %s: %d warm-up and %d timed iteration(s), %s", net.model_name, spec.warmup, spec.iterations,
+             "every layer timed" if spec.profiling else "whole iterations timed")
     if spec.profiling:
         return profile(net, spec.iterations, spec.warmup, progress=progress, should_cancel=cancelled)
 

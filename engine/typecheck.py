@@ -1,6 +1,7 @@
 """Type checking: diagnostics for a Model without running tensors (shapes only, fast)."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from engine.backends import NumpyBackend
@@ -8,6 +9,7 @@ from engine.descriptors import LayerDesc, is_identifier
 from engine.errors import LayerLabError
 from engine.graph import execution_order, find_cycle
 from engine.layer import Layer
+from engine.log import collect
 from engine.model import Model
 from engine.netlayers import expand_all, network_file
 from engine.network import build_layer
@@ -95,10 +97,12 @@ def _check_built(model: Model, registry: Registry, skip: set[str]) -> list[Diagn
         for problem in _link_problems(desc, spec.inputs):
             err(name, problem)
         try:
-            layers[name] = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs,
-                                       registry, FP32_NCHW, backend)
+            with collect() as records:
+                layers[name] = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs,
+                                           registry, FP32_NCHW, backend)
         except LayerLabError as exc:
             err(name, _strip(str(exc), spec.type, name))
+        diags += _logged(records, name)
 
     # shapes, in execution order; a layer whose inputs are unknown is skipped silently
     dims: dict[str, Dims | None] = {}
@@ -113,8 +117,10 @@ def _check_built(model: Model, registry: Registry, skip: set[str]) -> list[Diagn
             dims[name] = None
             continue
         try:
-            out = layer.output_dims(ins)
-            shapes = layer.weight_shapes(ins)
+            with collect() as records:
+                out = layer.output_dims(ins)
+                shapes = layer.weight_shapes(ins)
+            diags += _logged(records, name)
             for w, shape in shapes.items():
                 idx = layer.weight_input(w)
                 if idx is not None and idx < len(ins) and ins[idx] is not None:
@@ -129,6 +135,12 @@ def _check_built(model: Model, registry: Registry, skip: set[str]) -> list[Diagn
             err(name, f"shape inference failed inside the layer ({type(exc).__name__}: {exc})")
             dims[name] = None
     return diags
+
+
+def _logged(records: list[logging.LogRecord], name: str) -> list[Diagnostic]:
+    """The warnings (and errors) a layer logged while it was built or asked for shapes, as diagnostics on it."""
+    return [Diagnostic(ERROR if r.levelno >= logging.ERROR else WARNING, name, r.getMessage())
+            for r in records if getattr(r, "layer", name) == name]
 
 
 def _link_problems(desc: LayerDesc, links: list[str | None]) -> list[str]:
