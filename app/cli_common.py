@@ -83,6 +83,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tf32", action="store_true",
                         help="fp32 on the GPU may use TF32 tensor cores (faster, about 1e-3 relative error; default: strict)")
     parser.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs (default 0)")
+    parser.add_argument("--device", type=int, metavar="N",
+                        help="the GPU the cupy backend runs on (CUDA ordinal; default 0)")
     parser.add_argument("--fusing-rules", default="on", metavar="on|off|FILE",
                         help="apply the plugins' and the model's enabled fusing rules (on, default), none (off), "
                              "or the rules in FILE (one per line)")
@@ -96,7 +98,7 @@ def spec_from_args(args: argparse.Namespace, profiling: bool) -> RunSpec:
                    iterations=args.iterations, warmup=args.warmup, weights=args.weights, seed=args.seed,
                    inputs=tuple(parse_named(args.input)), input_layout=args.input_layout, fusing=args.fusing_rules,
                    profiling=profiling, plugins=tuple(getattr(args, "plugins", None) or ()),
-                   tf32=bool(getattr(args, "tf32", False))).check()
+                   tf32=bool(getattr(args, "tf32", False)), device=getattr(args, "device", None)).check()
 
 
 def command_line(spec: RunSpec, model_file: str, report: str | None = None) -> str:
@@ -119,6 +121,8 @@ def command_line(spec: RunSpec, model_file: str, report: str | None = None) -> s
         parts += ["--input-layout", spec.input_layout]
     if spec.tf32:
         parts += ["--tf32"]
+    if spec.device is not None:
+        parts += ["--device", str(spec.device)]
     for folder in spec.plugins:
         parts += ["--plugins", folder]
     return " ".join(shlex.quote(p) for p in parts)

@@ -96,6 +96,7 @@ class Network:
         self.fused = self.preprocessed.fused
         model = self.preprocessed.model
         self.backend = backend or NumpyBackend()
+        self.backend.activate()  # its device is current for what the build allocates (weights, plans)
         self.xp = self.backend.xp
         self.fmt = fmt
         self.tf32 = bool(tf32)

@@ -60,7 +60,8 @@ class RunSpec:
     folder (or, later, a single weights file), None for seeded random weights. ``inputs``: (input layer, file)
     pairs; a None layer name means the network's only input layer. ``fusing``: ``on``, ``off`` or a rules file.
     ``profiling``: time every layer (else whole iterations only). ``plugins``: extra plugin folders.
-    ``device``: the GPU ordinal, a placeholder: only None (the first GPU) is supported yet. ``tf32``: fp32
+    ``device``: the ordinal of the GPU the CuPy backend runs on (None: GPU 0); asking for one on the NumPy backend,
+    or one this machine does not have, is an error. ``tf32``: fp32
     convolutions on the GPU may use TF32 tensor cores (off by default: fp32 means float32 arithmetic, the
     precision users check accuracy with; on, fp32 runs 2-4x faster, as PyTorch's default does)."""
 
@@ -92,7 +93,11 @@ class RunSpec:
         if not self.fusing:
             raise RunSpecError("fusing rules: expected on, off or a rules file")
         if self.device is not None:
-            raise RunSpecError(f"device {self.device}: choosing a device is not supported yet (the first GPU is used)")
+            if isinstance(self.device, bool) or not isinstance(self.device, int) or self.device < 0:
+                raise RunSpecError(f"device {self.device!r}: expected a GPU ordinal, 0 or more")
+            if (self.backend or AUTO).lower() == "numpy":
+                raise RunSpecError(f"device {self.device}: the numpy backend runs on the CPU; a device chooses the GPU "
+                                   "of the cupy backend")
         return self
 
     def with_inputs(self, pairs: Iterable[tuple[str | None, str]]) -> RunSpec:
@@ -124,9 +129,10 @@ def open_registry(spec: RunSpec) -> Registry:
 
 def open_backend(spec: RunSpec, notice: TextIO | None = None) -> Backend:
     """The backend of ``spec``: ``auto`` is CuPy when a CUDA GPU is usable, else NumPy with a one-line notice on
-    ``notice``; asking for CuPy where it is unusable is an error."""
+    ``notice``; asking for CuPy where it is unusable is an error. The CuPy backend runs on GPU ``spec.device``
+    (out of range: an error naming the GPUs there are)."""
     spec.check()
-    return get_backend(spec.backend, notice=notice, defer_compile=True)
+    return get_backend(spec.backend, notice=notice, defer_compile=True, device=spec.device)
 
 
 def open_weights(spec: RunSpec) -> WeightsSource:
