@@ -188,7 +188,7 @@ def cmd_gui(args: argparse.Namespace, out: TextIO) -> int:
         from app import gui  # noqa: PLC0415 - Qt only when the designer is asked for
     except ImportError as exc:
         raise CliError(f"the designer cannot start: {exc} (install LayerLab with its GUI dependencies)") from None
-    return int(gui.run(args.model))
+    return int(gui.run(args.model, plugins=list(args.plugins or [])))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,6 +14,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from app import run_config
 from app.analysis.mode import AnalysisMode
 from app.autosave import Autosaver
+from app.collections_dialog import Collections
 from app.compare_view import REPORT_FILTER, CompareDialog
 from app.docs_browser import DocsBrowser
 from app.document import Document
@@ -158,6 +159,7 @@ class MainWindow(QtWidgets.QMainWindow):
         w.run_cancelled.connect(self._run_cancelled)
         w.command_failed.connect(lambda cmd, msg: self.statusBar().showMessage(f"Worker: {cmd} failed: {msg}", 10000))
         self.netlayers = NetworkLayers(self)
+        self.collections = Collections(self)
         self._build_actions()
         self._build_menus()
         add_export_menu(self)
@@ -277,7 +279,7 @@ class MainWindow(QtWidgets.QMainWindow):
         tools = mb.addMenu("&Tools")
         tools.addActions([self.act_run, self.act_cancel])
         tools.addSeparator()
-        tools.addActions([self.act_net_settings, self.act_fusing_rules])
+        tools.addActions([self.act_net_settings, self.act_fusing_rules, self.collections.act_manage])
         tools.addSeparator()
         tools.addActions([self.act_open_report, self.act_compare])
         tools.addSeparator()
