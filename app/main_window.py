@@ -27,6 +27,7 @@ from app.palette import Palette
 from app.params import ParamPanel
 from app.report_view import ReportView
 from app.run_logger import RunEntry, RunLogger
+from app.template_editing import TemplateEditing
 from app.typecheck_panel import TypeCheckPanel
 from app.worker import RunController, RunRequest, RunResult
 from engine import modelfile
@@ -160,6 +161,7 @@ class MainWindow(QtWidgets.QMainWindow):
         w.command_failed.connect(lambda cmd, msg: self.statusBar().showMessage(f"Worker: {cmd} failed: {msg}", 10000))
         self.netlayers = NetworkLayers(self)
         self.collections = Collections(self)
+        self.template_editing = TemplateEditing(self)
         self._build_actions()
         self._build_menus()
         add_export_menu(self)
@@ -369,6 +371,7 @@ class MainWindow(QtWidgets.QMainWindow):
         doc.canvas.status_message.connect(lambda msg: self.statusBar().showMessage(msg, 6000))
         doc.bridge.event.connect(lambda ev, d=doc: self._doc_event(d, ev))
         self.netlayers.attach(doc)
+        self.template_editing.attach(doc)
         doc.canvas.set_context_actions(
             [("Group as Template…", self.act_group), ("Ungroup", self.act_ungroup), None,
              ("Cut", self.act_cut), ("Copy", self.act_copy), ("Duplicate", self.act_duplicate), ("Delete", self.act_delete),
@@ -420,6 +423,8 @@ class MainWindow(QtWidgets.QMainWindow):
         doc = doc or self.current
         if doc is None:
             return False
+        if self.template_editing.handles(doc):  # a template's definition: saved back into its model(s)
+            return self.template_editing.save(doc)
         if not doc.path:
             return self.save_as(doc)
         return self._write(doc, doc.path)
@@ -680,6 +685,8 @@ class MainWindow(QtWidgets.QMainWindow):
             self.delete_template(name)
         elif action == "rename":
             self.rename_template(name)
+        elif action == "edit":
+            self.template_editing.edit_template(name)
 
     def rename_template(self, name: str, new: str | None = None) -> bool:
         """Rename template ``name`` of the current model, its instances following (one undo step); without
