@@ -195,7 +195,8 @@ def resolve_names(pairs: Iterable[tuple[str | None, str]], names: Sequence[str],
 def image_options(net: Network, name: str) -> ImageOptions:
     """How images become tensors for input layer ``name``: its scale, shift, channel padding and tiling."""
     p = net.layer(name).p
-    return ImageOptions(p["scale"], p["shift"], p["min_channels"], p["tiling"])
+    return ImageOptions(p["scale"], p["shift"], p["min_channels"], p["tiling"],
+                        shift_first=p.get("order") == "shift_scale", use_alpha=p.get("use_alpha", True))
 
 
 class VideoInput:
