@@ -35,10 +35,10 @@ from engine import report as report_file
 from engine.errors import LayerLabError
 from engine.events import Event, TemplateEvent
 from engine.model import Model
+from engine.netlayers import expand_all, network_file
 from engine.plugins import default_registry
 from engine.registry import Registry
 from engine.templates import (
-    expand,
     group,
     rename_template,
     template_descs,
@@ -1146,9 +1146,9 @@ class MainWindow(QtWidgets.QMainWindow):
     def _report_row(doc: Document, name: str) -> str:
         """The network layer a canvas layer stands for in reports: a template instance's output layer."""
         spec = doc.model.layers.get(name)
-        if spec is None or template_name(spec.type) is None:
+        if spec is None or (template_name(spec.type) is None and network_file(spec.type) is None):
             return name
-        return expand(doc.model, strict=False).output_of.get(name, name)
+        return expand_all(doc.model, doc.registry, strict=False).output_of.get(name, name)
 
     @staticmethod
     def _canvas_layer(doc: Document, name: str) -> str | None:
@@ -1157,7 +1157,8 @@ class MainWindow(QtWidgets.QMainWindow):
         if name in doc.canvas.nodes:
             return name
         instance = name.split("__")[0]
-        if "__" in name and instance in doc.model.layers and template_name(doc.model.layers[instance].type):
+        if "__" in name and instance in doc.model.layers and (template_name(doc.model.layers[instance].type)
+                                                              or network_file(doc.model.layers[instance].type)):
             return instance
         return None
 
