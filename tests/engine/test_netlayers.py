@@ -161,3 +161,25 @@ def test_relative_reference_and_run_path(tmp_path, registry):
     assert relative_reference(model, tmp_path / "blocks" / "block.lnet") == "blocks/block.lnet"
     net = open_network(model, RunSpec(backend="numpy", fusing="off"), registry)
     assert "net__c2" in net.nodes
+
+
+def test_profiling_drift_and_the_project_see_through_with_its_own_weights(tmp_path, registry):
+    from engine.analysis import compare_precision
+    from engine.export import ProjectOptions, export_project
+    from engine.profiling import profile
+
+    block(tmp_path / "blocks" / "block.lnet")
+    inner = Network(load(tmp_path / "blocks" / "block.lnet"), registry, weights=RandomWeights(5), fusing="off")
+    inner.run()
+    own = {n: host_weights(inner, n) for n in ("c1", "c2")}
+    save_weights(tmp_path / "blocks" / "w", own)
+    model = outer(tmp_path, weights="blocks/w")
+    net = Network(model, registry, fusing="off")
+    names = [lay.name for lay in profile(net, iterations=1, warmup=0).layers]
+    assert "net__c1" in names and "net__c2" in names
+    drift = compare_precision(model, registry, candidate="fp16")
+    assert {"net__c1", "net__c2"} <= {d.name for d in drift.layers}
+    export_project(model, registry, tmp_path / "project", ProjectOptions(package="proj"))
+    np.testing.assert_array_equal(np.load(tmp_path / "project" / "proj" / "weights" / "net__c1_weights.npy"),
+                                  own["c1"]["weights"])
+    assert "network:" not in (tmp_path / "project" / "proj" / "network.py").read_text()
