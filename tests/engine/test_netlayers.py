@@ -86,7 +86,8 @@ def test_missing_weights_of_a_network_layer_name_the_inner_layer(tmp_path, regis
 
 
 def test_missing_file_is_a_type_check_error_naming_it(tmp_path, registry):
-    model = outer(tmp_path, ref="blocks/gone.lnet")
+    outer(tmp_path, ref="blocks/gone.lnet")
+    model = load(tmp_path / "outer.lnet", registry)  # the model opens; the type check says what is wrong
     diags = errors(check(model, registry))
     assert [d.layer for d in diags] == ["net"] and "blocks/gone.lnet" in diags[0].message
     with pytest.raises(NetworkLayerError, match="gone.lnet"):
@@ -114,6 +115,8 @@ def test_port_mismatch_is_an_error(tmp_path, registry):
     assert any("block.lnet has 1 input" in m for m in msgs), msgs
     model.layers["net"].inputs = ["inp"]
     model.layers["net"].params["output"] = "nope"
+    save(model, tmp_path / "outer.lnet")
+    model = load(tmp_path / "outer.lnet", registry)  # opens: the type check names the problem
     msgs = [d.message for d in errors(check(model, registry)) if d.layer == "net"]
     assert any("block.lnet has no output layer 'nope'" in m for m in msgs), msgs
 
