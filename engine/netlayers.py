@@ -48,7 +48,8 @@ from engine.registry import Registry
 from engine.templates import SEP, Expansion, expand, has_instances
 from engine.templates.descriptors import COMPOSITE_DESCS
 from engine.tensor import FORMATS
-from engine.weights import WeightsSource, open_weights_path
+from engine.weights import WeightsSource
+from engine.weights import open_weights as open_weights_path
 
 NETWORK_PREFIX = "network:"
 #: the palette group of network layers

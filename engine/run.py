@@ -35,7 +35,8 @@ from engine.network import Network, random_input
 from engine.profiling import Cancelled, ProfileResult, layer_costs, profile
 from engine.registry import Registry
 from engine.tensor import TensorFormat
-from engine.weights import RandomWeights, WeightsSource, open_weights_path
+from engine.weights import RandomWeights, WeightsSource
+from engine.weights import open_weights as open_weights_path
 
 log = get_logger(__name__)
 AUTO = "auto"

@@ -72,7 +72,7 @@ def save_weights(folder: str | os.PathLike[str], weights: dict[str, dict[str, np
             np.save(root / WeightsFolder.file_name(layer, w), np.asarray(arr, dtype=np.float32))
 
 
-def open_weights_path(path: str | os.PathLike[str]) -> WeightsSource:
+def open_weights(path: str | os.PathLike[str]) -> WeightsSource:
     """The weights source at ``path``: a folder of ``NAME_WEIGHT.npy`` files (the one place that chooses a
     source from a path; ``engine.run.open_weights`` and network layers call it)."""
     p = Path(path)
