@@ -1,11 +1,13 @@
 """Entry point of the designer: ``layerlab`` and ``layerlab gui [MODEL]`` call :func:`run`."""
 from __future__ import annotations
 
+import logging
 import sys
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.main_window import SAMPLE, MainWindow
+from engine.log import collect
 from engine.plugins import load_plugins
 from engine.registry import Registry
 
@@ -47,7 +49,10 @@ def run(path: str | None = None, argv: list[str] | None = None, plugins: list[st
     app.setApplicationName("LayerLab")
     app.setOrganizationName("LayerLab")
     apply_theme(app)  # type: ignore[arg-type]
-    window = MainWindow(registry=designer_registry(plugins))
+    with collect(logging.INFO) as loading:  # shown in the Log dock once it exists
+        registry = designer_registry(plugins)
+    window = MainWindow(registry=registry)
+    window.log_panel.add_records(loading)
     target = path or (str(SAMPLE) if SAMPLE.is_file() else None)
     if target is None or window.open_path(target) is None:
         window.new_model()

@@ -77,6 +77,11 @@ class LogPanel(QtWidgets.QWidget):
         """Stop receiving records (the window closes)."""
         self._root.removeHandler(self.handler)
 
+    def add_records(self, records: list[logging.LogRecord]) -> None:
+        """Show records logged before the panel existed (the plugins loaded at start)."""
+        for r in records:
+            self.handler.emit(r)
+
     def add_record(self, level: int, source: str, message: str, created: float) -> None:
         """Show one record (the handler's signal calls it)."""
         stamp = time.strftime("%H:%M:%S", time.localtime(created))

@@ -32,3 +32,14 @@ def test_log_dock_shows_building_and_plugin_warnings_from_any_thread(window, qtb
     get_logger("acme.blur").warning("after close")
     qtbot.wait(50)
     assert "after close" not in panel.messages()
+
+
+def test_records_from_before_the_panel_are_shown(window, qtbot):
+    from engine.log import collect
+    from engine.plugins import load_plugins
+
+    with collect(logging.INFO) as records:
+        load_plugins()
+    window.log_panel.add_records(records)
+    qtbot.waitUntil(lambda: any(t.startswith("loaded collection standard") for t in window.log_panel.messages()),
+                    timeout=2000)
