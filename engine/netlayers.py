@@ -19,6 +19,8 @@ folder of the model that holds the layer; ``/`` separators)::
   referenced model's layers on the path to its output, named ``<layer>__<inner>``; the referenced model's own
   network layers and templates are expanded first. Its input and output layers disappear: readers of an input
   read the network layer's source, readers of the network layer read what its output layer reads.
+* A template may hold network layers: they are expanded after the templates (``expand_all``; the preprocessor's
+  templates pass does the same).
 * The file is read again whenever it changed (size or modification time), so the next build and type check see
   the change. A missing or broken file, recursion (A uses B uses A) and an unknown output are errors naming the
   file; in the type check they are shown on the network layer.
@@ -76,9 +78,12 @@ def has_network_layers(model: Model) -> bool:
 
 
 def base_folder(model: Model) -> Path:
-    """The folder paths in ``model`` are relative to: its file's folder (the working folder when unsaved)."""
+    """The folder paths in ``model`` are relative to: its file's folder (a copy's: its original's; the working
+    folder for a model never saved)."""
     if model.path and not model.path.startswith("<"):
         return Path(model.path).resolve().parent
+    if model.folder:
+        return Path(model.folder)
     return Path.cwd()
 
 
@@ -295,10 +300,14 @@ def expand_networks(model: Model, registry: Registry, strict: bool = True,
 
 
 def expand_all(model: Model, registry: Registry, strict: bool = True) -> Expansion:
-    """Network layers, then templates, expanded (the preprocessor's first two passes) as one Expansion: origin and
-    outputs name the layers of ``model``; ``failed`` holds both passes' failures."""
+    """Network layers, then templates, then the network layers templates held, expanded (what the preprocessor's
+    first two passes do) as one Expansion: origin and outputs name the layers of ``model``; ``failed`` holds every
+    failure, on the layer of ``model`` it belongs to."""
     nets = expand_networks(model, registry, strict)
-    return merge(nets, expand(nets.model, registry, strict))
+    exp = merge(nets, expand(nets.model, registry, strict))
+    if has_network_layers(exp.model):
+        exp = merge(exp, expand_networks(exp.model, registry, strict))
+    return exp
 
 
 def merge(first: Expansion, second: Expansion) -> Expansion:
@@ -309,7 +318,11 @@ def merge(first: Expansion, second: Expansion) -> Expansion:
         origin[n] = (top, f"{path}{SEP}{inner}" if path else inner)
     output_of = {k: second.output_of.get(v, v) for k, v in first.output_of.items()}
     output_of.update({k: v for k, v in second.output_of.items() if k not in first.origin})
-    return Expansion(second.model, origin, output_of, {**first.failed, **second.failed})
+    failed = dict(first.failed)
+    for layer, reason in second.failed.items():
+        top, path = first.origin.get(layer, (layer, ""))
+        failed[top] = f"{path}: {reason}" if path else reason
+    return Expansion(second.model, origin, output_of, failed)
 
 
 class _Renamed:

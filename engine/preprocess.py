@@ -97,11 +97,21 @@ def expand_networks_pass(result: PreprocessResult, options: PreprocessOptions) -
 
 
 def expand_templates_pass(result: PreprocessResult, options: PreprocessOptions) -> None:
-    """Replace every template instance by its layers (nothing to do without instances)."""
+    """Replace every template instance by its layers (nothing to do without instances), then the network layers
+    that were inside templates."""
     if has_instances(result.model):
         templates = expand(result.model, options.registry)
         result.expansion = templates if result.expansion is None else merge(result.expansion, templates)
         result.model = templates.model
+        if has_network_layers(result.model):  # network layers the templates held
+            held = expand_networks(result.model, options.registry)
+            result.expansion = merge(result.expansion, held)
+            result.model = held.model
+            if result.networks is None:
+                result.networks = held
+            else:
+                result.networks.weights.update(held.weights)
+                result.networks.files.update(held.files)
 
 
 def fusing_pass(result: PreprocessResult, options: PreprocessOptions) -> None:

@@ -65,7 +65,8 @@ def check(model: Model, registry: Registry) -> list[Diagnostic]:
     exp = expand_all(model, registry, strict=False)
     for name, reason in exp.failed.items():
         diags.append(Diagnostic(ERROR, name, _strip_template(reason, model.layers[name].type)))
-    for d in _check_built(exp.model, registry, set(exp.failed)):
+    unexpanded = {n for n, s in exp.model.layers.items() if network_file(s.type) is not None}  # reported in failed
+    for d in _check_built(exp.model, registry, set(exp.failed) | unexpanded):
         if d.layer in exp.origin:
             inst, inner = exp.origin[d.layer]
             if d.message.startswith("These mandatory inputs") and inst in incomplete:

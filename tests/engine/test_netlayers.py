@@ -10,7 +10,7 @@ import pytest
 from engine.errors import LayerLabError
 from engine.export import export_onnx, preprocessed_model
 from engine.export.common import host_weights
-from engine.model import Model
+from engine.model import LayerSpec, Model
 from engine.modelfile import load, save
 from engine.netlayers import NetworkLayerError, expand_networks, network_type, relative_reference
 from engine.network import Network
@@ -186,3 +186,39 @@ def test_profiling_drift_and_the_project_see_through_with_its_own_weights(tmp_pa
     np.testing.assert_array_equal(np.load(tmp_path / "project" / "proj" / "weights" / "net__c1_weights.npy"),
                                   own["c1"]["weights"])
     assert "network:" not in (tmp_path / "project" / "proj" / "network.py").read_text()
+
+
+def test_a_copy_keeps_the_folder_references_start_from(tmp_path, registry, monkeypatch):
+    block(tmp_path / "blocks" / "block.lnet")
+    model = load(outer(tmp_path).path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    copy = model.copy()  # what the designer's worker runs
+    assert copy.path is None
+    assert "net__c1" in Network(copy, registry).nodes and not errors(check(copy, registry))
+
+
+def test_a_network_layer_inside_a_template(tmp_path, registry):
+    from engine.templates import template_xml
+
+    block(tmp_path / "blocks" / "block.lnet")
+    (tmp_path / "blocks" / "w").mkdir()
+    m = Model("holder")
+    layers = [LayerSpec("n", network_type("blocks/block.lnet"), {}, inputs=["$x"]),
+              LayerSpec("r", "convolution", {"num_output_channels": "3"}, inputs=["n"], position=(220, 0))]
+    m.templates["wrap"] = template_xml("wrap", ["x"], layers, "r")
+    m.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
+    m.add_layer("template:wrap", "t1", inputs=["inp"])
+    m.add_layer("output", "out", inputs=["t1"])
+    save(m, tmp_path / "holder.lnet")
+    model = load(tmp_path / "holder.lnet", registry)
+    assert not errors(check(model, registry))
+    result = preprocess(model, registry, fusing="off")
+    assert list(result.model.layers) == ["inp", "t1__n__c1", "t1__n__c2", "t1__r", "out"]
+    assert result.expansion.origin["t1__n__c1"] == ("t1", "n__c1") and result.expansion.output_of["t1"] == "t1__r"
+    Network(model, registry).infer()
+    (tmp_path / "blocks" / "block.lnet").unlink()
+    model = load(tmp_path / "holder.lnet", registry)  # still opens
+    diags = errors(check(model, registry))
+    assert [d.layer for d in diags] == ["t1"] and "n: network file blocks/block.lnet not found" in diags[0].message
