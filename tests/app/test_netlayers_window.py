@@ -73,3 +73,22 @@ def test_a_changed_referenced_file_is_noticed_and_checked_again(window, qtbot, t
     window.netlayers.file_changed(str(ref))
     errors = [d for d in doc.diagnostics if d.severity == "error" and d.layer == layer]
     assert errors and "block.lnet not found" in errors[0].message  # an error naming the file, no crash
+
+
+def test_the_designer_runs_a_model_with_a_network_layer_and_logs_it(window, qtbot, tmp_path, monkeypatch):
+    from tests.app.test_runs import run_and_wait
+
+    (tmp_path / "sub").mkdir()
+    ref = block(tmp_path / "sub" / "block.lnet")
+    outer = Model("outer")
+    outer.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
+    outer.set_setting("backend", "numpy")
+    save(outer, tmp_path / "outer.lnet")
+    doc = window.open_path(tmp_path / "outer.lnet")
+    layer = window.netlayers.import_layer(ref)
+    doc.model.connect("inp", layer, 0)
+    doc.model.add_layer("output", "out", inputs=[layer])
+    monkeypatch.chdir(tmp_path / "sub")  # the worker runs a copy of the model: references still resolve
+    run_and_wait(window, qtbot, doc)
+    qtbot.waitUntil(lambda: any("network layer block_1: expanded" in t for t in window.log_panel.messages()),
+                    timeout=3000)

@@ -222,3 +222,23 @@ def test_a_network_layer_inside_a_template(tmp_path, registry):
     model = load(tmp_path / "holder.lnet", registry)  # still opens
     diags = errors(check(model, registry))
     assert [d.layer for d in diags] == ["t1"] and "n: network file blocks/block.lnet not found" in diags[0].message
+
+
+def test_a_breakpoint_inside_a_network_layer_pauses_there(tmp_path, registry):
+    import threading
+
+    from engine.debugger import Debugger
+
+    block(tmp_path / "blocks" / "block.lnet")
+    net = Network(outer(tmp_path), registry, fusing="off", protected={"net__c1"})
+    dbg = Debugger()
+    dbg.attach(net)
+    dbg.add_breakpoint("net__c1")
+    worker = threading.Thread(target=net.run)
+    worker.start()
+    assert dbg.wait_paused(30) and dbg.paused_at == "net__c1"
+    inner = dbg.submit(lambda: net.output("net__c1")).result(30)
+    assert inner.shape == (1, 4, 8, 8) and "net__c2" not in dbg.computed
+    dbg.resume()
+    worker.join(30)
+    assert not worker.is_alive() and net.output("out").shape == (1, 3, 8, 8)
