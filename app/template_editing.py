@@ -67,6 +67,7 @@ class TemplateEditing(QtCore.QObject):
         except LayerLabError as exc:
             window._warn("Cannot edit the template", str(exc))
             return None
+        model.name = f"template {name}"  # the tab's title: "template NAME (new)"
         tab = window.add_document(model, None)
         self.sessions[tab.id] = _Session(doc, name, doc.model.templates[name])
         tab.destroyed.connect(lambda *_a, i=tab.id: self.sessions.pop(i, None))
