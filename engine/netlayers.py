@@ -266,6 +266,8 @@ def expand_networks(model: Model, registry: Registry, strict: bool = True,
     documentation). ``strict``: raise NetworkLayerError for a layer that cannot be expanded (else record it in
     ``failed`` and leave it as it is)."""
     result = NetworkExpansion(model)
+    if not _stack and model.path and not model.path.startswith("<"):
+        _stack = (_stack_key(Path(model.path).resolve()),)  # a model referencing its own file uses itself
     layers: dict[str, LayerSpec] = {}
     for name, spec in model.layers.items():
         if network_file(spec.type) is None:
@@ -321,7 +323,7 @@ def merge(first: Expansion, second: Expansion) -> Expansion:
     failed = dict(first.failed)
     for layer, reason in second.failed.items():
         top, path = first.origin.get(layer, (layer, ""))
-        failed[top] = f"{path}: {reason}" if path else reason
+        failed.setdefault(top, f"{path}: {reason}" if path else reason)  # the first reason of a layer stays
     return Expansion(second.model, origin, output_of, failed)
 
 

@@ -104,7 +104,10 @@ def test_recursion_is_an_error_naming_the_files(tmp_path, registry):
     save(b, tmp_path / "b.lnet")
     diags = errors(check(load(tmp_path / "a.lnet"), registry))
     assert diags and all(d.layer == "n" for d in diags)
-    assert any("uses itself" in d.message and "a.lnet" in d.message and "b.lnet" in d.message for d in diags)
+    assert any("a.lnet uses itself: a.lnet -> b.lnet -> a.lnet" in d.message for d in diags), diags
+    m = load(tmp_path / "a.lnet")
+    m.layers["n"].type = network_type("a.lnet")  # a model using its own file
+    assert any("a.lnet uses itself: a.lnet -> a.lnet" in d.message for d in errors(check(m, registry)))
 
 
 def test_port_mismatch_is_an_error(tmp_path, registry):
