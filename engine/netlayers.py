@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
-from engine.errors import LayerLabError
+from engine.errors import LayerLabError, WeightsError
 from engine.graph import execution_order
 from engine.layer import Layer
 from engine.model import LayerSpec, Model
@@ -351,7 +351,10 @@ class RoutedWeights(WeightsSource):
         for prefix, path in self.routes:
             if layer.name.startswith(prefix):
                 if path not in self._open:
-                    self._open[path] = open_weights_path(path)
+                    try:
+                        self._open[path] = open_weights_path(path)
+                    except WeightsError as exc:
+                        raise WeightsError(f"network layer {prefix[:-len(SEP)]}: its weights: {exc}") from None
                 return self._open[path].get(_Renamed(layer, layer.name[len(prefix):]), weight, shape)  # type: ignore[arg-type]
         return self.base.get(layer, weight, shape)
 

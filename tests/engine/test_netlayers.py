@@ -83,6 +83,9 @@ def test_missing_weights_of_a_network_layer_name_the_inner_layer(tmp_path, regis
     net = Network(outer(tmp_path, weights="blocks/empty"), registry, fusing="off")
     with pytest.raises(LayerLabError, match=r"c1_weights\.npy"):
         net.run()
+    net = Network(outer(tmp_path, weights="blocks/nowhere"), registry, fusing="off")
+    with pytest.raises(LayerLabError, match=r"network layer net: its weights: weights folder .*nowhere does not exist"):
+        net.run()
 
 
 def test_missing_file_is_a_type_check_error_naming_it(tmp_path, registry):
