@@ -19,7 +19,7 @@ from engine.backends import cupy_usable, get_backend
 from engine.errors import BackendError
 from engine.export import ProjectOptions, export_project
 from engine.model import Model
-from engine.run import RunSpec, RunSpecError, open_backend
+from engine.run import RunSpec, RunSpecError, open_backend, open_network
 from resources import SAMPLES
 
 MODEL = str(SAMPLES / "denoiser.lnet")
@@ -106,3 +106,22 @@ def test_device_zero_runs_on_gpu_zero_and_out_of_range_names_the_gpus(tmp_path, 
     count = cupy.cuda.runtime.getDeviceCount()
     code, err = run(["infer", MODEL, "-b", "cupy", "--device", str(count), "-n", "1"], capsys)
     assert code == 2 and f"device {count} is out of range: this machine has {count} CUDA GPU(s) (0: " in err
+
+
+@pytest.mark.gpu
+def test_a_second_gpu_holds_the_network_and_gives_the_same_outputs(registry):
+    import cupy
+
+    from engine.modelfile import load
+
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("one GPU: device 1 is the out-of-range error path")
+    model = load(MODEL, registry)
+    outs = {}
+    for device in (0, 1):
+        net = open_network(model, RunSpec(backend="cupy", format="fp32 nchw", device=device), registry)
+        x = np.random.default_rng(0).random((1, 3, 96, 128), dtype=np.float32)
+        outs[device] = net.infer({"input": x})["output"]
+        weights = next(w for n in net.order for w in net.layer(n).weights.values())
+        assert weights.device.id == device and net.backend.device.id == device
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-6)
