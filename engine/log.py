@@ -46,6 +46,10 @@ def level_of(verbosity: int) -> int:
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """Writes to the current ``sys.stderr`` (which tests may replace after the handler was made)."""
 
+    def __init__(self, level: int) -> None:
+        super().__init__(sys.stderr)
+        self.setLevel(level)
+
     def emit(self, record: logging.LogRecord) -> None:
         self.stream = sys.stderr
         super().emit(record)
@@ -66,7 +70,7 @@ def configure(verbosity: int = 0) -> logging.Handler:
     for h in list(root.handlers):
         if isinstance(h, _StderrHandler):
             root.removeHandler(h)
-    handler = _StderrHandler()
+    handler = _StderrHandler(level_of(verbosity))  # its own level: a Log dock may open the tree further
     handler.setFormatter(_Format())
     root.addHandler(handler)
     root.setLevel(level_of(verbosity))

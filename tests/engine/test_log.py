@@ -69,3 +69,18 @@ def test_building_and_fusing_log_at_info(registry):
     with collect(logging.WARNING) as quiet:
         preprocess(m, registry)
     assert quiet == []
+
+
+def test_the_command_line_handler_keeps_its_level_when_the_tree_opens(capsys):
+    from engine.log import TREE, configure
+
+    old = TREE.level
+    try:
+        configure(0)
+        TREE.setLevel(logging.INFO)  # what the designer's Log dock does
+        get_logger("engine.network").info("an info line")
+        get_logger("engine.network").warning("a warning line")
+        err = capsys.readouterr().err
+        assert "a warning line" in err and "an info line" not in err
+    finally:
+        TREE.setLevel(old)
