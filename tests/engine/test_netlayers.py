@@ -162,6 +162,11 @@ def test_network_layer_and_template_expand_together_and_exporters_see_through(tm
     export_onnx(model, registry, tmp_path / "m.onnx")
     names = {n.name for n in onnx.load(str(tmp_path / "m.onnx")).graph.node}
     assert any("net__c1" in n for n in names), names
+    from engine.export import export_torch
+
+    export_torch(model, registry, tmp_path / "torch")
+    weights = np.load(tmp_path / "torch" / "outer_weights.npz")
+    assert any("net__c1" in k for k in weights.files), weights.files
 
 
 def test_relative_reference_and_run_path(tmp_path, registry):
