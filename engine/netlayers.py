@@ -209,10 +209,15 @@ def _inline(model: Model, name: str, spec: LayerSpec, registry: Registry, stack:
     path, sub = referenced_model(model, spec.type)
     _check_recursion(path, stack)
     where = f"network file {network_file(spec.type)}"
-    nested = expand_networks(sub, registry, True, (*stack, _stack_key(path)))
+    inner_stack = (*stack, _stack_key(path))
+    nested = expand_networks(sub, registry, True, inner_stack)
     inner = nested.model
     if has_instances(inner):
         inner = expand(inner, registry).model
+        if has_network_layers(inner):  # network layers its templates held
+            held = expand_networks(inner, registry, True, inner_stack)
+            nested.weights.update(held.weights)
+            inner = held.model
     inputs, outputs = ports(inner, registry)
     if not outputs:
         raise NetworkLayerError(f"{where} has no output layer")

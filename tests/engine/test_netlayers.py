@@ -229,6 +229,8 @@ def test_a_network_layer_inside_a_template(tmp_path, registry):
     assert list(result.model.layers) == ["inp", "t1__n__c1", "t1__n__c2", "t1__r", "out"]
     assert result.expansion.origin["t1__n__c1"] == ("t1", "n__c1") and result.expansion.output_of["t1"] == "t1__r"
     Network(model, registry).infer()
+    top = outer(tmp_path, ref="holder.lnet")  # the holder itself used as a network layer
+    assert "net__t1__n__c1" in preprocess(top, registry, fusing="off").model.layers
     (tmp_path / "blocks" / "block.lnet").unlink()
     model = load(tmp_path / "holder.lnet", registry)  # still opens
     diags = errors(check(model, registry))
