@@ -13,11 +13,13 @@ from app.cli_batch import add_batch_parser, cmd_batch
 from app.cli_common import (
     USER_ERROR,
     CliError,
+    add_log_options,
     add_run_options,
     load_model,
     open_registry,
     progress_printer,
     spec_from_args,
+    verbosity,
 )
 from app.cli_custom import add_trust_option, require_custom_consent
 from app.cli_drift import add_drift_parser, cmd_drift
@@ -189,12 +191,12 @@ def cmd_gui(args: argparse.Namespace, out: TextIO) -> int:
         from app import gui  # noqa: PLC0415 - Qt only when the designer is asked for
     except ImportError as exc:
         raise CliError(f"the designer cannot start: {exc} (install LayerLab with its GUI dependencies)") from None
-    return int(gui.run(args.model))
+    return int(gui.run(args.model, plugins=list(args.plugins or [])))
 
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--verbose", "-v", action="store_true", help="show Python tracebacks for errors")
+    add_log_options(common)
     common.add_argument("--version", action="version", version=f"layerlab {_version()}")
     common.add_argument("--plugins", action="append", metavar="DIR", help="also load plugins from DIR (repeatable)")
     add_trust_option(common)
@@ -248,9 +250,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
     out = out or sys.stdout
     argv = list(sys.argv[1:] if argv is None else argv)
-    verbose = "--verbose" in argv or "-v" in argv
+    level = verbosity(argv)
+    verbose = level > 0
     try:
         args = build_parser().parse_args(argv)
+        from engine.log import configure  # after parsing: `layerlab --help` imports no engine
+
+        configure(level)
         if args.command is None:
             args = build_parser().parse_args(["gui", *argv])
         return COMMANDS[args.command](args, out)

@@ -32,6 +32,7 @@ def add_drift_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpar
     d.add_argument("--threshold", "-t", type=float, default=1e-2,
                    help="relative error above which a layer has drifted (default 0.01)")
     d.add_argument("--json", metavar="PATH", help="also write the per-layer errors as JSON")
+    d.add_argument("--device", type=int, metavar="N", help="the GPU of the cupy runs (CUDA ordinal; default 0)")
     return d
 
 
@@ -55,7 +56,7 @@ def cmd_drift(args: argparse.Namespace, out: TextIO) -> int:
     inputs = read_inputs(probe, spec)  # a video gives its first frame
     inputs.close()
     result = compare_precision(model, reg, inputs.arrays, reference, candidate, weights=weights, seed=args.seed,
-                               threshold=args.threshold)
+                               threshold=args.threshold, device=args.device)
     print(result.table(), file=out)
     if args.json:
         first = result.first_over

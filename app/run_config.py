@@ -18,6 +18,7 @@ key                value                                      default
 ``fusing``         ``on`` | ``off`` (fusing rules)            ``on``
 ``tf32``           ``on`` | ``off``: fp32 on the GPU may use  ``off`` (strict float32)
                    TF32 tensor cores
+``device``         the GPU of the cupy backend (ordinal)     none: GPU 0
 =================  =========================================  ==========================================
 
 Relative paths are relative to the folder of the model file. The settings make an ``engine.run.RunSpec``: the
@@ -37,6 +38,7 @@ INPUT_PREFIX = "input."
 DEFAULTS: dict[str, str] = {
     "backend": "auto", "format": AUTO, "iterations": "10", "warmup": "1", "seed": "0", "weights": "",
     "input_layout": "nchw", "profiling": "on", "fusing": "on", "tf32": "off",
+    "device": "",
 }
 FORMAT_CHOICES = (AUTO, "fp16 nhwc", "fp16 nchw", "fp32 nhwc", "fp32 nchw")
 INPUT_FILE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".npy")
@@ -129,6 +131,7 @@ def from_model(model: Model, model_path: str | None = None) -> RunConfig:
                      iterations=_int(model, "iterations", 1), warmup=_int(model, "warmup", 0), seed=_int(model, "seed", 0),
                      weights=weights, inputs=tuple(inputs), input_layout=layout, profiling=_on_off(model, "profiling"),
                      fusing="on" if _on_off(model, "fusing") else "off", tf32=_on_off(model, "tf32"),
+                     device=_int(model, "device", 0) if setting(model, "device").strip() else None,
                      warnings=tuple(warnings))
 
 

@@ -9,6 +9,7 @@ import copy
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from engine.descriptors import is_identifier
@@ -96,6 +97,9 @@ class Model:
         self.templates: dict[str, str] = {}  # template name -> its XML text, kept verbatim
         self.custom_layers: dict[str, str] = {}  # custom layer name -> its XML text, kept verbatim
         self.path: str | None = None
+        #: the folder relative paths inside the model (network layers' files) start from, when it has no path of
+        #: its own (a copy keeps its original's folder)
+        self.folder: str | None = None
         self.load_warnings: list[str] = []
         self.events = EventEmitter()
         self._undo: list[_Command | _Macro] = []
@@ -134,6 +138,7 @@ class Model:
         out.fusing_rules = copy.deepcopy(self.fusing_rules)
         out.templates = dict(self.templates)
         out.custom_layers = dict(self.custom_layers)
+        out.folder = self.folder if self.path is None else str(Path(self.path).resolve().parent)
         return out
 
     def __eq__(self, other: object) -> bool:

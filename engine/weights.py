@@ -70,3 +70,13 @@ def save_weights(folder: str | os.PathLike[str], weights: dict[str, dict[str, np
     for layer, ws in weights.items():
         for w, arr in ws.items():
             np.save(root / WeightsFolder.file_name(layer, w), np.asarray(arr, dtype=np.float32))
+
+
+def open_weights(path: str | os.PathLike[str]) -> WeightsSource:
+    """The weights source at ``path``: a folder of ``NAME_WEIGHT.npy`` files (the one place that chooses a
+    source from a path; ``engine.run.open_weights`` and network layers call it)."""
+    p = Path(path)
+    if p.is_file():
+        raise WeightsError(f"weights {p}: a single weights file is not supported yet; give a folder of "
+                           "NAME_WEIGHT.npy files")
+    return WeightsFolder(p)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from engine.descriptors import InputDesc, InputKind, LayerDesc
@@ -13,12 +13,19 @@ from engine.templates.format import TemplateDef, get_template
 from engine.templates.names import CATEGORY, template_name, template_type
 from engine.tensor import FORMATS
 
+#: Descriptor lookups of other composite layer types, by type prefix: ``engine.netlayers`` adds ``network:``.
+#: Each is called as (model, registry, layer type, stack of what is being described) and returns None when unusable.
+COMPOSITE_DESCS: dict[str, Callable[[Model, Registry, str, tuple[str, ...]], LayerDesc | None]] = {}
+
 
 def find_desc(model: Model, registry: Registry, layer_type: str, _stack: tuple[str, ...] = ()) -> LayerDesc | None:
     """The descriptor of a model layer's type: a plugin layer's, or a template instance's (None when unknown,
     or when the template is broken: ``check_template`` says why)."""
     name = template_name(layer_type)
     if name is None:
+        for prefix, describe in COMPOSITE_DESCS.items():
+            if layer_type.startswith(prefix):
+                return describe(model, registry, layer_type, _stack)
         return registry.find_layer(layer_type)
     if name not in model.templates or name in _stack:
         return None

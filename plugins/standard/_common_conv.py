@@ -104,7 +104,7 @@ CONV_PARAMS: tuple[ParamDesc, ...] = (
     ParamDesc("padding", "dimension", Dims(1, 1, 1, 1), "zero padding on each side"),
     ParamDesc("dilation", "dimension", Dims(1, 1, 1, 1), "dilation"),
     ParamDesc("groups", "uint", 1, "number of groups", min=1, max=65536),
-    ParamDesc("bias", "bool", True, "add a bias"),
+    ParamDesc("bias", "bool", True, "add a bias", legacy_names=("apply_bias",)),
 )
 CONV_WEIGHTS: tuple[str, ...] = ("weights", "bias")
 

@@ -83,7 +83,7 @@ DESC = LayerDesc(
         ParamDesc("output_padding", "dimension", Dims(1, 1, 0, 0), "added at the bottom/right"),
         ParamDesc("dilation", "dimension", Dims(1, 1, 1, 1), "dilation"),
         ParamDesc("groups", "uint", 1, "number of groups", min=1, max=65536),
-        ParamDesc("bias", "bool", True, "add a bias"),
+        ParamDesc("bias", "bool", True, "add a bias", legacy_names=("apply_bias",)),
     ),
     weights=("weights", "bias"),
     legacy_names=("transposed_convolution",),

@@ -71,7 +71,8 @@ def test_auto_format_is_one_rule_per_backend():
     ({"warmup": -1}, "warm-up iterations must be 0 or more"),
     ({"input_layout": "hwc"}, "input layout 'hwc'"),
     ({"fusing": ""}, "fusing rules"),
-    ({"device": 1}, "device 1: choosing a device is not supported yet"),
+    ({"device": -1}, "device -1: expected a GPU ordinal"),
+    ({"backend": "numpy", "device": 0}, "device 0: the numpy backend runs on the CPU"),
 ])
 def test_bad_settings_are_named(change, words):
     with pytest.raises(LayerLabError, match=words):
