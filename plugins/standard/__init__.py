@@ -47,6 +47,10 @@ LAYER_MODULES = (
     "upscale_sum",
     "zero_embed",
     # end group B
+    # ONNX import (one module name per line)
+    "prelu",
+    "group_normalization",
+    # end ONNX import
 )
 
 
