@@ -12,6 +12,7 @@ from typing import TextIO
 
 from app.cli_drift import add_drift_parser, cmd_drift
 from app.cli_export import add_export_parser, cmd_export
+from app.cli_import import add_import_parser, cmd_import
 
 USER_ERROR = 2
 
@@ -54,9 +55,10 @@ def _resolve_names(pairs: list[tuple[str | None, str]], names: list[str], what: 
 
 
 def _load(model_path: str, registry):
-    from engine.modelfile import load
+    from engine.importers import load_model_any
 
-    model = load(model_path, registry)
+    model, imported = load_model_any(model_path, registry)
+    model.weights_source = imported
     for w in model.load_warnings:
         print(f"layerlab: warning: {w}", file=sys.stderr)
     return model
@@ -84,7 +86,7 @@ def _prepare(args: argparse.Namespace):
     """Registry, model, backend, format and network for the run options shared by infer and profile."""
     from engine.backends import get_backend
     from engine.network import Network
-    from engine.weights import RandomWeights, WeightsFolder
+    from engine.weights import weights_for
 
     if args.iterations < 1:
         raise CliError(f"--iterations must be at least 1, got {args.iterations}")
@@ -94,7 +96,7 @@ def _prepare(args: argparse.Namespace):
     model = _load(args.model, reg)
     backend = get_backend(args.backend, notice=sys.stderr)
     fmt = _format(args.format, backend.name)
-    weights = WeightsFolder(args.weights) if args.weights else RandomWeights(args.seed)
+    weights = weights_for(model, args.weights, args.seed)
     net = Network(model, reg, backend, fmt, weights=weights, seed=args.seed, fusing=args.fusing_rules)
     if net.fused is not None:
         for rule, inner, outer, fused in net.fused.applied:
@@ -324,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
     run_opts = argparse.ArgumentParser(add_help=False)
-    run_opts.add_argument("model", help="model file (.lnet)")
+    run_opts.add_argument("model", help="model file (.lnet, or .onnx imported in memory)")
     run_opts.add_argument("--input", "-i", action="append", metavar="[NAME=]PATH",
                           help="input file for input layer NAME: image (PNG/JPG), video (MP4/AVI/MKV/...) or .npy")
     run_opts.add_argument("--input-layout", choices=("nchw", "nhwc"), default="nchw", help="layout of .npy inputs")
@@ -336,7 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "(default: fp16 nhwc on cupy, fp32 nchw on numpy)")
     run_opts.add_argument("--iterations", "-n", type=int, default=10, help="timed iterations (default 10)")
     run_opts.add_argument("--warmup", type=int, default=1, help="untimed warm-up iterations (default 1)")
-    run_opts.add_argument("--weights", "-w", metavar="DIR", help="weights folder (NAME_WEIGHT.npy files)")
+    run_opts.add_argument("--weights", "-w", metavar="PATH",
+                          help="weights folder (NAME_WEIGHT.npy files) or .safetensors file (default: the model's)")
     run_opts.add_argument("--backend", "-b", default="auto", choices=("auto", "numpy", "cupy"))
     run_opts.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs (default 0)")
     run_opts.add_argument("--fusing-rules", default="on", metavar="on|off|FILE",
@@ -361,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("model", nargs="?")
     add_export_parser(sub, [common])
     add_drift_parser(sub, [common])
+    add_import_parser(sub, [common])
     return p
 
 
@@ -373,7 +377,7 @@ def _version() -> str:
         return "(source tree)"
 
 
-COMMANDS = {"drift": cmd_drift, "export": cmd_export, "infer": cmd_infer, "profile": cmd_profile, "compare": cmd_compare,
+COMMANDS = {"import": cmd_import, "drift": cmd_drift, "export": cmd_export, "infer": cmd_infer, "profile": cmd_profile, "compare": cmd_compare,
             "check": cmd_check, "layers": cmd_layers, "gui": cmd_gui}
 
 

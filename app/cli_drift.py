@@ -22,7 +22,7 @@ def add_drift_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpar
     d.add_argument("--input", "-i", action="append", metavar="[NAME=]PATH",
                    help="input file for input layer NAME: image, .npy, or a video (its first frame)")
     d.add_argument("--input-layout", choices=("nchw", "nhwc"), default="nchw", help="layout of .npy inputs")
-    d.add_argument("--weights", "-w", metavar="DIR", help="weights folder (NAME_WEIGHT.npy files)")
+    d.add_argument("--weights", "-w", metavar="PATH", help="weights folder (NAME_WEIGHT.npy files) or .safetensors file")
     d.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs (default 0)")
     d.add_argument("--reference", default="numpy:fp32|nchw", metavar="[BACKEND:]FORMAT",
                    help="reference run, e.g. 'fp32', 'numpy:fp32|nchw' (default)")
@@ -64,14 +64,14 @@ def cmd_drift(args: argparse.Namespace, out: TextIO) -> int:
     """Print the per-layer drift table; exit status 1 when a layer exceeds the threshold."""
     from app.cli import CliError, _load, _registry
     from engine.analysis import Variant, compare_precision
-    from engine.weights import WeightsFolder
+    from engine.weights import weights_for
 
     if not (args.threshold > 0 and math.isfinite(args.threshold)):
         raise CliError(f"--threshold must be a positive number, got {args.threshold}")
     reg = _registry(args)
     model = _load(args.model, reg)
     inputs = _read_inputs(args, model, reg)
-    weights = WeightsFolder(args.weights) if args.weights else None
+    weights = weights_for(model, args.weights, args.seed)
     result = compare_precision(model, reg, inputs, Variant.parse(args.reference), Variant.parse(args.candidate),
                                weights=weights, seed=args.seed, threshold=args.threshold)
     print(result.table(), file=out)

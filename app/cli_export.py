@@ -84,13 +84,13 @@ def run_export(request: ExportRequest, model: Any, registry: Any) -> Any:
         export_torch,
     )
     from engine.tensor import TensorFormat
-    from engine.weights import RandomWeights, WeightsFolder
+    from engine.weights import weights_for
 
     if request.kind not in KINDS:
         raise LayerLabError(f"unknown exporter {request.kind!r}: expected one of {', '.join(KINDS)}")
     if not request.output:
         raise LayerLabError("no output path given")
-    weights = WeightsFolder(request.weights) if request.weights else RandomWeights(request.seed)
+    weights = weights_for(model, request.weights, request.seed)
     fusing = request.fusing_rules
     if request.kind == "onnx":
         opts = OnnxOptions(request.placeholders, request.fp16, request.explicit_sizes)
@@ -123,7 +123,7 @@ def add_export_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpa
         p.set_defaults(exporter=name)
         p.add_argument("model", help="model file (.lnet)")
         p.add_argument("--output", "-o", required=True, metavar="PATH", help=output)
-        p.add_argument("--weights", "-w", metavar="DIR", help="weights folder (NAME_WEIGHT.npy files)")
+        p.add_argument("--weights", "-w", metavar="PATH", help="weights folder (NAME_WEIGHT.npy files) or .safetensors file")
         p.add_argument("--seed", type=int, default=0, help="seed of the random weights used without --weights (default 0)")
         p.add_argument("--fusing-rules", default=None, metavar="on|off|FILE",
                        help=f"fusing rules applied before export (default {DEFAULT_FUSING[name]})")

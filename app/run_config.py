@@ -30,6 +30,7 @@ from engine.backends import BACKENDS
 from engine.errors import LayerLabError
 from engine.model import Model
 from engine.tensor import TensorFormat
+from engine.weights import is_weights_path
 
 INPUT_PREFIX = "input."
 DEFAULTS: dict[str, str] = {
@@ -123,8 +124,8 @@ def from_model(model: Model, model_path: str | None = None) -> RunConfig:
     weights = None
     if setting(model, "weights").strip():
         w = _path(model_dir, setting(model, "weights").strip())
-        if not w.is_dir():
-            raise SettingsError(f"network setting weights: the weights folder {w} does not exist")
+        if not is_weights_path(w):
+            raise SettingsError(f"network setting weights: {w} is neither a weights folder nor a .safetensors file")
         weights = str(w)
     names = input_layers(model)
     inputs, warnings = [], []

@@ -77,7 +77,8 @@ def build_key(model: Model, config: RunConfig) -> str:
     content.pop("settings", None)
     weights_stamp = None
     if config.weights:
-        files = sorted(Path(config.weights).glob("*.npy"))
+        w = Path(config.weights)
+        files = [w] if w.is_file() else sorted(w.glob("*.npy"))
         weights_stamp = [(f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files]
     build = {"backend": config.backend, "format": config.format, "weights": config.weights, "stamp": weights_stamp,
              "seed": config.seed, "fusing": config.fusing}
@@ -176,9 +177,9 @@ class Worker(QtCore.QObject):
         backend = get_backend(cfg.backend, notice=notice)
         self.net_notes = [notice.getvalue().strip().removeprefix("layerlab: ")] if notice.getvalue().strip() else []
         notes += self.net_notes
-        from engine.weights import RandomWeights, WeightsFolder  # noqa: PLC0415
+        from engine.weights import RandomWeights, open_weights  # noqa: PLC0415
 
-        weights = WeightsFolder(cfg.weights) if cfg.weights else RandomWeights(cfg.seed)
+        weights = open_weights(cfg.weights) if cfg.weights else RandomWeights(cfg.seed)
         net = Network(req.model, req.registry, backend, cfg.tensor_format, weights=weights, seed=cfg.seed,
                       fusing="on" if cfg.fusing else "off")
         self.builds += 1

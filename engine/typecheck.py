@@ -121,6 +121,8 @@ def _check_built(model: Model, registry: Registry, skip: set[str]) -> list[Diagn
                     if problem:
                         err(name, problem)
             dims[name] = out
+            if layer.not_runnable:
+                err(name, layer.not_runnable)
         except LayerLabError as exc:
             err(name, _strip(str(exc), spec.type, name))
             dims[name] = None

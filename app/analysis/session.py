@@ -185,13 +185,13 @@ class AnalysisSession(QtCore.QObject):
         """Build the network, load the configured inputs and run once."""
         from engine.backends import get_backend  # noqa: PLC0415
         from engine.tensor import TensorFormat  # noqa: PLC0415
-        from engine.weights import RandomWeights, WeightsFolder  # noqa: PLC0415
+        from engine.weights import RandomWeights, open_weights  # noqa: PLC0415
 
         self.cmd_stop(quiet=True)
         cfg = req.config
         notice = io.StringIO()
         backend = get_backend(cfg.backend, notice=notice)
-        weights = WeightsFolder(cfg.weights) if cfg.weights else RandomWeights(cfg.seed)
+        weights = open_weights(cfg.weights) if cfg.weights else RandomWeights(cfg.seed)
         net = Network(req.model, req.registry, backend, TensorFormat.parse(cfg.format), weights=weights, seed=cfg.seed,
                       reuse_buffers=False, fusing="on" if cfg.fusing else "off",
                       protected=self.debugger.breakpoints)
@@ -387,9 +387,9 @@ class AnalysisSession(QtCore.QObject):
         net = self._need_net()
         assert self.model is not None and self.registry is not None
         inputs = {n: net.output(n) for n in net.input_names}
-        from engine.weights import RandomWeights, WeightsFolder  # noqa: PLC0415
+        from engine.weights import RandomWeights, open_weights  # noqa: PLC0415
 
-        weights = WeightsFolder(self.config.weights) if self.config.weights else RandomWeights(self.config.seed)
+        weights = open_weights(self.config.weights) if self.config.weights else RandomWeights(self.config.seed)
         self.drift.emit(compare_precision(self.model, self.registry, inputs, "numpy:fp32|nchw", candidate,
                                           weights=weights, seed=self.config.seed, threshold=float(threshold)))
 

@@ -46,6 +46,7 @@ LAYER_MODULES = (
     "upscale_concat_two",
     "upscale_sum",
     "zero_embed",
+    "placeholder",
     # end group B
     # ONNX import (one module name per line)
     "prelu",

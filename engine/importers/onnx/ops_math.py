@@ -1,0 +1,85 @@
+"""Arithmetic: Add, Sub, Mul, Div of two tensors (element_wise, broadcasting N x C x 1 x 1 and 1 x 1 x 1 x 1) or of
+a tensor and a constant (affine, when the constant is one value or one per channel); Sum, Mean, Max, Min."""
+from __future__ import annotations
+
+import numpy as np
+
+from engine.importers.onnx._common import per_channel, tensor_inputs
+from engine.importers.onnx.context import Context, Unsupported
+from engine.importers.onnx.mapping import maps
+
+_OPERATION = {"Add": "sum", "Sum": "sum", "Sub": "sub", "Mul": "product", "Div": "div", "Max": "max", "Min": "min",
+              "Mean": "mean"}
+
+
+def _element_wise(ctx: Context, inputs: list[str]) -> None:
+    op = _OPERATION[ctx.node.op_type]
+    ctx.require_param("element_wise", "operation", op, why=f"{ctx.node.op_type} of tensors")
+    out_shape = ctx.shape(ctx.node.output[0])
+    for t in inputs:
+        s = ctx.shape(t)
+        if len(s) != len(out_shape):
+            raise Unsupported(f"inputs of ranks {[ctx.rank(i) for i in inputs]}: broadcasting needs equal ranks")
+    ctx.add("element_wise", {"operation": op}, [ctx.tensor(t) for t in inputs], ctx.node.output[0])
+
+
+def _affine(ctx: Context, x: str, scale: np.ndarray | float, shift: np.ndarray | float) -> None:
+    """``scale * x + shift`` as an affine layer (per tensor or per channel)."""
+    if isinstance(scale, float) and isinstance(shift, float):
+        ctx.add("affine", {"mode": "per_tensor", "scale": scale, "shift": shift}, [ctx.tensor(x)], ctx.node.output[0])
+        return
+    c = ctx.dims(x).c
+    ws = {k: np.broadcast_to(np.asarray(v, np.float32), (c,)).copy() for k, v in (("scale", scale), ("shift", shift))}
+    ctx.add("affine", {"mode": "per_channel"}, [ctx.tensor(x)], ctx.node.output[0], ws)
+
+
+def _binary(ctx: Context) -> None:
+    a, b = ctx.node.input[0], ctx.node.input[1]
+    op = ctx.node.op_type
+    if not ctx.is_const(a) and not ctx.is_const(b):
+        _element_wise(ctx, [a, b])
+        return
+    const_first = ctx.is_const(a)
+    x, k = (b, a) if const_first else (a, b)
+    if ctx.shape(ctx.node.output[0]) != ctx.shape(x):
+        raise Unsupported(f"the constant of shape {ctx.shape(k)} enlarges the tensor ({ctx.shape(x)} -> "
+                          f"{ctx.shape(ctx.node.output[0])})")
+    c = per_channel(ctx, ctx.consts[k], x, "constant")
+    if op == "Add":
+        _affine(ctx, x, 1.0, c)
+    elif op == "Mul":
+        _affine(ctx, x, c, 0.0)
+    elif op == "Sub":
+        _affine(ctx, x, -1.0, c) if const_first else _affine(ctx, x, 1.0, -c)
+    elif const_first:  # Div: constant / tensor
+        raise Unsupported("a constant divided by a tensor (reciprocal) has no LayerLab layer")
+    else:
+        if np.any(np.asarray(c) == 0):
+            raise Unsupported("division by a constant holding zero")
+        _affine(ctx, x, 1.0 / np.asarray(c, np.float64) if not isinstance(c, float) else 1.0 / c, 0.0)
+
+
+for _op, _text in (("Add", "sum"), ("Sub", "sub"), ("Mul", "product"), ("Div", "div")):
+    maps(_op, f"element_wise ({_text}) or affine", "two tensors (broadcasting N x C x 1 x 1 and 1 x 1 x 1 x 1), or a "
+         "tensor and a constant of one value or one per channel (folded into affine)"
+         + ("; constant / tensor refused" if _op == "Div" else ""))(_binary)
+
+
+def _variadic(ctx: Context) -> None:
+    inputs = [t for t in ctx.node.input if t]
+    if len(tensor_inputs(ctx)) != len(inputs):
+        raise Unsupported(f"{ctx.node.op_type} with a constant input is not supported")
+    if len(inputs) == 1:
+        ctx.alias(ctx.node.output[0], inputs[0])
+        ctx.folded.append(f"{ctx.node.op_type} {ctx.node_name} of one input (identity)")
+        return
+    _element_wise(ctx, inputs)
+
+
+for _op, _text in (("Sum", "sum"), ("Mean", "mean"), ("Max", "max"), ("Min", "min")):
+    maps(_op, f"element_wise ({_text})", "any number of tensors (broadcasting N x C x 1 x 1); constants refused")(_variadic)
+
+
+@maps("Neg", "affine", "scale -1")
+def neg(ctx: Context) -> None:
+    _affine(ctx, ctx.node.input[0], -1.0, 0.0)
