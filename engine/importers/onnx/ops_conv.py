@@ -6,6 +6,7 @@ import numpy as np
 from engine.importers.onnx._common import pair, padding_params, spatial_pads
 from engine.importers.onnx.context import Context, Unsupported
 from engine.importers.onnx.mapping import maps
+from engine.tensor import Dims
 
 
 @maps("Conv", "convolution", "groups, dilations, strides, `auto_pad` (SAME_UPPER, SAME_LOWER, VALID), symmetric and "
@@ -43,24 +44,40 @@ def conv_transpose(ctx: Context) -> None:
     if "output_shape" in a or auto in ("SAME_UPPER", "SAME_LOWER"):
         size = ctx.shape(x)[2:]
         target = [int(v) for v in a["output_shape"]][-2:] if "output_shape" in a else [n * s for n, s in zip(size, stride)]
-        begin, end = [], []
+        begin, end, extra = [], [], []
         for n, k, s, d, op, t in zip(size, kernel, stride, dilation, out_pad, target):
             total = s * (n - 1) + op + ((k - 1) * d + 1) - t
-            if total < 0:
-                raise Unsupported(f"output_shape {target} is larger than the transposed convolution produces")
+            if total < 0:  # a larger output: the extra rows/columns are output padding at the bottom/right
+                extra.append(-total)
+                total = 0
+            else:
+                extra.append(0)
             upper = auto == "SAME_UPPER"
             begin.append(total // 2 if upper else total - total // 2)
             end.append(total - total // 2 if upper else total // 2)
         pads = (begin[0], begin[1], end[0], end[1])
+        out_pad = (out_pad[0] + extra[0], out_pad[1] + extra[1])
     elif auto == "VALID":
         pads = (0, 0, 0, 0)
     else:
         pads = tuple(int(p) for p in a.get("pads", [0, 0, 0, 0]))  # type: ignore[assignment]
     params = {"num_output_channels": w.shape[1] * group, "kernel_size": kernel, "stride": stride, "dilation": dilation,
-              "output_padding": out_pad, "groups": group, "bias": b is not None,
-              **padding_params(ctx, "deconvolution", pads)}  # type: ignore[arg-type]
+              "output_padding": out_pad, "groups": group, "bias": b is not None}
     weights = {"weights": w} | ({"bias": b} if b is not None else {})
-    ctx.add("deconvolution", params, [ctx.tensor(x)], ctx.node.output[0], weights)
+    t, l, bo, r = pads  # type: ignore[misc]
+    if (t, l) == (bo, r) or ctx.has_param("deconvolution", "padding_end"):
+        params.update(padding_params(ctx, "deconvolution", pads))  # type: ignore[arg-type]
+        ctx.add("deconvolution", params, [ctx.tensor(x)], ctx.node.output[0], weights)
+        return
+    # asymmetric: the smaller padding on both sides, then a slice crops the rest (the same values)
+    params["padding"] = (min(t, bo), min(l, r))
+    y = ctx.node.output[0]
+    n, c, h, w_ = ctx.shape(y)
+    full = Dims(n, c, h + abs(t - bo), w_ + abs(l - r))
+    inner = ctx.add("deconvolution", params, [ctx.tensor(x)], None, weights, dims=full)
+    rows = f"{t - min(t, bo)}:{t - min(t, bo) + h}"
+    cols = f"{l - min(l, r)}:{l - min(l, r) + w_}"
+    ctx.add("slice", {"height": rows, "width": cols}, [inner], y, suffix="crop")
 
 
 def _dense(ctx: Context, x: str, weights: np.ndarray, bias: np.ndarray | None, output: str) -> None:

@@ -36,6 +36,11 @@ def _resize(ctx: Context, x: str, method: str, coord: str, nearest_mode: str, cu
         if factors is not None:  # what torch.nn.Upsample(mode='nearest') writes: the upsample layer exactly
             ctx.add("upsample", {"factor": factors, "method": "nearest"}, [ctx.tensor(x)], y)
             return
+    if coord == "align_corners" and scale is not None:
+        if any(abs(n * s - round(n * s)) > 1e-6 for n, s in zip(x_hw, scale)):
+            raise Unsupported(f"align_corners with scales {list(scale)} that do not give whole sizes (ONNX then "
+                              "maps positions with the fractional size)")
+        scale = None  # the same as resizing to the output size
     if coord == "pytorch_half_pixel" and min(y_hw) > 1:
         coord = "half_pixel"  # they differ only for an output size of 1
     if coord not in ("half_pixel", "align_corners"):
@@ -76,7 +81,8 @@ def resize(ctx: Context) -> None:
     coord = a.get("coordinate_transformation_mode", default_coord)
     scales = ctx.optional_const(1 if ctx.opset < 11 else 2)
     if scales is not None and scales.size == 2 and "axes" in a:
-        scales = np.concatenate([[1.0, 1.0], scales.reshape(-1)])
+        by_axis = dict(zip((int(v) % 4 for v in a["axes"]), scales.reshape(-1).tolist()))
+        scales = np.asarray([1.0, 1.0, by_axis[2], by_axis[3]])
     if ctx.opset >= 11 and ctx.input(3) is not None:
         scales = None  # sizes given: the output size is known statically
     _resize(ctx, x, _METHODS[mode], coord, a.get("nearest_mode", "round_prefer_floor"),

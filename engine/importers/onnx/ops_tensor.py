@@ -115,9 +115,10 @@ def depth_to_space(ctx: Context) -> None:
             [ctx.tensor(ctx.node.input[0])], ctx.node.output[0])
 
 
-@maps("SpaceToDepth", "space_to_depth", "`blocksize` (DCR order, as ONNX)")
+@maps("SpaceToDepth", "space_to_depth", "`blocksize`, modes DCR and CRD (opset 28)")
 def space_to_depth(ctx: Context) -> None:
-    ctx.add("space_to_depth", {"block_size": int(ctx.attrs()["blocksize"]), "mode": "DCR"},
+    a = ctx.attrs()
+    ctx.add("space_to_depth", {"block_size": int(a["blocksize"]), "mode": a.get("mode", "DCR")},
             [ctx.tensor(ctx.node.input[0])], ctx.node.output[0])
 
 
