@@ -123,7 +123,7 @@ class ConvBN(convolution.Convolution):
                   "1.running_var": t.weight("bn_variance")}
         conv = convolution.conv_torch_module(self.p, self.input_dims[0].c)
         bn_code = f"nn.BatchNorm2d({self.p['num_output_channels']}, eps={float(self.p['epsilon'])!r})"
-        return f"{t.module(f'nn.Sequential({conv}, {bn_code})', state)}({inputs[0]})"
+        return f"{t.module(f'nn.Sequential({conv}, {bn_code})', state)}({convolution.torch_padded_input(self.p, inputs[0])})"
 
 
 LAYER = ConvBN

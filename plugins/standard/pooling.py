@@ -9,7 +9,7 @@ import numpy as np
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
-from plugins.standard.convolution import conv_output_size
+from plugins.standard.convolution import conv_output_size, end_padding, padding_end_doc, padding_end_param
 
 POOL_TYPES = ("max", "average")
 
@@ -33,14 +33,83 @@ def pool_param_problem(kernel: Dims, stride: Dims, padding: Dims) -> tuple[str, 
     return None
 
 
-def pool_shape_problem(h: int, w: int, kernel: Dims, padding: Dims, what: str = "input") -> str | None:
-    """Message when the kernel does not fit the padded input (``what`` names that input), else None."""
-    ph, pw = h + 2 * padding.h, w + 2 * padding.w
+def pool_shape_problem(h: int, w: int, kernel: Dims, padding: Dims, what: str = "input",
+                       padding_end: Dims | None = None) -> str | None:
+    """Message when the kernel does not fit the padded input (``what`` names that input), else None.
+    ``padding_end``: the bottom/right padding when it differs from ``padding``."""
+    end = padding_end or padding
+    ph, pw = h + padding.h + end.h, w + padding.w + end.w
     if kernel.h <= ph and kernel.w <= pw:
         return None
     k = str(kernel.h) if kernel.h == kernel.w else f"{kernel.h}x{kernel.w}"
     p = str(ph) if ph == pw and kernel.h == kernel.w else f"{ph}x{pw}"
     return f"kernel {k} is larger than the padded {what} {p}"
+
+
+def pool_output_size_ext(size: int, kernel: int, stride: int, before: int, after: int, ceil_mode: bool) -> int:
+    """Output length along one axis with padding ``before``/``after`` the input, rounding down or (``ceil_mode``)
+    up as ONNX and PyTorch do: in ceil mode the last window must start inside the input or the padding before
+    it (a window starting in the padding after the input is dropped)."""
+    span = size + before + after - kernel
+    if not ceil_mode:
+        return span // stride + 1
+    out = -(-span // stride) + 1
+    if (out - 1) * stride >= size + before:
+        out -= 1
+    return out
+
+
+def _window_counts(size: int, out: int, kernel: int, stride: int, before: int, after: int,
+                   count_include_pad: bool) -> np.ndarray:
+    """The divisor of each average-pooling window along one axis: its cells inside the input (or, with
+    ``count_include_pad``, inside the input and its padding), as ONNX Runtime and PyTorch count them."""
+    start = np.arange(out) * stride - before
+    if count_include_pad:
+        return (np.minimum(start + kernel, size + after) - start).astype(np.float64)
+    return (np.minimum(start + kernel, size) - np.maximum(start, 0)).astype(np.float64)
+
+
+def pool2d_ext(xp: Any, x: Any, pool_type: str, kernel: tuple[int, int], stride: tuple[int, int],
+               pads: tuple[int, int, int, int], ceil_mode: bool, count_include_pad: bool,
+               axes: tuple[int, int] = (2, 3)) -> Any:
+    """Pooling with top, left, bottom, right ``pads`` and optional ceil rounding (see ``pool2d``; this general
+    form serves asymmetric padding and ceil mode, which the backends' kernels do not take).
+
+    The input is padded to exactly what the output windows read (-inf for max, 0 for average; in ceil mode
+    that can go beyond the given padding, and those cells never count); averages divide by
+    ``_window_counts``."""
+    ah, aw = axes
+    h, w = x.shape[ah], x.shape[aw]
+    (kh, kw), (sh, sw), (top, left, bottom, right) = kernel, stride, pads
+    ho = pool_output_size_ext(h, kh, sh, top, bottom, ceil_mode)
+    wo = pool_output_size_ext(w, kw, sw, left, right, ceil_mode)
+    is_max = pool_type == "max"
+    shape = list(x.shape)
+    shape[ah], shape[aw] = max((ho - 1) * sh + kh, top + h), max((wo - 1) * sw + kw, left + w)
+    xpad = xp.full(tuple(shape), -np.inf if is_max else 0, dtype=x.dtype)
+    inner = [slice(None)] * x.ndim
+    inner[ah], inner[aw] = slice(top, top + h), slice(left, left + w)
+    xpad[tuple(inner)] = x
+    acc = None
+    for i in range(kh):
+        for j in range(kw):
+            index = [slice(None)] * x.ndim
+            index[ah], index[aw] = slice(i, i + sh * (ho - 1) + 1, sh), slice(j, j + sw * (wo - 1) + 1, sw)
+            tap = xpad[tuple(index)]
+            if acc is None:
+                acc = tap.copy()
+            elif is_max:
+                xp.maximum(acc, tap, out=acc)
+            else:
+                acc += tap
+    if is_max:
+        return acc
+    counts = np.outer(_window_counts(h, ho, kh, sh, top, bottom, count_include_pad),
+                      _window_counts(w, wo, kw, sw, left, right, count_include_pad))
+    divisor = [1] * x.ndim
+    divisor[ah], divisor[aw] = ho, wo
+    acc *= xp.asarray((1.0 / counts).astype(acc.dtype).reshape(divisor))
+    return acc
 
 
 def _valid_counts(size: int, out: int, kernel: int, stride: int, padding: int) -> np.ndarray:
@@ -111,11 +180,15 @@ def pool_flops(x: Dims, output: Dims, kernel: Dims, global_pool: bool, pool_type
     return output.elements * (taps + (pool_type == "average"))
 
 
-def pool_onnx(g: Any, x: str, pool_type: str, k: Dims, s: Dims, p: Dims, global_pool: bool, count_include_pad: bool) -> str:
+def pool_onnx(g: Any, x: str, pool_type: str, k: Dims, s: Dims, p: Dims, global_pool: bool, count_include_pad: bool,
+              padding_end: Dims | None = None, ceil_mode: bool = False) -> str:
     """ONNX MaxPool / AveragePool (or their Global forms) equal to these pooling parameters."""
     if global_pool:
         return g.node("GlobalMaxPool" if pool_type == "max" else "GlobalAveragePool", [x])
-    attrs: dict[str, Any] = dict(kernel_shape=[k.h, k.w], strides=[s.h, s.w], pads=[p.h, p.w, p.h, p.w])
+    e = padding_end or p
+    attrs: dict[str, Any] = dict(kernel_shape=[k.h, k.w], strides=[s.h, s.w], pads=[p.h, p.w, e.h, e.w])
+    if ceil_mode:
+        attrs["ceil_mode"] = 1
     if pool_type == "max":
         return g.node("MaxPool", [x], **attrs)
     return g.node("AveragePool", [x], count_include_pad=int(count_include_pad), **attrs)
@@ -133,13 +206,45 @@ def avg_pool_exclude_pad(x: torch.Tensor, kernel: tuple[int, int], stride: tuple
 """
 
 
+_POOL_GENERAL = """
+def pool2d_general(x: torch.Tensor, is_max: bool, kernel: tuple[int, int], stride: tuple[int, int],
+                   pads: tuple[int, int, int, int], ceil_mode: bool, count_include_pad: bool) -> torch.Tensor:
+    \"\"\"Max or average pooling with top, left, bottom, right pads and ONNX / PyTorch ceil rounding (the last
+    window starts inside the input or the top/left padding), by explicit padding; averages divide by the
+    cells of each window inside the input (or inside the input and its padding with count_include_pad).\"\"\"
+    top, left, bottom, right = pads
+    reach = []  # how far past the input the windows read, per axis
+    for size, k, s, before, after in ((x.shape[2], kernel[0], stride[0], top, bottom),
+                                      (x.shape[3], kernel[1], stride[1], left, right)):
+        span = size + before + after - k
+        out = (-(-span // s) if ceil_mode else span // s) + 1
+        if ceil_mode and (out - 1) * s >= size + before:
+            out -= 1
+        reach.append((out - 1) * s + k - size - before)
+    pad = (left, reach[1], top, reach[0])
+    if is_max:
+        return F.max_pool2d(F.pad(x, pad, value=-float("inf")), kernel, stride)
+    total = F.avg_pool2d(F.pad(x, pad), kernel, stride)
+    ones = torch.ones_like(x[:, :1])
+    if count_include_pad:
+        ones = F.pad(ones, (left, right, top, bottom), value=1.0)
+        pad = (0, reach[1] - right, 0, reach[0] - bottom)
+    return total / F.avg_pool2d(F.pad(ones, pad), kernel, stride)
+"""
+
+
 def pool_torch(t: Any, x: str, pool_type: str, k: Dims, s: Dims, p: Dims, global_pool: bool,
-               count_include_pad: bool) -> str:
+               count_include_pad: bool, padding_end: Dims | None = None, ceil_mode: bool = False) -> str:
     """PyTorch expression of these pooling parameters applied to ``x``. PyTorch pools pad at most half
-    the kernel; larger paddings (allowed here up to kernel - 1) pad explicitly first."""
+    the kernel; larger paddings (allowed here up to kernel - 1) pad explicitly first, and so do
+    asymmetric padding and ceil mode (``pool2d_general``)."""
     if global_pool:
         return f"torch.amax({x}, dim=(2, 3), keepdim=True)" if pool_type == "max" else \
             f"torch.mean({x}, dim=(2, 3), keepdim=True)"
+    e = padding_end or p
+    if ceil_mode or e != p:
+        return (f"{t.helper('pool2d_general', _POOL_GENERAL)}({x}, {pool_type == 'max'}, ({k.h}, {k.w}), "
+                f"({s.h}, {s.w}), ({p.h}, {p.w}, {e.h}, {e.w}), {bool(ceil_mode)}, {bool(count_include_pad)})")
     kernel, stride, padding = f"({k.h}, {k.w})", f"({s.h}, {s.w})", f"({p.h}, {p.w})"
     small = p.h <= k.h // 2 and p.w <= k.w // 2
     pad = f"({p.w}, {p.w}, {p.h}, {p.h})"
@@ -164,18 +269,26 @@ DESC = LayerDesc(
         "<p>Reduces each KhxKw window of every channel to one value: its maximum (<b>max</b>) or its "
         "mean (<b>average</b>), like ONNX MaxPool / AveragePool (and GlobalMaxPool / "
         "GlobalAveragePool when <b>global</b> is set).</p>"
-        "<p>Output size: <code>H_out = floor((H + 2*padding - kernel) / stride) + 1</code>; the kernel "
-        "must fit the padded input.</p>"
+        "<p>Output size: <code>H_out = floor((H + padding + padding_end - kernel) / stride) + 1</code> "
+        "(<code>ceil</code> with ceil_mode); the kernel must fit the padded input.</p>"
         "<ul><li><b>input</b> (primary): N x C x H x W.</li>"
         "<li><b>pool_type</b>: <code>max</code> or <code>average</code>, default max.</li>"
         "<li><b>kernel_size</b>: window K or KhxKw, default 2, at least 1.</li>"
         "<li><b>stride</b>: S or ShxSw, default 2, at least 1.</li>"
-        "<li><b>padding</b>: P or PhxPw on each side, default 0, smaller than the kernel. Max pooling "
-        "ignores padded cells; average pooling counts them as zeros only with count_include_pad.</li>"
+        "<li><b>padding</b>: P or PhxPw on each side (top and left when padding_end is set), default 0, "
+        "smaller than the kernel. Max pooling ignores padded cells; average pooling counts them as zeros "
+        "only with count_include_pad.</li>"
+        + padding_end_doc("padding") +
+        "<li><b>ceil_mode</b>: round the output size up instead of down (ONNX and PyTorch "
+        "<code>ceil_mode</code>), default false. The extra window at the end may reach past the padding; the "
+        "cells it reads there never count, and a window that would start in the bottom/right padding is "
+        "dropped.</li>"
         "<li><b>global</b>: pool over the whole image (output N x C x 1 x 1; kernel, stride and "
         "padding are ignored), default false.</li>"
         "<li><b>count_include_pad</b>: average pooling divides by Kh*Kw (true) or by the number of "
-        "real input cells in the window (false), default false.</li></ul>"
+        "real input cells in the window (false), default false. With count_include_pad the divisor is the "
+        "part of the window inside the padded input (smaller than Kh*Kw only for ceil_mode's last "
+        "window), as ONNX Runtime and PyTorch count it.</li></ul>"
     ),
     inputs=(InputDesc("input", doc="N x C x H x W tensor to pool"),),
     params=(
@@ -186,6 +299,8 @@ DESC = LayerDesc(
         ParamDesc("padding", "dimension", Dims(1, 1, 0, 0), "padding on each side"),
         ParamDesc("global", "bool", False, "pool over the whole image", legacy_names=("global_pooling",)),
         ParamDesc("count_include_pad", "bool", False, "average pooling counts padded cells"),
+        padding_end_param(),
+        ParamDesc("ceil_mode", "bool", False, "round the output size up"),
     ),
 )
 
@@ -233,6 +348,19 @@ class Pooling(Layer):
         problem = pool_param_problem(self.p["kernel_size"], self.p["stride"], self.p["padding"])
         if problem:
             raise self.param_error(*problem)
+        k, e = self.p["kernel_size"], self._padding_end
+        if e.h >= k.h or e.w >= k.w:
+            raise self.param_error("padding_end", f"{e.h}x{e.w} must be smaller than the kernel {k.h}x{k.w} on each axis "
+                                   "(a window would hold only padding)")
+
+    @property
+    def _padding_end(self) -> Dims:
+        return end_padding(self.p["padding"], self.p["padding_end"])
+
+    @property
+    def _general(self) -> bool:
+        """True when the pooling needs ``pool2d_ext`` (asymmetric padding or ceil mode)."""
+        return self.p["ceil_mode"] or self._padding_end != self.p["padding"]
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = inputs[0]
@@ -240,9 +368,13 @@ class Pooling(Layer):
         if self.p["global"]:
             return Dims(x.n, x.c, 1, 1)
         k, s, p = self.p["kernel_size"], self.p["stride"], self.p["padding"]
-        problem = pool_shape_problem(x.h, x.w, k, p)
+        problem = pool_shape_problem(x.h, x.w, k, p, padding_end=self._padding_end)
         if problem:
             raise self.shape_error(problem)
+        if self._general:
+            e, ceil = self._padding_end, self.p["ceil_mode"]
+            return Dims(x.n, x.c, pool_output_size_ext(x.h, k.h, s.h, p.h, e.h, ceil),
+                        pool_output_size_ext(x.w, k.w, s.w, p.w, e.w, ceil))
         return Dims(x.n, x.c, pool_output_size(x.h, k.h, s.h, p.h), pool_output_size(x.w, k.w, s.w, p.w))
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
@@ -257,6 +389,12 @@ class Pooling(Layer):
             return
         k, s, p = self.p["kernel_size"], self.p["stride"], self.p["padding"]
         x = inputs[0]
+        if self._general:  # the kernels below take symmetric padding and floor rounding only
+            e = self._padding_end
+            y = pool2d_ext(self.xp, self.physical(x), self.p["pool_type"], (k.h, k.w), (s.h, s.w), (p.h, p.w, e.h, e.w),
+                           self.p["ceil_mode"], self.p["count_include_pad"], self.hw_axes)
+            self.store_physical(out, self.activate_physical(y))
+            return
         if self.backend.supports_graphs and x.dtype == out.dtype and x.flags.c_contiguous and x.size < 2**31:
             d, o = self.input_dims[0], self.out_dims
             pool_kernel()(x, int(self.hw_axes == (1, 2)), d.c, d.h, d.w, o.h, o.w, k.h, k.w, s.h, s.w, p.h, p.w,
@@ -276,11 +414,11 @@ class Pooling(Layer):
 
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
         return pool_onnx(g, inputs[0], self.p["pool_type"], self.p["kernel_size"], self.p["stride"], self.p["padding"],
-                         self.p["global"], self.p["count_include_pad"])
+                         self.p["global"], self.p["count_include_pad"], self._padding_end, self.p["ceil_mode"])
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
         return pool_torch(t, inputs[0], self.p["pool_type"], self.p["kernel_size"], self.p["stride"], self.p["padding"],
-                          self.p["global"], self.p["count_include_pad"])
+                          self.p["global"], self.p["count_include_pad"], self._padding_end, self.p["ceil_mode"])
 
 
 LAYER = Pooling

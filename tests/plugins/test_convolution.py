@@ -17,6 +17,10 @@ CASES = [
     ((1, 4, 9, 9), dict(num_output_channels=4, groups=4, kernel_size=3, padding=0, bias="false")),
     ((2, 5, 8, 10), dict(num_output_channels=7, kernel_size=1, padding=0)),
     ((1, 2, 7, 6), dict(num_output_channels=3, kernel_size="2", stride=3, padding=1)),
+    # asymmetric padding: TensorFlow SAME (extra row/column at the end), SAME_LOWER, one axis only
+    ((1, 3, 8, 9), dict(num_output_channels=4, kernel_size=3, stride=2, padding=0, padding_end=1)),
+    ((2, 4, 7, 8), dict(num_output_channels=4, kernel_size=2, padding=1, padding_end=0, groups=2)),
+    ((1, 3, 9, 7), dict(num_output_channels=5, kernel_size="3x4", padding="2x1", padding_end="0x-1", dilation=2)),
 ]
 
 
@@ -25,7 +29,8 @@ def onnx_conv(x, w, b, params):
         v = str(params.get(v, default)).split("x")
         return [int(v[0]), int(v[-1])]
     pads = pair("padding", 1)
-    attrs = dict(strides=pair("stride", 1), pads=pads + pads, dilations=pair("dilation", 1),
+    end = [p if e < 0 else e for p, e in zip(pads, pair("padding_end", -1))]
+    attrs = dict(strides=pair("stride", 1), pads=pads + end, dilations=pair("dilation", 1),
                  group=int(params.get("groups", 1)))
     inits = {"w": w} | ({"b": b} if b is not None else {})
     node = helper.make_node("Conv", ["x", "w"] + (["b"] if b is not None else []), ["y"], **attrs)
