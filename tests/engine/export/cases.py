@@ -136,6 +136,13 @@ CASES: dict[str, list[Case]] = {
         C("resize", (1, 2, 5, 6), mode="bicubic", coordinate_mode="align_corners", size="7x9"),
         C("resize", (1, 2, 6, 5), mode="bilinear", size="4x11"),
         C("resize", (1, 1, 4, 5), mode="nearest", coordinate_mode="align_corners", size="9x3"),
+        C("resize", (1, 2, 4, 5), mode="nearest", coordinate_mode="asymmetric", nearest_mode="floor"),
+        C("resize", (1, 2, 5, 4), mode="nearest", coordinate_mode="half_pixel", nearest_mode="round_prefer_ceil",
+          scale_h=1.5, scale_w=0.5),
+        C("resize", (1, 2, 4, 5), mode="bilinear", coordinate_mode="pytorch_half_pixel", size="1x9"),
+        C("resize", (1, 2, 4, 5), mode="bilinear", coordinate_mode="asymmetric", scale_h=3, scale_w=2),
+        C("resize", (1, 2, 5, 6), mode="bicubic", cubic_coeff_a=-0.5, exclude_outside="true"),
+        C("resize", (1, 2, 5, 6), mode="bicubic", coordinate_mode="asymmetric", cubic_coeff_a=-0.5, size="7x9"),
     ],
     "upsample": [C("upsample", (1, 2, 3, 4)), C("upsample", (1, 2, 3, 4), factor="3x2", method="bilinear")],
     "upscale_concat": [
