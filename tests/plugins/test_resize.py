@@ -167,3 +167,17 @@ def test_resize_follows_new_input_sizes():
     net.set_input("in0", b)
     net.run()
     assert_close(net.output("out"), onnx_resize(b, "bicubic", "half_pixel", scales=[1.5, 2]), fmt, "after reshape")
+
+
+@pytest.mark.parametrize("mode,layer_mode", [("linear", "bilinear"), ("nearest", "nearest")])
+def test_onnx_upsample_op_is_resize_asymmetric(mode, layer_mode):
+    """The deprecated ONNX Upsample (opset 9) is Resize with asymmetric coordinates (nearest: floor): the
+    resize layer computes it (the upsample layer's bilinear uses half-pixel centres, like torch.nn.Upsample)."""
+    from onnx import helper
+
+    x = np.random.default_rng(4).standard_normal((1, 2, 4, 5)).astype(np.float32)
+    node = helper.make_node("Upsample", ["x", "s"], ["y"], mode=mode)
+    ref = ort_run([node], {"x": x}, {"s": np.array([1, 1, 2, 3], np.float32)}, opset=9)[0]
+    out, _, _ = run_layer("resize", dict(mode=layer_mode, coordinate_mode="asymmetric", nearest_mode="floor",
+                                         scale_h=2, scale_w=3), [x], FORMATS[0])
+    assert_close(out, ref, FORMATS[0], f"Upsample {mode}")
