@@ -46,6 +46,9 @@ class ImportResult:
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     placeholders: bool = False
     onnx_nodes: int = 0
+    #: ONNX graph input / output name -> the LayerLab input / output layer made for it
+    input_layers: dict[str, str] = field(default_factory=dict)
+    output_layers: dict[str, str] = field(default_factory=dict)
 
     def weights_source(self) -> WeightsSource:
         """The imported weights as a weights source (in memory)."""
@@ -206,9 +209,10 @@ def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int,
     cm: CleanModel = load_clean(src, input_shapes, clean)
     graph = cm.proto.graph
     ctx = Context(graph, cm.opset, registry, cm.consts, cm.shapes)
+    inputs, outputs = {}, {}
     for inp in graph_inputs(cm.proto):
         ctx.node = None
-        name = ctx.unique(identifier(inp.name, "input"))
+        name = inputs[inp.name] = ctx.unique(identifier(inp.name, "input"))
         dims = Dims(*cm.input_shapes[inp.name])
         ctx.add("input", {"dimensions": dims}, [], inp.name, name=name, dims=dims)
         ctx.notes[name] = f"ONNX graph input {inp.name}"
@@ -221,7 +225,7 @@ def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int,
             if not refused:
                 raise OnnxImportError(f"{src}: graph output {out.name!r} is not computed by any imported node")
             continue
-        name = ctx.unique(identifier(out.name, "output"))
+        name = outputs[out.name] = ctx.unique(identifier(out.name, "output"))
         ctx.add("output", {}, [ctx.sources[out.name].layer], None, name=name)
         ctx.notes[name] = f"ONNX graph output {out.name}"
     if progress is not None:
@@ -239,4 +243,4 @@ def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int,
         progress(1, 1, "done")
     return ImportResult(model, weights, src, ctx.mapped, ctx.folded, refused, cm.notices,
                         {k: v for k, v in cm.input_shapes.items() if input_shapes and k in input_shapes},
-                        placeholders, len(graph.node))
+                        placeholders, len(graph.node), inputs, outputs)

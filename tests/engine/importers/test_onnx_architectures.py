@@ -1,0 +1,78 @@
+"""Real CNN architectures written in PyTorch, exported with both torch.onnx exporters, imported and compared
+with onnxruntime: fp32 NCHW within 1e-4 relative L2, fp16 NHWC within 1e-2, on NumPy (and CuPy on a GPU)."""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.importers.onnx import import_onnx
+from engine.typecheck import ERROR, check
+from tests.engine.importers.architectures import ARCHITECTURES, export
+from tests.engine.importers.helpers import REGISTRY, reference, rel_l2, run
+
+EXPORTERS = ("torchscript", "dynamo")
+CASES = [(name, exporter) for exporter in EXPORTERS for name in ARCHITECTURES]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], tuple[Path, np.ndarray, np.ndarray]]:
+    """(architecture, exporter) -> (ONNX path, input, onnxruntime output), exported on first use."""
+    root = tmp_path_factory.mktemp("architectures")
+    cache: dict[tuple[str, str], tuple[Path, np.ndarray, np.ndarray]] = {}
+
+    class Lazy(dict):
+        def __missing__(self, key: tuple[str, str]) -> tuple[Path, np.ndarray, np.ndarray]:
+            name, exporter = key
+            path = root / f"{name}_{exporter}.onnx"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                x = export(name, str(path), dynamo=exporter == "dynamo").numpy()
+            self[key] = (path, x, reference(path, {"input": x})[0])
+            return self[key]
+    return Lazy(cache)
+
+
+@pytest.mark.parametrize(("name", "exporter"), CASES)
+def test_architecture_matches_onnxruntime(exported, name: str, exporter: str) -> None:
+    path, x, ref = exported[(name, exporter)]
+    result = import_onnx(path, registry=REGISTRY)
+    assert not result.refused and "placeholder" not in {s.type for s in result.model.layers.values()}
+    assert [d for d in check(result.model, REGISTRY) if d.severity == ERROR] == []
+    fp32 = run(result, {"input": x}, "fp32 nchw")[0]
+    assert rel_l2(fp32.reshape(ref.shape), ref) < 1e-4
+    fp16 = run(result, {"input": x}, "fp16 nhwc")[0]
+    assert rel_l2(fp16.reshape(ref.shape), ref) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("name", "exporter"), CASES)
+def test_architecture_matches_onnxruntime_on_gpu(exported, name: str, exporter: str) -> None:
+    path, x, ref = exported[(name, exporter)]
+    result = import_onnx(path, registry=REGISTRY)
+    for fmt, tol in (("fp32 nchw", 1e-4), ("fp16 nhwc", 1e-2)):
+        got = run(result, {"input": x}, fmt, backend="cupy")[0]
+        assert rel_l2(got.reshape(ref.shape), ref) < tol
+
+
+def test_structure_of_imported_architectures(exported) -> None:
+    """What the mapping made of them: pixel shuffle as depth_to_space, squeeze-excitation as pooling + 1x1
+    convolutions + sigmoid + broadcast product, ReLU6 as clamp, the classifier as fully_connected, PReLU as
+    prelu (per channel) and leaky_relu (shared slope), bilinear upsampling as resize, nearest as upsample."""
+    def layers(name: str) -> list[tuple[str, str]]:
+        r = import_onnx(exported[(name, "torchscript")][0], registry=REGISTRY)
+        return [(s.type, s.activation) for s in r.model.layers.values()]
+
+    assert ("depth_to_space", "sigmoid") in layers("espcn")
+    eff = layers("efficientnet_block")
+    assert ("pooling", "none") in eff and ("convolution", "sigmoid") in eff and ("element_wise", "none") in eff
+    assert ("convolution", "silu") in eff
+    mob = layers("mobilenet_v2")
+    assert ("convolution", "clamp") in mob and ("fully_connected", "none") in mob
+    prelu = layers("prelu_net")
+    assert ("prelu", "none") in prelu and ("convolution", "leaky_relu") in prelu and ("upsample", "none") in prelu
+    assert ("resize", "none") in layers("unet")
+    assert ("resize", "softmax") in layers("segmentation_head")
+    assert ("element_wise", "none") in layers("dncnn")
