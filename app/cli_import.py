@@ -52,6 +52,9 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     output = Path(args.output) if args.output else src.with_suffix(".lnet")
     if output.suffix.lower() != ".lnet":
         raise CliError(f"--output {output}: the model file must end in .lnet")
+    for what, target in (("model", output), ("weights file", Path(args.weights_file) if args.weights_file else output)):
+        if not target.parent.is_dir():
+            raise CliError(f"{target.parent}: no such folder for the {what}")
     shapes = dict(parse_input_shape(t) for t in args.input_shape)
     reg = _registry(args)
     result = import_onnx(src, input_shapes=shapes, placeholders=args.placeholders, progress=_progress(sys.stderr),

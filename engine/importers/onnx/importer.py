@@ -153,8 +153,10 @@ def _map_nodes(ctx: Context, placeholders: bool, progress: Progress | None) -> l
         if id(node) in ctx.consumed or (node.op_type == "Constant" and node.domain in ("", "ai.onnx")):
             continue
         ctx.node = node
-        if any(t in dead for t in node.input if t):
+        if any(t in dead for t in node.input if t):  # after a refused node: only say if it is refused itself
             dead.update(node.output)
+            if node.domain not in ("", "ai.onnx") or node.op_type not in table:
+                refused.append(Refusal(node.op_type, ctx.node_name, "no LayerLab equivalent"))
             continue
         layers_before, sources_before = set(ctx.layers), set(ctx.sources)
         folded_before, consumed_before = len(ctx.folded), set(ctx.consumed)
