@@ -28,7 +28,7 @@ def _integer_factors(scale: tuple[float, float] | None, x_hw: tuple[int, ...], y
 
 
 def _resize(ctx: Context, x: str, method: str, coord: str, nearest_mode: str, cubic_a: float,
-            scale: tuple[float, float] | None) -> None:
+            scale: tuple[float, float] | None, exclude_outside: bool = False) -> None:
     y = ctx.node.output[0]
     x_hw, y_hw = ctx.shape(x)[2:], ctx.shape(y)[2:]
     if method == "nearest" and coord == "asymmetric" and nearest_mode == "floor":
@@ -54,6 +54,9 @@ def _resize(ctx: Context, x: str, method: str, coord: str, nearest_mode: str, cu
     if method == "bicubic" and cubic_a != -0.75:
         ctx.require_param("resize", "cubic_coeff_a", why=f"cubic_coeff_a {cubic_a}")
         params["cubic_coeff_a"] = cubic_a
+    if exclude_outside and method != "nearest":
+        ctx.require_param("resize", "exclude_outside", why="exclude_outside=1")
+        params["exclude_outside"] = True
     if scale is not None:
         params.update(size=(0, 0), scale_h=scale[0], scale_w=scale[1])
     else:
@@ -63,13 +66,14 @@ def _resize(ctx: Context, x: str, method: str, coord: str, nearest_mode: str, cu
 
 @maps("Resize", "resize or upsample", "modes nearest, linear, cubic (`cubic_coeff_a` -0.75, other values with the "
       "resize layer's `cubic_coeff_a`); coordinate modes half_pixel, pytorch_half_pixel, align_corners, asymmetric "
-      "(nearest + floor with integer factors becomes upsample); `nearest_mode`; scales or sizes of H and W; "
-      "`exclude_outside`, `antialias`, tf_crop_and_resize refused")
+      "(nearest + floor with integer factors becomes upsample); `nearest_mode`; `exclude_outside`; scales or sizes of "
+      "H and W; `antialias`, `keep_aspect_ratio_policy` other than stretch, tf_crop_and_resize and "
+      "half_pixel_symmetric refused")
 def resize(ctx: Context) -> None:
     x = ctx.node.input[0]
     a = ctx.attrs()
-    if int(a.get("exclude_outside", 0)) or int(a.get("antialias", 0)):
-        raise Unsupported("exclude_outside and antialias are not supported")
+    if int(a.get("antialias", 0)):
+        raise Unsupported("antialias is not supported")
     if a.get("keep_aspect_ratio_policy", "stretch") != "stretch":
         raise Unsupported(f"keep_aspect_ratio_policy {a['keep_aspect_ratio_policy']}")
     if "axes" in a and sorted(int(v) % 4 for v in a["axes"]) != [2, 3]:
@@ -86,7 +90,8 @@ def resize(ctx: Context) -> None:
     if ctx.opset >= 11 and ctx.input(3) is not None:
         scales = None  # sizes given: the output size is known statically
     _resize(ctx, x, _METHODS[mode], coord, a.get("nearest_mode", "round_prefer_floor"),
-            float(a.get("cubic_coeff_a", -0.75)), _scales(ctx, scales, x, ctx.node.output[0]))
+            float(a.get("cubic_coeff_a", -0.75)), _scales(ctx, scales, x, ctx.node.output[0]),
+            bool(int(a.get("exclude_outside", 0))))
 
 
 @maps("Upsample", "upsample or resize", "opset 7-9: nearest (integer factors) and linear (needs the asymmetric "

@@ -32,7 +32,7 @@ CATEGORIES = {
     "reshape that is no flatten": "reshaping",
     "MatMul that is no N x K by K x M product": "only a K x M matrix",
     "Pad with a non-zero constant": "only zero padding",
-    "Resize with exclude_outside or antialias": "exclude_outside and antialias",
+    "Resize with antialias": "antialias is not supported",
     "Resize keep_aspect_ratio_policy": "keep_aspect_ratio_policy",
     "Resize tf_crop_and_resize": "tf_crop_and_resize",
     "Resize half_pixel_symmetric": "half_pixel_symmetric",
