@@ -377,8 +377,9 @@ def _version() -> str:
         return "(source tree)"
 
 
-COMMANDS = {"import": cmd_import, "drift": cmd_drift, "export": cmd_export, "infer": cmd_infer, "profile": cmd_profile, "compare": cmd_compare,
+COMMANDS = {"drift": cmd_drift, "export": cmd_export, "infer": cmd_infer, "profile": cmd_profile, "compare": cmd_compare,
             "check": cmd_check, "layers": cmd_layers, "gui": cmd_gui}
+COMMANDS["import"] = cmd_import
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:

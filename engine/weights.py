@@ -1,8 +1,8 @@
 """Weights sources.
 
 Two formats hold a network's weights: a folder of ``.npy`` files and a single safetensors file
-(``open_weights`` picks by what the path is). A weights folder holds one ``.npy`` file per layer weight, named ``<layer>_<weight>.npy``
-(``conv1_weights.npy``, ``conv1_bias.npy``), stored float32 (float16 is accepted) in the layer's
+(``open_weights`` picks by what the path is). A weights folder holds one ``.npy`` file per layer weight,
+named ``<layer>_<weight>.npy`` (``conv1_weights.npy``, ``conv1_bias.npy``), stored float32 (float16 is accepted) in the layer's
 logical shape: convolution weights are (C_out, C_in / groups, K_h, K_w), biases (C_out,).
 A safetensors file (pickle-free, memory-mapped when read) holds one tensor per weight named
 ``<layer>.<weight>`` (``conv1.weights``), same dtypes and shapes.

@@ -169,7 +169,8 @@ def _map_nodes(ctx: Context, placeholders: bool, progress: Progress | None) -> l
                     raise Unsupported("no LayerLab equivalent")
                 mapping.fn(ctx)
         except (Unsupported, KeyError, ValueError, IndexError) as exc:
-            reason = str(exc) if isinstance(exc, Unsupported) else f"attributes or inputs not understood ({type(exc).__name__}: {exc})"
+            reason = str(exc) if isinstance(exc, Unsupported) else \
+                f"attributes or inputs not understood ({type(exc).__name__}: {exc})"
             for name in set(ctx.layers) - layers_before:  # undo a mapping that failed half-way
                 del ctx.layers[name]
                 ctx.weights.pop(name, None)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.importers.onnx._common import pair, padding_params, spatial_pads
+from engine.importers.onnx._common import padding_params, pair, spatial_pads
 from engine.importers.onnx.context import Context, Unsupported
 from engine.importers.onnx.mapping import maps
 from engine.tensor import Dims

@@ -1,7 +1,7 @@
 """Pooling: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, ReduceMean and ReduceMax over H and W."""
 from __future__ import annotations
 
-from engine.importers.onnx._common import pair, padding_params, spatial_pads
+from engine.importers.onnx._common import padding_params, pair, spatial_pads
 from engine.importers.onnx.context import Context, Unsupported
 from engine.importers.onnx.mapping import maps
 

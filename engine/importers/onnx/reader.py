@@ -135,10 +135,11 @@ def fix_input_shapes(proto: Any, given: dict[str, tuple[int, ...]], where: str) 
             if dims and len(dims) != 4:
                 raise OnnxImportError(f"{where}: input {inp.name!r} has rank {len(dims)}; LayerLab inputs are "
                                       "N x C x H x W (rank 4)")
+            fixed = "x".join(str(x.dim_value) if x.HasField("dim_value") else "?" for x in dims)
             for d, v in zip(dims, shape):
                 if d.HasField("dim_value") and d.dim_value != v:
                     raise OnnxImportError(f"--input-shape {inp.name}={'x'.join(map(str, shape))}: the model fixes "
-                                          f"that input to {'x'.join(str(x.dim_value) if x.HasField('dim_value') else '?' for x in dims)}")
+                                          f"that input to {fixed}")
         else:
             if len(dims) != 4:
                 raise OnnxImportError(f"{where}: input {inp.name!r} has rank {len(dims) if dims else 'unknown'}; "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import helper
 
 from engine.importers.onnx import OnnxImportError, import_onnx
 from engine.importers.onnx.layout import layered_positions
