@@ -72,8 +72,9 @@ def _window_counts(size: int, out: int, kernel: int, stride: int, before: int, a
 def pool2d_ext(xp: Any, x: Any, pool_type: str, kernel: tuple[int, int], stride: tuple[int, int],
                pads: tuple[int, int, int, int], ceil_mode: bool, count_include_pad: bool,
                axes: tuple[int, int] = (2, 3)) -> Any:
-    """Pooling with top, left, bottom, right ``pads`` and optional ceil rounding (see ``pool2d``; this general
-    form serves asymmetric padding and ceil mode, which the backends' kernels do not take).
+    """Pooling with top, left, bottom, right ``pads`` and optional ceil rounding, a loop over kernel taps on the
+    H and W ``axes`` ((2, 3) for NCHW, (1, 2) for NHWC). ``pool2d`` is its symmetric, floor-rounded case; the
+    backends' kernels take only that case.
 
     The input is padded to exactly what the output windows read (-inf for max, 0 for average; in ceil mode
     that can go beyond the given padding, and those cells never count); averages divide by
@@ -86,10 +87,13 @@ def pool2d_ext(xp: Any, x: Any, pool_type: str, kernel: tuple[int, int], stride:
     is_max = pool_type == "max"
     shape = list(x.shape)
     shape[ah], shape[aw] = max((ho - 1) * sh + kh, top + h), max((wo - 1) * sw + kw, left + w)
-    xpad = xp.full(tuple(shape), -np.inf if is_max else 0, dtype=x.dtype)
-    inner = [slice(None)] * x.ndim
-    inner[ah], inner[aw] = slice(top, top + h), slice(left, left + w)
-    xpad[tuple(inner)] = x
+    if top == left == 0 and shape[ah] == h and shape[aw] == w:
+        xpad = x  # the windows read the input only: no padded copy
+    else:
+        xpad = xp.full(tuple(shape), -np.inf if is_max else 0, dtype=x.dtype)
+        inner = [slice(None)] * x.ndim
+        inner[ah], inner[aw] = slice(top, top + h), slice(left, left + w)
+        xpad[tuple(inner)] = x
     acc = None
     for i in range(kh):
         for j in range(kw):
@@ -106,16 +110,13 @@ def pool2d_ext(xp: Any, x: Any, pool_type: str, kernel: tuple[int, int], stride:
         return acc
     counts = np.outer(_window_counts(h, ho, kh, sh, top, bottom, count_include_pad),
                       _window_counts(w, wo, kw, sw, left, right, count_include_pad))
+    if np.all(counts == kh * kw):  # every window whole: one scale
+        acc *= acc.dtype.type(1.0 / (kh * kw))
+        return acc
     divisor = [1] * x.ndim
     divisor[ah], divisor[aw] = ho, wo
     acc *= xp.asarray((1.0 / counts).astype(acc.dtype).reshape(divisor))
     return acc
-
-
-def _valid_counts(size: int, out: int, kernel: int, stride: int, padding: int) -> np.ndarray:
-    """How many real (not padded) cells each output window covers along one axis."""
-    start = np.arange(out) * stride - padding
-    return (np.minimum(start + kernel, size) - np.maximum(start, 0)).astype(np.float64)
 
 
 def pool2d(xp: Any, x: Any, pool_type: str, kernel: tuple[int, int], stride: tuple[int, int],
@@ -125,46 +126,8 @@ def pool2d(xp: Any, x: Any, pool_type: str, kernel: tuple[int, int], stride: tup
 
     Max pooling pads with -inf; average pooling pads with zeros and divides by the window size
     (``count_include_pad``) or by the number of real cells in the window."""
-    ah, aw = axes
-    h, w = x.shape[ah], x.shape[aw]
-    kh, kw = kernel
-    sh, sw = stride
     ph, pw = padding
-    ho, wo = pool_output_size(h, kh, sh, ph), pool_output_size(w, kw, sw, pw)
-    is_max = pool_type == "max"
-
-    def window(hs: slice, ws: slice) -> tuple[slice, ...]:
-        index = [slice(None)] * x.ndim
-        index[ah], index[aw] = hs, ws
-        return tuple(index)
-
-    if ph or pw:
-        shape = list(x.shape)
-        shape[ah], shape[aw] = h + 2 * ph, w + 2 * pw
-        xpad = xp.full(tuple(shape), -np.inf if is_max else 0, dtype=x.dtype)
-        xpad[window(slice(ph, ph + h), slice(pw, pw + w))] = x
-    else:
-        xpad = x
-    acc = None
-    for i in range(kh):
-        for j in range(kw):
-            tap = xpad[window(slice(i, i + sh * (ho - 1) + 1, sh), slice(j, j + sw * (wo - 1) + 1, sw))]
-            if acc is None:
-                acc = tap.copy()
-            elif is_max:
-                xp.maximum(acc, tap, out=acc)
-            else:
-                acc += tap
-    if is_max:
-        return acc
-    if count_include_pad or not (ph or pw):
-        acc *= acc.dtype.type(1.0 / (kh * kw))
-    else:
-        counts = np.outer(_valid_counts(h, ho, kh, sh, ph), _valid_counts(w, wo, kw, sw, pw))
-        shape = [1] * x.ndim
-        shape[ah], shape[aw] = ho, wo
-        acc *= xp.asarray((1.0 / counts).astype(acc.dtype).reshape(shape))
-    return acc
+    return pool2d_ext(xp, x, pool_type, kernel, stride, (ph, pw, ph, pw), False, count_include_pad, axes)
 
 
 def global_pool2d(xp: Any, x: Any, pool_type: str) -> Any:
