@@ -35,6 +35,24 @@ def end_padding(padding: Dims, padding_end: Dims | None) -> Dims:
                 padding.w if padding_end.w < 0 else padding_end.w)
 
 
+def pad_to_symmetric(xp: Any, x: Any, pads: tuple[int, int, int, int], axes: tuple[int, int]) -> tuple[Any, tuple[int, int]]:
+    """``x`` (any layout; H and W on ``axes``) zero-padded on the side of each axis that pads more, by the
+    difference, and the padding (h, w) then left to apply on both sides: a convolution with top, left,
+    bottom, right ``pads`` of ``x`` equals one with that symmetric padding of the result (so the backends'
+    symmetric kernels serve asymmetric padding, for the cost of one copy)."""
+    top, left, bottom, right = pads
+    common = (min(top, bottom), min(left, right))
+    shape = list(x.shape)
+    shape[axes[0]] += abs(top - bottom)
+    shape[axes[1]] += abs(left - right)
+    out = xp.zeros(tuple(shape), dtype=x.dtype)
+    index = [slice(None)] * x.ndim
+    index[axes[0]] = slice(top - common[0], top - common[0] + x.shape[axes[0]])
+    index[axes[1]] = slice(left - common[1], left - common[1] + x.shape[axes[1]])
+    out[tuple(index)] = x
+    return out, common
+
+
 def padding_end_doc(what: str = "zero padding") -> str:
     """Documentation line of a ``padding_end`` parameter."""
     return (f"<li><b>padding_end</b>: {what} at the bottom and right, P or PhxPw, for asymmetric padding (ONNX "
@@ -241,8 +259,12 @@ class Convolution(Layer):
         this case, otherwise im2col + a matrix product (BLAS / cuBLAS) and the activation."""
         s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
         geometry = ((s.h, s.w), (p.h, p.w), (d.h, d.w))
-        if is_asymmetric(self.p):  # the backends' kernels pad symmetrically: the generic path pads each side
+        if is_asymmetric(self.p):  # the backends' kernels pad symmetrically
             e = end_padding(p, self.p["padding_end"])
+            if self.backend.has_conv_kernels:
+                xs, common = pad_to_symmetric(self.xp, x, (p.h, p.w, e.h, e.w), self.hw_axes)
+                if self._backend_conv(xs, w, b, out, ((s.h, s.w), common, (d.h, d.w)), cacheable):
+                    return
             geometry = ((s.h, s.w), (p.h, p.w, e.h, e.w), (d.h, d.w))
         elif self.backend.has_conv_kernels and self._backend_conv(x, w, b, out, geometry, cacheable):
             return

@@ -84,3 +84,18 @@ def test_bad_parameters_are_named():
     with pytest.raises(ShapeError, match=r"convolution L: kernel 9x9 \(dilated\) is larger than the padded input 6x6"):
         run_layer("convolution", dict(kernel_size=5, dilation=2, padding=0), [np.zeros((1, 4, 6, 6), np.float32)],
                   FORMATS[0])
+
+
+def test_asymmetric_padding_equals_explicit_padding_then_symmetric():
+    """pad_to_symmetric (how asymmetric padding reaches the backends' symmetric kernels) pads the larger side
+    by the difference, in either layout."""
+    from plugins.standard.convolution import pad_to_symmetric
+
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    y, common = pad_to_symmetric(np, x, (2, 0, 1, 3), (2, 3))
+    assert common == (1, 0) and y.shape == (2, 3, 5, 8)
+    np.testing.assert_array_equal(y, np.pad(x, ((0, 0), (0, 0), (1, 0), (0, 3))))
+    nhwc = x.transpose(0, 2, 3, 1)
+    y, common = pad_to_symmetric(np, nhwc, (0, 2, 1, 1), (1, 2))
+    assert common == (0, 1)
+    np.testing.assert_array_equal(y, np.pad(nhwc, ((0, 0), (0, 1), (1, 0), (0, 0))))
