@@ -21,6 +21,9 @@ DEFAULT_BATCH, DEFAULT_SIZE = 1, 224
 #: fusions of onnxslim that would hide layers of the user's network (batch normalization folded into the
 #: convolution, scales into weights); the importer keeps those layers as they are
 KEPT_APART = ["FusionConvBN", "FusionConvTransposeBN", "FusionConvMul", "FusionConvTransposeMul", "FusionGemmMul"]
+#: onnxslim passes left out: weight tying (sharing equal initializers) compares every pair of constants, which
+#: takes seconds on a 1,000-node model and changes nothing LayerLab keeps (each layer has its own weights)
+SKIPPED = ["weight_tying"]
 
 
 @dataclass
@@ -176,7 +179,7 @@ def simplify(proto: Any) -> tuple[Any, str | None]:
 
     logging.getLogger("onnxslim").setLevel(logging.ERROR)
     try:
-        return onnxslim.slim(proto, skip_fusion_patterns=KEPT_APART), None
+        return onnxslim.slim(proto, skip_fusion_patterns=KEPT_APART, skip_optimizations=SKIPPED), None
     except Exception as exc:  # noqa: BLE001 - a simplifier failure must not stop the import
         return proto, f"graph clean-up (onnxslim) failed, the graph is imported as it is: {type(exc).__name__}: {exc}"
 
