@@ -76,3 +76,34 @@ def test_structure_of_imported_architectures(exported) -> None:
     assert ("resize", "none") in layers("unet")
     assert ("resize", "softmax") in layers("segmentation_head")
     assert ("element_wise", "none") in layers("dncnn")
+
+
+@pytest.mark.parametrize("name", list(ARCHITECTURES))
+def test_imported_architecture_exports_back_to_onnx_and_pytorch(exported, name: str, tmp_path) -> None:
+    """Imported, then exported by LayerLab to ONNX and to a PyTorch module (its imported weights): both give
+    the original network's outputs."""
+    import importlib.util
+    import sys
+
+    import torch
+
+    from engine.export import OnnxOptions, TorchOptions, export_onnx, export_torch
+
+    path, x, ref = exported[(name, "torchscript")]
+    result = import_onnx(path, registry=REGISTRY)
+    out_name = result.output_layers["output"]
+    back = tmp_path / "back.onnx"
+    export_onnx(result.model, REGISTRY, back, OnnxOptions(), result.weights_source(), fusing="off")
+    got = reference(back, {result.input_layers["input"]: x})
+    assert rel_l2(got[0].reshape(ref.shape), ref) < 1e-4
+    done = export_torch(result.model, REGISTRY, tmp_path / "torch", TorchOptions(), result.weights_source(), fusing="off")
+    spec = importlib.util.spec_from_file_location(f"imported_{name}_{abs(hash(str(tmp_path)))}", done.path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    cls = next(getattr(module, n) for n in dir(module) if isinstance(getattr(module, n), type)
+               and issubclass(getattr(module, n), torch.nn.Module) and hasattr(getattr(module, n), "from_weights"))
+    with torch.no_grad():
+        y = cls.from_weights()(torch.from_numpy(x))
+    y = y if isinstance(y, torch.Tensor) else y[list(result.output_layers.values()).index(out_name)]
+    assert rel_l2(y.numpy().reshape(ref.shape), ref) < 1e-4
