@@ -143,14 +143,43 @@ def pool_flops(x: Dims, output: Dims, kernel: Dims, global_pool: bool, pool_type
     return output.elements * (taps + (pool_type == "average"))
 
 
+def onnx_ceil_agrees(size: int, kernel: int, stride: int, before: int, after: int) -> bool:
+    """True when ONNX's ceil-mode size formula before opset 22 (which keeps a last window starting in the end
+    padding, where onnxruntime and PyTorch drop it) gives LayerLab's size along this axis."""
+    ours = pool_output_size_ext(size, kernel, stride, before, after, True)
+    return ours == -(-(size + before + after - kernel) // stride) + 1
+
+
+def ceil_as_floor_padding(size: int, kernel: int, stride: int, before: int, after: int) -> int:
+    """The end padding with which floor rounding gives the windows ceil rounding gives along one axis of
+    length ``size`` (``after`` itself, or more: what the extra window reads; always less than the kernel)."""
+    out = pool_output_size_ext(size, kernel, stride, before, after, True)
+    if out == pool_output_size_ext(size, kernel, stride, before, after, False):
+        return after
+    return (out - 1) * stride + kernel - size - before
+
+
 def pool_onnx(g: Any, x: str, pool_type: str, k: Dims, s: Dims, p: Dims, global_pool: bool, count_include_pad: bool,
-              padding_end: Dims | None = None, ceil_mode: bool = False) -> str:
-    """ONNX MaxPool / AveragePool (or their Global forms) equal to these pooling parameters."""
+              padding_end: Dims | None = None, ceil_mode: bool = False, input_hw: tuple[int, int] | None = None) -> str:
+    """ONNX MaxPool / AveragePool (or their Global forms) equal to these pooling parameters.
+
+    ``input_hw``: the input's size when the export fixes it. ONNX's shape inference before opset 22 keeps a
+    last ceil-mode window that starts in the end padding (onnxruntime drops it, as LayerLab does); for a fixed
+    size where that happens, the ceil rounding is written as floor rounding with the end padding it reads, so
+    that the file's sizes check (with an explicit zero Pad first for averages counting padded cells)."""
     if global_pool:
         return g.node("GlobalMaxPool" if pool_type == "max" else "GlobalAveragePool", [x])
     e = padding_end or p
     attrs: dict[str, Any] = dict(kernel_shape=[k.h, k.w], strides=[s.h, s.w], pads=[p.h, p.w, e.h, e.w])
-    if ceil_mode:
+    axes = [] if input_hw is None else list(zip(input_hw, (k.h, k.w), (s.h, s.w), (p.h, p.w), (e.h, e.w)))
+    if ceil_mode and axes and not all(onnx_ceil_agrees(*axis) for axis in axes):
+        ends = [ceil_as_floor_padding(*axis) for axis in axes]
+        if pool_type == "average" and count_include_pad:
+            x = g.node("Pad", [x, g.ints("pads", [0, 0, p.h, p.w, 0, 0, e.h, e.w])], "padded")
+            attrs["pads"] = [0, 0, ends[0] - e.h, ends[1] - e.w]
+            return g.node("AveragePool", [x], count_include_pad=0, **attrs)
+        attrs["pads"] = [p.h, p.w, *ends]
+    elif ceil_mode:
         attrs["ceil_mode"] = 1
     if pool_type == "max":
         return g.node("MaxPool", [x], **attrs)
@@ -376,8 +405,10 @@ class Pooling(Layer):
     torch_support = "yes"
 
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        x = self.input_dims[0]
         return pool_onnx(g, inputs[0], self.p["pool_type"], self.p["kernel_size"], self.p["stride"], self.p["padding"],
-                         self.p["global"], self.p["count_include_pad"], self._padding_end, self.p["ceil_mode"])
+                         self.p["global"], self.p["count_include_pad"], self._padding_end, self.p["ceil_mode"],
+                         (x.h, x.w) if g.options.explicit_sizes else None)
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
         return pool_torch(t, inputs[0], self.p["pool_type"], self.p["kernel_size"], self.p["stride"], self.p["padding"],

@@ -88,6 +88,15 @@ CASES: dict[str, list[Case]] = {
         C("pooling", (1, 2, 8, 10), pool_type="average", kernel_size=3, stride=2, padding=1, ceil_mode="true",
           count_include_pad="true"),
         C("pooling", (1, 2, 8, 10), pool_type="average", kernel_size=3, stride=2, padding=1, ceil_mode="true"),
+        # a last ceil window starting in the bottom/right padding is dropped (ONNX shape inference before opset
+        # 22 keeps it; onnxruntime and PyTorch drop it)
+        C("pooling", (1, 2, 5, 5), kernel_size=2, stride=2, padding=1, ceil_mode="true"),
+        C("pooling", (1, 2, 5, 7), pool_type="average", kernel_size=2, stride=2, padding=1, ceil_mode="true",
+          count_include_pad="true"),
+        # ... on one axis while ceil rounding adds a window on the other
+        C("pooling", (1, 2, 5, 7), kernel_size=2, stride=2, padding="1x0", ceil_mode="true"),
+        C("pooling", (1, 2, 5, 7), pool_type="average", kernel_size=2, stride=2, padding="1x0", ceil_mode="true",
+          count_include_pad="true"),
     ],
     "batch_normalization": [C("batch_normalization", (2, 3, 4, 5), epsilon=0.01)],
     "affine": [
