@@ -50,10 +50,9 @@ def pool_output_size_ext(size: int, kernel: int, stride: int, before: int, after
     """Output length along one axis with padding ``before``/``after`` the input, rounding down or (``ceil_mode``)
     up as ONNX and PyTorch do: in ceil mode the last window must start inside the input or the padding before
     it (a window starting in the padding after the input is dropped)."""
-    span = size + before + after - kernel
     if not ceil_mode:
-        return span // stride + 1
-    out = -(-span // stride) + 1
+        return conv_output_size(size, kernel, stride, before, after, 1)
+    out = -(-(size + before + after - kernel) // stride) + 1
     if (out - 1) * stride >= size + before:
         out -= 1
     return out
