@@ -192,6 +192,21 @@ class PReLUNet(nn.Module):
         return self.c3(F.interpolate(y, scale_factor=2, mode="nearest"))
 
 
+class ActivationZoo(nn.Module):
+    """Every activation PyTorch networks commonly use, each after a convolution (GELU both ways, Softplus with
+    its threshold, ReLU6...), so the exporters' decompositions of each are imported."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        acts = [nn.GELU(), nn.GELU(approximate="tanh"), nn.Hardswish(), nn.Mish(), nn.ELU(0.7), nn.Softplus(),
+                nn.Hardsigmoid(), nn.SiLU(), nn.LeakyReLU(0.1), nn.ReLU6(), nn.SELU(), nn.CELU(0.8), nn.Tanh()]
+        self.layers = nn.Sequential(*(m for a in acts for m in (nn.Conv2d(4, 4, 3, padding=1), a)))
+        self.first = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(self.first(x) * 4.0)
+
+
 #: name -> (constructor, input shape N x C x H x W)
 ARCHITECTURES: dict[str, tuple[Callable[[], nn.Module], tuple[int, int, int, int]]] = {
     "resnet18": (ResNet18, (1, 3, 64, 64)),
@@ -202,6 +217,7 @@ ARCHITECTURES: dict[str, tuple[Callable[[], nn.Module], tuple[int, int, int, int
     "efficientnet_block": (EfficientBlock, (2, 3, 24, 24)),
     "segmentation_head": (SegmentationHead, (1, 3, 40, 56)),
     "prelu_net": (PReLUNet, (1, 3, 32, 32)),
+    "activation_zoo": (ActivationZoo, (1, 3, 16, 16)),
 }
 
 

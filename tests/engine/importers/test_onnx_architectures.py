@@ -107,3 +107,13 @@ def test_imported_architecture_exports_back_to_onnx_and_pytorch(exported, name: 
         y = cls.from_weights()(torch.from_numpy(x))
     y = y if isinstance(y, torch.Tensor) else y[list(result.output_layers.values()).index(out_name)]
     assert rel_l2(y.numpy().reshape(ref.shape), ref) < 1e-4
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_every_activation_folds_into_its_convolution(exported, exporter: str) -> None:
+    """GELU (erf and tanh forms), Softplus with its threshold (dynamo), Mish, Hardswish... each decomposed
+    by the exporter is recognised and joins the convolution before it."""
+    r = import_onnx(exported[("activation_zoo", exporter)][0], registry=REGISTRY)
+    acts = [s.activation for s in r.model.layers.values() if s.type == "convolution"]
+    assert acts == ["none", "gelu", "gelu_tanh", "hardswish", "mish", "elu", "softplus", "hard_sigmoid", "silu",
+                    "leaky_relu", "clamp", "selu", "celu", "tanh"]
