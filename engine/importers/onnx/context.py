@@ -248,6 +248,17 @@ class Context:
             self.bind(output, lname)
         return lname
 
+    def update(self, layer: str, params: dict[str, Any], weights: dict[str, np.ndarray] | None = None) -> None:
+        """Replace the parameters (typed values) and weights of a layer made earlier in this import."""
+        spec = self.layers[layer]
+        desc = self.registry.find_layer(spec.type)
+        assert desc is not None
+        spec.params = {k: desc.param(k).format(v) for k, v in params.items()}
+        if weights:
+            self.weights[layer] = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()}
+        else:
+            self.weights.pop(layer, None)
+
     def bind(self, tensor: str, layer: str, flat: bool = False) -> None:
         """``tensor`` is computed by ``layer`` (``flat``: as its flattened output)."""
         self.sources[tensor] = Source(layer, flat)
@@ -270,7 +281,7 @@ class Context:
         self.tensor(tensor)
         spec = self.layers[src.layer]
         fusable = (spec.type not in ("input", "placeholder") and spec.activation == "none"
-                   and self._single_use(src.layer, tensor, {id(self.node), *map(id, pattern)}))
+                   and self.single_use(src.layer, tensor, {id(self.node), *map(id, pattern)}))
         if fusable:
             spec.activation = name
             spec.act_coefs = {k: _num(v) for k, v in coefs.items()}
@@ -281,13 +292,16 @@ class Context:
         return self.add("affine", {"mode": "per_tensor", "scale": 1.0, "shift": 0.0}, [src.layer], output,
                         activation=(name, coefs))
 
-    def _single_use(self, layer: str, tensor: str, mine: set[int]) -> bool:
-        """True when the nodes ``mine`` (ids) are the only readers of every tensor bound to ``layer`` and
-        none of them is a graph output (so an activation may join the layer)."""
+    def single_use(self, layer: str, tensor: str, mine: set[int]) -> bool:
+        """True when the nodes ``mine`` (ids) and nodes already absorbed into ``layer`` are the only readers of
+        every tensor bound to ``layer`` and none of them is a graph output (so the current node may join it)."""
+        def absorbed(node: Any) -> bool:
+            return all(o in self.sources and self.sources[o].layer == layer for o in node.output if o)
+
         for t, s in self.sources.items():
             if s.layer != layer:
                 continue
-            if t in self.graph_outputs or any(id(r) not in mine for r in self.readers(t)):
+            if t in self.graph_outputs or any(id(r) not in mine and not absorbed(r) for r in self.readers(t)):
                 return False
         return True
 

@@ -23,14 +23,50 @@ def _element_wise(ctx: Context, inputs: list[str]) -> None:
     ctx.add("element_wise", {"operation": op}, [ctx.tensor(t) for t in inputs], ctx.node.output[0])
 
 
-def _affine(ctx: Context, x: str, scale: np.ndarray | float, shift: np.ndarray | float) -> None:
-    """``scale * x + shift`` as an affine layer (per tensor or per channel)."""
+def _affine_values(scale: np.ndarray | float, shift: np.ndarray | float, c: int) -> tuple[dict, dict | None]:
+    """Parameters and weights of an affine layer computing ``scale * x + shift`` on C channels."""
     if isinstance(scale, float) and isinstance(shift, float):
-        ctx.add("affine", {"mode": "per_tensor", "scale": scale, "shift": shift}, [ctx.tensor(x)], ctx.node.output[0])
+        return {"mode": "per_tensor", "scale": scale, "shift": shift}, None
+    ws = {k: np.broadcast_to(np.asarray(v, np.float64), (c,)).astype(np.float32) for k, v in
+          (("scale", scale), ("shift", shift))}
+    return {"mode": "per_channel"}, ws
+
+
+def _merged(ctx: Context, x: str, scale: np.ndarray | float, shift: np.ndarray | float) -> bool:
+    """Fold ``scale * x + shift`` into the affine layer computing ``x`` when nothing else reads it and it has
+    no activation (so ``(x - mean) / std`` is one layer)."""
+    src = ctx.sources.get(x)
+    if src is None or src.flat:
+        return False
+    spec = ctx.layers[src.layer]
+    if spec.type != "affine" or spec.activation != "none" or any(spec.inputs[1:]) or \
+            not ctx.single_use(src.layer, x, {id(ctx.node)}):
+        return False
+    if spec.params.get("mode") == "per_channel":
+        s0, b0 = (ctx.weights[src.layer][k].astype(np.float64) for k in ("scale", "shift"))
+    else:
+        s0, b0 = float(spec.params.get("scale", "1")), float(spec.params.get("shift", "0"))
+    params, weights = _affine_values(_mul(scale, s0), _add(_mul(scale, b0), shift), ctx.dims(x).c)
+    ctx.update(src.layer, params, weights)
+    ctx.bind(ctx.node.output[0], src.layer)
+    ctx.folded.append(f"{ctx.node.op_type} {ctx.node_name} -> merged into affine {src.layer}")
+    return True
+
+
+def _mul(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray | float:
+    return a * b if isinstance(a, float) and isinstance(b, float) else np.asarray(a, np.float64) * b
+
+
+def _add(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray | float:
+    return a + b if isinstance(a, float) and isinstance(b, float) else np.asarray(a, np.float64) + b
+
+
+def _affine(ctx: Context, x: str, scale: np.ndarray | float, shift: np.ndarray | float) -> None:
+    """``scale * x + shift`` as an affine layer (per tensor or per channel), or merged into the one before."""
+    if _merged(ctx, x, scale, shift):
         return
-    c = ctx.dims(x).c
-    ws = {k: np.broadcast_to(np.asarray(v, np.float32), (c,)).copy() for k, v in (("scale", scale), ("shift", shift))}
-    ctx.add("affine", {"mode": "per_channel"}, [ctx.tensor(x)], ctx.node.output[0], ws)
+    params, weights = _affine_values(scale, shift, ctx.dims(x).c)
+    ctx.add("affine", params, [ctx.tensor(x)], ctx.node.output[0], weights)
 
 
 def _binary(ctx: Context) -> None:

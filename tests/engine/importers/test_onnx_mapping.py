@@ -244,3 +244,16 @@ def test_layout_columns_follow_the_graph() -> None:
     assert pos["a"][0] < pos["b"][0] == pos["c"][0] < pos["d"][0]
     assert pos["b"][1] != pos["c"][1]
     assert len(set(pos.values())) == len(pos)
+
+
+def test_consecutive_constant_arithmetic_is_one_affine_layer(tmp_path) -> None:
+    """(x - mean) / std * 2 + 1, per channel then per tensor: one affine layer; with a second reader of the
+    intermediate result it stays two."""
+    nodes = [helper.make_node("Sub", ["x", "mean"], ["a"]), helper.make_node("Div", ["a", "std"], ["b"]),
+             helper.make_node("Mul", ["b", "two"], ["c"]), helper.make_node("Add", ["c", "one"], ["y"])]
+    consts = {"mean": _x((1, 4, 1, 1)), "std": np.abs(_x((4, 1, 1))) + 0.5, "two": np.float32(2), "one": np.float32(1)}
+    r = _one(tmp_path, nodes, [2, 4, 6, 5], consts)
+    assert types(r) == ["input", "affine", "output"] and len(r.folded) == 3
+    nodes[-1] = helper.make_node("Add", ["c", "b"], ["y"])
+    r = _one(tmp_path, nodes, [2, 4, 6, 5], consts)
+    assert types(r) == ["input", "affine", "affine", "element_wise", "output"]
