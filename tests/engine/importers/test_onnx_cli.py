@@ -223,3 +223,16 @@ def test_open_weights_reads_both_formats_and_names_bad_files(tmp_path) -> None:
         open_weights(tmp_path / "bad.safetensors")
     with pytest.raises(WeightsError, match="does not exist"):
         open_weights(tmp_path / "missing.safetensors")
+
+
+def test_designer_run_settings_take_a_safetensors_weights_file(dncnn, tmp_path) -> None:
+    from app.run_config import SettingsError, from_model
+
+    path, _, _ = dncnn
+    result = import_onnx(path, registry=REGISTRY)
+    lnet, weights = result.write(tmp_path / "m.lnet")
+    model = load(lnet, REGISTRY)
+    assert from_model(model, str(lnet)).weights == str(weights.resolve())
+    model.settings["weights"] = "missing.safetensors"
+    with pytest.raises(SettingsError, match="neither a weights folder nor a .safetensors file"):
+        from_model(model, str(lnet))

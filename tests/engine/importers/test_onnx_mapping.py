@@ -183,6 +183,16 @@ def test_softmax_only_over_channels(tmp_path) -> None:
     ({"mode": "linear", "coordinate_transformation_mode": "align_corners"}, [1, 1, 2, 2], "resize"),
     ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, [1, 1, 1.5, 0.6], "resize"),
     ({"mode": "cubic", "coordinate_transformation_mode": "half_pixel"}, [1, 1, 2, 2], "resize"),
+    ({"mode": "cubic", "coordinate_transformation_mode": "asymmetric", "cubic_coeff_a": -0.5}, [1, 1, 2, 1.5], "resize"),
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "round_prefer_ceil"},
+     [1, 1, 1.5, 2.5], "resize"),
+    ({"mode": "nearest", "coordinate_transformation_mode": "half_pixel", "nearest_mode": "round_prefer_floor"},
+     [1, 1, 0.5, 3], "resize"),
+    ({"mode": "nearest", "coordinate_transformation_mode": "align_corners", "nearest_mode": "ceil"}, [1, 1, 2, 2],
+     "resize"),
+    ({"mode": "linear", "coordinate_transformation_mode": "asymmetric"}, [1, 1, 2, 2], "resize"),
+    ({"mode": "cubic", "coordinate_transformation_mode": "half_pixel", "exclude_outside": 1}, [1, 1, 0.5, 2],
+     "resize"),
 ])
 def test_resize_modes(tmp_path, attrs, scales, layer) -> None:
     r = _one(tmp_path, [helper.make_node("Resize", ["x", "", "sc"], ["y"], **attrs)], None,
