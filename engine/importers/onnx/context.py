@@ -90,6 +90,8 @@ class Context:
     folded: list[str] = field(default_factory=list)
     mapped: list[tuple[str, str, str]] = field(default_factory=list)  # (op, node, layer)
     node: Any = None  # the node being mapped
+    notes: dict[str, str] = field(default_factory=dict)  # layer -> the ONNX node it came from
+    _dims: dict[str, Dims] = field(default_factory=dict)  # layer -> its output dimensions
 
     def __post_init__(self) -> None:
         for n in self.graph.node:
@@ -208,9 +210,6 @@ class Context:
         return self.registry.find_activation(name) is not None
 
     # ---- making layers ---------------------------------------------------------------------------------
-    _dims: dict[str, Dims] = field(default_factory=dict)
-    notes: dict[str, str] = field(default_factory=dict)
-
     def unique(self, base: str) -> str:
         name, k = base, 2
         while name in self.layers:
@@ -227,8 +226,9 @@ class Context:
         desc = self.registry.find_layer(layer_type)
         if desc is None:
             raise Unsupported(f"the loaded collections have no {layer_type} layer")
-        base = identifier(name or self.node.name or (output or self.node.op_type), self.node.op_type.lower()
-                          if self.node is not None else "layer")
+        node = self.node
+        fallback = node.op_type.lower() if node is not None else "layer"
+        base = identifier(name or (node.name if node is not None and node.name else output) or fallback, fallback)
         lname = self.unique(f"{base}_{suffix}" if suffix else base)
         text = {k: desc.param(k).format(v) for k, v in params.items()}
         spec = LayerSpec(lname, layer_type, text, inputs=list(inputs))
