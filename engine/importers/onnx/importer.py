@@ -93,8 +93,14 @@ class ImportResult:
         except ValueError:  # another drive
             rel = str(wfile.resolve())
         self.model.settings["weights"] = rel
+        existed = wfile.exists()
         save_safetensors(wfile, self.weights, {"source": self.source.name, "format": "layerlab-weights-1"})
-        save(self.model, target)
+        try:
+            save(self.model, target)
+        except BaseException:
+            if not existed:  # no weights file without its model
+                wfile.unlink(missing_ok=True)
+            raise
         return target, wfile
 
 
