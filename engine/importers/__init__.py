@@ -25,11 +25,12 @@ def load_model_any(path: str | os.PathLike[str], registry: Registry, **options: 
 
     Returns the model and, for an import, the weights source holding the imported weights (None for a
     ``.lnet``, whose weights come from its settings or the command line). ``options`` go to the importer
-    (``input_shapes``, ``placeholders``)."""
+    (``input_shapes``, ``placeholders``). The import's notices become the model's load warnings."""
     if is_importable(path):
         from engine.importers.onnx import import_onnx  # noqa: PLC0415 - onnx is imported only when needed
 
         result = import_onnx(path, registry=registry, **options)  # type: ignore[arg-type]
+        result.model.load_warnings = [*result.notices, *(f"placeholder for {r}" for r in result.refused)]
         return result.model, result.weights_source()
     from engine.modelfile import load  # noqa: PLC0415
 
