@@ -124,6 +124,8 @@ def from_model(model: Model, model_path: str | None = None) -> RunConfig:
     weights = None
     if setting(model, "weights").strip():
         w = _path(model_dir, setting(model, "weights").strip())
+        if not w.exists():
+            raise SettingsError(f"network setting weights: the weights folder or file {w} does not exist")
         if not is_weights_path(w):
             raise SettingsError(f"network setting weights: {w} is neither a weights folder nor a .safetensors file")
         weights = str(w)

@@ -234,5 +234,8 @@ def test_designer_run_settings_take_a_safetensors_weights_file(dncnn, tmp_path) 
     model = load(lnet, REGISTRY)
     assert from_model(model, str(lnet)).weights == str(weights.resolve())
     model.settings["weights"] = "missing.safetensors"
+    with pytest.raises(SettingsError, match="missing.safetensors does not exist"):
+        from_model(model, str(lnet))
+    model.settings["weights"] = "m.lnet"
     with pytest.raises(SettingsError, match="neither a weights folder nor a .safetensors file"):
         from_model(model, str(lnet))
