@@ -146,14 +146,18 @@ for _op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
 def pixel_shuffle_mode(shape6: tuple[int, ...], perm: list[int], shape_in: tuple[int, ...],
                        shape_out: tuple[int, ...]) -> tuple[str, int] | None:
     """(mode, block) when Reshape(N,C,H,W -> 6-D) -> Transpose(perm) -> Reshape(-> N,C/b²,H*b,W*b) is
-    DepthToSpace (DCR: N,b,b,C',H,W with perm 0,3,4,1,5,2; CRD: N,C',b,b,H,W with perm 0,1,4,2,5,3)."""
-    if len(shape6) != 6 or len(shape_in) != 4 or len(shape_out) != 4:
+    DepthToSpace (DCR: N,b,b,C',H,W with perm 0,3,4,1,5,2; CRD: N,C',b,b,H,W with perm 0,1,4,2,5,3). The last
+    Reshape may also flatten the result to N x (C*H*W) (a simplifier merges the two reshapes)."""
+    if len(shape6) != 6 or len(shape_in) != 4 or len(shape_out) not in (2, 4):
         return None
     n, c, h, w = shape_in
+    if len(shape_out) == 2:
+        shape_out = (n, -1, -1, -1) if tuple(shape_out) == (n, c * h * w) else ()
     for mode, expect_perm, b_axes, c_axis in (("DCR", [0, 3, 4, 1, 5, 2], (1, 2), 3),
                                               ("CRD", [0, 1, 4, 2, 5, 3], (2, 3), 1)):
         b = shape6[b_axes[0]]
         if list(perm) == expect_perm and shape6[b_axes[1]] == b and b > 1 and shape6[c_axis] * b * b == c \
-                and tuple(shape6[4:]) == (h, w) and shape6[0] == n and tuple(shape_out) == (n, c // (b * b), h * b, w * b):
+                and tuple(shape6[4:]) == (h, w) and shape6[0] == n and \
+                tuple(shape_out) in ((n, c // (b * b), h * b, w * b), (n, -1, -1, -1)):
             return mode, b
     return None

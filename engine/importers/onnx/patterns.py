@@ -20,6 +20,7 @@ import numpy as np
 
 from engine.importers.onnx.context import Context
 from engine.importers.onnx.ops_tensor import pixel_shuffle_mode
+from engine.tensor import Dims
 
 
 def _gated(ctx: Context, inner: Any, act: str) -> bool:
@@ -159,7 +160,10 @@ def pixel_shuffle(ctx: Context) -> bool:
     if found is None:
         return False
     mode, block = found
-    ctx.add("depth_to_space", {"block_size": block, "mode": mode}, [ctx.tensor(first.input[0])], last.output[0])
+    n, c, h, w = ctx.shape(first.input[0])
+    dims = Dims(n, c // (block * block), h * block, w * block)
+    layer = ctx.add("depth_to_space", {"block_size": block, "mode": mode}, [ctx.tensor(first.input[0])], dims=dims)
+    ctx.bind(last.output[0], layer, flat=ctx.rank(last.output[0]) == 2)
     ctx.consumed.update((id(tr), id(last)))
     ctx.folded.append(f"Reshape+Transpose+Reshape {ctx.node_name} -> depth_to_space ({mode}, block {block})")
     return True

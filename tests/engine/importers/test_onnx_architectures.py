@@ -117,3 +117,43 @@ def test_every_activation_folds_into_its_convolution(exported, exporter: str) ->
     acts = [s.activation for s in r.model.layers.values() if s.type == "convolution"]
     assert acts == ["none", "gelu", "gelu_tanh", "hardswish", "mish", "elu", "softplus", "hard_sigmoid", "silu",
                     "leaky_relu", "clamp", "selu", "celu", "tanh"]
+
+
+class _ShapeGraphs(__import__("torch").nn.Module):
+    """Sizes read at run time (``x.size(0)``, ``x.shape``): the exporters write Shape -> Gather -> Concat ->
+    Reshape sub-graphs; a hand-written pixel shuffle (view, permute, reshape)."""
+
+    def __init__(self) -> None:
+        import torch
+
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = torch.nn.Linear(2 * 12 * 12, 5)
+
+    def forward(self, x):  # noqa: ANN001, ANN201
+        y = self.conv(x)
+        n, c, h, w = y.shape
+        y = y.view(n, c // 4, 2, 2, h, w).permute(0, 1, 4, 2, 5, 3).reshape(n, c // 4, h * 2, w * 2)
+        return self.fc(y.reshape(y.size(0), -1))
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_shape_sub_graphs_are_folded_and_pixel_shuffle_recognised(tmp_path, exporter: str) -> None:
+    import onnx
+    import torch
+
+    torch.manual_seed(0)
+    x = torch.rand(1, 3, 6, 6)
+    path = tmp_path / "shapes.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_ShapeGraphs().eval(), (x,), str(path), input_names=["input"], output_names=["output"],
+                          dynamo=exporter == "dynamo", dynamic_axes=None if exporter == "dynamo" else
+                          {"input": {0: "n", 2: "h", 3: "w"}})
+    ops = {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert "Reshape" in ops and "Transpose" in ops
+    result = import_onnx(path, registry=REGISTRY, input_shapes={"input": (1, 3, 6, 6)})
+    assert [s.type for s in result.model.layers.values()] == ["input", "convolution", "depth_to_space",
+                                                              "fully_connected", "output"]
+    ref = reference(path, {"input": x.numpy()})[0]
+    assert rel_l2(run(result, {"input": x.numpy()})[0].reshape(ref.shape), ref) < 1e-4
