@@ -91,6 +91,7 @@ class Context:
     mapped: list[tuple[str, str, str]] = field(default_factory=list)  # (op, node, layer)
     node: Any = None  # the node being mapped
     notes: dict[str, str] = field(default_factory=dict)  # layer -> the ONNX node it came from
+    notices: list[str] = field(default_factory=list)  # for the user (layout changes...)
     _dims: dict[str, Dims] = field(default_factory=dict)  # layer -> its output dimensions
 
     def __post_init__(self) -> None:

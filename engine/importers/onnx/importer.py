@@ -250,6 +250,6 @@ def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int,
     weights = {k: v for k, v in ctx.weights.items() if k in used}
     if progress is not None:
         progress(1, 1, "done")
-    return ImportResult(model, weights, src, ctx.mapped, ctx.folded, refused, cm.notices,
+    return ImportResult(model, weights, src, ctx.mapped, ctx.folded, refused, cm.notices + ctx.notices,
                         {k: v for k, v in cm.input_shapes.items() if input_shapes and k in input_shapes},
                         placeholders, len(graph.node), inputs, outputs)

@@ -143,6 +143,27 @@ for _op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
          "N x K x 1 x 1; other shapes refused (Reshape-Transpose-Reshape pixel shuffle is recognised)")(_view)
 
 
+@maps("Transpose", "(none: folded at an input or output)", "N x H x W x C -> N x C x H x W right after a graph input "
+      "(tf2onnx) and N x C x H x W -> N x H x W x C right before a graph output: the LayerLab input and output are "
+      "N x C x H x W; any other transpose refused (pixel shuffle is recognised)")
+def transpose(ctx: Context) -> None:
+    x, y = ctx.node.input[0], ctx.node.output[0]
+    perm = [int(p) for p in ctx.attrs().get("perm", [])]
+    graph_inputs = {i.name for i in ctx.graph.input}
+    if perm == [0, 3, 1, 2] and x in graph_inputs and ctx.layers[ctx.source(x).layer].type == "input":
+        ctx.sources[y] = ctx.source(x)
+        ctx.folded.append(f"Transpose {ctx.node_name} (N x H x W x C input to N x C x H x W)")
+        return
+    if perm == [0, 2, 3, 1] and y in ctx.graph_outputs and not ctx.readers(y) and ctx.rank(x) == 4:
+        ctx.sources[y] = ctx.source(x)
+        ctx.folded.append(f"Transpose {ctx.node_name} (N x C x H x W to N x H x W x C output)")
+        ctx.notices.append(f"output {y} is N x H x W x C in the ONNX model; the LayerLab output is N x C x H x W "
+                           "(the Transpose before it is folded)")
+        return
+    raise Unsupported(f"perm {perm}: LayerLab tensors stay N x C x H x W (only an N x H x W x C input or output is "
+                      "folded)")
+
+
 def pixel_shuffle_mode(shape6: tuple[int, ...], perm: list[int], shape_in: tuple[int, ...],
                        shape_out: tuple[int, ...]) -> tuple[str, int] | None:
     """(mode, block) when Reshape(N,C,H,W -> 6-D) -> Transpose(perm) -> Reshape(-> N,C/b²,H*b,W*b) is

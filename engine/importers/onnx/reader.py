@@ -108,6 +108,24 @@ def check(proto: Any, where: str) -> int:
     return opset
 
 
+NHWC_TO_NCHW = [0, 3, 1, 2]
+
+
+def nhwc_inputs(proto: Any) -> set[str]:
+    """Inputs read only by a Transpose to N x C x H x W (how tf2onnx writes TensorFlow's N x H x W x C inputs)."""
+    readers: dict[str, list[Any]] = {}
+    for n in proto.graph.node:
+        for t in n.input:
+            readers.setdefault(t, []).append(n)
+    out = set()
+    for inp in graph_inputs(proto):
+        r = readers.get(inp.name, [])
+        if r and all(n.op_type == "Transpose" and [a.ints for a in n.attribute if a.name == "perm"] == [NHWC_TO_NCHW]
+                     for n in r):
+            out.add(inp.name)
+    return out
+
+
 def graph_inputs(proto: Any) -> list[Any]:
     inits = {t.name for t in proto.graph.initializer}
     return [i for i in proto.graph.input if i.name not in inits]
@@ -125,7 +143,9 @@ def fix_input_shapes(proto: Any, given: dict[str, tuple[int, ...]], where: str) 
     if unknown:
         raise OnnxImportError(f"--input-shape names {', '.join(unknown)}, but the model's inputs are {', '.join(names)}")
     shapes, notices, defaulted = {}, [], []
+    nhwc = nhwc_inputs(proto)
     for inp in inputs:
+        order = NHWC_TO_NCHW if inp.name in nhwc else [0, 1, 2, 3]  # ONNX axis of N, C, H, W
         tt = inp.type.tensor_type
         if not inp.type.HasField("tensor_type") or tt.elem_type not in floats:
             kind = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name if inp.type.HasField("tensor_type") and \
@@ -134,12 +154,12 @@ def fix_input_shapes(proto: Any, given: dict[str, tuple[int, ...]], where: str) 
                                   "(N x C x H x W images or feature maps)")
         dims = list(tt.shape.dim) if tt.HasField("shape") else []
         if inp.name in given:
-            shape = given[inp.name]
+            shape = given[inp.name]  # N x C x H x W; written to the model in its own axis order below
             if dims and len(dims) != 4:
                 raise OnnxImportError(f"{where}: input {inp.name!r} has rank {len(dims)}; LayerLab inputs are "
                                       "N x C x H x W (rank 4)")
             fixed = "x".join(str(x.dim_value) if x.HasField("dim_value") else "?" for x in dims)
-            for d, v in zip(dims, shape):
+            for d, v in zip(dims, [shape[order.index(k)] for k in range(4)] if dims else []):
                 if d.HasField("dim_value") and d.dim_value != v:
                     raise OnnxImportError(f"--input-shape {inp.name}={'x'.join(map(str, shape))}: the model fixes "
                                           f"that input to {fixed}")
@@ -149,10 +169,11 @@ def fix_input_shapes(proto: Any, given: dict[str, tuple[int, ...]], where: str) 
                                       "LayerLab inputs are N x C x H x W (rank 4)" +
                                       ("" if dims else f" (give it with --input-shape {inp.name}=NxCxHxW)"))
             shape = []
-            for axis, d in enumerate(dims):
+            for axis in order:
+                d = dims[axis]
                 if d.HasField("dim_value") and d.dim_value > 0:
                     shape.append(int(d.dim_value))
-                elif axis == 1:
+                elif axis == order[1]:
                     raise OnnxImportError(f"{where}: input {inp.name!r} has a symbolic channel count; give it with "
                                           f"--input-shape {inp.name}=NxCxHxW")
                 else:
@@ -160,12 +181,15 @@ def fix_input_shapes(proto: Any, given: dict[str, tuple[int, ...]], where: str) 
                     defaulted.append(inp.name)
             shape = tuple(shape)
         tt.ClearField("shape")
-        for v in shape:
-            tt.shape.dim.add().dim_value = int(v)
+        for axis in range(4):
+            tt.shape.dim.add().dim_value = int(shape[order.index(axis)])
         shapes[inp.name] = tuple(int(v) for v in shape)
     for name in dict.fromkeys(defaulted):
         notices.append(f"input {name} has symbolic sizes: imported as {'x'.join(map(str, shapes[name]))} "
                        f"(N={DEFAULT_BATCH}, H=W={DEFAULT_SIZE} by default; use --input-shape {name}=NxCxHxW)")
+    for name in sorted(nhwc):
+        notices.append(f"input {name} is N x H x W x C in the ONNX model, read only through a Transpose to "
+                       "N x C x H x W: the LayerLab input takes N x C x H x W (the Transpose is folded)")
     return shapes, notices
 
 

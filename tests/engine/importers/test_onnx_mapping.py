@@ -40,7 +40,7 @@ def test_reshape_transpose_reshape_pixel_shuffle_is_depth_to_space(tmp_path, mod
 
 def test_a_transpose_that_is_no_pixel_shuffle_is_refused(tmp_path) -> None:
     nodes = [helper.make_node("Transpose", ["x"], ["y"], perm=[0, 1, 3, 2])]
-    with pytest.raises(OnnxImportError, match="Transpose node .*no LayerLab equivalent"):
+    with pytest.raises(OnnxImportError, match=r"Transpose node .*perm \[0, 1, 3, 2\]: LayerLab tensors stay"):
         _one(tmp_path, nodes, [2, 4, 5, 6])
 
 
@@ -267,3 +267,21 @@ def test_consecutive_constant_arithmetic_is_one_affine_layer(tmp_path) -> None:
     nodes[-1] = helper.make_node("Add", ["c", "b"], ["y"])
     r = _one(tmp_path, nodes, [2, 4, 6, 5], consts)
     assert types(r) == ["input", "affine", "affine", "element_wise", "output"]
+
+
+def test_nhwc_input_and_output_transposes_are_folded(tmp_path) -> None:
+    """tf2onnx's layout: N x H x W x C input, Transpose to N x C x H x W, ..., Transpose back before the output.
+    The LayerLab network takes and gives N x C x H x W; symbolic sizes and --input-shape follow N x C x H x W."""
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]), helper.make_node("Conv", ["t", "w"], ["c"]),
+             helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Transpose", ["r"], ["y"], perm=[0, 2, 3, 1])]
+    path = save_graph(tmp_path / "nhwc.onnx", nodes, [tensor("x", ["n", "h", "w", 3])], [tensor("y", None)],
+                      {"w": _x((5, 3, 3, 3))})
+    r = import_onnx(path, registry=REGISTRY, input_shapes={"x": (2, 3, 9, 7)})
+    assert types(r) == ["input", "convolution", "output"] and r.model.layers["x"].params["dimensions"] == "2x3x9x7"
+    assert any("N x H x W x C" in n for n in r.notices)
+    x = _x((2, 9, 7, 3))
+    from tests.engine.importers.helpers import reference, rel_l2, run
+
+    want = reference(path, {"x": x})[0]
+    got = run(r, {"x": x.transpose(0, 3, 1, 2)})[0]
+    assert rel_l2(got.transpose(0, 2, 3, 1), want) < 1e-5
