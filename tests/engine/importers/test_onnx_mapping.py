@@ -285,3 +285,16 @@ def test_nhwc_input_and_output_transposes_are_folded(tmp_path) -> None:
     want = reference(path, {"x": x})[0]
     got = run(r, {"x": x.transpose(0, 3, 1, 2)})[0]
     assert rel_l2(got.transpose(0, 2, 3, 1), want) < 1e-5
+
+
+def test_progress_stages_and_the_record_of_what_happened(tmp_path) -> None:
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["y"], name="act")]
+    path = save_graph(tmp_path / "p.onnx", nodes, [tensor("x", [1, 2, 4, 4])], [tensor("y", [1, 3, 4, 4])],
+                      {"w": _x((3, 2, 1, 1))})
+    seen: list[tuple[int, int, str]] = []
+    r = import_onnx(path, registry=REGISTRY, placeholders=True, progress=lambda d, t, s: seen.append((d, t, s)))
+    assert list(dict.fromkeys(s for _, _, s in seen)) == ["reading", "mapping", "layout", "done"]
+    assert r.mapped == [("Conv", "conv", "conv")] and r.folded == ["Relu act -> activation relu of layer conv"]
+    assert r.refused == [] and r.input_layers == {"x": "x"} and r.output_layers == {"y": "y"}
+    assert r.summary().startswith("2 ONNX nodes -> 3 layers (1 folds)")
+    assert r.command_line() == f"layerlab import {path} -o {path.with_suffix('.lnet')} --placeholders"
