@@ -193,6 +193,24 @@ def _map_nodes(ctx: Context, placeholders: bool, progress: Progress | None) -> l
     return refused
 
 
+class ImporterBug(Exception):
+    """The imported layers do not compute the ONNX model's sizes: a mapping is wrong (not the user's doing)."""
+
+
+def _check_sizes(model: Model, registry: Registry, expected: dict[str, Dims], where: str) -> None:
+    """Every imported layer's output size, as LayerLab infers it, must be the one ONNX shape inference gave."""
+    from engine.typecheck import ERROR, check, output_shapes  # noqa: PLC0415
+
+    got = output_shapes(model, registry)
+    problems = [f"{n}: ONNX {expected[n]}, LayerLab {got[n]}" for n in expected if n in got and got[n] != expected[n]]
+    unknown = {n for n in expected if n not in got}
+    if unknown:  # the type checker says why LayerLab cannot infer them
+        problems += [f"{d.layer}: {d.message}" for d in check(model, registry) if d.severity == ERROR and d.layer in unknown]
+    if problems:
+        raise ImporterBug(f"{where}: the imported layers do not compute the model's sizes ({'; '.join(problems)}); "
+                          "please report this importer bug with the model")
+
+
 def _refusal_message(where: str, refused: list[Refusal]) -> str:
     listed = "; ".join(str(r) for r in refused)
     return (f"{where}: {len(refused)} node(s) have no LayerLab equivalent: {listed}. Import with --placeholders to "
@@ -246,6 +264,7 @@ def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int,
         spec.note = ctx.notes.get(name, "")
         model.layers[name] = spec
     model.path = None
+    _check_sizes(model, registry, {n: d for n, d in ctx._dims.items() if n in model.layers}, str(src))
     used = {n for n in model.layers}
     weights = {k: v for k, v in ctx.weights.items() if k in used}
     if progress is not None:

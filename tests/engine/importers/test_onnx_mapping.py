@@ -298,3 +298,20 @@ def test_progress_stages_and_the_record_of_what_happened(tmp_path) -> None:
     assert r.refused == [] and r.input_layers == {"x": "x"} and r.output_layers == {"y": "y"}
     assert r.summary().startswith("2 ONNX nodes -> 3 layers (1 folds)")
     assert r.command_line() == f"layerlab import {path} -o {path.with_suffix('.lnet')} --placeholders"
+
+
+def test_a_mapping_that_computes_another_size_is_reported_as_a_bug(tmp_path, monkeypatch) -> None:
+    """The imported layers' sizes are checked against ONNX shape inference: a wrong mapping cannot slip
+    through as a model computing something else."""
+    from engine.importers.onnx.importer import ImporterBug
+    from engine.importers.onnx.mapping import OPS, OpMapping, operator_table
+
+    operator_table()
+    monkeypatch.setitem(OPS, "MaxPool", OpMapping(
+        "MaxPool", "pooling", "", lambda ctx: ctx.add("pooling", {"pool_type": "max", "kernel_size": (3, 3),
+                                                                 "stride": (1, 1), "padding": (0, 0)},
+                                                      [ctx.tensor(ctx.node.input[0])], ctx.node.output[0])))
+    path = save_graph(tmp_path / "m.onnx", [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+                      [tensor("x", [1, 2, 8, 8])], [tensor("y", None)])
+    with pytest.raises(ImporterBug, match=r"ONNX 1x2x4x4, LayerLab 1x2x6x6"):
+        import_onnx(path, registry=REGISTRY)
