@@ -96,6 +96,21 @@ def _alias(ctx: Context) -> None:
     ctx.folded.append(f"{ctx.node.op_type} {ctx.node_name} (identity)")
 
 
+@maps("Cast", "(none: folded)", "to float32 or float64 from a float tensor (exact); to float16 only right before a "
+      "graph output (LayerLab's outputs are float32; run in fp16 for the rounding); other casts refused")
+def cast(ctx: Context) -> None:
+    import onnx  # noqa: PLC0415
+
+    to = int(ctx.attrs()["to"])
+    y = ctx.node.output[0]
+    if to == onnx.TensorProto.FLOAT16 and y in ctx.graph_outputs and not ctx.readers(y):
+        ctx.notices.append(f"output {y} is float16 in the ONNX model; the LayerLab output is float32 (run with "
+                           "--format fp16 for float16 rounding)")
+    elif to not in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE):
+        raise Unsupported(f"cast to {onnx.helper.tensor_dtype_to_np_dtype(to).name}: LayerLab computes in float")
+    _alias(ctx)
+
+
 @maps("Identity", "(none: folded)")
 def identity(ctx: Context) -> None:
     _alias(ctx)

@@ -77,7 +77,8 @@ def frozen(case: Any) -> tuple[Any, dict[str, np.ndarray], list[np.ndarray]]:
     first = np.asarray(inputs[0]) if inputs else None
     for k, (vi, val) in enumerate(zip(list(m.graph.input), inputs)):
         arr = np.asarray(val)
-        if k == 0 or (data_only and arr.dtype.kind == "f" and first is not None and arr.ndim == first.ndim):
+        if k == 0 or arr.dtype.kind not in "fiub" or \
+                (data_only and arr.dtype.kind == "f" and first is not None and arr.ndim == first.ndim):
             keep.append(vi)
             feeds[vi.name] = arr
         else:

@@ -239,3 +239,16 @@ def test_designer_run_settings_take_a_safetensors_weights_file(dncnn, tmp_path) 
     model.settings["weights"] = "m.lnet"
     with pytest.raises(SettingsError, match="neither a weights folder nor a .safetensors file"):
         from_model(model, str(lnet))
+
+
+def test_round_trip_of_an_fp16_export(tmp_path) -> None:
+    """LayerLab's --fp16 ONNX export (float16 inputs, outputs and weights with Casts) imports back."""
+    model = load(SAMPLES / "denoiser.lnet", REGISTRY)
+    onnx_path = tmp_path / "denoiser16.onnx"
+    export_onnx(model, REGISTRY, onnx_path, OnnxOptions(fp16=True), RandomWeights(3), fusing="off")
+    result = import_onnx(onnx_path, registry=REGISTRY, input_shapes={"input": (1, 3, 24, 32)})
+    assert any("float16" in n for n in result.notices)
+    x = np.random.default_rng(0).random((1, 3, 24, 32), dtype=np.float32)
+    want = Network(model, REGISTRY, weights=RandomWeights(3), fusing="off").infer({"input": x})["output"]
+    assert rel_l2(run(result, {"input": x})[0], want) < 1e-2
+    assert sorted(s.type for s in result.model.layers.values()) == sorted(s.type for s in model.layers.values())
