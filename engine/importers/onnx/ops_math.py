@@ -7,6 +7,7 @@ import numpy as np
 from engine.importers.onnx._common import per_channel, tensor_inputs
 from engine.importers.onnx.context import Context, Unsupported
 from engine.importers.onnx.mapping import maps
+from engine.layer_xml import number_text
 
 _OPERATION = {"Add": "sum", "Sum": "sum", "Sub": "sub", "Mul": "product", "Div": "div", "Max": "max", "Min": "min",
               "Mean": "mean"}
@@ -101,10 +102,37 @@ for _op, _text in (("Add", "sum"), ("Sub", "sub"), ("Mul", "product"), ("Div", "
          + ("; constant / tensor refused" if _op == "Div" else ""))(_binary)
 
 
+FLOAT_MAX = float(np.finfo(np.float32).max)
+
+
+def _clamp(ctx: Context, x: str, lo: float, hi: float) -> None:
+    """``Max(x, lo)`` / ``Min(x, hi)``: a clamp activation, merged with a clamp the producing layer already has."""
+    src = ctx.sources.get(x)
+    spec = ctx.layers.get(src.layer) if src is not None else None
+    if spec is not None and spec.activation == "clamp" and not src.flat and ctx.single_use(src.layer, x, {id(ctx.node)}):
+        lo0, hi0 = float(spec.act_coefs.get("min", "0")), float(spec.act_coefs.get("max", "6"))
+        lo, hi = max(lo, lo0), min(hi, hi0)
+        if lo <= hi:
+            spec.act_coefs = {"min": number_text(lo), "max": number_text(hi)}
+            ctx.bind(ctx.node.output[0], src.layer)
+            ctx.folded.append(f"{ctx.node.op_type} {ctx.node_name} -> clamp of layer {src.layer}")
+            return
+    ctx.set_activation(x, ctx.node.output[0], "clamp", {"min": lo, "max": hi})
+
+
 def _variadic(ctx: Context) -> None:
     inputs = [t for t in ctx.node.input if t]
-    if len(tensor_inputs(ctx)) != len(inputs):
-        raise Unsupported(f"{ctx.node.op_type} with a constant input is not supported")
+    tensors = tensor_inputs(ctx)
+    op = ctx.node.op_type
+    if op in ("Max", "Min") and len(tensors) == 1 and len(inputs) == 2:  # with one constant value: a clamp
+        k = ctx.consts[next(t for t in inputs if t not in tensors)]
+        if k.size == 1 and ctx.shape(ctx.node.output[0]) == ctx.shape(tensors[0]):
+            v = float(np.asarray(k).reshape(()))
+            _clamp(ctx, tensors[0], v, FLOAT_MAX) if op == "Max" else _clamp(ctx, tensors[0], -FLOAT_MAX, v)
+            return
+    if len(tensors) != len(inputs):
+        raise Unsupported(f"{ctx.node.op_type} with a constant input is not supported (except Max or Min of a "
+                          "tensor and one value: a clamp)")
     if len(inputs) == 1:
         ctx.alias(ctx.node.output[0], inputs[0])
         ctx.folded.append(f"{ctx.node.op_type} {ctx.node_name} of one input (identity)")
@@ -113,7 +141,9 @@ def _variadic(ctx: Context) -> None:
 
 
 for _op, _text in (("Sum", "sum"), ("Mean", "mean"), ("Max", "max"), ("Min", "min")):
-    maps(_op, f"element_wise ({_text})", "any number of tensors (broadcasting N x C x 1 x 1); constants refused")(_variadic)
+    maps(_op, f"element_wise ({_text})" + (" or activation clamp" if _op in ("Max", "Min") else ""),
+         "any number of tensors (broadcasting N x C x 1 x 1)" + ("; a tensor and one constant value is a clamp "
+         "(Min(Max(x, 0), 6) is one ReLU6)" if _op in ("Max", "Min") else "; constants refused"))(_variadic)
 
 
 @maps("Neg", "affine", "scale -1")

@@ -315,3 +315,11 @@ def test_a_mapping_that_computes_another_size_is_reported_as_a_bug(tmp_path, mon
                       [tensor("x", [1, 2, 8, 8])], [tensor("y", None)])
     with pytest.raises(ImporterBug, match=r"ONNX 1x2x4x4, LayerLab 1x2x6x6"):
         import_onnx(path, registry=REGISTRY)
+
+
+def test_max_and_min_with_one_value_are_one_clamp(tmp_path) -> None:
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Max", ["c", "zero"], ["m"]),
+             helper.make_node("Min", ["six", "m"], ["y"])]
+    r = _one(tmp_path, nodes, [2, 3, 6, 5], {"w": _x((3, 4, 1, 1)) * 8, "zero": np.float32(0), "six": np.float32(6)})
+    conv = next(s for s in r.model.layers.values() if s.type == "convolution")
+    assert len(r.model.layers) == 3 and conv.activation == "clamp" and conv.act_coefs == {"min": "0", "max": "6"}
