@@ -41,7 +41,7 @@ DESC = LayerDesc(
         ParamDesc("onnx_inputs", "string", "t", "input list: t = link, c = constant, empty = absent"),
         ParamDesc("constants", "string", "", "constant inputs NAME:DTYPE:SHAPE;..."),
         ParamDesc("output_index", "uint", 0, "output of the node", max=1024),
-        ParamDesc("output_dimensions", "dimension", Dims(1, 1, 1, 1), "recorded output size"),
+        ParamDesc("output_dimensions", "dimension", Dims(1, 3, 1, 1), "recorded output size N x C x H x W"),
     ),
 )
 
