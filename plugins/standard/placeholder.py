@@ -28,7 +28,8 @@ DESC = LayerDesc(
         "<li><b>onnx_inputs</b>: the node's input list: <code>t</code> = the next linked input, <code>c</code> = "
         "the next constant, empty = an absent optional input (comma separated).</li>"
         "<li><b>constants</b>: the constant inputs, <code>NAME:DTYPE:SHAPE</code> separated by <code>;</code>; "
-        "their values are weights of that NAME (stored as float32).</li>"
+        "float values are weights of that NAME (stored as float32), integer ones follow inline "
+        "(<code>NAME:int64:2:0,3</code>).</li>"
         "<li><b>output_index</b>: which output of the node this layer stands for.</li>"
         "<li><b>output_dimensions</b>: N x C x H x W of that output, as ONNX shape inference gave it "
         "(N x K outputs as N x K x 1 x 1).</li></ul>"
@@ -46,12 +47,17 @@ DESC = LayerDesc(
 )
 
 
-def parse_constants(text: str) -> list[tuple[str, str, tuple[int, ...]]]:
-    """``NAME:DTYPE:SHAPE;...`` -> [(name, dtype, shape)] (SHAPE ``AxB``, empty for a scalar)."""
+def parse_constants(text: str) -> list[tuple[str, str, tuple[int, ...], np.ndarray | None]]:
+    """``NAME:DTYPE:SHAPE[:V,V,...];...`` -> [(name, dtype, shape, inline values or None for a weight)]
+    (SHAPE ``AxB``, empty for a scalar)."""
     out = []
     for item in filter(None, (p.strip() for p in text.split(";"))):
-        name, dtype, shape = item.split(":")
-        out.append((name, dtype, tuple(int(v) for v in shape.split("x") if v)))
+        name, dtype, shape, *values = item.split(":")
+        dims = tuple(int(v) for v in shape.split("x") if v)
+        inline = None
+        if values:
+            inline = np.asarray([int(v) for v in values[0].split(",") if v], dtype=np.dtype(dtype)).reshape(dims)
+        out.append((name, dtype, dims, inline))
     return out
 
 
@@ -69,7 +75,7 @@ class Placeholder(Layer):
             raise self.param_error("attributes", "must be a JSON object")
         try:
             self._constants = parse_constants(self.p["constants"])
-            [np.dtype(d) for _, d, _ in self._constants]
+            [np.dtype(d) for _, d, _, _ in self._constants]
         except (ValueError, TypeError) as exc:
             raise self.param_error("constants", f"{self.p['constants']!r} is not NAME:DTYPE:SHAPE;... ({exc})") from None
         self._attrs = attrs
@@ -78,7 +84,7 @@ class Placeholder(Layer):
         return self.p["output_dimensions"]
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        return {name: shape for name, _, shape in self._constants}
+        return {name: shape for name, _, shape, inline in self._constants if inline is None}
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         raise LayerLabError(f"placeholder {self.name} (ONNX {self.p['op_type']}) cannot run: replace it by layers")
@@ -97,10 +103,11 @@ class Placeholder(Layer):
             if kind == "t":
                 names.append(next(links, None))
             elif kind == "c":
-                cname, dtype, shape = next(consts)
-                data = g.weight_array(cname).reshape(shape)
-                names.append(g.weight_data(cname, data) if np.dtype(dtype).kind == "f" else
-                             g.const(cname, data.astype(dtype), dtype=np.dtype(dtype)))
+                cname, dtype, shape, inline = next(consts)
+                if inline is not None:
+                    names.append(g.const(cname, inline, dtype=inline.dtype))
+                else:
+                    names.append(g.weight_data(cname, g.weight_array(cname).reshape(shape)))
             else:
                 names.append(None)
         while names and names[-1] is None:

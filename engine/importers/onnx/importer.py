@@ -104,7 +104,7 @@ class ImportResult:
         return target, wfile
 
 
-def _placeholder(ctx: Context, node: Any, reason: str) -> bool:
+def _placeholder(ctx: Context, node: Any) -> bool:
     """Keep ``node`` as placeholder layers (one per output that is read); False when it cannot be kept."""
     from engine.importers.onnx.context import attributes  # noqa: PLC0415
 
@@ -123,13 +123,17 @@ def _placeholder(ctx: Context, node: Any, reason: str) -> bool:
             kinds.append("")
         elif ctx.is_const(t):
             arr = ctx.consts[t]
-            if arr.dtype.kind not in "fiub":
+            if arr.dtype.kind not in "fiub" or (arr.dtype.kind != "f" and arr.size > 4096):
                 return False
             cname = f"const{len(consts)}"
-            consts.append(f"{cname}:{arr.dtype.name}:{'x'.join(map(str, arr.shape))}")
-            cweights[cname] = arr.astype(np.float32)
+            entry = f"{cname}:{arr.dtype.name}:{'x'.join(map(str, arr.shape))}"
+            if arr.dtype.kind == "f":  # float values are weights; integers (axes, pads, shapes) stay exact inline
+                cweights[cname] = arr.astype(np.float32)
+            else:
+                entry += ":" + ",".join(str(int(v)) for v in arr.reshape(-1))
+            consts.append(entry)
             kinds.append("c")
-        elif t in ctx.sources:
+        elif t in ctx.sources and not ctx.sources[t].flat:
             links.append(ctx.sources[t].layer)
             kinds.append("t")
         else:
@@ -185,7 +189,7 @@ def _map_nodes(ctx: Context, placeholders: bool, progress: Progress | None) -> l
             del ctx.folded[folded_before:]
             ctx.consumed = consumed_before
             refused.append(Refusal(node.op_type, ctx.node_name, reason))
-            if not (placeholders and _placeholder(ctx, node, reason)):
+            if not (placeholders and _placeholder(ctx, node)):
                 dead.update(node.output)
             continue
         for name in sorted(set(ctx.layers) - layers_before):

@@ -252,3 +252,28 @@ def test_round_trip_of_an_fp16_export(tmp_path) -> None:
     want = Network(model, REGISTRY, weights=RandomWeights(3), fusing="off").infer({"input": x})["output"]
     assert rel_l2(run(result, {"input": x})[0], want) < 1e-2
     assert sorted(s.type for s in result.model.layers.values()) == sorted(s.type for s in model.layers.values())
+
+
+def _slope() -> np.ndarray:
+    return np.array([0.1, 0.2, 0.3], np.float32).reshape(3, 1, 1)
+
+
+def test_placeholder_keeps_integer_inputs_exactly_and_exports_them_back(tmp_path) -> None:
+    """A refused op with an int64 input holding INT64_MAX (a float32 weight could not hold it) and a float
+    weight input: kept as a placeholder and written back to ONNX with the same values."""
+    x, y = tensor("x", [1, 3, 4, 4]), tensor("y", [1, 3, 4, 4])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "k"], ["m"]),
+             helper.make_node("Slice", ["m", "st", "en", "ax", "sp"], ["s"]),  # reverses N: refused
+             helper.make_node("PRelu", ["s", "slope"], ["y"], name="pr")]
+    consts = {"k": np.float32(2.0), "st": np.array([2**63 - 1], np.int64), "en": np.array([-(2**63 - 1)], np.int64),
+              "ax": np.array([0], np.int64), "sp": np.array([-1], np.int64), "slope": _slope()}
+    path = save_graph(tmp_path / "p.onnx", nodes, [x], [y], consts)
+    result = import_onnx(path, registry=REGISTRY, placeholders=True)
+    ph = next(s for s in result.model.layers.values() if s.type == "placeholder")
+    assert ph.params["op_type"] == "Slice" and str(2**63 - 1) in ph.params["constants"]
+    lnet, _ = result.write(tmp_path / "p.lnet")
+    code = main(["export", "onnx", str(lnet), "-o", str(tmp_path / "back.onnx"), "--fusing-rules", "off"],
+                out=io.StringIO())
+    assert code == 0
+    xv = np.random.default_rng(2).standard_normal((1, 3, 4, 4)).astype(np.float32)
+    assert rel_l2(reference(tmp_path / "back.onnx", {"x": xv})[0], reference(path, {"x": xv})[0]) < 1e-6
