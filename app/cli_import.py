@@ -52,6 +52,8 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     output = Path(args.output) if args.output else src.with_suffix(".lnet")
     if output.suffix.lower() != ".lnet":
         raise CliError(f"--output {output}: the model file must end in .lnet")
+    if args.weights_file and Path(args.weights_file).suffix.lower() != ".safetensors":
+        raise CliError(f"--weights-file {args.weights_file}: the weights file must end in .safetensors")
     for what, target in (("model", output), ("weights file", Path(args.weights_file) if args.weights_file else output)):
         if not target.parent.is_dir():
             raise CliError(f"{target.parent}: no such folder for the {what}")

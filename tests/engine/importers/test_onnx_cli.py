@@ -71,6 +71,9 @@ def test_weights_file_option_and_atomic_failure(dncnn, tmp_path, capsys) -> None
     code, _, err = cli(["import", str(path), "-o", str(tmp_path / "m.lnet"), "--weights-file",
                         str(tmp_path / "w" / "weights.safetensors")], capsys)
     assert code == 2 and err.count("layerlab: error:") == 1 and "no such folder" in err
+    code, _, err = cli(["import", str(path), "-o", str(tmp_path / "m.lnet"), "--weights-file", str(tmp_path / "w.npz")],
+                       capsys)
+    assert code == 2 and "must end in .safetensors" in err
     assert list(tmp_path.iterdir()) == []
     (tmp_path / "w").mkdir()
     code, _, err = cli(["import", str(path), "-o", str(tmp_path / "m.lnet"), "--weights-file",
