@@ -35,45 +35,28 @@ def add_drift_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpar
     return d
 
 
-def _read_inputs(args: argparse.Namespace, model: Any, registry: Any) -> dict[str, Any]:
-    from app.cli import _image_options, _pairs, _resolve_names
-    from engine.io import VideoReader, kind_of, read_input
-    from engine.network import Network
-
-    probe = Network(model, registry, fusing="off")  # names and image options only: nothing is computed
-    out = {}
-    for name, path in _resolve_names(_pairs(args.input), probe.input_names, "input"):
-        opts = _image_options(probe, name)
-        if kind_of(path) == "video":
-            reader = VideoReader(path, opts)
-            try:
-                frame = reader.read()
-            finally:
-                reader.close()
-            if frame is None:
-                from app.cli import CliError
-
-                raise CliError(f"{path}: the video has no frames")
-            out[name] = frame
-        else:
-            out[name] = read_input(path, opts, args.input_layout)
-    return out
-
-
 def cmd_drift(args: argparse.Namespace, out: TextIO) -> int:
     """Print the per-layer drift table; exit status 1 when a layer exceeds the threshold."""
-    from app.cli import CliError, _load, _registry
+    from app.cli_common import CliError, load_model, open_registry
+    from app.cli_custom import require_custom_consent
     from engine.analysis import Variant, compare_precision
-    from engine.weights import weights_for
+    from engine.run import RunSpec, open_network, open_weights, parse_named, read_inputs, with_model_weights
 
     if not (args.threshold > 0 and math.isfinite(args.threshold)):
         raise CliError(f"--threshold must be a positive number, got {args.threshold}")
-    reg = _registry(args)
-    model = _load(args.model, reg)
-    inputs = _read_inputs(args, model, reg)
-    weights = weights_for(model, args.weights, args.seed)
-    result = compare_precision(model, reg, inputs, Variant.parse(args.reference), Variant.parse(args.candidate),
-                               weights=weights, seed=args.seed, threshold=args.threshold)
+    spec = RunSpec(backend="numpy", format="fp32 nchw", weights=args.weights, seed=args.seed,
+                   inputs=tuple(parse_named(args.input)), input_layout=args.input_layout, fusing="off")
+    reg = open_registry(args)
+    model = load_model(args.model, reg)
+    require_custom_consent(args, model)
+    reference, candidate = Variant.parse(args.reference), Variant.parse(args.candidate)
+    spec = with_model_weights(spec, model)  # no --weights: the model's weights setting, if any
+    weights = open_weights(spec, model)
+    probe = open_network(model, spec, reg, weights=weights)  # input names and image options: nothing is computed
+    inputs = read_inputs(probe, spec)  # a video gives its first frame
+    inputs.close()
+    result = compare_precision(model, reg, inputs.arrays, reference, candidate, weights=weights, seed=args.seed,
+                               threshold=args.threshold)
     print(result.table(), file=out)
     if args.json:
         first = result.first_over

@@ -4,7 +4,7 @@ designer's export dialog shares with it (same options, same code path, same comm
     layerlab export onnx MODEL -o OUT.onnx [--placeholders] [--fp16] [--explicit-sizes]
     layerlab export torch MODEL -o OUT_DIR [--stubs]                     (alias: pytorch)
     layerlab export project MODEL -o DIR --builder NAME [--package NAME] [--no-sample] [--no-pyproject]
-                                                         [--format fp32 nchw]
+                                                         [--format auto]
     layerlab export preprocessed MODEL -o OUT.lnet [--format fp32 nchw] [--no-weights]
 
 Every exporter also takes --weights DIR (default: the seeded random weights of --seed N) and
@@ -20,6 +20,9 @@ KINDS = ("onnx", "torch", "project", "preprocessed")
 TITLES = {"onnx": "ONNX Model", "torch": "PyTorch Module", "project": "Standalone Project",
           "preprocessed": "Preprocessed Model"}
 DEFAULT_FUSING = {"onnx": "on", "torch": "off", "project": "on", "preprocessed": "on"}
+#: a project's builder runs by default in the backend's default format (engine.run); the preprocessed model's
+#: fusing rules are applied for one format, fp32 nchw unless asked
+DEFAULT_FORMAT = {"project": "auto", "preprocessed": "fp32 nchw"}
 
 
 @dataclass
@@ -39,12 +42,17 @@ class ExportRequest:
     package: str | None = None
     sample: bool = True
     pyproject: bool = True
-    tensor_format: str = "fp32 nchw"
+    tensor_format: str | None = None  # None: the exporter's default (DEFAULT_FORMAT)
     write_weights: bool = True
 
     @property
     def fusing_rules(self) -> str:
         return self.fusing or DEFAULT_FUSING[self.kind]
+
+    @property
+    def format_text(self) -> str:
+        """The tensor format of a project or preprocessed export (its default when none is set)."""
+        return self.tensor_format or DEFAULT_FORMAT.get(self.kind, "fp32 nchw")
 
     def argv(self, model_path: str) -> list[str]:
         """The ``layerlab`` arguments doing this export of the model file ``model_path``."""
@@ -57,9 +65,9 @@ class ExportRequest:
         elif self.kind == "project":
             args += ["--builder", self.builder] + (["--package", self.package] if self.package else [])
             args += ["--no-sample"] * (not self.sample) + ["--no-pyproject"] * (not self.pyproject)
-            args += ["--format", *self.tensor_format.split()]
+            args += ["--format", *self.format_text.split()]
         elif self.kind == "preprocessed":
-            args += ["--format", *self.tensor_format.split()] + ["--no-weights"] * (not self.write_weights)
+            args += ["--format", *self.format_text.split()] + ["--no-weights"] * (not self.write_weights)
         if self.kind != "preprocessed" or self.write_weights:
             args += ["--weights", self.weights] if self.weights else ["--seed", str(self.seed)] if self.seed else []
         if self.fusing_rules != DEFAULT_FUSING[self.kind]:
@@ -83,14 +91,14 @@ def run_export(request: ExportRequest, model: Any, registry: Any) -> Any:
         export_project,
         export_torch,
     )
+    from engine.run import RunSpec, open_weights, with_model_weights
     from engine.tensor import TensorFormat
-    from engine.weights import weights_for
 
     if request.kind not in KINDS:
         raise LayerLabError(f"unknown exporter {request.kind!r}: expected one of {', '.join(KINDS)}")
     if not request.output:
         raise LayerLabError("no output path given")
-    weights = weights_for(model, request.weights, request.seed)
+    weights = open_weights(with_model_weights(RunSpec(weights=request.weights, seed=request.seed), model), model)
     fusing = request.fusing_rules
     if request.kind == "onnx":
         opts = OnnxOptions(request.placeholders, request.fp16, request.explicit_sizes)
@@ -100,10 +108,10 @@ def run_export(request: ExportRequest, model: Any, registry: Any) -> Any:
     if request.kind == "project":
         if fusing not in ("on", "off"):
             raise LayerLabError("a project export takes --fusing-rules on or off (the project applies the rules itself)")
-        opts = ProjectOptions(request.builder, request.package, request.sample, request.pyproject, request.tensor_format,
+        opts = ProjectOptions(request.builder, request.package, request.sample, request.pyproject, request.format_text,
                               fusing)
         return export_project(model, registry, request.output, opts, weights, request.seed)
-    fmt = TensorFormat.parse(request.tensor_format)
+    fmt = TensorFormat.parse(request.format_text)
     return export_preprocessed(model, registry, request.output, fmt, fusing, weights, request.seed,
                                request.write_weights)
 
@@ -145,8 +153,8 @@ def add_export_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpa
     p.add_argument("--package", metavar="NAME", help="package name (default: the network name)")
     p.add_argument("--no-sample", action="store_true", help="no command-line sample (__main__.py)")
     p.add_argument("--no-pyproject", action="store_true", help="no pyproject.toml")
-    p.add_argument("--format", "-f", nargs="+", default=["fp32", "nchw"], metavar="TOKEN",
-                   help="the builder's default tensor format (default fp32 nchw)")
+    p.add_argument("--format", "-f", nargs="+", default=["auto"], metavar="TOKEN",
+                   help="the builder's default tensor format (default auto: fp16 nhwc on cupy, fp32 nhwc on numpy)")
     r = common("preprocessed", "Write the model after the preprocessor (.lnet: template instances expanded into their "
                                "layers, fusing rules applied) and its weights folder.",
                "model file to write (.lnet)")
@@ -176,11 +184,11 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     """Run ``layerlab export ...``: print what was written and any warning."""
     import sys
 
-    from app.cli import _load, _registry
+    from app.cli_common import load_model, open_registry
 
     request = request_from_args(args)
-    registry = _registry(args)
-    model = _load(args.model, registry)
+    registry = open_registry(args)
+    model = load_model(args.model, registry)
     result = run_export(request, model, registry)
     for w in result.warnings:
         print(f"layerlab: warning: {w}", file=sys.stderr)

@@ -43,7 +43,7 @@ def _progress(out: TextIO) -> Any:
 
 def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     """Run ``layerlab import``: import, write the model and weights atomically, print the summary."""
-    from app.cli import CliError, _registry
+    from app.cli_common import CliError, open_registry
     from engine.importers.onnx import import_onnx, parse_input_shape
 
     src = Path(args.model)
@@ -58,7 +58,7 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
         if not target.parent.is_dir():
             raise CliError(f"{target.parent}: no such folder for the {what}")
     shapes = dict(parse_input_shape(t) for t in args.input_shape)
-    reg = _registry(args)
+    reg = open_registry(args)
     result = import_onnx(src, input_shapes=shapes, placeholders=args.placeholders, progress=_progress(sys.stderr),
                          registry=reg, clean=not args.no_clean)
     for n in result.notices:

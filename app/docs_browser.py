@@ -93,12 +93,16 @@ class DocsBrowser(QtWidgets.QDialog):
             self._text[f"layer:{d.name}"] = " ".join([d.name, d.display_name, d.summary, d.documentation])
         self._fill()
 
+    def _templates_title(self) -> str:
+        custom = any(d.name.startswith("custom:") for d in self._templates)
+        return "Templates and custom layers" if custom else "Templates"
+
     def _fill(self) -> None:
         t = self.search.text().strip().lower()
         self.tree.clear()
         first = None
         for title, prefix, descs in (("Layers", "layer:", self.registry.layer_descs()),
-                                     ("Templates", "layer:", self._templates),
+                                     (self._templates_title(), "layer:", self._templates),
                                      ("Activations", "activation:", self.registry.activation_descs())):
             group = QtWidgets.QTreeWidgetItem([title])
             group.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)

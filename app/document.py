@@ -8,7 +8,9 @@ from PySide6 import QtCore
 
 from canvas.bridge import ModelBridge
 from canvas.graph import ModelCanvas
-from engine.model import Event, Model
+from engine.custom.scope import scoped
+from engine.events import Event, ModifiedChanged, NetworkChanged
+from engine.model import Model
 from engine.registry import Registry
 from engine.tensor import Dims
 from engine.typecheck import Diagnostic, check, output_shapes
@@ -28,11 +30,11 @@ class Document(QtCore.QObject):
         super().__init__(parent)
         self.id = next(_ids)
         self.model = model
-        self.registry = registry
+        self.registry = scoped(model, registry, always=True)  # the model's custom layers resolve too
         self.path = path
         self.recovered = False  # opened from an autosave copy: unsaved until saved
         self.bridge = ModelBridge(model, self)
-        self.canvas = ModelCanvas(model, registry, self.bridge, self)
+        self.canvas = ModelCanvas(model, self.registry, self.bridge, self)
         self.diagnostics: list[Diagnostic] = []
         self.shapes: dict[str, Dims] = {}
         self._timer = QtCore.QTimer(self)
@@ -52,9 +54,9 @@ class Document(QtCore.QObject):
         return Path(self.path).name if self.path else f"{self.model.name} (new)"
 
     def _on_event(self, ev: Event) -> None:
-        if ev.kind in ("modified_changed", "network_changed"):
+        if isinstance(ev, (ModifiedChanged, NetworkChanged)):
             self.state_changed.emit()
-        if ev.kind != "modified_changed":
+        if not isinstance(ev, ModifiedChanged):
             self._timer.start()
 
     def run_check(self) -> None:

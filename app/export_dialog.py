@@ -15,7 +15,6 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.cli_export import DEFAULT_FUSING, KINDS, TITLES, ExportRequest, run_export
 from engine.errors import LayerLabError
-from engine.fusing import copy_model
 from engine.model import Model
 from engine.registry import Registry
 from engine.weights import is_weights_path
@@ -155,7 +154,7 @@ class ExportDialog(QtWidgets.QDialog):
         self.pyproject = QtWidgets.QCheckBox("Generate a pyproject.toml (pip install)")
         self.pyproject.setChecked(True)
         self.project_format = QtWidgets.QComboBox()
-        self.project_format.addItems(FORMATS)
+        self.project_format.addItems(("auto", *FORMATS))  # auto: the backend's default, as layerlab infer
         self.pre_format = QtWidgets.QComboBox()
         self.pre_format.addItems(FORMATS)
         self.pre_weights = QtWidgets.QCheckBox("Write the weights folder of the preprocessed layers")
@@ -288,7 +287,7 @@ class ExportDialog(QtWidgets.QDialog):
         if self._job is not None:
             return
         req = self.request()
-        snapshot = copy_model(self.model)
+        snapshot = self.model.copy()
         snapshot.path = self.model.path
         job = _ExportJob(req, snapshot, self.registry)
         job.done.connect(self._finished)

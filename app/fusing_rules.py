@@ -8,21 +8,25 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from canvas.bridge import ModelBridge
 from engine.errors import LayerLabError
+from engine.events import Event, FusingRulesChanged, SettingsChanged
 from engine.fusing import disabled_plugin_rules, load_rule, set_plugin_rule_enabled
-from engine.model import Event, FusingRuleSpec, Model
+from engine.model import FusingRuleSpec, Model
 from engine.registry import Registry
 
 RULE_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1  # ("plugin", text) or ("network", index)
 
 
 class FusingRulesDialog(QtWidgets.QDialog):
-    """Non-modal: shows the rules of ``model`` and follows its changes (undo included)."""
+    """Non-modal: shows the rules of the bridge's model and follows its changes (undo included) through the
+    bridge."""
 
-    def __init__(self, model: Model, registry: Registry, parent: QtWidgets.QWidget | None = None) -> None:
+    def __init__(self, bridge: ModelBridge, registry: Registry, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.registry = registry
         self.model: Model | None = None
+        self.bridge: ModelBridge | None = None
         self.resize(760, 460)
         self.tree = QtWidgets.QTreeWidget()
         self.tree.setHeaderLabels(["Rule", "From"])
@@ -60,25 +64,31 @@ class FusingRulesDialog(QtWidgets.QDialog):
         lay.addLayout(add_row)
         lay.addWidget(self.message)
         lay.addWidget(close)
-        self.set_model(model)
+        self.set_bridge(bridge)
 
     # ---- the model shown -------------------------------------------------------------------------
-    def set_model(self, model: Model) -> None:
-        if self.model is not None:
-            self.model.events.disconnect(self._on_event)
-        self.model = model
-        model.events.connect(self._on_event)
-        self.setWindowTitle(f"Fusing Rules: {model.name}")
+    def set_bridge(self, bridge: ModelBridge) -> None:
+        """Show the rules of ``bridge.model`` (the current document's)."""
+        self._detach()
+        self.bridge, self.model = bridge, bridge.model
+        bridge.event.connect(self._on_event)
+        self.setWindowTitle(f"Fusing Rules: {bridge.model.name}")
         self.refresh()
 
+    def _detach(self) -> None:
+        if self.bridge is not None:
+            try:
+                self.bridge.event.disconnect(self._on_event)
+            except (RuntimeError, TypeError):  # the document (and its bridge) is already gone
+                pass
+        self.bridge = self.model = None
+
     def done(self, result: int) -> None:
-        if self.model is not None:
-            self.model.events.disconnect(self._on_event)
-            self.model = None
+        self._detach()
         super().done(result)
 
     def _on_event(self, event: Event) -> None:
-        if event.kind == "fusing_rules_changed" or event.kind == "settings_changed":
+        if isinstance(event, (FusingRulesChanged, SettingsChanged)):
             self.refresh()
 
     def refresh(self) -> None:

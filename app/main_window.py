@@ -14,7 +14,9 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from app import run_config
 from app.analysis.mode import AnalysisMode
 from app.autosave import Autosaver
+from app.batch_dialog import add_batch_menu
 from app.compare_view import REPORT_FILTER, CompareDialog
+from app.custom_layers import CustomLayers
 from app.docs_browser import DocsBrowser
 from app.document import Document
 from app.export_dialog import add_export_menu
@@ -28,15 +30,15 @@ from app.typecheck_panel import TypeCheckPanel
 from app.worker import RunController, RunRequest, RunResult
 from engine import modelfile
 from engine import report as report_file
+from engine.custom import custom_descs, used_definitions
 from engine.errors import LayerLabError
-from engine.fusing import copy_model
-from engine.model import Event, Model
+from engine.events import CustomLayerChanged, Event, TemplateEvent
+from engine.model import Model
 from engine.plugins import default_registry
 from engine.registry import Registry
 from engine.templates import (
     expand,
     group,
-    import_model_as_template,
     rename_template,
     template_descs,
     template_name,
@@ -155,6 +157,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self._build_actions()
         self._build_menus()
         add_export_menu(self)
+        add_batch_menu(self)
+        self.custom = CustomLayers(self)  # Edit > Add/Edit Custom Layer…, the consent prompt
         self._build_toolbar()
         self._default_state = self.saveState()
         self._default_geometry = self.saveGeometry()
@@ -363,7 +367,7 @@ class MainWindow(QtWidgets.QMainWindow):
         doc.canvas.set_context_actions(
             [("Group as Template…", self.act_group), ("Ungroup", self.act_ungroup), None,
              ("Cut", self.act_cut), ("Copy", self.act_copy), ("Duplicate", self.act_duplicate), ("Delete", self.act_delete),
-             None, ("Layer Documentation", self.act_docs)],
+             None, ("Edit Custom Layer…", self.custom.act_edit), ("Layer Documentation", self.act_docs)],
             [("Paste", self.act_paste), ("Select All", self.act_select_all), None,
              ("Import Model as Template…", self.act_import_template), ("Fit to View", self.act_fit)])
         index = self.tabs.addTab(doc.canvas.widget, doc.title)
@@ -526,7 +530,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _doc_event(self, doc: Document, ev: Event) -> None:
         if doc is self.current:
-            if ev.kind.startswith("template_"):
+            if isinstance(ev, (TemplateEvent, CustomLayerChanged)):
                 self._refresh_templates()
             self._update_actions()
 
@@ -553,7 +557,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if doc is not None:
             self.act_grid.setChecked(doc.canvas.grid_shown)
             if self.fusing_dialog is not None and self.fusing_dialog.isVisible():
-                self.fusing_dialog.set_model(doc.model)
+                self.fusing_dialog.set_bridge(doc.bridge)
         self._update_title()
         self._update_actions()
         self._update_status()
@@ -598,6 +602,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_run.setEnabled(target and not self.runner.busy and not self.analysis.active)
         self.act_cancel.setEnabled(self.runner.busy)
         self.act_net_settings.setEnabled(target)
+        self.custom.update_actions()
         self.act_fusing_rules.setEnabled(has)
         self._update_status()
 
@@ -611,7 +616,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _refresh_templates(self) -> None:
         """The palette's Templates category shows the current model's templates."""
         doc = self.current
-        self.palette.set_templates(template_descs(doc.model, self.registry) if doc else [])
+        self.palette.set_templates([*template_descs(doc.model, doc.registry), *custom_descs(doc.model)] if doc else [])
 
     @staticmethod
     def default_template_name(model: Model) -> str:
@@ -653,7 +658,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _group(self, doc: Document, names: list[str], name: str) -> str | None:
         try:
-            instance = group(doc.model, names, name, self.registry)
+            instance = group(doc.model, names, name, doc.registry)
         except LayerLabError as exc:
             self._warn("Cannot group as a template", str(exc))
             return None
@@ -682,7 +687,7 @@ class MainWindow(QtWidgets.QMainWindow):
                                     lambda text, n=name: self.rename_template(n, text))
             return False
         try:
-            rename_template(doc.model, name, new, self.registry)
+            rename_template(doc.model, name, new, doc.registry)
         except LayerLabError as exc:
             self._warn("Cannot rename the template", str(exc))
             return False
@@ -731,7 +736,7 @@ class MainWindow(QtWidgets.QMainWindow):
         try:
             with doc.model.macro("Ungroup " + ", ".join(instances)):
                 for inst in instances:
-                    new += ungroup(doc.model, inst, self.registry)
+                    new += ungroup(doc.model, inst, doc.registry)
         except LayerLabError as exc:
             self.statusBar().showMessage(f"Cannot ungroup: {exc}", 10000)
             return []
@@ -751,7 +756,7 @@ class MainWindow(QtWidgets.QMainWindow):
             if not path:
                 return None
         try:
-            added = import_model_as_template(doc.model, path, self.registry, name)
+            added = modelfile.import_model_as_template(doc.model, path, self.registry, name)
         except LayerLabError as exc:
             self._warn("Cannot import the model as a template", str(exc))
             return None
@@ -892,9 +897,9 @@ class MainWindow(QtWidgets.QMainWindow):
             self.statusBar().showMessage("Open a model first", 4000)
             return None
         if self.fusing_dialog is None:
-            self.fusing_dialog = FusingRulesDialog(doc.model, self.registry, self)
+            self.fusing_dialog = FusingRulesDialog(doc.bridge, self.registry, self)
         else:
-            self.fusing_dialog.set_model(doc.model)
+            self.fusing_dialog.set_bridge(doc.bridge)
         self.fusing_dialog.show()
         self.fusing_dialog.raise_()
         return self.fusing_dialog
@@ -922,6 +927,8 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.analysis.active:
             self.statusBar().showMessage("Analysis is running: Stop Analysis before launching an inference run", 6000)
             return None
+        if not self.custom.ensure_consent(doc, lambda d=doc: self.launch_inference(d)):
+            return None  # asking: the run starts when the user accepts
         self._run_ids += 1
         run_id = self._run_ids
         started = _dt.datetime.now()
@@ -936,6 +943,8 @@ class MainWindow(QtWidgets.QMainWindow):
             snapshot = doc.path is None or doc.modified
             model_file = str(base.with_suffix(".lnet")) if snapshot else str(doc.path)
             entry.command = run_config.command_line(config, model_file, str(base) + "_cli")
+            if used_definitions(doc.model):  # the user consented to run its custom layer code
+                entry.command += " --trust-custom-code"
             entry.format = config.format
             entry.backend = config.backend
         except LayerLabError as exc:
@@ -944,7 +953,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.logger_dock.show()
             self.statusBar().showMessage(f"Run not started: {exc}", 10000)
             return None
-        req = RunRequest(run_id, doc.id, copy_model(doc.model), self.registry, config, base, model_file,
+        req = RunRequest(run_id, doc.id, doc.model.copy(), self.registry, config, base, model_file,
                          write_snapshot=snapshot, command=entry.command, started=started)
         self._runs[run_id] = req
         self.logger.add(entry)
@@ -1148,7 +1157,8 @@ class MainWindow(QtWidgets.QMainWindow):
     def show_docs(self, key: str | None = None) -> DocsBrowser:
         if self.docs_browser is None:
             self.docs_browser = DocsBrowser(self.registry, self)
-        self.docs_browser.set_templates(template_descs(self.current.model, self.registry) if self.current else [])
+        self.docs_browser.set_templates([*template_descs(self.current.model, self.current.registry),
+                                         *custom_descs(self.current.model)] if self.current else [])
         if key is None and self.current is not None:
             sel = self.current.canvas.selected_layers()
             if sel:

@@ -13,9 +13,10 @@ from app.run_config import DEFAULTS, FORMAT_CHOICES, INPUT_PREFIX, input_layers,
 from engine.backends import BACKENDS
 from engine.errors import LayerLabError
 from engine.model import Model
-from engine.tensor import TensorFormat
+from engine.run import AUTO, DEFAULT_FORMATS, normalize_format
 
 INPUT_FILTER = "Images and tensors (*.png *.jpg *.jpeg *.bmp *.tif *.tiff *.npy);;All files (*)"
+FORMAT_TEXT = {AUTO: f"Auto ({DEFAULT_FORMATS['cupy'].upper()} on CuPy, {DEFAULT_FORMATS['numpy'].upper()} on NumPy)"}
 BACKEND_TEXT = {"auto": "Auto (CuPy when a GPU is usable, else NumPy)", "numpy": "NumPy (CPU)", "cupy": "CuPy (GPU)"}
 
 
@@ -67,7 +68,7 @@ class NetworkSettingsDialog(QtWidgets.QDialog):
             self.backend.addItem(BACKEND_TEXT.get(b, b), b)
         self.format = QtWidgets.QComboBox()
         for f in FORMAT_CHOICES:
-            self.format.addItem(f.upper().replace(" ", " · "), f)
+            self.format.addItem(FORMAT_TEXT.get(f, f.upper().replace(" ", " · ")), f)
         self.iterations = QtWidgets.QSpinBox()
         self.iterations.setRange(1, 1_000_000)
         self.warmup = QtWidgets.QSpinBox()
@@ -93,6 +94,10 @@ class NetworkSettingsDialog(QtWidgets.QDialog):
         form.addRow("Seed:", self.seed)
         form.addRow("", self.profiling)
         form.addRow("", self.fusing)
+        self.tf32 = QtWidgets.QCheckBox("fp32 on the GPU may use TF32 tensor cores")
+        self.tf32.setToolTip("Faster fp32 convolutions on the GPU (products rounded to 10-bit mantissas, about 1e-3 "
+                             "relative error); off: strict float32, as on the CPU")
+        form.addRow("", self.tf32)
         data_box = QtWidgets.QGroupBox("Data")
         dform = QtWidgets.QFormLayout(data_box)
         dform.addRow("Weights folder:", self.weights)
@@ -137,8 +142,7 @@ class NetworkSettingsDialog(QtWidgets.QDialog):
     def _show(self, get: Callable[[str], str]) -> None:
         self._select(self.backend, get("backend").strip().lower())
         try:
-            parsed = TensorFormat.parse(get("format"))
-            fmt = f"{parsed.precision.value} {parsed.layout.value}"
+            fmt = normalize_format(get("format"))
         except LayerLabError:
             fmt = DEFAULTS["format"]
         self._select(self.format, fmt)
@@ -149,6 +153,7 @@ class NetworkSettingsDialog(QtWidgets.QDialog):
         self._select(self.input_layout, get("input_layout").strip().lower())
         self.profiling.setChecked(get("profiling").strip().lower() != "off")
         self.fusing.setChecked(get("fusing").strip().lower() != "off")
+        self.tf32.setChecked(get("tf32").strip().lower() == "on")
         for name, edit in self.inputs.items():
             edit.set_text(get(INPUT_PREFIX + name))
 
@@ -166,7 +171,7 @@ class NetworkSettingsDialog(QtWidgets.QDialog):
                "seed": str(self.seed.value()), "weights": self.weights.text(),
                "input_layout": self.input_layout.currentData(),
                "profiling": "on" if self.profiling.isChecked() else "off",
-               "fusing": "on" if self.fusing.isChecked() else "off"}
+               "fusing": "on" if self.fusing.isChecked() else "off", "tf32": "on" if self.tf32.isChecked() else "off"}
         for name, edit in self.inputs.items():
             out[INPUT_PREFIX + name] = edit.text()
         return out

@@ -13,7 +13,15 @@ from PySide6 import QtCore, QtWidgets
 from app.document import Document
 from engine.descriptors import ActivationDesc, CoefDesc, LayerDesc, ParamDesc, is_identifier
 from engine.errors import LayerLabError
-from engine.model import Event
+from engine.events import (
+    ActivationChanged,
+    Event,
+    LayerRemoved,
+    LayerRenamed,
+    NetworkChanged,
+    ParamChanged,
+    TemplateChanged,
+)
 from engine.templates import exposable, find_desc, get_template, set_exposed, template_name
 from engine.tensor import Dims
 
@@ -296,18 +304,18 @@ class ParamPanel(QtWidgets.QScrollArea):
     def _on_event(self, ev: Event) -> None:
         if self.doc is None:
             return
-        if ev.kind == "layer_renamed" and ev.data.get("old") in self.names:
-            self.names = [ev.layer if n == ev.data["old"] else n for n in self.names]
+        if isinstance(ev, LayerRenamed) and ev.old in self.names:
+            self.names = [ev.layer if n == ev.old else n for n in self.names]
             self._build()
-        elif ev.kind == "layer_removed" and ev.layer in self.names:
+        elif isinstance(ev, LayerRemoved) and ev.layer in self.names:
             self.names = [n for n in self.names if n in self.doc.model.layers]
             self._build()
-        elif ev.kind == "activation_changed" and ev.layer in self.names and self._activation_set_changed():
+        elif isinstance(ev, ActivationChanged) and ev.layer in self.names and self._activation_set_changed():
             self._build()
-        elif ev.kind == "template_changed" and any(
-                template_name(self.doc.model.layers[n].type) == ev.data.get("name") for n in self.names):
+        elif isinstance(ev, TemplateChanged) and any(
+                template_name(self.doc.model.layers[n].type) == ev.name for n in self.names):
             self._build()
-        elif ev.kind in ("param_changed", "activation_changed", "network_changed", "layer_renamed"):
+        elif isinstance(ev, (ParamChanged, ActivationChanged, NetworkChanged, LayerRenamed)):
             self.refresh()
 
     def _activation_set_changed(self) -> bool:

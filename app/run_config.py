@@ -7,37 +7,39 @@ Qt-free: the designer, its worker and tests share it. The keys, all optional, st
 key                value                                      default
 =================  =========================================  ==========================================
 ``backend``        ``auto`` | ``numpy`` | ``cupy``            ``auto``
-``format``         ``fp16 nhwc`` | ``fp16 nchw`` | ...         ``fp16 nhwc``
+``format``         ``auto`` | ``fp16 nhwc`` | ``fp32 nchw`` | ...  ``auto``: fp16 nhwc on cupy, fp32 nhwc on numpy
 ``iterations``     timed iterations, 1 or more                ``10``
 ``warmup``         untimed warm-up iterations, 0 or more      ``1``
 ``seed``           seed of random weights and inputs          ``0``
-``weights``        weights folder (NAME_WEIGHT.npy files)     none: seeded random weights
+``weights``        weights folder or .safetensors file        none: seeded random weights
 ``input.NAME``     image or .npy file for input layer NAME    none: a seeded random tensor
 ``input_layout``   layout of .npy inputs: ``nchw`` | ``nhwc``  ``nchw``
 ``profiling``      ``on`` (per-layer timing) | ``off``        ``on``
 ``fusing``         ``on`` | ``off`` (fusing rules)            ``on``
+``tf32``           ``on`` | ``off``: fp32 on the GPU may use  ``off`` (strict float32)
+                   TF32 tensor cores
 =================  =========================================  ==========================================
 
-Relative paths are relative to the folder of the model file."""
+Relative paths are relative to the folder of the model file. The settings make an ``engine.run.RunSpec``: the
+designer runs them through the same engine functions as ``layerlab``."""
 from __future__ import annotations
 
-import argparse
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.cli_common import command_line as spec_command_line
 from engine.backends import BACKENDS
 from engine.errors import LayerLabError
 from engine.model import Model
-from engine.tensor import TensorFormat
+from engine.run import AUTO, RunSpec, normalize_format
 from engine.weights import is_weights_path
 
 INPUT_PREFIX = "input."
 DEFAULTS: dict[str, str] = {
-    "backend": "auto", "format": "fp16 nhwc", "iterations": "10", "warmup": "1", "seed": "0", "weights": "",
-    "input_layout": "nchw", "profiling": "on", "fusing": "on",
+    "backend": "auto", "format": AUTO, "iterations": "10", "warmup": "1", "seed": "0", "weights": "",
+    "input_layout": "nchw", "profiling": "on", "fusing": "on", "tf32": "off",
 }
-FORMAT_CHOICES = ("fp16 nhwc", "fp16 nchw", "fp32 nhwc", "fp32 nchw")
+FORMAT_CHOICES = (AUTO, "fp16 nhwc", "fp16 nchw", "fp32 nhwc", "fp32 nchw")
 INPUT_FILE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".npy")
 
 
@@ -46,29 +48,11 @@ class SettingsError(LayerLabError):
 
 
 @dataclass(frozen=True)
-class RunConfig:
-    """Validated run settings. Paths are absolute (resolved against the model's folder)."""
+class RunConfig(RunSpec):
+    """Validated run settings of a model: a RunSpec (paths absolute, resolved against the model's folder) and
+    the warnings found reading them (input files of layers that no longer exist)."""
 
-    backend: str = "auto"
-    format: str = "fp16 nhwc"
-    iterations: int = 10
-    warmup: int = 1
-    seed: int = 0
-    weights: str | None = None
-    inputs: tuple[tuple[str, str], ...] = ()
-    input_layout: str = "nchw"
-    profiling: bool = True
-    fusing: bool = True
     warnings: tuple[str, ...] = field(default=(), compare=False)
-
-    @property
-    def tensor_format(self) -> TensorFormat:
-        return TensorFormat.parse(self.format)
-
-    @property
-    def format_tokens(self) -> list[str]:
-        fmt = self.tensor_format
-        return [fmt.precision.value, fmt.layout.value]
 
 
 def setting(model: Model, key: str) -> str:
@@ -112,9 +96,8 @@ def from_model(model: Model, model_path: str | None = None) -> RunConfig:
     backend = setting(model, "backend").strip().lower()
     if backend not in BACKENDS:
         raise SettingsError(f"network setting backend: {backend!r} is not a backend (expected {', '.join(BACKENDS)})")
-    fmt_text = setting(model, "format")
     try:
-        fmt = TensorFormat.parse(fmt_text)
+        fmt = normalize_format(setting(model, "format"))
     except LayerLabError as exc:
         raise SettingsError(f"network setting format: {exc}") from None
     layout = setting(model, "input_layout").strip().lower()
@@ -145,30 +128,14 @@ def from_model(model: Model, model_path: str | None = None) -> RunConfig:
         if not p.is_file():
             raise SettingsError(f"input file for input layer {layer}: {p} does not exist")
         inputs.append((layer, str(p)))
-    return RunConfig(backend=backend, format=f"{fmt.precision.value} {fmt.layout.value}",
+    return RunConfig(backend=backend, format=fmt,
                      iterations=_int(model, "iterations", 1), warmup=_int(model, "warmup", 0), seed=_int(model, "seed", 0),
                      weights=weights, inputs=tuple(inputs), input_layout=layout, profiling=_on_off(model, "profiling"),
-                     fusing=_on_off(model, "fusing"), warnings=tuple(warnings))
-
-
-def cli_args(config: RunConfig, model_file: str, report: str | None = None) -> argparse.Namespace:
-    """The ``layerlab profile`` arguments equivalent to ``config`` (as app.cli parses them)."""
-    return argparse.Namespace(
-        model=model_file, input=[f"{name}={path}" for name, path in config.inputs] or None,
-        format=config.format_tokens, iterations=config.iterations, warmup=config.warmup, backend=config.backend,
-        seed=config.seed, fusing_rules="on" if config.fusing else "off", weights=config.weights, report=report,
-        input_layout=config.input_layout)
+                     fusing="on" if _on_off(model, "fusing") else "off", tf32=_on_off(model, "tf32"),
+                     warnings=tuple(warnings))
 
 
 def command_line(config: RunConfig, model_file: str, report: str | None = None) -> str:
     """The exact command that reproduces a designer run: ``layerlab profile ...`` (``layerlab infer ...``
     when profiling is off, which times whole iterations only and writes no report)."""
-    from app.cli import profile_command_line  # noqa: PLC0415 - Qt-free, shared with the CLI
-
-    args = cli_args(config, model_file, report if config.profiling else None)
-    line = profile_command_line(args)
-    if config.input_layout != "nchw":
-        line += " --input-layout " + shlex.quote(config.input_layout)
-    if not config.profiling:
-        line = "layerlab infer" + line[len("layerlab profile"):]
-    return line
+    return spec_command_line(config, model_file, report)

@@ -29,12 +29,12 @@ from app.commands import dispatch
 from app.run_config import RunConfig
 from engine import modelfile
 from engine import report as rep
-from engine.backends import get_backend
 from engine.errors import LayerLabError
 from engine.model import Model
-from engine.network import Network, random_input
-from engine.profiling import Cancelled, ProfileResult, layer_costs, profile
+from engine.network import Network
+from engine.profiling import Cancelled
 from engine.registry import Registry
+from engine.run import load_inputs, make_report, open_network, run_timed
 
 
 @dataclass
@@ -174,60 +174,12 @@ class Worker(QtCore.QObject):
         self.cmd_forget()
         self.phase.emit(req.run_id, "building the network")
         notice = io.StringIO()
-        backend = get_backend(cfg.backend, notice=notice)
-        self.net_notes = [notice.getvalue().strip().removeprefix("layerlab: ")] if notice.getvalue().strip() else []
+        net = open_network(req.model, cfg, req.registry, notice=notice)
+        self.net_notes = [line.removeprefix("layerlab: ") for line in notice.getvalue().splitlines() if line.strip()]
         notes += self.net_notes
-        from engine.weights import RandomWeights, open_weights  # noqa: PLC0415
-
-        weights = open_weights(cfg.weights) if cfg.weights else RandomWeights(cfg.seed)
-        net = Network(req.model, req.registry, backend, cfg.tensor_format, weights=weights, seed=cfg.seed,
-                      fusing="on" if cfg.fusing else "off")
         self.builds += 1
         self.net, self.net_key = net, key
         return net, False
-
-    def _set_inputs(self, net: Network, cfg: RunConfig) -> None:
-        from engine.io import ImageOptions, read_input  # noqa: PLC0415
-
-        files = dict(cfg.inputs)
-        for name in net.input_names:
-            layer = net.layer(name)
-            if name in files:
-                p = layer.p
-                opts = ImageOptions(p["scale"], p["shift"], p["min_channels"], p["tiling"])
-                try:
-                    data = read_input(files[name], opts, cfg.input_layout)
-                except LayerLabError as exc:
-                    raise LayerLabError(f"input layer {name}: {exc}") from None
-            else:  # the same seeded tensor the command line uses when no input is given
-                data = random_input(layer.default_dims(), cfg.seed)
-            net.set_input(name, data)
-
-    def _timed_iterations(self, net: Network, cfg: RunConfig, run_id: int) -> ProfileResult:
-        """Profiling off: time whole iterations only (no per-layer synchronisation)."""
-        def before(_net: Network, _name: str, _out: Any) -> None:
-            self._check_cancel()
-
-        net.hooks.before_layer.append(before)
-        backend = net.backend
-        times = []
-        try:
-            net.run()
-            for i in range(cfg.warmup + cfg.iterations):
-                for n in net.input_names:
-                    net.mark_affected(n)
-                backend.synchronize()
-                timer = backend.timer()
-                timer.start()
-                net.run()
-                timer.stop()
-                backend.synchronize()
-                if i >= cfg.warmup:
-                    times.append(timer.elapsed_ms())
-                    self._progress(run_id, i - cfg.warmup + 1, cfg.iterations)
-        finally:
-            net.hooks.before_layer.remove(before)
-        return ProfileResult(layer_costs(net), times, net.peak_memory_bytes, None)
 
     def _run(self, req: RunRequest) -> RunResult:
         cfg = req.config
@@ -237,31 +189,14 @@ class Worker(QtCore.QObject):
         backend = net.backend
         fmt = str(net.fmt)
         self.run_started.emit(req.run_id, backend.name, backend.device_name, fmt)
-        if net.fused is not None and net.fused.applied:
-            notes += [f"fusing rule {rule}: {inner} + {outer} -> {fused}" for rule, inner, outer, fused in net.fused.applied]
-        self._set_inputs(net, cfg)
+        load_inputs(net, cfg).close()
         self.phase.emit(req.run_id, "warm-up" if cfg.warmup else "running")
-        if cfg.profiling:
-            result = profile(net, cfg.iterations, cfg.warmup, progress=lambda i, n: self._progress(req.run_id, i, n),
-                             should_cancel=self._cancel.is_set)
-            notes.append("per-layer timing synchronises after every layer on the CPU" if backend.name == "numpy"
-                         else "per-layer times from CUDA events")
-        else:
-            result = self._timed_iterations(net, cfg, req.run_id)
-            notes.append("per-layer profiling was off: whole iterations timed, layer times not measured")
-        if backend.name == "numpy" and net.fmt.precision.value == "fp16":
-            notes.append("fp16 on the NumPy backend: float16 storage, float32 arithmetic rounded to float16")
+        result = run_timed(net, cfg, progress=lambda i, n: self._progress(req.run_id, i, n), cancelled=self._cancel.is_set)
         self.phase.emit(req.run_id, "writing the report")
         if req.write_snapshot:
             Path(req.model_file).parent.mkdir(parents=True, exist_ok=True)
             modelfile.save(req.model, req.model_file)
-        notes += rep.execution_notes(net, per_layer=cfg.profiling)
-        doc = rep.build_report(result, model_name=req.model.name, model_version=req.model.version,
-                               model_path=req.model_file, backend=backend.name, device=backend.device_name, fmt=fmt,
-                               iterations=cfg.iterations, warmup=cfg.warmup, seed=cfg.seed,
-                               fusing=bool(net.fused and net.fused.applied),
-                               graph_capture=not cfg.profiling and net.graph_status.startswith("captured"), notes=notes)
-        doc["run"]["profiling"] = cfg.profiling
+        doc = make_report(net, result, cfg, model=req.model, model_path=req.model_file, notes=notes)
         doc["run"]["command"] = req.command
         json_path = rep.write_json(doc, req.report_base.with_suffix(".json"))
         html_path = rep.write_html(doc, req.report_base.with_suffix(".html"))

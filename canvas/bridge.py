@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from PySide6 import QtCore
 
-from engine.model import Event, Model
+from engine.events import Event
+from engine.model import Model
 
 
 class ModelBridge(QtCore.QObject):
-    """Re-emits every event of one Model as the Qt signal ``event``; views connect to this, never to the Model."""
+    """Re-emits every event of one Model (an ``engine.events.Event``) as the Qt signal ``event``; views and
+    dialogs connect to this, never to the Model."""
 
     event = QtCore.Signal(object)
 

@@ -20,7 +20,19 @@ from canvas.clipboard import clipboard_templates, copy_layers, paste_specs
 from canvas.nodes import LayerNode, make_node_class
 from engine.descriptors import InputKind, LayerDesc
 from engine.errors import LayerLabError
-from engine.model import Event, Model
+from engine.events import (
+    ActivationChanged,
+    CustomLayerChanged,
+    Event,
+    LayerAdded,
+    LayerMoved,
+    LayerRemoved,
+    LayerRenamed,
+    LinkChanged,
+    ParamChanged,
+    TemplateEvent,
+)
+from engine.model import Model
 from engine.registry import Registry
 from engine.templates import find_desc, template_name, template_type
 from engine.tensor import Dims
@@ -131,8 +143,11 @@ class ModelCanvas(NodeGraph):
 
     def _refresh_template_nodes(self, name: str) -> None:
         """Rebuild the nodes of template ``name``'s instances (ports and parameters follow its definition)."""
+        self._refresh_nodes_of(template_type(name))
+
+    def _refresh_nodes_of(self, ltype: str) -> None:
+        """Rebuild the nodes of the layers of type ``ltype`` (a template or custom layer whose definition changed)."""
         selected = set(self.selected_layers())
-        ltype = template_type(name)
         for layer, spec in self.net_model.layers.items():
             if spec.type != ltype or layer not in self.nodes:
                 continue
@@ -252,33 +267,34 @@ class ModelCanvas(NodeGraph):
 
     # ---- Model events -> view --------------------------------------------------------------------
     def _on_model_event(self, ev: Event) -> None:
-        kind, name = ev.kind, ev.layer
-        if kind == "layer_added" and name in self.net_model.layers:
-            self._create_node(name)
-            self._sync_links(name)
-            for reader, _ in self.net_model.readers(name):
+        if isinstance(ev, LayerAdded) and ev.layer in self.net_model.layers:
+            self._create_node(ev.layer)
+            self._sync_links(ev.layer)
+            for reader, _ in self.net_model.readers(ev.layer):
                 self._sync_links(reader)
-        elif kind == "layer_removed":
-            self._remove_node(name)
-        elif kind == "layer_renamed":
-            old = ev.data["old"]
-            node = self.nodes.pop(old)
+        elif isinstance(ev, LayerRemoved):
+            self._remove_node(ev.layer)
+        elif isinstance(ev, LayerRenamed):
+            name = ev.layer
+            node = self.nodes.pop(ev.old)
             self.nodes[name] = node
             node.set_property("name", name, push_undo=False)
             node.view.name = name
             node.view.draw_node()
             node.place_badge()
             self._update_info(name)
-        elif kind == "link_changed":
-            self._sync_links(name)
-        elif kind in ("param_changed", "activation_changed"):
-            self._update_info(name)
-        elif kind in ("template_added", "template_changed", "template_removed"):
-            self._refresh_template_nodes(ev.data["name"])
-        elif kind == "layer_moved" and name in self.nodes:
-            x, y = self.net_model.layers[name].position
-            if tuple(self.nodes[name].pos()) != (x, y):
-                self.nodes[name].set_pos(x, y)
+        elif isinstance(ev, LinkChanged):
+            self._sync_links(ev.layer)
+        elif isinstance(ev, (ParamChanged, ActivationChanged)):
+            self._update_info(ev.layer)
+        elif isinstance(ev, TemplateEvent):
+            self._refresh_template_nodes(ev.name)
+        elif isinstance(ev, CustomLayerChanged):
+            self._refresh_nodes_of(ev.layer_type)
+        elif isinstance(ev, LayerMoved) and ev.layer in self.nodes:
+            x, y = self.net_model.layers[ev.layer].position
+            if tuple(self.nodes[ev.layer].pos()) != (x, y):
+                self.nodes[ev.layer].set_pos(x, y)
 
     # ---- user gestures -> Model commands ---------------------------------------------------------
     def _port_ref(self, item: PortItem) -> tuple[str, int | None] | None:
@@ -526,14 +542,19 @@ class ModelCanvas(NodeGraph):
             return []
         needed = clipboard_templates(text)
         kept = [n for n, t in needed.items() if n in self.net_model.templates and self.net_model.templates[n] != t]
+        custom = clipboard_templates(text, "custom-layers")
+        kept += [n for n, t in custom.items() if self.net_model.custom_layers.get(n, t) != t]
         with self.net_model.macro("Paste"):
+            for n, t in custom.items():
+                if n not in self.net_model.custom_layers:
+                    self.net_model.set_custom_layer(n, t)
             for n, t in needed.items():
                 if n not in self.net_model.templates:
                     self.net_model.add_template(n, t)
             self.net_model.add_layers(specs, "Paste")
         names = [s.name for s in specs]
         self.select_layers(names)
-        note = f" (this network's own template {', '.join(kept)} used)" if kept else ""
+        note = f" (this network's own definition of {', '.join(kept)} used)" if kept else ""
         self.status_message.emit(f"Pasted {len(names)} layer(s){note}")
         return names
 

@@ -10,6 +10,7 @@ from NodeGraphQt import BaseNode, NodeBaseWidget
 from NodeGraphQt.qgraphics.node_base import NodeItem
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from engine.categories import Category
 from engine.descriptors import InputKind, LayerDesc
 
 IDENTIFIER = "layerlab"
@@ -19,10 +20,10 @@ OUTPUT_COLOR = (120, 200, 120)
 UNKNOWN_COLOR = (200, 70, 70)
 #: node body colours by the first category of the layer (stable for categories not listed)
 CATEGORY_COLORS = {
-    "Input/Output": (44, 82, 60),
-    "Convolution": (40, 64, 100),
-    "Arithmetic": (78, 58, 98),
-    "Templates": (104, 82, 34),
+    Category.INPUT_OUTPUT: (44, 82, 60),
+    Category.CONVOLUTION: (40, 64, 100),
+    Category.ARITHMETIC: (78, 58, 98),
+    Category.TEMPLATES: (104, 82, 34),
 }
 TEMPLATE_BORDER = (224, 184, 92)
 _FALLBACK_COLORS = [(92, 70, 44), (44, 86, 92), (90, 52, 64), (64, 80, 44), (60, 60, 90)]

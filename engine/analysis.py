@@ -15,8 +15,9 @@ from engine.errors import LayerLabError
 from engine.model import Model
 from engine.network import Network
 from engine.registry import Registry
+from engine.run import RunSpec, open_network
 from engine.tensor import FP32_NCHW, TensorFormat
-from engine.weights import RandomWeights, WeightsSource
+from engine.weights import WeightsSource
 
 #: colours of the channel grid that are not values
 GAP_RGB = (60, 60, 60)
@@ -393,17 +394,14 @@ def compare_precision(model: Model, registry: Registry, inputs: dict[str, np.nda
     """Run the same inputs and weights as ``reference`` and ``candidate`` and compare every layer.
 
     Both networks are built with fusing rules off, so every layer of the model is compared."""
-    from engine.backends import get_backend  # noqa: PLC0415
-
     ref_v = Variant.parse(reference) if isinstance(reference, str) else reference
     cand_v = Variant.parse(candidate) if isinstance(candidate, str) else candidate
     if not threshold > 0:
         raise LayerLabError(f"the drift threshold must be a positive number, got {threshold}")
-    source = weights or RandomWeights(seed)
     outputs = []
     for v in (ref_v, cand_v):
-        net = Network(model, registry, get_backend(v.backend, notice=None), v.fmt, weights=source, seed=seed,
-                      reuse_buffers=False, fusing="off")
+        spec = RunSpec(backend=v.backend, format=str(v.fmt), seed=seed, fusing="off")
+        net = open_network(model, spec, registry, weights=weights, reuse_buffers=False)
         for name, arr in (inputs or {}).items():
             net.set_input(name, arr)
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is what this looks for

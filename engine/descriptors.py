@@ -157,9 +157,21 @@ class CoefDesc:
     max: float | None = None
 
 
+#: Fused epilogues: what a hand-written kernel may apply to its result before writing it (name -> the function).
+#: An activation that computes one of them says so (``ActivationDesc.epilogue``), so kernels fuse it without
+#: knowing its name; ``leaky_relu`` reads the activation's coefficient ``alpha``.
+EPILOGUES: dict[str, str] = {
+    "relu": "max(x, 0)",
+    "leaky_relu": "x if x >= 0 else alpha * x",
+    "sigmoid": "1 / (1 + exp(-x))",
+    "tanh": "tanh(x)",
+}
+
+
 @dataclass(frozen=True)
 class ActivationDesc:
-    """An activation function: name and its float coefficients."""
+    """An activation function: name and its float coefficients. ``epilogue`` names the fused epilogue
+    (``EPILOGUES``) that computes exactly this activation, if one does."""
 
     name: str
     display_name: str
@@ -168,6 +180,14 @@ class ActivationDesc:
     documentation: str = ""
     legacy_names: tuple[str, ...] = ()
     collection: str = ""
+    epilogue: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.epilogue is not None and self.epilogue not in EPILOGUES:
+            raise ValueError(f"activation {self.name}: unknown fused epilogue {self.epilogue!r} "
+                             f"(known: {', '.join(EPILOGUES)})")
+        if self.epilogue == "leaky_relu" and "alpha" not in {c.name for c in self.coefficients}:
+            raise ValueError(f"activation {self.name}: the leaky_relu epilogue needs a coefficient named alpha")
 
     def coefficient_values(self, given: dict[str, Any], owner: str = "") -> dict[str, float]:
         """Coefficients with defaults filled in; raises ParameterError for unknown or bad values."""

@@ -3,13 +3,15 @@ implements ``output_dims`` and ``forward`` (and ``weight_shapes`` if it has weig
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 from engine.descriptors import ActivationDesc, LayerDesc
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import Dims, Layout, TensorFormat, from_nchw_view, nchw_view
+
+T = TypeVar("T")
 
 
 class Activation:
@@ -58,6 +60,8 @@ class BoundActivation:
     def __init__(self, impl: type[Activation], coefs: dict[str, float]) -> None:
         self.impl = impl
         self.name = impl.desc.name
+        #: the fused epilogue a kernel may apply instead of this activation (None: it has none)
+        self.epilogue = impl.desc.epilogue
         self.coefs = coefs
 
     def __call__(self, xp: Any, x: Any) -> Any:
@@ -75,9 +79,10 @@ class Layer:
     ``store`` let a layer be written once in logical NCHW order (views, no copies for layout)."""
 
     desc: ClassVar[LayerDesc]
-    #: activations that ``forward`` applies itself (through ``self.activate``); others run generically.
-    #: ``"*"`` means every activation.
-    fused_activations: ClassVar[frozenset[str]] = frozenset()
+    #: activations that ``forward`` applies itself (through ``activate``, ``activate_physical`` or
+    #: ``activate_inplace``); the network applies the others after ``forward``. ``"*"`` (the default) means
+    #: every activation; a layer whose ``forward`` never applies one sets ``frozenset()``.
+    fused_activations: ClassVar[frozenset[str]] = frozenset({"*"})
     #: True when a fusing rule made this layer out of a chain of layers (set by the network): a layer that
     #: accepts more than the chain did must then refuse what the chain would have refused.
     fused = False
@@ -120,6 +125,14 @@ class Layer:
     def store(self, out: Any, y: Any) -> None:
         """Write a logical NCHW result into the output buffer (layout and dtype conversion included)."""
         nchw_view(out, self.fmt)[...] = y
+
+    @staticmethod
+    def primary(inputs: list[T | None]) -> T:
+        """Input 0, the primary input: connected in every built network (an unconnected mandatory input
+        is refused when the network is built), so never None here."""
+        x = inputs[0]
+        assert x is not None, "the primary input (input 0) is not connected"
+        return x
 
     @property
     def hw_axes(self) -> tuple[int, int]:

@@ -1,8 +1,8 @@
 """The Model document: the single source of truth for a network design.
 
 Every edit is a command on the model's undo stack (so undo/redo behave the same from the GUI and from
-tests) and emits a plain-Python event. The canvas and panels are views that listen to these events.
-The model holds parameter values as text, exactly as in the file; descriptors parse them."""
+tests) and emits a plain-Python event (``engine.events``: one class per kind). The canvas and panels are
+views that listen to these events. The model holds parameter values as text, exactly as in the file; descriptors parse them."""
 from __future__ import annotations
 
 import copy
@@ -13,6 +13,26 @@ from typing import Any
 
 from engine.descriptors import is_identifier
 from engine.errors import GraphError, LayerLabError
+from engine.events import (
+    ActivationChanged,
+    CustomLayerChanged,
+    EditRefused,
+    EventEmitter,
+    FusingRulesChanged,
+    LayerAdded,
+    LayerEvent,
+    LayerMoved,
+    LayerRemoved,
+    LayerRenamed,
+    LinkChanged,
+    ModifiedChanged,
+    NetworkChanged,
+    ParamChanged,
+    SettingsChanged,
+    TemplateAdded,
+    TemplateChanged,
+    TemplateRemoved,
+)
 
 FILE_FORMAT_VERSION = 1
 
@@ -36,32 +56,6 @@ class LayerSpec:
 class FusingRuleSpec:
     text: str
     enabled: bool = True
-
-
-@dataclass
-class Event:
-    """A change of the model. ``kind`` names it; ``layer`` is the layer concerned, if any."""
-
-    kind: str
-    layer: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-class EventEmitter:
-    """The smallest observer: callbacks receive each Event in order of connection."""
-
-    def __init__(self) -> None:
-        self._callbacks: list[Callable[[Event], None]] = []
-
-    def connect(self, callback: Callable[[Event], None]) -> None:
-        self._callbacks.append(callback)
-
-    def disconnect(self, callback: Callable[[Event], None]) -> None:
-        self._callbacks.remove(callback)
-
-    def emit(self, event: Event) -> None:
-        for cb in list(self._callbacks):
-            cb(event)
 
 
 @dataclass
@@ -117,7 +111,7 @@ class Model:
         """Raise ReadOnlyError (after an ``edit_refused`` event) while the model is read-only."""
         if self.read_only:
             message = f"{action} refused: model {self.name} is read-only {self.read_only}"
-            self.events.emit(Event("edit_refused", data={"message": message}))
+            self.events.emit(EditRefused(message))
             raise ReadOnlyError(message)
 
     # ---- content equality (for round trips) -------------------------------------------------
@@ -132,6 +126,17 @@ class Model:
             "templates": dict(self.templates),
             "custom_layers": dict(self.custom_layers),
         }
+
+    def copy(self) -> Model:
+        """A new Model with the same content (layers, settings, rules, templates), a fresh undo stack and
+        no file path (so saving it never overwrites the original by accident)."""
+        out = Model(self.name, self.version)
+        out.layers = {n: copy.deepcopy(s) for n, s in self.layers.items()}
+        out.settings = dict(self.settings)
+        out.fusing_rules = copy.deepcopy(self.fusing_rules)
+        out.templates = dict(self.templates)
+        out.custom_layers = dict(self.custom_layers)
+        return out
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Model) and self.content() == other.content()
@@ -179,7 +184,7 @@ class Model:
         was = self.modified
         self._clean = self._index
         if was:
-            self.events.emit(Event("modified_changed", data={"modified": False}))
+            self.events.emit(ModifiedChanged(False))
 
     def can_undo(self) -> bool:
         return self._index > 0
@@ -213,7 +218,7 @@ class Model:
 
     def _emit_modified(self, was: bool) -> None:
         if was != self.modified:
-            self.events.emit(Event("modified_changed", data={"modified": self.modified}))
+            self.events.emit(ModifiedChanged(self.modified))
 
     @contextmanager
     def macro(self, text: str) -> Iterator[None]:
@@ -309,12 +314,12 @@ class Model:
                 items[at:at] = [(s.name, copy.deepcopy(s)) for s in specs]
                 self.layers = dict(items)
             for s in specs:
-                self.events.emit(Event("layer_added", s.name))
+                self.events.emit(LayerAdded(s.name))
 
         def undo() -> None:
             for s in reversed(specs):
                 del self.layers[s.name]
-                self.events.emit(Event("layer_removed", s.name))
+                self.events.emit(LayerRemoved(s.name))
 
         self._push(text, do, undo)
 
@@ -330,10 +335,10 @@ class Model:
         def do() -> None:
             for r, i, _ in cut:
                 self.layers[r].inputs[i] = None
-                self.events.emit(Event("link_changed", r, {"index": i, "source": None}))
+                self.events.emit(LinkChanged(r, i, None))
             for n in names:
                 del self.layers[n]
-                self.events.emit(Event("layer_removed", n))
+                self.events.emit(LayerRemoved(n))
 
         def undo() -> None:
             items = list(self.layers.items())
@@ -341,10 +346,10 @@ class Model:
                 items.insert(removed[n][0], (n, copy.deepcopy(removed[n][1])))
             self.layers = dict(items)
             for n in names:
-                self.events.emit(Event("layer_added", n))
+                self.events.emit(LayerAdded(n))
             for r, i, n in cut:
                 self.layers[r].inputs[i] = n
-                self.events.emit(Event("link_changed", r, {"index": i, "source": n}))
+                self.events.emit(LinkChanged(r, i, n))
 
         self._push("Delete " + ", ".join(names), do, undo)
 
@@ -370,13 +375,13 @@ class Model:
             while len(ins) <= index:
                 ins.append(None)
             ins[index] = source
-            self.events.emit(Event("link_changed", target, {"index": index, "source": source}))
+            self.events.emit(LinkChanged(target, index, source))
 
         def undo() -> None:
             ins = self.layers[target].inputs
             ins[index] = old
             del ins[old_len:]
-            self.events.emit(Event("link_changed", target, {"index": index, "source": old}))
+            self.events.emit(LinkChanged(target, index, old))
 
         self._push(f"Connect {source} to {target}:{index}", do, undo)
 
@@ -389,16 +394,16 @@ class Model:
 
         def do() -> None:
             self.layers[target].inputs[index] = None
-            self.events.emit(Event("link_changed", target, {"index": index, "source": None}))
+            self.events.emit(LinkChanged(target, index, None))
 
         def undo() -> None:
             self.layers[target].inputs[index] = old
-            self.events.emit(Event("link_changed", target, {"index": index, "source": old}))
+            self.events.emit(LinkChanged(target, index, old))
 
         self._push(f"Disconnect {target}:{index}", do, undo)
 
     def _set_attr(self, name: str, text: str, getter: Callable[[LayerSpec], Any],
-                  setter: Callable[[LayerSpec, Any], None], value: Any, kind: str) -> None:
+                  setter: Callable[[LayerSpec, Any], None], value: Any, kind: type[LayerEvent]) -> None:
         old = copy.deepcopy(getter(self.layer(name)))
         if old == value:
             return
@@ -407,7 +412,7 @@ class Model:
         def apply(v: Any) -> Callable[[], None]:
             def f() -> None:
                 setter(self.layers[name], copy.deepcopy(v))
-                self.events.emit(Event(kind, name))
+                self.events.emit(kind(name))
             return f
 
         self._push(text, apply(value), apply(old))
@@ -420,21 +425,21 @@ class Model:
             else:
                 s.params[param] = v
         self._set_attr(name, f"Set {name}.{param}", lambda s: s.params.get(param), setter,
-                       None if value is None else str(value), "param_changed")
+                       None if value is None else str(value), ParamChanged)
 
     def set_activation(self, name: str, activation: str, coefs: dict[str, str] | None = None) -> None:
         def setter(s: LayerSpec, v: tuple[str, dict[str, str]]) -> None:
             s.activation, s.act_coefs = v[0], dict(v[1])
         self._set_attr(name, f"Set {name} activation", lambda s: (s.activation, s.act_coefs), setter,
-                       (activation, {k: str(v) for k, v in (coefs or {}).items()}), "activation_changed")
+                       (activation, {k: str(v) for k, v in (coefs or {}).items()}), ActivationChanged)
 
     def set_permanent(self, name: str, permanent: bool) -> None:
         self._set_attr(name, f"Set {name} permanent", lambda s: s.permanent,
-                       lambda s, v: setattr(s, "permanent", v), bool(permanent), "param_changed")
+                       lambda s, v: setattr(s, "permanent", v), bool(permanent), ParamChanged)
 
     def move_layer(self, name: str, position: tuple[float, float]) -> None:
         self._set_attr(name, f"Move {name}", lambda s: s.position, lambda s, v: setattr(s, "position", v),
-                       (float(position[0]), float(position[1])), "layer_moved")
+                       (float(position[0]), float(position[1])), LayerMoved)
 
     def rename_layer(self, old: str, new: str) -> None:
         """Rename a layer and every link that refers to it."""
@@ -449,7 +454,7 @@ class Model:
                 self.layers[b].name = b
                 for spec in self.layers.values():
                     spec.inputs = [b if s == a else s for s in spec.inputs]
-                self.events.emit(Event("layer_renamed", b, {"old": a}))
+                self.events.emit(LayerRenamed(b, a))
             return f
 
         self._push(f"Rename {old} to {new}", ren(old, new), ren(new, old))
@@ -466,7 +471,7 @@ class Model:
         def apply(v: tuple[str, str]) -> Callable[[], None]:
             def f() -> None:
                 self.name, self.version = v
-                self.events.emit(Event("network_changed"))
+                self.events.emit(NetworkChanged())
             return f
 
         self._push("Set network parameters", apply(new), apply(old))
@@ -483,7 +488,7 @@ class Model:
                     self.settings.pop(key, None)
                 else:
                     self.settings[key] = v
-                self.events.emit(Event("settings_changed", data={"key": key}))
+                self.events.emit(SettingsChanged(key))
             return f
 
         self._push(f"Set {key}", apply(value), apply(old))
@@ -505,11 +510,11 @@ class Model:
 
         def do() -> None:
             self.templates[name] = text
-            self.events.emit(Event("template_added", data={"name": name}))
+            self.events.emit(TemplateAdded(name))
 
         def undo() -> None:
             del self.templates[name]
-            self.events.emit(Event("template_removed", data={"name": name}))
+            self.events.emit(TemplateRemoved(name))
 
         self._push(f"Add template {name}", do, undo)
 
@@ -524,7 +529,7 @@ class Model:
         def apply(v: str) -> Callable[[], None]:
             def f() -> None:
                 self.templates[name] = v
-                self.events.emit(Event("template_changed", data={"name": name}))
+                self.events.emit(TemplateChanged(name))
             return f
 
         self._push(f"Edit template {name}", apply(text), apply(old))
@@ -541,15 +546,35 @@ class Model:
 
         def do() -> None:
             del self.templates[name]
-            self.events.emit(Event("template_removed", data={"name": name}))
+            self.events.emit(TemplateRemoved(name))
 
         def undo() -> None:
             items = list(self.templates.items())
             items.insert(index, (name, text))
             self.templates = dict(items)
-            self.events.emit(Event("template_added", data={"name": name}))
+            self.events.emit(TemplateAdded(name))
 
         self._push(f"Delete template {name}", do, undo)
+
+    def set_custom_layer(self, name: str, text: str | None) -> None:
+        """Add or replace (``text``: its XML, see engine.custom) or delete (None) custom layer ``name``'s definition."""
+        old = dict(self.custom_layers)
+        new = dict(old)
+        if text is None:
+            new.pop(name, None)
+        else:
+            new[name] = text
+        if new == old:
+            return
+
+        def apply(v: dict[str, str]) -> Callable[[], None]:
+            def f() -> None:
+                self.custom_layers = dict(v)
+                self.events.emit(CustomLayerChanged(name, f"custom:{name}"))
+            return f
+
+        verb = "Delete" if text is None else ("Edit" if name in old else "Add")
+        self._push(f"{verb} custom layer {name}", apply(new), apply(old))
 
     def set_fusing_rules(self, rules: list[FusingRuleSpec]) -> None:
         old = copy.deepcopy(self.fusing_rules)
@@ -558,7 +583,7 @@ class Model:
         def apply(v: list[FusingRuleSpec]) -> Callable[[], None]:
             def f() -> None:
                 self.fusing_rules = copy.deepcopy(v)
-                self.events.emit(Event("fusing_rules_changed"))
+                self.events.emit(FusingRulesChanged())
             return f
 
         self._push("Edit fusing rules", apply(new), apply(old))

@@ -28,10 +28,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.custom.scope import read_definition, scoped
 from engine.errors import ModelFileError, TemplateError
 from engine.layer_xml import canonical_xml, check_layer, parse_xml, read_layer, write_layer
 from engine.model import FILE_FORMAT_VERSION, FusingRuleSpec, Model
-from engine.templates import check_template, find_desc, parse_template, template_name
+from engine.templates.checking import check_template
+from engine.templates.commands import add_model_as_template
+from engine.templates.descriptors import find_desc
+from engine.templates.format import parse_template
+from engine.templates.names import template_name
 
 if TYPE_CHECKING:
     from engine.registry import Registry
@@ -71,8 +76,12 @@ def loads(text: str | bytes, path: str = "<string>", registry: Registry | None =
         defs.append(defn)
         model.templates[defn.name] = canonical_xml(t)
     for c in root.iterfind("custom-layers/custom-layer"):
-        model.custom_layers[c.get("name", "")] = canonical_xml(c)
+        cname = read_definition(c, fail)  # structure checked; code never run
+        if cname in model.custom_layers:
+            raise fail(c, f"duplicate custom layer name {cname!r}")
+        model.custom_layers[cname] = canonical_xml(c)
     if registry is not None:
+        registry = scoped(model, registry)
         for defn in defs:
             try:
                 check_template(defn, model, registry, warnings)
@@ -170,3 +179,11 @@ def save(model: Model, path: str | os.PathLike[str]) -> None:
         raise
     model.path = str(p)
     model.mark_clean()
+
+
+def import_model_as_template(model: Model, path: str | os.PathLike[str], registry: Registry,
+                             name: str | None = None) -> str:
+    """Add the network saved at ``path`` to ``model`` as a template (``engine.templates.add_model_as_template``),
+    with the templates it uses; one undo step. ``name`` defaults to the network's name, else the file's stem
+    (made unique). Returns the template's name."""
+    return add_model_as_template(model, load(path, registry), registry, name, Path(path).stem, Path(path).name)

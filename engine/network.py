@@ -22,6 +22,7 @@ from engine.errors import GraphError, InputError, LayerLabError, ParameterError,
 from engine.graph import execution_order
 from engine.layer import BoundActivation, Layer
 from engine.model import Model
+from engine.preprocess import preprocess
 from engine.registry import Registry
 from engine.tensor import FP32_NCHW, Dims, TensorFormat, convert, nchw_view
 from engine.weights import RandomWeights, WeightsSource
@@ -78,28 +79,28 @@ class Network:
     def __init__(self, model: Model, registry: Registry, backend: Backend | None = None,
                  fmt: TensorFormat = FP32_NCHW, weights: WeightsSource | None = None, seed: int = 0,
                  reuse_buffers: bool = True, fusing: str | list[Any] = "on",
-                 protected: set[str] | frozenset[str] = frozenset(), graph_capture: bool = True) -> None:
+                 protected: set[str] | frozenset[str] = frozenset(), graph_capture: bool = True,
+                 tf32: bool = False) -> None:
         """``fusing``: 'on' (the registry's and the model's enabled rules), 'off', a rules file, or a
-        list of parsed FusingRule. ``protected`` layers (breakpoints) keep their own outputs.
+        list of parsed FusingRule. ``protected`` layers (breakpoints) keep their own outputs. ``tf32``: fp32
+        convolutions on the GPU may use TF32 tensor cores (off: strict float32, as on the CPU).
 
-        Template instances are expanded first (``engine.templates``), so the network, its reports and its
-        weights use the expanded names (``<instance>__<layer>``) and fusing rules apply across them."""
-        from engine.fusing import MappedWeights, apply_rules, rules_from  # noqa: PLC0415
-        from engine.templates import expand, has_instances  # noqa: PLC0415
-
+        The model is preprocessed first (``engine.preprocess``: template instances expanded, then fusing
+        rules applied), so the network, its reports and its weights use the expanded names
+        (``<instance>__<layer>``) and fusing rules apply across them."""
         self.model_name = model.name
-        self.expansion = expand(model, registry) if has_instances(model) else None
-        if self.expansion is not None:
-            model = self.expansion.model
+        from engine.custom.scope import scoped  # noqa: PLC0415
+
+        registry = scoped(model, registry)  # the model's custom layers (custom:NAME) resolve too
+        self.preprocessed = preprocess(model, registry, fmt, fusing, protected)
+        self.expansion = self.preprocessed.expansion
+        self.fused = self.preprocessed.fused
+        model = self.preprocessed.model
         self.backend = backend or NumpyBackend()
         self.xp = self.backend.xp
         self.fmt = fmt
-        base_weights = weights or RandomWeights(seed)
-        rules = rules_from(registry, model, fusing) if isinstance(fusing, str) else list(fusing)
-        self.fused = apply_rules(model, registry, fmt, rules, protected=set(protected)) if rules else None
-        if self.fused is not None and self.fused.applied:
-            model = self.fused.model
-            base_weights = MappedWeights(base_weights, self.fused, registry)
+        self.tf32 = bool(tf32)
+        base_weights = self.preprocessed.weights(weights or RandomWeights(seed), registry)
         self.model = model  # the model actually built (after fusing rules)
         self.weights_source = base_weights
         self.seed = seed
@@ -139,9 +140,6 @@ class Network:
         self.peak_memory_bytes = 0
         self.graph_capture = graph_capture and self.backend.supports_graphs
         self.graph_status = "off" if not self.graph_capture else "not captured yet"
-        if self.graph_capture and fmt.dtype != np.float16:
-            self.graph_capture = False  # fp32 convolutions use cuBLAS, which CuPy refuses to capture
-            self.graph_status = "off (fp32: convolutions run on cuBLAS, which cannot be captured)"
         self._graph: Any = None
         self._graph_key: tuple[str, ...] | None = None
         self._last_key: tuple[str, ...] | None = None
@@ -202,12 +200,17 @@ class Network:
             raise InputError(f"input {name}: expected a 4-D tensor (N, C, H, W), got shape {arr.shape}")
         if arr.dtype.kind not in "fiu":
             raise InputError(f"input {name}: expected numbers, got dtype {arr.dtype}")
-        if not np.all(np.isfinite(arr)):
-            raise InputError(f"input {name}: the tensor contains NaN or infinite values")
         if min(arr.shape) < 1:
             raise InputError(f"input {name}: every dimension must be at least 1, got shape {arr.shape}")
         src = fmt or FP32_NCHW
-        self._pending_inputs[name] = self.backend.to_device(convert(arr.astype(np.float32), src, self.fmt))
+        # upload as it is (float16/float32 kept, other numbers as float32), then scan and convert on the
+        # device: on a GPU the host-side NaN scan and layout conversion cost ten times the upload
+        host = np.ascontiguousarray(arr if arr.dtype in (np.float16, np.float32) else arr.astype(np.float32))
+        dev = self.backend.to_device(host)
+        xp = self.backend.xp
+        if arr.dtype.kind == "f" and not bool(xp.isfinite(dev).all()):
+            raise InputError(f"input {name}: the tensor contains NaN or infinite values")
+        self._pending_inputs[name] = convert(dev, src, self.fmt, xp)
 
     def input_dims(self, name: str) -> Dims:
         self._ensure_planned()
@@ -395,6 +398,7 @@ class Network:
         for cb in self.hooks.before_inference:
             cb(self)
         key = tuple(n for n in self.order if n in todo)
+        self.backend.allow_tf32 = self.tf32
         with self.backend.running():
             if key and self.graph_capture and not (self.hooks.before_layer or self.hooks.after_layer):
                 self._run_graph(key)
@@ -425,9 +429,9 @@ class Network:
         self._last_key = None
 
     def _run_graph(self, key: tuple[str, ...]) -> None:
-        """Replay the captured CUDA graph of this set of layers, or capture it on its second run."""
+        """Replay the captured graph (CUDA, by the backend) of this set of layers, or capture it on its second run."""
         if self._graph is not None and self._graph_key == key:
-            self._graph.launch(self.backend.stream)
+            self.backend.launch_graph(self._graph)
             for n in key:
                 if self._roots[n] == n:
                     self._owner[self._slot_of[n]] = n
@@ -436,24 +440,21 @@ class Network:
             for name in key:  # first run of this set: eager (warms caches, plans cuDNN graphs)
                 self._execute(name)
             return
-        import cupy  # noqa: PLC0415 - only the CuPy backend supports graphs
+        current = [""]
 
-        stream = self.backend.stream
-        current = ""
+        def run_layers() -> None:
+            for name in key:
+                current[0] = name
+                self._execute(name)
+
         try:
-            with cupy.cuda.using_allocator(cupy.cuda.MemoryAsyncPool().malloc):
-                stream.begin_capture()
-                try:
-                    for current in key:
-                        self._execute(current)
-                finally:
-                    graph = stream.end_capture()
-            graph.launch(stream)
+            graph = self.backend.capture_graph(run_layers)
+            self.backend.launch_graph(graph)
             self._graph, self._graph_key = graph, key
             self.graph_status = f"captured ({len(key)} layers)"
         except Exception as exc:  # a layer that cannot be captured (host sync, pageable copy): stay eager
-            self.graph_status = f"failed at layer {current}: {type(exc).__name__}: {exc}"
-            stream.synchronize()
+            self.graph_status = f"failed at layer {current[0]}: {type(exc).__name__}: {exc}"
+            self.backend.synchronize()
             for name in key:
                 self._execute(name)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.backends import NumpyBackend
+from engine.custom.scope import scoped
 from engine.descriptors import LayerDesc, is_identifier
 from engine.errors import LayerLabError
 from engine.graph import execution_order, find_cycle
@@ -34,6 +35,7 @@ def check(model: Model, registry: Registry) -> list[Diagnostic]:
 
     A template instance is checked as one layer (its inputs and exposed parameters) and through its expanded
     layers, whose problems are reported on the instance, prefixed by the inner layer's name."""
+    registry = scoped(model, registry)  # the model's custom layers resolve too
     diags: list[Diagnostic] = []
     incomplete: set[str] = set()
     for name, spec in model.layers.items():
@@ -159,6 +161,7 @@ def _strip_template(reason: str, layer_type: str) -> str:
 def output_shapes(model: Model, registry: Registry) -> dict[str, Dims]:
     """Output dimensions of every layer whose shape can be inferred (for the canvas); a template instance's
     are those of its output layer."""
+    registry = scoped(model, registry)
     backend = NumpyBackend()
     dims: dict[str, Dims] = {}
     exp = expand(model, registry, strict=False)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import zlib
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -126,22 +125,6 @@ def open_weights(path: str | os.PathLike[str]) -> WeightsSource:
     if p.is_file() or p.suffix.lower() == ".safetensors":
         return SafetensorsWeights(p)
     return WeightsFolder(p)
-
-
-def weights_for(model: Any, override: str | os.PathLike[str] | None = None, seed: int = 0) -> WeightsSource:
-    """The weights a model runs with: ``override`` (a folder or safetensors file), else the weights an import
-    brought with it, else its weights setting (relative to the model file), else seeded random weights."""
-    if override:
-        return open_weights(override)
-    if getattr(model, "weights_source", None) is not None:
-        return model.weights_source
-    setting = model.settings.get("weights", "").strip()
-    if setting:
-        p = Path(setting).expanduser()
-        if not p.is_absolute() and model.path:
-            p = Path(model.path).resolve().parent / p
-        return open_weights(p)
-    return RandomWeights(seed)
 
 
 def is_weights_path(path: str | os.PathLike[str]) -> bool:

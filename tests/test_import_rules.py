@@ -59,3 +59,175 @@ def test_cli_and_engine_load_without_qt():
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "QT: []" in res.stdout, res.stdout
+
+
+# ---- the import graph: no circles, cupy only in engine/backends, canvas never imports app ---------------------
+PACKAGES = ("app", "canvas", "engine", "plugins")
+CUPY = ("cupy", "cupyx")
+
+
+def module_names(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of ``packages`` under ``root`` (a package is its __init__)."""
+    found = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _type_checking_only(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (getattr(test, "id", None) == "TYPE_CHECKING"
+                                         or getattr(test, "attr", None) == "TYPE_CHECKING")
+
+
+def runtime_imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, module) of every import ``module`` (the file ``path``) can execute: at the top, in functions (lazy
+    imports count: they still close a circle) and through importlib; not those under ``if TYPE_CHECKING:``.
+    Relative imports are resolved; ``from package import name`` gives ``package.name``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[tuple[int, str]] = []
+
+    def visit(node: ast.AST) -> None:
+        if _type_checking_only(node):
+            for child in getattr(node, "orelse", []):
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            found.extend((node.lineno, f"{base}.{a.name}") for a in node.names)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
+                "import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
+            found.append((node.lineno, str(node.args[0].value)))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def import_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
+    """Module -> the modules of ``packages`` it imports (a name resolves to its longest known module prefix)."""
+    modules = module_names(root, packages)
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for module, path in modules.items():
+        targets = {resolve(name) for _, name in runtime_imports(path, module)}
+        graph[module] = {t for t in targets if t is not None and t != module}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan): every import circle, sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return sorted(circles)
+
+
+def cupy_outside_backends(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
+    """Imports of cupy anywhere but engine/backends/ (the CuPy backend owns the GPU)."""
+    bad = []
+    for path in module_names(root, packages).values():
+        if path.relative_to(root).parts[:2] == ("engine", "backends"):
+            continue
+        bad += [f"{path.relative_to(root)}:{line} imports {name}" for line, name in imported_modules(path)
+                if name.split(".")[0] in CUPY]
+    return bad
+
+
+def canvas_importing_app(root: Path) -> list[str]:
+    """Imports of app/ from canvas/ (app -> canvas -> engine, never back)."""
+    bad = []
+    for path in sorted((root / "canvas").rglob("*.py")):
+        bad += [f"{path.relative_to(root)}:{line} imports {name}" for line, name in imported_modules(path)
+                if name.split(".")[0] == "app"]
+    return bad
+
+
+def test_no_import_circle_in_app_canvas_engine_or_plugins():
+    assert import_circles(import_graph(ROOT)) == []
+
+
+def test_cupy_is_imported_only_inside_engine_backends():
+    assert cupy_outside_backends(ROOT) == []
+
+
+def test_canvas_imports_no_app():
+    assert canvas_importing_app(ROOT) == []
+
+
+def _plant(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def test_planted_circle_is_found_even_through_lazy_and_relative_imports(tmp_path):
+    root = _plant(tmp_path, {
+        "app/__init__.py": "", "app/cli.py": "from app.cli_drift import cmd\n",
+        "app/cli_drift.py": "def cmd():\n    from app.cli import helper  # lazy: still a circle\n",
+        "app/run_config.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from app.cli import x\n",
+        "engine/__init__.py": "", "engine/a.py": "from . import b\n", "engine/b.py": "import engine.c\n",
+        "engine/c.py": "from engine.a import thing\n", "engine/d.py": "from engine import a\n",
+    })
+    circles = import_circles(import_graph(root))
+    assert circles == [["app.cli", "app.cli_drift"], ["engine.a", "engine.b", "engine.c"]]
+    (root / "app" / "cli_drift.py").write_text("def cmd():\n    pass\n")  # cut it: only engine's is left
+    assert import_circles(import_graph(root)) == [["engine.a", "engine.b", "engine.c"]]
+
+
+def test_planted_cupy_import_and_canvas_app_import_are_found(tmp_path):
+    root = _plant(tmp_path, {
+        "engine/__init__.py": "", "engine/network.py": "def capture():\n    import cupy\n",
+        "engine/backends/__init__.py": "def probe():\n    import cupy\n",
+        "engine/backends/cupy_backend.py": "import cupy\nimport cupyx.scipy\n",
+        "plugins/standard/pooling.py": "from cupyx import jit\n",
+        "canvas/__init__.py": "", "canvas/graph.py": "from engine.model import Model\nfrom app.params import X\n",
+    })
+    assert cupy_outside_backends(root) == ["engine/network.py:2 imports cupy",
+                                           "plugins/standard/pooling.py:1 imports cupyx"]
+    assert canvas_importing_app(root) == ["canvas/graph.py:2 imports app.params"]

@@ -1,19 +1,16 @@
-"""The README's catalogue of layers and activations is the generated one (regenerate with
-``python -m engine.catalog`` and paste between the markers)."""
+"""The README's generated tables are current (``python -m engine.readme --write README.md`` rewrites them)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from engine.catalog import BEGIN, END, markdown
+from engine.readme import stale_sections
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_readme_catalog_is_current(registry):
+def test_readme_generated_tables_are_current(registry):
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert BEGIN in text and END in text, "README lacks the catalogue markers"
-    current = text[text.index(BEGIN): text.index(END) + len(END)]
-    assert current == markdown(registry), "README catalogue is stale: run python -m engine.catalog"
+    assert stale_sections(text, registry) == [], "README is stale: run python -m engine.readme --write README.md"
 
 
 def test_readme_names_the_two_commands_and_ci_runs_the_test_one():

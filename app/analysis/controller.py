@@ -15,9 +15,10 @@ from app.analysis.output_view import AnalysisOutputView
 from app.analysis.overview import OverviewPanel
 from app.analysis.param_editor import ParameterEditor
 from app.analysis.proxy import SessionProxy
-from app.analysis.session import AnalysisConfig, StartRequest
+from app.analysis.session import StartRequest
 from engine.model import Model
 from engine.registry import Registry
+from engine.run import RunSpec
 
 
 class AnalysisController(QtCore.QObject):
@@ -72,14 +73,12 @@ class AnalysisController(QtCore.QObject):
         self.debug.act_stop.triggered.connect(p.debugger.stop)
 
     # ---- commands --------------------------------------------------------------------------------
-    def launch(self, model: Model, registry: Registry, config: AnalysisConfig | None = None) -> None:
+    def launch(self, model: Model, registry: Registry, config: RunSpec | None = None) -> None:
         """Start analysis on a private copy of ``model`` (the caller makes models read-only)."""
-        from engine.fusing import copy_model  # noqa: PLC0415
-
         self.active = True
         self.active_changed.emit(True)
         self.message.emit(f"Analysis of {model.name}: building the network…")
-        self.proxy.send("start", StartRequest(copy_model(model), registry, config or AnalysisConfig()))
+        self.proxy.send("start", StartRequest(model.copy(), registry, config or RunSpec()))
 
     def stop(self) -> None:
         """Leave analysis (a paused inference is aborted)."""

@@ -11,9 +11,10 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from app.analysis.controller import AnalysisController
 from app.analysis.proxy import SessionProxy
 from app.analysis.readonly import ReadOnlyGuard
-from app.analysis.session import AnalysisConfig, AnalysisSession
+from app.analysis.session import AnalysisSession
 from app.analysis.window import AnalysisWindow
 from engine.errors import LayerLabError
+from engine.run import RunSpec
 
 
 class AnalysisMode(QtCore.QObject):
@@ -71,7 +72,7 @@ class AnalysisMode(QtCore.QObject):
         for act in (self.act_inspector, self.act_compare, self.act_timings, self.act_rerun):
             act.setEnabled(on)
 
-    def launch(self, config: AnalysisConfig | None = None) -> bool:
+    def launch(self, config: RunSpec | None = None) -> bool:
         """Start analysis of the current model; every open model becomes read-only."""
         doc = getattr(self.main, "current", None)
         if self.active or doc is None:
@@ -80,16 +81,19 @@ class AnalysisMode(QtCore.QObject):
         if runner is not None and runner.busy:
             self._status("An inference run is in progress: wait for it or cancel it, then Launch Analysis")
             return False
+        custom = getattr(self.main, "custom", None)  # custom layer code runs only with the user's consent
+        if custom is not None and not custom.ensure_consent(doc, lambda: self.launch(config)):
+            return False
         if config is None:
             try:
                 from app.run_config import from_model  # noqa: PLC0415
 
-                config = AnalysisConfig.from_run_config(from_model(doc.model, doc.path))
+                config = from_model(doc.model, doc.path)
             except LayerLabError as exc:
                 self._status(f"Cannot launch analysis: {exc}")
                 return False
         self.doc = doc
-        self.guard.lock([d.model for d in getattr(self.main, "docs", [doc])])
+        self.guard.lock([d.bridge for d in getattr(self.main, "docs", [doc])])
         self.ctl = AnalysisController(self.proxy, parent=self)
         self.ctl.message.connect(self._status)
         self.ctl.overview_panel.act_timings.setChecked(self.act_timings.isChecked())

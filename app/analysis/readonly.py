@@ -1,11 +1,14 @@
 """Read-only models during analysis: each locked Model gets a ``read_only`` reason, so every edit,
 undo and redo is refused with ReadOnlyError (a LayerLabError, reported like any refused edit) and the
-reason goes to the status bar through ``notify``."""
+reason goes to the status bar through ``notify``. The guard hears of refused edits through each model's
+bridge (``canvas.bridge.ModelBridge``), like every other view."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.model import Event, Model, ReadOnlyError
+from canvas.bridge import ModelBridge
+from engine.events import EditRefused, Event
+from engine.model import Model, ReadOnlyError
 
 MESSAGE = "Analysis is running: the models are read-only (Stop Analysis to edit)"
 
@@ -17,28 +20,29 @@ class ReadOnlyGuard:
 
     def __init__(self, notify: Callable[[str], None] | None = None) -> None:
         self.notify = notify
-        self.locked: list[Model] = []
+        self.locked: list[ModelBridge] = []
 
-    def lock(self, models: list[Model]) -> None:
-        for model in models:
-            if any(m is model for m in self.locked):
+    def lock(self, bridges: list[ModelBridge]) -> None:
+        """Make the model of each bridge read-only (once each) and listen for refused edits."""
+        for bridge in bridges:
+            if self.is_locked(bridge.model):
                 continue
-            model.read_only = "while analysis runs"
-            model.events.connect(self._on_event)
-            self.locked.append(model)
+            bridge.model.read_only = "while analysis runs"
+            bridge.event.connect(self._on_event)
+            self.locked.append(bridge)
 
     def unlock(self) -> None:
-        for model in self.locked:
-            model.read_only = None
-            model.events.disconnect(self._on_event)
+        for bridge in self.locked:
+            bridge.model.read_only = None
+            bridge.event.disconnect(self._on_event)
         self.locked = []
 
     def _on_event(self, event: Event) -> None:
-        if event.kind == "edit_refused":
+        if isinstance(event, EditRefused):
             self.refused()
 
     def is_locked(self, model: Model) -> bool:
-        return any(m is model for m in self.locked)
+        return any(b.model is model for b in self.locked)
 
     def refused(self) -> None:
         """Tell the user why an edit was refused."""

@@ -26,39 +26,22 @@ from app.commands import dispatch
 from engine.analysis import channel_stats, compare_precision, display_tensor, network_overview
 from engine.debugger import Debugger, DebugStopped
 from engine.errors import InputError, LayerLabError
-from engine.io import ImageOptions, VideoReader, kind_of, read_input, tensor_to_image
+from engine.io import kind_of, tensor_to_image
 from engine.model import Model
-from engine.network import Network, random_input
+from engine.network import Network
 from engine.registry import Registry
+from engine.run import RunSpec, VideoInput, load_inputs, open_input, open_network, open_weights
 
 #: at most this many values of a layer's output travel to the GUI at once (H and W are strided down)
 MAX_INSPECT_VALUES = 8_000_000
 MAX_IMAGE_SIDE = 1600
 
 
-@dataclass(frozen=True)
-class AnalysisConfig:
-    """How the analysis network is built (the model's Network Settings)."""
-
-    backend: str = "auto"
-    format: str = "fp32 nchw"
-    weights: str | None = None
-    seed: int = 0
-    fusing: bool = True
-    inputs: tuple[tuple[str, str], ...] = ()
-    input_layout: str = "nchw"
-
-    @classmethod
-    def from_run_config(cls, cfg: Any) -> AnalysisConfig:
-        """From the designer's RunConfig (app.run_config)."""
-        return cls(cfg.backend, cfg.format, cfg.weights, cfg.seed, cfg.fusing, tuple(cfg.inputs), cfg.input_layout)
-
-
 @dataclass
 class StartRequest:
     model: Model  # a private copy: the GUI's models are read-only during analysis anyway
     registry: Registry
-    config: AnalysisConfig = field(default_factory=AnalysisConfig)
+    config: RunSpec = field(default_factory=RunSpec)  # the model's Network Settings (app.run_config.RunConfig)
 
 
 @dataclass
@@ -100,23 +83,6 @@ class RunInfo:
     stopped: bool = False
 
 
-class _Video:
-    def __init__(self, path: str, opts: ImageOptions) -> None:
-        self.reader = VideoReader(path, opts)
-        self.path = path
-        self.frame = -1
-        self.playing = False
-
-    def read(self, frame: int | None = None) -> np.ndarray | None:
-        if frame is not None and frame != self.frame + 1:
-            self.reader.seek(frame)
-            self.frame = frame - 1
-        data = self.reader.read()
-        if data is not None:
-            self.frame += 1
-        return data
-
-
 class AnalysisSession(QtCore.QObject):
     """Owns the analysis network in the worker thread (see the module documentation)."""
 
@@ -141,9 +107,9 @@ class AnalysisSession(QtCore.QObject):
         self.net: Network | None = None
         self.model: Model | None = None
         self.registry: Registry | None = None
-        self.config = AnalysisConfig()
+        self.config = RunSpec()
         self.debugger = Debugger(on_pause=self.paused.emit, on_resume=self.resumed.emit)
-        self.videos: dict[str, _Video] = {}
+        self.videos: dict[str, VideoInput] = {}
         self.sources: dict[str, tuple[str, str]] = {}  # input layer -> (kind, path)
         self.inspected: str | None = None
         self.profile_timings = False
@@ -183,31 +149,19 @@ class AnalysisSession(QtCore.QObject):
     # ---- lifecycle -----------------------------------------------------------------------------------
     def cmd_start(self, req: StartRequest) -> None:
         """Build the network, load the configured inputs and run once."""
-        from engine.backends import get_backend  # noqa: PLC0415
-        from engine.tensor import TensorFormat  # noqa: PLC0415
-        from engine.weights import RandomWeights, open_weights  # noqa: PLC0415
-
         self.cmd_stop(quiet=True)
         cfg = req.config
         notice = io.StringIO()
-        backend = get_backend(cfg.backend, notice=notice)
-        weights = open_weights(cfg.weights) if cfg.weights else RandomWeights(cfg.seed)
-        net = Network(req.model, req.registry, backend, TensorFormat.parse(cfg.format), weights=weights, seed=cfg.seed,
-                      reuse_buffers=False, fusing="on" if cfg.fusing else "off",
-                      protected=self.debugger.breakpoints)
+        net = open_network(req.model, cfg, req.registry, notice=notice, reuse_buffers=False,
+                           protected=self.debugger.breakpoints)
         self.net, self.model, self.registry, self.config = net, req.model, req.registry, cfg
         self.builds += 1
         self.debugger.attach(net)
         net.hooks.before_layer.append(self._before_layer)
         net.hooks.after_layer.append(self._after_layer)
-        self.sources = {}
-        for name in net.input_names:
-            path = dict(cfg.inputs).get(name)
-            if path:
-                self._open(name, path, run=False)
-            else:
-                net.set_input(name, random_input(net.layer(name).default_dims(), cfg.seed))
-                self.sources[name] = ("random", "")
+        inputs = load_inputs(net, cfg)
+        self.sources, self.videos = inputs.sources, inputs.videos
+        backend = net.backend
         self.started.emit({"backend": backend.name, "device": backend.device_name, "format": str(net.fmt),
                            "inputs": list(net.input_names), "outputs": list(net.output_names),
                            "notice": notice.getvalue().strip()})
@@ -224,7 +178,7 @@ class AnalysisSession(QtCore.QObject):
         if self._timer is not None:
             self._timer.stop()
         for v in self.videos.values():
-            v.reader.close()
+            v.close()
         self.videos.clear()
         if self.net is not None:
             self.debugger.detach()
@@ -234,31 +188,17 @@ class AnalysisSession(QtCore.QObject):
             self.stopped.emit()
 
     # ---- inputs --------------------------------------------------------------------------------------
-    def _image_options(self, name: str) -> ImageOptions:
-        p = self._need_net().layer(name).p
-        return ImageOptions(p["scale"], p["shift"], p["min_channels"], p["tiling"])
-
-    def _open(self, name: str, path: str, run: bool = True) -> None:
+    def _open(self, name: str, path: str) -> None:
         net = self._need_net()
-        if name not in net.input_names:
-            raise InputError(f"the network has no input layer {name!r} (inputs: {', '.join(net.input_names)})")
-        kind = kind_of(path)
+        data, video = open_input(net, name, path, self.config.input_layout)
         old = self.videos.pop(name, None)
         if old is not None:
-            old.reader.close()
-        if kind == "video":
-            video = _Video(path, self._image_options(name))
-            frame = video.read()
-            if frame is None:
-                video.reader.close()
-                raise InputError(f"{path}: the video has no frames")
+            old.close()
+        if video is not None:
             self.videos[name] = video
-            net.set_input(name, frame)
-        else:
-            net.set_input(name, read_input(path, self._image_options(name), self.config.input_layout))
-        self.sources[name] = (kind, path)
-        if run:
-            self._schedule_run()
+        net.set_input(name, data)
+        self.sources[name] = (kind_of(path), path)
+        self._schedule_run()
 
     def cmd_open_input(self, payload: tuple[str, str]) -> None:
         """(input layer, file): an image, a .npy tensor or a video; reruns the network."""
@@ -295,7 +235,7 @@ class AnalysisSession(QtCore.QObject):
         name, delta = payload
         self.cmd_seek((name, self._video(name).frame + int(delta)))
 
-    def _video(self, name: str) -> _Video:
+    def _video(self, name: str) -> VideoInput:
         self._need_net()
         video = self.videos.get(name)
         if video is None:
@@ -387,11 +327,9 @@ class AnalysisSession(QtCore.QObject):
         net = self._need_net()
         assert self.model is not None and self.registry is not None
         inputs = {n: net.output(n) for n in net.input_names}
-        from engine.weights import RandomWeights, open_weights  # noqa: PLC0415
-
-        weights = open_weights(self.config.weights) if self.config.weights else RandomWeights(self.config.seed)
         self.drift.emit(compare_precision(self.model, self.registry, inputs, "numpy:fp32|nchw", candidate,
-                                          weights=weights, seed=self.config.seed, threshold=float(threshold)))
+                                          weights=open_weights(self.config, self.model), seed=self.config.seed,
+                                          threshold=float(threshold)))
 
     # ---- running -------------------------------------------------------------------------------------
     def _schedule_run(self) -> None:

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -38,6 +39,24 @@ class Timer:
         return (self._t1 - self._t0) * 1e3
 
 
+#: Operations a backend may offer a hand-written kernel for (``Backend.kernel``), with the kernel's call.
+#: Arrays are the backend's; "physical" arrays are in the tensor's memory layout (NHWC when ``nhwc``).
+#: ``epilogue`` is the activation's declared fused epilogue (``ActivationDesc.epilogue``) or None.
+KERNEL_OPERATIONS: dict[str, str] = {
+    "conv2d": "(x, w, b, out, stride, padding, dilation, groups, epilogue, coefs, cache=None): act(conv(x, w) + b) "
+              "into out, logical NCHW views; cache: a dict of the layer where the kernel may keep what it derives "
+              "from w (checked against the identity of w), None when the weights change between runs",
+    "element_wise": "(op, a, b, out, epilogue, coefs): out = act(a op b) (op: sum, product, max, min, sub), "
+                    "physical arrays of one shape and layout",
+    "upsample": "(x, out, factor, bilinear, nhwc): upsampling of physical x by integer factors (nearest, or "
+                "bilinear with half-pixel centres)",
+    "upsample_concat": "(x, skip, out, factor, bilinear, nhwc): the channels of x upsampled (as upsample) followed "
+                       "by the channels of skip, the upsampled size equal to the skip size",
+    "pool2d": "(x, out, is_max, kernel, stride, padding, count_include_pad, nhwc): max or average pooling of "
+              "physical x (averages over the real cells of a window unless count_include_pad)",
+}
+
+
 class Backend:
     """Array module, memory and synchronisation for one kind of device."""
 
@@ -61,9 +80,15 @@ class Backend:
         """A raw byte buffer that tensors are carved from (memory pool slot)."""
         return self.xp.empty((max(int(nbytes), 1),), dtype=np.uint8)
 
-    supports_graphs = False
-    #: True when conv2d may have a fast path (layers skip the call otherwise)
-    has_conv_kernels = False
+    #: what kind of device the backend computes on: "cpu" or "gpu"
+    device_kind: ClassVar[str] = "cpu"
+    #: True when the backend can capture a run of layers as a graph and replay it (``capture_graph``)
+    supports_graphs: ClassVar[bool] = False
+    #: the module holding the backend's kernel factories (one function per operation name, see ``kernel``)
+    kernel_module: ClassVar[str | None] = None
+    #: fp32 convolutions may use TF32 tensor cores (10-bit mantissa products, float32 sums); set from the
+    #: network's ``tf32`` setting before each run. Off: strict float32, as the NumPy backend computes.
+    allow_tf32 = False
 
     def activate(self) -> None:
         """Make this backend's stream current in the calling thread (before running layers)."""
@@ -73,37 +98,31 @@ class Backend:
         in it, its own kernels spreading every layer over the cores."""
         return contextlib.nullcontext()
 
-    def conv2d(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
-               dilation: tuple[int, int], groups: int, act: str | None, coefs: dict[str, float],
-               cache: dict[str, Any] | None = None) -> bool:
-        """A backend's own convolution into ``out`` (logical NCHW views), with ``act`` fused when given.
+    def kernel(self, operation: str) -> Callable[..., bool] | None:
+        """The backend's hand-written kernel for ``operation`` (one of ``KERNEL_OPERATIONS``), or None when
+        it has none: the caller then computes it with the generic array code.
 
-        ``cache`` is a dict owned by the calling layer where the backend may keep what it derives from
-        ``w`` (checked against the identity of ``w``); None when the weights change between runs.
-        Returns False when the backend has no fast path for this case (the caller computes it)."""
-        return False
+        Looked up on first use in the backend's ``kernel_module``, where a function named after the operation
+        makes the kernel for this backend (compiling nothing until then), and memoized per backend. A kernel
+        returns False when it does not serve a particular case (the caller falls back then, too)."""
+        if operation not in KERNEL_OPERATIONS:
+            raise ValueError(f"unknown kernel operation {operation!r} (known: {', '.join(KERNEL_OPERATIONS)})")
+        made = self.__dict__.setdefault("_kernels", {})
+        if operation not in made:
+            factory = None
+            if self.kernel_module is not None:
+                factory = getattr(importlib.import_module(self.kernel_module), operation, None)
+            made[operation] = factory(self) if factory is not None else None
+        return made[operation]
 
-    def element_wise(self, op: str, a: Any, b: Any, out: Any, act: str | None, coefs: dict[str, float]) -> bool:
-        """``out = act(a op b)`` (op: sum, product, max, min, sub) in one pass by the backend's own kernel, for
-        physical arrays of one shape and layout; False when it has none for this case."""
-        return False
+    def capture_graph(self, run: Callable[[], None]) -> Any:
+        """Record the device work of ``run()`` as a graph (the work is not done: launch it); only where
+        ``supports_graphs``. Raises what capturing raises (the caller then runs eagerly)."""
+        raise NotImplementedError(f"the {self.name} backend cannot capture graphs")
 
-    def upsample(self, x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
-        """Upsampling by integer factors (nearest, or bilinear with half-pixel centres) of the physical
-        array ``x`` into ``out`` by the backend's own kernel; False when it has none for this case."""
-        return False
-
-    def pool2d(self, x: Any, out: Any, is_max: bool, kernel: tuple[int, int], stride: tuple[int, int],
-               padding: tuple[int, int], count_include_pad: bool, nhwc: bool) -> bool:
-        """Max or average pooling of the physical array ``x`` into ``out`` by the backend's own kernel
-        (averages over the real cells of a window unless ``count_include_pad``); False when it has none."""
-        return False
-
-    def upscale_concat(self, x: Any, skip: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
-        """``out`` = channels of ``x`` upsampled by integer factors (as :meth:`upsample`) followed by the
-        channels of ``skip``, by the backend's own kernel; physical arrays of one layout (NHWC when
-        ``nhwc``), the upsampled size equal to the skip size. False when it has none for this case."""
-        return False
+    def launch_graph(self, graph: Any) -> None:
+        """Replay a graph made by ``capture_graph`` on the backend's stream."""
+        raise NotImplementedError(f"the {self.name} backend cannot capture graphs")
 
     def synchronize(self) -> None:
         """Wait until all queued device work has finished."""

@@ -38,8 +38,8 @@ from numba import njit, prange  # noqa: E402
 
 from engine.tensor import is_nhwc_memory  # noqa: E402
 
-#: activations the output transform applies itself (name -> code used by the kernel)
-FUSED_ACTIVATIONS = {None: 0, "relu": 1, "leaky_relu": 2}
+#: fused epilogues the output transform applies itself (``ActivationDesc.epilogue`` -> code used by the kernel)
+FUSED_EPILOGUES = {None: 0, "relu": 1, "leaky_relu": 2}
 
 #: bytes of transformed input tiles per block (cache-sized)
 BLOCK_BYTES = 3 << 20
@@ -730,7 +730,7 @@ def _element_wise_range(a, b, y, i0, i1, op, act, alpha):  # pragma: no cover - 
 
 
 def element_wise(a: np.ndarray, b: np.ndarray, out: np.ndarray, op: int, act: int = 0, alpha: float = 0.0) -> None:
-    """``out = act(a op b)`` (codes of :data:`ELEMENT_WISE_OPS` and :data:`FUSED_ACTIVATIONS`) in one pass,
+    """``out = act(a op b)`` (codes of :data:`ELEMENT_WISE_OPS` and :data:`FUSED_EPILOGUES`) in one pass,
     spread over the cores; float32 C-contiguous arrays of one shape (``out`` may be ``a`` or ``b``)."""
     fy = out.reshape(-1)
     parts = _threads() if fy.size >= ELEMENT_WISE_SPLIT_MIN else 1

@@ -20,8 +20,8 @@ HEURISTICS = os.environ.get("LAYERLAB_CUDNN_HEURISTICS", "A")
 CHANNEL_ALIGN = 8
 PAD_CHANNELS = os.environ.get("LAYERLAB_CUDNN_PAD_CHANNELS", "on").lower() not in ("off", "0", "no", "false")
 
-#: activations the cuDNN epilogue computes itself (name -> builder on the frontend graph)
-EPILOGUE = ("relu", "leaky_relu", "sigmoid", "tanh")
+#: fused epilogues (``ActivationDesc.epilogue``) the cuDNN graph computes itself
+EPILOGUES = ("relu", "leaky_relu", "sigmoid", "tanh")
 
 
 def _dims_strides(a: Any) -> tuple[list[int], list[int]]:
@@ -47,7 +47,7 @@ class CudnnConvolutions:
 
     def _build(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
                dilation: tuple[int, int], act: str | None,
-               coefs: dict[str, float]) -> tuple[Any, dict[str, Any], Any]:
+               coefs: dict[str, float], tf32: bool = False) -> tuple[Any, dict[str, Any], Any]:
         c = self.cudnn
         io = self._dtype(x.dtype)
         g = c.pygraph(io_data_type=io, intermediate_data_type=c.data_type.FLOAT,
@@ -78,6 +78,9 @@ class CudnnConvolutions:
         g.validate()
         g.build_operation_graph()
         modes = [getattr(c.heur_mode, m) for m in HEURISTICS.split(",")] + [c.heur_mode.FALLBACK]
+        if x.dtype == cupy.float32 and not tf32:
+            # strict float32: leave out the engines that round the operands to TF32 on tensor cores
+            g.deselect_numeric_notes([c.numerical_note.TENSOR_CORE, c.numerical_note.DOWN_CONVERT_INPUTS])
         g.create_execution_plans(modes)
         g.check_support()
         g.build_plans()
@@ -92,7 +95,8 @@ class CudnnConvolutions:
         return pack
 
     def conv(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
-             dilation: tuple[int, int], act: str | None = None, coefs: dict[str, float] | None = None) -> bool:
+             dilation: tuple[int, int], act: str | None = None, coefs: dict[str, float] | None = None,
+             tf32: bool = False) -> bool:
         """Compute into ``out``; all arrays are logical N,C,H,W (views of any layout). False when cuDNN
         does not support this configuration (nothing was written).
 
@@ -100,14 +104,14 @@ class CudnnConvolutions:
         (an RGB input, a 3-channel output) run on zero-padded copies, so that cuDNN can use its tensor-core kernels:
         the unaligned cases otherwise fall on kernels over ten times slower."""
         coefs = coefs or {}
-        if act is not None and act not in EPILOGUE:
+        if act is not None and act not in EPILOGUES:
             return False
         c, k = x.shape[1], w.shape[0]
         if (PAD_CHANNELS and (c % CHANNEL_ALIGN or k % CHANNEL_ALIGN) and w.shape[1] == c and x.dtype == cupy.float16
                 and all(map(is_nhwc_memory, (x, w, out)))):
             if self._conv_padded(x, w, b, out, stride, padding, dilation, act, coefs):
                 return True
-        return self._conv(x, w, b, out, stride, padding, dilation, act, coefs)
+        return self._conv(x, w, b, out, stride, padding, dilation, act, coefs, tf32)
 
     def _conv_padded(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int],
                      padding: tuple[int, int], dilation: tuple[int, int], act: str | None,
@@ -140,13 +144,13 @@ class CudnnConvolutions:
         return True
 
     def _conv(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
-              dilation: tuple[int, int], act: str | None, coefs: dict[str, float]) -> bool:
+              dilation: tuple[int, int], act: str | None, coefs: dict[str, float], tf32: bool = False) -> bool:
         key = (x.shape, x.strides, str(x.dtype), w.shape, w.strides, b is None, out.shape, out.strides, stride,
-               padding, dilation, act, tuple(sorted(coefs.items())))
+               padding, dilation, act, tuple(sorted(coefs.items())), tf32)
         entry = self._graphs.get(key, ())
         if entry == ():
             try:
-                entry = self._build(x, w, b, out, stride, padding, dilation, act, coefs)
+                entry = self._build(x, w, b, out, stride, padding, dilation, act, coefs, tf32)
             except Exception:  # unsupported configuration: remember, fall back
                 entry = None
             self._graphs[key] = entry

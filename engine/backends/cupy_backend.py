@@ -1,14 +1,13 @@
 """The CuPy backend: runs on a CUDA GPU. Imported only when asked for (cupy is optional)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import cupy
 import numpy as np
 
-from engine.backends import gpu_kernels
-from engine.backends.base import Backend, Timer, derived
-from engine.tensor import is_nhwc_memory
+from engine.backends.base import Backend, Timer
 
 
 class _EventTimer(Timer):
@@ -34,8 +33,9 @@ class CupyBackend(Backend):
 
     name = "cupy"
     xp = cupy
+    device_kind = "gpu"
     supports_graphs = True
-    has_conv_kernels = True
+    kernel_module = "engine.backends.cupy_kernels"
 
     def __init__(self) -> None:
         self.stream = cupy.cuda.Stream(non_blocking=True)
@@ -58,32 +58,6 @@ class CupyBackend(Backend):
                 self.cudnn_status = f"unavailable ({type(exc).__name__}: {exc})"
         return self._cudnn
 
-    def conv2d(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
-               dilation: tuple[int, int], groups: int, act: str | None, coefs: dict[str, float],
-               cache: dict[str, Any] | None = None) -> bool:
-        if x.dtype != cupy.float16:
-            return False
-        if gpu_kernels.direct_applies(x, w, out, groups, act) and is_nhwc_memory(x) and is_nhwc_memory(out):
-            wd = derived(cache, "direct", w, lambda: gpu_kernels.direct_weights(w))
-            if gpu_kernels.conv_direct(x.transpose(0, 2, 3, 1), wd, b, out.transpose(0, 2, 3, 1), w.shape[2:], stride,
-                                       padding, dilation, act, float(coefs.get("alpha", 0.0))):
-                return True
-        if (gpu_kernels.pointwise_applies(x, w, out, stride, padding, dilation, groups, act) and is_nhwc_memory(x)
-                and is_nhwc_memory(out)):
-            wp = derived(cache, "pointwise", w, lambda: gpu_kernels.pointwise_weights(w))
-            if gpu_kernels.conv_pointwise(x.transpose(0, 2, 3, 1), wp, b, out.transpose(0, 2, 3, 1), act,
-                                          float(coefs.get("alpha", 0.0))):
-                return True
-        if self.cudnn is None:
-            return False
-        return self._cudnn.conv(x, w, b, out, stride, padding, dilation, act, coefs)
-
-    def upsample(self, x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
-        return gpu_kernels.upscale_concat(x, None, out, factor, bilinear, nhwc)
-
-    def upscale_concat(self, x: Any, skip: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
-        return gpu_kernels.upscale_concat(x, skip, out, factor, bilinear, nhwc)
-
     @property
     def device_name(self) -> str:
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
@@ -102,3 +76,21 @@ class CupyBackend(Backend):
 
     def timer(self) -> Timer:
         return _EventTimer()
+
+    def capture_graph(self, run: Callable[[], None]) -> Any:
+        """Capture the work ``run()`` queues on the backend's stream as a CUDA graph (memory from an
+        asynchronous pool, as capture needs); on failure the stream is synchronized and the error raised."""
+        try:
+            with cupy.cuda.using_allocator(cupy.cuda.MemoryAsyncPool().malloc):
+                self.stream.begin_capture()
+                try:
+                    run()
+                finally:
+                    graph = self.stream.end_capture()
+        except Exception:
+            self.stream.synchronize()
+            raise
+        return graph
+
+    def launch_graph(self, graph: Any) -> None:
+        graph.launch(self.stream)

@@ -12,7 +12,7 @@
   every output channel of one pixel, reading its input channels 8 at a time, weights in shared memory.
   cuDNN pads the outputs to 8 channels and copies the result back.
 
-Imported only by :mod:`engine.backends.cupy_backend`."""
+Imported only by :mod:`engine.backends.cupy_kernels` (the CuPy backend's kernels by operation name)."""
 from __future__ import annotations
 
 import functools
@@ -20,8 +20,8 @@ from typing import Any
 
 import cupy
 
-#: activations the direct convolution applies itself (name -> code)
-DIRECT_ACTIVATIONS = {None: 0, "relu": 1, "leaky_relu": 2}
+#: fused epilogues the direct convolution applies itself (``ActivationDesc.epilogue`` -> code)
+DIRECT_EPILOGUES = {None: 0, "relu": 1, "leaky_relu": 2}
 
 #: most input channels, and most weight values (shared memory, float32), of the direct convolution
 DIRECT_MAX_CHANNELS = 4
@@ -261,7 +261,7 @@ def direct_weights(w: Any) -> Any:
 def direct_applies(x: Any, w: Any, out: Any, groups: int, act: str | None) -> bool:
     """Whether :func:`conv_direct` covers this convolution (fp16 NHWC memory, few input channels)."""
     k, c, kh, kw = w.shape
-    return (groups == 1 and act in DIRECT_ACTIVATIONS and x.dtype == out.dtype == cupy.float16
+    return (groups == 1 and act in DIRECT_EPILOGUES and x.dtype == out.dtype == cupy.float16
             and c <= DIRECT_MAX_CHANNELS and k % 8 == 0 and k * c * kh * kw <= DIRECT_MAX_WEIGHTS and out.size < 2**31)
 
 
@@ -282,7 +282,7 @@ def conv_direct(x: Any, wd: Any, bias: Any | None, out: Any, kernel: tuple[int, 
                    (x, wd, x if bias is None else bias, i32(bias is not None), out, i32(h), i32(w), i32(c), i32(ho),
                     i32(wo), i32(k), i32(kernel[0]), i32(kernel[1]),
                     i32(stride[0]), i32(stride[1]), i32(padding[0]), i32(padding[1]), i32(dilation[0]),
-                    i32(dilation[1]), i32(DIRECT_ACTIVATIONS[act]), cupy.float32(alpha), cupy.uint32(total)),
+                    i32(dilation[1]), i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha), cupy.uint32(total)),
                    shared_mem=wd.size * 4)
     return True
 
@@ -293,7 +293,7 @@ def pointwise_applies(x: Any, w: Any, out: Any, stride: tuple[int, int], padding
     7 output channels, input channels a multiple of 8)."""
     k, c, kh, kw = w.shape
     return (groups == 1 and (kh, kw) == (1, 1) and stride == dilation == (1, 1) and padding == (0, 0)
-            and act in DIRECT_ACTIVATIONS and x.dtype == out.dtype == cupy.float16 and k <= POINTWISE_MAX_OUTPUTS
+            and act in DIRECT_EPILOGUES and x.dtype == out.dtype == cupy.float16 and k <= POINTWISE_MAX_OUTPUTS
             and c % 8 == 0 and c * k <= POINTWISE_MAX_WEIGHTS and out.size < 2**31)
 
 
@@ -315,6 +315,6 @@ def conv_pointwise(x: Any, wp: Any, bias: Any | None, out: Any, act: str | None,
     i32 = cupy.int32
     _pointwise()(((pixels + _THREADS - 1) // _THREADS,), (_THREADS,),
                  (x, wp, x if bias is None else bias, i32(bias is not None), out, i32(c), i32(k),
-                  i32(DIRECT_ACTIVATIONS[act]), cupy.float32(alpha), cupy.uint32(pixels)),
+                  i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha), cupy.uint32(pixels)),
                  shared_mem=wp.size * 4)
     return True

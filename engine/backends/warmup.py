@@ -7,9 +7,13 @@ starts at once. The designer runs it in a separate process at its first start af
 holds the Python interpreter for about half a minute: in-process, the window would stutter)."""
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -69,20 +73,36 @@ def needed() -> bool:
     return kernels is not None and not kernels.compiled_before()
 
 
-def start_in_background() -> subprocess.Popen[bytes] | None:
-    """Start ``python -m engine.backends.warmup`` in another process when :func:`needed`; None otherwise."""
+def start_in_background(detached: bool = False) -> subprocess.Popen[bytes] | None:
+    """Start ``python -m engine.backends.warmup`` in another process when :func:`needed`; None otherwise.
+    ``detached``: in its own session, so it finishes after the command that started it has exited. Two of
+    them never compile at once (the second sees the first's lock and exits)."""
     if not needed():
         return None
     return subprocess.Popen([sys.executable, "-m", "engine.backends.warmup"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=detached)
+
+
+def _lock_file() -> Path:
+    from engine.backends import cpu_kernels  # noqa: PLC0415
+
+    return Path(tempfile.gettempdir()) / f"layerlab-warmup-{hashlib.sha1(cpu_kernels.__file__.encode()).hexdigest()[:12]}.lock"
 
 
 def main() -> int:
     if not needed():
         print("layerlab: the CPU kernels are compiled already")
         return 0
-    print("layerlab: compiling the CPU kernels for this machine ...", flush=True)
-    print(f"layerlab: done in {warm():.0f} s")
+    with open(_lock_file(), "a+b") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            print("layerlab: the CPU kernels are being compiled by another process")
+            return 0
+        if not needed():  # finished while we waited for the lock
+            return 0
+        print("layerlab: compiling the CPU kernels for this machine ...", flush=True)
+        print(f"layerlab: done in {warm():.0f} s")
     return 0
 
 

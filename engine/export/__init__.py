@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from engine.export.common import ExportError, ExportResult, Unsupported
 from engine.export.onnx_export import OnnxGraph, OnnxOptions, export_onnx
-from engine.export.preprocessed import export_preprocessed, preprocess
+from engine.export.preprocessed import export_preprocessed, preprocessed_model
 from engine.export.project_export import ProjectOptions, export_project
 from engine.export.support import layer_support_html, support_markdown, support_text
 from engine.export.torch_export import TorchModuleWriter, TorchOptions, export_torch
@@ -17,5 +17,5 @@ from engine.export.torch_export import TorchModuleWriter, TorchOptions, export_t
 __all__ = [
     "ExportError", "ExportResult", "OnnxGraph", "OnnxOptions", "ProjectOptions", "TorchModuleWriter", "TorchOptions",
     "Unsupported", "export_onnx", "export_preprocessed", "export_project", "export_torch", "layer_support_html",
-    "preprocess", "support_markdown", "support_text",
+    "preprocessed_model", "support_markdown", "support_text",
 ]

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import keyword
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from engine.backends import NumpyBackend
 from engine.errors import LayerLabError
 from engine.model import Model
 from engine.network import Network
 from engine.registry import Registry
+from engine.run import RunSpec, open_network
 from engine.tensor import FP32_NCHW, Dims, TensorFormat
-from engine.weights import RandomWeights, WeightsSource
+from engine.weights import WeightsSource
 
 
 class ExportError(LayerLabError):
@@ -63,11 +61,11 @@ def reason_of(exc: NotImplementedError, layer: str, type_name: str) -> str:
 
 
 def build_network(model: Model, registry: Registry, weights: WeightsSource | None = None, seed: int = 0,
-                  fusing: str | list[Any] = "on", fmt: TensorFormat = FP32_NCHW) -> Network:
+                  fusing: str = "on", fmt: TensorFormat = FP32_NCHW) -> Network:
     """The network the exporters read: NumPy backend, planned at the input layers' dimensions (so every
     layer knows its sizes) and with its weights loaded from ``weights`` (default: seeded random)."""
-    net = Network(model, registry, NumpyBackend(), fmt, weights=weights or RandomWeights(seed), seed=seed,
-                  fusing=fusing, graph_capture=False)
+    spec = RunSpec(backend="numpy", format=str(fmt), seed=seed, fusing=fusing)
+    net = open_network(model, spec, registry, weights=weights, graph_capture=False)
     for name in net.order:
         net.dims(name)
     return net
@@ -100,16 +98,6 @@ def probe_dims(net: Network, factor: int = 2) -> tuple[dict[str, Dims] | None, b
     except (LayerLabError, ArithmeticError, AssertionError):
         return None, fixed
     return dims, fixed
-
-
-_CAMEL_SPLIT = re.compile(r"[^A-Za-z0-9]+")
-
-
-def camel_case(name: str) -> str:
-    """``denoiser_v2`` -> ``DenoiserV2``; a name starting with a digit gets a ``Net`` prefix."""
-    parts = [p for p in _CAMEL_SPLIT.split(name) if p]
-    out = "".join(p[:1].upper() + p[1:] for p in parts) or "Network"
-    return out if out[0].isalpha() else f"Net{out}"
 
 
 def python_identifier(name: str) -> bool:

@@ -7,23 +7,24 @@ from pathlib import Path
 from typing import Any
 
 from engine.export.common import ExportResult, build_network, host_weights
-from engine.fusing import copy_model
 from engine.model import Model
 from engine.modelfile import save
+from engine.preprocess import preprocess
 from engine.registry import Registry
-from engine.templates import expand_templates, has_instances
 from engine.tensor import FP32_NCHW, TensorFormat
 from engine.weights import WeightsSource, save_weights
 
 
-def preprocess(model: Model, registry: Registry, fmt: TensorFormat = FP32_NCHW, fusing: str | list[Any] = "on") -> Model:
-    """The model as the network builds it for ``fmt``: template instances expanded into their layers
-    (``<instance>__<layer>``), then fusing rules applied (they depend on the tensor format); no templates
-    or fusing rules left to apply, the network setting ``fusing`` off."""
-    from engine.network import Network  # noqa: PLC0415
+def preprocessed_model(model: Model, registry: Registry, fmt: TensorFormat = FP32_NCHW,
+                       fusing: str | list[Any] = "on") -> Model:
+    """The model as the network builds it for ``fmt`` (``engine.preprocess``: template instances expanded
+    into their layers ``<instance>__<layer>``, then fusing rules applied), as a model of its own: no
+    templates or fusing rules left to apply, the network setting ``fusing`` off."""
+    return _standalone(preprocess(model, registry, fmt, fusing).model)
 
-    built = Network(model, registry, fmt=fmt, fusing=fusing, graph_capture=False).model
-    out = copy_model(built)
+
+def _standalone(built: Model) -> Model:
+    out = built.copy()
     out.fusing_rules = []
     out.templates = {}
     out.settings["fusing"] = "off"
@@ -38,7 +39,8 @@ def export_preprocessed(model: Model, registry: Registry, path: str | Path, fmt:
     ``<stem>_weights`` next to it (named in the model's ``weights`` setting, so the designer uses it;
     give it to ``layerlab infer --weights``)."""
     out = Path(path)
-    pre = preprocess(model, registry, fmt, fusing)
+    result = preprocess(model, registry, fmt, fusing)
+    pre = _standalone(result.model)
     files = [out]
     warnings: list[str] = []
     if write_weights:
@@ -50,9 +52,9 @@ def export_preprocessed(model: Model, registry: Registry, path: str | Path, fmt:
         files += sorted(folder.glob("*.npy"))
     out.parent.mkdir(parents=True, exist_ok=True)
     save(pre, out)
-    expanded = expand_templates(model, registry) if has_instances(model) else model
+    expanded = result.expansion.model if result.expansion is not None else model
     removed = len(expanded.layers) - len(pre.layers)
-    instances = sum(1 for n in model.layers if n not in expanded.layers)
+    instances = result.expanded_instances
     summary = (f"wrote {out} ({len(pre.layers)} layers, "
                + (f"{instances} template instance(s) expanded, " if instances else "")
                + f"{removed} fewer after fusing)"

@@ -20,11 +20,12 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.custom.exports import custom_layer_lines
 from engine.export.common import ExportError, ExportResult, build_network, host_weights, python_identifier
 from engine.model import Model
 from engine.registry import Registry
+from engine.run import normalize_format
 from engine.templates import expand_templates, has_instances
-from engine.tensor import TensorFormat
 from engine.weights import WeightsSource, save_weights
 
 ENGINE_DIR = Path(__file__).resolve().parents[1]
@@ -38,13 +39,14 @@ class ProjectOptions:
     """``builder``: name of the function that builds the network; ``package``: the package name
     (default: the network name when it is a Python identifier, else ``network``); ``sample``: write the
     command-line sample; ``pyproject``: write a pyproject.toml; ``tensor_format``: the builder's default
-    tensor format; ``fusing``: the builder's default for fusing rules ('on' or 'off')."""
+    tensor format (``auto``: the backend's default, engine.run.DEFAULT_FORMATS); ``fusing``: the builder's
+    default for fusing rules ('on' or 'off')."""
 
     builder: str = "build_network"
     package: str | None = None
     sample: bool = True
     pyproject: bool = True
-    tensor_format: str = "fp32 nchw"
+    tensor_format: str = "auto"
     fusing: str = "on"
 
 
@@ -111,7 +113,7 @@ def _vendor(collections: list[str], registry: Registry, vendor: Path) -> tuple[l
 
 
 def _layer_lines(model: Model) -> list[str]:
-    lines = []
+    lines = custom_layer_lines(model)
     for spec in model.layers.values():
         args = [repr(spec.type), repr(spec.name)]
         if spec.params:
@@ -149,7 +151,7 @@ def export_project(model: Model, registry: Registry, folder: str | Path, options
     if package in ("engine", "plugins", "app", "canvas", "resources") or options.builder in ("registry", "build_model"):
         raise ExportError(f"package {package!r} / builder {options.builder!r}: the name is taken by LayerLab itself")
     try:
-        TensorFormat.parse(options.tensor_format)
+        normalize_format(options.tensor_format)
     except Exception as exc:
         raise ExportError(f"tensor format {options.tensor_format!r}: {exc}") from None
     if has_instances(model):  # the project spells out plain layers: template instances are expanded
@@ -227,14 +229,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.backends import get_backend
 from engine.errors import PluginError
 from engine.model import {model_names}
 from engine.network import Network
 from engine.plugins import load_module_plugin, load_plugin_dir
 from engine.registry import Registry
-from engine.tensor import TensorFormat
-from engine.weights import RandomWeights, WeightsFolder
+from engine.run import RunSpec, open_network
 
 WEIGHTS = Path(__file__).with_name("weights")
 TENSOR_FORMAT = {fmt!r}
@@ -268,82 +268,59 @@ def {builder}(weights: str | Path | None = WEIGHTS, backend: str = "auto", tenso
     """The network {name!r}, ready to run.
 
     ``weights``: a weights folder (<layer>_<weight>.npy files; default the package's), or None for seeded
-    random weights; ``backend``: auto, numpy or cupy; ``tensor_format``: fp32|fp16 and nchw|nhwc;
-    ``fusing``: on or off (fusing rules); ``seed``: of random weights and of inputs not given."""
-    source = WeightsFolder(weights) if weights is not None else RandomWeights(seed)
-    return Network(build_model(), registry(), get_backend(backend, notice=None), TensorFormat.parse(tensor_format),
-                   weights=source, seed=seed, fusing=fusing)
+    random weights; ``backend``: auto, numpy or cupy; ``tensor_format``: fp32|fp16 and nchw|nhwc, or auto (fp16 nhwc
+    on cupy, fp32 nhwc on numpy); ``fusing``: on or off (fusing rules); ``seed``: of random weights and of inputs
+    not given. Built by the engine's run path (engine.run.open_network), as layerlab builds it."""
+    spec = RunSpec(backend=backend, format=tensor_format, weights=None if weights is None else str(weights), seed=seed,
+                   fusing=fusing)
+    return open_network(build_model(), spec, registry())
 '''
 
 _MAIN = '''"""Command-line sample: run the network {name!r} on input files and write its outputs.
 
     python -m {package} --input input=photo.png --output output=result.png --iterations 10
 
-Inputs are images (PNG/JPG...) or .npy tensors; outputs .npy or images. Inputs not given are seeded
-random tensors."""
+Inputs are images (PNG/JPG...), .npy tensors or videos (their first frame); outputs .npy or images. Inputs not
+given are seeded random tensors. It runs through the engine's run path (engine.run), as ``layerlab infer`` does."""
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from engine.errors import LayerLabError
-from engine.io import ImageOptions, read_input, write_output
+from engine.io import write_output
+from engine.run import RunSpec, load_inputs, parse_named, resolve_names, run_timed
 
 from . import TENSOR_FORMAT, WEIGHTS, {builder}
 
 
-def _named(values: Sequence[str] | None, names: list[str], what: str) -> list[tuple[str, str]]:
-    """'NAME=PATH' pairs; a bare PATH names the only {{what}} layer."""
-    out = []
-    for value in values or []:
-        name, sep, path = value.partition("=")
-        if not (sep and name.isidentifier()):
-            if len(names) != 1:
-                raise LayerLabError(f"the network has {{len(names)}} {{what}} layers ({{', '.join(names)}}): use NAME=PATH")
-            name, path = names[0], value
-        if name not in names:
-            raise LayerLabError(f"no {{what}} layer named {{name!r}} (the network has: {{', '.join(names)}})")
-        out.append((name, path))
-    return out
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="{package}", description="Run the network {name!r} and write its outputs.")
-    parser.add_argument("--input", "-i", action="append", metavar="[NAME=]PATH", help="image or .npy for input layer NAME")
+    parser.add_argument("--input", "-i", action="append", metavar="[NAME=]PATH",
+                        help="image, .npy or video (its first frame) for input layer NAME")
     parser.add_argument("--input-layout", choices=("nchw", "nhwc"), default="nchw", help="layout of .npy inputs")
     parser.add_argument("--output", "-o", action="append", metavar="[NAME=]PATH",
                         help="write output layer NAME to PATH (.npy, .png, .jpg)")
     parser.add_argument("--format", "-f", nargs="+", default=TENSOR_FORMAT.split(), metavar="TOKEN",
-                        help=f"tensor format: fp32|fp16 and nchw|nhwc (default {{TENSOR_FORMAT}})")
+                        help=f"tensor format: fp32|fp16 and nchw|nhwc, or auto (default {{TENSOR_FORMAT}})")
     parser.add_argument("--iterations", "-n", type=int, default=1, help="timed iterations (default 1)")
     parser.add_argument("--weights", "-w", default=str(WEIGHTS), metavar="DIR", help="weights folder (default: the package's)")
     parser.add_argument("--backend", "-b", default="auto", choices=("auto", "numpy", "cupy"))
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs used when none is given")
     args = parser.parse_args(argv)
     try:
-        if args.iterations < 1:
-            raise LayerLabError(f"--iterations must be at least 1, got {{args.iterations}}")
-        net = {builder}(args.weights, args.backend, " ".join(args.format), seed=args.seed)
-        for name, path in _named(args.input, net.input_names, "input"):
-            p = net.layer(name).p
-            options = ImageOptions(p["scale"], p["shift"], p["min_channels"], p["tiling"])
-            net.set_input(name, read_input(path, options, args.input_layout))
-        times = []
-        for _ in range(args.iterations):
-            for name in net.input_names:
-                net.mark_affected(name)
-            net.backend.synchronize()
-            start = time.perf_counter()
-            net.run()
-            net.backend.synchronize()
-            times.append((time.perf_counter() - start) * 1e3)
+        spec = RunSpec(backend=args.backend, format=" ".join(args.format), iterations=args.iterations, warmup=0,
+                       weights=args.weights, seed=args.seed, inputs=tuple(parse_named(args.input)),
+                       input_layout=args.input_layout, profiling=False).check()
+        net = {builder}(spec.weights, spec.backend, spec.format, seed=spec.seed)
+        load_inputs(net, spec).close()
+        times = run_timed(net, spec).network_times_ms  # the engine's own run path, as layerlab infer
         print(f"network {{net.model_name}}: backend {{net.backend.name}}, format {{net.fmt}}; average time per iteration "
-              f"{{np.mean(times):.3f}} ms over {{args.iterations}} iteration(s)")
-        for name, path in _named(args.output, net.output_names, "output"):
+              f"{{np.mean(times):.3f}} ms over {{spec.iterations}} iteration(s)")
+        for name, path in resolve_names(parse_named(args.output), net.output_names, "output"):
             for written in write_output(path, net.output(name)):
                 print(f"wrote {{name}} to {{written}}")
         for name in net.output_names:

@@ -12,6 +12,7 @@ class LeakyRelu(Activation):
         "leaky_relu", "Leaky ReLU", "x for x >= 0, alpha*x below zero.",
         coefficients=(CoefDesc("alpha", 0.01, "slope below zero"),),
         documentation="<p><code>y = x if x &gt;= 0 else alpha*x</code>; <b>alpha</b> default 0.01. ONNX: LeakyRelu.</p>",
+        epilogue="leaky_relu",
     )
 
     @staticmethod

@@ -9,7 +9,7 @@ from engine.layer import Activation
 
 class Relu(Activation):
     desc = ActivationDesc("relu", "ReLU", "Rectified linear unit: max(x, 0).",
-                          documentation="<p><code>y = max(x, 0)</code>. ONNX: Relu.</p>")
+                          documentation="<p><code>y = max(x, 0)</code>. ONNX: Relu.</p>", epilogue="relu")
 
     @staticmethod
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:

@@ -15,7 +15,7 @@ def sigmoid(xp: Any, x: Any) -> Any:
 
 class Sigmoid(Activation):
     desc = ActivationDesc("sigmoid", "Sigmoid", "Logistic function 1/(1+exp(-x)).",
-                          documentation="<p><code>y = 1 / (1 + exp(-x))</code>. ONNX: Sigmoid.</p>")
+                          documentation="<p><code>y = 1 / (1 + exp(-x))</code>. ONNX: Sigmoid.</p>", epilogue="sigmoid")
 
     @staticmethod
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:

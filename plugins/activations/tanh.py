@@ -9,7 +9,7 @@ from engine.layer import Activation
 
 class Tanh(Activation):
     desc = ActivationDesc("tanh", "Tanh", "Hyperbolic tangent.",
-                          documentation="<p><code>y = tanh(x)</code>. ONNX: Tanh.</p>")
+                          documentation="<p><code>y = tanh(x)</code>. ONNX: Tanh.</p>", epilogue="tanh")
 
     @staticmethod
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.tensor import Dims
 from plugins.analysis._options import OptionsLayer, OptionSpec
@@ -58,7 +59,7 @@ DESC = LayerDesc(
     name="affine_transform",
     display_name="Affine Transform",
     summary="Rotates, scales and translates the image plane (nearest or bilinear sampling).",
-    categories=("Analysis",),
+    categories=(Category.ANALYSIS,),
     documentation=(
         "<p>A geometric transform of every channel: the image turns by <b>rotation</b> degrees "
         "counter-clockwise around its centre, is scaled by <b>scale</b> around the centre, then moves "
@@ -87,7 +88,6 @@ DESC = LayerDesc(
 
 class AffineTransform(OptionsLayer):
     desc = DESC
-    fused_activations = frozenset({"*"})
     OPTIONS = (
         OptionSpec("rotation", "Rotation (degrees)", step=1.0, extras={"slider": True, "unit": "°"}),
         OptionSpec("scale", "Scale", step=0.05),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.tensor import Dims
 from plugins.analysis._options import OptionsLayer, OptionSpec, broadcast_dims
@@ -20,7 +21,7 @@ DESC = LayerDesc(
     name="linear_blend",
     display_name="Linear Blend",
     summary="weight_a * a + weight_b * b + bias, with weights editable live during analysis.",
-    categories=("Analysis",),
+    categories=(Category.ANALYSIS,),
     documentation=(
         "<p>A weighted sum of two tensors plus a constant: "
         "<code>y = weight_a * a + weight_b * b + bias</code>. With <b>b</b> unconnected it is "
@@ -42,7 +43,6 @@ DESC = LayerDesc(
 
 class LinearBlend(OptionsLayer):
     desc = DESC
-    fused_activations = frozenset({"*"})
     OPTIONS = (
         OptionSpec("weight_a", "Weight of a", step=0.05),
         OptionSpec("weight_b", "Weight of b", step=0.05),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.tensor import Dims
 from plugins.analysis._options import OptionsLayer, OptionSpec, broadcast_dims
@@ -44,7 +45,7 @@ DESC = LayerDesc(
     name="mix",
     display_name="Mix",
     summary="Blend two inputs with a mix factor and a blend function, or a split view with a divider.",
-    categories=("Analysis",),
+    categories=(Category.ANALYSIS,),
     documentation=(
         "<p>Compares two tensors, typically a network's input and its output (a denoiser's noisy input "
         "against its result). All parameters are <b>runtime options</b>: during analysis they are "
@@ -75,7 +76,6 @@ DESC = LayerDesc(
 
 class Mix(OptionsLayer):
     desc = DESC
-    fused_activations = frozenset({"*"})
     OPTIONS = (
         OptionSpec("blend", "Blend function"),
         OptionSpec("factor", "Mix factor", step=0.01, extras={"slider": True}),

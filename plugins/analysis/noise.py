@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.tensor import Dims
 from plugins.analysis._options import OptionsLayer, OptionSpec
@@ -39,7 +40,7 @@ DESC = LayerDesc(
     name="noise",
     display_name="Noise",
     summary="Adds Gaussian, uniform or salt-and-pepper noise (seeded, reproducible).",
-    categories=("Analysis",),
+    categories=(Category.ANALYSIS,),
     documentation=(
         "<p>Injects noise to test how a network (a denoiser, a classifier) copes with it. The noise "
         "pattern depends only on the <b>seed</b>, the kind and the tensor size, so it is the same on every "
@@ -66,7 +67,6 @@ DESC = LayerDesc(
 
 class Noise(OptionsLayer):
     desc = DESC
-    fused_activations = frozenset({"*"})
     OPTIONS = (
         OptionSpec("kind", "Noise kind"),
         OptionSpec("amplitude", "Amplitude", step=0.01, extras={"slider": True}),

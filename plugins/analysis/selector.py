@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.tensor import Dims
 from plugins.analysis._options import OptionsLayer, OptionSpec
@@ -11,7 +12,7 @@ DESC = LayerDesc(
     name="selector",
     display_name="Selector",
     summary="Passes input number index of its n inputs to its output.",
-    categories=("Analysis",),
+    categories=(Category.ANALYSIS,),
     documentation=(
         "<p>Switches between alternatives: the output is a copy of input number <b>index</b> "
         "(counted from 0). Connect, for example, the raw input, a denoised and a sharpened version, "
@@ -28,6 +29,7 @@ DESC = LayerDesc(
 
 class Selector(OptionsLayer):
     desc = DESC
+    fused_activations = frozenset()  # forward copies its input; the network applies the activation
     OPTIONS = (OptionSpec("index", "Selected input"),)
 
     def _count(self) -> int | None:

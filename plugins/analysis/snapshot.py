@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.tensor import Dims
 from plugins.analysis._options import OptionsLayer, OptionSpec
@@ -11,7 +12,7 @@ DESC = LayerDesc(
     name="snapshot",
     display_name="Snapshot",
     summary="Passes its input through, or holds a frozen copy of it on demand.",
-    categories=("Analysis",),
+    categories=(Category.ANALYSIS,),
     documentation=(
         "<p>Freezes a tensor to compare it with later ones: while <b>hold</b> is false the output "
         "is the input, and the layer keeps a copy of every input it sees; when <b>hold</b> becomes "
@@ -30,6 +31,7 @@ DESC = LayerDesc(
 
 class Snapshot(OptionsLayer):
     desc = DESC
+    fused_activations = frozenset()  # forward copies its input; the network applies the activation
     OPTIONS = (OptionSpec("hold", "Hold (freeze the output)"),)
     held: Any = None  # the frozen (or latest) input, in the network's format
     _filled = False

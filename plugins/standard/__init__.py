@@ -1,10 +1,10 @@
-"""The standard layer collection. Each module defines one layer and exposes it as ``LAYER``."""
+"""The standard layer collection. Each layer module defines one layer and exposes it as ``LAYER``."""
 from __future__ import annotations
 
 import importlib
 
-from engine.fusing import BUILTIN_RULES
 from engine.registry import PluginMeta, Registrar
+from plugins.standard.fusing_rules import RULES
 
 PLUGIN = PluginMeta(
     name="standard",
@@ -13,12 +13,13 @@ PLUGIN = PluginMeta(
     description="Standard layers: input/output, convolutions, normalization, pooling, resampling and more.",
 )
 
+#: the layer modules, one per line (each defines one layer as ``LAYER``); ``_common_*`` modules hold what several
+#: layers share and ``fusing_rules`` the collection's fusing rules
 LAYER_MODULES = (
     "input",
     "output",
     "convolution",
     "element_wise",
-    # group A (one module name per line)
     "affine",
     "batch_normalization",
     "color_conversion",
@@ -31,8 +32,6 @@ LAYER_MODULES = (
     "dropout",
     "fully_connected",
     "pooling",
-    # end group A
-    # group B (one module name per line)
     "gram_matrix",
     "instance_normalization",
     "lrn",
@@ -47,16 +46,13 @@ LAYER_MODULES = (
     "upscale_sum",
     "zero_embed",
     "placeholder",
-    # end group B
-    # ONNX import (one module name per line)
     "prelu",
     "group_normalization",
-    # end ONNX import
 )
 
 
 def register(registrar: Registrar) -> None:
     for name in LAYER_MODULES:
         registrar.layer(importlib.import_module(f"{__name__}.{name}").LAYER)
-    for rule in BUILTIN_RULES:
+    for rule in RULES:
         registrar.fusing_rule(rule)

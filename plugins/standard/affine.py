@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -25,7 +26,7 @@ DESC = LayerDesc(
     name="affine",
     display_name="Affine",
     summary="scale * x + shift, for the whole tensor or per channel.",
-    categories=("Arithmetic",),
+    categories=(Category.ARITHMETIC,),
     documentation=(
         "<p>Computes <code>y = scale * x + shift</code>.</p>"
         "<ul><li><b>input</b> (primary): N x C x H x W.</li>"
@@ -56,16 +57,13 @@ DESC = LayerDesc(
 
 class Affine(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return x
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         if self.p["mode"] == "per_channel":
             return {"scale": (x.c,), "shift": (x.c,)}
         # per tensor: only a connected input replaces a parameter (the network loads nothing for it)

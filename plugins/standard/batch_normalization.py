@@ -5,52 +5,18 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.errors import WeightsError
 from engine.layer import Layer
 from engine.tensor import Dims
-
-BN_WEIGHTS = ("mean", "variance", "scale", "bias")
-
-
-def batch_norm_coefficients(xp: Any, mean: Any, variance: Any, scale: Any, bias: Any, epsilon: float,
-                            dtype: Any) -> tuple[Any, Any]:
-    """(mul, add) of shape (C,) such that ``batch_norm(x) = x * mul + add``; computed in float32."""
-    f32 = np.float32
-    mul = scale.astype(f32) / xp.sqrt(variance.astype(f32) + f32(epsilon))
-    add = bias.astype(f32) - mean.astype(f32) * mul
-    return mul.astype(dtype), add.astype(dtype)
-
-
-def batch_norm(xp: Any, x: Any, mean: Any, variance: Any, scale: Any, bias: Any, epsilon: float) -> Any:
-    """Logical NCHW ``(x - mean) / sqrt(variance + epsilon) * scale + bias``, each weight of shape (C,)."""
-    mul, add = batch_norm_coefficients(xp, mean, variance, scale, bias, epsilon, x.dtype)
-    c = x.shape[1]
-    return x * mul.reshape(1, c, 1, 1) + add.reshape(1, c, 1, 1)
-
-
-def bn_init_weight(weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Plausible random statistics: mean in [-0.1, 0.1], variance in [0.5, 1.5] (always positive),
-    scale in [0.75, 1.25], bias in [-0.1, 0.1]. ``weight`` is one of BN_WEIGHTS."""
-    lo, hi = {"mean": (-0.1, 0.1), "variance": (0.5, 1.5), "scale": (0.75, 1.25), "bias": (-0.1, 0.1)}[weight]
-    return rng.uniform(lo, hi, size=shape).astype(np.float32)
-
-
-def variance_problem(variance: np.ndarray, epsilon: float) -> str | None:
-    """Message when some ``variance + epsilon`` is not positive (the result would be NaN or infinite)."""
-    bad = np.flatnonzero(~(np.asarray(variance, dtype=np.float64) + epsilon > 0))
-    if bad.size == 0:
-        return None
-    i = int(bad[0])
-    return (f"variance[{i}] = {float(variance[i]):g} with epsilon {epsilon:g} is not positive "
-            f"({bad.size} channel(s)); variance + epsilon must be > 0")
-
+from plugins.standard._common_norm import BN_WEIGHTS, batch_norm, bn_init_weight, variance_problem
 
 DESC = LayerDesc(
     name="batch_normalization",
     display_name="Batch normalization",
     summary="Per-channel (x - mean) / sqrt(variance + epsilon) * scale + bias.",
-    categories=("Normalization",),
+    categories=(Category.NORMALIZATION,),
     documentation=(
         "<p>Normalizes every channel c with stored statistics (inference form, as ONNX "
         "BatchNormalization):<br><code>y = (x - mean[c]) / sqrt(variance[c] + epsilon) * scale[c] + bias[c]</code></p>"
@@ -77,16 +43,13 @@ DESC = LayerDesc(
 
 class BatchNormalization(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return x
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return {w: (x.c,) for w in BN_WEIGHTS}
 
     def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -61,7 +62,7 @@ DESC = LayerDesc(
     name="color_conversion",
     display_name="Color conversion",
     summary="RGB/BGR swap, RGB to and from YCbCr or YUV (BT.601), RGB or BGR to gray.",
-    categories=("Color",),
+    categories=(Category.COLOR,),
     documentation=(
         "<p>Converts the 3 channels of every pixel with a fixed matrix (BT.601, Kr = 0.299, "
         "Kb = 0.114, Kg = 0.587). Values are assumed in 0..1 (set <b>chroma_offset</b> to 128 for 0..255).</p>"
@@ -98,12 +99,10 @@ DESC = LayerDesc(
 
 class ColorConversion(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
     _ab: tuple[Any, Any] | None = None
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         if x.c != 3:
             raise self.shape_error(f"conversion {self.p['conversion']} needs an input with 3 channels, "
                                    f"got {x.c} ({x})")

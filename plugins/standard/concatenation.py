@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -25,7 +26,7 @@ DESC = LayerDesc(
     name="concatenation",
     display_name="Concatenation",
     summary="Joins any number of inputs along the channel axis.",
-    categories=("Tensor",),
+    categories=(Category.TENSOR,),
     documentation=(
         "<p>Stacks its inputs along the channel axis, in input order (like ONNX Concat with axis 1): "
         "the output has the inputs' N, H and W and the sum of their channels. Input 0 fills channels "
@@ -41,7 +42,6 @@ DESC = LayerDesc(
 
 class Concatenation(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         present = [(i, d) for i, d in enumerate(inputs) if d is not None]

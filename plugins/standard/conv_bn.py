@@ -8,20 +8,29 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.errors import WeightsError
 from engine.tensor import Dims
-from plugins.standard import batch_normalization as bn
-from plugins.standard import convolution
+from plugins.standard._common_conv import (
+    CONV_INPUTS,
+    CONV_PARAMS,
+    CONV_WEIGHTS,
+    ConvolutionBase,
+    conv_onnx_attributes,
+    conv_torch_module,
+    torch_padded_input,
+)
+from plugins.standard._common_norm import BN_WEIGHTS, batch_norm_coefficients, bn_init_weight, variance_problem
 
 #: names of the batch normalization weights in this layer (the convolution has its own 'bias').
-BN_NAMES = {w: f"bn_{w}" for w in bn.BN_WEIGHTS}
+BN_NAMES = {w: f"bn_{w}" for w in BN_WEIGHTS}
 
 
 def fold_batch_norm(xp: Any, w: Any, b: Any | None, mean: Any, variance: Any, scale: Any, bias: Any,
                     epsilon: float) -> tuple[Any, Any]:
     """Weights (O, C/g, KH, KW) and bias (O,) of one convolution equal to convolution then batch norm."""
-    mul, add = bn.batch_norm_coefficients(xp, mean, variance, scale, bias, epsilon, np.float32)
+    mul, add = batch_norm_coefficients(xp, mean, variance, scale, bias, epsilon, np.float32)
     wf = (w.astype(np.float32) * mul.reshape(-1, 1, 1, 1)).astype(w.dtype)
     bf = add if b is None else b.astype(np.float32) * mul + add
     return wf, bf.astype(w.dtype)
@@ -31,7 +40,7 @@ DESC = LayerDesc(
     name="conv_bn",
     display_name="Convolution + batch norm",
     summary="Convolution followed by batch normalization, fused (the normalization is folded into the weights).",
-    categories=("Convolution", "Normalization"),
+    categories=(Category.CONVOLUTION, Category.NORMALIZATION),
     documentation=(
         "<p>Computes the chain <b>convolution</b> -&gt; <b>batch_normalization</b> as one layer:<br>"
         "<code>z = conv(x, weights) + bias</code>, then "
@@ -54,22 +63,21 @@ DESC = LayerDesc(
         "<code>NAME_bn_scale.npy</code>, <code>NAME_bn_bias.npy</code> (C_out,).</p>"
     ),
     inputs=(
-        *convolution.DESC.inputs,
+        *CONV_INPUTS,
         *(InputDesc(n, InputKind.SECONDARY, doc=f"replaces the batch normalization {w} (C_out values)", weight=n)
           for w, n in BN_NAMES.items()),
     ),
     params=(
-        *convolution.DESC.params,
+        *CONV_PARAMS,
         ParamDesc("epsilon", "float", 1e-5, "added to the variance", min=0.0, legacy_names=("eps",)),
     ),
-    weights=(*convolution.DESC.weights, *BN_NAMES.values()),
+    weights=(*CONV_WEIGHTS, *BN_NAMES.values()),
     legacy_names=("convolution_bn",),
 )
 
 
-class ConvBN(convolution.Convolution):
+class ConvBN(ConvolutionBase):
     desc = DESC
-    fused_activations = frozenset({"*"})
     _folded: tuple[Any, Any] | None = None
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
@@ -80,12 +88,12 @@ class ConvBN(convolution.Convolution):
 
     def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         if weight.startswith("bn_"):
-            return bn.bn_init_weight(weight[3:], shape, rng)
+            return bn_init_weight(weight[3:], shape, rng)
         return super().init_weight(weight, shape, rng)
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
         if "bn_variance" in weights:
-            problem = bn.variance_problem(weights["bn_variance"], self.p["epsilon"])
+            problem = variance_problem(weights["bn_variance"], self.p["epsilon"])
             if problem:
                 raise WeightsError(f"{self.desc.name} {self.name}: weight 'bn_variance': {problem}")
         super().set_weights(weights)
@@ -98,7 +106,7 @@ class ConvBN(convolution.Convolution):
             return self._folded
         w = self.weight("weights", inputs)
         b = self.weight("bias", inputs) if self.p["bias"] else None
-        stats = (self.weight(BN_NAMES[k], inputs) for k in bn.BN_WEIGHTS)
+        stats = (self.weight(BN_NAMES[k], inputs) for k in BN_WEIGHTS)
         folded = fold_batch_norm(self.xp, w, b, *stats, self.p["epsilon"])
         if not self.weights_from_inputs(inputs):
             self._folded = folded
@@ -113,7 +121,7 @@ class ConvBN(convolution.Convolution):
 
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
         ins = [inputs[0], g.weight("weights", inputs)] + ([g.weight("bias", inputs)] if self.p["bias"] else [])
-        conv = g.node("Conv", ins, "conv", **convolution.conv_onnx_attributes(self.p))
+        conv = g.node("Conv", ins, "conv", **conv_onnx_attributes(self.p))
         stats = [g.weight(BN_NAMES[w], inputs) for w in ("scale", "bias", "mean", "variance")]
         return g.node("BatchNormalization", [conv, *stats], epsilon=float(self.p["epsilon"]))
 
@@ -122,9 +130,9 @@ class ConvBN(convolution.Convolution):
         state = {"0.weight": t.weight("weights")} | ({"0.bias": t.weight("bias")} if self.p["bias"] else {})
         state |= {"1.weight": t.weight("bn_scale"), "1.bias": t.weight("bn_bias"), "1.running_mean": t.weight("bn_mean"),
                   "1.running_var": t.weight("bn_variance")}
-        conv = convolution.conv_torch_module(self.p, self.input_dims[0].c)
+        conv = conv_torch_module(self.p, self.input_dims[0].c)
         bn_code = f"nn.BatchNorm2d({self.p['num_output_channels']}, eps={float(self.p['epsilon'])!r})"
-        return f"{t.module(f'nn.Sequential({conv}, {bn_code})', state)}({convolution.torch_padded_input(self.p, inputs[0])})"
+        return f"{t.module(f'nn.Sequential({conv}, {bn_code})', state)}({torch_padded_input(self.p, inputs[0])})"
 
 
 LAYER = ConvBN

@@ -6,9 +6,29 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import LayerDesc, ParamDesc
 from engine.tensor import Dims
-from plugins.standard import convolution, pooling
+from plugins.standard._common_conv import (
+    CONV_INPUTS,
+    CONV_PARAMS,
+    CONV_WEIGHTS,
+    ConvolutionBase,
+    conv2d,
+    conv_onnx_attributes,
+    conv_torch_module,
+)
+from plugins.standard._common_pool import (
+    POOLING_PARAMS,
+    global_pool2d,
+    pool2d,
+    pool_flops,
+    pool_onnx,
+    pool_output_size,
+    pool_param_problem,
+    pool_shape_problem,
+    pool_torch,
+)
 
 
 def _pool_name(name: str) -> str:
@@ -22,14 +42,14 @@ UNFUSED_PARAMS = ("padding_end", "ceil_mode")
 
 POOL_PARAMS: tuple[ParamDesc, ...] = tuple(
     replace(p, name=_pool_name(p.name), legacy_names=(), main=p.name == "pool_type", doc=f"pooling: {p.doc}")
-    for p in pooling.DESC.params if p.name not in UNFUSED_PARAMS
+    for p in POOLING_PARAMS if p.name not in UNFUSED_PARAMS
 )
 
 DESC = LayerDesc(
     name="conv_pool",
     display_name="Convolution + pooling",
     summary="Convolution followed by max or average pooling, fused into one layer.",
-    categories=("Convolution", "Pooling"),
+    categories=(Category.CONVOLUTION, Category.POOLING),
     documentation=(
         "<p>Computes the chain <b>convolution</b> (with this layer's activation) -&gt; <b>pooling</b> as "
         "one layer, without an intermediate buffer in the network: "
@@ -51,16 +71,15 @@ DESC = LayerDesc(
         "<p>Weights files: <code>NAME_weights.npy</code> (C_out, C_in/groups, K_h, K_w) and "
         "<code>NAME_bias.npy</code> (C_out,).</p>"
     ),
-    inputs=convolution.DESC.inputs,
-    params=(*(p for p in convolution.DESC.params if p.name not in UNFUSED_PARAMS), *POOL_PARAMS),
-    weights=convolution.DESC.weights,
+    inputs=CONV_INPUTS,
+    params=(*(p for p in CONV_PARAMS if p.name not in UNFUSED_PARAMS), *POOL_PARAMS),
+    weights=CONV_WEIGHTS,
     legacy_names=("convolution_pool",),
 )
 
 
-class ConvPool(convolution.Convolution):
+class ConvPool(ConvolutionBase):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def _pool(self, name: str) -> Any:
         return self.p[_pool_name(name)]
@@ -69,7 +88,7 @@ class ConvPool(convolution.Convolution):
         super().validate()
         if self._pool("global"):
             return
-        problem = pooling.pool_param_problem(self._pool("kernel_size"), self._pool("stride"), self._pool("padding"))
+        problem = pool_param_problem(self._pool("kernel_size"), self._pool("stride"), self._pool("padding"))
         if problem:
             raise self.param_error(_pool_name(problem[0]), problem[1])
 
@@ -78,27 +97,27 @@ class ConvPool(convolution.Convolution):
         if self._pool("global"):
             return Dims(c.n, c.c, 1, 1)
         k, s, p = self._pool("kernel_size"), self._pool("stride"), self._pool("padding")
-        problem = pooling.pool_shape_problem(c.h, c.w, k, p, what="convolution output")
+        problem = pool_shape_problem(c.h, c.w, k, p, what="convolution output")
         if problem:
             raise self.shape_error("pooling " + problem)
-        return Dims(c.n, c.c, pooling.pool_output_size(c.h, k.h, s.h, p.h), pooling.pool_output_size(c.w, k.w, s.w, p.w))
+        return Dims(c.n, c.c, pool_output_size(c.h, k.h, s.h, p.h), pool_output_size(c.w, k.w, s.w, p.w))
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
         conv_dims = super().output_dims(inputs)
-        pool = pooling.pool_flops(conv_dims, output, self._pool("kernel_size"), self._pool("global"), self._pool("pool_type"))
+        pool = pool_flops(conv_dims, output, self._pool("kernel_size"), self._pool("global"), self._pool("pool_type"))
         return super().flops(inputs, conv_dims) + pool
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         w = self.weight("weights", inputs)
         b = self.weight("bias", inputs) if self.p["bias"] else None
         s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
-        y = self.activate(convolution.conv2d(self.xp, self.nchw(inputs[0]), w, b, (s.h, s.w), (p.h, p.w), (d.h, d.w),
+        y = self.activate(conv2d(self.xp, self.nchw(inputs[0]), w, b, (s.h, s.w), (p.h, p.w), (d.h, d.w),
                                              self.p["groups"]))
         if self._pool("global"):
-            y = pooling.global_pool2d(self.xp, y, self._pool("pool_type"))
+            y = global_pool2d(self.xp, y, self._pool("pool_type"))
         else:
             k, ps, pp = self._pool("kernel_size"), self._pool("stride"), self._pool("padding")
-            y = pooling.pool2d(self.xp, y, self._pool("pool_type"), (k.h, k.w), (ps.h, ps.w), (pp.h, pp.w),
+            y = pool2d(self.xp, y, self._pool("pool_type"), (k.h, k.w), (ps.h, ps.w), (pp.h, pp.w),
                                self._pool("count_include_pad"))
         self.store(out, y)
 
@@ -108,16 +127,16 @@ class ConvPool(convolution.Convolution):
 
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
         ins = [inputs[0], g.weight("weights", inputs)] + ([g.weight("bias", inputs)] if self.p["bias"] else [])
-        y = g.activation(g.node("Conv", ins, "conv", **convolution.conv_onnx_attributes(self.p)))
-        return pooling.pool_onnx(g, y, self._pool("pool_type"), self._pool("kernel_size"), self._pool("stride"),
+        y = g.activation(g.node("Conv", ins, "conv", **conv_onnx_attributes(self.p)))
+        return pool_onnx(g, y, self._pool("pool_type"), self._pool("kernel_size"), self._pool("stride"),
                                  self._pool("padding"), self._pool("global"), self._pool("count_include_pad"))
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
         t.no_weight_inputs(inputs)
         state = {"weight": t.weight("weights")} | ({"bias": t.weight("bias")} if self.p["bias"] else {})
-        conv = t.module(convolution.conv_torch_module(self.p, self.input_dims[0].c), state)
+        conv = t.module(conv_torch_module(self.p, self.input_dims[0].c), state)
         y = t.activation(f"{conv}({inputs[0]})")
-        return pooling.pool_torch(t, y, self._pool("pool_type"), self._pool("kernel_size"), self._pool("stride"),
+        return pool_torch(t, y, self._pool("pool_type"), self._pool("kernel_size"), self._pool("stride"),
                                   self._pool("padding"), self._pool("global"), self._pool("count_include_pad"))
 
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
-from plugins.standard.convolution import end_padding, is_asymmetric, padding_end_doc, padding_end_param
+from plugins.standard._common_conv import end_padding, is_asymmetric, padding_end_doc, padding_end_param
 
 
 def deconv_output_size(size: int, kernel: int, stride: int, padding: int, output_padding: int, dilation: int,
@@ -51,7 +52,7 @@ DESC = LayerDesc(
     name="deconvolution",
     display_name="Deconvolution",
     summary="2-D transposed convolution with stride, padding, output padding, dilation, groups and bias.",
-    categories=("Convolution",),
+    categories=(Category.CONVOLUTION,),
     documentation=(
         "<p>Transposed convolution (the gradient of a convolution with respect to its input), as ONNX "
         "ConvTranspose and PyTorch ConvTranspose2d: every input value x[n,c,h,w] adds "
@@ -99,7 +100,6 @@ DESC = LayerDesc(
 
 class Deconvolution(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         for name in ("kernel_size", "stride", "dilation"):
@@ -116,8 +116,7 @@ class Deconvolution(Layer):
                                    f"multiple of groups {self.p['groups']}")
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         k, s, p, op, d = (self.p[n] for n in ("kernel_size", "stride", "padding", "output_padding", "dilation"))
         g = self.p["groups"]
         if x.c % g:
@@ -132,8 +131,7 @@ class Deconvolution(Layer):
         return Dims(x.n, self.p["num_output_channels"], ho, wo)
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         k = self.p["kernel_size"]
         o = self.p["num_output_channels"]
         shapes: dict[str, tuple[int, ...]] = {"weights": (x.c, o // self.p["groups"], k.h, k.w)}
@@ -142,8 +140,7 @@ class Deconvolution(Layer):
         return shapes
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         k = self.p["kernel_size"]
         macs = x.elements * (output.c // self.p["groups"]) * k.h * k.w
         return 2 * macs + output.elements * (int(self.p["bias"]) + int(self.activation is not None))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -37,7 +38,7 @@ DESC = LayerDesc(
     name="depth_to_space",
     display_name="Depth to space",
     summary="Rearranges blocks of channels into blocks of pixels (pixel shuffle), upscaling H and W.",
-    categories=("Tensor",),
+    categories=(Category.TENSOR,),
     documentation=(
         "<p>Moves groups of b*b channels into b x b blocks of pixels: N x C x H x W becomes "
         "N x C/b² x H*b x W*b (ONNX DepthToSpace). Output pixel <code>(c, h*b + i, w*b + j)</code> "
@@ -60,11 +61,9 @@ DESC = LayerDesc(
 
 class DepthToSpace(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         b = self.p["block_size"]
         if x.c % (b * b):
             raise self.shape_error(f"input has {x.c} channels ({x}), not a multiple of block_size² = {b * b}")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -17,7 +18,7 @@ DESC = LayerDesc(
     name="dropout",
     display_name="Dropout",
     summary="Identity at inference (the network passes its input through, no copy); ratio kept for export.",
-    categories=("Tensor",),
+    categories=(Category.TENSOR,),
     documentation=(
         "<p>At inference dropout does nothing: the output is the input. The network passes the "
         "input's buffer through without a copy (bypass). With an activation, the layer computes "
@@ -34,15 +35,13 @@ DESC = LayerDesc(
 
 class Dropout(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         if self.p["ratio"] >= 1.0:
             raise self.param_error("ratio", f"{self.p['ratio']:g} must be smaller than 1 (in [0, 1))")
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return x
 
     def bypass_input(self) -> int | None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -39,7 +40,7 @@ DESC = LayerDesc(
     name="element_wise",
     display_name="Element-wise",
     summary="Sum, product, max, min, difference, quotient or mean of any number of inputs.",
-    categories=("Arithmetic",),
+    categories=(Category.ARITHMETIC,),
     documentation=(
         "<p>Combines its inputs value by value. <b>operation</b>: <code>sum</code>, <code>product</code>, "
         "<code>max</code>, <code>min</code>, <code>sub</code> (the first input minus all the others), "
@@ -57,7 +58,6 @@ DESC = LayerDesc(
 
 class ElementWise(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         present = [d for d in inputs if d is not None]
@@ -73,8 +73,9 @@ class ElementWise(Layer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         present = [x for x in inputs if x is not None]
         act = self.activation
-        if len(present) == 2 and self.backend.element_wise(
-                self.p["operation"], present[0], present[1], out, act.name if act is not None else None,
+        kernel = self.backend.kernel("element_wise") if len(present) == 2 else None
+        if kernel is not None and (act is None or act.epilogue is not None) and kernel(
+                self.p["operation"], present[0], present[1], out, act.epilogue if act is not None else None,
                 act.coefs if act is not None else {}):
             return
         if len(present) > 1 and out.dtype == self.cdtype and all(x.shape == out.shape for x in present):

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.backends.layer_kernels import backend_convolve, physical_weight
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims, nchw_view
-from plugins.standard.convolution import backend_convolve, physical_weight
 
 
 def fully_connected(xp: Any, x: Any, w: Any, b: Any | None) -> Any:
@@ -23,7 +24,7 @@ DESC = LayerDesc(
     name="fully_connected",
     display_name="Fully connected",
     summary="Dense layer: each output is a weighted sum of all C*H*W inputs plus a bias.",
-    categories=("Convolution",),
+    categories=(Category.CONVOLUTION,),
     documentation=(
         "<p>Flattens each item of the batch in C, H, W order (index <code>(c*H + h)*W + w</code>, "
         "whatever the memory layout) and computes <code>y[n,o] = sum over k of weights[o,k] * x[n,k] + bias[o]</code> "
@@ -53,16 +54,13 @@ DESC = LayerDesc(
 
 class FullyConnected(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return Dims(x.n, self.p["num_outputs"], 1, 1)
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         o = self.p["num_outputs"]
         shapes: dict[str, tuple[int, ...]] = {"weights": (o, x.c * x.h * x.w)}
         if self.p["bias"]:
@@ -70,15 +68,14 @@ class FullyConnected(Layer):
         return shapes
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         extra = int(self.p["bias"]) + int(self.activation is not None)
         return output.elements * (2 * x.c * x.h * x.w + extra)
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         w = self.weight("weights", inputs)
         b = self.weight("bias", inputs) if self.p["bias"] else None
-        if self.backend.supports_graphs and self._backend_fc(inputs, w, b, out):
+        if self.backend.device_kind == "gpu" and self._backend_fc(inputs, w, b, out):
             return
         self.store(out, self.activate(fully_connected(self.xp, self.nchw(inputs[0]), w, b)))
 

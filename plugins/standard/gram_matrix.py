@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -39,7 +40,7 @@ DESC = LayerDesc(
     name="gram_matrix",
     display_name="Gram Matrix",
     summary="Correlations between every pair of channels: N x C x H x W to N x 1 x C x C.",
-    categories=("Statistics",),
+    categories=(Category.STATISTICS,),
     documentation=(
         "<p>Flattens each channel into a row of F (C rows of H*W values) and computes "
         "<code>G = F * F<sup>T</sup> / D</code> for each image: <code>G[n, 0, i, j] = sum over h, w of "
@@ -59,11 +60,9 @@ DESC = LayerDesc(
 
 class GramMatrix(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return Dims(x.n, 1, x.c, x.c)
 
     def forward(self, inputs: list[Any], out: Any) -> None:

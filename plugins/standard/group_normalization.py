@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -28,7 +29,7 @@ DESC = LayerDesc(
     name="group_normalization",
     display_name="Group Normalization",
     summary="Normalise groups of channels of each image to zero mean and unit variance, then scale and shift.",
-    categories=("Normalization",),
+    categories=(Category.NORMALIZATION,),
     documentation=(
         "<p>The C channels are split into <b>num_groups</b> groups of C/G consecutive channels. For every image n "
         "and channel c of group g: <code>y = scale[c] * (x - mean) / sqrt(var + epsilon) + bias[c]</code>, where "
@@ -64,22 +65,19 @@ DESC = LayerDesc(
 
 class GroupNormalization(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         if self.p["epsilon"] <= 0:
             raise self.param_error("epsilon", f"{self.p['epsilon']:g}: must be greater than 0 (and at most 1)")
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         if x.c % self.p["num_groups"]:
             raise self.shape_error(f"input has {x.c} channels, not a multiple of num_groups {self.p['num_groups']}")
         return x
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return {"scale": (x.c,), "bias": (x.c,)}
 
     def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:

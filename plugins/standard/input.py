@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -11,7 +12,7 @@ DESC = LayerDesc(
     name="input",
     display_name="Input",
     summary="Network input: receives an image, video frame or tensor.",
-    categories=("Input/Output",),
+    categories=(Category.INPUT_OUTPUT,),
     documentation=(
         "<p>Feeds a tensor into the network. Its size comes from the data given at run time "
         "(image, video frame or NPY tensor); <b>dimensions</b> is the size used for type checking "
@@ -37,7 +38,6 @@ DESC = LayerDesc(
 class InputLayer(Layer):
     desc = DESC
     is_network_input = True
-    fused_activations = frozenset({"*"})
     data: Any = None
     requested_dims: Dims | None = None
 

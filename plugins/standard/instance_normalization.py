@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -27,7 +28,7 @@ DESC = LayerDesc(
     name="instance_normalization",
     display_name="Instance Normalization",
     summary="Normalise each channel of each image to zero mean and unit variance, then scale and shift.",
-    categories=("Normalization",),
+    categories=(Category.NORMALIZATION,),
     documentation=(
         "<p>For every image n and channel c: <code>y = scale[c] * (x - mean) / sqrt(var + epsilon) + bias[c]</code>, "
         "where <code>mean</code> and <code>var</code> are the mean and the biased variance (divided by H*W) of "
@@ -56,20 +57,17 @@ DESC = LayerDesc(
 
 class InstanceNormalization(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         if self.p["epsilon"] <= 0:
             raise self.param_error("epsilon", f"{self.p['epsilon']:g}: must be greater than 0 (and at most 1)")
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return x
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return {"scale": (x.c,), "bias": (x.c,)}
 
     def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:

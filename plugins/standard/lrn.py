@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -31,7 +32,7 @@ DESC = LayerDesc(
     name="lrn",
     display_name="Local Response Normalization",
     summary="Divide each value by a power of the sum of squares over neighbouring channels (ONNX LRN).",
-    categories=("Normalization",),
+    categories=(Category.NORMALIZATION,),
     documentation=(
         "<p>Computes <code>y[n,c,h,w] = x[n,c,h,w] / (bias + alpha / size * S)^beta</code> where <code>S</code> is "
         "the sum of <code>x[n,i,h,w]^2</code> over the channels <code>i</code> from "
@@ -58,7 +59,6 @@ DESC = LayerDesc(
 
 class LRN(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         if self.p["size"] % 2 == 0:
@@ -69,8 +69,7 @@ class LRN(Layer):
             raise self.param_error("bias", f"{self.p['bias']:g}: must be greater than 0")
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return x
 
     def forward(self, inputs: list[Any], out: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -33,7 +34,7 @@ DESC = LayerDesc(
     name="mono_four_stack",
     display_name="Mono Four Stack",
     summary="Pack a 1-channel image into 4 half-resolution channels of 2x2 pixel phases (Bayer packing).",
-    categories=("Color", "Tensor"),
+    categories=(Category.COLOR, Category.TENSOR),
     documentation=(
         "<p>Splits a single-channel image into its four 2x2 phases and stacks them as channels: "
         "N x 1 x H x W becomes N x 4 x ceil(H/2) x ceil(W/2) with "
@@ -53,11 +54,9 @@ DESC = LayerDesc(
 
 class MonoFourStack(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         if x.c != 1:
             raise self.shape_error(f"the input {x} has {x.c} channels; mono_four_stack needs exactly 1")
         return Dims(x.n, 4, (x.h + 1) // 2, (x.w + 1) // 2)

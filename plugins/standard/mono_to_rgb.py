@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -17,7 +18,7 @@ DESC = LayerDesc(
     name="mono_to_rgb",
     display_name="Mono to RGB",
     summary="Repeat a single-channel (grey) image into 3 identical channels.",
-    categories=("Color",),
+    categories=(Category.COLOR,),
     documentation=(
         "<p>Copies the only channel into red, green and blue: N x 1 x H x W becomes N x 3 x H x W with "
         "<code>y[n, k, h, w] = x[n, 0, h, w]</code> for k = 0, 1, 2 (no colour weighting). Use it to feed a grey "
@@ -32,11 +33,9 @@ DESC = LayerDesc(
 
 class MonoToRGB(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         if x.c != 1:
             raise self.shape_error(f"the input {x} has {x.c} channels; mono_to_rgb needs exactly 1")
         return Dims(x.n, 3, x.h, x.w)

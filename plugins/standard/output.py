@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -11,7 +12,7 @@ DESC = LayerDesc(
     name="output",
     display_name="Output",
     summary="Network output: its input is a result of the network.",
-    categories=("Input/Output",),
+    categories=(Category.INPUT_OUTPUT,),
     documentation=(
         "<p>Marks its input as an output of the network. It passes the input through without a copy "
         "(bypass); with an activation it applies it into its own buffer.</p>"
@@ -23,6 +24,7 @@ DESC = LayerDesc(
 
 class OutputLayer(Layer):
     desc = DESC
+    fused_activations = frozenset()  # forward copies its input; the network applies the activation
     is_network_output = True
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:

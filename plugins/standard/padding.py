@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -46,7 +47,7 @@ DESC = LayerDesc(
     name="padding",
     display_name="Padding",
     summary="Pad or crop H and W on each side: zeros, reflection or replication of the edge.",
-    categories=("Tensor",),
+    categories=(Category.TENSOR,),
     documentation=(
         "<p>Adds <b>top</b> rows above, <b>bottom</b> rows below, <b>left</b> and <b>right</b> columns on the sides "
         "of every channel: N x C x H x W becomes N x C x (H+top+bottom) x (W+left+right). A negative amount "
@@ -75,11 +76,9 @@ DESC = LayerDesc(
 
 class Padding(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         t, b, lt, r = (self.p[s] for s in SIDES)
         for axis, size, sides in (("H", x.h, ("top", "bottom")), ("W", x.w, ("left", "right"))):
             lo, hi = (self.p[s] for s in sides)
@@ -94,8 +93,7 @@ class Padding(Layer):
         return Dims(x.n, x.c, x.h + t + b, x.w + lt + r)
 
     def reshape(self, inputs: list[Dims | None], output: Dims) -> None:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         self._index_h = self._index_w = None
         if self.p["mode"] != "zero":
             t, b, lt, r = (self.p[s] for s in SIDES)

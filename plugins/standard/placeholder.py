@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.errors import LayerLabError
 from engine.layer import Layer
@@ -16,7 +17,7 @@ DESC = LayerDesc(
     name="placeholder",
     display_name="Placeholder",
     summary="An imported operator LayerLab cannot run, kept with its attributes and exported back unchanged.",
-    categories=("Input/Output",),
+    categories=(Category.INPUT_OUTPUT,),
     documentation=(
         "<p>Made by <code>layerlab import --placeholders</code> for an ONNX node that has no LayerLab equivalent. "
         "It keeps the node so the imported graph stays whole: the canvas shows it with its inputs, type checking "

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -23,7 +24,7 @@ DESC = LayerDesc(
     name="prelu",
     display_name="PReLU",
     summary="Parametric ReLU: x above zero, a learned per-channel slope times x below.",
-    categories=("Activation",),
+    categories=(Category.ACTIVATION,),
     documentation=(
         "<p><code>y[n,c,h,w] = x if x &gt;= 0 else slope[c] * x</code>, as ONNX PRelu with a per-channel slope and "
         "<code>torch.nn.PReLU(num_parameters=C)</code>. The output has the input's dimensions.</p>"
@@ -48,16 +49,13 @@ DESC = LayerDesc(
 
 class PRelu(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return x
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         return {"slope": (1,) if self.p["shared_slope"] else (x.c,)}
 
     def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:

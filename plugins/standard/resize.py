@@ -1,118 +1,21 @@
 """resize: resample H and W to a target size or by scale factors (nearest, bilinear, bicubic), like ONNX Resize.
 
-The maths here (``axis_taps`` and ``resample``) also serves upsample and the upscale_* layers."""
+Its maths (``axis_taps`` and ``resample``) is in ``_common_resample``, shared with upsample and the upscale_* layers."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
+from plugins.standard._common_resample import CUBIC_A, axis_taps, device_taps, resample
 
 METHODS = ("nearest", "bilinear", "bicubic")
 COORDINATE_MODES = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel")
 #: how nearest rounds a source position to a pixel (ONNX Resize nearest_mode); the first is the default
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
-CUBIC_A = -0.75  # Keys cubic coefficient, as ONNX Resize (cubic_coeff_a) and PyTorch bicubic (TensorFlow: -0.5)
-
-
-@dataclass(frozen=True)
-class Taps:
-    """A 1-D resampling: ``index`` (taps, out) source positions and ``weight`` (taps, out), or None
-    for nearest (a pure gather)."""
-
-    index: Any
-    weight: Any | None
-
-
-def source_coordinates(in_size: int, out_size: int, coordinate_mode: str, scale: float | None = None) -> np.ndarray:
-    """Position in the input (in pixels, 0 = centre of the first one) of every output pixel.
-
-    half_pixel: ``(o + 0.5) / scale - 0.5`` with ``scale`` = the given factor, or out/in when None.
-    pytorch_half_pixel: the same, but 0 when out = 1.
-    asymmetric: ``o / scale`` (PyTorch nearest, TensorFlow 1 without half-pixel centres).
-    align_corners: ``o * (in - 1) / (out - 1)`` (0 when out = 1), so the corner pixels coincide."""
-    o = np.arange(out_size, dtype=np.float64)
-    if coordinate_mode == "align_corners" or (coordinate_mode == "pytorch_half_pixel" and out_size == 1):
-        return o * ((in_size - 1) / (out_size - 1)) if out_size > 1 else np.zeros(out_size)
-    s = float(scale) if scale is not None else out_size / in_size
-    if coordinate_mode == "asymmetric":
-        return o / s
-    return (o + 0.5) / s - 0.5
-
-
-def _cubic(t: np.ndarray, a: float = CUBIC_A) -> np.ndarray:
-    t = np.abs(t)
-    near = ((a + 2) * t - (a + 3)) * t * t + 1
-    far = ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
-    return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
-
-
-def nearest_index(x: np.ndarray, nearest_mode: str) -> np.ndarray:
-    """Source positions ``x`` rounded to pixels as ONNX Resize's ``nearest_mode`` says (not yet clamped)."""
-    if nearest_mode == "round_prefer_ceil":
-        return np.floor(x + 0.5)
-    if nearest_mode == "floor":
-        return np.floor(x)
-    if nearest_mode == "ceil":
-        return np.ceil(x)
-    return np.ceil(x - 0.5)  # round_prefer_floor
-
-
-def axis_taps(in_size: int, out_size: int, method: str, coordinate_mode: str = "half_pixel",
-              scale: float | None = None, nearest_mode: str = "round_prefer_floor", cubic_a: float = CUBIC_A,
-              exclude_outside: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-    """Host source indices and weights, each (taps, out_size), of a 1-D resampling.
-
-    nearest rounds as ``nearest_mode`` (default half down, ONNX ``round_prefer_floor``); bilinear uses 2 taps,
-    bicubic 4 taps with coefficient ``cubic_a``. Positions outside the input take the edge pixel (indices are
-    clamped), unless ``exclude_outside``: then taps outside the input get weight 0 and the others are
-    renormalised (ONNX ``exclude_outside``, TensorFlow's bicubic)."""
-    x = source_coordinates(in_size, out_size, coordinate_mode, scale)
-    if method == "nearest":
-        idx = np.clip(nearest_index(x, nearest_mode), 0, in_size - 1).astype(np.int64)
-        return idx[None], None
-    x0 = np.floor(x)
-    t = x - x0
-    if method == "bilinear":
-        offsets, weights = (0, 1), [1.0 - t, t]
-    else:
-        offsets, weights = (-1, 0, 1, 2), [_cubic(d, cubic_a) for d in (t + 1, t, 1 - t, 2 - t)]
-    raw = np.stack([x0 + k for k in offsets])
-    wts = np.stack(weights)
-    if exclude_outside:
-        wts = np.where((raw >= 0) & (raw <= in_size - 1), wts, 0.0)
-        wts = wts / wts.sum(axis=0, keepdims=True)
-    return np.clip(raw, 0, in_size - 1).astype(np.int64), wts
-
-
-def device_taps(xp: Any, taps: tuple[np.ndarray, np.ndarray | None], dtype: Any) -> Taps:
-    """``axis_taps`` output moved to the backend (indices int64, weights in ``dtype``)."""
-    idx, wts = taps
-    return Taps(xp.asarray(idx), None if wts is None else xp.asarray(wts.astype(dtype)))
-
-
-def resample(xp: Any, x: Any, taps_h: Taps, taps_w: Taps, axes: tuple[int, int] = (2, 3)) -> Any:
-    """Separable resampling: along the H axis with ``taps_h``, then the W axis with ``taps_w`` (``axes``
-    (2, 3) for NCHW arrays, (1, 2) for NHWC).
-
-    A loop over the taps (1, 2 or 4), each a gather of whole rows or columns."""
-    for axis, taps in ((axes[0], taps_h), (axes[1], taps_w)):
-        if taps.weight is None:
-            x = xp.take(x, taps.index[0], axis=axis)
-            continue
-        shape = [1] * x.ndim
-        shape[axis] = -1
-        acc = None
-        for k in range(taps.index.shape[0]):
-            term = xp.take(x, taps.index[k], axis=axis) * taps.weight[k].reshape(shape)
-            acc = term if acc is None else acc + term
-        x = acc
-    return x
 
 
 def scaled_size(size: int, scale: float) -> int:
@@ -193,7 +96,7 @@ DESC = LayerDesc(
     name="resize",
     display_name="Resize",
     summary="Resample H and W to a target size or by scale factors: nearest, bilinear or bicubic.",
-    categories=("Resampling",),
+    categories=(Category.RESAMPLING,),
     documentation=(
         "<p>Resamples every channel to a new height and width, as ONNX <code>Resize</code> does. Each output "
         "pixel <code>o</code> is mapped to a position <code>x</code> in the input, then interpolated:</p>"
@@ -248,7 +151,6 @@ DESC = LayerDesc(
 
 class Resize(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         size = self.p["size"]
@@ -261,8 +163,7 @@ class Resize(Layer):
         return self.p["size"].h == 0
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         if not self.by_factors:
             return Dims(x.n, x.c, self.p["size"].h, self.p["size"].w)
         h, w = scaled_size(x.h, self.p["scale_h"]), scaled_size(x.w, self.p["scale_w"])
@@ -272,8 +173,7 @@ class Resize(Layer):
         return Dims(x.n, x.c, h, w)
 
     def reshape(self, inputs: list[Dims | None], output: Dims) -> None:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         mode, coords = self.p["mode"], self.p["coordinate_mode"]
         sh = self.p["scale_h"] if self.by_factors else None
         sw = self.p["scale_w"] if self.by_factors else None

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -52,7 +53,7 @@ DESC = LayerDesc(
     name="slice",
     display_name="Slice",
     summary="Keep a range of channels, rows and columns (start:end:step, like Python and ONNX Slice).",
-    categories=("Tensor",),
+    categories=(Category.TENSOR,),
     documentation=(
         "<p>Keeps <code>x[:, channels, height, width]</code>, each range written as in Python: "
         "<code>start:end:step</code>. Every part is optional (start defaults to the first element, end to past "
@@ -75,7 +76,6 @@ DESC = LayerDesc(
 
 class Slice(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def validate(self) -> None:
         self._ranges: dict[str, slice] = {}
@@ -87,8 +87,7 @@ class Slice(Layer):
                                              "optional, step not 0) or a single integer") from None
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         sizes = []
         for name, axis, attr in AXES:
             size = getattr(x, attr)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -34,7 +35,7 @@ DESC = LayerDesc(
     name="space_to_depth",
     display_name="Space to depth",
     summary="Rearranges blocks of pixels into channels (pixel unshuffle), downscaling H and W.",
-    categories=("Tensor",),
+    categories=(Category.TENSOR,),
     documentation=(
         "<p>Moves every b x b block of pixels into b*b channels: N x C x H x W becomes "
         "N x C*b² x H/b x W/b. Input pixel <code>(c, h*b + i, w*b + j)</code> goes to output "
@@ -57,11 +58,9 @@ DESC = LayerDesc(
 
 class SpaceToDepth(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         b = self.p["block_size"]
         if x.h % b or x.w % b:
             raise self.shape_error(f"input {x.h}x{x.w} (H x W) is not a multiple of block_size {b} in "

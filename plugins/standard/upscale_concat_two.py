@@ -3,16 +3,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc
 from engine.tensor import Dims
-
-from .upscale_concat import UPSCALE_DOC, UPSCALE_PARAMS, UpscaleLayer, upscale_concat
+from plugins.standard._common_resample import UPSCALE_DOC, UPSCALE_PARAMS, UpscaleLayer, upscale_concat
 
 DESC = LayerDesc(
     name="upscale_concat_two",
     display_name="Upscale + Concat (two skips)",
     summary="Upsample input 0 to input 1's size and concatenate it with inputs 1 and 2.",
-    categories=("Resampling", "Merge"),
+    categories=(Category.RESAMPLING, Category.MERGE),
     documentation=(
         "<p><code>y = concat(upsample(input 0), input 1, input 2)</code> along channels, in that order: "
         "N x C0 x H0 x W0, N x C1 x H1 x W1 and N x C2 x H1 x W1 give N x (C0+C1+C2) x H1 x W1. Inputs 1 and 2 "

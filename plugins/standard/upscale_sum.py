@@ -3,11 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc
 from engine.tensor import Dims
-
-from .resize import Taps, resample
-from .upscale_concat import UPSCALE_DOC, UPSCALE_PARAMS, UpscaleLayer
+from plugins.standard._common_resample import UPSCALE_DOC, UPSCALE_PARAMS, Taps, UpscaleLayer, resample
 
 
 def upscale_sum(xp: Any, x: Any, skip: Any, taps_h: Taps, taps_w: Taps) -> Any:
@@ -19,7 +18,7 @@ DESC = LayerDesc(
     name="upscale_sum",
     display_name="Upscale + Sum",
     summary="Upsample input 0 to input 1's size and add input 1.",
-    categories=("Resampling", "Merge"),
+    categories=(Category.RESAMPLING, Category.MERGE),
     documentation=(
         "<p><code>y = upsample(input 0) + input 1</code>: N x C x H0 x W0 and N x C x H1 x W1 give "
         "N x C x H1 x W1 (a feature-pyramid top-down merge, or adding a residual computed at low resolution). "
@@ -40,8 +39,7 @@ class UpscaleSum(UpscaleLayer):
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         t = self.target_dims(inputs)
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         if x.c != t.c:
             raise self.shape_error(f"input 0 ({x}) and input 1 ({t}) must have the same number of channels "
                                    f"({x.c} vs {t.c})")

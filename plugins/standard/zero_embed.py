@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -24,7 +25,7 @@ DESC = LayerDesc(
     name="zero_embed",
     display_name="Zero Embed",
     summary="Place the input in a larger zero tensor: extra zero channels and/or a larger zero canvas.",
-    categories=("Tensor",),
+    categories=(Category.TENSOR,),
     documentation=(
         "<p>Makes a tensor of zeros of <b>channels</b> x <b>height</b> x <b>width</b> (per image) and copies the "
         "input into it with its first channel at <b>channel_offset</b> and its top-left pixel at "
@@ -55,11 +56,9 @@ DESC = LayerDesc(
 
 class ZeroEmbed(Layer):
     desc = DESC
-    fused_activations = frozenset({"*"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = inputs[0]
-        assert x is not None
+        x = self.primary(inputs)
         sizes = []
         for size_p, off_p, axis, attr in AXES:
             have = getattr(x, attr)

@@ -6,8 +6,9 @@ from pathlib import Path
 import numpy as np
 
 from app.analysis.proxy import SessionProxy
-from app.analysis.session import AnalysisConfig, StartRequest
+from app.analysis.session import StartRequest
 from engine.model import Model
+from engine.run import RunSpec
 
 
 def compare_model(dims: str = "1x3x24x32") -> Model:
@@ -34,4 +35,4 @@ def write_video(path: Path, frames: int = 6, size: tuple[int, int] = (32, 24)) -
 
 
 def start(proxy: SessionProxy, model: Model, registry, **config) -> None:
-    proxy.send("start", StartRequest(model, registry, AnalysisConfig(backend="numpy", **config)))
+    proxy.send("start", StartRequest(model, registry, RunSpec(backend="numpy", **config)))

@@ -12,9 +12,10 @@ import pytest
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.analysis.controller import AnalysisController
-from app.analysis.session import AnalysisConfig, LayerData
+from app.analysis.session import LayerData
 from engine import modelfile
 from engine.analysis import channel_stats
+from engine.run import RunSpec
 from resources import SAMPLES
 
 WAIT = 10_000
@@ -32,7 +33,7 @@ def ctl(qtbot, registry):
 
 def launch(qtbot, ctl, registry, name="filters.lnet", **extra):
     model = modelfile.load(SAMPLES / name, registry)
-    cfg = AnalysisConfig(backend="numpy", weights=str(SAMPLES / "filters_weights"),
+    cfg = RunSpec(backend="numpy", weights=str(SAMPLES / "filters_weights"),
                          inputs=(("photo", str(SAMPLES / "scene.jpg")),), **extra)
     with qtbot.waitSignal(ctl.proxy.ran, timeout=WAIT):
         ctl.launch(model, registry, cfg)

@@ -5,17 +5,19 @@ from __future__ import annotations
 import pytest
 
 from app.analysis.readonly import MESSAGE, ReadOnlyError, ReadOnlyGuard
+from canvas.bridge import ModelBridge
 from engine.model import Model
 
 
-def test_locked_model_refuses_every_edit_and_unlocks():
+def test_locked_model_refuses_every_edit_and_unlocks(qapp):
     m = Model("m")
     m.add_layer("input", "inp")
     m.add_layer("output", "out", inputs=["inp"])
     before = m.content()
     messages = []
     guard = ReadOnlyGuard(messages.append)
-    guard.lock([m, m])
+    bridge = ModelBridge(m)
+    guard.lock([bridge, ModelBridge(m)])
     assert guard.is_locked(m) and len(guard.locked) == 1
     for edit in (lambda: m.add_layer("convolution", "c"), lambda: m.remove_layer("out"),
                  lambda: m.set_param("inp", "scale", "2"), lambda: m.move_layer("inp", (5, 5)),

@@ -8,9 +8,9 @@ from pathlib import Path
 from PySide6 import QtGui, QtWidgets
 
 from app.analysis.controller import AnalysisController
-from app.analysis.session import AnalysisConfig
 from app.analysis.window import AnalysisWindow
 from engine import modelfile
+from engine.run import RunSpec
 from resources import SAMPLES
 
 WAIT = 10_000
@@ -26,7 +26,7 @@ def test_analysis_window_layout_inspector_tab_and_close(qtbot, registry, tmp_pat
     win.resize(1500, 900)
     win.show()
     model = modelfile.load(SAMPLES / "edges.lnet", registry)
-    cfg = AnalysisConfig(backend="numpy", weights=str(SAMPLES / "filters_weights"),
+    cfg = RunSpec(backend="numpy", weights=str(SAMPLES / "filters_weights"),
                          inputs=(("photo", str(SAMPLES / "scene.jpg")),))
     with qtbot.waitSignal(ctl.proxy.ran, timeout=WAIT):
         ctl.launch(model, registry, cfg)

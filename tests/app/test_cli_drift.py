@@ -67,9 +67,9 @@ def test_drift_errors_are_named(planted):
     model, x = planted
     with pytest.raises(CliError, match="--threshold must be a positive number"):
         drift([model, "--threshold", "0"])
-    with pytest.raises(CliError, match="no input layer named 'nope'"):
-        drift([model, "--input", f"nope={x}"])
     from engine.errors import LayerLabError
 
+    with pytest.raises(LayerLabError, match="no input layer named 'nope'"):
+        drift([model, "--input", f"nope={x}"])
     with pytest.raises(LayerLabError, match="unknown tensor format"):
         drift([model, "--candidate", "fp8"])

@@ -21,6 +21,7 @@ from app.network_settings import NetworkSettingsDialog
 from engine import modelfile
 from engine import report as rep
 from engine.backends import cupy_usable
+from engine.run import tensor_format
 from engine.tensor import Dims
 
 SMALL = {"iterations": "2", "warmup": "0"}
@@ -93,7 +94,8 @@ def test_launch_from_action_logs_run_writes_report_and_command_reproduces_it(win
     texts = [row.item(0, c).text() for c in range(row.columnCount())]
     assert texts[1] == "denoiser" and texts[2] == "done"
     assert texts[3].startswith("numpy" if not cupy_usable() else "cupy") and "(" in texts[3]
-    assert texts[4] == "fp16|nhwc"
+    auto_format = str(tensor_format("auto", "cupy" if cupy_usable() else "numpy"))  # the unified default
+    assert texts[4] == auto_format
     assert texts[5] == f"{entry.avg_ms:.4f}" and entry.avg_ms > 0
     assert texts[7] == entry.command
     # the report files next to the model, <stem>_reports/<timestamp>.json/.html
@@ -103,7 +105,7 @@ def test_launch_from_action_logs_run_writes_report_and_command_reproduces_it(win
     assert json_path.with_suffix(".html").read_text(encoding="utf-8").count("<tr>") >= 7
     doc_json = rep.load(json_path)
     assert [x["name"] for x in doc_json["layers"]] == list(doc.model.layers)
-    assert doc_json["run"]["iterations"] == 2 and doc_json["run"]["format"] == "fp16|nhwc"
+    assert doc_json["run"]["iterations"] == 2 and doc_json["run"]["format"] == auto_format
     # one click copies the command; the command line is the CLI's and reproduces the run
     window.logger.table.cellWidget(0, 6).click()
     assert QtGui.QGuiApplication.clipboard().text() == entry.command
@@ -243,7 +245,7 @@ def test_settings_dialog_round_trips_into_model_settings_and_file(window, model_
     before = dict(doc.model.settings)
     window.act_net_settings.trigger()
     dlg = window.findChildren(NetworkSettingsDialog)[-1]
-    assert dlg.isVisible() and dlg.backend.currentData() == "auto" and dlg.format.currentData() == "fp16 nhwc"
+    assert dlg.isVisible() and dlg.backend.currentData() == "auto" and dlg.format.currentData() == "auto"
     assert dlg.iterations.value() == 10 and dlg.warmup.value() == 1 and dlg.profiling.isChecked() and dlg.fusing.isChecked()
     assert list(dlg.inputs) == ["input"] and dlg.inputs["input"].text() == ""
     image = sample_path.parent / "sample.png"
@@ -265,7 +267,7 @@ def test_settings_dialog_round_trips_into_model_settings_and_file(window, model_
                 "weights": str(weights), "input.input": str(image), "profiling": "off", "fusing": "off"}
     assert doc.model.settings == expected
     cfg = run_config.from_model(doc.model, doc.path)
-    assert cfg.inputs == (("input", str(image.resolve())),) and not cfg.profiling and cfg.tensor_format.itemsize == 4
+    assert cfg.inputs == (("input", str(image.resolve())),) and not cfg.profiling and cfg.format == "fp32 nchw"
     # one undo step, then redo
     assert doc.model.undo_text() == "Network settings"
     doc.model.undo()
@@ -492,7 +494,6 @@ def test_render_run_report_and_compare(make_window, model_copy, qtbot, tmp_path,
 # ---- the worker and the run settings without the window ------------------------------------------------
 def test_worker_unknown_command_and_cancel_before_the_run_starts(qtbot, registry, sample_path, tmp_path):
     from app.worker import RunController, RunRequest
-    from engine.fusing import copy_model
 
     ctl = RunController()
     try:
@@ -502,7 +503,7 @@ def test_worker_unknown_command_and_cancel_before_the_run_starts(qtbot, registry
         model = modelfile.load(sample_path, registry)
         model.set_setting("iterations", "100000")
         cfg = run_config.from_model(model, str(sample_path))
-        req = RunRequest(1, None, copy_model(model), registry, cfg, tmp_path / "r", str(sample_path))
+        req = RunRequest(1, None, model.copy(), registry, cfg, tmp_path / "r", str(sample_path))
         with qtbot.waitSignal(ctl.worker.run_cancelled, timeout=5000):
             assert ctl.start(req) and not ctl.start(req)  # one run at a time
             assert ctl.cancel()  # before the worker has even picked the run up
@@ -516,7 +517,7 @@ def test_run_config_validation_and_command_lines(registry, sample_path, tmp_path
     model = modelfile.load(sample_path, registry)
     cfg = run_config.from_model(model, str(sample_path))
     assert (cfg.backend, cfg.format, cfg.iterations, cfg.warmup, cfg.profiling, cfg.fusing) == \
-           ("auto", "fp16 nhwc", 10, 1, True, True)
+           ("auto", "auto", 10, 1, True, "on")
     for key, value, words in (("backend", "gpu", "backend"), ("format", "fp8", "fp8"), ("warmup", "-1", "too small"),
                               ("profiling", "yes", "on or off"), ("input_layout", "hwc", "nchw or nhwc"),
                               ("weights", "no_such_folder", "does not exist"), ("input.input", "clip.mp4", "not an image")):
@@ -532,6 +533,6 @@ def test_run_config_validation_and_command_lines(registry, sample_path, tmp_path
     model.set_setting("input_layout", "nhwc")
     model.set_setting("profiling", "off")
     line = run_config.command_line(run_config.from_model(model, str(sample_path)), "m.lnet", "out/r")
-    assert shlex.split(line) == ["layerlab", "infer", "m.lnet", "--input", f"input={npy}", "--format", "fp16", "nhwc",
+    assert shlex.split(line) == ["layerlab", "infer", "m.lnet", "--input", f"input={npy}",
                                  "--iterations", "10", "--warmup", "1", "--backend", "auto", "--seed", "0",
                                  "--fusing-rules", "on", "--input-layout", "nhwc"]

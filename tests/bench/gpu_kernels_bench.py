@@ -61,7 +61,7 @@ def _conv_row(backend: Any, rng: Any, c: int, k: int, size: int, kernel: int, st
     out = cupy.empty((1, ho, ho, k), cupy.float16).transpose(0, 3, 1, 2)
     geometry = ((stride, stride), (pad, pad), (1, 1))
     cache: dict[str, Any] = {}
-    direct = _time_us(lambda: backend.conv2d(xn, w, b, out, *geometry, 1, "relu", {}, cache))
+    direct = _time_us(lambda: backend.kernel("conv2d")(xn, w, b, out, *geometry, 1, "relu", {}, cache))
     cudnn = backend.cudnn
     padded = _time_us(lambda: cudnn.conv(xn, w, b, out, *geometry, "relu", {})) if cudnn else float("nan")
     return (f"  {c}->{k} {kernel}x{kernel}/{stride} at {size}x{size}: direct {direct:.1f} us, "

@@ -9,9 +9,8 @@ import pytest
 
 from engine.backends import numpy_backend
 from engine.backends.numpy_backend import NumpyBackend, cpu_kernels
-from plugins.standard.convolution import conv2d
-from plugins.standard.resize import resample
-from plugins.standard.upsample import upsample_taps
+from plugins.standard._common_conv import conv2d
+from plugins.standard._common_resample import resample, upsample_taps
 
 ck = pytest.importorskip("engine.backends.cpu_kernels", reason="Numba is not installed")
 
@@ -53,7 +52,7 @@ def test_winograd_matches_the_direct_convolution(nhwc, n, c, k, h, w, pad, act):
     b = rng.standard_normal(k).astype(np.float32)
     ho, wo = h + 2 * pad - 2, w + 2 * pad - 2
     out = _out(n, k, ho, wo, nhwc)
-    ck.winograd_conv3x3(x, ck.transform_weights(wt, nhwc), b, out, (pad, pad), ck.FUSED_ACTIVATIONS[act], 0.1)
+    ck.winograd_conv3x3(x, ck.transform_weights(wt, nhwc), b, out, (pad, pad), ck.FUSED_EPILOGUES[act], 0.1)
     ref = _ref_conv(x, wt, b, (1, 1), (pad, pad), (1, 1), act, 0.1)
     assert np.isfinite(out).all(), "every output pixel written"
     assert _rel(out, ref) < 1e-5
@@ -74,7 +73,7 @@ def test_im2col_nhwc_matches_the_reference(kernel, stride, padding, dilation, c)
     b = rng.standard_normal(12).astype(np.float32)
     ref = _ref_conv(x, wt, b, stride, padding, dilation, "relu")
     out = _out(2, 12, *ref.shape[2:], nhwc=True)
-    ck.conv_nhwc(x, ck.gemm_weights(wt), kernel, b, out, stride, padding, dilation, ck.FUSED_ACTIVATIONS["relu"])
+    ck.conv_nhwc(x, ck.gemm_weights(wt), kernel, b, out, stride, padding, dilation, ck.FUSED_EPILOGUES["relu"])
     assert _rel(out, ref) < 1e-5
 
 
@@ -83,11 +82,11 @@ def test_relu_keeps_nan_in_both_kernels():
     x[0, 3, 5, 5] = np.nan
     wt = np.ones((4, 16, 3, 3), np.float32)
     out = _out(1, 4, 12, 12, nhwc=False)
-    ck.winograd_conv3x3(x, ck.transform_weights(wt, False), None, out, (1, 1), ck.FUSED_ACTIVATIONS["relu"])
+    ck.winograd_conv3x3(x, ck.transform_weights(wt, False), None, out, (1, 1), ck.FUSED_EPILOGUES["relu"])
     assert np.isnan(out[0, :, 5, 5]).all()
     xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
     outh = _out(1, 4, 12, 12, nhwc=True)
-    ck.conv_nhwc(xh, ck.gemm_weights(wt), (3, 3), None, outh, (1, 1), (1, 1), (1, 1), ck.FUSED_ACTIVATIONS["relu"])
+    ck.conv_nhwc(xh, ck.gemm_weights(wt), (3, 3), None, outh, (1, 1), (1, 1), (1, 1), ck.FUSED_EPILOGUES["relu"])
     assert np.isnan(outh[0, :, 5, 5]).all()
     assert not np.isnan(outh[0, :, 0, 0]).any()
 
@@ -115,16 +114,17 @@ def test_backend_picks_a_kernel_or_declines():
     wt = rng.standard_normal((16, 32, 3, 3)).astype(np.float32)
     out = _out(1, 16, 40, 40, nhwc=False)
     cache: dict = {}
-    assert be.conv2d(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "relu", {}, cache)
+    assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "relu", {}, cache)
     assert "winograd_nchw" in cache and cache["winograd_nchw"][0] is wt
     assert _rel(out, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1), "relu")) < 1e-5
     # NCHW with no Winograd case: the generic path
-    assert not be.conv2d(x, wt[:, :, :1, :1], None, out, (1, 1), (0, 0), (1, 1), 1, None, {})
+    assert not be.kernel("conv2d")(x, wt[:, :, :1, :1], None, out, (1, 1), (0, 0), (1, 1), 1, None, {})
     # an activation the kernels do not fuse, grouped convolutions and fp16: declined
-    assert not be.conv2d(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "sigmoid", {})
-    assert not be.conv2d(x, wt[:, :16], None, out, (1, 1), (1, 1), (1, 1), 2, None, {})
-    assert not be.conv2d(x.astype(np.float16), wt.astype(np.float16), None, out.astype(np.float16), (1, 1), (1, 1), (1, 1),
-                         1, None, {})
+    assert not be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "sigmoid", {})
+    assert not be.kernel("conv2d")(x, wt[:, :16], None, out, (1, 1), (1, 1), (1, 1), 2, None, {})
+    conv = be.kernel("conv2d")
+    assert not conv(x.astype(np.float16), wt.astype(np.float16), None, out.astype(np.float16), (1, 1), (1, 1), (1, 1),
+                    1, None, {})
 
 
 def test_new_weights_replace_the_cached_transform():
@@ -135,7 +135,7 @@ def test_new_weights_replace_the_cached_transform():
     for _ in range(2):
         wt = rng.standard_normal((8, 16, 3, 3)).astype(np.float32)
         out = _out(1, 8, 24, 24, nhwc=True)
-        assert be.conv2d(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, None, {}, cache)
+        assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, None, {}, cache)
         assert _rel(out, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1))) < 1e-5
 
 
@@ -148,9 +148,9 @@ def test_kernels_can_be_switched_off_or_missing(monkeypatch):
     assert numpy_backend.cpu_kernels() is None
     be = NumpyBackend()
     x = np.ones((1, 16, 20, 20), np.float32)
-    assert not be.conv2d(x, np.ones((4, 16, 3, 3), np.float32), None, np.empty((1, 4, 20, 20), np.float32),
+    assert not be.kernel("conv2d")(x, np.ones((4, 16, 3, 3), np.float32), None, np.empty((1, 4, 20, 20), np.float32),
                          (1, 1), (1, 1), (1, 1), 1, None, {})
-    assert not be.upsample(x, np.empty((1, 16, 40, 40), np.float32), (2, 2), True, False)
+    assert not be.kernel("upsample")(x, np.empty((1, 16, 40, 40), np.float32), (2, 2), True, False)
 
 
 @pytest.mark.parametrize("net", ["dncnn", "unet", "resnet18"])
@@ -191,7 +191,7 @@ def test_small_layers_split_by_output_channels_match(monkeypatch, cores, k, kern
     parts = ck._share_columns(k)
     assert 1 < len(parts) <= cores and all((s.stop - s.start) % 16 == 0 for s in parts[:-1])
     assert parts[0].start == 0 and parts[-1].stop == k and all(a.stop == b.start for a, b in zip(parts, parts[1:]))
-    ck.conv_nhwc(x, ck.gemm_weights(wt), kernel, b, out, stride, pad, (1, 1), ck.FUSED_ACTIVATIONS["leaky_relu"], 0.2)
+    ck.conv_nhwc(x, ck.gemm_weights(wt), kernel, b, out, stride, pad, (1, 1), ck.FUSED_EPILOGUES["leaky_relu"], 0.2)
     assert _rel(out, ref) < 1e-5
 
 
@@ -206,7 +206,7 @@ def test_winograd_of_one_block_matches_on_one_or_more_threads(monkeypatch, nhwc,
     wt = (rng.standard_normal((48, 32, 3, 3)) / np.sqrt(9 * 32)).astype(np.float32)
     b = rng.standard_normal(48).astype(np.float32)
     out = _out(1, 48, 7, 7, nhwc)
-    ck.winograd_conv3x3(x, ck.transform_weights(wt, nhwc), b, out, (1, 1), ck.FUSED_ACTIVATIONS["relu"])
+    ck.winograd_conv3x3(x, ck.transform_weights(wt, nhwc), b, out, (1, 1), ck.FUSED_EPILOGUES["relu"])
     assert _rel(out, _ref_conv(x, wt, b, (1, 1), (1, 1), (1, 1), "relu")) < 1e-5
 
 
@@ -227,7 +227,7 @@ def test_an_output_that_is_not_contiguous_nhwc_takes_the_generic_convolution():
     wt = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
     wide = np.zeros((1, 9, 9, 32), np.float32)  # e.g. a slice of a wider tensor
     out = wide[:, :, :, :16].transpose(0, 3, 1, 2)
-    assert not NumpyBackend().conv2d(x, wt, None, out, (2, 2), (1, 1), (1, 1), 1, None, {})
+    assert not NumpyBackend().kernel("conv2d")(x, wt, None, out, (2, 2), (1, 1), (1, 1), 1, None, {})
 
 
 def test_without_a_cblas_the_backend_uses_the_generic_convolution(monkeypatch):
@@ -236,7 +236,7 @@ def test_without_a_cblas_the_backend_uses_the_generic_convolution(monkeypatch):
     x = _tensors(rng, 1, 16, 12, 12, nhwc=True)
     wt = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
     out = _out(1, 16, 12, 12, nhwc=True)
-    assert not NumpyBackend().conv2d(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, None, {})
+    assert not NumpyBackend().kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, None, {})
 
 
 def test_concurrent_inferences_from_two_threads_are_each_right():
@@ -282,20 +282,20 @@ def test_element_wise_matches_numpy(op, act, size):
     elif act == "leaky_relu":
         ref = np.where(ref > 0, ref, ref * np.float32(0.1))
     out = np.full(size, 7.0, np.float32)
-    ck.element_wise(a, b, out, ck.ELEMENT_WISE_OPS[op], ck.FUSED_ACTIVATIONS[act], 0.1)
+    ck.element_wise(a, b, out, ck.ELEMENT_WISE_OPS[op], ck.FUSED_EPILOGUES[act], 0.1)
     np.testing.assert_array_equal(out, ref)  # NaN where NumPy has NaN
-    ck.element_wise(a, b, a, ck.ELEMENT_WISE_OPS[op], ck.FUSED_ACTIVATIONS[act], 0.1)  # into an input
+    ck.element_wise(a, b, a, ck.ELEMENT_WISE_OPS[op], ck.FUSED_EPILOGUES[act], 0.1)  # into an input
     np.testing.assert_array_equal(a, ref)
 
 
 def test_backend_element_wise_declines_what_it_cannot_do():
     be = NumpyBackend()
     a = np.ones((1, 4, 4, 8), np.float32)
-    assert be.element_wise("sum", a, a, np.empty_like(a), "relu", {})
-    assert not be.element_wise("sum", a, a, np.empty_like(a), "sigmoid", {})  # not a fused activation
-    assert not be.element_wise("sum", a, a[:, :, :, :1], np.empty_like(a), None, {})  # broadcasting
-    assert not be.element_wise("sum", a, a.astype(np.float16), np.empty_like(a), None, {})
-    assert not be.element_wise("sum", a, a.transpose(0, 3, 1, 2), np.empty_like(a).transpose(0, 3, 1, 2), None, {})
+    assert be.kernel("element_wise")("sum", a, a, np.empty_like(a), "relu", {})
+    assert not be.kernel("element_wise")("sum", a, a, np.empty_like(a), "sigmoid", {})  # not a fused activation
+    assert not be.kernel("element_wise")("sum", a, a[:, :, :, :1], np.empty_like(a), None, {})  # broadcasting
+    assert not be.kernel("element_wise")("sum", a, a.astype(np.float16), np.empty_like(a), None, {})
+    assert not be.kernel("element_wise")("sum", a, a.transpose(0, 3, 1, 2), np.empty_like(a).transpose(0, 3, 1, 2), None, {})
 
 
 def test_blas_is_held_to_one_thread_during_an_inference_only():
@@ -317,7 +317,7 @@ def test_blas_is_held_to_one_thread_during_an_inference_only():
 @pytest.mark.parametrize("kernel,stride,padding,include_pad", [((3, 3), (2, 2), (1, 1), False), ((2, 2), (2, 2), (0, 0), False),
                                                                 ((3, 2), (1, 2), (1, 1), True), ((5, 5), (3, 3), (2, 2), False)])
 def test_pool_nhwc_matches_the_generic_pooling(pool_type, kernel, stride, padding, include_pad):
-    from plugins.standard.pooling import pool2d
+    from plugins.standard._common_pool import pool2d
 
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, 37, 41, 24)).astype(np.float32)
@@ -330,11 +330,11 @@ def test_pool_nhwc_matches_the_generic_pooling(pool_type, kernel, stride, paddin
 
 
 def test_backend_pools_nhwc_float32_only():
-    b = NumpyBackend()
+    pool = NumpyBackend().kernel("pool2d")
     x = np.zeros((1, 8, 8, 4), np.float32)
-    assert b.pool2d(x, np.zeros((1, 4, 4, 4), np.float32), True, (2, 2), (2, 2), (0, 0), False, True)
-    assert not b.pool2d(x, np.zeros((1, 4, 4, 4), np.float32), True, (2, 2), (2, 2), (0, 0), False, False)
-    assert not b.pool2d(x.astype(np.float16), np.zeros((1, 4, 4, 4), np.float16), True, (2, 2), (2, 2), (0, 0), False, True)
+    assert pool(x, np.zeros((1, 4, 4, 4), np.float32), True, (2, 2), (2, 2), (0, 0), False, True)
+    assert not pool(x, np.zeros((1, 4, 4, 4), np.float32), True, (2, 2), (2, 2), (0, 0), False, False)
+    assert not pool(x.astype(np.float16), np.zeros((1, 4, 4, 4), np.float16), True, (2, 2), (2, 2), (0, 0), False, True)
 
 
 def test_a_first_run_says_the_kernels_are_being_compiled(monkeypatch):
@@ -374,6 +374,6 @@ def test_fp16_convolutions_run_the_float32_kernels_and_round_once(kernel, stride
     pad = (kernel[0] // 2, kernel[1] // 2)
     ref = _ref_conv(x.astype(np.float16), wt, b, stride, pad, (1, 1), "relu")
     out = np.full((1, *ref.shape[2:], 32), np.nan, np.float16).transpose(0, 3, 1, 2)
-    assert NumpyBackend().conv2d(x.astype(np.float16), wt, b, out, stride, pad, (1, 1), 1, "relu", {})
+    assert NumpyBackend().kernel("conv2d")(x.astype(np.float16), wt, b, out, stride, pad, (1, 1), 1, "relu", {})
     assert out.dtype == np.float16 and np.isfinite(out).all()
     np.testing.assert_allclose(out, ref.astype(np.float16), rtol=2e-3, atol=2e-3)

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from engine.descriptors import LayerDesc
 from engine.fusing import (
-    BUILTIN_RULES,
     FusingRule,
     FusingRuleError,
     MappedWeights,
@@ -30,7 +29,8 @@ from engine.plugins import load_plugins
 from engine.registry import PluginMeta, Registrar, Registry
 from engine.tensor import FORMATS, FP32_NCHW, Dims, Layout, Precision, TensorFormat
 from engine.weights import RandomWeights, WeightsFolder, save_weights
-from plugins.standard import convolution, pooling
+from plugins.standard import _common_conv, _common_pool, convolution
+from plugins.standard.fusing_rules import RULES as BUILTIN_RULES
 from tests.harness import BACKENDS, FORMAT_IDS, assert_close, backend_param
 
 EXAMPLE = "fp16|nhwc|convolution_bn = batch_normalization[act == 'none' || act == 'relu'] {convolution[act == 'none']}"
@@ -53,14 +53,15 @@ def _conv_bn_pool_class(reg: Registry) -> type[Layer]:
         def output_dims(self, inputs: list[Dims | None]) -> Dims:
             c = convolution.Convolution.output_dims(self, inputs)
             k, s, p = self.p["pool_kernel_size"], self.p["pool_stride"], self.p["pool_padding"]
-            return Dims(c.n, c.c, pooling.pool_output_size(c.h, k.h, s.h, p.h), pooling.pool_output_size(c.w, k.w, s.w, p.w))
+            size = _common_pool.pool_output_size
+            return Dims(c.n, c.c, size(c.h, k.h, s.h, p.h), size(c.w, k.w, s.w, p.w))
 
         def forward(self, inputs: list[Any], out: Any) -> None:
             w, b = self.folded_weights(inputs)
             s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
-            y = convolution.conv2d(self.xp, self.nchw(inputs[0]), w, b, (s.h, s.w), (p.h, p.w), (d.h, d.w), self.p["groups"])
+            y = _common_conv.conv2d(self.xp, self.nchw(inputs[0]), w, b, (s.h, s.w), (p.h, p.w), (d.h, d.w), self.p["groups"])
             k, s, p = self.p["pool_kernel_size"], self.p["pool_stride"], self.p["pool_padding"]
-            y = pooling.pool2d(self.xp, y, self.p["pool_type"], (k.h, k.w), (s.h, s.w), (p.h, p.w),
+            y = _common_pool.pool2d(self.xp, y, self.p["pool_type"], (k.h, k.w), (s.h, s.w), (p.h, p.w),
                                self.p["pool_count_include_pad"])
             self.store(out, self.activate(y))
 

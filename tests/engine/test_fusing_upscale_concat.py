@@ -12,19 +12,20 @@ import onnxruntime as ort
 import pytest
 
 from engine.backends import cpu_kernels as ck
+from engine.backends import numpy_kernels
 from engine.backends.numpy_backend import NumpyBackend
 from engine.descriptors import ParamDesc
 from engine.errors import LayerLabError
 from engine.export import export_onnx
-from engine.fusing import BUILTIN_RULES, apply_rules, check_rule, parse_rule, rules_from
+from engine.fusing import apply_rules, check_rule, parse_rule, rules_from
 from engine.model import Model
 from engine.network import Network
 from engine.plugins import default_registry, load_plugins
 from engine.registry import PluginMeta, Registrar, Registry
 from engine.tensor import FORMATS, FP32_NCHW, Dims, Precision, TensorFormat
-from plugins.standard.resize import resample
-from plugins.standard.upsample import upsample_taps
-from plugins.standard.upscale_concat import UPSCALE_PARAMS, UpscaleConcat
+from plugins.standard._common_resample import UPSCALE_PARAMS, resample, upsample_taps
+from plugins.standard.fusing_rules import RULES as BUILTIN_RULES
+from plugins.standard.upscale_concat import UpscaleConcat
 from tests.bench.networks import unet
 from tests.harness import BACKENDS, FORMAT_IDS, assert_close, backend_param
 
@@ -238,13 +239,17 @@ def test_the_kernels_off_fallback_gives_the_same_outputs(monkeypatch):
 @pytest.mark.parametrize("fmt", ["fp32 nchw", "fp32 nhwc"])
 def test_the_layer_uses_the_backend_kernel_when_sizes_match_and_applies_its_activation(monkeypatch, fmt):
     calls: list[bool] = []
-    original = NumpyBackend.upscale_concat
+    make = numpy_kernels.upsample_concat
 
-    def spy(self, *args):
-        calls.append(original(self, *args))
-        return calls[-1]
+    def spy_factory(backend):
+        kernel = make(backend)
 
-    monkeypatch.setattr(NumpyBackend, "upscale_concat", spy)
+        def spy(*args):
+            calls.append(kernel(*args))
+            return calls[-1]
+        return spy
+
+    monkeypatch.setattr(numpy_kernels, "upsample_concat", spy_factory)
     f = TensorFormat.parse(fmt)
     model = decoder_step("bilinear", cat_act="tanh")
     x = {"inp": np.random.default_rng(3).standard_normal((1, 4, 8, 6)).astype(np.float32)}
@@ -286,7 +291,7 @@ def test_the_kernel_matches_numpy_references(nhwc, method, factor):
     ref = np.concatenate([_ref_upsample(x, factor, bilinear), skip], axis=1)
     phys = (lambda a: np.ascontiguousarray(a.transpose(0, 2, 3, 1))) if nhwc else (lambda a: a)
     out = np.full(phys(ref).shape, np.nan, np.float32)
-    assert NumpyBackend().upscale_concat(phys(x), phys(skip), out, factor, bilinear, nhwc)
+    assert NumpyBackend().kernel("upsample_concat")(phys(x), phys(skip), out, factor, bilinear, nhwc)
     logical = out.transpose(0, 3, 1, 2) if nhwc else out
     np.testing.assert_allclose(logical, ref, rtol=1e-6, atol=1e-6)
     # the generic maths of the layer, and exactly the arithmetic of the upsample kernel (fused == unfused)
@@ -312,14 +317,14 @@ def _cases() -> dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], tuple]]
 @pytest.mark.parametrize("case", list(_cases()))
 def test_the_backend_declines_what_the_kernel_does_not_cover(case):
     x, skip, out = np.ones((1, 2, 4, 4), np.float32), np.ones((1, 3, 8, 8), np.float32), np.empty((1, 5, 8, 8), np.float32)
-    assert NumpyBackend().upscale_concat(x, skip, out, (2, 2), True, False)
-    assert not NumpyBackend().upscale_concat(*_cases()[case](x, skip, out), (2, 2), True, False)
+    assert NumpyBackend().kernel("upsample_concat")(x, skip, out, (2, 2), True, False)
+    assert not NumpyBackend().kernel("upsample_concat")(*_cases()[case](x, skip, out), (2, 2), True, False)
 
 
 def test_the_backend_declines_when_the_kernels_are_off(monkeypatch):
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")
     x, skip, out = np.ones((1, 4, 4, 2), np.float32), np.ones((1, 8, 8, 3), np.float32), np.empty((1, 8, 8, 5), np.float32)
-    assert not NumpyBackend().upscale_concat(x, skip, out, (2, 2), False, True)
+    assert not NumpyBackend().kernel("upsample_concat")(x, skip, out, (2, 2), False, True)
 
 
 # ---- export ---------------------------------------------------------------------------------------------

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugins.standard.convolution import conv2d
-from plugins.standard.resize import resample
-from plugins.standard.upsample import upsample_taps
+from plugins.standard._common_conv import conv2d
+from plugins.standard._common_resample import resample, upsample_taps
 from tests.harness import backend_param
 
 pytestmark = pytest.mark.gpu
@@ -110,7 +109,7 @@ def _backend_conv_against_reference(c, k, kernel, stride, padding, dilation, act
         ref = np.where(ref < 0, 0.1 * ref, ref)
     out = _nhwc(cupy, np.full(ref.shape, np.nan, np.float16))
     cache: dict = {}
-    done = backend.conv2d(_nhwc(cupy, x), _nhwc(cupy, w), None if b is None else cupy.asarray(b), out,
+    done = backend.kernel("conv2d")(_nhwc(cupy, x), _nhwc(cupy, w), None if b is None else cupy.asarray(b), out,
                           (stride, stride), (padding, padding), (dilation, dilation), 1, act, {"alpha": 0.1}, cache)
     assert done
     backend.synchronize()

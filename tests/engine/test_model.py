@@ -3,7 +3,24 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import GraphError, LayerLabError
-from engine.model import Model
+from engine.events import (
+    EditRefused,
+    Event,
+    FusingRulesChanged,
+    LayerAdded,
+    LayerEvent,
+    LayerRemoved,
+    LayerRenamed,
+    LinkChanged,
+    ModifiedChanged,
+    NetworkChanged,
+    ParamChanged,
+    SettingsChanged,
+    TemplateAdded,
+    TemplateEvent,
+    TemplateRemoved,
+)
+from engine.model import FusingRuleSpec, Model, ReadOnlyError
 
 
 def chain() -> Model:
@@ -70,11 +87,11 @@ def test_connect_refuses_cycles_and_replaces_links():
 def test_macro_is_one_undo_step_and_events_are_emitted():
     m = chain()
     events = []
-    m.events.connect(lambda e: events.append((e.kind, e.layer)))
+    m.events.connect(events.append)
     with m.macro("Edit two"):
         m.set_param("c1", "kernel_size", "5")
         m.set_param("c1", "padding", "2")
-    assert ("param_changed", "c1") in events
+    assert ParamChanged("c1") in events
     m.undo()
     assert m.layers["c1"].params == {}
     assert not m.can_undo() or m.undo_text() != "Edit two"
@@ -88,3 +105,41 @@ def test_modified_flag_follows_undo_to_clean_state():
     assert m.modified
     m.undo()
     assert not m.modified
+
+
+def test_each_edit_emits_its_typed_event_and_undo_emits_the_reverse():
+    m = Model("m")
+    events: list[Event] = []
+    m.events.connect(events.append)
+    m.add_layer("input", "inp")
+    m.add_layer("output", "out", inputs=["inp"])
+    m.disconnect("out", 0)
+    m.rename_layer("inp", "x")
+    m.set_setting("backend", "numpy")
+    m.set_network(name="other")
+    m.set_fusing_rules([FusingRuleSpec("*|*|conv_bn = batch_normalization {convolution}")])
+    m.add_template("t", "<template/>")
+    assert [e for e in events if not isinstance(e, ModifiedChanged)] == [
+        LayerAdded("inp"), LayerAdded("out"), LinkChanged("out", 0, None),
+        LayerRenamed("x", "inp"), SettingsChanged("backend"), NetworkChanged(), FusingRulesChanged(), TemplateAdded("t")]
+    assert ModifiedChanged(True) in events
+    assert all(isinstance(e, LayerEvent) == hasattr(e, "layer") for e in events)
+    assert isinstance(events[-1], TemplateEvent) and events[-1].name == "t"
+    events.clear()
+    m.undo()
+    m.undo()
+    assert events == [TemplateRemoved("t"), FusingRulesChanged()]
+    m.mark_clean()
+    assert events[-1] == ModifiedChanged(False)
+
+
+def test_a_refused_edit_emits_edit_refused_with_the_reason():
+    m = Model("m")
+    m.add_layer("input", "inp")
+    events: list[Event] = []
+    m.events.connect(events.append)
+    m.read_only = "while testing"
+    with pytest.raises(ReadOnlyError):
+        m.remove_layer("inp")
+    assert len(events) == 1 and isinstance(events[0], EditRefused) and "read-only while testing" in events[0].message
+    assert not any(isinstance(e, LayerRemoved) for e in events)

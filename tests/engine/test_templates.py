@@ -411,7 +411,7 @@ def test_set_exposed_changes_every_instance_and_undoes(registry):
 def test_import_model_as_template(tmp_path, registry):
     modelfile.save(chain(), tmp_path / "plain.lnet")
     m = with_instances()
-    name = T.import_model_as_template(m, tmp_path / "plain.lnet", registry)
+    name = modelfile.import_model_as_template(m, tmp_path / "plain.lnet", registry)
     assert name == "plain" and m.undo_text() == "Import plain.lnet as template plain"
     defn = T.get_template(m, "plain")
     assert defn.inputs == ["inp"] and defn.output == "add" and list(defn.layers) == ["c1", "c2", "add"]
@@ -419,7 +419,7 @@ def test_import_model_as_template(tmp_path, registry):
     m.add_layer("template:plain", "pl", inputs=["b2"])
     m.connect("pl", "out", 0)
     assert check(m, registry) == []
-    assert T.import_model_as_template(m, tmp_path / "plain.lnet", registry) == "plain_2"
+    assert modelfile.import_model_as_template(m, tmp_path / "plain.lnet", registry) == "plain_2"
     for _ in range(3):  # the import, the link, the instance
         m.undo()
     assert "plain_2" not in m.templates and "pl" not in m.layers and "plain" in m.templates
@@ -431,10 +431,10 @@ def test_import_refuses_several_outputs_and_brings_nested_templates(tmp_path, re
     modelfile.save(two, tmp_path / "two.lnet")
     m = Model("host")
     with pytest.raises(LayerLabError, match=r"it has 2 output layers \(out, out2\), a template has one output"):
-        T.import_model_as_template(m, tmp_path / "two.lnet", registry)
+        modelfile.import_model_as_template(m, tmp_path / "two.lnet", registry)
     assert not m.templates and not m.can_undo()
     modelfile.save(with_instances(), tmp_path / "nested.lnet")
-    assert T.import_model_as_template(m, tmp_path / "nested.lnet", registry, "outer") == "outer"
+    assert modelfile.import_model_as_template(m, tmp_path / "nested.lnet", registry, "outer") == "outer"
     assert set(m.templates) == {"resblock", "outer"}
     m.add_layer("input", "i", params={"dimensions": DIMS})
     m.add_layer("template:outer", "o", inputs=["i"])

@@ -54,3 +54,46 @@ def test_main_says_when_there_is_nothing_to_do(monkeypatch, capsys):
     monkeypatch.setattr(warmup, "needed", lambda: True)
     monkeypatch.setattr(warmup, "warm", lambda: 12.3)
     assert warmup.main() == 0 and "done in 12 s" in capsys.readouterr().out
+
+
+def test_a_run_path_backend_defers_compiling_to_a_background_process(monkeypatch, registry):
+    """Where the kernels were never compiled, the command line's and designer's backend starts the warmup in its
+    own session and runs on the plain NumPy path (no kernel launch) until it has finished; results are the same."""
+    import io
+
+    from engine.backends import get_backend
+
+    started, launches = [], []
+    monkeypatch.setattr(ck, "compiled_before", lambda: False)
+    monkeypatch.setattr(warmup.subprocess, "Popen", lambda argv, **kw: started.append((argv, kw)) or "process")
+    real = ck._launch
+    monkeypatch.setattr(ck, "_launch", lambda kernel, *args: launches.append(kernel.__name__) or real(kernel, *args))
+    out = io.StringIO()
+    backend = get_backend("numpy", notice=out, defer_compile=True)
+    assert "in the background" in out.getvalue()
+    assert started and started[0][0][-1] == "engine.backends.warmup" and started[0][1]["start_new_session"]
+    assert backend.cpu_kernels() is None
+    x = np.random.default_rng(2).random((1, 3, 40, 40), dtype=np.float32)
+    net = Network(warmup.warmup_model(), registry, backend, TensorFormat.parse("fp32 nhwc"))
+    net.set_input("input", x)
+    net.run()
+    assert launches == []
+    fast = Network(warmup.warmup_model(), registry, NumpyBackend(), TensorFormat.parse("fp32 nhwc"))
+    fast.set_input("input", x)
+    fast.run()
+    assert launches
+    np.testing.assert_allclose(net.output("output"), fast.output("output"), rtol=1e-4, atol=1e-5)
+    out = io.StringIO()  # without deferring: compiled in this process, said so
+    assert get_backend("numpy", notice=out).cpu_kernels() is not None and "first run after installing" in out.getvalue()
+
+
+def test_two_warmups_never_compile_at_once(monkeypatch, capsys, tmp_path):
+    import fcntl
+
+    monkeypatch.setattr(warmup, "needed", lambda: True)
+    monkeypatch.setattr(warmup, "_lock_file", lambda: tmp_path / "w.lock")
+    monkeypatch.setattr(warmup, "warm", lambda: 1.0)
+    with open(tmp_path / "w.lock", "a+b") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert warmup.main() == 0 and "another process" in capsys.readouterr().out
+    assert warmup.main() == 0 and "done in 1 s" in capsys.readouterr().out

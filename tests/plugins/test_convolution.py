@@ -89,7 +89,7 @@ def test_bad_parameters_are_named():
 def test_asymmetric_padding_equals_explicit_padding_then_symmetric():
     """pad_to_symmetric (how asymmetric padding reaches the backends' symmetric kernels) pads the larger side
     by the difference, in either layout."""
-    from plugins.standard.convolution import pad_to_symmetric
+    from plugins.standard._common_conv import pad_to_symmetric
 
     x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
     y, common = pad_to_symmetric(np, x, (2, 0, 1, 3), (2, 3))

@@ -1,4 +1,4 @@
-"""Property tests for the group A layers of the standard collection.
+"""Property tests for the standard layers from affine to pooling (type checker against the computation).
 
 For random parameters and input sizes (mostly valid, sometimes not): when the type checker (shapes
 only, no tensors) finds no error, running the layer succeeds and produces exactly the inferred

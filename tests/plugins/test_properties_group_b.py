@@ -1,4 +1,4 @@
-"""Property tests for the group-B layers (gram_matrix ... zero_embed).
+"""Property tests for the standard layers from gram_matrix to zero_embed (inferred against computed shapes).
 
 For random valid parameters and input sizes, shape inference (``output_dims``) must equal the shape the
 layer's computation actually produces (checked at ``store``, before any broadcasting could hide a

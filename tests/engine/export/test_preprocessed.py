@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.export import export_preprocessed, preprocess
+from engine.export import export_preprocessed, preprocessed_model
 from engine.modelfile import load
 from engine.network import Network
 from engine.plugins import default_registry
@@ -34,8 +34,8 @@ def test_preprocessed_model_runs_like_the_original(tmp_path):
 
 def test_fusing_off_and_other_formats(tmp_path):
     model = resnet18(Dims(1, 3, 16, 16), classes=4)
-    assert preprocess(model, REGISTRY, fusing="off").layers.keys() == model.layers.keys()
-    fp16 = preprocess(model, REGISTRY, TensorFormat.parse("fp16 nhwc"))
+    assert preprocessed_model(model, REGISTRY, fusing="off").layers.keys() == model.layers.keys()
+    fp16 = preprocessed_model(model, REGISTRY, TensorFormat.parse("fp16 nhwc"))
     assert any(s.type == "conv_bn" for s in fp16.layers.values())
     export_preprocessed(model, REGISTRY, tmp_path / "r.lnet", TensorFormat.parse("fp16 nhwc"), write_weights=False)
     assert not (tmp_path / "r_weights").exists()

@@ -45,10 +45,3 @@ def test_table_and_documentation_text():
     assert page.startswith("<h3>Export</h3>") and "<b>PyTorch</b>: partial: statistics from secondary inputs" in page
     assert layer_support_html(REGISTRY, "no_such_layer") == ""
     assert not is_valid_support("partial:") and not is_valid_support("maybe")
-
-
-def test_readme_support_table_is_current():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert BEGIN in text and END in text, "README lacks the export support table (python -m engine.export)"
-    assert text[text.index(BEGIN): text.index(END) + len(END)] == support_markdown(REGISTRY), \
-        "README export support table is stale: run python -m engine.export"

@@ -1,0 +1,121 @@
+"""What the ``layerlab`` commands share (``app.cli``, ``app.cli_drift``, ``app.cli_export``) and what the designer
+shares with them (``app.run_config``): the user-error type, loading plugins and models with their warnings, the
+run flags and the ``RunSpec`` they make, and the command line that reproduces a run. Imports no Qt and no other
+``app`` module."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:  # the engine is imported when a command needs it: `layerlab --help` stays quick
+    from engine.model import Model
+    from engine.registry import Registry
+    from engine.run import RunSpec
+
+USER_ERROR = 2
+
+
+class CliError(Exception):
+    """A user error found by the command line itself (bad flag value, missing file)."""
+
+
+def open_registry(args: argparse.Namespace) -> Registry:
+    """The plugins (built-in, installed, and ``--plugins`` folders); failures are printed as warnings."""
+    from engine.plugins import load_plugins  # noqa: PLC0415
+
+    reg = load_plugins(args.plugins or [])
+    for f in reg.failures:
+        print(f"layerlab: warning: {f}", file=sys.stderr)
+    return reg
+
+
+def load_model(model_path: str, registry: Registry) -> Model:
+    """The model file ``model_path`` (a ``.lnet``, or an ``.onnx`` imported in memory with its weights as the
+    model's ``weights_source``); its load warnings are printed."""
+    from engine.importers import load_model_any  # noqa: PLC0415
+
+    model, imported = load_model_any(model_path, registry)
+    model.weights_source = imported
+    for w in model.load_warnings:
+        print(f"layerlab: warning: {w}", file=sys.stderr)
+    return model
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The flags of a run (``infer`` and ``profile``): model, inputs and outputs, format, iterations, weights..."""
+    parser.add_argument("model", help="model file (.lnet, or .onnx imported in memory)")
+    parser.add_argument("--input", "-i", action="append", metavar="[NAME=]PATH",
+                        help="input file for input layer NAME: image (PNG/JPG), video (MP4/AVI/MKV/...) or .npy")
+    parser.add_argument("--input-layout", choices=("nchw", "nhwc"), default="nchw", help="layout of .npy inputs")
+    parser.add_argument("--output", "-o", action="append", metavar="[NAME=]PATH",
+                        help="write output layer NAME to PATH (.npy, .png/.jpg, or a video for video inputs)")
+    parser.add_argument("--output-dir", metavar="DIR", help="write every output as DIR/NAME.npy")
+    parser.add_argument("--format", "-f", nargs="+", metavar="TOKEN",
+                        help="tensor format: fp32|fp16 and nchw|nhwc, e.g. '--format fp16 nhwc', or auto "
+                             "(default: auto, fp16 nhwc on cupy and fp32 nhwc on numpy)")
+    parser.add_argument("--iterations", "-n", type=int, default=10, help="timed iterations (default 10)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed warm-up iterations (default 1)")
+    parser.add_argument("--weights", "-w", metavar="PATH",
+                        help="weights folder (NAME_WEIGHT.npy files) or .safetensors file (default: the model's)")
+    parser.add_argument("--backend", "-b", default="auto", choices=("auto", "numpy", "cupy"))
+    parser.add_argument("--tf32", action="store_true",
+                        help="fp32 on the GPU may use TF32 tensor cores (faster, about 1e-3 relative error; default: strict)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs (default 0)")
+    parser.add_argument("--fusing-rules", default="on", metavar="on|off|FILE",
+                        help="apply the plugins' and the model's enabled fusing rules (on, default), none (off), "
+                             "or the rules in FILE (one per line)")
+
+
+def spec_from_args(args: argparse.Namespace, profiling: bool) -> RunSpec:
+    """The RunSpec of parsed run flags (``profiling``: the ``profile`` command); validated."""
+    from engine.run import RunSpec, normalize_format, parse_named  # noqa: PLC0415
+
+    return RunSpec(backend=args.backend, format=normalize_format(" ".join(args.format or [])),
+                   iterations=args.iterations, warmup=args.warmup, weights=args.weights, seed=args.seed,
+                   inputs=tuple(parse_named(args.input)), input_layout=args.input_layout, fusing=args.fusing_rules,
+                   profiling=profiling, plugins=tuple(getattr(args, "plugins", None) or ()),
+                   tf32=bool(getattr(args, "tf32", False))).check()
+
+
+def command_line(spec: RunSpec, model_file: str, report: str | None = None) -> str:
+    """The ``layerlab profile ...`` command (``layerlab infer ...`` when profiling is off, which times whole
+    iterations and writes no report) that runs ``model_file`` as ``spec`` says, quoted for a POSIX shell."""
+    from engine.run import AUTO, normalize_format  # noqa: PLC0415
+
+    parts = ["layerlab", "profile" if spec.profiling else "infer", model_file]
+    for name, path in spec.inputs:
+        parts += ["--input", f"{name}={path}" if name else path]
+    if spec.format != AUTO:
+        parts += ["--format", *normalize_format(spec.format).split()]
+    parts += ["--iterations", str(spec.iterations), "--warmup", str(spec.warmup), "--backend", spec.backend,
+              "--seed", str(spec.seed), "--fusing-rules", spec.fusing]
+    if spec.weights:
+        parts += ["--weights", spec.weights]
+    if report and spec.profiling:
+        parts += ["--report", report]
+    if spec.input_layout != "nchw":
+        parts += ["--input-layout", spec.input_layout]
+    if spec.tf32:
+        parts += ["--tf32"]
+    for folder in spec.plugins:
+        parts += ["--plugins", folder]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def progress_printer(out: TextIO) -> Callable[[int, int], None]:
+    """A progress callback: a bar on a terminal, plain lines otherwise."""
+    tty = hasattr(out, "isatty") and out.isatty()
+
+    def show(i: int, n: int) -> None:
+        if tty:
+            filled = int(30 * i / n)
+            out.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] iteration {i}/{n}")
+            if i == n:
+                out.write("\n")
+            out.flush()
+        else:
+            print(f"iteration {i}/{n}", file=out)
+    return show

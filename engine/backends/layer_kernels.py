@@ -1,0 +1,48 @@
+"""What a layer calls to use its backend's kernels: a convolution through the backend's ``conv2d`` kernel with
+the activation's fused epilogue, weights in the layer's memory layout, and the cache where a layer keeps what
+is derived from its weights. The layer falls back to the generic array code when these return False."""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.backends.base import derived
+from engine.layer import Layer
+from engine.tensor import Layout
+
+
+def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geometry: tuple[Any, ...],
+                     groups: int, cacheable: bool = True) -> bool:
+    """``act(conv(x, w) + b)`` by the backend's own kernel (logical NCHW views), the activation fused
+    when the backend can, else applied in place after it. False when the backend has no such path.
+    ``cacheable``: the weights stay the same array between runs (the backend may cache what it derives)."""
+    kernel = layer.backend.kernel("conv2d")
+    if kernel is None:
+        return False
+    bv = None if b is None else b.astype(w.dtype, copy=False)
+    act = layer.activation
+    cache = kernel_cache(layer) if cacheable else None
+    if act is None or act.epilogue is not None:
+        if kernel(x, w, bv, out, *geometry, groups, act.epilogue if act is not None else None,
+                  act.coefs if act is not None else {}, cache):
+            return True
+    if act is not None and kernel(x, w, bv, out, *geometry, groups, None, {}, cache):
+        act.impl.apply_inplace(layer.xp, out, act.coefs)  # no fused epilogue for it: one more pass
+        return True
+    return False
+
+
+def physical_weight(layer: Layer, w: Any, cacheable: bool, shape: tuple[int, ...] | None = None) -> Any:
+    """``w`` (viewed as ``shape`` K, C, R, S when given) in the memory layout of the layer's tensors (KRSC
+    for NHWC), seen as logical K, C, R, S; cached on the layer while the same weight array comes back."""
+    def make() -> Any:
+        phys = w.reshape(shape) if shape is not None else w
+        if layer.fmt.layout is Layout.NHWC:
+            phys = layer.xp.ascontiguousarray(phys.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+        return phys
+
+    return derived(kernel_cache(layer) if cacheable else None, "physical", w, make)
+
+
+def kernel_cache(layer: Layer) -> dict[str, Any]:
+    """The dict where a layer keeps what is derived from its weights (physical copies, backend forms)."""
+    return layer.__dict__.setdefault("_kernel_cache", {})

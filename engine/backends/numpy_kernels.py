@@ -1,0 +1,106 @@
+"""Kernels of the NumPy backend, by operation name (``Backend.kernel``): adapters from the layers' calls to the
+Numba kernels of :mod:`engine.backends.cpu_kernels`.
+
+Each function named after an operation makes that operation's kernel for a backend. The kernels ask for the
+Numba module on every call (``backend.cpu_kernels()``), so ``LAYERLAB_CPU_KERNELS=off`` takes effect at once, and
+return False for what they do not serve (then the layer computes it with NumPy)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from engine.backends.base import Backend, derived
+from engine.backends.numpy_backend import WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILES
+from engine.tensor import is_nhwc_memory
+
+Kernel = Callable[..., bool]
+
+
+def pool2d(backend: Backend) -> Kernel:
+    def run(x: Any, out: Any, is_max: bool, kernel: tuple[int, int], stride: tuple[int, int],
+            padding: tuple[int, int], count_include_pad: bool, nhwc: bool) -> bool:
+        kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
+        if kernels is None or not nhwc or not (x.dtype == out.dtype == np.float32 and x.flags.c_contiguous
+                                               and out.flags.c_contiguous):
+            return False
+        kernels.pool_nhwc(x, out, is_max, kernel, stride, padding, count_include_pad)
+        return True
+    return run
+
+
+def element_wise(backend: Backend) -> Kernel:
+    def run(op: str, a: Any, b: Any, out: Any, epilogue: str | None, coefs: dict[str, float]) -> bool:
+        kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
+        if kernels is None or op not in kernels.ELEMENT_WISE_OPS or epilogue not in kernels.FUSED_EPILOGUES:
+            return False
+        if not (a.dtype == b.dtype == out.dtype == np.float32 and a.shape == b.shape == out.shape):
+            return False
+        if not (a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
+            return False
+        kernels.element_wise(a, b, out, kernels.ELEMENT_WISE_OPS[op], kernels.FUSED_EPILOGUES[epilogue],
+                             float(coefs.get("alpha", 0.0)))
+        return True
+    return run
+
+
+def upsample(backend: Backend) -> Kernel:
+    def run(x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
+        kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
+        if kernels is None or not (x.dtype == out.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous):
+            return False
+        kernels.upsample(x, out, factor, bilinear, nhwc)
+        return True
+    return run
+
+
+def conv2d(backend: Backend) -> Kernel:
+    def run(x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
+            dilation: tuple[int, int], groups: int, epilogue: str | None, coefs: dict[str, float],
+            cache: dict[str, Any] | None = None) -> bool:
+        kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
+        if kernels is None or epilogue not in kernels.FUSED_EPILOGUES or groups != 1 or kernels.blas_sgemm() is None:
+            return False
+        if x.dtype == out.dtype == np.float16 and w.dtype == np.float32:  # fp16 storage: float32 kernels, one rounding
+            out32 = np.empty_like(out, dtype=np.float32)  # same memory layout
+            if not run(x.astype(np.float32), w, b, out32, stride, padding, dilation, groups, epilogue, coefs, cache):
+                return False
+            out[...] = out32
+            return True
+        if not x.dtype == out.dtype == np.float32 or w.dtype != np.float32:
+            return False
+        code, alpha = kernels.FUSED_EPILOGUES[epilogue], float(coefs.get("alpha", 0.0))
+        nhwc = is_nhwc_memory(out)
+        ho, wo = out.shape[2:]
+        if (w.shape[2:] == (3, 3) and stride == dilation == (1, 1) and w.shape[1] >= WINOGRAD_MIN_CHANNELS
+                and -(-ho // 4) * -(-wo // 4) >= WINOGRAD_MIN_TILES):
+            u = derived(cache, "winograd_nhwc" if nhwc else "winograd_nchw", w, lambda: kernels.transform_weights(w, nhwc))
+            kernels.winograd_conv3x3(x, u, b, out, padding, code, alpha)
+            return True
+        if not nhwc or not out.transpose(0, 2, 3, 1).flags.c_contiguous:  # the products write rows of (pixels, K)
+            return False
+        wm = derived(cache, "gemm_nhwc", w, lambda: kernels.gemm_weights(w))
+        kernels.conv_nhwc(x, wm, w.shape[2:], b, out, stride, padding, dilation, code, alpha)
+        return True
+    return run
+
+
+def upsample_concat(backend: Backend) -> Kernel:
+    def run(x: Any, skip: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
+        kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
+        if kernels is None or x.ndim != 4 or not x.dtype == skip.dtype == out.dtype == np.float32:
+            return False
+        if not (x.flags.c_contiguous and skip.flags.c_contiguous and out.flags.c_contiguous):
+            return False
+        h_axis, c_axis = (1, 3) if nhwc else (2, 1)
+        n, c0, h, w = x.shape[0], x.shape[c_axis], x.shape[h_axis], x.shape[h_axis + 1]
+        expected = list(skip.shape)
+        expected[c_axis] += c0
+        if (skip.shape[0], skip.shape[h_axis], skip.shape[h_axis + 1]) != (n, h * factor[0], w * factor[1]):
+            return False  # crop or edge extension to the skip size: the generic path
+        if out.shape != tuple(expected):
+            return False
+        kernels.upscale_concat(x, skip, out, factor, bilinear, nhwc)
+        return True
+    return run

@@ -1,0 +1,389 @@
+"""The one run path: from a model and its run settings (a ``RunSpec``) to a running network, its inputs, timed
+iterations and the report.
+
+Every front door is a thin caller of these functions: the ``layerlab`` command line (infer, profile, drift,
+export), the designer's run worker and analysis session, the exporters and the generated standalone project
+(which carries a copy of the engine). None of them builds a backend, a weights source, an input layer's image
+options or a Network itself:
+
+* ``open_network(model, spec, registry)``: the backend (``open_backend``), the tensor format (``tensor_format``:
+  the one rule for ``auto``), the weights (``open_weights``) and the Network;
+* ``load_inputs(network, spec)``: images, ``.npy`` tensors and videos (their first frame) for the input layers
+  named in the spec, seeded random tensors for the others;
+* ``run_timed(network, spec, progress=..., cancelled=...)``: warm-up and timed iterations, per layer when
+  ``spec.profiling`` is on;
+* ``make_report(network, result, spec, model=...)``: the report document, with the notes every front door adds.
+
+Qt-free; imports no plugin."""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from engine import report as rep
+from engine.backends import BACKENDS, get_backend
+from engine.backends.base import Backend
+from engine.errors import InputError, LayerLabError
+from engine.io import ImageOptions, VideoReader, kind_of, read_input
+from engine.model import Model
+from engine.network import Network, random_input
+from engine.profiling import Cancelled, ProfileResult, layer_costs, profile
+from engine.registry import Registry
+from engine.tensor import TensorFormat
+from engine.weights import RandomWeights, WeightsSource
+from engine.weights import open_weights as open_weights_path
+
+AUTO = "auto"
+#: The tensor format ``auto`` stands for, by backend (README "Tensor formats: the default"): NHWC on both, because
+#: the GPU's tensor cores and the CPU kernels both read channels contiguously; fp16 only where the device computes
+#: in fp16 (the GPU). The NumPy backend has no fp16 arithmetic: it stores fp16 and computes in fp32, slower and
+#: less exact than fp32 itself.
+DEFAULT_FORMATS: dict[str, str] = {"cupy": "fp16 nhwc", "numpy": "fp32 nhwc"}
+LAYOUTS = ("nchw", "nhwc")
+
+
+class RunSpecError(LayerLabError):
+    """A run setting is invalid (the message names it, the value and what is allowed)."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """How to run a model: what ``app.run_config`` reads from a model's network settings and what the command
+    line's flags say. Qt-free and immutable; ``check()`` validates it.
+
+    ``format``: ``auto`` (the backend's default, ``DEFAULT_FORMATS``) or e.g. ``fp16 nhwc``. ``weights``: a weights
+    folder or a ``.safetensors`` file, None for seeded random weights (or an import's own, ``open_weights``). ``inputs``: (input
+    layer, file) pairs; a None layer name means the network's only input layer. ``fusing``: ``on``, ``off`` or a
+    rules file. ``profiling``: time every layer (else whole iterations only). ``plugins``: extra plugin folders.
+    ``device``: the GPU ordinal, a placeholder: only None (the first GPU) is supported yet. ``tf32``: fp32
+    convolutions on the GPU may use TF32 tensor cores (off by default: fp32 means float32 arithmetic, the
+    precision users check accuracy with; on, fp32 runs 2-4x faster, as PyTorch's default does)."""
+
+    backend: str = AUTO
+    format: str = AUTO
+    iterations: int = 10
+    warmup: int = 1
+    weights: str | None = None
+    seed: int = 0
+    inputs: tuple[tuple[str | None, str], ...] = ()
+    input_layout: str = "nchw"
+    fusing: str = "on"
+    profiling: bool = True
+    plugins: tuple[str, ...] = ()
+    device: int | None = None
+    tf32: bool = False
+
+    def check(self) -> RunSpec:
+        """Raise RunSpecError naming the first invalid setting; returns the spec."""
+        if (self.backend or AUTO).lower() not in BACKENDS:
+            raise RunSpecError(f"unknown backend {self.backend!r}: expected one of {', '.join(BACKENDS)}")
+        normalize_format(self.format)
+        if self.iterations < 1:
+            raise RunSpecError(f"iterations must be at least 1, got {self.iterations}")
+        if self.warmup < 0:
+            raise RunSpecError(f"warm-up iterations must be 0 or more, got {self.warmup}")
+        if self.input_layout not in LAYOUTS:
+            raise RunSpecError(f"input layout {self.input_layout!r} is not allowed (expected nchw or nhwc)")
+        if not self.fusing:
+            raise RunSpecError("fusing rules: expected on, off or a rules file")
+        if self.device is not None:
+            raise RunSpecError(f"device {self.device}: choosing a device is not supported yet (the first GPU is used)")
+        return self
+
+    def with_inputs(self, pairs: Iterable[tuple[str | None, str]]) -> RunSpec:
+        """A copy with these (input layer, file) pairs."""
+        return replace(self, inputs=tuple(pairs))
+
+
+# ---- settings -----------------------------------------------------------------------------------------------
+def normalize_format(text: str | None) -> str:
+    """``auto`` for an empty or ``auto`` format, else the canonical ``fp16 nhwc`` spelling (raises for a bad one)."""
+    if not text or text.strip().lower() == AUTO:
+        return AUTO
+    fmt = TensorFormat.parse(text)
+    return f"{fmt.precision.value} {fmt.layout.value}"
+
+
+def tensor_format(text: str | None, backend_name: str) -> TensorFormat:
+    """The tensor format a run uses: ``text``, or for ``auto`` the default of the backend (the one rule)."""
+    name = normalize_format(text)
+    return TensorFormat.parse(DEFAULT_FORMATS.get(backend_name, DEFAULT_FORMATS["numpy"]) if name == AUTO else name)
+
+
+def open_registry(spec: RunSpec) -> Registry:
+    """The built-in and installed plugins plus those of ``spec.plugins`` (failures are in ``registry.failures``)."""
+    from engine.plugins import load_plugins  # noqa: PLC0415
+
+    return load_plugins(list(spec.plugins))
+
+
+def open_backend(spec: RunSpec, notice: TextIO | None = None) -> Backend:
+    """The backend of ``spec``: ``auto`` is CuPy when a CUDA GPU is usable, else NumPy with a one-line notice on
+    ``notice``; asking for CuPy where it is unusable is an error."""
+    spec.check()
+    return get_backend(spec.backend, notice=notice, defer_compile=True)
+
+
+def model_weights(model: Model) -> str | None:
+    """The weights a model names itself: its ``weights`` setting (a folder or a ``.safetensors`` file; relative to
+    the model file), None when it has none."""
+    setting = model.settings.get("weights", "").strip()
+    if not setting:
+        return None
+    path = Path(setting).expanduser()
+    if not path.is_absolute() and model.path:
+        path = Path(model.path).resolve().parent / path
+    return str(path)
+
+
+def with_model_weights(spec: RunSpec, model: Model) -> RunSpec:
+    """``spec``, or when it names no weights, a copy naming the model's own (``model_weights``): what the command
+    line runs a model with when no ``--weights`` is given."""
+    if spec.weights:
+        return spec
+    own = model_weights(model)
+    return replace(spec, weights=own) if own else spec
+
+
+def open_weights(spec: RunSpec, model: Model | None = None) -> WeightsSource:
+    """The weights of a run: ``spec.weights`` (a weights folder or a ``.safetensors`` file), else the weights an
+    import brought with ``model`` (its in-memory ``weights_source``), else seeded random weights (``spec.seed``).
+
+    The one place that chooses a weights source for a run; ``engine.weights.open_weights`` reads the path."""
+    if spec.weights:
+        return open_weights_path(spec.weights)
+    if model is not None and model.weights_source is not None:
+        return model.weights_source
+    return RandomWeights(spec.seed)
+
+
+def open_network(model: Model, spec: RunSpec, registry: Registry | None = None, *, backend: Backend | None = None,
+                 weights: WeightsSource | None = None, notice: TextIO | None = None, reuse_buffers: bool = True,
+                 protected: set[str] | frozenset[str] = frozenset(), graph_capture: bool = True) -> Network:
+    """The Network of ``model`` run as ``spec`` says: its backend (or ``backend``), tensor format, weights (or
+    ``weights``, an already open source) and fusing rules. ``registry`` defaults to ``open_registry(spec)``;
+    ``notice`` receives the one-line backend notice; the other options go to the Network."""
+    spec.check()
+    backend = backend or open_backend(spec, notice)
+    return Network(model, registry if registry is not None else open_registry(spec), backend,
+                   tensor_format(spec.format, backend.name), weights=weights or open_weights(spec, model), seed=spec.seed,
+                   reuse_buffers=reuse_buffers, fusing=spec.fusing, protected=protected, graph_capture=graph_capture,
+                   tf32=spec.tf32)
+
+
+def fusing_notes(net: Network) -> list[str]:
+    """One line per fusion the fusing rules made: ``fusing rule R: inner + outer -> fused``."""
+    applied = net.fused.applied if net.fused is not None else []
+    return [f"fusing rule {rule}: {inner} + {outer} -> {fused}" for rule, inner, outer, fused in applied]
+
+
+# ---- inputs -------------------------------------------------------------------------------------------------
+def parse_named(values: Sequence[str] | None) -> list[tuple[str | None, str]]:
+    """``NAME=PATH`` -> (NAME, PATH); a bare ``PATH`` (or one whose prefix is not a layer name) -> (None, PATH)."""
+    from engine.descriptors import is_identifier  # noqa: PLC0415
+
+    out: list[tuple[str | None, str]] = []
+    for value in values or []:
+        name, sep, path = value.partition("=")
+        out.append((name, path) if sep and is_identifier(name) else (None, value))
+    return out
+
+
+def resolve_names(pairs: Iterable[tuple[str | None, str]], names: Sequence[str], what: str) -> list[tuple[str, str]]:
+    """Name every (layer, path) pair: None stands for the only ``what`` layer (input or output); unknown names and
+    a missing name among several layers are errors naming the layers."""
+    resolved = []
+    for name, path in pairs:
+        if name is None:
+            if len(names) != 1:
+                raise InputError(f"the network has {len(names)} {what} layers ({', '.join(names)}): "
+                                 f"use --{what} NAME=PATH")
+            name = names[0]
+        if name not in names:
+            raise InputError(f"no {what} layer named {name!r} (the network has: {', '.join(names) or 'none'})")
+        resolved.append((name, path))
+    return resolved
+
+
+def image_options(net: Network, name: str) -> ImageOptions:
+    """How images become tensors for input layer ``name``: its scale, shift, channel padding and tiling."""
+    p = net.layer(name).p
+    return ImageOptions(p["scale"], p["shift"], p["min_channels"], p["tiling"])
+
+
+class VideoInput:
+    """An input layer's video: frames read on demand (``read``), the current frame number kept, and whether a
+    viewer is playing it."""
+
+    def __init__(self, path: str | os.PathLike[str], opts: ImageOptions) -> None:
+        self.reader = VideoReader(path, opts)
+        self.path = str(path)
+        self.frame = -1
+        self.playing = False
+
+    def read(self, frame: int | None = None) -> np.ndarray | None:
+        """Frame ``frame`` (default the next) as a 1xCxHxW tensor, or None past the end."""
+        if frame is not None and frame != self.frame + 1:
+            self.reader.seek(frame)
+            self.frame = frame - 1
+        data = self.reader.read()
+        if data is not None:
+            self.frame += 1
+        return data
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def open_input(net: Network, name: str, path: str, layout: str = "nchw") -> tuple[np.ndarray, VideoInput | None]:
+    """Read the file of input layer ``name``: an image or ``.npy`` tensor (the array, fp32 NCHW), or a video
+    (its first frame, and the open video positioned after it). Errors name the layer and the file."""
+    if name not in net.input_names:
+        raise InputError(f"the network has no input layer {name!r} (inputs: {', '.join(net.input_names) or 'none'})")
+    try:
+        if kind_of(path) != "video":
+            return read_input(path, image_options(net, name), layout), None
+        video = VideoInput(path, image_options(net, name))
+    except LayerLabError as exc:
+        raise InputError(f"input layer {name}: {exc}") from None
+    frame = video.read()
+    if frame is None:
+        video.close()
+        raise InputError(f"input layer {name}: {path}: the video has no frames")
+    return frame, video
+
+
+@dataclass
+class Inputs:
+    """What ``read_inputs`` gave every input layer: its tensor (fp32 NCHW; a video's current frame), where it came
+    from (``(kind, path)``: kind ``image``, ``npy``, ``video`` or ``random``), and the open videos (close them)."""
+
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    sources: dict[str, tuple[str, str]] = field(default_factory=dict)
+    videos: dict[str, VideoInput] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Close the open videos."""
+        for video in self.videos.values():
+            video.close()
+        self.videos.clear()
+
+
+def read_inputs(net: Network, spec: RunSpec) -> Inputs:
+    """The tensors of every input layer of ``net``: the spec's files, and for the layers without one the seeded
+    random tensor of their dimensions (``spec.seed``). The network is not changed."""
+    files = dict(resolve_names(spec.inputs, net.input_names, "input"))
+    out = Inputs()
+    try:
+        for name in net.input_names:
+            path = files.get(name)
+            if path:
+                out.arrays[name], video = open_input(net, name, path, spec.input_layout)
+                out.sources[name] = (kind_of(path), path)
+                if video is not None:
+                    out.videos[name] = video
+            else:
+                out.arrays[name] = random_input(net.layer(name).default_dims(), spec.seed)  # type: ignore[attr-defined]
+                out.sources[name] = ("random", "")
+    except BaseException:
+        out.close()
+        raise
+    return out
+
+
+def load_inputs(net: Network, spec: RunSpec) -> Inputs:
+    """``read_inputs`` and give the tensors to the network; returns them (close their videos when done)."""
+    inputs = read_inputs(net, spec)
+    for name, array in inputs.arrays.items():
+        net.set_input(name, array)
+    return inputs
+
+
+# ---- timed runs ---------------------------------------------------------------------------------------------
+def time_iteration(net: Network) -> float:
+    """One whole inference from the inputs on, timed with the backend's timer (ms)."""
+    backend = net.backend
+    for name in net.input_names:
+        net.mark_affected(name)
+    backend.synchronize()
+    timer = backend.timer()
+    timer.start()
+    net.run()
+    timer.stop()
+    backend.synchronize()
+    return timer.elapsed_ms()
+
+
+def run_timed(net: Network, spec: RunSpec, progress: Callable[[int, int], None] | None = None,
+              cancelled: Callable[[], bool] | None = None) -> ProfileResult:
+    """``spec.warmup`` untimed, then ``spec.iterations`` timed inferences. With ``spec.profiling`` every layer is
+    timed (``engine.profiling.profile``), else whole iterations only (no per-layer synchronisation). ``progress(i,
+    n)`` follows each timed iteration. ``cancelled()`` is polled before every layer (a True answer raises
+    ``Cancelled`` within one layer's time), except where the network replays a captured CUDA graph (a layer hook
+    would stop the replay): there it is polled before every iteration."""
+    spec.check()
+    if spec.profiling:
+        return profile(net, spec.iterations, spec.warmup, progress=progress, should_cancel=cancelled)
+
+    def check(*_: Any) -> None:
+        if cancelled is not None and cancelled():
+            raise Cancelled("the run was cancelled")
+
+    per_layer_check = cancelled is not None and not net.graph_capture
+    if per_layer_check:
+        net.hooks.before_layer.append(check)
+    times = []
+    try:
+        check()
+        net.run()  # plans shapes, weights and memory
+        for i in range(spec.warmup + spec.iterations):
+            check()
+            ms = time_iteration(net)
+            if i >= spec.warmup:
+                times.append(ms)
+                if progress is not None:
+                    progress(i - spec.warmup + 1, spec.iterations)
+    finally:
+        if per_layer_check:
+            net.hooks.before_layer.remove(check)
+    return ProfileResult(layer_costs(net), times, net.peak_memory_bytes, None)
+
+
+# ---- reports ------------------------------------------------------------------------------------------------
+def run_notes(net: Network, per_layer: bool) -> list[str]:
+    """The report's notes on how the run was timed and what it executed."""
+    if not per_layer:
+        notes = ["per-layer profiling was off: whole iterations timed, layer times not measured"]
+    elif net.backend.device_kind == "cpu":
+        notes = ["per-layer timing synchronises after every layer on the CPU"]
+    else:
+        notes = ["per-layer times from CUDA events"]
+    if net.backend.name == "numpy" and net.fmt.precision.value == "fp16":
+        notes.append("fp16 on the NumPy backend: float16 storage, float32 arithmetic rounded to float16")
+    return notes + rep.execution_notes(net, per_layer=per_layer)
+
+
+def make_report(net: Network, result: ProfileResult, spec: RunSpec, *, model: Model, model_path: str | None,
+                notes: Sequence[str] = ()) -> dict[str, Any]:
+    """The report document of a timed run (schema in ``engine.report``): ``notes`` first, then the fusions made
+    and ``run_notes``."""
+    backend = net.backend
+    doc = rep.build_report(result, model_name=model.name, model_version=model.version, model_path=model_path,
+                           backend=backend.name, device=backend.device_name, fmt=str(net.fmt),
+                           iterations=spec.iterations, warmup=spec.warmup, seed=spec.seed,
+                           fusing=bool(net.fused and net.fused.applied),
+                           graph_capture=not spec.profiling and net.graph_status.startswith("captured"),
+                           notes=[*notes, *fusing_notes(net), *run_notes(net, spec.profiling)])
+    doc["run"]["profiling"] = spec.profiling
+    return doc
+
+
+__all__ = ["AUTO", "DEFAULT_FORMATS", "Inputs", "RunSpec", "RunSpecError", "VideoInput", "fusing_notes",
+           "image_options", "load_inputs", "make_report", "model_weights", "normalize_format", "open_backend",
+           "open_input", "open_network", "open_registry", "open_weights", "parse_named", "read_inputs",
+           "resolve_names", "run_notes", "run_timed", "tensor_format", "time_iteration", "with_model_weights"]

@@ -1,0 +1,19 @@
+"""The standard collection's fusing rules (registered by ``plugins.standard.register``).
+
+Each applies only where the fused layer computes exactly what the chain computes:
+
+* conv_bn applies the activation after the normalization, so the convolution must have none;
+* conv_pool applies the activation between the convolution and the pooling, so the pooling must
+  have none, except ReLU after max pooling, which gives the same result in either order;
+* upscale_concat (a U-Net decoder step in one pass over memory) applies its activation to every
+  channel, as the concatenation does, so the upsample must have none. The concatenation's input 1 (the
+  skip tensor) becomes the fused layer's input 1; a concatenation of more inputs is not fused, and one
+  whose input 0 is not the upsample never matches (the channel order would change).
+"""
+from __future__ import annotations
+
+RULES: list[str] = [
+    "*|*|conv_bn = batch_normalization {convolution[act == 'none']}",
+    "*|*|conv_pool = pooling[act == 'none' || pool_type == 'max' && act == 'relu'] {convolution}",
+    "*|*|upscale_concat = concatenation {upsample[act == 'none']}",
+]
