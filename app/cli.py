@@ -24,6 +24,7 @@ from app.cli_common import (
 from app.cli_custom import add_trust_option, require_custom_consent
 from app.cli_drift import add_drift_parser, cmd_drift
 from app.cli_export import add_export_parser, cmd_export
+from app.cli_import import add_import_parser, cmd_import
 
 if TYPE_CHECKING:
     from engine.model import Model
@@ -38,12 +39,13 @@ class _Parser(argparse.ArgumentParser):
 
 def _open(args: argparse.Namespace, profiling: bool) -> tuple[RunSpec, Model, Network]:
     """The run's spec, model and network (engine.run), the fusions made printed on stderr."""
-    from engine.run import fusing_notes, open_network
+    from engine.run import fusing_notes, open_network, with_model_weights
 
     spec = spec_from_args(args, profiling)
     reg = open_registry(args)
     model = load_model(args.model, reg)
     require_custom_consent(args, model)
+    spec = with_model_weights(spec, model)  # no --weights: the model's weights setting, if any
     net = open_network(model, spec, reg, notice=sys.stderr)
     for line in fusing_notes(net):
         print(f"layerlab: {line}", file=sys.stderr)
@@ -227,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_parser(sub, [common])
     add_drift_parser(sub, [common])
     add_batch_parser(sub, [common])
+    add_import_parser(sub, [common])
     return p
 
 
@@ -242,6 +245,7 @@ def _version() -> str:
 COMMANDS = {"batch": cmd_batch,
             "drift": cmd_drift, "export": cmd_export, "infer": cmd_infer, "profile": cmd_profile, "compare": cmd_compare,
             "check": cmd_check, "layers": cmd_layers, "gui": cmd_gui}
+COMMANDS["import"] = cmd_import
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:

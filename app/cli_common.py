@@ -55,10 +55,12 @@ def open_registry(args: argparse.Namespace) -> Registry:
 
 
 def load_model(model_path: str, registry: Registry) -> Model:
-    """The model file ``model_path``; its load warnings are logged."""
-    from engine.modelfile import load  # noqa: PLC0415
+    """The model file ``model_path`` (a ``.lnet``, or an ``.onnx`` imported in memory with its weights as the
+    model's ``weights_source``); its load warnings are logged."""
+    from engine.importers import load_model_any  # noqa: PLC0415
 
-    model = load(model_path, registry)
+    model, imported = load_model_any(model_path, registry)
+    model.weights_source = imported
     for w in model.load_warnings:
         log.warning("%s", w)
     return model
@@ -66,7 +68,7 @@ def load_model(model_path: str, registry: Registry) -> Model:
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The flags of a run (``infer`` and ``profile``): model, inputs and outputs, format, iterations, weights..."""
-    parser.add_argument("model", help="model file (.lnet)")
+    parser.add_argument("model", help="model file (.lnet, or .onnx imported in memory)")
     parser.add_argument("--input", "-i", action="append", metavar="[NAME=]PATH",
                         help="input file for input layer NAME: image (PNG/JPG), video (MP4/AVI/MKV/...) or .npy")
     parser.add_argument("--input-layout", choices=("nchw", "nhwc"), default="nchw", help="layout of .npy inputs")
@@ -78,7 +80,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                              "(default: auto, fp16 nhwc on cupy and fp32 nhwc on numpy)")
     parser.add_argument("--iterations", "-n", type=int, default=10, help="timed iterations (default 10)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed warm-up iterations (default 1)")
-    parser.add_argument("--weights", "-w", metavar="DIR", help="weights folder (NAME_WEIGHT.npy files)")
+    parser.add_argument("--weights", "-w", metavar="PATH",
+                        help="weights folder (NAME_WEIGHT.npy files) or .safetensors file (default: the model's)")
     parser.add_argument("--backend", "-b", default="auto", choices=("auto", "numpy", "cupy"))
     parser.add_argument("--tf32", action="store_true",
                         help="fp32 on the GPU may use TF32 tensor cores (faster, about 1e-3 relative error; default: strict)")

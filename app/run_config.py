@@ -11,7 +11,7 @@ key                value                                      default
 ``iterations``     timed iterations, 1 or more                ``10``
 ``warmup``         untimed warm-up iterations, 0 or more      ``1``
 ``seed``           seed of random weights and inputs          ``0``
-``weights``        weights folder (NAME_WEIGHT.npy files)     none: seeded random weights
+``weights``        weights folder or .safetensors file        none: seeded random weights
 ``input.NAME``     image or .npy file for input layer NAME    none: a seeded random tensor
 ``input_layout``   layout of .npy inputs: ``nchw`` | ``nhwc``  ``nchw``
 ``profiling``      ``on`` (per-layer timing) | ``off``        ``on``
@@ -33,6 +33,7 @@ from engine.backends import BACKENDS
 from engine.errors import LayerLabError
 from engine.model import Model
 from engine.run import AUTO, RunSpec, normalize_format
+from engine.weights import is_weights_path
 
 INPUT_PREFIX = "input."
 DEFAULTS: dict[str, str] = {
@@ -108,8 +109,10 @@ def from_model(model: Model, model_path: str | None = None) -> RunConfig:
     weights = None
     if setting(model, "weights").strip():
         w = _path(model_dir, setting(model, "weights").strip())
-        if not w.is_dir():
-            raise SettingsError(f"network setting weights: the weights folder {w} does not exist")
+        if not w.exists():
+            raise SettingsError(f"network setting weights: the weights folder or file {w} does not exist")
+        if not is_weights_path(w):
+            raise SettingsError(f"network setting weights: {w} is neither a weights folder nor a .safetensors file")
         weights = str(w)
     names = input_layers(model)
     inputs, warnings = [], []

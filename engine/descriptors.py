@@ -61,7 +61,8 @@ class ParamDesc:
         if self.type == "bool":
             return "true or false"
         if self.type == "dimension":
-            return "dimensions NxCxHxW, HxW or a single size"
+            low = f" (each at least {_num(self.min)})" if self.min is not None and self.min < 0 else ""
+            return "dimensions NxCxHxW, HxW or a single size" + low
         if self.type == "string":
             return "text"
         kind = {"uint": "an integer", "int": "an integer", "float": "a number"}[self.type]
@@ -97,7 +98,7 @@ class ParamDesc:
             if self.type == "dimension":
                 parts = [p for p in re.split(r"[x×,\s]+", raw) if p]
                 vals = [int(p) for p in parts]
-                if any(v < 0 for v in vals):
+                if any(v < (self.min if self.min is not None and self.min < 0 else 0) for v in vals):
                     raise ValueError
                 if len(vals) == 1:
                     return Dims(1, 1, vals[0], vals[0])

@@ -88,6 +88,8 @@ class Layer:
     #: True when a fusing rule made this layer out of a chain of layers (set by the network): a layer that
     #: accepts more than the chain did must then refuse what the chain would have refused.
     fused = False
+    #: why this layer cannot run (a placeholder of an imported operator); the type checker reports it
+    not_runnable: ClassVar[str] = ""
 
     def __init__(self, name: str, params: dict[str, Any], activation: BoundActivation | None,
                  fmt: TensorFormat, backend: Any) -> None:

@@ -50,6 +50,7 @@ class LayerSpec:
     inputs: list[str | None] = field(default_factory=list)
     position: tuple[float, float] = (0.0, 0.0)
     permanent: bool = False
+    note: str = ""  # free text shown in the layer's tooltip (e.g. the ONNX node it was imported from)
 
 
 @dataclass
@@ -108,6 +109,7 @@ class Model:
         self._macro: _Macro | None = None
         self._macro_depth = 0
         self.read_only: str | None = None
+        self.weights_source: Any = None  # in-memory weights of a model imported from another format (not saved)
 
     def _check_writable(self, action: str) -> None:
         """Raise ReadOnlyError (after an ``edit_refused`` event) while the model is read-only."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
@@ -58,9 +59,9 @@ class RunSpec:
     line's flags say. Qt-free and immutable; ``check()`` validates it.
 
     ``format``: ``auto`` (the backend's default, ``DEFAULT_FORMATS``) or e.g. ``fp16 nhwc``. ``weights``: a weights
-    folder (or, later, a single weights file), None for seeded random weights. ``inputs``: (input layer, file)
-    pairs; a None layer name means the network's only input layer. ``fusing``: ``on``, ``off`` or a rules file.
-    ``profiling``: time every layer (else whole iterations only). ``plugins``: extra plugin folders.
+    folder or a ``.safetensors`` file, None for seeded random weights (or an import's own, ``open_weights``). ``inputs``: (input
+    layer, file) pairs; a None layer name means the network's only input layer. ``fusing``: ``on``, ``off`` or a
+    rules file. ``profiling``: time every layer (else whole iterations only). ``plugins``: extra plugin folders.
     ``device``: the ordinal of the GPU the CuPy backend runs on (None: GPU 0); asking for one on the NumPy backend,
     or one this machine does not have, is an error. ``tf32``: fp32
     convolutions on the GPU may use TF32 tensor cores (off by default: fp32 means float32 arithmetic, the
@@ -136,13 +137,38 @@ def open_backend(spec: RunSpec, notice: TextIO | None = None) -> Backend:
     return get_backend(spec.backend, notice=notice, defer_compile=True, device=spec.device)
 
 
-def open_weights(spec: RunSpec) -> WeightsSource:
-    """The weights of a run: the weights folder ``spec.weights``, else seeded random weights (``spec.seed``).
+def model_weights(model: Model) -> str | None:
+    """The weights a model names itself: its ``weights`` setting (a folder or a ``.safetensors`` file; relative to
+    the model file), None when it has none."""
+    setting = model.settings.get("weights", "").strip()
+    if not setting:
+        return None
+    path = Path(setting).expanduser()
+    folder = Path(model.path).resolve().parent if model.path else (Path(model.folder) if model.folder else None)
+    if not path.is_absolute() and folder is not None:
+        path = folder / path
+    return str(path)
 
-    The one place that chooses a weights source from a path (single weights files will be opened here)."""
-    if not spec.weights:
-        return RandomWeights(spec.seed)
-    return open_weights_path(spec.weights)
+
+def with_model_weights(spec: RunSpec, model: Model) -> RunSpec:
+    """``spec``, or when it names no weights, a copy naming the model's own (``model_weights``): what the command
+    line runs a model with when no ``--weights`` is given."""
+    if spec.weights:
+        return spec
+    own = model_weights(model)
+    return replace(spec, weights=own) if own else spec
+
+
+def open_weights(spec: RunSpec, model: Model | None = None) -> WeightsSource:
+    """The weights of a run: ``spec.weights`` (a weights folder or a ``.safetensors`` file), else the weights an
+    import brought with ``model`` (its in-memory ``weights_source``), else seeded random weights (``spec.seed``).
+
+    The one place that chooses a weights source for a run; ``engine.weights.open_weights`` reads the path."""
+    if spec.weights:
+        return open_weights_path(spec.weights)
+    if model is not None and model.weights_source is not None:
+        return model.weights_source
+    return RandomWeights(spec.seed)
 
 
 def open_network(model: Model, spec: RunSpec, registry: Registry | None = None, *, backend: Backend | None = None,
@@ -154,7 +180,7 @@ def open_network(model: Model, spec: RunSpec, registry: Registry | None = None, 
     spec.check()
     backend = backend or open_backend(spec, notice)
     return Network(model, registry if registry is not None else open_registry(spec), backend,
-                   tensor_format(spec.format, backend.name), weights=weights or open_weights(spec), seed=spec.seed,
+                   tensor_format(spec.format, backend.name), weights=weights or open_weights(spec, model), seed=spec.seed,
                    reuse_buffers=reuse_buffers, fusing=spec.fusing, protected=protected, graph_capture=graph_capture,
                    tf32=spec.tf32)
 
@@ -370,6 +396,6 @@ def make_report(net: Network, result: ProfileResult, spec: RunSpec, *, model: Mo
 
 
 __all__ = ["AUTO", "DEFAULT_FORMATS", "Inputs", "RunSpec", "RunSpecError", "VideoInput", "fusing_notes",
-           "image_options", "load_inputs", "make_report", "normalize_format", "open_backend", "open_input",
-           "open_network", "open_registry", "open_weights", "parse_named", "read_inputs", "resolve_names",
-           "run_notes", "run_timed", "tensor_format", "time_iteration"]
+           "image_options", "load_inputs", "make_report", "model_weights", "normalize_format", "open_backend",
+           "open_input", "open_network", "open_registry", "open_weights", "parse_named", "read_inputs",
+           "resolve_names", "run_notes", "run_timed", "tensor_format", "time_iteration", "with_model_weights"]

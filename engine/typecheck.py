@@ -173,6 +173,8 @@ def _check_built(model: Model, registry: Registry, skip: set[str],
         for problem in found[1]:
             err(name, problem)
         diags += found[2]
+        if layer.not_runnable:  # a placeholder: on the canvas and exportable, never run
+            err(name, layer.not_runnable)
     if memo is not None:
         memo.shapes = shapes_now
     return diags, dims
