@@ -67,7 +67,7 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
         print(f"layerlab: warning: placeholder for {r}", file=sys.stderr)
     lnet, wfile = result.write(output, args.weights_file)
     print(f"imported {src}: {result.summary()}", file=out)
-    if args.verbose:
+    if getattr(args, "verbose", 0):
         for f in result.folded:
             print(f"  folded: {f}", file=out)
     print(f"wrote {lnet} and {wfile}", file=out)
