@@ -13,15 +13,18 @@ from app.cli_batch import add_batch_parser, cmd_batch
 from app.cli_common import (
     USER_ERROR,
     CliError,
+    add_log_options,
     add_run_options,
     load_model,
     open_registry,
     progress_printer,
     spec_from_args,
+    verbosity,
 )
 from app.cli_custom import add_trust_option, require_custom_consent
 from app.cli_drift import add_drift_parser, cmd_drift
 from app.cli_export import add_export_parser, cmd_export
+from app.cli_import import add_import_parser, cmd_import
 
 if TYPE_CHECKING:
     from engine.model import Model
@@ -36,13 +39,14 @@ class _Parser(argparse.ArgumentParser):
 
 def _open(args: argparse.Namespace, profiling: bool) -> tuple[RunSpec, Model, Network]:
     """The run's spec, model and network (engine.run), the fusions made printed on stderr."""
-    from engine.run import fusing_notes, open_network
+    from engine.run import fusing_notes, open_network, with_model_weights
 
     spec = spec_from_args(args, profiling)
     reg = open_registry(args)
     model = load_model(args.model, reg)
     require_custom_consent(args, model)
-    net = open_network(model, spec, reg, notice=sys.stderr, always_notice=args.verbose)
+    spec = with_model_weights(spec, model)  # no --weights: the model's weights setting, if any
+    net = open_network(model, spec, reg, notice=sys.stderr, always_notice=getattr(args, "verbose", 0) > 0)
     for line in fusing_notes(net):
         print(f"layerlab: {line}", file=sys.stderr)
     return spec, model, net
@@ -206,12 +210,12 @@ def cmd_gui(args: argparse.Namespace, out: TextIO) -> int:
         from app import gui  # noqa: PLC0415 - Qt only when the designer is asked for
     except ImportError as exc:
         raise CliError(f"the designer cannot start: {exc} (install LayerLab with its GUI dependencies)") from None
-    return int(gui.run(args.model))
+    return int(gui.run(args.model, plugins=list(args.plugins or [])))
 
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--verbose", "-v", action="store_true", help="show Python tracebacks for errors")
+    add_log_options(common)
     common.add_argument("--version", action="version", version=f"layerlab {_version()}")
     common.add_argument("--plugins", action="append", metavar="DIR", help="also load plugins from DIR (repeatable)")
     add_trust_option(common)
@@ -242,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_parser(sub, [common])
     add_drift_parser(sub, [common])
     add_batch_parser(sub, [common])
+    add_import_parser(sub, [common])
     return p
 
 
@@ -257,6 +262,7 @@ def _version() -> str:
 COMMANDS = {"batch": cmd_batch,
             "drift": cmd_drift, "export": cmd_export, "infer": cmd_infer, "profile": cmd_profile, "compare": cmd_compare,
             "check": cmd_check, "layers": cmd_layers, "gui": cmd_gui}
+COMMANDS["import"] = cmd_import
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
@@ -265,9 +271,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
     out = out or sys.stdout
     argv = list(sys.argv[1:] if argv is None else argv)
-    verbose = "--verbose" in argv or "-v" in argv
+    level = verbosity(argv)
+    verbose = level > 0
     try:
         args = build_parser().parse_args(argv)
+        from engine.log import configure  # after parsing: `layerlab --help` imports no engine
+
+        configure(level)
         if args.command is None:
             args = build_parser().parse_args(["gui", *argv])
         return COMMANDS[args.command](args, out)

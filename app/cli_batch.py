@@ -35,7 +35,7 @@ def add_batch_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpar
     b.add_argument("--format", "-f", nargs="+", metavar="TOKEN",
                    help="tensor format: fp32|fp16 and nchw|nhwc (default: fp16 nhwc on cupy, fp32 nhwc on numpy)")
     b.add_argument("--backend", "-b", default="auto", choices=("auto", "numpy", "cupy"))
-    b.add_argument("--weights", "-w", metavar="DIR", help="weights folder (NAME_WEIGHT.npy files)")
+    b.add_argument("--weights", "-w", metavar="PATH", help="weights folder (NAME_WEIGHT.npy files) or .safetensors file")
     b.add_argument("--seed", type=seed_value, default=0, help="seed of random weights (default 0)")
     b.add_argument("--fusing-rules", default="on", metavar="on|off|FILE", help="fusing rules, as for infer")
     b.add_argument("--input-layout", choices=("nchw", "nhwc"), default="nchw", help="layout of .npy inputs")
@@ -95,6 +95,8 @@ def cmd_batch(args: argparse.Namespace, out: TextIO) -> int:
     from app.cli_common import CliError
     from engine.batch import BatchJob, BatchOptions, NetworkSpec, run_job
     from engine.batch.manifest import write_json_atomic
+    from engine.importers import is_importable
+    from engine.weights import is_weights_path
 
     # failed inputs are reported with their reasons in the summary: keep OpenCV's own decoder warnings quiet
     # (read when OpenCV is first imported, here and in worker processes)
@@ -103,13 +105,15 @@ def cmd_batch(args: argparse.Namespace, out: TextIO) -> int:
     model = Path(args.model)
     if not model.is_file():
         raise CliError(f"{args.model}: no such model file")
+    if is_importable(model):
+        raise CliError(f"{args.model}: a batch run takes a .lnet model; import it first (layerlab import {args.model})")
     if args.ray_address and args.engine != "ray":
         raise CliError("--ray-address needs --engine ray")
     spec = NetworkSpec(model.read_text(encoding="utf-8", errors="replace"), str(model), args.backend,
                        " ".join(args.format or ["auto"]), args.weights, args.seed, args.fusing_rules,
                        tuple(args.plugins or ()))
-    if args.weights and not Path(args.weights).is_dir():
-        raise CliError(f"{args.weights}: no such weights folder")
+    if args.weights and not is_weights_path(args.weights):
+        raise CliError(f"{args.weights}: no such weights folder or .safetensors file")
     if args.summary:  # before the run: a long run must not end in a summary that cannot be written
         from engine.atomic import check_output_file
 

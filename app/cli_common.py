@@ -5,9 +5,9 @@ run flags and the ``RunSpec`` they make, and the command line that reproduces a 
 from __future__ import annotations
 
 import argparse
+import logging
 import shlex
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:  # the engine is imported when a command needs it: `layerlab --help` stays quick
@@ -16,6 +16,31 @@ if TYPE_CHECKING:  # the engine is imported when a command needs it: `layerlab -
     from engine.run import RunSpec
 
 USER_ERROR = 2
+log = logging.getLogger("layerlab.app.cli")
+
+
+def verbosity(argv: Sequence[str]) -> int:
+    """The log verbosity the command line asks for: ``-q``/``--quiet`` -1, each ``-v``/``--verbose`` +1 (``-vv``
+    counts two), at most 2. Read from the raw arguments, so they count before and after the command's name."""
+    level = 0
+    for a in argv:
+        if a == "--":
+            break
+        if a in ("-q", "--quiet"):
+            level -= 1
+        elif a == "--verbose":
+            level += 1
+        elif len(a) > 1 and a[0] == "-" and a[1] != "-" and set(a[1:]) == {"v"}:
+            level += len(a) - 1
+    return max(-1, min(2, level))
+
+
+def add_log_options(parser: argparse.ArgumentParser) -> None:
+    """``-v``/``-vv``/``-q``: how much of the log to print (and ``-v`` shows tracebacks of errors)."""
+    parser.add_argument("--verbose", "-v", action="count", default=argparse.SUPPRESS,
+                        help="print more: -v info (and tracebacks of errors), -vv debug")
+    parser.add_argument("--quiet", "-q", action="count", default=argparse.SUPPRESS,
+                        help="print errors only (no warnings)")
 
 
 class CliError(Exception):
@@ -42,28 +67,27 @@ seed_value = at_least(0)
 
 
 def open_registry(args: argparse.Namespace) -> Registry:
-    """The plugins (built-in, installed, and ``--plugins`` folders); failures are printed as warnings."""
+    """The plugins (built-in, installed, and ``--plugins`` folders); failures are logged as warnings."""
     from engine.plugins import load_plugins  # noqa: PLC0415
 
-    reg = load_plugins(args.plugins or [])
-    for f in reg.failures:
-        print(f"layerlab: warning: {f}", file=sys.stderr)
-    return reg
+    return load_plugins(args.plugins or [])  # failures are logged as warnings (engine.log)
 
 
 def load_model(model_path: str, registry: Registry) -> Model:
-    """The model file ``model_path``; its load warnings are printed."""
-    from engine.modelfile import load  # noqa: PLC0415
+    """The model file ``model_path`` (a ``.lnet``, or an ``.onnx`` imported in memory with its weights as the
+    model's ``weights_source``); its load warnings are logged."""
+    from engine.importers import load_model_any  # noqa: PLC0415
 
-    model = load(model_path, registry)
+    model, imported = load_model_any(model_path, registry)
+    model.weights_source = imported
     for w in model.load_warnings:
-        print(f"layerlab: warning: {w}", file=sys.stderr)
+        log.warning("%s", w)
     return model
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The flags of a run (``infer`` and ``profile``): model, inputs and outputs, format, iterations, weights..."""
-    parser.add_argument("model", help="model file (.lnet)")
+    parser.add_argument("model", help="model file (.lnet, or .onnx imported in memory)")
     parser.add_argument("--input", "-i", action="append", metavar="[NAME=]PATH",
                         help="input file for input layer NAME: image (PNG/JPG), video (MP4/AVI/MKV/...) or .npy")
     parser.add_argument("--input-layout", choices=("nchw", "nhwc"), default="nchw", help="layout of .npy inputs")
@@ -75,11 +99,14 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                              "(default: auto, fp16 nhwc on cupy and fp32 nhwc on numpy)")
     parser.add_argument("--iterations", "-n", type=at_least(1), default=10, help="timed iterations (default 10)")
     parser.add_argument("--warmup", type=at_least(0), default=1, help="untimed warm-up iterations (default 1)")
-    parser.add_argument("--weights", "-w", metavar="DIR", help="weights folder (NAME_WEIGHT.npy files)")
+    parser.add_argument("--weights", "-w", metavar="PATH",
+                        help="weights folder (NAME_WEIGHT.npy files) or .safetensors file (default: the model's)")
     parser.add_argument("--backend", "-b", default="auto", choices=("auto", "numpy", "cupy"))
     parser.add_argument("--tf32", action="store_true",
                         help="fp32 on the GPU may use TF32 tensor cores (faster, about 1e-3 relative error; default: strict)")
     parser.add_argument("--seed", type=seed_value, default=0, help="seed of random weights and inputs (default 0)")
+    parser.add_argument("--device", type=int, metavar="N",
+                        help="the GPU the cupy backend runs on (CUDA ordinal; default 0)")
     parser.add_argument("--fusing-rules", default="on", metavar="on|off|FILE",
                         help="apply the plugins' and the model's enabled fusing rules (on, default), none (off), "
                              "or the rules in FILE (one per line)")
@@ -93,7 +120,7 @@ def spec_from_args(args: argparse.Namespace, profiling: bool) -> RunSpec:
                    iterations=args.iterations, warmup=args.warmup, weights=args.weights, seed=args.seed,
                    inputs=tuple(parse_named(args.input)), input_layout=args.input_layout, fusing=args.fusing_rules,
                    profiling=profiling, plugins=tuple(getattr(args, "plugins", None) or ()),
-                   tf32=bool(getattr(args, "tf32", False))).check()
+                   tf32=bool(getattr(args, "tf32", False)), device=getattr(args, "device", None)).check()
 
 
 def command_line(spec: RunSpec, model_file: str, report: str | None = None) -> str:
@@ -116,6 +143,8 @@ def command_line(spec: RunSpec, model_file: str, report: str | None = None) -> s
         parts += ["--input-layout", spec.input_layout]
     if spec.tf32:
         parts += ["--tf32"]
+    if spec.device is not None:
+        parts += ["--device", str(spec.device)]
     for folder in spec.plugins:
         parts += ["--plugins", folder]
     return " ".join(shlex.quote(p) for p in parts)

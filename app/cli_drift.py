@@ -24,7 +24,7 @@ def add_drift_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpar
     d.add_argument("--input", "-i", action="append", metavar="[NAME=]PATH",
                    help="input file for input layer NAME: image, .npy, or a video (its first frame)")
     d.add_argument("--input-layout", choices=("nchw", "nhwc"), default="nchw", help="layout of .npy inputs")
-    d.add_argument("--weights", "-w", metavar="DIR", help="weights folder (NAME_WEIGHT.npy files)")
+    d.add_argument("--weights", "-w", metavar="PATH", help="weights folder (NAME_WEIGHT.npy files) or .safetensors file")
     d.add_argument("--seed", type=seed_value, default=0, help="seed of random weights and inputs (default 0)")
     d.add_argument("--reference", default="numpy:fp32|nchw", metavar="[BACKEND:]FORMAT",
                    help="reference run, e.g. 'fp32', 'numpy:fp32|nchw' (default)")
@@ -34,6 +34,7 @@ def add_drift_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpar
     d.add_argument("--threshold", "-t", type=float, default=1e-2,
                    help="relative error above which a layer has drifted (default 0.01)")
     d.add_argument("--json", metavar="PATH", help="also write the per-layer errors as JSON")
+    d.add_argument("--device", type=int, metavar="N", help="the GPU of the cupy runs (CUDA ordinal; default 0)")
     return d
 
 
@@ -42,7 +43,7 @@ def cmd_drift(args: argparse.Namespace, out: TextIO) -> int:
     from app.cli_common import CliError, load_model, open_registry
     from app.cli_custom import require_custom_consent
     from engine.analysis import Variant, compare_precision
-    from engine.run import RunSpec, open_network, open_weights, parse_named, read_inputs
+    from engine.run import RunSpec, open_network, open_weights, parse_named, read_inputs, with_model_weights
 
     if not (args.threshold > 0 and math.isfinite(args.threshold)):
         raise CliError(f"--threshold must be a positive number, got {args.threshold}")
@@ -52,12 +53,13 @@ def cmd_drift(args: argparse.Namespace, out: TextIO) -> int:
     model = load_model(args.model, reg)
     require_custom_consent(args, model)
     reference, candidate = Variant.parse(args.reference), Variant.parse(args.candidate)
-    weights = open_weights(spec)
+    spec = with_model_weights(spec, model)  # no --weights: the model's weights setting, if any
+    weights = open_weights(spec, model)
     probe = open_network(model, spec, reg, weights=weights)  # input names and image options: nothing is computed
     inputs = read_inputs(probe, spec)  # a video gives its first frame
     inputs.close()
     result = compare_precision(model, reg, inputs.arrays, reference, candidate, weights=weights, seed=args.seed,
-                               threshold=args.threshold)
+                               threshold=args.threshold, device=args.device)
     print(result.table(), file=out)
     if args.json:
         first = result.first_over

@@ -93,14 +93,14 @@ def run_export(request: ExportRequest, model: Any, registry: Any) -> Any:
         export_project,
         export_torch,
     )
-    from engine.run import RunSpec, open_weights
+    from engine.run import RunSpec, open_weights, with_model_weights
     from engine.tensor import TensorFormat
 
     if request.kind not in KINDS:
         raise LayerLabError(f"unknown exporter {request.kind!r}: expected one of {', '.join(KINDS)}")
     if not request.output:
         raise LayerLabError("no output path given")
-    weights = open_weights(RunSpec(weights=request.weights, seed=request.seed))
+    weights = open_weights(with_model_weights(RunSpec(weights=request.weights, seed=request.seed), model), model)
     fusing = request.fusing_rules
     if request.kind == "onnx":
         opts = OnnxOptions(request.placeholders, request.fp16, request.explicit_sizes)
@@ -133,7 +133,7 @@ def add_export_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpa
         p.set_defaults(exporter=name)
         p.add_argument("model", help="model file (.lnet)")
         p.add_argument("--output", "-o", required=True, metavar="PATH", help=output)
-        p.add_argument("--weights", "-w", metavar="DIR", help="weights folder (NAME_WEIGHT.npy files)")
+        p.add_argument("--weights", "-w", metavar="PATH", help="weights folder (NAME_WEIGHT.npy files) or .safetensors file")
         p.add_argument("--seed", type=seed_value, default=0, help="seed of the random weights used without --weights (default 0)")
         p.add_argument("--fusing-rules", default=None, metavar="on|off|FILE",
                        help=f"fusing rules applied before export (default {DEFAULT_FUSING[name]})")

@@ -17,6 +17,7 @@ from app.cli_export import DEFAULT_FUSING, KINDS, TITLES, ExportRequest, run_exp
 from engine.errors import LayerLabError
 from engine.model import Model
 from engine.registry import Registry
+from engine.weights import is_weights_path
 
 FORMATS = ("fp32 nchw", "fp32 nhwc", "fp16 nchw", "fp16 nhwc")
 MENU_TEXT = {"onnx": "&ONNX Model…", "torch": "&PyTorch Module…", "project": "&Standalone Project…",
@@ -31,7 +32,7 @@ def _default_weights(model: Model, model_path: str | None) -> str:
     path = Path(text)
     if not path.is_absolute() and model_path:
         path = Path(model_path).resolve().parent / path
-    return str(path) if path.is_dir() else ""
+    return str(path) if is_weights_path(path) else ""
 
 
 def _default_output(model: Model, model_path: str | None, kind: str) -> str:

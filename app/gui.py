@@ -1,12 +1,22 @@
 """Entry point of the designer: ``layerlab`` and ``layerlab gui [MODEL]`` call :func:`run`."""
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.main_window import SAMPLE, MainWindow
+from engine.log import collect
+from engine.plugins import load_plugins
+from engine.registry import Registry
+
+
+def designer_registry(plugins: list[str] | None = None) -> Registry:
+    """The designer's plugins: the built-in and installed collections, those of ``LAYERLAB_PLUGIN_PATH`` and of the
+    folders ``plugins`` (``--plugins``); failures are logged (the Manage Collections dialog lists them)."""
+    return load_plugins(plugins or [])
 
 
 def apply_theme(app: QtWidgets.QApplication) -> None:
@@ -48,13 +58,18 @@ def check_box_style() -> str:
             f"{sel(':checked:disabled')} {{ background: #4a5566; }}")
 
 
-def run(path: str | None = None, argv: list[str] | None = None) -> int:
-    """Create the application, open the main window on ``path`` (the bundled sample by default), run the loop."""
+def run(path: str | None = None, argv: list[str] | None = None, plugins: list[str] | None = None) -> int:
+    """Create the application, open the main window on ``path`` (the bundled sample by default), run the loop.
+    ``plugins``: extra plugin folders (``layerlab gui --plugins DIR``), loaded besides the built-in and installed
+    collections and those of ``LAYERLAB_PLUGIN_PATH``."""
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(argv if argv is not None else sys.argv[:1])
     app.setApplicationName("LayerLab")
     app.setOrganizationName("LayerLab")
     apply_theme(app)  # type: ignore[arg-type]
-    window = MainWindow()
+    with collect(logging.INFO) as loading:  # shown in the Log dock once it exists
+        registry = designer_registry(plugins)
+    window = MainWindow(registry=registry)
+    window.log_panel.add_records(loading)
     target = path or (str(SAMPLE) if SAMPLE.is_file() else None)
     if target is None or window.open_path(target) is None:
         window.new_model()

@@ -15,17 +15,21 @@ from app import run_config
 from app.analysis.mode import AnalysisMode
 from app.autosave import Autosaver
 from app.batch_dialog import add_batch_menu
+from app.collections_dialog import Collections
 from app.compare_view import REPORT_FILTER, CompareDialog
 from app.custom_layers import CustomLayers
 from app.docs_browser import DocsBrowser
 from app.document import Document
 from app.export_dialog import add_export_menu
 from app.fusing_rules import FusingRulesDialog
+from app.log_panel import LogPanel
+from app.netlayers_ui import NetworkLayers
 from app.network_settings import NetworkSettingsDialog
 from app.palette import Palette
 from app.params import ParamPanel
 from app.report_view import ReportView
 from app.run_logger import RunEntry, RunLogger
+from app.template_editing import TemplateEditing
 from app.typecheck_panel import TypeCheckPanel
 from app.worker import RunController, RunRequest, RunResult
 from engine import modelfile
@@ -34,10 +38,10 @@ from engine.custom import custom_descs, used_definitions
 from engine.errors import LayerLabError
 from engine.events import CustomLayerChanged, Event, TemplateEvent
 from engine.model import Model
+from engine.netlayers import expand_all, network_file
 from engine.plugins import default_registry
 from engine.registry import Registry
 from engine.templates import (
-    expand,
     group,
     rename_template,
     template_descs,
@@ -133,6 +137,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.logger_dock = self._dock("Inference Run Logger", "RunLoggerDock", self.logger,
                                       QtCore.Qt.DockWidgetArea.BottomDockWidgetArea)
         self.splitDockWidget(self.check_dock, self.logger_dock, QtCore.Qt.Orientation.Horizontal)
+        self.log_panel = LogPanel()
+        self.log_dock = self._dock("Log", "LogDock", self.log_panel, QtCore.Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.logger_dock, self.log_dock)
+        self.logger_dock.raise_()
         self.resizeDocks([self.palette_dock, self.params_dock], [290, 360], QtCore.Qt.Orientation.Horizontal)
         self.resizeDocks([self.check_dock, self.logger_dock], [420, 900], QtCore.Qt.Orientation.Horizontal)
         self.resizeDocks([self.check_dock], [150], QtCore.Qt.Orientation.Vertical)
@@ -156,6 +164,9 @@ class MainWindow(QtWidgets.QMainWindow):
         w.run_failed.connect(self._run_failed)
         w.run_cancelled.connect(self._run_cancelled)
         w.command_failed.connect(lambda cmd, msg: self.statusBar().showMessage(f"Worker: {cmd} failed: {msg}", 10000))
+        self.netlayers = NetworkLayers(self)
+        self.collections = Collections(self)
+        self.template_editing = TemplateEditing(self)
         self._build_actions()
         self._build_menus()
         add_export_menu(self)
@@ -268,14 +279,14 @@ class MainWindow(QtWidgets.QMainWindow):
         edit.addSeparator()
         edit.addAction(self.act_select_all)
         edit.addSeparator()
-        edit.addActions([self.act_group, self.act_ungroup, self.act_import_template])
+        edit.addActions([self.act_group, self.act_ungroup, self.act_import_template, self.netlayers.act_import])
         edit.addSeparator()
         edit.addAction(self.act_arrange)
         view = mb.addMenu("&View")
         view.addAction(self.act_grid)
         windows = view.addMenu("&Windows")
         self.toolbar_toggle_placeholder = windows
-        for dock in (self.palette_dock, self.params_dock, self.check_dock, self.logger_dock):
+        for dock in (self.palette_dock, self.params_dock, self.check_dock, self.logger_dock, self.log_dock):
             windows.addAction(dock.toggleViewAction())
         view.addSeparator()
         view.addActions([self.act_fit, self.act_zoom_in, self.act_zoom_out])
@@ -284,7 +295,7 @@ class MainWindow(QtWidgets.QMainWindow):
         tools = mb.addMenu("&Tools")
         tools.addActions([self.act_run, self.act_cancel])
         tools.addSeparator()
-        tools.addActions([self.act_net_settings, self.act_fusing_rules])
+        tools.addActions([self.act_net_settings, self.act_fusing_rules, self.collections.act_manage])
         tools.addSeparator()
         tools.addActions([self.act_open_report, self.act_compare])
         tools.addSeparator()
@@ -373,6 +384,8 @@ class MainWindow(QtWidgets.QMainWindow):
         doc.canvas.selection_changed.connect(lambda names, d=doc: self._selection_changed(d, names))
         doc.canvas.status_message.connect(lambda msg: self.statusBar().showMessage(msg, 6000))
         doc.bridge.event.connect(lambda ev, d=doc: self._doc_event(d, ev))
+        self.netlayers.attach(doc)
+        self.template_editing.attach(doc)
         doc.canvas.set_context_actions(
             [("Group as Template…", self.act_group), ("Ungroup", self.act_ungroup), None,
              ("Cut", self.act_cut), ("Copy", self.act_copy), ("Duplicate", self.act_duplicate), ("Delete", self.act_delete),
@@ -425,6 +438,8 @@ class MainWindow(QtWidgets.QMainWindow):
         doc = doc or self.current
         if doc is None:
             return False
+        if self.template_editing.handles(doc):  # a template's definition: saved back into its model(s)
+            return self.template_editing.save(doc)
         if not doc.path:
             return self.save_as(doc)
         return self._write(doc, doc.path)
@@ -505,6 +520,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.runner.worker.request_cancel()  # a running inference stops before its next layer
         self.analysis.shutdown()  # a paused analysis is aborted, then stopped in the worker thread
         self.runner.shutdown()
+        self.log_panel.detach()
         event.accept()
 
     # ---- recent files ----------------------------------------------------------------------------
@@ -704,6 +720,8 @@ class MainWindow(QtWidgets.QMainWindow):
             self.delete_template(name)
         elif action == "rename":
             self.rename_template(name)
+        elif action == "edit":
+            self.template_editing.edit_template(name)
 
     def rename_template(self, name: str, new: str | None = None) -> bool:
         """Rename template ``name`` of the current model, its instances following (one undo step); without
@@ -836,7 +854,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def reset_layout(self) -> None:
         self.restoreState(self._default_state)
-        for dock in (self.palette_dock, self.params_dock, self.check_dock, self.logger_dock):
+        for dock in (self.palette_dock, self.params_dock, self.check_dock, self.logger_dock, self.log_dock):
             dock.show()
 
     def _restore_last_layout(self) -> None:
@@ -1179,9 +1197,9 @@ class MainWindow(QtWidgets.QMainWindow):
     def _report_row(doc: Document, name: str) -> str:
         """The network layer a canvas layer stands for in reports: a template instance's output layer."""
         spec = doc.model.layers.get(name)
-        if spec is None or template_name(spec.type) is None:
+        if spec is None or (template_name(spec.type) is None and network_file(spec.type) is None):
             return name
-        return expand(doc.model, strict=False).output_of.get(name, name)
+        return expand_all(doc.model, doc.registry, strict=False).output_of.get(name, name)
 
     @staticmethod
     def _canvas_layer(doc: Document, name: str) -> str | None:
@@ -1190,7 +1208,8 @@ class MainWindow(QtWidgets.QMainWindow):
         if name in doc.canvas.nodes:
             return name
         instance = name.split("__")[0]
-        if "__" in name and instance in doc.model.layers and template_name(doc.model.layers[instance].type):
+        if "__" in name and instance in doc.model.layers and (template_name(doc.model.layers[instance].type)
+                                                              or network_file(doc.model.layers[instance].type)):
             return instance
         return None
 

@@ -98,6 +98,11 @@ class NetworkSettingsDialog(QtWidgets.QDialog):
         self.tf32.setToolTip("Faster fp32 convolutions on the GPU (products rounded to 10-bit mantissas, about 1e-3 "
                              "relative error); off: strict float32, as on the CPU")
         form.addRow("", self.tf32)
+        self.device = QtWidgets.QSpinBox()
+        self.device.setRange(-1, 63)
+        self.device.setSpecialValueText("Default (GPU 0)")
+        self.device.setToolTip("The GPU the CuPy backend runs on (its CUDA ordinal, as nvidia-smi lists them)")
+        form.addRow("GPU device:", self.device)
         data_box = QtWidgets.QGroupBox("Data")
         dform = QtWidgets.QFormLayout(data_box)
         dform.addRow("Weights folder:", self.weights)
@@ -154,6 +159,7 @@ class NetworkSettingsDialog(QtWidgets.QDialog):
         self.profiling.setChecked(get("profiling").strip().lower() != "off")
         self.fusing.setChecked(get("fusing").strip().lower() != "off")
         self.tf32.setChecked(get("tf32").strip().lower() == "on")
+        self.device.setValue(self._int(get("device").strip() or "-1", "-1"))
         for name, edit in self.inputs.items():
             edit.set_text(get(INPUT_PREFIX + name))
 
@@ -171,7 +177,8 @@ class NetworkSettingsDialog(QtWidgets.QDialog):
                "seed": str(self.seed.value()), "weights": self.weights.text(),
                "input_layout": self.input_layout.currentData(),
                "profiling": "on" if self.profiling.isChecked() else "off",
-               "fusing": "on" if self.fusing.isChecked() else "off", "tf32": "on" if self.tf32.isChecked() else "off"}
+               "fusing": "on" if self.fusing.isChecked() else "off", "tf32": "on" if self.tf32.isChecked() else "off",
+               "device": "" if self.device.value() < 0 else str(self.device.value())}
         for name, edit in self.inputs.items():
             out[INPUT_PREFIX + name] = edit.text()
         return out

@@ -146,6 +146,7 @@ class Palette(QtWidgets.QWidget):
         """The right-click menu of template ``name``'s entry."""
         menu = QtWidgets.QMenu(self)
         for text, action in (("Add Instance", "add"), ("Exposed Parameters…", "exposed"), ("Rename Template…", "rename"),
+                             ("Edit Template", "edit"),
                              (None, None), ("Delete Template", "delete")):
             if text is None:
                 menu.addSeparator()

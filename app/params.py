@@ -148,9 +148,10 @@ class BoolEditor(Editor):
 class DimsEditor(Editor):
     """N × C × H × W spin boxes (H × W only for spatial parameters such as kernel size or stride)."""
 
-    def __init__(self, spatial: bool = False) -> None:
+    def __init__(self, spatial: bool = False, minimum: int = 0) -> None:
         super().__init__()
         self.spatial = spatial
+        self.minimum = minimum  # below 0 for a value with a special meaning (e.g. -1: same as padding)
         lay = QtWidgets.QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(2)
@@ -160,8 +161,10 @@ class DimsEditor(Editor):
             if i:
                 sep = QtWidgets.QLabel("×")
                 lay.addWidget(sep)
-            box = _spin(0, INT_LIMIT)
-            box.setToolTip(f"{axis} ({names[axis]})")
+            box = _spin(minimum, INT_LIMIT)
+            box.setToolTip(f"{axis} ({names[axis]})" + (f"; {minimum}: same as padding" if minimum < 0 else ""))
+            if minimum < 0:
+                box.setSpecialValueText("same")  # shown for the minimum (-1 of padding_end: same as padding)
             box.setButtonSymbols(QtWidgets.QAbstractSpinBox.ButtonSymbols.NoButtons)
             box.setMinimumWidth(30)
             box.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
@@ -170,7 +173,7 @@ class DimsEditor(Editor):
             self.boxes.append(box)
 
     def set_text(self, text: str) -> None:
-        d = ParamDesc("d", "dimension", Dims(1, 1, 1, 1)).parse(text)
+        d = ParamDesc("d", "dimension", Dims(1, 1, 1, 1), min=self.minimum or None).parse(text)
         for box, v in zip(self.boxes, (d.h, d.w) if self.spatial else d):
             with QtCore.QSignalBlocker(box):
                 box.setValue(int(v))
@@ -265,7 +268,7 @@ def editor_for(p: ParamDesc, text: str) -> Editor:
     if valid and p.type == "bool":
         return BoolEditor()
     if valid and p.type == "dimension":
-        return DimsEditor(spatial=p.spatial)
+        return DimsEditor(spatial=p.spatial, minimum=min(0, int(p.min or 0)))
     return TextEditor(placeholder=p.allowed())
 
 

@@ -11,13 +11,14 @@ key                value                                      default
 ``iterations``     timed iterations, 1 or more                ``10``
 ``warmup``         untimed warm-up iterations, 0 or more      ``1``
 ``seed``           seed of random weights and inputs          ``0``
-``weights``        weights folder (NAME_WEIGHT.npy files)     none: seeded random weights
+``weights``        weights folder or .safetensors file        none: seeded random weights
 ``input.NAME``     image or .npy file for input layer NAME    none: a seeded random tensor
 ``input_layout``   layout of .npy inputs: ``nchw`` | ``nhwc``  ``nchw``
 ``profiling``      ``on`` (per-layer timing) | ``off``        ``on``
 ``fusing``         ``on`` | ``off`` (fusing rules)            ``on``
 ``tf32``           ``on`` | ``off``: fp32 on the GPU may use  ``off`` (strict float32)
                    TF32 tensor cores
+``device``         the GPU of the cupy backend (ordinal)     none: GPU 0
 =================  =========================================  ==========================================
 
 Relative paths are relative to the folder of the model file. The settings make an ``engine.run.RunSpec``: the
@@ -32,11 +33,13 @@ from engine.backends import BACKENDS
 from engine.errors import LayerLabError
 from engine.model import Model
 from engine.run import AUTO, RunSpec, normalize_format
+from engine.weights import is_weights_path
 
 INPUT_PREFIX = "input."
 DEFAULTS: dict[str, str] = {
     "backend": "auto", "format": AUTO, "iterations": "10", "warmup": "1", "seed": "0", "weights": "",
     "input_layout": "nchw", "profiling": "on", "fusing": "on", "tf32": "off",
+    "device": "",
 }
 FORMAT_CHOICES = (AUTO, "fp16 nhwc", "fp16 nchw", "fp32 nhwc", "fp32 nchw")
 INPUT_FILE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".npy")
@@ -106,8 +109,10 @@ def from_model(model: Model, model_path: str | None = None) -> RunConfig:
     weights = None
     if setting(model, "weights").strip():
         w = _path(model_dir, setting(model, "weights").strip())
-        if not w.is_dir():
-            raise SettingsError(f"network setting weights: the weights folder {w} does not exist")
+        if not w.exists():
+            raise SettingsError(f"network setting weights: the weights folder or file {w} does not exist")
+        if not is_weights_path(w):
+            raise SettingsError(f"network setting weights: {w} is neither a weights folder nor a .safetensors file")
         weights = str(w)
     names = input_layers(model)
     inputs, warnings = [], []
@@ -129,6 +134,7 @@ def from_model(model: Model, model_path: str | None = None) -> RunConfig:
                      iterations=_int(model, "iterations", 1), warmup=_int(model, "warmup", 0), seed=_int(model, "seed", 0),
                      weights=weights, inputs=tuple(inputs), input_layout=layout, profiling=_on_off(model, "profiling"),
                      fusing="on" if _on_off(model, "fusing") else "off", tf32=_on_off(model, "tf32"),
+                     device=_int(model, "device", 0) if setting(model, "device").strip() else None,
                      warnings=tuple(warnings))
 
 

@@ -77,7 +77,8 @@ def build_key(model: Model, config: RunConfig) -> str:
     content.pop("settings", None)
     weights_stamp = None
     if config.weights:
-        files = sorted(Path(config.weights).glob("*.npy"))
+        w = Path(config.weights)
+        files = [w] if w.is_file() else sorted(w.glob("*.npy"))
         weights_stamp = [(f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files]
     build = {"backend": config.backend, "format": config.format, "weights": config.weights, "stamp": weights_stamp,
              "seed": config.seed, "fusing": config.fusing}

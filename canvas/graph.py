@@ -197,10 +197,11 @@ class ModelCanvas(NodeGraph):
 
     def _refresh_template_nodes(self, name: str) -> None:
         """Rebuild the nodes of template ``name``'s instances (ports and parameters follow its definition)."""
-        self._refresh_nodes_of(template_type(name))
+        self.refresh_nodes_of_type(template_type(name))
 
-    def _refresh_nodes_of(self, ltype: str) -> None:
-        """Rebuild the nodes of the layers of type ``ltype`` (a template or custom layer whose definition changed)."""
+    def refresh_nodes_of_type(self, ltype: str) -> None:
+        """Rebuild the nodes of every layer of type ``ltype`` (ports and parameters follow its descriptor, e.g.
+        after a template's, a custom layer's definition or a network layer's file changed)."""
         selected = set(self.selected_layers())
         for layer, spec in self.net_model.layers.items():
             if spec.type != ltype or layer not in self.nodes:
@@ -386,7 +387,7 @@ class ModelCanvas(NodeGraph):
         elif isinstance(ev, TemplateEvent):
             self._refresh_template_nodes(ev.name)
         elif isinstance(ev, CustomLayerChanged):
-            self._refresh_nodes_of(ev.layer_type)
+            self.refresh_nodes_of_type(ev.layer_type)
         elif isinstance(ev, LayerMoved) and ev.layer in self.nodes:
             x, y = self.net_model.layers[ev.layer].position
             if tuple(self.nodes[ev.layer].pos()) != (x, y):

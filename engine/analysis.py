@@ -390,17 +390,23 @@ def layer_drift(name: str, type_: str, ref: np.ndarray, cand: np.ndarray) -> Lay
 
 def compare_precision(model: Model, registry: Registry, inputs: dict[str, np.ndarray] | None = None,
                       reference: Variant | str = Variant(), candidate: Variant | str = "fp16",
-                      weights: WeightsSource | None = None, seed: int = 0, threshold: float = 1e-2) -> DriftResult:
-    """Run the same inputs and weights as ``reference`` and ``candidate`` and compare every layer.
+                      weights: WeightsSource | None = None, seed: int = 0, threshold: float = 1e-2,
+                      device: int | None = None) -> DriftResult:
+    """Run the same inputs and weights as ``reference`` and ``candidate`` and compare every layer (``device``: the
+    GPU of the variants on the cupy backend).
 
     Both networks are built with fusing rules off, so every layer of the model is compared."""
     ref_v = Variant.parse(reference) if isinstance(reference, str) else reference
     cand_v = Variant.parse(candidate) if isinstance(candidate, str) else candidate
     if not threshold > 0:
         raise LayerLabError(f"the drift threshold must be a positive number, got {threshold}")
+    if device is not None and ref_v.backend == cand_v.backend == "numpy":
+        raise LayerLabError(f"device {device}: both runs are on the numpy backend (a device chooses the GPU of "
+                            "cupy runs)")
     outputs = []
     for v in (ref_v, cand_v):
-        spec = RunSpec(backend=v.backend, format=str(v.fmt), seed=seed, fusing="off")
+        spec = RunSpec(backend=v.backend, format=str(v.fmt), seed=seed, fusing="off",
+                       device=device if v.backend != "numpy" else None)
         net = open_network(model, spec, registry, weights=weights, reuse_buffers=False)
         for name, arr in (inputs or {}).items():
             net.set_input(name, arr)

@@ -10,6 +10,7 @@ from typing import Final
 class Category:
     """Names of the layer categories (palette groups)."""
 
+    ACTIVATION: Final = "Activation"
     ANALYSIS: Final = "Analysis"
     ARITHMETIC: Final = "Arithmetic"
     COLOR: Final = "Color"

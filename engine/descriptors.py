@@ -64,7 +64,8 @@ class ParamDesc:
         if self.type == "bool":
             return "true or false"
         if self.type == "dimension":
-            return "dimensions NxCxHxW, HxW or a single size"
+            low = f" (each at least {_num(self.min)})" if self.min is not None and self.min < 0 else ""
+            return "dimensions NxCxHxW, HxW or a single size" + low
         if self.type == "string":
             return "text"
         kind = {"uint": "an integer", "int": "an integer", "float": "a number"}[self.type]
@@ -99,10 +100,11 @@ class ParamDesc:
                 return raw
             if self.type == "dimension":
                 parts = [p for p in re.split(r"[x×,\s]+", raw) if p]
-                if not all(p.isascii() and p.isdigit() and len(p) <= 13 for p in parts):
+                digits = [p[1:] if p.startswith("-") else p for p in parts]  # the sign: checked against min below
+                if not all(d.isascii() and d.isdigit() and len(d) <= 13 for d in digits):
                     raise ValueError
                 vals = [int(p) for p in parts]
-                if any(v < 0 for v in vals):
+                if any(v < (self.min if self.min is not None and self.min < 0 else 0) for v in vals):
                     raise ValueError
                 if len(vals) == 1:
                     return Dims(1, 1, vals[0], vals[0])

@@ -46,6 +46,10 @@ class ImageOptions:
     shift: float = 0.0
     min_channels: int = 0
     tiling: int = 1
+    #: ``value*scale + shift`` (False) or the vendor designer's ``(value + shift)*scale`` (True)
+    shift_first: bool = False
+    #: keep the 4th (alpha) channel of an RGBA image (False: zeroed, as the vendor designer does)
+    use_alpha: bool = True
 
 
 def kind_of(path: str | os.PathLike[str]) -> str:
@@ -72,7 +76,12 @@ def image_to_tensor(rgb: np.ndarray, opts: ImageOptions = ImageOptions()) -> np.
         x = img.astype(np.float32) / 65535.0
     else:
         x = img.astype(np.float32)
-    x = x * np.float32(opts.scale) + np.float32(opts.shift)
+    if opts.shift_first:
+        x = (x + np.float32(opts.shift)) * np.float32(opts.scale)
+    else:
+        x = x * np.float32(opts.scale) + np.float32(opts.shift)
+    if not opts.use_alpha and x.shape[2] == 4:
+        x[:, :, 3] = 0.0
     t = np.ascontiguousarray(x.transpose(2, 0, 1)[None])
     c, h, w = t.shape[1:]
     tile = max(1, int(opts.tiling))

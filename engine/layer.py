@@ -2,6 +2,7 @@
 implements ``output_dims`` and ``forward`` (and ``weight_shapes`` if it has weights)."""
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any, ClassVar, TypeVar
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from engine.descriptors import ActivationDesc, LayerDesc
 from engine.errors import ParameterError, ShapeError
+from engine.log import get_logger
 from engine.tensor import Dims, Layout, TensorFormat, from_nchw_view, nchw_view
 
 T = TypeVar("T")
@@ -86,6 +88,8 @@ class Layer:
     #: True when a fusing rule made this layer out of a chain of layers (set by the network): a layer that
     #: accepts more than the chain did must then refuse what the chain would have refused.
     fused = False
+    #: why this layer cannot run (a placeholder of an imported operator); the type checker reports it
+    not_runnable: ClassVar[str] = ""
 
     def __init__(self, name: str, params: dict[str, Any], activation: BoundActivation | None,
                  fmt: TensorFormat, backend: Any) -> None:
@@ -102,6 +106,12 @@ class Layer:
         self.validate()
 
     # ---- helpers for implementations -------------------------------------------------------------
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """The logger of this layer's module in LayerLab's tree (``engine.log``); records carry the layer's name
+        (``record.layer``), so a warning logged while the network is built shows on the layer in the type check."""
+        return logging.LoggerAdapter(get_logger(type(self).__module__), {"layer": self.name})
+
     @property
     def cdtype(self) -> np.dtype:
         """Compute dtype: float32, or float16 where the backend computes fp16 natively (GPU)."""

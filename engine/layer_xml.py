@@ -82,7 +82,8 @@ def read_layer(le: ET.Element, fail: Fail, warn: Callable[[ET.Element, str], Non
         pos = (float(le.get("x", "0")), float(le.get("y", "0")))
     except ValueError:
         raise fail(le, f"layer {name}: position x/y must be numbers") from None
-    spec = LayerSpec(name, ltype, position=pos, permanent=le.get("permanent", "false") == "true")
+    spec = LayerSpec(name, ltype, position=pos, permanent=le.get("permanent", "false") == "true",
+                     note=le.get("note", ""))
     for child in le:
         if child.tag == "param":
             pname = child.get("name")
@@ -141,6 +142,8 @@ def write_layer(parent: ET.Element, spec: LayerSpec) -> ET.Element:
              "y": number_text(spec.position[1])}
     if spec.permanent:
         attrs["permanent"] = "true"
+    if spec.note:
+        attrs["note"] = spec.note
     le = ET.SubElement(parent, "layer", attrs)
     for k, v in spec.params.items():
         ET.SubElement(le, "param", {"name": k, "value": v})

@@ -9,6 +9,7 @@ import copy
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from engine.descriptors import is_identifier
@@ -49,6 +50,7 @@ class LayerSpec:
     inputs: list[str | None] = field(default_factory=list)
     position: tuple[float, float] = (0.0, 0.0)
     permanent: bool = False
+    note: str = ""  # free text shown in the layer's tooltip (e.g. the ONNX node it was imported from)
 
 
 @dataclass
@@ -96,6 +98,9 @@ class Model:
         self.templates: dict[str, str] = {}  # template name -> its XML text, kept verbatim
         self.custom_layers: dict[str, str] = {}  # custom layer name -> its XML text, kept verbatim
         self.path: str | None = None
+        #: the folder relative paths inside the model (network layers' files) start from, when it has no path of
+        #: its own (a copy keeps its original's folder)
+        self.folder: str | None = None
         self.load_warnings: list[str] = []
         self.events = EventEmitter()
         self._undo: list[_Command | _Macro] = []
@@ -104,6 +109,7 @@ class Model:
         self._macro: _Macro | None = None
         self._macro_depth = 0
         self.read_only: str | None = None
+        self.weights_source: Any = None  # in-memory weights of a model imported from another format (not saved)
 
     def _check_writable(self, action: str) -> None:
         """Raise ReadOnlyError (after an ``edit_refused`` event) while the model is read-only."""
@@ -134,6 +140,7 @@ class Model:
         out.fusing_rules = copy.deepcopy(self.fusing_rules)
         out.templates = dict(self.templates)
         out.custom_layers = dict(self.custom_layers)
+        out.folder = self.folder if self.path is None else str(Path(self.path).resolve().parent)
         return out
 
     def __eq__(self, other: object) -> bool:

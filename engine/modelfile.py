@@ -36,7 +36,7 @@ from engine.limits import cut
 from engine.model import FILE_FORMAT_VERSION, FusingRuleSpec, Model
 from engine.templates.checking import check_template
 from engine.templates.commands import add_model_as_template
-from engine.templates.descriptors import find_desc
+from engine.templates.descriptors import COMPOSITE_DESCS, find_desc
 from engine.templates.format import parse_template
 from engine.templates.names import template_name
 
@@ -106,7 +106,9 @@ def loads(text: str | bytes, path: str = "<string>", registry: Registry | None =
         spec = read_layer(le, fail, warn)
         if spec.name in model.layers:
             raise fail(le, f"duplicate layer name {spec.name!r}")
-        if registry is not None:
+        if registry is not None and not spec.type.startswith(tuple(COMPOSITE_DESCS)):
+            # a network layer (engine.netlayers) is checked by the type check: a missing or changed file is no
+            # reason not to open the model
             desc = find_desc(model, registry, spec.type)
             tname = template_name(spec.type)
             if desc is None and tname is not None:

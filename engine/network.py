@@ -23,12 +23,14 @@ from engine.errors import GraphError, InputError, LayerLabError, ParameterError,
 from engine.graph import execution_order
 from engine.layer import BoundActivation, Layer
 from engine.limits import check_allocation, check_layer_memory, host_memory_bytes
+from engine.log import get_logger
 from engine.model import Model
 from engine.preprocess import preprocess
 from engine.registry import Registry
 from engine.tensor import FP32_NCHW, Dims, TensorFormat, convert, nchw_view
 from engine.weights import RandomWeights, WeightsSource
 
+log = get_logger(__name__)
 LayerHook = Callable[["Network", str, Any], None]
 NetHook = Callable[["Network"], None]
 
@@ -102,6 +104,7 @@ class Network:
         self.fused = self.preprocessed.fused
         model = self.preprocessed.model
         self.backend = backend or NumpyBackend()
+        self.backend.activate()  # its device is current for what the build allocates (weights, plans)
         self.xp = self.backend.xp
         self.fmt = fmt
         self.tf32 = bool(tf32)
@@ -121,8 +124,11 @@ class Network:
             layer = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs,
                                 registry, fmt, self.backend)
             layer.fused = name in fused_names
+            log.debug("layer %s: %s%s", name, spec.type, " (fused)" if layer.fused else "")
             self.nodes[name] = _Node(name, layer, list(spec.inputs), spec.permanent)
             self._check_inputs_connected(name)
+        log.info("built network %s: %d layers, backend %s, format %s", self.model_name, len(self.order),
+                 self.backend.name, fmt)
         self.input_names = [n for n in self.order if getattr(self.nodes[n].layer, "is_network_input", False)]
         outs = [n for n in self.order if getattr(self.nodes[n].layer, "is_network_output", False)]
         if not outs:  # no output layers: every layer nobody reads is an output

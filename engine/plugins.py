@@ -17,7 +17,10 @@ from pathlib import Path
 from types import ModuleType
 
 from engine.limits import cut
+from engine.log import get_logger
 from engine.registry import PluginFailure, PluginMeta, Registry
+
+log = get_logger(__name__)
 
 ENTRY_POINT_GROUP = "layerlab.plugins"
 #: built-in collections; used directly when LayerLab runs from a source tree that is not installed
@@ -101,7 +104,17 @@ def load_plugins(extra_dirs: Iterable[str | os.PathLike[str]] = (), entry_point_
     env = os.environ.get("LAYERLAB_PLUGIN_PATH", "")
     for folder in [*(p for p in env.split(os.pathsep) if p), *extra_dirs]:
         load_plugin_dir(registry, folder)
+    log_loaded(registry)
     return registry
+
+
+def log_loaded(registry: Registry) -> None:
+    """Log what ``registry`` holds (info: each collection) and its failures (warnings)."""
+    for info in registry.plugins.values():
+        log.info("loaded collection %s %s from %s: %d layer(s), %d activation(s), %d fusing rule(s)", info.meta.name,
+                 info.meta.version, info.source, len(info.layers), len(info.activations), len(info.fusing_rules))
+    for failure in registry.failures:
+        log.warning("%s", failure)
 
 
 _default: Registry | None = None

@@ -182,4 +182,7 @@ class Registry:
         close = difflib.get_close_matches(name, list(self._layers) + list(self._layer_alias), n=3)
         if close:
             return "did you mean " + " or ".join(close) + "?"
-        return "known layer types: " + ", ".join(self.layer_names)
+        names = self.layer_names
+        if len(names) <= 20:
+            return "known layer types: " + ", ".join(names)
+        return f"known layer types: {', '.join(names[:20])}... ({len(names)} in all: see `layerlab layers`)"

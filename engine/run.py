@@ -28,15 +28,18 @@ import numpy as np
 from engine import report as rep
 from engine.backends import BACKENDS, get_backend
 from engine.backends.base import Backend
-from engine.errors import InputError, LayerLabError, WeightsError
+from engine.errors import InputError, LayerLabError
 from engine.io import ImageOptions, VideoReader, kind_of, read_input
+from engine.log import get_logger
 from engine.model import Model
 from engine.network import Network, random_input
 from engine.profiling import Cancelled, ProfileResult, layer_costs, profile
 from engine.registry import Registry
 from engine.tensor import TensorFormat
-from engine.weights import RandomWeights, WeightsFolder, WeightsSource
+from engine.weights import RandomWeights, WeightsSource
+from engine.weights import open_weights as open_weights_path
 
+log = get_logger(__name__)
 AUTO = "auto"
 #: The tensor format ``auto`` stands for, by backend (README "Tensor formats: the default"): NHWC on both, because
 #: the GPU's tensor cores and the CPU kernels both read channels contiguously; fp16 only where the device computes
@@ -56,10 +59,11 @@ class RunSpec:
     line's flags say. Qt-free and immutable; ``check()`` validates it.
 
     ``format``: ``auto`` (the backend's default, ``DEFAULT_FORMATS``) or e.g. ``fp16 nhwc``. ``weights``: a weights
-    folder (or, later, a single weights file), None for seeded random weights. ``inputs``: (input layer, file)
-    pairs; a None layer name means the network's only input layer. ``fusing``: ``on``, ``off`` or a rules file.
-    ``profiling``: time every layer (else whole iterations only). ``plugins``: extra plugin folders.
-    ``device``: the GPU ordinal, a placeholder: only None (the first GPU) is supported yet. ``tf32``: fp32
+    folder or a ``.safetensors`` file, None for seeded random weights (or an import's own, ``open_weights``). ``inputs``: (input
+    layer, file) pairs; a None layer name means the network's only input layer. ``fusing``: ``on``, ``off`` or a
+    rules file. ``profiling``: time every layer (else whole iterations only). ``plugins``: extra plugin folders.
+    ``device``: the ordinal of the GPU the CuPy backend runs on (None: GPU 0); asking for one on the NumPy backend,
+    or one this machine does not have, is an error. ``tf32``: fp32
     convolutions on the GPU may use TF32 tensor cores (off by default: fp32 means float32 arithmetic, the
     precision users check accuracy with; on, fp32 runs 2-4x faster, as PyTorch's default does)."""
 
@@ -93,7 +97,11 @@ class RunSpec:
         if not self.fusing:
             raise RunSpecError("fusing rules: expected on, off or a rules file")
         if self.device is not None:
-            raise RunSpecError(f"device {self.device}: choosing a device is not supported yet (the first GPU is used)")
+            if isinstance(self.device, bool) or not isinstance(self.device, int) or self.device < 0:
+                raise RunSpecError(f"device {self.device!r}: expected a GPU ordinal, 0 or more")
+            if (self.backend or AUTO).lower() == "numpy":
+                raise RunSpecError(f"device {self.device}: the numpy backend runs on the CPU; a device chooses the GPU "
+                                   "of the cupy backend")
         return self
 
     def with_inputs(self, pairs: Iterable[tuple[str | None, str]]) -> RunSpec:
@@ -125,23 +133,46 @@ def open_registry(spec: RunSpec) -> Registry:
 
 def open_backend(spec: RunSpec, notice: TextIO | None = None, always_notice: bool = False) -> Backend:
     """The backend of ``spec``: ``auto`` is CuPy when a CUDA GPU is usable, else NumPy with a one-line notice on
-    ``notice`` (once per machine unless ``always_notice``); asking for CuPy where it is unusable is an error."""
+    ``notice`` (once per machine unless ``always_notice``); asking for CuPy where it is unusable is an error. The
+    CuPy backend runs on GPU ``spec.device`` (out of range: an error naming the GPUs there are)."""
     spec.check()
-    return get_backend(spec.backend, notice=notice, always_notice=always_notice, defer_compile=True)
+    return get_backend(spec.backend, notice=notice, defer_compile=True, device=spec.device,
+                       always_notice=always_notice)
 
 
-def open_weights(spec: RunSpec) -> WeightsSource:
-    """The weights of a run: the weights folder ``spec.weights``, else seeded random weights (``spec.seed``).
+def model_weights(model: Model) -> str | None:
+    """The weights a model names itself: its ``weights`` setting (a folder or a ``.safetensors`` file; relative to
+    the model file), None when it has none."""
+    setting = model.settings.get("weights", "").strip()
+    if not setting:
+        return None
+    path = Path(setting).expanduser()
+    folder = Path(model.path).resolve().parent if model.path else (Path(model.folder) if model.folder else None)
+    if not path.is_absolute() and folder is not None:
+        path = folder / path
+    return str(path)
 
-    The one place that chooses a weights source from a path (single weights files will be opened here)."""
+
+def with_model_weights(spec: RunSpec, model: Model) -> RunSpec:
+    """``spec``, or when it names no weights, a copy naming the model's own (``model_weights``): what the command
+    line runs a model with when no ``--weights`` is given."""
+    if spec.weights:
+        return spec
+    own = model_weights(model)
+    return replace(spec, weights=own) if own else spec
+
+
+def open_weights(spec: RunSpec, model: Model | None = None) -> WeightsSource:
+    """The weights of a run: ``spec.weights`` (a weights folder or a ``.safetensors`` file), else the weights an
+    import brought with ``model`` (its in-memory ``weights_source``), else seeded random weights (``spec.seed``).
+
+    The one place that chooses a weights source for a run; ``engine.weights.open_weights`` reads the path."""
     spec.check()
-    if not spec.weights:
-        return RandomWeights(spec.seed)
-    path = Path(spec.weights)
-    if path.is_file():
-        raise WeightsError(f"weights {path}: a single weights file is not supported yet; give a folder of "
-                           "NAME_WEIGHT.npy files")
-    return WeightsFolder(path)
+    if spec.weights:
+        return open_weights_path(spec.weights)
+    if model is not None and model.weights_source is not None:
+        return model.weights_source
+    return RandomWeights(spec.seed)
 
 
 def open_network(model: Model, spec: RunSpec, registry: Registry | None = None, *, backend: Backend | None = None,
@@ -155,7 +186,7 @@ def open_network(model: Model, spec: RunSpec, registry: Registry | None = None, 
     spec.check()
     backend = backend or open_backend(spec, notice, always_notice)
     return Network(model, registry if registry is not None else open_registry(spec), backend,
-                   tensor_format(spec.format, backend.name), weights=weights or open_weights(spec), seed=spec.seed,
+                   tensor_format(spec.format, backend.name), weights=weights or open_weights(spec, model), seed=spec.seed,
                    reuse_buffers=reuse_buffers, fusing=spec.fusing, protected=protected, graph_capture=graph_capture,
                    tf32=spec.tf32)
 
@@ -197,7 +228,8 @@ def resolve_names(pairs: Iterable[tuple[str | None, str]], names: Sequence[str],
 def image_options(net: Network, name: str) -> ImageOptions:
     """How images become tensors for input layer ``name``: its scale, shift, channel padding and tiling."""
     p = net.layer(name).p
-    return ImageOptions(p["scale"], p["shift"], p["min_channels"], p["tiling"])
+    return ImageOptions(p["scale"], p["shift"], p["min_channels"], p["tiling"],
+                        shift_first=p.get("order") == "shift_scale", use_alpha=p.get("use_alpha", True))
 
 
 class VideoInput:
@@ -312,6 +344,8 @@ def run_timed(net: Network, spec: RunSpec, progress: Callable[[int, int], None] 
     ``Cancelled`` within one layer's time), except where the network replays a captured CUDA graph (a layer hook
     would stop the replay): there it is polled before every iteration."""
     spec.check()
+    log.info("running %s: %d warm-up and %d timed iteration(s), %s", net.model_name, spec.warmup, spec.iterations,
+             "every layer timed" if spec.profiling else "whole iterations timed")
     if spec.profiling:
         return profile(net, spec.iterations, spec.warmup, progress=progress, should_cancel=cancelled)
 
@@ -369,6 +403,6 @@ def make_report(net: Network, result: ProfileResult, spec: RunSpec, *, model: Mo
 
 
 __all__ = ["AUTO", "DEFAULT_FORMATS", "Inputs", "RunSpec", "RunSpecError", "VideoInput", "fusing_notes",
-           "image_options", "load_inputs", "make_report", "normalize_format", "open_backend", "open_input",
-           "open_network", "open_registry", "open_weights", "parse_named", "read_inputs", "resolve_names",
-           "run_notes", "run_timed", "tensor_format", "time_iteration"]
+           "image_options", "load_inputs", "make_report", "model_weights", "normalize_format", "open_backend",
+           "open_input", "open_network", "open_registry", "open_weights", "parse_named", "read_inputs",
+           "resolve_names", "run_notes", "run_timed", "tensor_format", "time_iteration", "with_model_weights"]

@@ -1,6 +1,7 @@
 """Type checking: diagnostics for a Model without running tensors (shapes only, fast)."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,10 +11,12 @@ from engine.descriptors import LayerDesc, is_identifier
 from engine.errors import LayerLabError
 from engine.graph import describe_cycle, execution_order, find_cycle
 from engine.layer import Layer
+from engine.log import collect
 from engine.model import Model
+from engine.netlayers import expand_all, network_file
 from engine.network import build_layer
 from engine.registry import Registry
-from engine.templates import Expansion, expand, find_desc, template_name
+from engine.templates import Expansion, find_desc, template_name
 from engine.tensor import FP32_NCHW, Dims
 
 ERROR = "error"
@@ -62,7 +65,7 @@ def check(model: Model, registry: Registry, memo: CheckMemo | None = None) -> li
         for key in spec.params:
             if desc.canonical_param_name(key) is None:
                 diags.append(Diagnostic(WARNING, name, f"unknown parameter {key!r} is ignored"))
-        if template_name(spec.type) is None:
+        if template_name(spec.type) is None and network_file(spec.type) is None:
             continue  # a plugin layer's links are checked with its shapes
         problems = _link_problems(desc, spec.inputs)
         if problems and desc.unconnected_inputs(spec.inputs):
@@ -77,13 +80,14 @@ def check(model: Model, registry: Registry, memo: CheckMemo | None = None) -> li
             diags.append(Diagnostic(ERROR, n, "is part of a cycle: " + describe_cycle(cycle)))
         return diags
 
-    if any(template_name(s.type) is not None for s in model.layers.values()):
-        exp = expand(model, registry, strict=False)
+    if any(template_name(s.type) is not None or network_file(s.type) is not None for s in model.layers.values()):
+        exp = expand_all(model, registry, strict=False)
     else:  # nothing to expand: check the model itself (read only), without copying it
         exp = Expansion(model)
     for name, reason in exp.failed.items():
         diags.append(Diagnostic(ERROR, name, _strip_template(reason, model.layers[name].type)))
-    built_diags, dims = _check_built(exp.model, registry, set(exp.failed), memo)
+    unexpanded = {n for n, s in exp.model.layers.items() if network_file(s.type) is not None}  # reported in failed
+    built_diags, dims = _check_built(exp.model, registry, set(exp.failed) | unexpanded, memo)
     if memo is not None:
         memo.shapes_out = {n: d for n, d in dims.items() if d is not None and n in model.layers}
         memo.shapes_out.update((inst, dims[out]) for inst, out in exp.output_of.items() if dims.get(out) is not None)
@@ -129,14 +133,18 @@ def _check_built(model: Model, registry: Registry, skip: set[str],
         for problem in _link_problems(desc, spec.inputs):
             err(name, problem)
         key = keys[name] = (cls, *_layer_key(name, spec))
-        built = built_before.get(key)
-        if built is None:
-            try:
-                built = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs,
-                                    registry, FP32_NCHW, backend)
-            except LayerLabError as exc:
-                built = _strip(str(exc), spec.type, name)
-        built_now[key] = built
+        cached = built_before.get(key)
+        if cached is None:
+            with collect() as records:  # a plugin's warnings while building reach the layer's diagnostics
+                try:
+                    built = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs,
+                                        registry, FP32_NCHW, backend)
+                except LayerLabError as exc:
+                    built = _strip(str(exc), spec.type, name)
+            cached = (built, tuple(_logged(records, name)))
+        built_now[key] = cached
+        built, logged = cached
+        diags += logged
         if isinstance(built, str):
             err(name, built)
         else:
@@ -144,7 +152,7 @@ def _check_built(model: Model, registry: Registry, skip: set[str],
     if memo is not None:
         memo.layers = built_now
     shapes_before = memo.shapes if memo is not None else {}
-    shapes_now: dict[tuple, tuple[Dims | None, tuple[str, ...]]] = {}
+    shapes_now: dict[tuple, tuple[Dims | None, tuple[str, ...], tuple[Diagnostic, ...]]] = {}
 
     # shapes, in execution order; a layer whose inputs are unknown is skipped silently
     dims: dict[str, Dims | None] = {}
@@ -164,28 +172,42 @@ def _check_built(model: Model, registry: Registry, skip: set[str],
         dims[name] = found[0]
         for problem in found[1]:
             err(name, problem)
+        diags += found[2]
+        if layer.not_runnable:  # a placeholder: on the canvas and exportable, never run
+            err(name, layer.not_runnable)
     if memo is not None:
         memo.shapes = shapes_now
     return diags, dims
 
 
-def _layer_shapes(layer: Layer, name: str, spec: Any, ins: list[Dims | None]) -> tuple[Dims | None, tuple[str, ...]]:
-    """One layer's output shape (None: unknown) and its shape problems, given its input shapes."""
+def _layer_shapes(layer: Layer, name: str, spec: Any,
+                  ins: list[Dims | None]) -> tuple[Dims | None, tuple[str, ...], tuple[Diagnostic, ...]]:
+    """One layer's output shape (None: unknown), its shape problems and what it logged, given its input shapes."""
     problems: list[str] = []
-    try:
-        out = layer.output_dims(ins)
-        shapes = layer.weight_shapes(ins)
-        for w, shape in shapes.items():
-            idx = layer.weight_input(w)
-            if idx is not None and idx < len(ins) and ins[idx] is not None:
-                problem = layer.weight_input_problem(w, spec.inputs[idx], ins[idx], tuple(shape))  # type: ignore[arg-type]
-                if problem:
-                    problems.append(problem)
-        return out, tuple(problems)
-    except LayerLabError as exc:
-        return None, (*problems, _strip(str(exc), spec.type, name))
-    except Exception as exc:  # a plugin bug must show up as a diagnostic, not crash the checker
-        return None, (*problems, f"shape inference failed inside the layer ({type(exc).__name__}: {exc})")
+    out: Dims | None = None
+    with collect() as records:
+        try:
+            out = layer.output_dims(ins)
+            shapes = layer.weight_shapes(ins)
+            for w, shape in shapes.items():
+                idx = layer.weight_input(w)
+                if idx is not None and idx < len(ins) and ins[idx] is not None:
+                    problem = layer.weight_input_problem(w, spec.inputs[idx], ins[idx], tuple(shape))  # type: ignore[arg-type]
+                    if problem:
+                        problems.append(problem)
+        except LayerLabError as exc:
+            out = None
+            problems.append(_strip(str(exc), spec.type, name))
+        except Exception as exc:  # a plugin bug must show up as a diagnostic, not crash the checker
+            out = None
+            problems.append(f"shape inference failed inside the layer ({type(exc).__name__}: {exc})")
+    return out, tuple(problems), tuple(_logged(records, name))
+
+
+def _logged(records: list[logging.LogRecord], name: str) -> list[Diagnostic]:
+    """The warnings (and errors) a layer logged while it was built or asked for shapes, as diagnostics on it."""
+    return [Diagnostic(ERROR if r.levelno >= logging.ERROR else WARNING, name, r.getMessage())
+            for r in records if getattr(r, "layer", name) == name]
 
 
 def _link_problems(desc: LayerDesc, links: list[str | None]) -> list[str]:
@@ -217,7 +239,7 @@ def _shapes(model: Model, registry: Registry):
     execution order; layers whose shape cannot be inferred are left out (check() reports why)."""
     registry = scoped(model, registry)
     backend = NumpyBackend()
-    exp = expand(model, registry, strict=False)
+    exp = expand_all(model, registry, strict=False)
 
     def walk():
         try:

@@ -328,7 +328,8 @@ class AnalysisSession(QtCore.QObject):
         assert self.model is not None and self.registry is not None
         inputs = {n: net.output(n) for n in net.input_names}
         self.drift.emit(compare_precision(self.model, self.registry, inputs, "numpy:fp32|nchw", candidate,
-                                          weights=open_weights(self.config), seed=self.config.seed, threshold=float(threshold)))
+                                          weights=open_weights(self.config, self.model), seed=self.config.seed,
+                                          threshold=float(threshold)))
 
     # ---- running -------------------------------------------------------------------------------------
     def _schedule_run(self) -> None:

@@ -43,29 +43,56 @@ def cupy_usable() -> bool:
     return cupy_status()[0]
 
 
-def get_backend(name: str = "auto", notice: TextIO | None = sys.stderr, always_notice: bool = False,
-                defer_compile: bool = False) -> Backend:
+def gpu_names() -> list[str]:
+    """The names of this machine's CUDA GPUs by ordinal (empty where CuPy is unusable)."""
+    if not cupy_usable():
+        return []
+    import cupy  # noqa: PLC0415
+
+    names = []
+    for i in range(cupy.cuda.runtime.getDeviceCount()):
+        name = cupy.cuda.runtime.getDeviceProperties(i)["name"]
+        names.append(name.decode() if isinstance(name, bytes) else str(name))
+    return names
+
+
+def check_device(device: int | None) -> int:
+    """``device`` (None: 0) when this machine has that GPU; else a BackendError listing the GPUs there are."""
+    ordinal = 0 if device is None else device
+    names = gpu_names()
+    if not 0 <= ordinal < len(names):
+        there = ", ".join(f"{i}: {n}" for i, n in enumerate(names)) or "none"
+        raise BackendError(f"device {ordinal} is out of range: this machine has {len(names)} CUDA GPU(s) ({there})")
+    return ordinal
+
+
+def get_backend(name: str = "auto", notice: TextIO | None = sys.stderr, defer_compile: bool = False,
+                device: int | None = None, always_notice: bool = False) -> Backend:
     """The backend called ``name``: 'numpy', 'cupy', or 'auto' (CuPy if usable, else NumPy with a
     one-line notice on ``notice``, given once per machine unless ``always_notice``). ``defer_compile``: where the
     NumPy backend's CPU kernels were never compiled on this machine, compile them in a background process and run
     this backend on the plain NumPy path meanwhile (what the command line and the designer do, so a first run takes
-    seconds, not half a minute)."""
+    seconds, not half a minute). ``device``: the GPU ordinal of the CuPy backend (None: 0); a device with the NumPy
+    backend, or one out of range, is an error (where no GPU is usable, ``auto`` with a device is an error too: the
+    device was asked for)."""
     key = (name or "auto").lower()
     if key not in BACKENDS:
         raise BackendError(f"unknown backend {name!r}: expected one of {', '.join(BACKENDS)}")
+    if device is not None and (isinstance(device, bool) or not isinstance(device, int) or device < 0):
+        raise BackendError(f"device {device!r}: expected a GPU ordinal, 0 or more")
     if key == "numpy":
+        if device is not None:
+            raise BackendError(f"device {device}: the numpy backend runs on the CPU; a device chooses the GPU of the "
+                               "cupy backend")
         return _numpy_backend(notice, defer_compile)
     ok, reason = cupy_status()
-    if key == "cupy":
+    if key == "cupy" or ok or device is not None:
         if not ok:
-            raise BackendError(f"the cupy backend cannot be used here: {reason}")
+            what = "the cupy backend" if key == "cupy" else f"device {device}"
+            raise BackendError(f"{what} cannot be used here: {reason}")
         from engine.backends.cupy_backend import CupyBackend  # noqa: PLC0415
 
-        return CupyBackend()
-    if ok:
-        from engine.backends.cupy_backend import CupyBackend  # noqa: PLC0415
-
-        return CupyBackend()
+        return CupyBackend(check_device(device))
     if notice is not None:
         from engine.notices import once_per_machine  # noqa: PLC0415
 
@@ -126,4 +153,5 @@ def _say_when_numba_compiles(notice: TextIO) -> None:
         _compile_notice[:] = [notice, False]
 
 
-__all__ = ["BACKENDS", "Backend", "NumpyBackend", "cupy_status", "cupy_usable", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "NumpyBackend", "check_device", "cupy_status", "cupy_usable", "get_backend",
+           "gpu_names"]

@@ -28,8 +28,9 @@ class _EventTimer(Timer):
 
 
 class CupyBackend(Backend):
-    """All work runs on one non-blocking stream of the backend (so it can be captured as a CUDA graph);
-    fp16 convolutions use cuDNN through its frontend graph API when the ``cudnn`` package is there."""
+    """All work runs on GPU ``device`` (its ordinal), on one non-blocking stream of the backend (so it can be
+    captured as a CUDA graph); memory, kernels, graphs and the cuDNN handle belong to that GPU; fp16 convolutions
+    use cuDNN through its frontend graph API when the ``cudnn`` package is there."""
 
     name = "cupy"
     xp = cupy
@@ -37,12 +38,16 @@ class CupyBackend(Backend):
     supports_graphs = True
     kernel_module = "engine.backends.cupy_kernels"
 
-    def __init__(self) -> None:
-        self.stream = cupy.cuda.Stream(non_blocking=True)
+    def __init__(self, device: int = 0) -> None:
+        self.device = cupy.cuda.Device(device)
+        with self.device:
+            self.stream = cupy.cuda.Stream(non_blocking=True)
         self._cudnn: Any = None
         self.cudnn_status = "not loaded yet"
 
     def activate(self) -> None:
+        """Make this backend's GPU and stream current in the calling thread (before any work on them)."""
+        self.device.use()
         self.stream.use()
 
     @property
@@ -52,7 +57,8 @@ class CupyBackend(Backend):
             try:
                 from engine.backends.cudnn_conv import CudnnConvolutions  # noqa: PLC0415
 
-                self._cudnn = CudnnConvolutions(self.stream)
+                with self.device:
+                    self._cudnn = CudnnConvolutions(self.stream)
                 self.cudnn_status = self._cudnn.version
             except Exception as exc:  # missing package or library: im2col + cuBLAS instead
                 self.cudnn_status = f"unavailable ({type(exc).__name__}: {exc})"
@@ -60,7 +66,7 @@ class CupyBackend(Backend):
 
     @property
     def device_name(self) -> str:
-        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        props = cupy.cuda.runtime.getDeviceProperties(self.device.id)
         name = props["name"]
         return name.decode() if isinstance(name, bytes) else str(name)
 
@@ -70,23 +76,26 @@ class CupyBackend(Backend):
         return int(free) + int(cupy.get_default_memory_pool().free_bytes())
 
     def to_device(self, host: np.ndarray) -> Any:
-        return cupy.asarray(host)
+        with self.device:
+            return cupy.asarray(host)
 
     def to_host(self, array: Any) -> np.ndarray:
         return cupy.asnumpy(array) if isinstance(array, cupy.ndarray) else np.asarray(array)
 
     def synchronize(self) -> None:
-        self.stream.synchronize()
-        cupy.cuda.get_current_stream().synchronize()
+        with self.device:
+            self.stream.synchronize()
+            cupy.cuda.get_current_stream().synchronize()
 
     def timer(self) -> Timer:
-        return _EventTimer()
+        with self.device:
+            return _EventTimer()
 
     def capture_graph(self, run: Callable[[], None]) -> Any:
         """Capture the work ``run()`` queues on the backend's stream as a CUDA graph (memory from an
         asynchronous pool, as capture needs); on failure the stream is synchronized and the error raised."""
         try:
-            with cupy.cuda.using_allocator(cupy.cuda.MemoryAsyncPool().malloc):
+            with self.device, cupy.cuda.using_allocator(cupy.cuda.MemoryAsyncPool().malloc):
                 self.stream.begin_capture()
                 try:
                     run()
@@ -98,4 +107,5 @@ class CupyBackend(Backend):
         return graph
 
     def launch_graph(self, graph: Any) -> None:
-        graph.launch(self.stream)
+        with self.device:
+            graph.launch(self.stream)

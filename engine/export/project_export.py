@@ -25,10 +25,11 @@ from engine.custom.exports import custom_layer_lines
 from engine.export.codegen import py_text
 from engine.export.common import ExportError, ExportResult, build_network, host_weights, python_identifier
 from engine.model import Model
+from engine.netlayers import expand_networks, has_network_layers, routed_weights
 from engine.registry import Registry
 from engine.run import normalize_format
 from engine.templates import expand_templates, has_instances
-from engine.weights import WeightsSource, save_weights
+from engine.weights import RandomWeights, WeightsSource, save_weights
 
 ENGINE_DIR = Path(__file__).resolve().parents[1]
 DEPENDENCIES = ("numpy>=1.24", "defusedxml>=0.7", "opencv-python-headless>=4.8")
@@ -180,8 +181,10 @@ def export_project(model: Model, registry: Registry, folder: str | Path, options
         raise ExportError(f"{pkg} exists and was not written by a LayerLab project export: choose another folder")
     refuse_overwrite(root / "pyproject.toml", [model.path])
     refuse_overwrite(root / "README.md", [model.path])
-    if has_instances(model):  # the project spells out plain layers: template instances are expanded
-        model = expand_templates(model, registry)
+    if has_instances(model) or has_network_layers(model):  # the project spells out plain layers
+        nets = expand_networks(model, registry)
+        weights = routed_weights(weights or RandomWeights(seed), nets)
+        model = expand_templates(nets.model, registry)
     fused = build_network(model, registry, None, seed, options.fusing).model
     net = build_network(model, registry, weights, seed, "off")  # every layer's own weights, by its own name
     arrays = {n: host_weights(net, n) for n in net.order}
@@ -284,15 +287,16 @@ def build_model() -> Model:
 
 
 def {builder}(weights: str | Path | None = WEIGHTS, backend: str = "auto", tensor_format: str = TENSOR_FORMAT,
-        fusing: str = FUSING, seed: int = 0) -> Network:
+        fusing: str = FUSING, seed: int = 0, device: int | None = None) -> Network:
     """The network '{name_doc}', ready to run.
 
     ``weights``: a weights folder (<layer>_<weight>.npy files; default the package's), or None for seeded
     random weights; ``backend``: auto, numpy or cupy; ``tensor_format``: fp32|fp16 and nchw|nhwc, or auto (fp16 nhwc
     on cupy, fp32 nhwc on numpy); ``fusing``: on or off (fusing rules); ``seed``: of random weights and of inputs
-    not given. Built by the engine's run path (engine.run.open_network), as layerlab builds it."""
+    not given; ``device``: the GPU of the cupy backend (default 0). Built by the engine's run path
+    (engine.run.open_network), as layerlab builds it."""
     spec = RunSpec(backend=backend, format=tensor_format, weights=None if weights is None else str(weights), seed=seed,
-                   fusing=fusing)
+                   fusing=fusing, device=device)
     return open_network(build_model(), spec, registry())
 '''
 
@@ -330,12 +334,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--weights", "-w", default=str(WEIGHTS), metavar="DIR", help="weights folder (default: the package's)")
     parser.add_argument("--backend", "-b", default="auto", choices=("auto", "numpy", "cupy"))
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs used when none is given")
+    parser.add_argument("--device", type=int, metavar="N", help="the GPU the cupy backend runs on (default 0)")
     args = parser.parse_args(argv)
     try:
         spec = RunSpec(backend=args.backend, format=" ".join(args.format), iterations=args.iterations, warmup=0,
                        weights=args.weights, seed=args.seed, inputs=tuple(parse_named(args.input)),
-                       input_layout=args.input_layout, profiling=False).check()
-        net = {builder}(spec.weights, spec.backend, spec.format, seed=spec.seed)
+                       input_layout=args.input_layout, profiling=False, device=args.device).check()
+        net = {builder}(spec.weights, spec.backend, spec.format, seed=spec.seed, device=spec.device)
         load_inputs(net, spec).close()
         times = run_timed(net, spec).network_times_ms  # the engine's own run path, as layerlab infer
         print(f"network {{net.model_name}}: backend {{net.backend.name}}, format {{net.fmt}}; average time per iteration "

@@ -8,7 +8,7 @@ from engine.layer_xml import check_layer
 from engine.limits import MAX_TEMPLATE_DEPTH
 from engine.model import Model
 from engine.registry import Registry
-from engine.templates.descriptors import find_desc
+from engine.templates.descriptors import COMPOSITE_DESCS, find_desc
 from engine.templates.format import TemplateDef, get_template
 from engine.templates.names import template_name
 
@@ -43,6 +43,8 @@ def check_template(defn: TemplateDef, model: Model, registry: Registry, warnings
             if depth > MAX_TEMPLATE_DEPTH:
                 raise defn.error(where, f"layer {name}: templates are nested more than {MAX_TEMPLATE_DEPTH} levels "
                                         f"deep ({defn.name} -> {nested} -> ...)")
+        if spec.type.startswith(tuple(COMPOSITE_DESCS)):
+            continue  # a network layer: its file is checked by the type check (a missing one is no load error)
         cls = registry.layer_class(spec.type) if nested is None else None
         if getattr(cls, "is_network_input", False) or getattr(cls, "is_network_output", False):
             raise defn.error(where, f"layer {name}: a template cannot contain {spec.type} layers "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import contextvars
 import html
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from engine.descriptors import InputDesc, InputKind, LayerDesc
@@ -15,8 +15,14 @@ from engine.templates.format import TemplateDef, get_template
 from engine.templates.names import CATEGORY, template_name, template_type
 from engine.tensor import FORMATS
 
-#: template descriptors already built during the outermost find_desc call (each definition once)
-_DESC_MEMO: contextvars.ContextVar[dict[str, LayerDesc] | None] = contextvars.ContextVar("template_descs", default=None)
+#: Descriptor lookups of other composite layer types, by type prefix: ``engine.netlayers`` adds ``network:``.
+#: Each is called as (model, registry, layer type, stack of what is being described) and returns None when unusable.
+COMPOSITE_DESCS: dict[str, Callable[[Model, Registry, str, tuple[str, ...]], LayerDesc | None]] = {}
+#: template descriptors already built during the outermost find_desc call (each definition once), by (id of the
+#: model, template name): a network layer's own model may have templates of the same names; the model is kept
+#: with its descriptor so that its id stays its own meanwhile
+_DESC_MEMO: contextvars.ContextVar[dict[tuple[int, str], tuple[Model, LayerDesc]] | None] = contextvars.ContextVar(
+    "template_descs", default=None)
 
 
 def find_desc(model: Model, registry: Registry, layer_type: str, _stack: tuple[str, ...] = ()) -> LayerDesc | None:
@@ -24,6 +30,9 @@ def find_desc(model: Model, registry: Registry, layer_type: str, _stack: tuple[s
     or when the template is broken: ``check_template`` says why)."""
     name = template_name(layer_type)
     if name is None:
+        for prefix, describe in COMPOSITE_DESCS.items():
+            if layer_type.startswith(prefix):
+                return describe(model, registry, layer_type, _stack)
         return registry.find_layer(layer_type)
     if name not in model.templates or name in _stack or len(_stack) >= MAX_TEMPLATE_DEPTH:
         return None
@@ -32,13 +41,15 @@ def find_desc(model: Model, registry: Registry, layer_type: str, _stack: tuple[s
     try:
         memo = _DESC_MEMO.get()
         assert memo is not None
-        if name in memo:  # a descriptor built without error does not depend on the stack
-            return memo[name]
+        key = (id(model), name)
+        if key in memo:  # a descriptor built without error does not depend on the stack
+            return memo[key][1]
         try:
-            memo[name] = template_desc(name, model, registry, _stack)
+            desc = template_desc(name, model, registry, _stack)
         except LayerLabError:
             return None
-        return memo[name]
+        memo[key] = (model, desc)
+        return desc
     finally:
         if token is not None:
             _DESC_MEMO.reset(token)

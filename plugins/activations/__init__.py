@@ -10,7 +10,7 @@ PLUGIN = PluginMeta(
     name="activations",
     version="0.1.0",
     author="LayerLab",
-    description="Activation functions: relu, leaky_relu, sigmoid, tanh, softmax, gelu, silu and more.",
+    description="Activation functions: relu, leaky_relu, sigmoid, tanh, softmax, gelu, silu, mish, selu and more.",
 )
 
 ACTIVATION_MODULES = (
@@ -29,6 +29,11 @@ ACTIVATION_MODULES = (
     "elu",
     "clamp",
     "hardswish",
+    "softplus",
+    "mish",
+    "selu",
+    "celu",
+    "hard_sigmoid",
 )
 
 

@@ -45,6 +45,9 @@ LAYER_MODULES = (
     "upscale_concat_two",
     "upscale_sum",
     "zero_embed",
+    "placeholder",
+    "prelu",
+    "group_normalization",
 )
 
 

@@ -17,6 +17,50 @@ def conv_output_size(size: int, kernel: int, stride: int, pad_before: int, pad_a
     return (size + pad_before + pad_after - dilation * (kernel - 1) - 1) // stride + 1
 
 
+#: default of the ``padding_end`` parameters: -1 on an axis means "the same as ``padding``" (what files
+#: written before the parameter existed mean), so ``padding`` alone stays symmetric padding
+SAME_AS_PADDING = Dims(1, 1, -1, -1)
+
+
+def padding_end_param(doc: str = "padding at the bottom/right") -> ParamDesc:
+    """The ``padding_end`` parameter of convolution-like layers: bottom x right padding, -1 = same as padding."""
+    return ParamDesc("padding_end", "dimension", SAME_AS_PADDING, f"{doc}; -1: same as padding", min=-1)
+
+
+def end_padding(padding: Dims, padding_end: Dims | None) -> Dims:
+    """Bottom and right padding (as a spatial Dims): ``padding_end``, except that an axis where it is
+    negative (the default -1, and files written before it existed) takes ``padding``'s value."""
+    if padding_end is None:
+        return padding
+    return Dims(1, 1, padding.h if padding_end.h < 0 else padding_end.h,
+                padding.w if padding_end.w < 0 else padding_end.w)
+
+
+def pad_to_symmetric(xp: Any, x: Any, pads: tuple[int, int, int, int], axes: tuple[int, int]) -> tuple[Any, tuple[int, int]]:
+    """``x`` (any layout; H and W on ``axes``) zero-padded on the side of each axis that pads more, by the
+    difference, and the padding (h, w) then left to apply on both sides: a convolution with top, left,
+    bottom, right ``pads`` of ``x`` equals one with that symmetric padding of the result (so the backends'
+    symmetric kernels serve asymmetric padding, for the cost of one copy)."""
+    top, left, bottom, right = pads
+    common = (min(top, bottom), min(left, right))
+    shape = list(x.shape)
+    shape[axes[0]] += abs(top - bottom)
+    shape[axes[1]] += abs(left - right)
+    out = xp.zeros(tuple(shape), dtype=x.dtype)
+    index = [slice(None)] * x.ndim
+    index[axes[0]] = slice(top - common[0], top - common[0] + x.shape[axes[0]])
+    index[axes[1]] = slice(left - common[1], left - common[1] + x.shape[axes[1]])
+    out[tuple(index)] = x
+    return out, common
+
+
+def padding_end_doc(what: str = "zero padding") -> str:
+    """Documentation line of a ``padding_end`` parameter."""
+    return (f"<li><b>padding_end</b>: {what} at the bottom and right, P or PhxPw, for asymmetric padding (ONNX "
+            "<code>pads</code> end values, TensorFlow SAME); then <b>padding</b> is the top and left padding. "
+            "Default -1 (on either axis): the same as padding.</li>")
+
+
 CPU_BLOCK_BYTES = 4 << 20
 
 
@@ -36,24 +80,26 @@ def _conv_rows(xp: Any, xpad: Any, w: Any, r0: int, r1: int, wo: int, kernel: tu
     return xp.matmul(wm[None], cols.reshape(n, groups, cg * kh * kw, rows * wo)).reshape(n, o, rows, wo)
 
 
-def conv2d(xp: Any, x: Any, w: Any, b: Any | None, stride: tuple[int, int], padding: tuple[int, int],
+def conv2d(xp: Any, x: Any, w: Any, b: Any | None, stride: tuple[int, int], padding: tuple[int, ...],
            dilation: tuple[int, int], groups: int) -> Any:
     """Logical NCHW convolution: ``x`` (N, C, H, W), ``w`` (O, C/groups, KH, KW), ``b`` (O,) or None.
+    ``padding``: (top, left), the same at the bottom and right, or (top, left, bottom, right).
 
     im2col over the kernel taps (a loop over KH*KW taps, never over pixels or channels), then one
     batched matrix product per group (BLAS on the CPU, cuBLAS on the GPU)."""
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     sh, sw = stride
-    ph, pw = padding
+    ph, pw = padding[:2]
+    pb, pr = padding[2:] if len(padding) == 4 else (ph, pw)
     dh, dw = dilation
-    ho = conv_output_size(h, kh, sh, ph, ph, dh)
-    wo = conv_output_size(wd, kw, sw, pw, pw, dw)
-    if kh == kw == 1 and sh == sw == 1 and ph == pw == 0 and groups == 1:
+    ho = conv_output_size(h, kh, sh, ph, pb, dh)
+    wo = conv_output_size(wd, kw, sw, pw, pr, dw)
+    if kh == kw == 1 and sh == sw == 1 and ph == pw == pb == pr == 0 and groups == 1:
         cols = x.reshape(n, 1, c, h * wd)
     else:
-        if ph or pw:
-            xpad = xp.zeros((n, c, h + 2 * ph, wd + 2 * pw), dtype=x.dtype)
+        if ph or pw or pb or pr:
+            xpad = xp.zeros((n, c, h + ph + pb, wd + pw + pr), dtype=x.dtype)
             xpad[:, :, ph:ph + h, pw:pw + wd] = x
         else:
             xpad = x
@@ -79,13 +125,30 @@ def conv2d(xp: Any, x: Any, w: Any, b: Any | None, stride: tuple[int, int], padd
 def conv_onnx_attributes(p: dict[str, Any]) -> dict[str, Any]:
     """Attributes of the ONNX Conv equal to the convolution parameters ``p``."""
     k, s, pad, d = (p[n] for n in ("kernel_size", "stride", "padding", "dilation"))
-    return dict(kernel_shape=[k.h, k.w], strides=[s.h, s.w], pads=[pad.h, pad.w, pad.h, pad.w], dilations=[d.h, d.w],
+    e = end_padding(pad, p.get("padding_end"))
+    return dict(kernel_shape=[k.h, k.w], strides=[s.h, s.w], pads=[pad.h, pad.w, e.h, e.w], dilations=[d.h, d.w],
                 group=p["groups"])
 
 
+def is_asymmetric(p: dict[str, Any]) -> bool:
+    """True when the parameters ``p`` pad the bottom/right differently from the top/left."""
+    return end_padding(p["padding"], p.get("padding_end")) != p["padding"]
+
+
+def torch_padded_input(p: dict[str, Any], x: str) -> str:
+    """The PyTorch expression of the input ``x`` of a convolution module made by ``conv_torch_module``:
+    explicitly zero-padded when the padding is asymmetric (the module then pads nothing)."""
+    if not is_asymmetric(p):
+        return x
+    pad, e = p["padding"], end_padding(p["padding"], p.get("padding_end"))
+    return f"F.pad({x}, ({pad.w}, {e.w}, {pad.h}, {e.h}))"
+
+
 def conv_torch_module(p: dict[str, Any], in_channels: int) -> str:
-    """Source of the ``nn.Conv2d`` equal to the convolution parameters ``p``."""
+    """Source of the ``nn.Conv2d`` equal to the convolution parameters ``p`` (without padding when it is
+    asymmetric: see ``torch_padded_input``)."""
     k, s, pad, d = (p[n] for n in ("kernel_size", "stride", "padding", "dilation"))
+    pad = Dims(1, 1, 0, 0) if is_asymmetric(p) else pad
     return (f"nn.Conv2d({in_channels}, {p['num_output_channels']}, kernel_size=({k.h}, {k.w}), stride=({s.h}, {s.w}), "
             f"padding=({pad.h}, {pad.w}), dilation=({d.h}, {d.w}), groups={p['groups']}, bias={bool(p['bias'])})")
 
@@ -104,7 +167,8 @@ CONV_PARAMS: tuple[ParamDesc, ...] = (
     ParamDesc("padding", "dimension", Dims(1, 1, 1, 1), "zero padding on each side"),
     ParamDesc("dilation", "dimension", Dims(1, 1, 1, 1), "dilation"),
     ParamDesc("groups", "uint", 1, "number of groups", min=1, max=65536),
-    ParamDesc("bias", "bool", True, "add a bias"),
+    ParamDesc("bias", "bool", True, "add a bias", legacy_names=("apply_bias",)),
+    padding_end_param("zero padding at the bottom/right"),
 )
 CONV_WEIGHTS: tuple[str, ...] = ("weights", "bias")
 
@@ -127,12 +191,13 @@ class ConvolutionBase(Layer):
         g = self.p["groups"]
         if x.c % g:
             raise self.shape_error(f"input has {x.c} channels, not a multiple of groups {g}")
-        ho = conv_output_size(x.h, k.h, s.h, p.h, p.h, d.h)
-        wo = conv_output_size(x.w, k.w, s.w, p.w, p.w, d.w)
+        e = end_padding(p, self.p.get("padding_end"))
+        ho = conv_output_size(x.h, k.h, s.h, p.h, e.h, d.h)
+        wo = conv_output_size(x.w, k.w, s.w, p.w, e.w, d.w)
         if ho < 1 or wo < 1:
             eh, ew = d.h * (k.h - 1) + 1, d.w * (k.w - 1) + 1
             raise self.shape_error(f"kernel {eh}x{ew} (dilated) is larger than the padded input "
-                                   f"{x.h + 2 * p.h}x{x.w + 2 * p.w}")
+                                   f"{x.h + p.h + e.h}x{x.w + p.w + e.w}")
         return Dims(x.n, self.p["num_output_channels"], ho, wo)
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
@@ -167,7 +232,15 @@ class ConvolutionBase(Layer):
         this case, otherwise im2col + a matrix product (BLAS / cuBLAS) and the activation."""
         s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
         geometry = ((s.h, s.w), (p.h, p.w), (d.h, d.w))
-        if self.backend.kernel("conv2d") is not None and self._backend_conv(x, w, b, out, geometry, cacheable):
+        has_kernel = self.backend.kernel("conv2d") is not None
+        if is_asymmetric(self.p):  # the backends' kernels pad symmetrically
+            e = end_padding(p, self.p["padding_end"])
+            if has_kernel:
+                xs, common = pad_to_symmetric(self.xp, x, (p.h, p.w, e.h, e.w), self.hw_axes)
+                if self._backend_conv(xs, w, b, out, ((s.h, s.w), common, (d.h, d.w)), cacheable):
+                    return
+            geometry = ((s.h, s.w), (p.h, p.w, e.h, e.w), (d.h, d.w))
+        elif has_kernel and self._backend_conv(x, w, b, out, geometry, cacheable):
             return
         y = conv2d(self.xp, self.nchw(x), w, b, *geometry, self.p["groups"])
         self.store(out, self.activate(y))

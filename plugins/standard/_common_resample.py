@@ -12,7 +12,7 @@ from engine.descriptors import ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
 
-CUBIC_A = -0.75  # Keys cubic coefficient, as ONNX Resize (cubic_coeff_a) and PyTorch bicubic
+CUBIC_A = -0.75  # Keys cubic coefficient, as ONNX Resize (cubic_coeff_a) and PyTorch bicubic (TensorFlow: -0.5)
 
 
 @dataclass(frozen=True)
@@ -28,40 +28,61 @@ def source_coordinates(in_size: int, out_size: int, coordinate_mode: str, scale:
     """Position in the input (in pixels, 0 = centre of the first one) of every output pixel.
 
     half_pixel: ``(o + 0.5) / scale - 0.5`` with ``scale`` = the given factor, or out/in when None.
+    pytorch_half_pixel: the same, but 0 when out = 1.
+    asymmetric: ``o / scale`` (PyTorch nearest, TensorFlow 1 without half-pixel centres).
     align_corners: ``o * (in - 1) / (out - 1)`` (0 when out = 1), so the corner pixels coincide."""
     o = np.arange(out_size, dtype=np.float64)
-    if coordinate_mode == "align_corners":
+    if coordinate_mode == "align_corners" or (coordinate_mode == "pytorch_half_pixel" and out_size == 1):
         return o * ((in_size - 1) / (out_size - 1)) if out_size > 1 else np.zeros(out_size)
     s = float(scale) if scale is not None else out_size / in_size
+    if coordinate_mode == "asymmetric":
+        return o / s
     return (o + 0.5) / s - 0.5
 
 
-def _cubic(t: np.ndarray) -> np.ndarray:
-    a = CUBIC_A
+def _cubic(t: np.ndarray, a: float = CUBIC_A) -> np.ndarray:
     t = np.abs(t)
     near = ((a + 2) * t - (a + 3)) * t * t + 1
     far = ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
     return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
 
 
+def nearest_index(x: np.ndarray, nearest_mode: str) -> np.ndarray:
+    """Source positions ``x`` rounded to pixels as ONNX Resize's ``nearest_mode`` says (not yet clamped)."""
+    if nearest_mode == "round_prefer_ceil":
+        return np.floor(x + 0.5)
+    if nearest_mode == "floor":
+        return np.floor(x)
+    if nearest_mode == "ceil":
+        return np.ceil(x)
+    return np.ceil(x - 0.5)  # round_prefer_floor
+
+
 def axis_taps(in_size: int, out_size: int, method: str, coordinate_mode: str = "half_pixel",
-              scale: float | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+              scale: float | None = None, nearest_mode: str = "round_prefer_floor", cubic_a: float = CUBIC_A,
+              exclude_outside: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """Host source indices and weights, each (taps, out_size), of a 1-D resampling.
 
-    nearest rounds half down (ONNX ``round_prefer_floor``); bilinear uses 2 taps, bicubic 4 taps with
-    A = -0.75. Positions outside the input take the edge pixel (indices are clamped)."""
+    nearest rounds as ``nearest_mode`` (default half down, ONNX ``round_prefer_floor``); bilinear uses 2 taps,
+    bicubic 4 taps with coefficient ``cubic_a``. Positions outside the input take the edge pixel (indices are
+    clamped), unless ``exclude_outside``: then taps outside the input get weight 0 and the others are
+    renormalised (ONNX ``exclude_outside``, TensorFlow's bicubic)."""
     x = source_coordinates(in_size, out_size, coordinate_mode, scale)
     if method == "nearest":
-        idx = np.clip(np.ceil(x - 0.5), 0, in_size - 1).astype(np.int64)
+        idx = np.clip(nearest_index(x, nearest_mode), 0, in_size - 1).astype(np.int64)
         return idx[None], None
     x0 = np.floor(x)
     t = x - x0
     if method == "bilinear":
         offsets, weights = (0, 1), [1.0 - t, t]
     else:
-        offsets, weights = (-1, 0, 1, 2), [_cubic(t + 1), _cubic(t), _cubic(1 - t), _cubic(2 - t)]
-    idx = np.stack([np.clip(x0 + k, 0, in_size - 1) for k in offsets]).astype(np.int64)
-    return idx, np.stack(weights)
+        offsets, weights = (-1, 0, 1, 2), [_cubic(d, cubic_a) for d in (t + 1, t, 1 - t, 2 - t)]
+    raw = np.stack([x0 + k for k in offsets])
+    wts = np.stack(weights)
+    if exclude_outside:
+        wts = np.where((raw >= 0) & (raw <= in_size - 1), wts, 0.0)
+        wts = wts / wts.sum(axis=0, keepdims=True)
+    return np.clip(raw, 0, in_size - 1).astype(np.int64), wts
 
 
 def device_taps(xp: Any, taps: tuple[np.ndarray, np.ndarray | None], dtype: Any) -> Taps:

@@ -19,6 +19,7 @@ from plugins.standard._common_conv import (
     ConvolutionBase,
     conv_onnx_attributes,
     conv_torch_module,
+    torch_padded_input,
 )
 from plugins.standard._common_norm import BN_WEIGHTS, batch_norm_coefficients, bn_init_weight, variance_problem
 
@@ -54,7 +55,8 @@ DESC = LayerDesc(
         "<li>Convolution parameters, with the same names and defaults as the convolution layer: "
         "<b>num_output_channels</b> (default 16, at least 1), <b>kernel_size</b> (default 3), "
         "<b>stride</b> (default 1), <b>padding</b> (default 1), <b>dilation</b> (default 1), "
-        "<b>groups</b> (default 1, divides C_in and C_out), <b>bias</b> (default true).</li>"
+        "<b>groups</b> (default 1, divides C_in and C_out), <b>bias</b> (default true), <b>padding_end</b> "
+        "(bottom x right padding; default -1: the same as padding).</li>"
         "<li><b>epsilon</b>: added to the variance, default 1e-5, at least 0.</li></ul>"
         "<p>Weights files: <code>NAME_weights.npy</code> (C_out, C_in/groups, K_h, K_w), "
         "<code>NAME_bias.npy</code> (C_out,) and <code>NAME_bn_mean.npy</code>, <code>NAME_bn_variance.npy</code>, "
@@ -130,7 +132,7 @@ class ConvBN(ConvolutionBase):
                   "1.running_var": t.weight("bn_variance")}
         conv = conv_torch_module(self.p, self.input_dims[0].c)
         bn_code = f"nn.BatchNorm2d({self.p['num_output_channels']}, eps={float(self.p['epsilon'])!r})"
-        return f"{t.module(f'nn.Sequential({conv}, {bn_code})', state)}({inputs[0]})"
+        return f"{t.module(f'nn.Sequential({conv}, {bn_code})', state)}({torch_padded_input(self.p, inputs[0])})"
 
 
 LAYER = ConvBN

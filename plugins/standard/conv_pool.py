@@ -36,9 +36,13 @@ def _pool_name(name: str) -> str:
     return name if name.startswith("pool_") else f"pool_{name}"
 
 
+#: parameters of convolution and pooling this fused layer does not take (asymmetric padding, ceil mode): a chain
+#: using them is not fused
+UNFUSED_PARAMS = ("padding_end", "ceil_mode")
+
 POOL_PARAMS: tuple[ParamDesc, ...] = tuple(
     replace(p, name=_pool_name(p.name), legacy_names=(), main=p.name == "pool_type", doc=f"pooling: {p.doc}")
-    for p in POOLING_PARAMS
+    for p in POOLING_PARAMS if p.name not in UNFUSED_PARAMS
 )
 
 DESC = LayerDesc(
@@ -68,7 +72,7 @@ DESC = LayerDesc(
         "<code>NAME_bias.npy</code> (C_out,).</p>"
     ),
     inputs=CONV_INPUTS,
-    params=(*CONV_PARAMS, *POOL_PARAMS),
+    params=(*(p for p in CONV_PARAMS if p.name not in UNFUSED_PARAMS), *POOL_PARAMS),
     weights=CONV_WEIGHTS,
     legacy_names=("convolution_pool",),
 )

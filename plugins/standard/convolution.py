@@ -12,6 +12,8 @@ from plugins.standard._common_conv import (
     ConvolutionBase,
     conv_onnx_attributes,
     conv_torch_module,
+    padding_end_doc,
+    torch_padded_input,
 )
 
 DESC = LayerDesc(
@@ -29,9 +31,12 @@ DESC = LayerDesc(
         "<li><b>num_output_channels</b>: C_out, default 16, at least 1.</li>"
         "<li><b>kernel_size</b>: K or KhxKw, default 3.</li>"
         "<li><b>stride</b>: default 1. <b>dilation</b>: default 1 (both at least 1).</li>"
-        "<li><b>padding</b>: zero padding on each side, P or PhxPw, default 1.</li>"
+        "<li><b>padding</b>: zero padding on each side (top and left when padding_end is set), P or PhxPw, "
+        "default 1.</li>"
         "<li><b>groups</b>: default 1; C_in and C_out must both be multiples of it.</li>"
-        "<li><b>bias</b>: add a bias, default true.</li></ul>"
+        "<li><b>bias</b>: add a bias, default true.</li>"
+        + padding_end_doc() +
+        "</ul>"
         "<p>Weights files: <code>NAME_weights.npy</code> (C_out, C_in/groups, K_h, K_w) and "
         "<code>NAME_bias.npy</code> (C_out,).</p>"
     ),
@@ -54,7 +59,7 @@ class Convolution(ConvolutionBase):
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
         t.no_weight_inputs(inputs)
         state = {"weight": t.weight("weights")} | ({"bias": t.weight("bias")} if self.p["bias"] else {})
-        return f"{t.module(conv_torch_module(self.p, self.input_dims[0].c), state)}({inputs[0]})"
+        return f"{t.module(conv_torch_module(self.p, self.input_dims[0].c), state)}({torch_padded_input(self.p, inputs[0])})"
 
 
 

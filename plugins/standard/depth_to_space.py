@@ -7,8 +7,9 @@ from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
+from plugins.standard._common_vendor import SHUFFLE_MODES, shuffle_mode
 
-MODES = ("DCR", "CRD")
+MODES = SHUFFLE_MODES
 
 
 def depth_to_space(x: Any, block: int, mode: str) -> Any:
@@ -53,7 +54,8 @@ DESC = LayerDesc(
     inputs=(InputDesc("input", doc="N x C x H x W tensor, C a multiple of block_size²"),),
     params=(
         ParamDesc("block_size", "uint", 2, "block size b", min=1, max=64, main=True, legacy_names=("blocksize",)),
-        ParamDesc("mode", "enum", "DCR", "channel ordering", enum_values=MODES),
+        ParamDesc("mode", "enum", "DCR", "channel ordering (the vendor's dominant: pixel = DCR, channel = CRD)",
+                  enum_values=MODES, legacy_names=("dominant",)),
     ),
     legacy_names=("pixel_shuffle",),
 )
@@ -61,6 +63,9 @@ DESC = LayerDesc(
 
 class DepthToSpace(Layer):
     desc = DESC
+
+    def validate(self) -> None:
+        shuffle_mode(self.p)  # a vendor model's pixel / channel
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = self.primary(inputs)

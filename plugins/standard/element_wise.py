@@ -1,4 +1,4 @@
-"""element_wise: sum, product, max, min or difference of any number of inputs."""
+"""element_wise: sum, product, max, min, difference, quotient or mean of any number of inputs."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,16 +8,18 @@ from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
 
-OPERATIONS = ("sum", "product", "max", "min", "sub")
+OPERATIONS = ("sum", "product", "max", "min", "sub", "div", "mean")
 _UFUNCS = {"sum": lambda xp: xp.add, "product": lambda xp: xp.multiply, "max": lambda xp: xp.maximum,
-           "min": lambda xp: xp.minimum, "sub": lambda xp: xp.subtract}
+           "min": lambda xp: xp.minimum, "sub": lambda xp: xp.subtract, "div": lambda xp: xp.divide,
+           "mean": lambda xp: xp.add}
 
 
 def element_wise(xp: Any, arrays: list[Any], operation: str) -> Any:
-    """Combine logical arrays (NumPy broadcasting) with ``operation``; 'sub' is first minus the rest."""
+    """Combine logical arrays (NumPy broadcasting) with ``operation``; 'sub' is first minus the rest, 'div'
+    the first divided by the rest, 'mean' the sum divided by the number of inputs."""
     acc = arrays[0]
     for a in arrays[1:]:
-        if operation == "sum":
+        if operation in ("sum", "mean"):
             acc = acc + a
         elif operation == "product":
             acc = acc * a
@@ -25,20 +27,26 @@ def element_wise(xp: Any, arrays: list[Any], operation: str) -> Any:
             acc = xp.maximum(acc, a)
         elif operation == "min":
             acc = xp.minimum(acc, a)
+        elif operation == "div":
+            acc = acc / a
         else:
             acc = acc - a
+    if operation == "mean" and len(arrays) > 1:
+        return acc * acc.dtype.type(1.0 / len(arrays))
     return acc if len(arrays) > 1 else acc.copy()
 
 
 DESC = LayerDesc(
     name="element_wise",
     display_name="Element-wise",
-    summary="Sum, product, max, min or difference of any number of inputs.",
+    summary="Sum, product, max, min, difference, quotient or mean of any number of inputs.",
     categories=(Category.ARITHMETIC,),
     documentation=(
         "<p>Combines its inputs value by value. <b>operation</b>: <code>sum</code>, <code>product</code>, "
-        "<code>max</code>, <code>min</code> or <code>sub</code> (the first input minus all the others); "
-        "default sum.</p>"
+        "<code>max</code>, <code>min</code>, <code>sub</code> (the first input minus all the others), "
+        "<code>div</code> (the first input divided by all the others; division by zero gives infinity or NaN "
+        "as in IEEE arithmetic) or <code>mean</code> (the sum divided by the number of inputs); default sum. "
+        "ONNX: Sum, Mul, Max, Min, Sub, Div, Mean.</p>"
         "<p>Inputs (primary, any number, at least one) must have the same dimensions, except that a "
         "dimension of size 1 is broadcast (e.g. a 1x1x1x1 tensor scales a whole image).</p>"
     ),
@@ -76,6 +84,8 @@ class ElementWise(Layer):
             op(present[0], present[1], out=out)
             for x in present[2:]:
                 op(out, x, out=out)
+            if self.p["operation"] == "mean":
+                out *= out.dtype.type(1.0 / len(present))
             self.activate_inplace(out)
             return
         if all(x.shape == out.shape for x in present):  # no broadcasting: work in the memory layout
@@ -93,18 +103,21 @@ class ElementWise(Layer):
         op = self.p["operation"]
         if len(xs) == 1:
             return g.node("Identity", xs)
-        if op in ("sum", "max", "min"):
-            return g.node({"sum": "Sum", "max": "Max", "min": "Min"}[op], xs)
+        if op in ("sum", "max", "min", "mean"):
+            return g.node({"sum": "Sum", "max": "Max", "min": "Min", "mean": "Mean"}[op], xs)
         acc = xs[0]
+        binary = {"product": "Mul", "sub": "Sub", "div": "Div"}[op]
         for i, x in enumerate(xs[1:], 1):
-            acc = g.node("Mul" if op == "product" else "Sub", [acc, x], "" if i == len(xs) - 1 else f"step{i}")
+            acc = g.node(binary, [acc, x], "" if i == len(xs) - 1 else f"step{i}")
         return acc
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
         xs = [x for x in inputs if x is not None]
         op = self.p["operation"]
-        if op in ("sum", "product", "sub"):
-            return {"sum": " + ", "product": " * ", "sub": " - "}[op].join(xs)
+        if op in ("sum", "product", "sub", "div"):
+            return {"sum": " + ", "product": " * ", "sub": " - ", "div": " / "}[op].join(xs)
+        if op == "mean":
+            return f"({' + '.join(xs)}) / {len(xs)}"
         acc = xs[0]
         for x in xs[1:]:
             acc = f"torch.{'maximum' if op == 'max' else 'minimum'}({acc}, {x})"

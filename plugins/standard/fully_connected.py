@@ -45,7 +45,7 @@ DESC = LayerDesc(
     params=(
         ParamDesc("num_outputs", "uint", 16, "output size", min=1, max=1048576, main=True,
                   legacy_names=("outputs", "num_output_channels")),
-        ParamDesc("bias", "bool", True, "add a bias"),
+        ParamDesc("bias", "bool", True, "add a bias", legacy_names=("apply_bias",)),
     ),
     weights=("weights", "bias"),
     legacy_names=("dense", "inner_product"),

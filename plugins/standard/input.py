@@ -8,6 +8,9 @@ from engine.descriptors import LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
 
+#: how scale and shift apply to image values: LayerLab's order, then the vendor designer's
+ORDERS = ("scale_shift", "shift_scale")
+
 DESC = LayerDesc(
     name="input",
     display_name="Input",
@@ -17,12 +20,15 @@ DESC = LayerDesc(
         "<p>Feeds a tensor into the network. Its size comes from the data given at run time "
         "(image, video frame or NPY tensor); <b>dimensions</b> is the size used for type checking "
         "and for random inputs when no data is given.</p>"
-        "<p>Images are read as RGB in 0..1, then each value becomes <code>value*scale + shift</code>, "
+        "<p>Images are read as RGB in 0..1, then each value becomes <code>value*scale + shift</code> "
+        "(with <b>order</b> <code>shift_scale</code>, the vendor designer's: <code>(value + shift)*scale</code>); "
+        "an RGBA image keeps its alpha channel unless <b>use_alpha</b> is false (the vendor's default: zeroed), "
         "channels are zero-padded up to <b>min_channels</b>, and H and W are zero-padded on the "
         "bottom/right up to a multiple of <b>tiling</b>. NPY tensors are passed as they are.</p>"
         "<ul><li><b>dimensions</b>: NxCxHxW, default 1x3x64x64</li>"
         "<li><b>scale</b>: default 1</li><li><b>shift</b>: default 0</li>"
-        "<li><b>min_channels</b>: default 0 (no padding)</li><li><b>tiling</b>: default 1, range 1..4096</li></ul>"
+        "<li><b>min_channels</b>: default 0 (no padding)</li><li><b>tiling</b>: default 1, range 1..4096</li>"
+        "<li><b>order</b>: scale_shift (default) or shift_scale</li><li><b>use_alpha</b>: default true</li></ul>"
     ),
     inputs=(),
     params=(
@@ -31,6 +37,10 @@ DESC = LayerDesc(
         ParamDesc("shift", "float", 0.0, "then this is added"),
         ParamDesc("min_channels", "uint", 0, "images are zero-padded to at least this many channels", max=4096),
         ParamDesc("tiling", "uint", 1, "H and W of images are zero-padded to a multiple of this", min=1, max=4096),
+        ParamDesc("order", "enum", "scale_shift", "scale_shift: value*scale + shift; shift_scale (the vendor's): "
+                  "(value + shift)*scale", enum_values=ORDERS),
+        ParamDesc("use_alpha", "bool", True, "keep the alpha channel of RGBA images (false, the vendor's default: "
+                  "it is zeroed)", legacy_names=("images_use_alpha",)),
     ),
 )
 

@@ -7,8 +7,9 @@ from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
 from engine.tensor import Dims
+from plugins.standard._common_vendor import SHUFFLE_MODES, shuffle_mode
 
-MODES = ("DCR", "CRD")
+MODES = SHUFFLE_MODES
 
 
 def space_to_depth(x: Any, block: int, mode: str) -> Any:
@@ -50,7 +51,8 @@ DESC = LayerDesc(
     inputs=(InputDesc("input", doc="N x C x H x W tensor, H and W multiples of block_size"),),
     params=(
         ParamDesc("block_size", "uint", 2, "block size b", min=1, max=64, main=True, legacy_names=("blocksize",)),
-        ParamDesc("mode", "enum", "DCR", "channel ordering", enum_values=MODES),
+        ParamDesc("mode", "enum", "DCR", "channel ordering (the vendor's dominant: pixel = DCR, channel = CRD)",
+                  enum_values=MODES, legacy_names=("dominant",)),
     ),
     legacy_names=("pixel_unshuffle",),
 )
@@ -58,6 +60,9 @@ DESC = LayerDesc(
 
 class SpaceToDepth(Layer):
     desc = DESC
+
+    def validate(self) -> None:
+        shuffle_mode(self.p)  # a vendor model's pixel / channel
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = self.primary(inputs)

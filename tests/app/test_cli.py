@@ -75,7 +75,7 @@ def test_check_and_layers(tmp_path, capsys):
 
 @pytest.mark.parametrize("args,message", [
     (["infer", "missing.lnet"], "missing.lnet: no such file"),
-    (["infer", MODEL, "-n", "0"], "iterations must be at least 1"),
+    (["infer", MODEL, "-n", "0"], "argument --iterations/-n: must be at least 1, got 0"),
     (["infer", MODEL, "--format", "fp64"], "unknown tensor format 'fp64'"),
     (["infer", MODEL, "--backend", "tpu"], "invalid choice: 'tpu'"),
     (["infer", MODEL, "-i", "nope=x.png"], "no input layer named 'nope'"),

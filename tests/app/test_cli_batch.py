@@ -69,6 +69,8 @@ def test_outputs_match_infer_item_by_item(tmp_path, data, capsys):
 
 def test_exit_status_2_for_bad_input(tmp_path, data, capsys):
     base = ["batch", MODEL, "--inputs", str(data / "a"), "--output-dir", str(tmp_path / "o"), "-b", "numpy"]
+    onnx_file = tmp_path / "m.onnx"
+    onnx_file.write_bytes(b"not read: batch runs take .lnet models")
     cases = [
         (["batch", str(tmp_path / "nope.lnet"), "--inputs", str(data), "--output-dir", str(tmp_path / "o")],
          "no such model file"),
@@ -77,6 +79,7 @@ def test_exit_status_2_for_bad_input(tmp_path, data, capsys):
         ([*base, "--every", "-2"], "--every must be at least 1"),
         ([*base, "--ray-address", "auto"], "--ray-address needs --engine ray"),
         ([*base, "--weights", str(tmp_path / "nowhere")], "no such weights folder"),
+        (["batch", str(onnx_file), "--inputs", str(data), "--output-dir", str(tmp_path / "o")], "import it first"),
         (["batch", MODEL, "--output-dir", str(tmp_path / "o")], "--inputs"),
     ]
     for args, msg in cases:

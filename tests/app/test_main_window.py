@@ -88,6 +88,12 @@ def test_parameter_edits_valid_and_invalid(window, sample_path, qtbot):
     dims.boxes[0].setValue(5)
     assert modelfile  # noqa: B018
     assert doc.model.layers["conv1"].params["kernel_size"] == "5x3"
+    # padding_end: -1 ("same") by default, i.e. the same as padding; a value makes the padding asymmetric
+    end = window.params.rows["param.padding_end"].editor
+    assert [b.value() for b in end.boxes] == [-1, -1] and end.boxes[0].text() == "same"
+    assert "padding_end" not in doc.model.layers["conv1"].params  # showing it writes nothing
+    end.boxes[1].setValue(0)
+    assert doc.model.layers["conv1"].params["padding_end"] == "-1x0"
     # invalid name: red with the reason, not applied
     name_row = window.params.rows["name"]
     name_row.editor.edit.setText("9lives")

@@ -246,7 +246,7 @@ def test_palette_template_menu_deletes_unused_templates(window, sample, qtbot):
     menu = window.palette.menu
     assert menu.isVisible()  # popup(): shown without blocking
     actions = {a.text(): a for a in menu.actions() if a.text()}
-    assert list(actions) == ["Add Instance", "Exposed Parameters…", "Rename Template…", "Delete Template"]
+    assert list(actions) == ["Add Instance", "Exposed Parameters…", "Rename Template…", "Edit Template", "Delete Template"]
     actions["Delete Template"].trigger()
     menu.close()
     assert "feat" in doc.model.templates and "still used by feat_1" in window.message_box.text()

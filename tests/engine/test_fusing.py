@@ -329,6 +329,36 @@ def test_conv_pool_takes_pooling_parameters_under_their_prefixed_names(reg):
     assert fused.weight_map == {("p", "weights"): ("c", "weights"), ("p", "bias"): ("c", "bias")}
 
 
+@pytest.mark.parametrize("extra", [{"ceil_mode": "true"}, {"padding_end": "1x0"}])
+def test_pooling_with_ceil_mode_or_asymmetric_padding_is_not_fused_into_conv_pool(reg, extra):
+    """conv_pool takes neither: the chain stays unfused (and still runs) instead of losing the parameter."""
+    m = Model("cp")
+    m.add_layer("input", "inp", params={"dimensions": "1x3x9x9"})
+    m.add_layer("convolution", "c", params={"num_output_channels": "4"}, inputs=["inp"])
+    m.add_layer("pooling", "p", params={"kernel_size": "3", "stride": "2", **extra}, inputs=["c"])
+    m.add_layer("output", "out", inputs=["p"])
+    fused = apply_rules(m, reg, FP32_NCHW, [CONV_POOL])
+    assert fused.model.layers["p"].type == "pooling" and "c" in fused.model.layers
+    x = np.random.default_rng(0).standard_normal((1, 3, 9, 9)).astype(np.float32)
+    np.testing.assert_array_equal(Network(m, reg, fusing="on").infer({"inp": x})["out"],
+                                  Network(m, reg, fusing="off").infer({"inp": x})["out"])
+
+
+def test_asymmetric_convolution_padding_is_carried_into_conv_bn(reg):
+    m = Model("cb")
+    m.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
+    m.add_layer("convolution", "c", params={"num_output_channels": "4", "stride": "2", "padding": "0",
+                                            "padding_end": "1"}, inputs=["inp"])
+    m.add_layer("batch_normalization", "bn", inputs=["c"])
+    m.add_layer("output", "out", inputs=["bn"])
+    fused = apply_rules(m, reg, FP32_NCHW, [CONV_BN])
+    assert fused.model.layers["bn"].type == "conv_bn" and fused.model.layers["bn"].params["padding_end"] == "1"
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    want = Network(m, reg, fusing="off").infer({"inp": x})["out"]
+    assert want.shape == (1, 4, 4, 4)
+    assert_close(Network(m, reg, fusing="on").infer({"inp": x})["out"], want, FP32_NCHW)
+
+
 def _second_reader(m: Model) -> None:
     m.add_layer("convolution", "other", inputs=["c"])
     m.connect("other", "out", 0)

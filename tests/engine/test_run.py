@@ -27,9 +27,10 @@ from engine.run import (
     resolve_names,
     run_timed,
     tensor_format,
+    with_model_weights,
 )
 from engine.tensor import TensorFormat
-from engine.weights import RandomWeights, WeightsFolder, save_weights
+from engine.weights import RandomWeights, SafetensorsWeights, WeightsFolder, save_safetensors, save_weights
 from resources import SAMPLES
 
 IMAGE = SAMPLES / "sample.png"
@@ -71,7 +72,8 @@ def test_auto_format_is_one_rule_per_backend():
     ({"warmup": -1}, "warm-up iterations must be 0 or more"),
     ({"input_layout": "hwc"}, "input layout 'hwc'"),
     ({"fusing": ""}, "fusing rules"),
-    ({"device": 1}, "device 1: choosing a device is not supported yet"),
+    ({"device": -1}, "device -1: expected a GPU ordinal"),
+    ({"backend": "numpy", "device": 0}, "device 0: the numpy backend runs on the CPU"),
 ])
 def test_bad_settings_are_named(change, words):
     with pytest.raises(LayerLabError, match=words):
@@ -84,9 +86,27 @@ def test_weights_are_chosen_in_one_place(tmp_path):
     assert isinstance(open_weights(RunSpec(weights=str(tmp_path))), WeightsFolder)
     with pytest.raises(WeightsError, match="does not exist"):
         open_weights(RunSpec(weights=str(tmp_path / "nope")))
-    (tmp_path / "w.safetensors").write_bytes(b"")
-    with pytest.raises(WeightsError, match="single weights file is not supported yet"):
-        open_weights(RunSpec(weights=str(tmp_path / "w.safetensors")))
+    save_safetensors(tmp_path / "w.safetensors", {"c": {"weights": np.ones((2, 2))}})
+    assert isinstance(open_weights(RunSpec(weights=str(tmp_path / "w.safetensors"))), SafetensorsWeights)
+    (tmp_path / "bad.safetensors").write_bytes(b"")
+    with pytest.raises(WeightsError, match="not a readable safetensors file"):
+        open_weights(RunSpec(weights=str(tmp_path / "bad.safetensors")))
+
+
+def test_the_model_s_own_weights_come_from_its_setting_or_its_import(tmp_path):
+    model = small_model()
+    assert with_model_weights(RunSpec(seed=2), model) == RunSpec(seed=2)  # no setting: random weights
+    save_safetensors(tmp_path / "m.safetensors", {"c": {"weights": np.ones((2, 2))}})
+    model.settings["weights"] = "m.safetensors"
+    model.path = str(tmp_path / "m.lnet")  # the setting is relative to the model file
+    spec = with_model_weights(RunSpec(), model)
+    assert spec.weights == str(tmp_path / "m.safetensors") and isinstance(open_weights(spec), SafetensorsWeights)
+    assert with_model_weights(RunSpec(weights=str(tmp_path)), model).weights == str(tmp_path)  # the spec's path wins
+    assert isinstance(open_weights(RunSpec(), model), RandomWeights)  # a spec without weights: random ones
+    imported = RandomWeights(9)
+    model.weights_source = imported  # an import's in-memory weights are the model's own
+    assert open_weights(RunSpec(), model) is imported
+    assert isinstance(open_weights(RunSpec(weights=str(tmp_path)), model), WeightsFolder)
 
 
 def test_open_network_uses_the_spec(registry, tmp_path):

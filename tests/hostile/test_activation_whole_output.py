@@ -27,7 +27,7 @@ CONFIG: dict[str, dict] = {
     "upscale_concat_two": {"dims": [(1, 4, 4, 4), (1, 4, 8, 8), (1, 4, 8, 8)]},
     "upscale_sum": {"dims": [(1, 4, 4, 4), (1, 4, 8, 8)]},
 }
-SKIP = {"input", "output"}  # they carry no computation of their own
+SKIP = {"input", "output", "placeholder"}  # no computation of their own (a placeholder refuses to run)
 #: layers documented to apply their activation in the middle of their computation (conv_pool pools the activated
 #: convolution); their exporters say so with ``exports_activation``
 LAYERS = [n for n in REGISTRY.layer_names if n not in SKIP and not REGISTRY.layer_class(n).exports_activation]

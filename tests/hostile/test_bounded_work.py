@@ -156,3 +156,15 @@ def test_deeply_nested_report_json(case):
     case.expect(2, ["r.json", "nested too deeply"], "compare", "r.json")
     case.write("d.json", json.dumps({"schema": "layerlab-report", "version": 1, "model": {"x": [[[[[]]]]]}}))
     case.expect(2, ["d.json", "not a LayerLab report"], "compare", "d.json")
+
+
+@pytest.mark.parametrize("cmd", ["check", "infer"])
+def test_a_long_chain_of_network_files_is_refused_by_depth(case, cmd):
+    """Each of 100 small files uses the next as a network layer: the nesting is capped (no deep recursion)."""
+    for i in range(100):
+        inner = "dropout" if i == 99 else f"network:chain{i + 1}.lnet"
+        case.model(f"chain{i}.lnet", "\n".join([inp(dims="1x1x4x4"), f'<layer name="c" type="{inner}"><input '
+                                               'index="0" source="input"/></layer>', out("c")]), network=f'name="n{i}"')
+    res = case.run(cmd, "chain0.lnet", *(["-n", "1"] if cmd == "infer" else []))
+    assert res.rc in (1, 2) and "Traceback" not in res.err
+    assert "nested more than 64 levels" in res.err + res.out

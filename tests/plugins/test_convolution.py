@@ -17,6 +17,10 @@ CASES = [
     ((1, 4, 9, 9), dict(num_output_channels=4, groups=4, kernel_size=3, padding=0, bias="false")),
     ((2, 5, 8, 10), dict(num_output_channels=7, kernel_size=1, padding=0)),
     ((1, 2, 7, 6), dict(num_output_channels=3, kernel_size="2", stride=3, padding=1)),
+    # asymmetric padding: TensorFlow SAME (extra row/column at the end), SAME_LOWER, one axis only
+    ((1, 3, 8, 9), dict(num_output_channels=4, kernel_size=3, stride=2, padding=0, padding_end=1)),
+    ((2, 4, 7, 8), dict(num_output_channels=4, kernel_size=2, padding=1, padding_end=0, groups=2)),
+    ((1, 3, 9, 7), dict(num_output_channels=5, kernel_size="3x4", padding="2x1", padding_end="0x-1", dilation=2)),
 ]
 
 
@@ -25,7 +29,8 @@ def onnx_conv(x, w, b, params):
         v = str(params.get(v, default)).split("x")
         return [int(v[0]), int(v[-1])]
     pads = pair("padding", 1)
-    attrs = dict(strides=pair("stride", 1), pads=pads + pads, dilations=pair("dilation", 1),
+    end = [p if e < 0 else e for p, e in zip(pads, pair("padding_end", -1))]
+    attrs = dict(strides=pair("stride", 1), pads=pads + end, dilations=pair("dilation", 1),
                  group=int(params.get("groups", 1)))
     inits = {"w": w} | ({"b": b} if b is not None else {})
     node = helper.make_node("Conv", ["x", "w"] + (["b"] if b is not None else []), ["y"], **attrs)
@@ -79,3 +84,18 @@ def test_bad_parameters_are_named():
     with pytest.raises(ShapeError, match=r"convolution L: kernel 9x9 \(dilated\) is larger than the padded input 6x6"):
         run_layer("convolution", dict(kernel_size=5, dilation=2, padding=0), [np.zeros((1, 4, 6, 6), np.float32)],
                   FORMATS[0])
+
+
+def test_asymmetric_padding_equals_explicit_padding_then_symmetric():
+    """pad_to_symmetric (how asymmetric padding reaches the backends' symmetric kernels) pads the larger side
+    by the difference, in either layout."""
+    from plugins.standard._common_conv import pad_to_symmetric
+
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    y, common = pad_to_symmetric(np, x, (2, 0, 1, 3), (2, 3))
+    assert common == (1, 0) and y.shape == (2, 3, 5, 8)
+    np.testing.assert_array_equal(y, np.pad(x, ((0, 0), (0, 0), (1, 0), (0, 3))))
+    nhwc = x.transpose(0, 2, 3, 1)
+    y, common = pad_to_symmetric(np, nhwc, (0, 2, 1, 1), (1, 2))
+    assert common == (0, 1)
+    np.testing.assert_array_equal(y, np.pad(nhwc, ((0, 0), (0, 1), (1, 0), (0, 0))))

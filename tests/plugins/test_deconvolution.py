@@ -17,6 +17,10 @@ CASES = [
     ((2, 4, 6, 3), dict(num_output_channels=4, groups=4, kernel_size=3, stride=2, padding=0, bias="false")),
     ((1, 5, 3, 4), dict(num_output_channels=2, kernel_size=1, stride=1, padding=0)),
     ((1, 2, 4, 5), dict(num_output_channels=3, kernel_size=3, stride=3, padding=2, output_padding=1, dilation=2)),
+    # asymmetric padding (ONNX pads begin != end, e.g. auto_pad SAME_UPPER / SAME_LOWER)
+    ((1, 3, 5, 6), dict(num_output_channels=4, kernel_size=3, stride=2, padding=1, padding_end=0)),
+    ((2, 4, 4, 5), dict(num_output_channels=2, kernel_size="4x3", stride=2, padding="1x0", padding_end="2x-1",
+                        output_padding="1x0", groups=2)),
 ]
 
 
@@ -25,7 +29,8 @@ def onnx_deconv(x, w, b, params):
         v = str(params.get(name, default)).split("x")
         return [int(v[0]), int(v[-1])]
     pads = pair("padding", 1)
-    attrs = dict(kernel_shape=pair("kernel_size", 4), strides=pair("stride", 2), pads=pads + pads,
+    end = [p if e < 0 else e for p, e in zip(pads, pair("padding_end", -1))]
+    attrs = dict(kernel_shape=pair("kernel_size", 4), strides=pair("stride", 2), pads=pads + end,
                  output_padding=pair("output_padding", 0), dilations=pair("dilation", 1), group=int(params.get("groups", 1)))
     inits = {"w": w} | ({"b": b} if b is not None else {})
     node = helper.make_node("ConvTranspose", ["x", "w"] + (["b"] if b is not None else []), ["y"], **attrs)

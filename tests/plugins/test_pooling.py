@@ -22,7 +22,9 @@ def onnx_pool(x, params):
         op = "GlobalMaxPool" if pool_type == "max" else "GlobalAveragePool"
         return ort_run([helper.make_node(op, ["x"], ["y"])], {"x": x}, {})[0]
     pads = _pair(params, "padding", 0)
-    attrs = dict(kernel_shape=_pair(params, "kernel_size", 2), strides=_pair(params, "stride", 2), pads=pads + pads)
+    end = [p if e < 0 else e for p, e in zip(pads, _pair(params, "padding_end", -1))]
+    attrs = dict(kernel_shape=_pair(params, "kernel_size", 2), strides=_pair(params, "stride", 2), pads=pads + end,
+                 ceil_mode=int(str(params.get("ceil_mode", "false")) == "true"))
     if pool_type == "max":
         node = helper.make_node("MaxPool", ["x"], ["y"], **attrs)
     else:
@@ -39,6 +41,18 @@ CASES = [
     ((1, 5, 6, 9), dict(kernel_size=5, stride=3, padding=2, count_include_pad="false")),
     ((2, 3, 5, 4), dict(kernel_size=1, stride=1)),
     ((2, 3, 9, 6), dict(**{"global": "true"})),
+    # asymmetric padding (TensorFlow SAME, ONNX pads begin != end) and ceil mode
+    ((1, 3, 8, 7), dict(kernel_size=3, stride=2, padding=0, padding_end=1)),
+    ((2, 2, 7, 8), dict(kernel_size=3, stride=2, padding="1x0", padding_end="0x1")),
+    ((1, 2, 9, 9), dict(kernel_size=4, stride=1, padding=2, padding_end="1x-1", count_include_pad="true")),
+    ((1, 3, 7, 9), dict(kernel_size=3, stride=2, ceil_mode="true")),
+    ((2, 2, 8, 10), dict(kernel_size=3, stride=2, padding=1, ceil_mode="true", count_include_pad="true")),
+    ((1, 2, 8, 10), dict(kernel_size=3, stride=2, padding=1, ceil_mode="true", count_include_pad="false")),
+    ((1, 2, 6, 6), dict(kernel_size=2, stride=2, ceil_mode="true")),  # ceil changes nothing: same as floor
+    ((1, 2, 5, 11), dict(kernel_size="2x3", stride=3, padding="1x1", padding_end="0x2", ceil_mode="true",
+                         count_include_pad="true")),
+    # the last ceil window would start in the bottom padding: dropped (the input-or-left-padding rule)
+    ((1, 1, 5, 5), dict(kernel_size=2, stride=2, padding=1, ceil_mode="true")),
 ]
 
 
@@ -52,6 +66,33 @@ def test_pooling_matches_onnxruntime(backend, fmt, pool_type, shape, params):
     out, _, net = run_layer("pooling", params, [x], fmt, backend)
     assert tuple(net.dims("L")) == out.shape
     assert_close(out, onnx_pool(round_like(x, fmt), params), fmt, f"pooling {params}")
+
+
+def test_ceil_mode_output_sizes_follow_pytorch():
+    """Output sizes equal torch's max_pool2d with ceil_mode (which drops a last window starting in the padding)."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    for size, k, s, p in [(5, 2, 2, 1), (7, 3, 2, 0), (8, 3, 2, 1), (6, 2, 2, 0), (9, 3, 3, 1), (4, 3, 2, 1)]:
+        x = np.random.default_rng(size).standard_normal((1, 1, size, size)).astype(np.float32)
+        out, _, _ = run_layer("pooling", dict(kernel_size=k, stride=s, padding=p, ceil_mode="true"), [x], FORMATS[0])
+        ref = F.max_pool2d(torch.from_numpy(x), k, s, p, ceil_mode=True).numpy()
+        assert out.shape == ref.shape, (size, k, s, p)
+        np.testing.assert_array_equal(out, ref)
+
+
+def test_files_without_padding_end_keep_symmetric_padding():
+    """padding_end defaults to -1 (same as padding): a layer written before it existed keeps its meaning."""
+    from engine.plugins import default_registry
+
+    desc = default_registry().find_layer("pooling")
+    assert desc.param("padding_end").default_text == "1x1x-1x-1"
+    values, _ = desc.parse_params("L", {"padding": "1"})
+    assert values["padding_end"].h == values["padding_end"].w == -1
+    x = np.random.default_rng(3).standard_normal((1, 2, 7, 7)).astype(np.float32)
+    old, _, _ = run_layer("pooling", dict(kernel_size=3, stride=2, padding=1), [x], FORMATS[0])
+    same, _, _ = run_layer("pooling", dict(kernel_size=3, stride=2, padding=1, padding_end=1), [x], FORMATS[0])
+    np.testing.assert_array_equal(old, same)
 
 
 def test_count_include_pad_changes_border_averages():
@@ -90,5 +131,9 @@ def test_bad_parameters_are_named():
         run_layer("pooling", dict(kernel_size=2, padding=2), [x], FORMATS[0])
     with pytest.raises(ParameterError, match=r"pooling L: parameter stride: 0x0 must be at least 1x1"):
         run_layer("pooling", dict(stride=0), [x], FORMATS[0])
+    with pytest.raises(ParameterError, match=r"pooling L: parameter padding_end: 2x0 must be smaller than the kernel 2x2"):
+        run_layer("pooling", dict(kernel_size=2, padding_end="2x0"), [x], FORMATS[0])
+    with pytest.raises(ParameterError, match=r"pooling L: parameter padding_end: '-2' is not dimensions .* \(each at least -1\)"):
+        run_layer("pooling", dict(padding_end=-2), [x], FORMATS[0])
     with pytest.raises(ParameterError, match=r"pooling L: parameter pool_type: 'median' is not one of max, average"):
         run_layer("pooling", dict(pool_type="median"), [x], FORMATS[0])

@@ -59,6 +59,16 @@ def pool(draw, prefix: str = "") -> dict:
             name("global"): draw(mostly(st.just("false"), BOOL, 4)), name("count_include_pad"): draw(BOOL)}
 
 
+def with_padding_end(params, ceil_mode: bool = False):
+    """``params`` plus a ``padding_end`` (absent, -1 = same as padding on an axis, or 0..3) and, for pooling,
+    ``ceil_mode``."""
+    ends = st.one_of(st.just({}), st.tuples(st.integers(-1, 3), st.integers(-1, 3)).map(
+        lambda t: {"padding_end": f"{t[0]}x{t[1]}"}))
+    extras = st.tuples(ends, BOOL if ceil_mode else st.just(None)).map(
+        lambda t: t[0] | ({"ceil_mode": t[1]} if t[1] is not None else {}))
+    return st.tuples(params, extras)
+
+
 def one_input(params, channels=None, hw_sizes=None):
     """(params, [one input shape]); C in 1..6 and H, W in 1..9 unless given."""
     c = size(1, 6) if channels is None else channels
@@ -100,9 +110,9 @@ CASES = {
                                "chroma_offset": st.floats(-1, 200)}),
         channels=mostly(st.just(3), size(1, 5), 6)),
     "concatenation": concat(),
-    "deconvolution": deconv(),
-    "conv_bn": st.tuples(conv(), mostly(st.floats(0, 0.1), st.floats(-1, -1e-6))).map(
-        lambda t: (t[0][0] | {"epsilon": t[1]}, t[0][1])),
+    "deconvolution": with_padding_end(deconv()).map(lambda t: (t[0][0] | t[1], t[0][1])),
+    "conv_bn": st.tuples(with_padding_end(conv()), mostly(st.floats(0, 0.1), st.floats(-1, -1e-6))).map(
+        lambda t: (t[0][0][0] | t[0][1] | {"epsilon": t[1]}, t[0][0][1])),
     "conv_pool": st.tuples(conv(), pool("pool_")).map(lambda t: (t[0][0] | t[1], t[0][1])),
     "depth_to_space": one_input(st.fixed_dictionaries({"block_size": mostly(size(1, 3), st.just(0)),
                                                        "mode": st.sampled_from(["DCR", "CRD"])}),
@@ -112,7 +122,7 @@ CASES = {
                                 hw_sizes=mostly(st.sampled_from([2, 3, 4, 6, 8, 9]), size(1, 9), 4)),
     "dropout": one_input(st.fixed_dictionaries({"ratio": mostly(st.floats(0, 0.99), st.floats(-0.5, 1.5), 4)})),
     "fully_connected": one_input(st.fixed_dictionaries({"num_outputs": mostly(size(1, 5), st.just(0)), "bias": BOOL})),
-    "pooling": one_input(pool(), hw_sizes=size(2, 9)),
+    "pooling": one_input(with_padding_end(pool(), ceil_mode=True).map(lambda t: t[0] | t[1]), hw_sizes=size(2, 9)),
 }
 
 

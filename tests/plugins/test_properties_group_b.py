@@ -66,7 +66,9 @@ def v_padding(draw):
 def v_resize(draw):
     shape = dims(draw)
     params = dict(mode=draw(st.sampled_from(["nearest", "bilinear", "bicubic"])),
-                  coordinate_mode=draw(st.sampled_from(["half_pixel", "align_corners"])))
+                  coordinate_mode=draw(st.sampled_from(["half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel"])),
+                  nearest_mode=draw(st.sampled_from(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])),
+                  cubic_coeff_a=draw(st.sampled_from([-0.75, -0.5])))
     if draw(st.booleans()):
         params["size"] = f"{draw(small)}x{draw(small)}"
     else:  # factors that keep at least one pixel
@@ -210,7 +212,9 @@ def i_resize(draw):
         return dict(scale_h=draw(st.floats(0.01, 0.999 / shape[2]))), [shape]
     if kind == "scale_range":
         return dict(scale_w=draw(st.sampled_from(["0", "-1", "2000", "inf"]))), [shape]
-    return dict(coordinate_mode=draw(st.sampled_from(["asymmetric", "HALF_PIXEL"]))), [shape]
+    if draw(st.booleans()):
+        return dict(nearest_mode=draw(st.sampled_from(["round", "FLOOR", ""]))), [shape]
+    return dict(coordinate_mode=draw(st.sampled_from(["tf_crop_and_resize", "HALF_PIXEL"]))), [shape]
 
 
 def i_slice(draw):

@@ -48,6 +48,77 @@ def test_resize_matches_onnxruntime(backend, fmt, mode, coords, shape, params):
     assert tuple(net.dims("L")) == ref.shape
 
 
+def onnx_resize_attrs(x, params, target):
+    """ONNX Resize with every attribute of these layer parameters; ``target`` = ("sizes", [h, w]) or ("scales", [sh, sw])."""
+    from onnx import helper
+
+    mode = {"nearest": "nearest", "bilinear": "linear", "bicubic": "cubic"}[params["mode"]]
+    attrs = dict(mode=mode, coordinate_transformation_mode=params.get("coordinate_mode", "half_pixel"),
+                 nearest_mode=params.get("nearest_mode", "round_prefer_floor"),
+                 cubic_coeff_a=float(params.get("cubic_coeff_a", -0.75)),
+                 exclude_outside=int(str(params.get("exclude_outside", "false")) == "true" and mode == "cubic"))
+    kind, values = target
+    if kind == "sizes":
+        nodes = [int64_const("sz", [x.shape[0], x.shape[1], *values]),
+                 helper.make_node("Resize", ["x", "", "", "sz"], ["y"], **attrs)]
+        return ort_run(nodes, {"x": x}, {})[0]
+    node = helper.make_node("Resize", ["x", "", "s"], ["y"], **attrs)
+    return ort_run([node], {"x": x}, {"s": np.array([1, 1, *values], np.float32)})[0]
+
+
+# the modes the PyTorch and TensorFlow exporters write (ONNX Resize attributes)
+EXPORTER_MODES = [
+    dict(mode="nearest", coordinate_mode="asymmetric", nearest_mode="floor"),  # PyTorch nearest
+    dict(mode="nearest", coordinate_mode="half_pixel", nearest_mode="round_prefer_ceil"),  # nearest-exact
+    dict(mode="nearest", coordinate_mode="align_corners", nearest_mode="ceil"),
+    dict(mode="nearest", coordinate_mode="pytorch_half_pixel", nearest_mode="round_prefer_floor"),
+    dict(mode="nearest", coordinate_mode="asymmetric", nearest_mode="round_prefer_ceil"),
+    dict(mode="bilinear", coordinate_mode="pytorch_half_pixel"),  # PyTorch bilinear, align_corners=False
+    dict(mode="bilinear", coordinate_mode="asymmetric"),  # TensorFlow 1, ONNX Upsample linear
+    dict(mode="bicubic", coordinate_mode="half_pixel", cubic_coeff_a=-0.5, exclude_outside="true"),  # TensorFlow 2
+    dict(mode="bicubic", coordinate_mode="asymmetric", cubic_coeff_a=-0.5),
+    dict(mode="bicubic", coordinate_mode="pytorch_half_pixel", cubic_coeff_a=-0.75, exclude_outside="true"),
+    # bilinear taps are never both outside the input: exclude_outside equals edge clamping (ONNX Runtime
+    # refuses the attribute for linear without antialiasing, so the reference leaves it out)
+    dict(mode="bilinear", coordinate_mode="half_pixel", exclude_outside="true"),
+]
+TARGETS = [("scales", [2.0, 3.0]), ("scales", [0.5, 1.5]), ("sizes", [7, 1]), ("sizes", [1, 4]), ("sizes", [11, 5])]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("target", TARGETS, ids=[f"{k}={v}" for k, v in TARGETS])
+@pytest.mark.parametrize("params", EXPORTER_MODES, ids=["-".join(str(v) for v in m.values()) for m in EXPORTER_MODES])
+def test_exporter_modes_match_onnxruntime(backend, fmt, params, target):
+    x = np.random.default_rng(9).standard_normal((2, 2, 6, 5)).astype(np.float32)
+    kind, values = target
+    layer_params = dict(params, **({"size": f"{values[0]}x{values[1]}"} if kind == "sizes" else
+                                   {"scale_h": values[0], "scale_w": values[1]}))
+    out, _, net = run_layer("resize", layer_params, [x], fmt, backend)
+    ref = onnx_resize_attrs(round_like(x, fmt), params, target)
+    assert_close(out, ref, fmt, f"resize {layer_params}")
+    assert tuple(net.dims("L")) == ref.shape
+
+
+def test_old_files_keep_round_prefer_floor_and_a_of_minus_0_75():
+    from engine.plugins import default_registry
+
+    values, _ = default_registry().find_layer("resize").parse_params("L", {"mode": "nearest"})
+    assert values["nearest_mode"] == "round_prefer_floor" and values["cubic_coeff_a"] == -0.75
+    assert values["exclude_outside"] is False and values["coordinate_mode"] == "half_pixel"
+
+
+def test_pytorch_nearest_is_asymmetric_floor():
+    import torch
+    import torch.nn.functional as F
+
+    x = np.random.default_rng(3).standard_normal((1, 2, 5, 7)).astype(np.float32)
+    for size in [(9, 3), (10, 14), (4, 11)]:
+        out, _, _ = run_layer("resize", dict(mode="nearest", coordinate_mode="asymmetric", nearest_mode="floor",
+                                             size=f"{size[0]}x{size[1]}"), [x], FORMATS[0])
+        np.testing.assert_array_equal(out, F.interpolate(torch.from_numpy(x), size=size, mode="nearest").numpy())
+
+
 def test_resize_fuses_activation():
     x = np.random.default_rng(6).standard_normal((1, 2, 5, 5)).astype(np.float32)
     fmt = FORMATS[0]
@@ -65,6 +136,10 @@ def test_resize_errors_are_named():
         run_layer("resize", dict(mode="linear"), [x], FORMATS[0])
     with pytest.raises(ShapeError, match=r"resize L: scaling the input 4x4 by 0.2x1 gives 0x4; the output must be at least 1x1"):
         run_layer("resize", dict(scale_h=0.2, scale_w=1), [x], FORMATS[0])
+    with pytest.raises(ParameterError, match=r"resize L: parameter nearest_mode: 'round' is not one of round_prefer_floor, "):
+        run_layer("resize", dict(nearest_mode="round"), [x], FORMATS[0])
+    with pytest.raises(ParameterError, match=r"resize L: parameter cubic_coeff_a: '0.5' is not a number in \[-1, 0\]"):
+        run_layer("resize", dict(cubic_coeff_a=0.5), [x], FORMATS[0])
 
 
 # PyTorch nearest has no align_corners and rounds differently from ONNX: they agree on integer upscaling only
@@ -92,3 +167,17 @@ def test_resize_follows_new_input_sizes():
     net.set_input("in0", b)
     net.run()
     assert_close(net.output("out"), onnx_resize(b, "bicubic", "half_pixel", scales=[1.5, 2]), fmt, "after reshape")
+
+
+@pytest.mark.parametrize("mode,layer_mode", [("linear", "bilinear"), ("nearest", "nearest")])
+def test_onnx_upsample_op_is_resize_asymmetric(mode, layer_mode):
+    """The deprecated ONNX Upsample (opset 9) is Resize with asymmetric coordinates (nearest: floor): the
+    resize layer computes it (the upsample layer's bilinear uses half-pixel centres, like torch.nn.Upsample)."""
+    from onnx import helper
+
+    x = np.random.default_rng(4).standard_normal((1, 2, 4, 5)).astype(np.float32)
+    node = helper.make_node("Upsample", ["x", "s"], ["y"], mode=mode)
+    ref = ort_run([node], {"x": x}, {"s": np.array([1, 1, 2, 3], np.float32)}, opset=9)[0]
+    out, _, _ = run_layer("resize", dict(mode=layer_mode, coordinate_mode="asymmetric", nearest_mode="floor",
+                                         scale_h=2, scale_w=3), [x], FORMATS[0])
+    assert_close(out, ref, FORMATS[0], f"Upsample {mode}")

@@ -1,0 +1,12 @@
+"""ONNX import: ``import_onnx(path, input_shapes=..., placeholders=..., progress=...) -> ImportResult``.
+
+The mapping table (``mapping.operator_table()``) lists every ONNX operator the importer maps, with what
+it becomes and the attributes it handles; ``python -m engine.importers.onnx`` prints the README's table
+from it (``--write README.md`` rewrites the README section)."""
+from __future__ import annotations
+
+from engine.importers.onnx.context import OnnxImportError, Refusal
+from engine.importers.onnx.importer import ImportResult, import_onnx
+from engine.importers.onnx.reader import MAX_OPSET, parse_input_shape
+
+__all__ = ["MAX_OPSET", "ImportResult", "OnnxImportError", "Refusal", "import_onnx", "parse_input_shape"]

@@ -1,0 +1,52 @@
+"""celu: x for x > 0, alpha * (exp(x / alpha) - 1) otherwise."""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.descriptors import ActivationDesc, CoefDesc
+from engine.layer import Activation
+
+#: smallest alpha accepted (alpha divides x; 0 is undefined)
+CELU_MIN_ALPHA = 1e-6
+
+
+def celu(xp: Any, x: Any, alpha: float) -> Any:
+    """Continuously differentiable ELU; ``expm1`` only sees values <= 0, so it never overflows.
+
+    Negative x are first limited to ``-30*alpha`` (where ``exp(x/alpha)`` is below 1e-13, so nothing
+    changes) so that ``x/alpha`` cannot overflow float16 for small alpha."""
+    t = x.dtype.type
+    low = t(-min(30.0 * alpha, 60000.0))
+    return xp.where(x > 0, x, t(alpha) * xp.expm1(xp.clip(x, low, t(0)) / t(alpha)))
+
+
+class Celu(Activation):
+    desc = ActivationDesc(
+        "celu", "CELU", "Continuously differentiable ELU: x above zero, alpha*(exp(x/alpha) - 1) below.",
+        coefficients=(CoefDesc("alpha", 1.0, "value approached for very negative x is -alpha",
+                               min=CELU_MIN_ALPHA),),
+        documentation=(
+            "<p><code>y = max(0, x) + min(0, alpha * (exp(x / alpha) - 1))</code>; with alpha = 1 it equals "
+            "elu.</p>"
+            "<ul><li><b>alpha</b>: default 1.0, greater than 0 (at least 1e-6).</li></ul>"
+            "<p>ONNX: <code>Celu(x, alpha)</code> (opset 12).</p>"
+        ),
+    )
+
+    @staticmethod
+    def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
+        return celu(xp, x, coefs["alpha"])
+
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    @classmethod
+    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
+        return g.node("Celu", [x], "act", alpha=float(coefs["alpha"]))
+
+    @classmethod
+    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
+        return f"F.celu({x}, alpha={float(coefs['alpha'])!r})"
+
+
+ACTIVATION = Celu

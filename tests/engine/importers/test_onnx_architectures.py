@@ -1,0 +1,159 @@
+"""Real CNN architectures written in PyTorch, exported with both torch.onnx exporters, imported and compared
+with onnxruntime: fp32 NCHW within 1e-4 relative L2, fp16 NHWC within 1e-2, on NumPy (and CuPy on a GPU)."""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.importers.onnx import import_onnx
+from engine.typecheck import ERROR, check
+from tests.engine.importers.architectures import ARCHITECTURES, export
+from tests.engine.importers.helpers import REGISTRY, reference, rel_l2, run
+
+EXPORTERS = ("torchscript", "dynamo")
+CASES = [(name, exporter) for exporter in EXPORTERS for name in ARCHITECTURES]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], tuple[Path, np.ndarray, np.ndarray]]:
+    """(architecture, exporter) -> (ONNX path, input, onnxruntime output), exported on first use."""
+    root = tmp_path_factory.mktemp("architectures")
+    cache: dict[tuple[str, str], tuple[Path, np.ndarray, np.ndarray]] = {}
+
+    class Lazy(dict):
+        def __missing__(self, key: tuple[str, str]) -> tuple[Path, np.ndarray, np.ndarray]:
+            name, exporter = key
+            path = root / f"{name}_{exporter}.onnx"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                x = export(name, str(path), dynamo=exporter == "dynamo").numpy()
+            self[key] = (path, x, reference(path, {"input": x})[0])
+            return self[key]
+    return Lazy(cache)
+
+
+@pytest.mark.parametrize(("name", "exporter"), CASES)
+def test_architecture_matches_onnxruntime(exported, name: str, exporter: str) -> None:
+    path, x, ref = exported[(name, exporter)]
+    result = import_onnx(path, registry=REGISTRY)
+    assert not result.refused and "placeholder" not in {s.type for s in result.model.layers.values()}
+    assert [d for d in check(result.model, REGISTRY) if d.severity == ERROR] == []
+    fp32 = run(result, {"input": x}, "fp32 nchw")[0]
+    assert rel_l2(fp32.reshape(ref.shape), ref) < 1e-4
+    fp16 = run(result, {"input": x}, "fp16 nhwc")[0]
+    assert rel_l2(fp16.reshape(ref.shape), ref) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("name", "exporter"), CASES)
+def test_architecture_matches_onnxruntime_on_gpu(exported, name: str, exporter: str) -> None:
+    path, x, ref = exported[(name, exporter)]
+    result = import_onnx(path, registry=REGISTRY)
+    for fmt, tol in (("fp32 nchw", 1e-4), ("fp16 nhwc", 1e-2)):
+        got = run(result, {"input": x}, fmt, backend="cupy")[0]
+        assert rel_l2(got.reshape(ref.shape), ref) < tol
+
+
+def test_structure_of_imported_architectures(exported) -> None:
+    """What the mapping made of them: pixel shuffle as depth_to_space, squeeze-excitation as pooling + 1x1
+    convolutions + sigmoid + broadcast product, ReLU6 as clamp, the classifier as fully_connected, PReLU as
+    prelu (per channel) and leaky_relu (shared slope), bilinear upsampling as resize, nearest as upsample."""
+    def layers(name: str) -> list[tuple[str, str]]:
+        r = import_onnx(exported[(name, "torchscript")][0], registry=REGISTRY)
+        return [(s.type, s.activation) for s in r.model.layers.values()]
+
+    assert ("depth_to_space", "sigmoid") in layers("espcn")
+    eff = layers("efficientnet_block")
+    assert ("pooling", "none") in eff and ("convolution", "sigmoid") in eff and ("element_wise", "none") in eff
+    assert ("convolution", "silu") in eff
+    mob = layers("mobilenet_v2")
+    assert ("convolution", "clamp") in mob and ("fully_connected", "none") in mob
+    prelu = layers("prelu_net")
+    assert ("prelu", "none") in prelu and ("convolution", "leaky_relu") in prelu and ("upsample", "none") in prelu
+    assert ("resize", "none") in layers("unet")
+    assert ("resize", "softmax") in layers("segmentation_head")
+    assert ("element_wise", "none") in layers("dncnn")
+
+
+@pytest.mark.parametrize("name", list(ARCHITECTURES))
+def test_imported_architecture_exports_back_to_onnx_and_pytorch(exported, name: str, tmp_path) -> None:
+    """Imported, then exported by LayerLab to ONNX and to a PyTorch module (its imported weights): both give
+    the original network's outputs."""
+    import importlib.util
+    import sys
+
+    import torch
+
+    from engine.export import OnnxOptions, TorchOptions, export_onnx, export_torch
+
+    path, x, ref = exported[(name, "torchscript")]
+    result = import_onnx(path, registry=REGISTRY)
+    out_name = result.output_layers["output"]
+    back = tmp_path / "back.onnx"
+    export_onnx(result.model, REGISTRY, back, OnnxOptions(), result.weights_source(), fusing="off")
+    got = reference(back, {result.input_layers["input"]: x})
+    assert rel_l2(got[0].reshape(ref.shape), ref) < 1e-4
+    done = export_torch(result.model, REGISTRY, tmp_path / "torch", TorchOptions(), result.weights_source(), fusing="off")
+    spec = importlib.util.spec_from_file_location(f"imported_{name}_{abs(hash(str(tmp_path)))}", done.path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    cls = next(getattr(module, n) for n in dir(module) if isinstance(getattr(module, n), type)
+               and issubclass(getattr(module, n), torch.nn.Module) and hasattr(getattr(module, n), "from_weights"))
+    with torch.no_grad():
+        y = cls.from_weights()(torch.from_numpy(x))
+    y = y if isinstance(y, torch.Tensor) else y[list(result.output_layers.values()).index(out_name)]
+    assert rel_l2(y.numpy().reshape(ref.shape), ref) < 1e-4
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_every_activation_folds_into_its_convolution(exported, exporter: str) -> None:
+    """GELU (erf and tanh forms), Softplus with its threshold (dynamo), Mish, Hardswish... each decomposed
+    by the exporter is recognised and joins the convolution before it."""
+    r = import_onnx(exported[("activation_zoo", exporter)][0], registry=REGISTRY)
+    acts = [s.activation for s in r.model.layers.values() if s.type == "convolution"]
+    assert acts == ["none", "gelu", "gelu_tanh", "hardswish", "mish", "elu", "softplus", "hard_sigmoid", "silu",
+                    "leaky_relu", "clamp", "selu", "celu", "tanh"]
+
+
+class _ShapeGraphs(__import__("torch").nn.Module):
+    """Sizes read at run time (``x.size(0)``, ``x.shape``): the exporters write Shape -> Gather -> Concat ->
+    Reshape sub-graphs; a hand-written pixel shuffle (view, permute, reshape)."""
+
+    def __init__(self) -> None:
+        import torch
+
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = torch.nn.Linear(2 * 12 * 12, 5)
+
+    def forward(self, x):  # noqa: ANN001, ANN201
+        y = self.conv(x)
+        n, c, h, w = y.shape
+        y = y.view(n, c // 4, 2, 2, h, w).permute(0, 1, 4, 2, 5, 3).reshape(n, c // 4, h * 2, w * 2)
+        return self.fc(y.reshape(y.size(0), -1))
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_shape_sub_graphs_are_folded_and_pixel_shuffle_recognised(tmp_path, exporter: str) -> None:
+    import onnx
+    import torch
+
+    torch.manual_seed(0)
+    x = torch.rand(1, 3, 6, 6)
+    path = tmp_path / "shapes.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_ShapeGraphs().eval(), (x,), str(path), input_names=["input"], output_names=["output"],
+                          dynamo=exporter == "dynamo", dynamic_axes=None if exporter == "dynamo" else
+                          {"input": {0: "n", 2: "h", 3: "w"}})
+    ops = {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert "Reshape" in ops and "Transpose" in ops
+    result = import_onnx(path, registry=REGISTRY, input_shapes={"input": (1, 3, 6, 6)})
+    assert [s.type for s in result.model.layers.values()] == ["input", "convolution", "depth_to_space",
+                                                              "fully_connected", "output"]
+    ref = reference(path, {"input": x.numpy()})[0]
+    assert rel_l2(run(result, {"input": x.numpy()})[0].reshape(ref.shape), ref) < 1e-4
