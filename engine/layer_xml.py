@@ -72,6 +72,13 @@ def read_layer(le: ET.Element, fail: Fail, warn: Callable[[ET.Element, str], Non
     except ValueError:
         raise fail(le, f"layer {name}: position x/y must be numbers") from None
     spec = LayerSpec(name, ltype, position=pos, permanent=le.get("permanent", "false") == "true")
+    if le.get("format"):
+        from engine.formats import LayerFormatError, canonical  # noqa: PLC0415  (engine.formats imports the model)
+
+        try:
+            spec.format = canonical(le.get("format"), f"layer {name}: format")
+        except LayerFormatError as exc:
+            raise fail(le, str(exc)) from None
     for child in le:
         if child.tag == "param":
             pname = child.get("name")
@@ -128,6 +135,8 @@ def write_layer(parent: ET.Element, spec: LayerSpec) -> ET.Element:
              "y": number_text(spec.position[1])}
     if spec.permanent:
         attrs["permanent"] = "true"
+    if spec.format:
+        attrs["format"] = spec.format
     le = ET.SubElement(parent, "layer", attrs)
     for k, v in spec.params.items():
         ET.SubElement(le, "param", {"name": k, "value": v})
