@@ -7,6 +7,7 @@ prepare it and a widget only paints it."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -390,24 +391,28 @@ def layer_drift(name: str, type_: str, ref: np.ndarray, cand: np.ndarray) -> Lay
 
 def compare_precision(model: Model, registry: Registry, inputs: dict[str, np.ndarray] | None = None,
                       reference: Variant | str = Variant(), candidate: Variant | str = "fp16",
-                      weights: WeightsSource | None = None, seed: int = 0, threshold: float = 1e-2) -> DriftResult:
+                      weights: WeightsSource | None = None, seed: int = 0, threshold: float = 1e-2,
+                      layer_formats: Mapping[str, str] | None = None) -> DriftResult:
     """Run the same inputs and weights as ``reference`` and ``candidate`` and compare every layer.
 
-    Both networks are built with fusing rules off, so every layer of the model is compared."""
+    Both networks are built with fusing rules off, so every layer of the model is compared. ``layer_formats``:
+    per-layer format settings of the candidate run (``engine.formats``); the reference runs the model as it is.
+    The format conversions a run inserts are not compared."""
     ref_v = Variant.parse(reference) if isinstance(reference, str) else reference
     cand_v = Variant.parse(candidate) if isinstance(candidate, str) else candidate
     if not threshold > 0:
         raise LayerLabError(f"the drift threshold must be a positive number, got {threshold}")
     outputs = []
-    for v in (ref_v, cand_v):
-        spec = RunSpec(backend=v.backend, format=str(v.fmt), seed=seed, fusing="off")
+    for v, pins in ((ref_v, ()), (cand_v, tuple((layer_formats or {}).items()))):
+        spec = RunSpec(backend=v.backend, format=str(v.fmt), seed=seed, fusing="off", layer_formats=pins)
         net = open_network(model, spec, registry, weights=weights, reuse_buffers=False)
         for name, arr in (inputs or {}).items():
             net.set_input(name, arr)
+        names = [n for n in net.order if n not in {c[0] for c in net.conversions}]
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is what this looks for
             net.run()
-        outputs.append({n: net.output(n) for n in net.order})
-        order = [(n, net.layer(n).desc.name) for n in net.order]
+            outputs.append({n: net.output(n) for n in names})
+        order = [(n, net.layer(n).desc.name) for n in names]
     layers = [layer_drift(n, t, outputs[0][n], outputs[1][n]) for n, t in order]
     return DriftResult(str(ref_v), str(cand_v), threshold, layers)
 

@@ -123,12 +123,22 @@ def apply_overrides(model: Model, overrides: Mapping[str, str]) -> Model:
 def layer_formats(model: Model, registry: Any, network: TensorFormat,
                   inherited: Mapping[str, str] | None = None) -> dict[str, TensorFormat]:
     """Every layer's format: the network's overlaid by the layer's setting (or by ``inherited[name]``, the
-    setting of the template instance it came from), moved to a format its type implements."""
-    out = {}
-    for name, spec in model.layers.items():
+    setting of the template instance it came from), moved to a format its type implements. An output layer without
+    a setting of its own takes the format of the layer it outputs (it computes nothing: no conversion for it)."""
+    out: dict[str, TensorFormat] = {}
+
+    def is_output(name: str) -> bool:
+        return bool(getattr(registry.layer_class(model.layers[name].type), "is_network_output", False))
+
+    for name in sorted(model.layers, key=is_output):  # output layers last: they may follow their source
+        spec = model.layers[name]
         text = spec.format or (inherited or {}).get(name, "")
-        wanted = LayerFormat.parse(text, f"layer {name}: format").over(network)
         cls = registry.layer_class(spec.type)
+        source = spec.inputs[0] if spec.inputs else None
+        if not text and getattr(cls, "is_network_output", False) and source in out:
+            out[name] = out[source]
+            continue
+        wanted = LayerFormat.parse(text, f"layer {name}: format").over(network)
         out[name] = nearest_supported(wanted, cls.desc.formats) if cls is not None else wanted
     return out
 
