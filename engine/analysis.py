@@ -282,11 +282,21 @@ def network_overview(net: Network) -> list[OverviewItem]:
             status.append("bypass (no copy)")
         if nd.permanent:
             status.append("permanent")
+        status.extend(format_status(net, name))
         items.append(OverviewItem(name, layer.desc.name, shape, list(nd.inputs), "; ".join(status),
                                   merged_into.get(name, []), rules.get(name, ""),
                                   bool(getattr(layer, "is_network_input", False)), name in net.output_names,
                                   bool(layer.weights)))
     return items
+
+
+def format_status(net: Network, name: str) -> list[str]:
+    """The overview's format badge of a layer: ``fp32|nhwc`` for a layer in another format than the network's,
+    ``fp16|nhwc -> fp32|nhwc`` for an inserted format conversion; nothing for the others."""
+    for conv, _src, a, b in net.conversions:
+        if conv == name:
+            return [f"conversion {a} -> {b}"]
+    return [f"pinned {net.pinned[name]}"] if name in net.pinned else []
 
 
 def links(items: list[OverviewItem]) -> list[tuple[str, str, int]]:

@@ -170,7 +170,7 @@ def insert_conversions(model: Model, formats: Mapping[str, TensorFormat], networ
     Every layer of the result carries its full format in ``LayerSpec.format``."""
     info = Conversions(dict(formats), [], {n: f for n, f in formats.items() if f != network})
     needed = [(s, formats[s], formats[r]) for r, spec in model.layers.items() for s in spec.inputs
-              if s is not None and s in formats and formats[s] != formats[r]]
+              if s is not None and s in formats and formats[s] != formats[r] and spec.type != CONVERSION_TYPE]
     if not needed and not info.pinned:
         return model, info
     out = Model(model.name, model.version)
@@ -181,6 +181,12 @@ def insert_conversions(model: Model, formats: Mapping[str, TensorFormat], networ
     for name, spec in model.layers.items():
         new = copy.deepcopy(spec)
         new.format = f"{formats[name].precision.value} {formats[name].layout.value}"
+        if spec.type == CONVERSION_TYPE:  # written by a preprocessed export: it converts what it reads
+            src = spec.inputs[0] if spec.inputs else None
+            new.params["source"] = str(formats[src]) if src in formats else new.params.get("source", "")
+            new.params["target"] = str(formats[name])
+            out.layers[name] = new
+            continue
         for i, src in enumerate(spec.inputs):
             if src is None or formats[src] == formats[name]:
                 continue
@@ -247,15 +253,18 @@ class FormatConversion(Layer):
     onnx_support = "yes"
     torch_support = "yes"
 
+    # Exported graphs compute in float32 between layers: a conversion to fp16 becomes the rounding it does (a Cast
+    # to FLOAT16 and back), a conversion to fp32 or of layout only is the identity.
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
-        if self.source.precision is self.target.precision:
+        if self.target.precision is not Precision.FP16 or self.source.precision is Precision.FP16:
             return g.node("Identity", [inputs[0]])
-        return g.node("Cast", [inputs[0]], to=10 if self.target.precision is Precision.FP16 else 1)
+        half = g.node("Cast", [inputs[0]], "fp16", to=10)  # TensorProto.FLOAT16
+        return g.node("Cast", [half], "fp32", to=1)  # TensorProto.FLOAT
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
-        if self.source.precision is self.target.precision:
+        if self.target.precision is not Precision.FP16 or self.source.precision is Precision.FP16:
             return str(inputs[0])
-        return f"({inputs[0]}).{'half' if self.target.precision is Precision.FP16 else 'float'}()"
+        return f"({inputs[0]}).half().float()"
 
 
 #: layers the engine itself provides (every registry finds them by type name; no collection lists them)

@@ -246,3 +246,44 @@ def test_set_layer_format_is_one_undoable_command():
     with pytest.raises(LayerFormatError):
         m.set_layer_format("c2", "fp64")
     assert m.layers["c2"].format == "fp32 nchw"
+
+
+def test_the_network_overview_shows_pins_and_conversions(registry):
+    from engine.analysis import network_overview
+
+    net = Network(chain({"c2": "fp32"}), registry, fmt=FP16_NHWC)
+    net.run()
+    status = {it.name: it.status for it in network_overview(net)}
+    assert status["c2"] == "pinned fp32|nhwc"
+    assert status["c1__to_fp32_nhwc"] == "conversion fp16|nhwc -> fp32|nhwc"
+    assert status["c1"] == ""
+
+
+def test_preprocessed_export_writes_the_conversions_and_runs_the_same(registry, tmp_path):
+    from engine.export.preprocessed import export_preprocessed
+    from engine.modelfile import load
+    from engine.weights import WeightsFolder
+
+    m = chain({"c2": "fp32"})
+    result = export_preprocessed(m, registry, tmp_path / "pre.lnet", FP16_NHWC, fusing="off")
+    assert "2 format conversion(s) inserted" in result.summary
+    pre = load(tmp_path / "pre.lnet", registry)
+    assert pre.layers["c1__to_fp32_nhwc"].type == CONVERSION_TYPE
+    assert all(s.format for s in pre.layers.values())  # every layer's format written out
+    x = np.random.default_rng(0).random((1, 3, 9, 7), dtype=np.float32)
+    want = Network(m, registry, fmt=FP16_NHWC, fusing="off").infer({"inp": x})
+    again = Network(pre, registry, fmt=FP16_NHWC, weights=WeightsFolder(tmp_path / "pre_weights"))
+    assert not again.conversions  # nothing more to insert
+    np.testing.assert_array_equal(again.infer({"inp": x})["out"], want["out"])
+
+
+def test_onnx_fp16_export_rounds_where_the_network_converts(registry, tmp_path):
+    pytest.importorskip("onnxruntime")
+    import onnx
+
+    from engine.export.onnx_export import OnnxOptions, export_onnx
+
+    m = chain({"c2": "fp32"})
+    export_onnx(m, registry, tmp_path / "m.onnx", OnnxOptions(fp16=True), fusing="off")
+    nodes = [n.name for n in onnx.load(str(tmp_path / "m.onnx")).graph.node if n.op_type == "Cast"]
+    assert any(n.startswith("c2__to_fp16_nchw") for n in nodes)
