@@ -31,6 +31,7 @@ from engine.events import (
     ParamChanged,
     TemplateEvent,
 )
+from engine.formats import LayerFormat
 from engine.model import Model
 from engine.registry import Registry
 from engine.templates import find_desc, template_name, template_type
@@ -246,6 +247,7 @@ class ModelCanvas(NodeGraph):
         diags = self._diags.get(name, [])
         sev = "error" if any(d.severity == "error" for d in diags) else ("warning" if diags else "")
         node.badge.show_diagnostics(sev, [f"{d.severity}: {d.message}" for d in diags])
+        node.format_badge.show_format(LayerFormat.parse(spec.format).badge if spec.format else "")
         node.place_badge()
 
     def set_analysis(self, diagnostics: list[Diagnostic], shapes: dict[str, Dims]) -> None:

@@ -70,6 +70,12 @@ class LayerFormat:
     def __bool__(self) -> bool:
         return self.precision is not None or self.layout is not None
 
+    @property
+    def badge(self) -> str:
+        """The short text the designer shows on a layer with this setting: ``fp32``, ``NCHW``, ``fp32 NCHW``."""
+        return " ".join(t for t in (self.precision.value if self.precision else "",
+                                    self.layout.value.upper() if self.layout else "") if t)
+
     def over(self, network: TensorFormat) -> TensorFormat:
         """The format this setting gives a layer of a network in format ``network``."""
         return TensorFormat(self.precision or network.precision, self.layout or network.layout)

@@ -42,7 +42,7 @@ def export_preprocessed(model: Model, registry: Registry, path: str | Path, fmt:
     result = preprocess(model, registry, fmt, fusing)
     pre = _standalone(result.model)
     if result.conversions is not None and result.conversions.inserted:  # formats and conversions written out
-        for name, spec in pre.layers.items():
+        for spec in pre.layers.values():
             spec.format = spec.format or f"{fmt.precision.value} {fmt.layout.value}"
     files = [out]
     warnings: list[str] = []
