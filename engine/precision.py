@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from engine.analysis import LayerDrift, Variant, layer_drift
+from engine.analysis import DriftResult, LayerDrift, Variant, compare_precision, layer_drift
 from engine.errors import LayerLabError
 from engine.formats import LayerFormat, canonical
 from engine.model import Model
@@ -54,7 +54,7 @@ def with_pins(model: Model, pins: Iterable[str], precision: str = "fp32") -> Mod
     layout settings kept). A pin on an expanded template layer (``inst__conv``) pins its instance ``inst``."""
     out = without_precision_pins(model)
     for name in pins:
-        target = name if name in out.layers else name.split("__", 1)[0]
+        target = _top(out, name)
         if target not in out.layers:
             raise LayerLabError(f"network {model.name} has no layer {name!r} to pin")
         spec = out.layers[target]
@@ -213,10 +213,59 @@ def time_mixed(model: Model, registry: Registry, pins: Iterable[str], base: RunS
         spec = replace(base, format=f"{precision} {layout}", profiling=False,
                        layer_formats=tuple((p, "fp32") for p in layer_pins))
         net = open_network(clean, spec, registry, backend=backend, weights=weights)
-        result = run_timed(net, spec, cancelled=cancelled)
+        with np.errstate(over="ignore", invalid="ignore"):  # all-fp16 may overflow: that is what is measured
+            result = run_timed(net, spec, cancelled=cancelled)
         out.append(VariantTime(label, float(np.median(result.network_times_ms)), len(layer_pins),
                                len(net.conversions)))
     return out
+
+
+@dataclass
+class PinReport:
+    """``pin_and_compare``'s result: the search, the comparison before (no pins) and after (the pins), and the
+    time of the mixed network, all-fp16 and all-fp32."""
+
+    fix: PrecisionFix
+    before: DriftResult
+    after: DriftResult
+    times: list[VariantTime]
+
+    def error_rows(self) -> list[tuple[str, float, float]]:
+        """(network output, relative error before, after) for every output."""
+        return [(n, self.fix.before.outputs.get(n, math.nan), e) for n, e in self.fix.after.outputs.items()]
+
+
+def pin_and_compare(model: Model, registry: Registry, inputs: Mapping[str, np.ndarray], candidate: Variant | str,
+                    weights: WeightsSource | None = None, seed: int = 0, threshold: float = 1e-2,
+                    iterations: int = 5, progress: Progress | None = None,
+                    cancelled: Callable[[], bool] | None = None) -> PinReport:
+    """The designer's "Pin diverging layers to fp32": the search (90% of ``progress``), then the comparison re-run
+    with the pins and both timed (the candidate's backend, ``iterations`` iterations, fusing on)."""
+    cand_v = Variant.parse(candidate) if isinstance(candidate, str) else candidate
+
+    def part(lo: float, hi: float) -> Progress | None:
+        return None if progress is None else (lambda f, m: progress(lo + (hi - lo) * f, m))
+
+    fix = fix_precision(model, registry, inputs, "numpy:fp32|nchw", cand_v, weights, seed, threshold,
+                        part(0.0, 0.8), cancelled)
+    kw = {"weights": weights, "seed": seed, "threshold": threshold}
+    before = compare_precision(model, registry, dict(inputs), "numpy:fp32|nchw", cand_v, **kw,
+                               layer_formats={n: "default" for n in precision_pins(model)})
+    after = compare_precision(model, registry, dict(inputs), "numpy:fp32|nchw", cand_v, **kw,
+                              layer_formats={**{n: "default" for n in precision_pins(model)},
+                                             **{_top(model, p): "fp32" for p in fix.pins}})
+    if progress is not None:
+        progress(0.85, "timing the mixed, all-fp16 and all-fp32 networks")
+    spec = RunSpec(backend=cand_v.backend, format=str(cand_v.fmt), iterations=iterations, warmup=1, seed=seed)
+    times = time_mixed(model, registry, fix.pins, spec, weights=weights, cancelled=cancelled)
+    if progress is not None:
+        progress(1.0, "done")
+    return PinReport(fix, before, after, times)
+
+
+def _top(model: Model, name: str) -> str:
+    """The model layer a network layer name stands for (an expanded template layer's instance)."""
+    return name if name in model.layers else name.split("__", 1)[0]
 
 
 def format_times(times: list[VariantTime]) -> str:
@@ -228,5 +277,5 @@ def format_times(times: list[VariantTime]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Evaluation", "PrecisionFix", "VariantTime", "fix_precision", "format_times", "precision_pins",
-           "time_mixed", "with_pins", "without_precision_pins"]
+__all__ = ["Evaluation", "PinReport", "PrecisionFix", "VariantTime", "fix_precision", "format_times",
+           "pin_and_compare", "precision_pins", "time_mixed", "with_pins", "without_precision_pins"]

@@ -25,7 +25,9 @@ class AnalysisWindow(QtWidgets.QMainWindow):
         self.tabs.setTabsClosable(True)
         self.tabs.addTab(controller.output, "Analysis Output")
         self.tabs.addTab(controller.inspector, "Channel Inspector")
-        self.tabs.tabBar().setTabButton(0, QtWidgets.QTabBar.ButtonPosition.RightSide, None)
+        self.tabs.addTab(controller.precision, "Precision")
+        for fixed in (0, 2):  # Analysis Output and Precision stay; the inspector can be closed
+            self.tabs.tabBar().setTabButton(fixed, QtWidgets.QTabBar.ButtonPosition.RightSide, None)
         self.tabs.tabCloseRequested.connect(self._close_tab)
         self.setCentralWidget(self.tabs)
         A = QtCore.Qt.DockWidgetArea

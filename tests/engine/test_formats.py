@@ -287,3 +287,22 @@ def test_onnx_fp16_export_rounds_where_the_network_converts(registry, tmp_path):
     export_onnx(m, registry, tmp_path / "m.onnx", OnnxOptions(fp16=True), fusing="off")
     nodes = [n.name for n in onnx.load(str(tmp_path / "m.onnx")).graph.node if n.op_type == "Cast"]
     assert any(n.startswith("c2__to_fp16_nchw") for n in nodes)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["fp16 nhwc", "fp32 nchw"])
+def test_cuda_graph_captures_with_pins_and_replays_the_conversions(registry, fmt):
+    f = TensorFormat.parse(fmt)
+    pins = {"c2": "fp32 nchw" if f.precision is Precision.FP16 else "fp16 nhwc"}
+    net = Network(chain(pins), registry, backend_param("cupy"), f)
+    ref = Network(chain(pins), registry, backend_param("numpy"), f)
+    assert len(net.conversions) == 2
+    rng = np.random.default_rng(9)
+    for i in range(4):  # eager, capture, replay, replay
+        x = rng.random((1, 3, 9, 7), dtype=np.float32)
+        net.set_input("inp", x)
+        ref.set_input("inp", x)
+        assert net.run() == net.order
+        ref.run()
+        np.testing.assert_allclose(net.output("out"), ref.output("out"), rtol=2e-2, atol=2e-2, err_msg=f"run {i}")
+    assert net.graph_status == f"captured ({len(net.order)} layers)", net.graph_status
