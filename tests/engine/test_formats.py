@@ -306,3 +306,25 @@ def test_cuda_graph_captures_with_pins_and_replays_the_conversions(registry, fmt
         ref.run()
         np.testing.assert_allclose(net.output("out"), ref.output("out"), rtol=2e-2, atol=2e-2, err_msg=f"run {i}")
     assert net.graph_status == f"captured ({len(net.order)} layers)", net.graph_status
+
+
+def test_pytorch_export_keeps_pinned_layers_in_float32(registry, tmp_path):
+    torch = pytest.importorskip("torch")
+    import importlib.util
+
+    from engine.export.torch_export import export_torch
+
+    m = chain({"c2": "fp32"})
+    export_torch(m, registry, tmp_path, fusing="off")
+    source = (tmp_path / "chain.py").read_text()
+    assert "FP32_LAYERS = ('c2',)" in source
+    assert "c2 = (F.relu(self.c2(c1.float()))).to(c1.dtype)" in source
+    spec = importlib.util.spec_from_file_location("chain_export", tmp_path / "chain.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    net = module.Chain.from_weights()
+    x = np.random.default_rng(0).random((1, 3, 9, 7), dtype=np.float32)
+    want = Network(m, registry, fusing="off").infer({"inp": x})["out"]
+    np.testing.assert_allclose(net(torch.from_numpy(x)).detach().numpy(), want, rtol=1e-4, atol=1e-5)
+    half = net.half()
+    assert half.c2.weight.dtype == torch.float32 and half.c1.weight.dtype == torch.float16
