@@ -8,7 +8,8 @@ conversions the network inserts between layers of different formats.
 * ``layer_formats`` decides every layer's format: the network's, overlaid by the layer's setting; a layer whose
   type does not implement that format runs in the nearest one it implements (same precision first).
 * ``insert_conversions`` puts a ``format_conversion`` layer on every link between layers of different formats
-  (one per source and destination format, shared by the readers). The conversion is a single device copy
+  (one per source and destination format, shared by the readers). Where the neighbour is an input layer (whose
+  staging copy on the device converts anyway) or an output layer, the layer takes the other format instead. The conversion is a single device copy
   (cast and transpose in one element-wise kernel on the GPU), planned in the buffer pool and captured in the CUDA
   graph like any layer.
 
@@ -129,23 +130,34 @@ def apply_overrides(model: Model, overrides: Mapping[str, str]) -> Model:
 def layer_formats(model: Model, registry: Any, network: TensorFormat,
                   inherited: Mapping[str, str] | None = None) -> dict[str, TensorFormat]:
     """Every layer's format: the network's overlaid by the layer's setting (or by ``inherited[name]``, the
-    setting of the template instance it came from), moved to a format its type implements. An output layer without
-    a setting of its own takes the format of the layer it outputs (it computes nothing: no conversion for it)."""
+    setting of the template instance it came from), moved to a format its type implements.
+
+    Input and output layers compute nothing, so without a setting of their own they take the format that saves a
+    conversion: an output layer the format of the layer it outputs, an input layer whose readers all run in one
+    format that format (the conversion is then fused into staging the input on the device)."""
     out: dict[str, TensorFormat] = {}
 
-    def is_output(name: str) -> bool:
-        return bool(getattr(registry.layer_class(model.layers[name].type), "is_network_output", False))
+    def role(name: str) -> int:
+        cls = registry.layer_class(model.layers[name].type)
+        return 1 if getattr(cls, "is_network_input", False) else 2 if getattr(cls, "is_network_output", False) else 0
 
-    for name in sorted(model.layers, key=is_output):  # output layers last: they may follow their source
+    readers: dict[str, list[str]] = {n: [] for n in model.layers}
+    for name, spec in model.layers.items():
+        for src in spec.inputs:
+            if src in readers:
+                readers[src].append(name)
+    for name in sorted(model.layers, key=role):  # inputs after their readers, outputs after their sources
         spec = model.layers[name]
         text = spec.format or (inherited or {}).get(name, "")
         cls = registry.layer_class(spec.type)
-        source = spec.inputs[0] if spec.inputs else None
-        if not text and getattr(cls, "is_network_output", False) and source in out:
-            out[name] = out[source]
+        if not text and role(name) == 2 and spec.inputs and spec.inputs[0] in out:
+            out[name] = out[spec.inputs[0]]  # an output layer computes nothing: no conversion for it
             continue
         wanted = LayerFormat.parse(text, f"layer {name}: format").over(network)
         out[name] = nearest_supported(wanted, cls.desc.formats) if cls is not None else wanted
+        theirs = {out[r] for r in readers[name] if r in out}
+        if not text and role(name) == 1 and len(theirs) == 1 and cls is not None and theirs <= set(cls.desc.formats):
+            out[name] = theirs.pop()  # an input staged straight in its readers' format: the upload converts
     return out
 
 

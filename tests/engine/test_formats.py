@@ -124,7 +124,7 @@ def test_a_setting_equal_to_the_network_format_inserts_nothing(registry):
 
 def test_run_settings_override_the_models_and_unknown_names_are_refused(registry):
     result = preprocess(chain({"c2": "fp32"}), registry, FP16_NHWC, layer_formats={"c2": "default", "c3": "nchw"})
-    assert set(result.conversions.pinned) == {"c3"}
+    assert set(result.conversions.pinned) == {"c3", "out"}  # the output layer follows c3
     with pytest.raises(LayerFormatError, match="no layer 'nope'"):
         preprocess(chain(), registry, FP16_NHWC, layer_formats={"nope": "fp32"})
 
@@ -184,7 +184,7 @@ def test_a_layer_that_does_not_implement_the_network_format_runs_in_one_it_imple
     m.add_layer("fp32_identity", "twice", inputs=["inp"])
     net = Network(m, reg, fmt=FP16_NHWC)
     assert net.fmt_of("twice") == TensorFormat(Precision.FP32, Layout.NHWC)
-    assert [c[0] for c in net.conversions] == ["inp__to_fp32_nhwc"]
+    assert net.conversions == [] and net.fmt_of("inp") == net.fmt_of("twice")  # the input is staged in fp32
     x = np.arange(18, dtype=np.float32).reshape(1, 2, 3, 3)
     net.set_input("inp", x)
     np.testing.assert_array_equal(net.infer()["twice"], 2 * x)
@@ -214,9 +214,9 @@ def test_template_instance_settings_reach_its_layers(registry):
     instance = group(m, ["c2", "c3"], "pair", registry)
     m.set_layer_format(instance, "fp32")
     result = preprocess(m, registry, FP16_NHWC, fusing="off")
-    assert sorted(result.conversions.pinned) == sorted(n for n in result.model.layers if n.startswith(f"{instance}__")
-                                                       and result.model.layers[n].type != CONVERSION_TYPE)
-    assert len(result.conversions.pinned) == 2
+    expanded = sorted(n for n in result.model.layers if n.startswith(f"{instance}__")
+                      and result.model.layers[n].type != CONVERSION_TYPE)
+    assert len(expanded) == 2 and sorted(result.conversions.pinned) == ["out", *expanded]  # out follows its source
 
 
 def test_model_file_round_trip_and_old_files(registry):
@@ -328,3 +328,15 @@ def test_pytorch_export_keeps_pinned_layers_in_float32(registry, tmp_path):
     np.testing.assert_allclose(net(torch.from_numpy(x)).detach().numpy(), want, rtol=1e-4, atol=1e-5)
     half = net.half()
     assert half.c2.weight.dtype == torch.float32 and half.c1.weight.dtype == torch.float16
+
+
+def test_an_input_read_only_by_pinned_layers_is_staged_in_their_format(registry):
+    m = chain({"c1": "fp32 nchw"})
+    net = Network(m, registry, fmt=FP16_NHWC)
+    assert net.fmt_of("inp") == FP32_NCHW  # no conversion between the input and c1: the upload converts
+    assert [c[0] for c in net.conversions] == ["c1__to_fp16_nhwc"]
+    x = np.random.default_rng(0).random((1, 3, 9, 7), dtype=np.float32)
+    ref = Network(chain(), registry, fmt=FP32_NCHW).infer({"inp": x})
+    np.testing.assert_allclose(net.infer({"inp": x})["out"], ref["out"], rtol=2e-2, atol=2e-2)
+    m.set_layer_format("inp", "fp16")  # its own setting wins
+    assert [c[0] for c in Network(m, registry, fmt=FP16_NHWC).conversions][0] == "inp__to_fp32_nchw"
