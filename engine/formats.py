@@ -9,9 +9,9 @@ conversions the network inserts between layers of different formats.
   type does not implement that format runs in the nearest one it implements (same precision first).
 * ``insert_conversions`` puts a ``format_conversion`` layer on every link between layers of different formats
   (one per source and destination format, shared by the readers). Where the neighbour is an input layer (whose
-  staging copy on the device converts anyway) or an output layer, the layer takes the other format instead. The conversion is a single device copy
-  (cast and transpose in one element-wise kernel on the GPU), planned in the buffer pool and captured in the CUDA
-  graph like any layer.
+  staging copy on the device converts anyway) or an output layer, that layer takes the other format instead. A
+  conversion is a single device copy (cast and transpose in one element-wise kernel on the GPU), planned in the
+  buffer pool and captured in the CUDA graph like any layer.
 
 Qt-free; imports no plugin."""
 from __future__ import annotations

@@ -60,7 +60,8 @@ def test_a_further_pass_sees_the_result_of_the_ones_before(registry):
 
     result = preprocess(templated(), registry, passes=(*PASSES, ("note", note)))
     assert seen == [["inp", "blk__bn", "out"]]
-    assert result.passes == ["overrides", "templates", "formats", "fusing", "conversions", "note"] and result.warnings == ["checked for fp32|nchw"]
+    assert result.passes == ["overrides", "templates", "formats", "fusing", "conversions", "note"]
+    assert result.warnings == ["checked for fp32|nchw"]
 
 
 def test_the_network_and_the_export_build_the_preprocessed_model(registry):
