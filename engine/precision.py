@@ -198,6 +198,7 @@ class VariantTime:
     ms: float
     pins: int
     conversions: int
+    graph: str = ""  #: the network's CUDA graph status after the timed runs ("off" on the CPU)
 
 
 def time_mixed(model: Model, registry: Registry, pins: Iterable[str], base: RunSpec,
@@ -216,7 +217,7 @@ def time_mixed(model: Model, registry: Registry, pins: Iterable[str], base: RunS
         with np.errstate(over="ignore", invalid="ignore"):  # all-fp16 may overflow: that is what is measured
             result = run_timed(net, spec, cancelled=cancelled)
         out.append(VariantTime(label, float(np.median(result.network_times_ms)), len(layer_pins),
-                               len(net.conversions)))
+                               len(net.conversions), net.graph_status))
     return out
 
 

@@ -42,11 +42,13 @@ def bench(name: str, device: str, threshold: float, iterations: int) -> dict[str
                         weights=weights, threshold=threshold)
     search_s = time.perf_counter() - t0
     base = RunSpec(backend=backend, format=f"fp16 {layout}", iterations=iterations, warmup=3)
-    times = {t.label: t.ms for t in time_mixed(model, registry, fix.pins, base, weights=weights)}
+    timed = time_mixed(model, registry, fix.pins, base, weights=weights)
+    times = {t.label: t.ms for t in timed}
     return {"network": name, "dims": str(dims), "backend": backend, "threshold": threshold, "pins": fix.pins,
             "satisfied": fix.satisfied, "search_runs": fix.evaluations, "search_s": round(search_s, 2),
             "error_all_fp16": fix.before.max_output_error, "error_mixed": fix.after.max_output_error,
-            "ms_mixed": times["mixed"], "ms_all_fp16": times["all fp16"], "ms_all_fp32": times["all fp32"]}
+            "ms_mixed": times["mixed"], "ms_all_fp16": times["all fp16"], "ms_all_fp32": times["all fp32"],
+            "graphs": {t.label: t.graph for t in timed}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r['network']:<9} {len(r['pins']):>4} {r['error_all_fp16']:>10.3e} {r['error_mixed']:>10.3e} "
               f"{r['ms_mixed']:>9.3f} {r['ms_all_fp16']:>9.3f} {r['ms_all_fp32']:>9.3f}  {', '.join(r['pins']) or '-'}")
+        print(f"{'':<9} CUDA graphs: {r['graphs']}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(rows, fh, indent=2, default=str)
