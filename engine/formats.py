@@ -27,7 +27,7 @@ from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.errors import LayerLabError
 from engine.layer import Layer
 from engine.model import LayerSpec, Model
-from engine.tensor import FORMATS, Dims, Layout, Precision, TensorFormat, nchw_view
+from engine.tensor import FORMATS, Dims, Layout, Precision, TensorFormat, from_nchw_view, nchw_view
 
 #: the layer type of an inserted conversion (an engine layer: every registry knows it, no palette shows it)
 CONVERSION_TYPE = "format_conversion"
@@ -263,7 +263,11 @@ class FormatConversion(Layer):
         return self.primary(inputs)
 
     def forward(self, inputs: list[Any], out: Any) -> None:
-        nchw_view(out, self.fmt)[...] = nchw_view(self.primary(inputs), self.source)
+        x, src = self.primary(inputs), self.source
+        if src.layout is self.fmt.layout:
+            out[...] = x  # both contiguous in one layout: a plain cast, at memory speed
+        else:  # the input seen in the output's memory order: one strided read, one contiguous write
+            out[...] = from_nchw_view(nchw_view(x, src), self.fmt)
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
         return 0
