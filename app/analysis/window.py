@@ -25,9 +25,7 @@ class AnalysisWindow(QtWidgets.QMainWindow):
         self.tabs.setTabsClosable(True)
         self.tabs.addTab(controller.output, "Analysis Output")
         self.tabs.addTab(controller.inspector, "Channel Inspector")
-        self.tabs.addTab(controller.precision, "Precision")
-        for fixed in (0, 2):  # Analysis Output and Precision stay; the inspector can be closed
-            self.tabs.tabBar().setTabButton(fixed, QtWidgets.QTabBar.ButtonPosition.RightSide, None)
+        self.tabs.tabBar().setTabButton(0, QtWidgets.QTabBar.ButtonPosition.RightSide, None)
         self.tabs.tabCloseRequested.connect(self._close_tab)
         self.setCentralWidget(self.tabs)
         A = QtCore.Qt.DockWidgetArea
@@ -36,6 +34,10 @@ class AnalysisWindow(QtWidgets.QMainWindow):
                                         A.RightDockWidgetArea)
         self.params_dock = self._dock("Parameter Editor", "ParameterEditorDock", controller.params, A.RightDockWidgetArea)
         self.splitDockWidget(self.overview_dock, self.params_dock, QtCore.Qt.Orientation.Vertical)
+        self.precision_dock = self._dock("Precision", "PrecisionDock", controller.precision, A.RightDockWidgetArea)
+        self.tabifyDockWidget(self.params_dock, self.precision_dock)
+        self.params_dock.raise_()
+        controller.proxy.drift.connect(lambda _result: self.precision_dock.raise_())  # Compare Precision's follow-up
         self.resizeDocks([self.inputs_dock, self.overview_dock], [360, 370], QtCore.Qt.Orientation.Horizontal)
         self.resizeDocks([self.overview_dock, self.params_dock], [560, 300], QtCore.Qt.Orientation.Vertical)
         self.quick = QtWidgets.QToolBar("Analysis")

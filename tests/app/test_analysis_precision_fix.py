@@ -66,3 +66,21 @@ def test_pin_diverging_layers_then_compare_again_and_apply(qtbot, ctl, registry)
     assert model.layers["amp"].format == "fp32" and "amp" in messages[-1]
     model.undo()
     assert model.layers["amp"].format == ""
+
+
+def test_the_analysis_window_docks_the_precision_panel_and_shows_it_after_a_comparison(qtbot, ctl, registry):
+    from app.analysis.window import AnalysisWindow
+
+    win = AnalysisWindow(ctl)
+    qtbot.addWidget(win)
+    win.show()
+    assert win.precision_dock.widget() is ctl.precision
+    with qtbot.waitSignal(ctl.proxy.ran, timeout=WAIT):
+        ctl.launch(planted(), registry, RunSpec(backend="numpy"))
+    assert ctl.precision.visibleRegion().isEmpty()  # behind the Parameter Editor until a comparison
+    with qtbot.waitSignal(ctl.proxy.drift, timeout=WAIT):
+        ctl.compare_precision("fp16", 1e-2)
+    qtbot.waitUntil(lambda: not ctl.precision.visibleRegion().isEmpty(), timeout=WAIT)
+    assert ctl.precision.pin_button.isEnabled()
+    with qtbot.waitSignal(ctl.proxy.stopped, timeout=WAIT):
+        win.close()
