@@ -12,6 +12,7 @@ from defusedxml.ElementTree import DefusedXMLParser
 
 from engine.descriptors import LayerDesc, is_identifier
 from engine.errors import ModelFileError, ParameterError
+from engine.format_settings import LayerFormatError, canonical
 from engine.model import LayerSpec
 
 if TYPE_CHECKING:
@@ -73,8 +74,6 @@ def read_layer(le: ET.Element, fail: Fail, warn: Callable[[ET.Element, str], Non
         raise fail(le, f"layer {name}: position x/y must be numbers") from None
     spec = LayerSpec(name, ltype, position=pos, permanent=le.get("permanent", "false") == "true")
     if le.get("format"):
-        from engine.formats import LayerFormatError, canonical  # noqa: PLC0415  (engine.formats imports the model)
-
         try:
             spec.format = canonical(le.get("format"), f"layer {name}: format")
         except LayerFormatError as exc:

@@ -32,6 +32,7 @@ from engine.events import (
     TemplateChanged,
     TemplateRemoved,
 )
+from engine.format_settings import canonical
 
 FILE_FORMAT_VERSION = 1
 
@@ -440,8 +441,6 @@ class Model:
     def set_layer_format(self, name: str, fmt: str) -> None:
         """Set a layer's own tensor format (``fp32``, ``nhwc``, ``fp32 nchw``...; empty or ``default``: the
         network's), validated and stored in canonical spelling; one undoable command."""
-        from engine.formats import canonical  # noqa: PLC0415  (engine.formats builds on this module)
-
         self._set_attr(name, f"Set {name} format", lambda s: s.format, lambda s, v: setattr(s, "format", v),
                        canonical(fmt, f"layer {name}: format"), ParamChanged)
 
