@@ -131,6 +131,49 @@ class BarChart(pg.PlotWidget):
             self.bar_clicked.emit(row)
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def log_ticks(lo: float, hi: float) -> list[tuple[float, str]]:
+    """Tick marks for a log axis from ``lo`` to ``hi`` (positive): every decade, labelled 10ⁿ (1, 2 and 5 times
+    each decade when the range is under two decades), never more labels than fit."""
+    lo_e, hi_e = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    mantissas = (1, 2, 5) if hi_e - lo_e <= 2 else (1,)
+    step = max(1, (hi_e - lo_e) // 8)
+    ticks = []
+    for e in range(lo_e, hi_e + 1, step):
+        for m in mantissas:
+            v = m * 10.0 ** e
+            if lo <= v <= hi:
+                ticks.append((math.log10(v), (f"{m}·" if m != 1 else "") + "10" + str(e).translate(_SUPERSCRIPT)))
+    return ticks
+
+
+def label_without_overlaps(points: Sequence[tuple[float, float, str, float, bool]],
+                           x_range: tuple[float, float] | None = None, y_range: tuple[float, float] | None = None,
+                           width_px: float = 380.0, height_px: float = 260.0, char_px: float = 7.0,
+                           line_px: float = 15.0) -> set[int]:
+    """Which points get a name label: (x, y, name, size, selected) in plot coordinates, shown over ``x_range`` x
+    ``y_range`` (default: the points' extent) in about ``width_px`` x ``height_px`` pixels; the selected point first,
+    then the largest, each only where its label (above-right of the point) does not overlap one already placed."""
+    if not points:
+        return set()
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x_range = x_range or (min(xs), max(xs))
+    y_range = y_range or (min(ys), max(ys))
+    sx = width_px / max(x_range[1] - x_range[0], 1e-9)
+    sy = height_px / max(y_range[1] - y_range[0], 1e-9)
+    placed: list[tuple[float, float, float, float]] = []
+    chosen: set[int] = set()
+    for i in sorted(range(len(points)), key=lambda k: (not points[k][4], -points[k][3])):
+        x, y, name = (points[i][0] - x_range[0]) * sx, (points[i][1] - y_range[0]) * sy, points[i][2]
+        box = (x, y, x + char_px * len(name), y + line_px)
+        if all(box[2] <= b[0] or b[2] <= box[0] or box[3] <= b[1] or b[3] <= box[1] for b in placed):
+            placed.append(box)
+            chosen.add(i)
+    return chosen
+
+
 class RooflineChart(pg.PlotWidget):
     """Achieved FLOP/s against arithmetic intensity (log-log), with the device's roofline.
 
@@ -153,6 +196,9 @@ class RooflineChart(pg.PlotWidget):
         # top left: above the memory roof, where no measured layer can be
         self.legend = self.plot.addLegend(offset=(10, 10), labelTextColor=FOREGROUND, brush=pg.mkBrush(32, 34, 38, 200))
         self.point_index: list[int] = []
+        self.labelled: set[int] = set()  # indices (into the drawn points) that have a name label
+        for name in ("left", "bottom"):
+            self.plot.getAxis(name).setStyle(maxTickLevel=0)  # decades only: minor log labels pile up
         self.setMinimumHeight(160)
 
     def set_points(self, xs: Sequence[float], ys: Sequence[float], colours: Sequence[str], sizes: Sequence[float],
@@ -170,10 +216,20 @@ class RooflineChart(pg.PlotWidget):
                                       symbolSize=[sizes[i] for i in keep], data=list(keep))
             scatter.sigPointsClicked.connect(self._clicked)
             self.plot.addItem(scatter)
-            for i in keep:
-                text = pg.TextItem(names[i], color=FOREGROUND, anchor=(0, 1))
-                text.setPos(math.log10(xs[i]), math.log10(ys[i]))
-                self.plot.addItem(text)
+            lx = [math.log10(xs[i]) for i in keep]
+            ly = [math.log10(ys[i]) for i in keep]
+            top = math.log10(peaks[0]) if peaks and peaks[0] > 0 else max(ly)
+            ridge = math.log10(peaks[0] / peaks[1]) if peaks and peaks[0] > 0 and peaks[1] > 0 else None
+            x_range = (min(lx + ([ridge - 0.9] if ridge is not None else [])) - 0.6,
+                       max(lx + ([ridge + 0.9] if ridge is not None else [])) + 0.6)
+            self.labelled = label_without_overlaps(
+                [(lx[j], ly[j], names[i], sizes[i], colours[i] == SELECTED_COLOUR) for j, i in enumerate(keep)],
+                x_range, (min(ly) - 0.1, max(top, max(ly)) + 0.1), max(self.width() - 80, 200), max(self.height() - 70, 120))
+            for i, k in enumerate(keep):
+                if i in self.labelled:
+                    text = pg.TextItem(names[k], color=FOREGROUND, anchor=(0, 1))
+                    text.setPos(math.log10(xs[k]), math.log10(ys[k]))
+                    self.plot.addItem(text)
         lo_x = min((xs[i] for i in keep), default=0.1) / 4
         hi_x = max((xs[i] for i in keep), default=10.0) * 4
         if peaks and peaks[0] > 0 and peaks[1] > 0:
@@ -187,6 +243,10 @@ class RooflineChart(pg.PlotWidget):
         for colour, text in legend:
             self.legend.addItem(pg.ScatterPlotItem(symbol="o", size=10, brush=pg.mkBrush(colour), pen=None), text)
         self.plot.enableAutoRange()
+        ys_all = [ys[i] for i in keep] + ([peaks[0]] if peaks and peaks[0] > 0 else [])
+        if ys_all:
+            self.plot.getAxis("left").setTicks([log_ticks(min(ys_all) / 2, max(ys_all) * 2)])
+        self.plot.getAxis("bottom").setTicks([log_ticks(lo_x, hi_x)])
 
     def _clicked(self, _item: object, points: Sequence, *_: object) -> None:
         if len(points):

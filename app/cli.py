@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from app.cli_batch import add_batch_parser, cmd_batch
 from app.cli_common import (
     USER_ERROR,
     CliError,
@@ -18,6 +19,7 @@ from app.cli_common import (
     progress_printer,
     spec_from_args,
 )
+from app.cli_custom import add_trust_option, require_custom_consent
 from app.cli_drift import add_drift_parser, cmd_drift
 from app.cli_export import add_export_parser, cmd_export
 
@@ -39,6 +41,7 @@ def _open(args: argparse.Namespace, profiling: bool) -> tuple[RunSpec, Model, Ne
     spec = spec_from_args(args, profiling)
     reg = open_registry(args)
     model = load_model(args.model, reg)
+    require_custom_consent(args, model)
     net = open_network(model, spec, reg, notice=sys.stderr)
     for line in fusing_notes(net):
         print(f"layerlab: {line}", file=sys.stderr)
@@ -196,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--verbose", "-v", action="store_true", help="show Python tracebacks for errors")
     common.add_argument("--version", action="version", version=f"layerlab {_version()}")
     common.add_argument("--plugins", action="append", metavar="DIR", help="also load plugins from DIR (repeatable)")
+    add_trust_option(common)
 
     p = _Parser(prog="layerlab", description="Design, run, check and profile convolutional networks.",
                 parents=[common])
@@ -222,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("model", nargs="?")
     add_export_parser(sub, [common])
     add_drift_parser(sub, [common])
+    add_batch_parser(sub, [common])
     return p
 
 
@@ -234,7 +239,8 @@ def _version() -> str:
         return "(source tree)"
 
 
-COMMANDS = {"drift": cmd_drift, "export": cmd_export, "infer": cmd_infer, "profile": cmd_profile, "compare": cmd_compare,
+COMMANDS = {"batch": cmd_batch,
+            "drift": cmd_drift, "export": cmd_export, "infer": cmd_infer, "profile": cmd_profile, "compare": cmd_compare,
             "check": cmd_check, "layers": cmd_layers, "gui": cmd_gui}
 
 

@@ -49,6 +49,7 @@ def add_drift_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpar
 def cmd_drift(args: argparse.Namespace, out: TextIO) -> int:
     """Print the per-layer drift table; exit status 1 when a layer exceeds the threshold."""
     from app.cli_common import CliError, layer_formats_of, load_model, open_registry
+    from app.cli_custom import require_custom_consent
     from engine.analysis import Variant, compare_precision
     from engine.run import RunSpec, open_network, open_weights, parse_named, read_inputs
 
@@ -63,6 +64,7 @@ def cmd_drift(args: argparse.Namespace, out: TextIO) -> int:
                    inputs=tuple(parse_named(args.input)), input_layout=args.input_layout, fusing="off")
     reg = open_registry(args)
     model = load_model(args.model, reg)
+    require_custom_consent(args, model)
     reference, candidate = Variant.parse(args.reference), Variant.parse(args.candidate)
     weights = open_weights(spec)
     probe = open_network(model, spec, reg, weights=weights)  # input names and image options: nothing is computed

@@ -56,6 +56,8 @@ class DocsBrowser(QtWidgets.QDialog):
         self.search.setClearButtonEnabled(True)
         self.tree = QtWidgets.QTreeWidget()
         self.tree.setHeaderHidden(True)
+        self.tree.header().setSectionResizeMode(0, QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
+        self.tree.header().setStretchLastSection(False)  # long names scroll sideways instead of being cut
         self.page = QtWidgets.QTextBrowser()
         self.page.setOpenExternalLinks(True)
         left = QtWidgets.QWidget()
@@ -66,7 +68,7 @@ class DocsBrowser(QtWidgets.QDialog):
         split = QtWidgets.QSplitter()
         split.addWidget(left)
         split.addWidget(self.page)
-        split.setSizes([260, 640])
+        self.split = split
         lay = QtWidgets.QVBoxLayout(self)
         lay.addWidget(split)
         self._pages: dict[str, str] = {}
@@ -81,6 +83,8 @@ class DocsBrowser(QtWidgets.QDialog):
         self.search.textChanged.connect(self._fill)
         self.tree.currentItemChanged.connect(self._show)
         self._fill()
+        wide = self.tree.sizeHintForColumn(0) + self.tree.indentation() + 36  # the whole names, and the scroll bar
+        split.setSizes([min(max(260, wide), 460), 900 - min(max(260, wide), 460)])
 
     def set_templates(self, descs: list[LayerDesc]) -> None:
         """The templates of the model being edited get pages under Templates (``layer:template:NAME``)."""
@@ -93,12 +97,16 @@ class DocsBrowser(QtWidgets.QDialog):
             self._text[f"layer:{d.name}"] = " ".join([d.name, d.display_name, d.summary, d.documentation])
         self._fill()
 
+    def _templates_title(self) -> str:
+        custom = any(d.name.startswith("custom:") for d in self._templates)
+        return "Templates and custom layers" if custom else "Templates"
+
     def _fill(self) -> None:
         t = self.search.text().strip().lower()
         self.tree.clear()
         first = None
         for title, prefix, descs in (("Layers", "layer:", self.registry.layer_descs()),
-                                     ("Templates", "layer:", self._templates),
+                                     (self._templates_title(), "layer:", self._templates),
                                      ("Activations", "activation:", self.registry.activation_descs())):
             group = QtWidgets.QTreeWidgetItem([title])
             group.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)
@@ -108,6 +116,7 @@ class DocsBrowser(QtWidgets.QDialog):
                     continue
                 item = QtWidgets.QTreeWidgetItem([f"{d.display_name}  ({d.name})"])
                 item.setData(0, KEY_ROLE, key)
+                item.setToolTip(0, f"{d.display_name} ({d.name}): {d.summary}" if d.summary else d.name)
                 group.addChild(item)
                 first = first or item
             if group.childCount():

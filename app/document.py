@@ -8,11 +8,12 @@ from PySide6 import QtCore
 
 from canvas.bridge import ModelBridge
 from canvas.graph import ModelCanvas
+from engine.custom.scope import scoped
 from engine.events import Event, ModifiedChanged, NetworkChanged
 from engine.model import Model
 from engine.registry import Registry
 from engine.tensor import Dims
-from engine.typecheck import Diagnostic, check, output_shapes
+from engine.typecheck import CheckMemo, Diagnostic, check
 
 _ids = itertools.count(1)
 
@@ -29,13 +30,14 @@ class Document(QtCore.QObject):
         super().__init__(parent)
         self.id = next(_ids)
         self.model = model
-        self.registry = registry
+        self.registry = scoped(model, registry, always=True)  # the model's custom layers resolve too
         self.path = path
         self.recovered = False  # opened from an autosave copy: unsaved until saved
         self.bridge = ModelBridge(model, self)
-        self.canvas = ModelCanvas(model, registry, self.bridge, self)
+        self.canvas = ModelCanvas(model, self.registry, self.bridge, self)
         self.diagnostics: list[Diagnostic] = []
         self.shapes: dict[str, Dims] = {}
+        self._memo = CheckMemo()  # unchanged layers are not checked again
         self._timer = QtCore.QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(40)
@@ -61,8 +63,8 @@ class Document(QtCore.QObject):
     def run_check(self) -> None:
         """Type-check now (normally called by the debounce timer after edits)."""
         self._timer.stop()
-        self.diagnostics = check(self.model, self.registry)
-        self.shapes = output_shapes(self.model, self.registry)
+        self.diagnostics = check(self.model, self.registry, self._memo)
+        self.shapes = self._memo.shapes_out
         self.canvas.set_analysis(self.diagnostics, self.shapes)
         self.checked.emit(self.diagnostics)
 

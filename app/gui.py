@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
@@ -28,7 +29,23 @@ def apply_theme(app: QtWidgets.QApplication) -> None:
     app.setStyleSheet("QDockWidget::title { padding: 4px; background: #35383e; }"
                       "QGroupBox { font-weight: bold; border: 1px solid #4a4d54; border-radius: 4px;"
                       " margin-top: 10px; padding-top: 6px; }"
-                      "QGroupBox::title { subcontrol-origin: margin; left: 8px; padding: 0 3px; }")
+                      "QGroupBox::title { subcontrol-origin: margin; left: 8px; padding: 0 3px; }"
+                      + check_box_style())
+
+
+def check_box_style() -> str:
+    """Check boxes with a visible frame when unchecked (Fusion draws them almost invisible on a dark palette),
+    in dialogs and in check lists alike."""
+    icons = (Path(__file__).resolve().parent.parent / "resources" / "icons").as_posix()
+    kinds = ("QCheckBox", "QTreeView", "QListView", "QTableView", "QGroupBox")
+    sel = lambda state: ", ".join(f"{k}::indicator{state}" for k in kinds)  # noqa: E731
+    return (f"{sel('')} {{ width: 13px; height: 13px; border: 1px solid #9aa0a8; border-radius: 2px;"
+            " background: #1d1f23; }"
+            f"{sel(':hover')} {{ border-color: #c8ccd2; }}"
+            f"{sel(':checked')} {{ background: #3d79c4; border-color: #5b93da; image: url({icons}/check.svg); }}"
+            f"{sel(':indeterminate')} {{ background: #3d79c4; border-color: #5b93da; image: url({icons}/partial.svg); }}"
+            f"{sel(':disabled')} {{ border-color: #5a5e66; background: #2a2c31; }}"
+            f"{sel(':checked:disabled')} {{ background: #4a5566; }}")
 
 
 def run(path: str | None = None, argv: list[str] | None = None) -> int:

@@ -14,7 +14,9 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from app import run_config
 from app.analysis.mode import AnalysisMode
 from app.autosave import Autosaver
+from app.batch_dialog import add_batch_menu
 from app.compare_view import REPORT_FILTER, CompareDialog
+from app.custom_layers import CustomLayers
 from app.docs_browser import DocsBrowser
 from app.document import Document
 from app.export_dialog import add_export_menu
@@ -28,8 +30,9 @@ from app.typecheck_panel import TypeCheckPanel
 from app.worker import RunController, RunRequest, RunResult
 from engine import modelfile
 from engine import report as report_file
+from engine.custom import custom_descs, used_definitions
 from engine.errors import LayerLabError
-from engine.events import Event, TemplateEvent
+from engine.events import CustomLayerChanged, Event, TemplateEvent
 from engine.model import Model
 from engine.plugins import default_registry
 from engine.registry import Registry
@@ -47,6 +50,7 @@ APP_NAME = "LayerLab"
 FILE_FILTER = "LayerLab models (*.lnet);;All files (*)"
 MAX_RECENT = 10
 SAMPLE = Path(__file__).resolve().parent.parent / "resources" / "samples" / "denoiser.lnet"
+REDO_KEYS = [QtGui.QKeySequence("Ctrl+Shift+Z"), QtGui.QKeySequence("Ctrl+Y")]
 
 
 def default_autosave_dir() -> str:
@@ -94,6 +98,7 @@ class MainWindow(QtWidgets.QMainWindow):
                                      lambda command, payload: self.runner.submit("analysis", (command, payload)))
         self.analysis.active_changed.connect(lambda _on: self._update_actions())
         self._run_ids = 0
+        self._actions_pending = False
         self._runs: dict[int, RunRequest] = {}
         self.fusing_dialog: FusingRulesDialog | None = None
         self.warmup_process: Any = None  # the CPU-kernel compile of a first start (start_kernel_warmup)
@@ -154,6 +159,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self._build_actions()
         self._build_menus()
         add_export_menu(self)
+        add_batch_menu(self)
+        self.custom = CustomLayers(self)  # Edit > Add/Edit Custom Layer…, the consent prompt
         self._build_toolbar()
         self._default_state = self.saveState()
         self._default_geometry = self.saveGeometry()
@@ -194,9 +201,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_close = self._action("&Close", self.close_current, K.Close)
         self.act_quit = self._action("&Quit", self.close, K.Quit)
         self.act_undo = self._action("&Undo", lambda: self._with_doc(lambda d: d.model.undo()), K.Undo, P.SP_ArrowBack)
-        self.act_redo = self._action("&Redo", lambda: self._with_doc(lambda d: d.model.redo()),
-                                     QtGui.QKeySequence("Ctrl+Shift+Z"), P.SP_ArrowForward)
-        self.act_redo.setShortcuts([QtGui.QKeySequence("Ctrl+Shift+Z"), QtGui.QKeySequence(K.Redo)])
+        self.act_redo = self._action("&Redo", lambda: self._with_doc(lambda d: d.model.redo()), None,
+                                     P.SP_ArrowForward)
+        self.act_redo.setShortcuts(REDO_KEYS)  # each bound once (the platform's Redo key is one of them)
+        for act, label in ((self.act_undo, "Undo"), (self.act_redo, "Redo")):
+            act.setIconText(label)  # the toolbar button keeps this short text; the menu shows the full one
         self.act_cut = self._action("Cu&t", lambda: self._with_doc(lambda d: d.canvas.cut_selection()), K.Cut)
         self.act_copy = self._action("&Copy", lambda: self._with_doc(lambda d: d.canvas.copy_selection()), K.Copy)
         self.act_paste = self._action("&Paste", lambda: self._with_doc(lambda d: d.canvas.paste()), K.Paste)
@@ -216,6 +225,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_grid.setChecked(True)
         self.act_fit = self._action("&Fit to View", lambda: self._with_doc(lambda d: d.canvas.fit()), "F",
                                     P.SP_FileDialogContentsView, "Show the whole network")
+        self.act_arrange = self._action("&Arrange", self.arrange, "Ctrl+L", None,
+                                        "Lay the network out left to right by depth (the selection only, when "
+                                        "several layers are selected); one undo step")
         self.act_zoom_in = self._action("Zoom &In", lambda: self._zoom(0.1), K.ZoomIn)
         self.act_zoom_out = self._action("Zoom &Out", lambda: self._zoom(-0.1), K.ZoomOut)
         self.act_save_layout = self._action("&Save Layout", self.save_layout)
@@ -257,6 +269,8 @@ class MainWindow(QtWidgets.QMainWindow):
         edit.addAction(self.act_select_all)
         edit.addSeparator()
         edit.addActions([self.act_group, self.act_ungroup, self.act_import_template])
+        edit.addSeparator()
+        edit.addAction(self.act_arrange)
         view = mb.addMenu("&View")
         view.addAction(self.act_grid)
         windows = view.addMenu("&Windows")
@@ -374,9 +388,11 @@ class MainWindow(QtWidgets.QMainWindow):
         doc.canvas.set_context_actions(
             [("Group as Template…", self.act_group), ("Ungroup", self.act_ungroup), None,
              ("Cut", self.act_cut), ("Copy", self.act_copy), ("Duplicate", self.act_duplicate), ("Delete", self.act_delete),
-             None, *self.format_menu_items(), None, ("Layer Documentation", self.act_docs)],
+             None, *self.format_menu_items(), None, ("Edit Custom Layer…", self.custom.act_edit),
+             ("Layer Documentation", self.act_docs)],
             [("Paste", self.act_paste), ("Select All", self.act_select_all), None,
-             ("Import Model as Template…", self.act_import_template), ("Fit to View", self.act_fit)])
+             ("Import Model as Template…", self.act_import_template), ("Arrange", self.act_arrange),
+             ("Fit to View", self.act_fit)])
         index = self.tabs.addTab(doc.canvas.widget, doc.title)
         self.tabs.setCurrentIndex(index)
         self._doc_state_changed(doc)
@@ -446,6 +462,8 @@ class MainWindow(QtWidgets.QMainWindow):
             QtWidgets.QMessageBox.critical(self, "Cannot save model", f"{path}: {exc}")
             return False
         doc.mark_saved(str(Path(path).resolve()))
+        if doc is self.current:
+            self.params.set_target(doc, doc.canvas.selected_layers())  # its File line shows the new path
         self.autosaver.remove(doc.id)
         self._add_recent(doc.path)
         self.statusBar().showMessage(f"Saved {doc.path}", 6000)
@@ -465,7 +483,10 @@ class MainWindow(QtWidgets.QMainWindow):
         return answer == B.Discard
 
     def close_document(self, doc: Document | None) -> bool:
-        if doc is None or not self.maybe_save(doc):
+        if doc is None:
+            return False
+        if not self.maybe_save(doc):
+            doc.canvas.reset_modifiers()  # the dialog took the Ctrl release of Ctrl+W
             return False
         self.autosaver.remove(doc.id)
         index = self.tabs.indexOf(doc.canvas.widget)
@@ -537,9 +558,17 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _doc_event(self, doc: Document, ev: Event) -> None:
         if doc is self.current:
-            if isinstance(ev, TemplateEvent):
+            if isinstance(ev, (TemplateEvent, CustomLayerChanged)):
                 self._refresh_templates()
             self._update_actions()
+            # an event comes while its command runs, before the undo stack records it: look again afterwards
+            if not self._actions_pending:
+                self._actions_pending = True
+                QtCore.QTimer.singleShot(0, self._update_actions_later)
+
+    def _update_actions_later(self) -> None:
+        self._actions_pending = False
+        self._update_actions()
 
     def _doc_checked(self, doc: Document, diags: list) -> None:
         if doc is self.current:
@@ -593,8 +622,14 @@ class MainWindow(QtWidgets.QMainWindow):
         has = doc is not None
         self.act_undo.setEnabled(has and doc.model.can_undo())
         self.act_redo.setEnabled(has and doc.model.can_redo())
-        self.act_undo.setText(f"&Undo {doc.model.undo_text()}" if has and doc.model.can_undo() else "&Undo")
-        self.act_redo.setText(f"&Redo {doc.model.redo_text()}" if has and doc.model.can_redo() else "&Redo")
+        for act, label, able, what in ((self.act_undo, "Undo", has and doc.model.can_undo(),
+                                        doc.model.undo_text() if has else ""),
+                                       (self.act_redo, "Redo", has and doc.model.can_redo(),
+                                        doc.model.redo_text() if has else "")):
+            act.setText(f"&{label} {what}" if able else f"&{label}")
+            act.setIconText(label)
+            keys = ", ".join(k.toString(QtGui.QKeySequence.SequenceFormat.NativeText) for k in act.shortcuts())
+            act.setToolTip(f"{label} {what} ({keys})" if able else f"{label} ({keys})")
         selected = has and bool(doc.canvas.selected_layers())
         for act in (self.act_cut, self.act_copy, self.act_duplicate, self.act_group):
             act.setEnabled(selected)
@@ -602,13 +637,14 @@ class MainWindow(QtWidgets.QMainWindow):
             template_name(doc.model.layers[n].type) for n in doc.canvas.selected_layers()))
         self.act_import_template.setEnabled(has)
         for act in (self.act_save, self.act_save_as, self.act_paste, self.act_delete,
-                    self.act_select_all, self.act_fit, self.act_zoom_in, self.act_zoom_out):
+                    self.act_select_all, self.act_fit, self.act_zoom_in, self.act_zoom_out, self.act_arrange):
             act.setEnabled(has)
         self.act_close.setEnabled(has or self.current_report is not None)
         target = self.run_target() is not None
         self.act_run.setEnabled(target and not self.runner.busy and not self.analysis.active)
         self.act_cancel.setEnabled(self.runner.busy)
         self.act_net_settings.setEnabled(target)
+        self.custom.update_actions()
         self.act_fusing_rules.setEnabled(has)
         self._update_status()
 
@@ -622,7 +658,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _refresh_templates(self) -> None:
         """The palette's Templates category shows the current model's templates."""
         doc = self.current
-        self.palette.set_templates(template_descs(doc.model, self.registry) if doc else [])
+        self.palette.set_templates([*template_descs(doc.model, doc.registry), *custom_descs(doc.model)] if doc else [])
 
     @staticmethod
     def default_template_name(model: Model) -> str:
@@ -664,7 +700,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _group(self, doc: Document, names: list[str], name: str) -> str | None:
         try:
-            instance = group(doc.model, names, name, self.registry)
+            instance = group(doc.model, names, name, doc.registry)
         except LayerLabError as exc:
             self._warn("Cannot group as a template", str(exc))
             return None
@@ -693,7 +729,7 @@ class MainWindow(QtWidgets.QMainWindow):
                                     lambda text, n=name: self.rename_template(n, text))
             return False
         try:
-            rename_template(doc.model, name, new, self.registry)
+            rename_template(doc.model, name, new, doc.registry)
         except LayerLabError as exc:
             self._warn("Cannot rename the template", str(exc))
             return False
@@ -742,7 +778,7 @@ class MainWindow(QtWidgets.QMainWindow):
         try:
             with doc.model.macro("Ungroup " + ", ".join(instances)):
                 for inst in instances:
-                    new += ungroup(doc.model, inst, self.registry)
+                    new += ungroup(doc.model, inst, doc.registry)
         except LayerLabError as exc:
             self.statusBar().showMessage(f"Cannot ungroup: {exc}", 10000)
             return []
@@ -774,6 +810,18 @@ class MainWindow(QtWidgets.QMainWindow):
         doc = self.current
         if doc is not None and name in doc.canvas.nodes:
             doc.canvas.focus_layer(name)
+
+    def arrange(self) -> int:
+        """Edit > Arrange: a layered layout of the current network (of the selection when it holds several
+        layers), undoable in one step; the view is fitted to the result."""
+        doc = self.current
+        if doc is None:
+            return 0
+        selected = doc.canvas.selected_layers()
+        moved = doc.canvas.arrange(selected if len(selected) > 1 else None)
+        if moved:
+            doc.canvas.fit()
+        return moved
 
     def set_grid(self, on: bool) -> None:
         self.act_grid.setChecked(on)
@@ -933,6 +981,8 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.analysis.active:
             self.statusBar().showMessage("Analysis is running: Stop Analysis before launching an inference run", 6000)
             return None
+        if not self.custom.ensure_consent(doc, lambda d=doc: self.launch_inference(d)):
+            return None  # asking: the run starts when the user accepts
         self._run_ids += 1
         run_id = self._run_ids
         started = _dt.datetime.now()
@@ -947,6 +997,8 @@ class MainWindow(QtWidgets.QMainWindow):
             snapshot = doc.path is None or doc.modified
             model_file = str(base.with_suffix(".lnet")) if snapshot else str(doc.path)
             entry.command = run_config.command_line(config, model_file, str(base) + "_cli")
+            if used_definitions(doc.model):  # the user consented to run its custom layer code
+                entry.command += " --trust-custom-code"
             entry.format = config.format
             entry.backend = config.backend
         except LayerLabError as exc:
@@ -1159,7 +1211,8 @@ class MainWindow(QtWidgets.QMainWindow):
     def show_docs(self, key: str | None = None) -> DocsBrowser:
         if self.docs_browser is None:
             self.docs_browser = DocsBrowser(self.registry, self)
-        self.docs_browser.set_templates(template_descs(self.current.model, self.registry) if self.current else [])
+        self.docs_browser.set_templates([*template_descs(self.current.model, self.current.registry),
+                                         *custom_descs(self.current.model)] if self.current else [])
         if key is None and self.current is not None:
             sel = self.current.canvas.selected_layers()
             if sel:

@@ -55,6 +55,7 @@ class Palette(QtWidgets.QWidget):
 
     add_requested = QtCore.Signal(str)
     template_action = QtCore.Signal(str, str)
+    custom_action = QtCore.Signal(str, str)  # add, edit, export or delete; the custom layer's name
 
     def __init__(self, registry: Registry, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -153,6 +154,15 @@ class Palette(QtWidgets.QWidget):
             act.triggered.connect(lambda _c=False, a=action: self.template_action.emit(a, name))
         return menu
 
+    def custom_menu(self, name: str) -> QtWidgets.QMenu:
+        """The right-click menu of custom layer ``name``'s entry."""
+        menu = QtWidgets.QMenu(self)
+        for text, action in (("Add Instance", "add"), ("Edit Custom Layer…", "edit"), ("Export Definition…", "export"),
+                             ("Delete Custom Layer", "delete")):
+            act = menu.addAction(text)
+            act.triggered.connect(lambda _c=False, a=action: self.custom_action.emit(a, name))
+        return menu
+
     def _context_menu(self, pos: QtCore.QPoint) -> None:
         item = self.tree.itemAt(pos)
         layer_type = item.data(0, TYPE_ROLE) if item else None
@@ -160,6 +170,10 @@ class Palette(QtWidgets.QWidget):
             self.menu = self.template_menu(layer_type.partition(":")[2])
             self.menu.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
             self.menu.popup(self.tree.viewport().mapToGlobal(pos))  # popup(): never blocks
+        elif layer_type and layer_type.startswith("custom:"):
+            self.menu = self.custom_menu(layer_type.partition(":")[2])
+            self.menu.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+            self.menu.popup(self.tree.viewport().mapToGlobal(pos))
 
     def _activated(self, item: QtWidgets.QTreeWidgetItem, column: int) -> None:
         layer_type = item.data(0, TYPE_ROLE)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from PySide6 import QtCore, QtWidgets
 
 from app.document import Document
+from engine.backends import NumpyBackend
 from engine.descriptors import ActivationDesc, CoefDesc, LayerDesc, ParamDesc, is_identifier
 from engine.errors import LayerLabError
 from engine.events import (
@@ -22,8 +23,9 @@ from engine.events import (
     ParamChanged,
     TemplateChanged,
 )
+from engine.network import build_layer
 from engine.templates import exposable, find_desc, get_template, set_exposed, template_name
-from engine.tensor import Dims
+from engine.tensor import FP32_NCHW, Dims
 
 INT_LIMIT = 2**31 - 1
 ERROR_STYLE = "border: 1px solid #e05050; background: #4a2020;"
@@ -496,8 +498,31 @@ class ParamPanel(QtWidgets.QScrollArea):
             tip += " — differs between the selected layers"
         editor = editor_for(p, getter())
         label = p.name + (" *" if len(values) > 1 else "")
-        self._add(form, f"param.{p.name}", label, editor, getter, param_validator(p),
+        self._add(form, f"param.{p.name}", label, editor, getter, self._layer_validator(p),
                   lambda t: self._apply_all(f"Set {p.name}", lambda n: model.set_param(n, p.name, t)), tip)
+
+    def _layer_validator(self, p: ParamDesc) -> Validator:
+        """The parameter's own rules, then the layer's (``kernel_size`` 0 parses as a dimension, but no
+        convolution accepts it): a value a selected layer refuses is not applied."""
+        own = param_validator(p)
+        model, registry = self.doc.model, self.doc.registry
+
+        def check(text: str) -> str | None:
+            reason = own(text)
+            if reason is not None:
+                return reason
+            for name in self.names:
+                spec = model.layers.get(name)
+                if spec is None or registry.layer_class(spec.type) is None:
+                    continue
+                try:
+                    build_layer(name, spec.type, {**spec.params, p.name: text}, spec.activation, spec.act_coefs,
+                                registry, FP32_NCHW, NumpyBackend())
+                except LayerLabError as exc:
+                    if p.name in str(exc):
+                        return str(exc)
+            return None
+        return check
 
     def _build_format(self, form: QtWidgets.QFormLayout) -> None:
         """Precision and Layout: the layer's own tensor format, over the network's (``app.layer_format``)."""

@@ -161,6 +161,12 @@ class ReportView(QtWidgets.QWidget):
         lay.addLayout(top)
         lay.addWidget(summary_box)
         lay.addWidget(self.splitter, 1)
+        # long texts are cut (their tooltips hold them) rather than widening the tab: opening a report never
+        # makes the main window grow
+        for w in (self.title, self.summary, self.notes, self.baseline_legend, summary_box):
+            w.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, w.sizePolicy().verticalPolicy())
+            w.setMinimumWidth(120)
+        self.html_message: QtWidgets.QMessageBox | None = None
         self.set_report(report, path)
 
     # ---- content ---------------------------------------------------------------------------------
@@ -200,10 +206,14 @@ class ReportView(QtWidgets.QWidget):
             self.summary_grid.addWidget(key, i % per_col, 2 * (i // per_col))
             self.summary_grid.addWidget(val, i % per_col, 2 * (i // per_col) + 1)
         self.summary_grid.setColumnStretch(2 * ((len(summary_pairs(report)) - 1) // per_col) + 1, 1)
+        self.summary.setToolTip("\n".join(f"{k}: {v}" for k, v in summary_pairs(report)))
+        self.title.setToolTip(f"Inference report: {m['name']}, {n['avg_ms']:.3f} ms per iteration, {r['backend']}, "
+                              f"{r['format']}")
         notes = list(r.get("notes", []))
         if path:
             notes.append(f"file: {path}")
         self.notes.setText(" · ".join(html.escape(x, quote=False) for x in notes))
+        self.notes.setToolTip("\n".join(notes))
         self.notes.setVisible(bool(notes))
         self._fill_table()
         self.open_html_button.setEnabled(bool(path and Path(path).with_suffix(".html").is_file()))
@@ -364,6 +374,27 @@ class ReportView(QtWidgets.QWidget):
 
     # ---- actions ---------------------------------------------------------------------------------
     def open_html(self) -> bool:
+        """Open the HTML report in the web browser; where it is missing or no browser starts, say so in a
+        (non-blocking) message that gives the file's path to copy."""
         if not self.path:
             return False
-        return QtGui.QDesktopServices.openUrl(QtCore.QUrl.fromLocalFile(str(Path(self.path).with_suffix(".html"))))
+        page = Path(self.path).with_suffix(".html")
+        if not page.is_file():
+            self._html_problem(f"There is no HTML report next to this report: {page} does not exist.", page)
+            return False
+        if QtGui.QDesktopServices.openUrl(QtCore.QUrl.fromLocalFile(str(page))):
+            return True
+        self._html_problem("No web browser could be started to show the HTML report. Open this file in a browser:",
+                           page)
+        return False
+
+    def _html_problem(self, text: str, page: Path) -> None:
+        box = QtWidgets.QMessageBox(QtWidgets.QMessageBox.Icon.Warning, "Open HTML", text,
+                                    QtWidgets.QMessageBox.StandardButton.Close, self)
+        box.setInformativeText(str(page))
+        box.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        copy = box.addButton("Copy Path", QtWidgets.QMessageBox.ButtonRole.ActionRole)
+        copy.clicked.connect(lambda: QtGui.QGuiApplication.clipboard().setText(str(page)))
+        box.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.html_message = box
+        box.open()

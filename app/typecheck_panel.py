@@ -21,6 +21,7 @@ class TypeCheckPanel(QtWidgets.QWidget):
         self.tree.setRootIsDecorated(False)
         self.tree.setAlternatingRowColors(True)
         self.tree.setWordWrap(True)
+        self.tree.setTextElideMode(QtCore.Qt.TextElideMode.ElideMiddle)
         header = self.tree.header()
         header.setSectionResizeMode(0, QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
@@ -43,8 +44,9 @@ class TypeCheckPanel(QtWidgets.QWidget):
         for d in sorted(diags, key=lambda d: d.severity != "error"):
             item = QtWidgets.QTreeWidgetItem(["", d.layer or "(network)", d.message])
             item.setIcon(0, self._icons.get(d.severity, self._icons["warning"]))
-            item.setToolTip(0, d.severity)
-            item.setToolTip(2, d.message)
+            full = f"{d.severity}: {d.layer or '(network)'}: {d.message}"
+            for column in range(3):  # the whole message, whatever the column widths cut
+                item.setToolTip(column, full)
             item.setData(0, LAYER_ROLE, d.layer)
             self.tree.addTopLevelItem(item)
         n_err = sum(d.severity == "error" for d in diags)

@@ -1,11 +1,12 @@
 """Copy/paste of layers as plain data (JSON text); pasted layers get new unique names and keep internal links.
-The definitions of the templates that copied instances use travel with them."""
+The definitions of the templates and custom layers that copied instances use travel with them."""
 from __future__ import annotations
 
 import copy
 import json
 import re
 
+from engine.custom.scope import custom_layers_used
 from engine.descriptors import is_identifier
 from engine.model import LayerSpec, Model
 from engine.templates import templates_used
@@ -21,16 +22,20 @@ def copy_layers(model: Model, names: list[str]) -> str:
     used = templates_used(model, [s["type"] for s in specs])
     if used:
         data["templates"] = used
+    custom = custom_layers_used(model, [s["type"] for s in specs], used.values())
+    if custom:
+        data["custom-layers"] = custom
     return json.dumps(data)
 
 
-def clipboard_templates(text: str) -> dict[str, str]:
-    """Template definitions (name -> XML text) carried by clipboard ``text`` (empty when none or not ours)."""
+def clipboard_templates(text: str, key: str = "templates") -> dict[str, str]:
+    """Template definitions (name -> XML text) carried by clipboard ``text`` (empty when none or not ours);
+    ``key="custom-layers"``: the custom layer definitions."""
     try:
         data = json.loads(text)
     except (ValueError, TypeError):
         return {}
-    found = data.get("templates") if isinstance(data, dict) else None
+    found = data.get(key) if isinstance(data, dict) else None
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 

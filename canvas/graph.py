@@ -5,33 +5,38 @@ the canvas itself changes only in answer to Model events coming through the Mode
 undo stack is never used, so undo/redo is the Model's alone."""
 from __future__ import annotations
 
-import html
 import warnings
 from collections.abc import Iterable
 from typing import Any
 
 from NodeGraphQt import NodeGraph
 from NodeGraphQt.constants import ViewerEnum
+from NodeGraphQt.qgraphics.pipe import PipeItem
 from NodeGraphQt.qgraphics.port import PortItem
 from PySide6 import QtCore, QtGui
 
 from canvas.bridge import ModelBridge
 from canvas.clipboard import clipboard_templates, copy_layers, paste_specs
-from canvas.nodes import LayerNode, make_node_class
+from canvas.nodes import LayerNode, LayerNodeItem, Run, make_node_class
+from canvas.overview import OVERVIEW_LOD, OverviewItem
 from engine.descriptors import InputKind, LayerDesc
 from engine.errors import LayerLabError
 from engine.events import (
     ActivationChanged,
+    CustomLayerChanged,
     Event,
     LayerAdded,
+    LayerEvent,
     LayerMoved,
     LayerRemoved,
     LayerRenamed,
     LinkChanged,
     ParamChanged,
+    TemplateChanged,
     TemplateEvent,
 )
 from engine.formats import LayerFormat
+from engine.layout import layered_positions
 from engine.model import Model
 from engine.registry import Registry
 from engine.templates import find_desc, template_name, template_type
@@ -41,6 +46,17 @@ from engine.typecheck import Diagnostic
 #: text/plain payload of a palette drag: ``layerlab-layer:<type>``
 DRAG_PREFIX = "layerlab-layer:"
 NODE_SIZE_GUESS = (180.0, 90.0)
+TEXT = "#d8d8d8"
+LINK_PICK_PX = 5.0  # a click this close to a link (on screen) selects it
+POSITION_DECIMALS = 1  # positions are kept to a tenth of a scene unit (what the canvas can show)
+FREE_GAP = 60.0  # space left between a new layer and its neighbours
+
+
+def snap_position(pos: tuple[float, float]) -> tuple[float, float]:
+    """A canvas position as stored in the model and the file (no 13-decimal noise from the view transform)."""
+    return (round(float(pos[0]), POSITION_DECIMALS), round(float(pos[1]), POSITION_DECIMALS))
+#: model events after which the overview (zoomed-out drawing) recomputes its boxes and lines
+STRUCTURE_EVENTS = (LayerEvent, TemplateEvent, CustomLayerChanged)
 
 
 def _dims_text(d: Dims) -> str:
@@ -73,6 +89,11 @@ class ModelCanvas(NodeGraph):
         self.registry = registry
         self.bridge = bridge
         self.nodes: dict[str, LayerNode] = {}
+        self._names: dict[str, str] = {}  # node id -> layer name
+        self._bulk = False  # building many nodes: layouts wait until the end
+        self._moves_pending = False
+        self._moved: set[str] = set()
+        self.overview: OverviewItem | None = None
         self._classes: dict[str, type[LayerNode]] = {}
         self._diags: dict[str, list[Diagnostic]] = {}
         self._shapes: dict[str, Dims] = {}
@@ -92,25 +113,59 @@ class ModelCanvas(NodeGraph):
                 act.setShortcuts([])
                 act.setVisible(False)
         self.viewer().viewport().installEventFilter(self)
+        self.viewer().installEventFilter(self)
         bridge.event.connect(self._on_model_event)
-        for name in model.layers:
-            self._create_node(name)
-        for name in model.layers:
-            self._sync_links(name)
+        self._build_all()
+
+    def _build_all(self) -> None:
+        """Create every node and link in bulk: no repaint and one layout per node, at the end."""
+        viewer = self.viewer()
+        viewer.setUpdatesEnabled(False)
+        self._bulk = True
+        LayerNodeItem.defer_layout = True
+        try:
+            for name in self.net_model.layers:
+                self._create_node(name)
+                self._sync_ports(name)
+            LayerNodeItem.defer_layout = False
+            for node in self.nodes.values():
+                node.view.draw_node()
+                node.place_badge()
+            for name in self.net_model.layers:  # links last: each is drawn once, between placed ports
+                self._sync_links(name)
+        finally:
+            self._bulk = False
+            LayerNodeItem.defer_layout = False
+            viewer.setUpdatesEnabled(True)
+        self.overview = OverviewItem(lambda: self.nodes, self._links, self._overview_detail)
+        self.scene().addItem(self.overview)
+        self.overview.invalidate()
+
+    def _overview_detail(self, name: str) -> str:
+        """The line under a layer's name on the zoomed-out canvas: its output shape, else its type."""
+        shape = self._shapes.get(name)
+        if shape is not None:
+            return _dims_text(shape)
+        node = self.nodes.get(name)
+        return node.desc.display_name if node is not None and node.desc is not None else ""
+
+    def _links(self) -> list[tuple[str, str, int]]:
+        """Every link of the model: (source, target, input index)."""
+        return [(src, name, i) for name, spec in self.net_model.layers.items() for i, src in enumerate(spec.inputs) if src]
+
+    def get_unique_name(self, name: str) -> str:
+        """Node titles are layer names, which the Model keeps unique (NodeGraphQt's own search is quadratic)."""
+        return name
 
     # ---- queries ---------------------------------------------------------------------------------
     def layer_of(self, node: Any) -> str | None:
         """Layer name shown by a node (or node view item)."""
-        nid = getattr(node, "id", None)
-        for name, n in self.nodes.items():
-            if n.id == nid:
-                return name
-        return None
+        return self._names.get(getattr(node, "id", None))
 
     def selected_layers(self) -> list[str]:
         """Selected layer names, in model order."""
-        ids = {n.id for n in self.selected_nodes()}
-        return [name for name, n in self.nodes.items() if n.id in ids]
+        picked = {self._names.get(item.id) for item in self.viewer().selected_nodes()}
+        return [name for name in self.nodes if name in picked]
 
     def port_of(self, layer: str, index: int | None) -> Any:
         """The Port of input ``index`` of ``layer`` (``None``: its output)."""
@@ -143,8 +198,11 @@ class ModelCanvas(NodeGraph):
 
     def _refresh_template_nodes(self, name: str) -> None:
         """Rebuild the nodes of template ``name``'s instances (ports and parameters follow its definition)."""
+        self._refresh_nodes_of(template_type(name))
+
+    def _refresh_nodes_of(self, ltype: str) -> None:
+        """Rebuild the nodes of the layers of type ``ltype`` (a template or custom layer whose definition changed)."""
         selected = set(self.selected_layers())
-        ltype = template_type(name)
         for layer, spec in self.net_model.layers.items():
             if spec.type != ltype or layer not in self.nodes:
                 continue
@@ -163,12 +221,15 @@ class ModelCanvas(NodeGraph):
         node.set_property("name", name, push_undo=False)
         node.view.name = name
         self.nodes[name] = node
+        self._names[node.id] = name
+        node.view.on_moved = self._node_moved
         self._update_info(name)
 
     def _remove_node(self, name: str) -> None:
         node = self.nodes.pop(name, None)
         if node is None:
             return
+        self._names.pop(node.id, None)
         for port in node.input_ports() + node.output_ports():
             for other in port.connected_ports():
                 port.disconnect_from(other, push_undo=False, emit_signal=False)
@@ -184,12 +245,9 @@ class ModelCanvas(NodeGraph):
             return max(len(desc.inputs), last + 2)  # a free port after the last connected one
         return max(len(desc.inputs), last + 1)
 
-    def _sync_links(self, name: str) -> None:
-        """Make the input ports and links of ``name``'s node match the Model exactly."""
-        node = self.nodes.get(name)
-        if node is None or name not in self.net_model.layers:
-            return
-        spec = self.net_model.layers[name]
+    def _sync_ports(self, name: str) -> None:
+        """Give ``name``'s node the input ports the Model needs (a free one after an open-ended input's links)."""
+        node = self.nodes[name]
         wanted = self._wanted_ports(name)
         while len(node.input_ports()) < wanted:
             node.add_input_slot(len(node.input_ports()))
@@ -198,6 +256,14 @@ class ModelCanvas(NodeGraph):
             for other in port.connected_ports():
                 port.disconnect_from(other, push_undo=False, emit_signal=False)
             node.delete_input(port)
+
+    def _sync_links(self, name: str) -> None:
+        """Make the input ports and links of ``name``'s node match the Model exactly."""
+        node = self.nodes.get(name)
+        if node is None or name not in self.net_model.layers:
+            return
+        spec = self.net_model.layers[name]
+        self._sync_ports(name)
         for i, port in enumerate(node.input_ports()):
             src = spec.inputs[i] if i < len(spec.inputs) else None
             src_port = None
@@ -213,58 +279,92 @@ class ModelCanvas(NodeGraph):
                 pipe.delete()
             if src_port is not None:
                 port.connect_to(src_port, push_undo=False, emit_signal=False)
-        node.view.draw_node()
-        node.place_badge()
+        if not self._bulk:
+            node.view.draw_node()
+            node.place_badge()
 
-    def _update_info(self, name: str) -> None:
-        node = self.nodes.get(name)
-        spec = self.net_model.layers.get(name)
-        if node is None or spec is None:
-            return
-        desc = node.desc
+    def _info_lines(self, name: str) -> list[list[Run]]:
+        """What a node shows under its ports: its type, main parameters, activation and output shape."""
+        spec = self.net_model.layers[name]
+        desc = self.nodes[name].desc
         if template_name(spec.type) is not None:
             kind = f"template {desc.display_name}" if desc else f"{spec.type} (missing or broken)"
-            lines = [f"<span style='color:#e0c070'>{html.escape(kind)}</span>"]
+            lines = [[(kind, "#e0c070", False, False)]]
         else:
-            lines = [f"<span style='color:#9aa4b0'>{html.escape(desc.display_name if desc else spec.type + ' (unknown)')}</span>"]
+            lines = [[(desc.display_name if desc else spec.type + " (unknown)", "#9aa4b0", False, False)]]
         if desc:
             for p in desc.params:
                 if p.main:
                     value = spec.params.get(p.name, p.default_text)
                     if p.type == "dimension":
                         value = _compact_dims(p, value)
-                    lines.append(f"{html.escape(p.name)}: <b>{html.escape(value)}</b>")
+                    lines.append([(f"{p.name}: ", TEXT, False, False), (value, TEXT, True, False)])
         if spec.activation and spec.activation != "none":
-            lines.append(f"activation: <b>{html.escape(spec.activation)}</b>")
+            lines.append([("activation: ", TEXT, False, False), (spec.activation, TEXT, True, False)])
         if spec.permanent:
-            lines.append("<i>permanent</i>")
+            lines.append([("permanent", TEXT, False, True)])
         shape = self._shapes.get(name)
-        if shape is not None:
-            lines.append(f"<span style='color:#8fd18f'>→ {_dims_text(shape)}</span>")
-        else:
-            lines.append("<span style='color:#777'>→ ?</span>")
-        node.set_info("<br>".join(lines))
+        lines.append([(f"→ {_dims_text(shape)}", "#8fd18f", False, False)] if shape is not None
+                     else [("→ ?", "#777777", False, False)])
+        return lines
+
+    def _update_info(self, name: str) -> None:
+        node = self.nodes.get(name)
+        if node is None or name not in self.net_model.layers:
+            return
+        node.set_info(self._info_lines(name), layout=not self._bulk)
         diags = self._diags.get(name, [])
         sev = "error" if any(d.severity == "error" for d in diags) else ("warning" if diags else "")
         node.badge.show_diagnostics(sev, [f"{d.severity}: {d.message}" for d in diags])
+        spec = self.net_model.layers[name]
         node.format_badge.show_format(LayerFormat.parse(spec.format).badge if spec.format else "")
-        node.place_badge()
+        if not self._bulk:
+            node.place_badge()
 
     def set_analysis(self, diagnostics: list[Diagnostic], shapes: dict[str, Dims]) -> None:
-        """Show type-check results: output shapes and badges on the nodes."""
-        self._diags = {}
+        """Show type-check results: output shapes and badges on the nodes (only the nodes whose results
+        changed are touched)."""
+        diags: dict[str, list[Diagnostic]] = {}
         for d in diagnostics:
             if d.layer:
-                self._diags.setdefault(d.layer, []).append(d)
-        self._shapes = dict(shapes)
-        for name in self.nodes:
+                diags.setdefault(d.layer, []).append(d)
+        old_diags, old_shapes = self._diags, self._shapes
+        self._diags, self._shapes = diags, dict(shapes)
+        changed = {n for n in set(old_diags) | set(diags) if old_diags.get(n) != diags.get(n)}
+        changed |= {n for n in set(old_shapes) | set(shapes) if old_shapes.get(n) != shapes.get(n)}
+        for name in changed:
             self._update_info(name)
 
     def badge_severity(self, name: str) -> str:
         return self.nodes[name].badge.severity
 
     # ---- Model events -> view --------------------------------------------------------------------
+    def _node_moved(self, view: Any) -> None:
+        """A node item moved (dragged, or placed from the model): refresh the overview once, after the moves."""
+        name = self.layer_of(view)
+        if name is not None:
+            self._moved.add(name)
+        if not self._moves_pending:
+            self._moves_pending = True
+            QtCore.QTimer.singleShot(0, self._after_moves)
+
+    def _after_moves(self) -> None:
+        self._moves_pending = False
+        moved, self._moved = self._moved, set()
+        if self.overview is not None:
+            self.overview.invalidate(moved)
+
     def _on_model_event(self, ev: Event) -> None:
+        self._apply_event(ev)
+        if self.overview is not None and isinstance(ev, STRUCTURE_EVENTS):
+            if self.overview.active and isinstance(ev, (LayerAdded, LinkChanged, TemplateChanged)):
+                self.overview.apply_opacity()  # new nodes and links follow the current mode
+            if isinstance(ev, (LayerRenamed, TemplateEvent, CustomLayerChanged)):
+                self.overview.invalidate()
+            else:
+                self.overview.invalidate([ev.layer] if isinstance(ev, LayerEvent) else None)
+
+    def _apply_event(self, ev: Event) -> None:
         if isinstance(ev, LayerAdded) and ev.layer in self.net_model.layers:
             self._create_node(ev.layer)
             self._sync_links(ev.layer)
@@ -276,6 +376,7 @@ class ModelCanvas(NodeGraph):
             name = ev.layer
             node = self.nodes.pop(ev.old)
             self.nodes[name] = node
+            self._names[node.id] = name
             node.set_property("name", name, push_undo=False)
             node.view.name = name
             node.view.draw_node()
@@ -287,6 +388,8 @@ class ModelCanvas(NodeGraph):
             self._update_info(ev.layer)
         elif isinstance(ev, TemplateEvent):
             self._refresh_template_nodes(ev.name)
+        elif isinstance(ev, CustomLayerChanged):
+            self._refresh_nodes_of(ev.layer_type)
         elif isinstance(ev, LayerMoved) and ev.layer in self.nodes:
             x, y = self.net_model.layers[ev.layer].position
             if tuple(self.nodes[ev.layer].pos()) != (x, y):
@@ -351,10 +454,17 @@ class ModelCanvas(NodeGraph):
             name = self.layer_of(view)
             if name is not None:
                 moves.append((name, tuple(view.xy_pos)))
-        if moves:
+        if not moves:
+            return
+        try:
             with self.net_model.macro("Move " + ", ".join(n for n, _ in moves)):
                 for name, pos in moves:
-                    self.net_model.move_layer(name, pos)
+                    self.net_model.move_layer(name, snap_position(pos))
+        except LayerLabError as exc:  # a read-only model (analysis mode): the nodes go back where they were
+            for name, _ in moves:
+                x, y = self.net_model.layers[name].position
+                self.nodes[name].set_pos(x, y)
+            self.status_message.emit(f"Move refused: {exc}")
 
     def _on_node_name_changed(self, node_id: str, name: str) -> None:
         node = self.get_node_by_id(node_id)
@@ -423,7 +533,43 @@ class ModelCanvas(NodeGraph):
         for cmd, action in self._menu_commands:
             cmd.qaction.setEnabled(action.isEnabled())
 
+    def pipe_at(self, scene_pos: QtCore.QPointF) -> Any:
+        """The link drawn within a few screen pixels of ``scene_pos`` (None where there is a node or a port, or
+        no link)."""
+        viewer = self.viewer()
+        tol = LINK_PICK_PX / max(viewer.transform().m11(), 1e-6)
+        area = QtCore.QRectF(scene_pos.x() - tol, scene_pos.y() - tol, 2 * tol, 2 * tol)
+        near = viewer.scene().items(area)
+        if any(isinstance(i, (PortItem, LayerNodeItem)) and i.sceneBoundingRect().contains(scene_pos) for i in near):
+            return None
+        stroker = QtGui.QPainterPathStroker()
+        stroker.setWidth(2 * tol)
+        for item in near:
+            if isinstance(item, PipeItem) and item.input_port and item.output_port and \
+                    stroker.createStroke(item.path()).contains(scene_pos):
+                return item
+        return None
+
+    def reset_modifiers(self) -> None:
+        """Forget the modifier keys the viewer believes held (a dialog took the key release: without this the
+        canvas stays in Ctrl-deselect mode with its hint drawn)."""
+        viewer = self.viewer()
+        viewer.ALT_state = viewer.CTRL_state = viewer.SHIFT_state = False
+        viewer._cursor_text.setVisible(False)
+
     def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:
+        if event.type() == QtCore.QEvent.Type.FocusOut and obj is self.viewer():
+            self.reset_modifiers()
+        if event.type() == QtCore.QEvent.Type.MouseButtonPress and event.button() == QtCore.Qt.MouseButton.LeftButton \
+                and event.modifiers() == QtCore.Qt.KeyboardModifier.NoModifier:
+            pipe = self.pipe_at(self.viewer().mapToScene(event.position().toPoint()))
+            if pipe is not None:  # a click on a link selects it (NodeGraphQt only selects links by rubber band)
+                self.clear_selection()
+                self.viewer().scene().clearSelection()
+                pipe.setSelected(True)
+                self.selection_changed.emit([])
+                self.status_message.emit("Link selected: Delete removes it")
+                return True
         if event.type() == QtCore.QEvent.Type.MouseButtonDblClick and event.button() == QtCore.Qt.MouseButton.LeftButton:
             scene_pos = self.viewer().mapToScene(event.position().toPoint())
             for item in self.viewer().scene().items(scene_pos):
@@ -437,7 +583,7 @@ class ModelCanvas(NodeGraph):
     def view_center(self) -> tuple[float, float]:
         vp = self.viewer().viewport().rect().center()
         p = self.viewer().mapToScene(vp)
-        return (p.x() - NODE_SIZE_GUESS[0] / 2, p.y() - NODE_SIZE_GUESS[1] / 2)
+        return snap_position((p.x() - NODE_SIZE_GUESS[0] / 2, p.y() - NODE_SIZE_GUESS[1] / 2))
 
     def add_layer(self, layer_type: str, pos: tuple[float, float] | None = None) -> str | None:
         """Add a layer of ``layer_type`` (a plugin layer or ``template:NAME``; at the view centre by default),
@@ -450,19 +596,33 @@ class ModelCanvas(NodeGraph):
         self.status_message.emit(f"Added {name}")
         return name
 
+    def free_spot(self, x: float, y: float, size: tuple[float, float] = NODE_SIZE_GUESS,
+                  step: float | None = None) -> tuple[float, float]:
+        """The first position from (x, y) downwards where a node of ``size`` overlaps no other node."""
+        step = step or size[1] + FREE_GAP / 2
+        scene = self.viewer().scene()
+        for i in range(200):
+            rect = QtCore.QRectF(x, y + i * step, *size).adjusted(-FREE_GAP / 4, -FREE_GAP / 4, FREE_GAP / 4, FREE_GAP / 4)
+            if not any(isinstance(it, LayerNodeItem) for it in scene.items(rect)):
+                return snap_position((x, y + i * step))
+        return snap_position((x, y))
+
     def add_layer_at_port(self, item: PortItem) -> str | None:
-        """Double-click on a free port: create an input (output) layer linked to it."""
+        """Double-click on a free port: create an input (output) layer linked to it, in free space beside the
+        port (left of an input, right of the output)."""
         ref = self._port_ref(item)
         if ref is None or item.connected_pipes:
             return None
         name, idx = ref
-        x, y = self.net_model.layers[name].position
-        if idx is None:
-            layer_type, pos = "output", (x + 260.0, y)
-        else:
-            layer_type, pos = "input", (x - 260.0, y + 60.0 * idx)
+        layer_type = "output" if idx is None else "input"
         if self.registry.find_layer(layer_type) is None:
             return None
+        node_rect = self.nodes[name].view.sceneBoundingRect()
+        port_y = item.sceneBoundingRect().center().y() - NODE_SIZE_GUESS[1] / 2
+        if idx is None:
+            pos = self.free_spot(node_rect.right() + FREE_GAP, port_y)
+        else:
+            pos = self.free_spot(node_rect.left() - FREE_GAP - NODE_SIZE_GUESS[0], port_y)
         with self.net_model.macro(f"Add {layer_type} for {name}"):
             new = self.net_model.add_layer(layer_type, position=pos)
             if idx is None:
@@ -523,29 +683,53 @@ class ModelCanvas(NodeGraph):
             with self.net_model.macro("Cut"):
                 self.net_model.remove_layers(names)
 
-    def paste(self, text: str | None = None, offset: tuple[float, float] = (40.0, 40.0)) -> list[str]:
-        """Paste layers (from the clipboard by default); returns the new names."""
+    def cursor_scene_pos(self) -> QtCore.QPointF | None:
+        """Where the mouse pointer is on the canvas (None when it is outside the canvas)."""
+        viewer = self.viewer()
+        local = viewer.viewport().mapFromGlobal(QtGui.QCursor.pos())
+        return viewer.mapToScene(local) if viewer.viewport().rect().contains(local) else None
+
+    def paste(self, text: str | None = None, at: tuple[float, float] | None = None) -> list[str]:
+        """Paste layers (from the clipboard by default) with their top-left corner at ``at``: by default at the
+        mouse pointer when it is on the canvas, else beside the copied layers' own places (never on top of
+        them); returns the new names."""
         if text is None:
             mime = QtGui.QGuiApplication.clipboard().mimeData()
             text = bytes(mime.data("application/x-layerlab-layers")).decode() if mime else ""
             text = text or QtGui.QGuiApplication.clipboard().text()
         try:
-            specs = paste_specs(self.net_model, text, offset)
+            specs = paste_specs(self.net_model, text, (0.0, 0.0))
         except (ValueError, TypeError, KeyError):
             self.status_message.emit("Nothing to paste: the clipboard holds no layers")
             return []
         if not specs:
             return []
+        left = min(sp.position[0] for sp in specs)
+        top = min(sp.position[1] for sp in specs)
+        if at is None:
+            cursor = self.cursor_scene_pos()
+            if cursor is not None:
+                at = (cursor.x(), cursor.y())
+            else:
+                right = max(sp.position[0] for sp in specs) + NODE_SIZE_GUESS[0]
+                at = self.free_spot(right + FREE_GAP, top)
+        for sp in specs:
+            sp.position = snap_position((sp.position[0] - left + at[0], sp.position[1] - top + at[1]))
         needed = clipboard_templates(text)
         kept = [n for n, t in needed.items() if n in self.net_model.templates and self.net_model.templates[n] != t]
+        custom = clipboard_templates(text, "custom-layers")
+        kept += [n for n, t in custom.items() if self.net_model.custom_layers.get(n, t) != t]
         with self.net_model.macro("Paste"):
+            for n, t in custom.items():
+                if n not in self.net_model.custom_layers:
+                    self.net_model.set_custom_layer(n, t)
             for n, t in needed.items():
                 if n not in self.net_model.templates:
                     self.net_model.add_template(n, t)
             self.net_model.add_layers(specs, "Paste")
         names = [s.name for s in specs]
         self.select_layers(names)
-        note = f" (this network's own template {', '.join(kept)} used)" if kept else ""
+        note = f" (this network's own definition of {', '.join(kept)} used)" if kept else ""
         self.status_message.emit(f"Pasted {len(names)} layer(s){note}")
         return names
 
@@ -556,12 +740,34 @@ class ModelCanvas(NodeGraph):
     def select_all_layers(self) -> None:
         self.select_layers(list(self.nodes))
 
+    def arrange(self, names: Iterable[str] | None = None) -> int:
+        """Lay out ``names`` (default: every layer) left to right by depth (engine.layout, grandalf), from the
+        top-left corner they occupy now, as one undo step; returns how many layers moved."""
+        wanted = set(names) if names is not None else set(self.nodes)
+        layers = {n: s for n, s in self.net_model.layers.items() if n in wanted and n in self.nodes}
+        if not layers:
+            return 0
+        sizes = {n: (self.nodes[n].view.boundingRect().width(), self.nodes[n].view.boundingRect().height())
+                 for n in layers}
+        origin = (min(s.position[0] for s in layers.values()), min(s.position[1] for s in layers.values()))
+        positions = layered_positions(layers, sizes, origin)
+        moves = [(n, p) for n, p in positions.items() if tuple(layers[n].position) != p]
+        if moves:
+            with self.net_model.macro("Arrange " + (f"{len(moves)} layers" if names is not None else "network")):
+                for name, pos in moves:
+                    self.net_model.move_layer(name, pos)
+        self.status_message.emit(f"Arranged {len(layers)} layer(s)" if moves else "Already arranged")
+        return len(moves)
+
     def fit(self) -> None:
         """Frame the whole network (never magnified beyond 1:1)."""
         if not self.nodes:
             return
         viewer = self.viewer()
-        rect = viewer._combined_rect([n.view for n in self.nodes.values()]).adjusted(-40, -40, 40, 40)
+        rect = QtCore.QRectF()
+        for node in self.nodes.values():
+            rect = rect.united(node.view.sceneBoundingRect())
+        rect = rect.adjusted(-40, -40, 40, 40)
         vp = viewer.viewport().size()
         if rect.width() < vp.width() and rect.height() < vp.height():
             center = rect.center()
@@ -569,11 +775,28 @@ class ModelCanvas(NodeGraph):
             rect.moveCenter(center)
         viewer._scene_range = rect
         viewer._update_scene()
+        self._follow_zoom()
+
+    def zoom_to(self, name: str, scale: float = 1.0) -> None:
+        """Show layer ``name`` at the centre of the view at ``scale`` (1.0: one scene unit per pixel)."""
+        viewer = self.viewer()
+        vp = viewer.viewport().size()
+        rect = QtCore.QRectF(0, 0, vp.width() / scale, vp.height() / scale)
+        rect.moveCenter(self.nodes[name].view.sceneBoundingRect().center())
+        viewer._scene_range = rect
+        viewer._update_scene()
+        self._follow_zoom()
+
+    def _follow_zoom(self) -> None:
+        """Pick the drawing mode for the new scale now (wheel zooms are caught when the overview paints)."""
+        if self.overview is not None:
+            self.overview.set_active(self.viewer().transform().m11() < OVERVIEW_LOD)
 
     def zoom(self, steps: int) -> None:
         """Zoom in (positive) or out (negative) by 10% steps around the view centre."""
         for _ in range(abs(steps)):
             self.viewer()._set_viewer_zoom(1.0 if steps > 0 else -1.0, 0.0)
+        self._follow_zoom()
 
     def show_grid(self, on: bool) -> None:
         self._grid = on

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import html
 import zlib
+from collections.abc import Callable
 from typing import Any
 
-from NodeGraphQt import BaseNode, NodeBaseWidget
+from NodeGraphQt import BaseNode
+from NodeGraphQt.constants import NodeEnum, PortEnum
 from NodeGraphQt.qgraphics.node_base import NodeItem
 from PySide6 import QtCore, QtGui, QtWidgets
 
@@ -77,28 +79,76 @@ def _square_port_painter(painter: QtGui.QPainter, rect: QtCore.QRectF, info: dic
     painter.restore()
 
 
-class InfoWidget(NodeBaseWidget):
-    """A read-only rich-text label inside a node: type, main parameters, activation, output shape."""
+#: one run of node text: (text, colour "#rrggbb", bold, italic)
+Run = tuple[str, str, bool, bool]
+INFO_FONT_PX = 12
+TITLE_FONT_PX = 13
+#: below this scale a node is drawn as a coloured box with its name (ports, labels and parameters hidden)
+DETAIL_LOD = 0.55
+
+
+def _font(px: int, bold: bool = False, italic: bool = False) -> QtGui.QFont:
+    font = QtGui.QFont()
+    font.setPixelSize(px)
+    font.setBold(bold)
+    font.setItalic(italic)
+    return font
+
+
+class InfoItem(QtWidgets.QGraphicsItem):
+    """A node's read-only text under its ports (type, main parameters, activation, output shape), painted
+    directly: no embedded widget, so thousands of nodes stay cheap to build, update and draw."""
+
+    _fonts: dict[tuple[bool, bool], tuple[QtGui.QFont, QtGui.QFontMetricsF]] = {}
 
     def __init__(self, parent: QtWidgets.QGraphicsItem | None = None) -> None:
-        super().__init__(parent, name="info", label="")
-        self._text = QtWidgets.QLabel()
-        self._text.setTextFormat(QtCore.Qt.TextFormat.RichText)
-        self._text.setStyleSheet("QLabel { color: #d8d8d8; background: transparent; font-size: 11px; }")
-        self._text.setContentsMargins(2, 0, 2, 2)
-        self.set_custom_widget(self._text)
-        self.widget().setStyleSheet("QGroupBox { background: transparent; border: none; margin-top: 0px;"
-                                    " padding-top: 0px; } QGroupBox::title { height: 0px; }")
+        super().__init__(parent)
+        self._lines: list[list[Run]] = []
+        self._size = QtCore.QSizeF(0.0, 0.0)
+        self.setCacheMode(QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        self.setAcceptedMouseButtons(QtCore.Qt.MouseButton.NoButton)
+
+    @classmethod
+    def font(cls, bold: bool, italic: bool) -> tuple[QtGui.QFont, QtGui.QFontMetricsF]:
+        key = (bold, italic)
+        if key not in cls._fonts:
+            font = _font(INFO_FONT_PX, bold, italic)
+            cls._fonts[key] = (font, QtGui.QFontMetricsF(font))
+        return cls._fonts[key]
+
+    def set_lines(self, lines: list[list[Run]]) -> bool:
+        """Show ``lines``; returns whether anything changed (then the node needs a new layout)."""
+        if lines == self._lines:
+            return False
+        self.prepareGeometryChange()
+        self._lines = [list(line) for line in lines]
+        line_h = self.font(False, False)[1].lineSpacing()
+        width = max((sum(self.font(b, i)[1].horizontalAdvance(t) for t, _, b, i in line) for line in lines), default=0.0)
+        self._size = QtCore.QSizeF(width + 4.0, line_h * len(lines) + 4.0)
+        self.update()
+        return True
 
     def get_value(self) -> str:
-        return self._text.text()
+        """The text shown, as simple rich text (bold parts in ``<b>``), one line per ``<br>``."""
+        return "<br>".join("".join(f"<b>{html.escape(t)}</b>" if b else html.escape(t) for t, _, b, _ in line)
+                           for line in self._lines)
 
-    def set_value(self, text: str) -> None:
-        if text != self._text.text():
-            self._text.setText(text)
-            self._text.adjustSize()
-            self.widget().adjustSize()
-            self.adjustSize()
+    def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 (Qt API)
+        return QtCore.QRectF(0.0, 0.0, self._size.width(), self._size.height())
+
+    def paint(self, painter: QtGui.QPainter, option: QtWidgets.QStyleOptionGraphicsItem,
+              widget: QtWidgets.QWidget | None = None) -> None:
+        metrics = self.font(False, False)[1]
+        y = 2.0 + metrics.ascent()
+        for line in self._lines:
+            x = 2.0
+            for text, color, bold, italic in line:
+                font, fm = self.font(bold, italic)
+                painter.setFont(font)
+                painter.setPen(QtGui.QColor(color))
+                painter.drawText(QtCore.QPointF(x, y), text)
+                x += fm.horizontalAdvance(text)
+            y += metrics.lineSpacing()
 
 
 class Badge(QtWidgets.QGraphicsEllipseItem):
@@ -153,37 +203,126 @@ class FormatBadge(QtWidgets.QGraphicsSimpleTextItem):
 
 
 class LayerNodeItem(NodeItem):
-    """Node item laid out as title, then the port rows, then the info label underneath (compact width)."""
+    """Node item laid out as title, then the port rows, then the info text underneath (compact width).
+
+    Its size never depends on the zoom: the layout counts every port label and the info text whether they are
+    shown or not. Zoomed out (scale below ``DETAIL_LOD``), the node is painted as a coloured box with its name
+    in a size readable on screen, and its ports, labels and info are hidden until the view zooms in again."""
+
+    info: InfoItem | None = None
+    #: while True (a bulk build), layouts wait: the builder lays out every node once at the end
+    defer_layout = False
+
+    def __init__(self, name: str = "node", parent: QtWidgets.QGraphicsItem | None = None) -> None:
+        super().__init__(name, parent)
+        self._text_item.setFont(_font(TITLE_FONT_PX, bold=True))
+        self._icon_item.setVisible(False)
+        self._detail = True
+        self.on_moved: Callable[[LayerNodeItem], None] | None = None  # the canvas's overview follows dragged nodes
+        self.setFlag(QtWidgets.QGraphicsItem.GraphicsItemFlag.ItemSendsGeometryChanges, True)
+
+    def itemChange(self, change: QtWidgets.QGraphicsItem.GraphicsItemChange, value: Any) -> Any:  # noqa: N802
+        if change == QtWidgets.QGraphicsItem.GraphicsItemChange.ItemPositionHasChanged and self.on_moved is not None:
+            self.on_moved(self)
+        return super().itemChange(change, value)
+
+    def draw_node(self) -> None:
+        if not LayerNodeItem.defer_layout:
+            super().draw_node()
 
     def _ports_extent(self) -> tuple[float, float, float]:
         port_w, in_text, out_text, in_h, out_h = 0.0, 0.0, 0.0, 0.0, 0.0
         for items, is_in in ((self._input_items, True), (self._output_items, False)):
             for port, text in items.items():
-                if not port.isVisible():
-                    continue
                 port_w = port_w or port.boundingRect().width()
-                tw = text.boundingRect().width() if text.isVisible() else 0.0
+                tw = text.boundingRect().width() if port.display_name else 0.0
                 if is_in:
                     in_text, in_h = max(in_text, tw), in_h + port.boundingRect().height() + 1
                 else:
                     out_text, out_h = max(out_text, tw), out_h + port.boundingRect().height() + 1
         return port_w + in_text + out_text + 12.0, max(in_h, out_h), port_w
 
-    def _calc_size_horizontal(self) -> tuple[float, float]:
-        ports_w, ports_h, _ = self._ports_extent()
-        widget_w = max((w.boundingRect().width() for w in self._widgets.values() if w.isVisible()), default=0.0)
-        widget_h = sum(w.boundingRect().height() for w in self._widgets.values() if w.isVisible())
-        width = max(self._text_item.boundingRect().width() + 24.0, ports_w, widget_w + 14.0, 120.0)
-        return width, ports_h + widget_h + 6.0
+    def _title_height(self) -> float:
+        return self._text_item.boundingRect().height() + 4.0
 
-    def _align_widgets_horizontal(self, v_offset: float) -> None:
-        _, ports_h, _ = self._ports_extent()
-        y = v_offset + ports_h
-        for widget in self._widgets.values():
-            if widget.isVisible():
-                widget.widget().setTitleAlign("left")
-                widget.setPos(7.0, y)
-                y += widget.boundingRect().height()
+    def calc_size(self, add_w: float = 0.0, add_h: float = 0.0) -> tuple[float, float]:
+        ports_w, ports_h, _ = self._ports_extent()
+        info = self.info.boundingRect() if self.info is not None else QtCore.QRectF()
+        width = max(self._text_item.boundingRect().width() + 24.0, ports_w, info.width() + 14.0, 120.0)
+        return width + add_w, self._title_height() + ports_h + info.height() + 6.0 + add_h
+
+    def _draw_node_horizontal(self) -> None:
+        """Lay out title, ports (all of them, shown or not) and info; no size depends on the zoom."""
+        self._width, self._height = self.calc_size()
+        self._set_text_color(self.text_color)
+        self._tooltip_disable(self.disabled)
+        top = self._title_height()
+        self._text_item.setPos((self._width - self._text_item.boundingRect().width()) / 2, 0.0)
+        y = top
+        for port, text in self._input_items.items():
+            r = port.boundingRect()
+            port.setPos(-r.width() / 2, y)
+            text.setPos(r.width() / 2 - (PortEnum.CLICK_FALLOFF.value - 2), y - 1.5)
+            text.setVisible(self._detail and port.display_name)
+            y += r.height() + 1
+        y_out = top
+        for port, text in self._output_items.items():
+            r = port.boundingRect()
+            port.setPos(self._width - r.width() / 2, y_out)
+            text.setPos(port.x() - (text.boundingRect().width() - (PortEnum.CLICK_FALLOFF.value - 2)), y_out - 1.5)
+            text.setVisible(self._detail and port.display_name)
+            y_out += r.height() + 1
+        if self.info is not None:
+            self.info.setPos(7.0, top + self._ports_extent()[1])
+        self.update()
+
+    def auto_switch_mode(self) -> None:
+        pass  # the level of detail is chosen in paint(), from the painter's scale
+
+    def set_proxy_mode(self, mode: bool) -> None:
+        self._set_detail(not mode)
+
+    def _set_detail(self, detail: bool) -> None:
+        if detail is self._detail:
+            return
+        self._detail = detail
+        self._proxy_mode = not detail
+        for items in (self._input_items, self._output_items):
+            for port, text in items.items():
+                port.setOpacity(1.0 if detail else 0.0)  # not hidden: hidden ports hide their links too
+                text.setVisible(detail and port.display_name)
+        self._text_item.setVisible(detail)
+        if self.info is not None:
+            self.info.setVisible(detail)
+
+    @property
+    def detailed(self) -> bool:
+        """Whether the ports, labels and info are shown (False: zoomed out, a box with the name)."""
+        return self._detail
+
+    def paint(self, painter: QtGui.QPainter, option: QtWidgets.QStyleOptionGraphicsItem,
+              widget: QtWidgets.QWidget | None = None) -> None:
+        lod = QtWidgets.QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
+        self._set_detail(lod >= DETAIL_LOD)
+        if self._detail:
+            self._paint_horizontal(painter, option, widget)
+            return
+        painter.save()
+        rect = self.boundingRect()
+        painter.setPen(QtGui.QPen(QtGui.QColor(*(NodeEnum.SELECTED_BORDER_COLOR.value if self.selected
+                                                 else self.border_color)), 1.5 / max(lod, 1e-3)))
+        painter.setBrush(QtGui.QColor(*self.color).lighter(150 if self.selected else 115))
+        painter.drawRect(rect)
+        px = min(13.0 / lod, rect.height() * 0.45)  # about 13 px on screen, as long as it fits the box
+        if px * lod >= 6.0:
+            font = QtGui.QFont(self._text_item.font())
+            font.setPixelSize(max(1, int(px)))
+            painter.setFont(font)
+            painter.setPen(QtGui.QColor(235, 235, 235))
+            text_rect = rect.adjusted(4.0 / lod, 0, -4.0 / lod, 0)
+            text = QtGui.QFontMetricsF(font).elidedText(self.name, QtCore.Qt.TextElideMode.ElideRight, text_rect.width())
+            painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignCenter, text)
+        painter.restore()
 
 
 class LayerNode(BaseNode):
@@ -204,8 +343,8 @@ class LayerNode(BaseNode):
             self.add_output("output", multi_output=True, display_name=False, color=OUTPUT_COLOR)
         for i in range(len(self.desc.inputs) if self.desc else 0):
             self.add_input_slot(i)
-        self.info = InfoWidget(self.view)
-        self.add_custom_widget(self.info)
+        self.info = InfoItem(self.view)
+        self.view.info = self.info
         self.badge = Badge(self.view)
         self.format_badge = FormatBadge(self.view)
 
@@ -216,12 +355,12 @@ class LayerNode(BaseNode):
         self.add_input(input_port_name(self.desc, index), multi_input=False, color=color,
                        painter_func=_square_port_painter if secondary else None)
 
-    def set_info(self, text: str) -> None:
-        """Show ``text`` (rich text) in the node body and re-layout the node."""
-        if self.info.get_value() != text:
-            self.info.set_value(text)
+    def set_info(self, lines: list[list[Run]], layout: bool = True) -> None:
+        """Show ``lines`` in the node body; re-layout the node when they changed (unless ``layout`` is False:
+        the caller lays it out later, as a bulk build does)."""
+        if self.info.set_lines(lines) and layout:
             self.view.draw_node()
-        self.place_badge()
+            self.place_badge()
 
     def place_badge(self) -> None:
         self.badge.setPos(self.view.boundingRect().right() - 12, -6)

@@ -103,6 +103,14 @@ class TemplateChanged(TemplateEvent):
 
 
 @dataclass(frozen=True)
+class CustomLayerChanged(Event):
+    """Custom layer ``name``'s definition was added, replaced or deleted; its instances have type ``layer_type``."""
+
+    name: str
+    layer_type: str
+
+
+@dataclass(frozen=True)
 class ModifiedChanged(Event):
     """The model's unsaved-changes flag became ``modified``."""
 

@@ -201,8 +201,11 @@ class VideoWriter:
         self._writer: Any = None
 
     def write(self, tensor: np.ndarray) -> None:
+        self.write_image(tensor_to_image(tensor))
+
+    def write_image(self, img: np.ndarray) -> None:
+        """Write one 8-bit frame as made by ``tensor_to_image`` (HxW gray or HxWxC RGB/RGBA)."""
         cv2 = _cv2()
-        img = tensor_to_image(tensor)
         if img.ndim == 2:
             img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
         else:

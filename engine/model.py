@@ -15,6 +15,7 @@ from engine.descriptors import is_identifier
 from engine.errors import GraphError, LayerLabError
 from engine.events import (
     ActivationChanged,
+    CustomLayerChanged,
     EditRefused,
     EventEmitter,
     FusingRulesChanged,
@@ -562,6 +563,26 @@ class Model:
             self.events.emit(TemplateAdded(name))
 
         self._push(f"Delete template {name}", do, undo)
+
+    def set_custom_layer(self, name: str, text: str | None) -> None:
+        """Add or replace (``text``: its XML, see engine.custom) or delete (None) custom layer ``name``'s definition."""
+        old = dict(self.custom_layers)
+        new = dict(old)
+        if text is None:
+            new.pop(name, None)
+        else:
+            new[name] = text
+        if new == old:
+            return
+
+        def apply(v: dict[str, str]) -> Callable[[], None]:
+            def f() -> None:
+                self.custom_layers = dict(v)
+                self.events.emit(CustomLayerChanged(name, f"custom:{name}"))
+            return f
+
+        verb = "Delete" if text is None else ("Edit" if name in old else "Add")
+        self._push(f"{verb} custom layer {name}", apply(new), apply(old))
 
     def set_fusing_rules(self, rules: list[FusingRuleSpec]) -> None:
         old = copy.deepcopy(self.fusing_rules)

@@ -28,6 +28,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.custom.scope import read_definition, scoped
 from engine.errors import ModelFileError, TemplateError
 from engine.layer_xml import canonical_xml, check_layer, parse_xml, read_layer, write_layer
 from engine.model import FILE_FORMAT_VERSION, FusingRuleSpec, Model
@@ -75,8 +76,12 @@ def loads(text: str | bytes, path: str = "<string>", registry: Registry | None =
         defs.append(defn)
         model.templates[defn.name] = canonical_xml(t)
     for c in root.iterfind("custom-layers/custom-layer"):
-        model.custom_layers[c.get("name", "")] = canonical_xml(c)
+        cname = read_definition(c, fail)  # structure checked; code never run
+        if cname in model.custom_layers:
+            raise fail(c, f"duplicate custom layer name {cname!r}")
+        model.custom_layers[cname] = canonical_xml(c)
     if registry is not None:
+        registry = scoped(model, registry)
         for defn in defs:
             try:
                 check_template(defn, model, registry, warnings)

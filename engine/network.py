@@ -94,6 +94,9 @@ class Network:
         rules applied), so the network, its reports and its weights use the expanded names
         (``<instance>__<layer>``) and fusing rules apply across them."""
         self.model_name = model.name
+        from engine.custom.scope import scoped  # noqa: PLC0415
+
+        registry = scoped(model, registry)  # the model's custom layers (custom:NAME) resolve too
         self.preprocessed = preprocess(model, registry, fmt, fusing, protected, layer_formats=layer_formats)
         self.expansion = self.preprocessed.expansion
         self.fused = self.preprocessed.fused

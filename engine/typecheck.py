@@ -1,9 +1,11 @@
 """Type checking: diagnostics for a Model without running tensors (shapes only, fast)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from engine.backends import NumpyBackend
+from engine.custom.scope import scoped
 from engine.descriptors import LayerDesc, is_identifier
 from engine.errors import LayerLabError
 from engine.graph import execution_order, find_cycle
@@ -11,7 +13,7 @@ from engine.layer import Layer
 from engine.model import Model
 from engine.network import build_layer
 from engine.registry import Registry
-from engine.templates import expand, find_desc, template_name
+from engine.templates import Expansion, expand, find_desc, template_name
 from engine.tensor import FP32_NCHW, Dims
 
 ERROR = "error"
@@ -29,11 +31,25 @@ class Diagnostic:
         return f"{self.severity}: {where}{self.message}"
 
 
-def check(model: Model, registry: Registry) -> list[Diagnostic]:
+@dataclass
+class CheckMemo:
+    """What earlier checks of the same model computed, reused while a layer, its links and its input shapes are
+    unchanged: an edit re-checks only the layers it touches and their dependants (the designer keeps one per open
+    model). Entries not used by the latest check are dropped, so it never outgrows the model."""
+
+    layers: dict[tuple, Any] = field(default_factory=dict)  # layer key -> built Layer, or the build error (str)
+    shapes: dict[tuple, tuple[Dims | None, tuple[str, ...]]] = field(default_factory=dict)
+    shapes_out: dict[str, Dims] = field(default_factory=dict)  # output shapes found by the latest check
+
+
+def check(model: Model, registry: Registry, memo: CheckMemo | None = None) -> list[Diagnostic]:
     """Every problem found in ``model``: names, types, parameters, links, cycles and shapes.
 
     A template instance is checked as one layer (its inputs and exposed parameters) and through its expanded
-    layers, whose problems are reported on the instance, prefixed by the inner layer's name."""
+    layers, whose problems are reported on the instance, prefixed by the inner layer's name. With ``memo``,
+    unchanged layers are not built or shape-inferred again, and ``memo.shapes_out`` receives the output shape
+    of every layer (a template instance's: its output layer's) whose shape is known."""
+    registry = scoped(model, registry)  # the model's custom layers resolve too
     diags: list[Diagnostic] = []
     incomplete: set[str] = set()
     for name, spec in model.layers.items():
@@ -54,15 +70,24 @@ def check(model: Model, registry: Registry) -> list[Diagnostic]:
         diags += [Diagnostic(ERROR, name, p) for p in problems]
 
     cycle = find_cycle(model)
+    if memo is not None:
+        memo.shapes_out = {}
     if cycle:
         for n in sorted(set(cycle)):
             diags.append(Diagnostic(ERROR, n, "is part of a cycle: " + " -> ".join(cycle)))
         return diags
 
-    exp = expand(model, registry, strict=False)
+    if any(template_name(s.type) is not None for s in model.layers.values()):
+        exp = expand(model, registry, strict=False)
+    else:  # nothing to expand: check the model itself (read only), without copying it
+        exp = Expansion(model)
     for name, reason in exp.failed.items():
         diags.append(Diagnostic(ERROR, name, _strip_template(reason, model.layers[name].type)))
-    for d in _check_built(exp.model, registry, set(exp.failed)):
+    built_diags, dims = _check_built(exp.model, registry, set(exp.failed), memo)
+    if memo is not None:
+        memo.shapes_out = {n: d for n, d in dims.items() if d is not None and n in model.layers}
+        memo.shapes_out.update((inst, dims[out]) for inst, out in exp.output_of.items() if dims.get(out) is not None)
+    for d in built_diags:
         if d.layer in exp.origin:
             inst, inner = exp.origin[d.layer]
             if d.message.startswith("These mandatory inputs") and inst in incomplete:
@@ -73,13 +98,23 @@ def check(model: Model, registry: Registry) -> list[Diagnostic]:
     return diags
 
 
-def _check_built(model: Model, registry: Registry, skip: set[str]) -> list[Diagnostic]:
+def _layer_key(name: str, spec: Any) -> tuple:
+    """Everything building a layer depends on (its name appears in messages)."""
+    return (name, spec.type, tuple(sorted(spec.params.items())), spec.activation,
+            tuple(sorted(spec.act_coefs.items())))
+
+
+def _check_built(model: Model, registry: Registry, skip: set[str],
+                 memo: CheckMemo | None = None) -> tuple[list[Diagnostic], dict[str, Dims | None]]:
     """Types, parameters, links and shapes of a model without template instances (``skip``: layers to leave
-    out, their outputs unknown)."""
+    out, their outputs unknown); returns the diagnostics and the output shapes (None: unknown)."""
     diags: list[Diagnostic] = []
     err = lambda layer, msg: diags.append(Diagnostic(ERROR, layer, msg))  # noqa: E731
     backend = NumpyBackend()
     layers: dict[str, Layer] = {}
+    keys: dict[str, tuple] = {}
+    built_before = memo.layers if memo is not None else {}
+    built_now: dict[tuple, Any] = {}
     incomplete: set[str] = set()
     for name, spec in model.layers.items():
         if name in skip:
@@ -93,11 +128,23 @@ def _check_built(model: Model, registry: Registry, skip: set[str]) -> list[Diagn
             incomplete.add(name)
         for problem in _link_problems(desc, spec.inputs):
             err(name, problem)
-        try:
-            layers[name] = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs,
-                                       registry, FP32_NCHW, backend)
-        except LayerLabError as exc:
-            err(name, _strip(str(exc), spec.type, name))
+        key = keys[name] = (cls, *_layer_key(name, spec))
+        built = built_before.get(key)
+        if built is None:
+            try:
+                built = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs,
+                                    registry, FP32_NCHW, backend)
+            except LayerLabError as exc:
+                built = _strip(str(exc), spec.type, name)
+        built_now[key] = built
+        if isinstance(built, str):
+            err(name, built)
+        else:
+            layers[name] = built
+    if memo is not None:
+        memo.layers = built_now
+    shapes_before = memo.shapes if memo is not None else {}
+    shapes_now: dict[tuple, tuple[Dims | None, tuple[str, ...]]] = {}
 
     # shapes, in execution order; a layer whose inputs are unknown is skipped silently
     dims: dict[str, Dims | None] = {}
@@ -111,23 +158,34 @@ def _check_built(model: Model, registry: Registry, skip: set[str]) -> list[Diagn
         if name in incomplete:
             dims[name] = None
             continue
-        try:
-            out = layer.output_dims(ins)
-            shapes = layer.weight_shapes(ins)
-            for w, shape in shapes.items():
-                idx = layer.weight_input(w)
-                if idx is not None and idx < len(ins) and ins[idx] is not None:
-                    problem = layer.weight_input_problem(w, spec.inputs[idx], ins[idx], tuple(shape))  # type: ignore[arg-type]
-                    if problem:
-                        err(name, problem)
-            dims[name] = out
-        except LayerLabError as exc:
-            err(name, _strip(str(exc), spec.type, name))
-            dims[name] = None
-        except Exception as exc:  # a plugin bug must show up as a diagnostic, not crash the checker
-            err(name, f"shape inference failed inside the layer ({type(exc).__name__}: {exc})")
-            dims[name] = None
-    return diags
+        skey = (keys[name], tuple(spec.inputs), tuple(ins))
+        found = shapes_before.get(skey) or shapes_now.get(skey) or _layer_shapes(layer, name, spec, ins)
+        shapes_now[skey] = found
+        dims[name] = found[0]
+        for problem in found[1]:
+            err(name, problem)
+    if memo is not None:
+        memo.shapes = shapes_now
+    return diags, dims
+
+
+def _layer_shapes(layer: Layer, name: str, spec: Any, ins: list[Dims | None]) -> tuple[Dims | None, tuple[str, ...]]:
+    """One layer's output shape (None: unknown) and its shape problems, given its input shapes."""
+    problems: list[str] = []
+    try:
+        out = layer.output_dims(ins)
+        shapes = layer.weight_shapes(ins)
+        for w, shape in shapes.items():
+            idx = layer.weight_input(w)
+            if idx is not None and idx < len(ins) and ins[idx] is not None:
+                problem = layer.weight_input_problem(w, spec.inputs[idx], ins[idx], tuple(shape))  # type: ignore[arg-type]
+                if problem:
+                    problems.append(problem)
+        return out, tuple(problems)
+    except LayerLabError as exc:
+        return None, (*problems, _strip(str(exc), spec.type, name))
+    except Exception as exc:  # a plugin bug must show up as a diagnostic, not crash the checker
+        return None, (*problems, f"shape inference failed inside the layer ({type(exc).__name__}: {exc})")
 
 
 def _link_problems(desc: LayerDesc, links: list[str | None]) -> list[str]:
@@ -157,6 +215,7 @@ def _strip_template(reason: str, layer_type: str) -> str:
 def output_shapes(model: Model, registry: Registry) -> dict[str, Dims]:
     """Output dimensions of every layer whose shape can be inferred (for the canvas); a template instance's
     are those of its output layer."""
+    registry = scoped(model, registry)
     backend = NumpyBackend()
     dims: dict[str, Dims] = {}
     exp = expand(model, registry, strict=False)

@@ -8,6 +8,7 @@ from typing import Any
 
 from PySide6 import QtCore, QtWidgets
 
+from app.analysis.compare_precision import ComparePrecisionDialog
 from app.analysis.debug_bar import DebuggerControls
 from app.analysis.inputs import ModelInputsWindow
 from app.analysis.inspector import ChannelInspector
@@ -46,6 +47,7 @@ class AnalysisController(QtCore.QObject):
         self.last_run: Any = None
         self.drift_result: Any = None
         self.info: dict[str, Any] = {}
+        self.precision_dialog: ComparePrecisionDialog | None = None
         p = self.proxy
         p.started.connect(self._started)
         p.stopped.connect(self._stopped)
@@ -160,16 +162,14 @@ class AnalysisController(QtCore.QObject):
                           f"{times['all fp16']:.2f} ms all fp16, {times['mixed']:.2f} ms mixed, "
                           f"{times['all fp32']:.2f} ms all fp32")
 
-    def compare_precision_dialog(self, parent: QtWidgets.QWidget | None = None) -> None:
-        text, ok = QtWidgets.QInputDialog.getItem(
-            parent, "Compare Precision", "Run the current inputs in fp32 and in:",
-            ["fp16", "fp16 nhwc", "cupy:fp16 nhwc", "cupy:fp32"], 0, True)
-        if not ok:
-            return
-        thr, ok = QtWidgets.QInputDialog.getDouble(parent, "Compare Precision",
-                                                   "Relative error threshold:", 0.01, 1e-9, 1e9, 6)
-        if ok:
-            self.compare_precision(text, thr)
+    def compare_precision_dialog(self, parent: QtWidgets.QWidget | None = None) -> ComparePrecisionDialog:
+        """One non-modal dialog for the variant and the threshold; accepting it starts the comparison."""
+        dlg = ComparePrecisionDialog(parent)
+        dlg.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+        dlg.chosen.connect(self.compare_precision)
+        self.precision_dialog = dlg
+        dlg.open()
+        return dlg
 
     # ---- session signals ---------------------------------------------------------------------------
     def _started(self, info: dict[str, Any]) -> None:
@@ -209,7 +209,10 @@ class AnalysisController(QtCore.QObject):
             self.output.set_status(f"run {info.run}: {len(info.executed)} layers computed in {info.ms:.1f} ms")
 
     def _paused(self, info: Any) -> None:
+        was = self.paused_info
         self.paused_info = info
+        if info is None and was is not None:  # the status bar must not keep saying "Paused after"
+            self.message.emit(f"Resumed after {was.layer}: running")
         self.debug.set_paused(info)
         self.overview.set_paused(info.layer if info is not None else None)
         if info is not None:

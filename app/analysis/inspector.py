@@ -14,7 +14,7 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from app.analysis.views import ImageView
-from engine.analysis import GridLayout, auto_scale, channel_grid, channel_stats
+from engine.analysis import GridLayout, as_nchw, auto_scale, channel_grid, channel_stats
 
 MAX_GRID_PIXELS = 4_000_000
 
@@ -23,15 +23,25 @@ class _Signals(QtCore.QObject):
     ready = QtCore.Signal(int, object, object)  # generation, rgb image, GridLayout
 
 
+def fit_slices(tensor: np.ndarray) -> np.ndarray:
+    """Each N x C slice divided by its own largest finite magnitude (a slice of zeros stays zeros), so every
+    channel uses the whole colormap whatever its range; NaN and Inf stay as they are."""
+    a = as_nchw(tensor).astype(np.float32, copy=False)
+    finite = np.isfinite(a)
+    peak = np.where(finite, np.abs(a), 0.0).max(axis=(2, 3), keepdims=True)
+    return a / np.where(peak > 0, peak, 1.0)
+
+
 class _GridTask(QtCore.QRunnable):
-    def __init__(self, generation: int, tensor: np.ndarray, shift: float, scale: float, signals: _Signals) -> None:
+    def __init__(self, generation: int, tensor: np.ndarray, shift: float, scale: float, fit: bool,
+                 signals: _Signals) -> None:
         super().__init__()
-        self.args = (generation, tensor, shift, scale)
+        self.args = (generation, tensor, shift, scale, fit)
         self.signals = signals
 
     def run(self) -> None:
-        generation, tensor, shift, scale = self.args
-        rgb, layout = channel_grid(tensor, shift, scale, MAX_GRID_PIXELS)
+        generation, tensor, shift, scale, fit = self.args
+        rgb, layout = channel_grid(fit_slices(tensor) if fit else tensor, shift, scale, MAX_GRID_PIXELS)
         try:
             self.signals.ready.emit(generation, rgb, layout)
         except RuntimeError:  # the inspector was closed meanwhile: nobody waits for this image
@@ -63,23 +73,51 @@ class ChannelInspector(QtWidgets.QWidget):
         self.toolbar = QtWidgets.QToolBar()
         self.layer_label = QtWidgets.QLabel("  no layer  ")
         self.layer_label.setStyleSheet("font-weight: bold;")
-        self.toolbar.addWidget(self.layer_label)
+        self.layer_label.setMinimumWidth(50)
+        self.layer_label.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
         self.source = QtWidgets.QComboBox()
         self.source.setToolTip("Show the layer's output or one of its weights")
+        self.source.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToContents)  # never cut
         self.source.currentIndexChanged.connect(lambda _i: self.refresh())
-        self.toolbar.addWidget(self.source)
-        self.toolbar.addSeparator()
+        header = QtWidgets.QHBoxLayout()  # the layer and what is shown of it, on their own row: never squeezed
+        header.setContentsMargins(4, 2, 4, 0)
+        header.addWidget(self.layer_label, 1)
+        header.addWidget(QtWidgets.QLabel("Show:"))
+        header.addWidget(self.source)
         self.act_shift_down = self.toolbar.addAction("Shift −", lambda: self.set_mapping(self.shift - 0.1 / self.scale))
         self.act_shift_up = self.toolbar.addAction("Shift +", lambda: self.set_mapping(self.shift + 0.1 / self.scale))
         self.act_scale_down = self.toolbar.addAction("Scale ÷2", lambda: self.set_mapping(scale=self.scale / 2))
         self.act_scale_up = self.toolbar.addAction("Scale ×2", lambda: self.set_mapping(scale=self.scale * 2))
         self.act_auto = self.toolbar.addAction("Auto", self.auto_mapping)
         self.act_auto.setToolTip("Scale so the largest magnitude is at full intensity")
+        self.act_fit = self.toolbar.addAction("Fit Channels")
+        self.act_fit.setCheckable(True)
+        self.act_fit.setChecked(True)
+        self.act_fit.setToolTip("Map each channel by its own range (its largest magnitude at full intensity), then "
+                                "apply shift and scale; off: the raw values")
+        self.act_fit.toggled.connect(lambda _on: self.refresh())
         self.act_reset = self.toolbar.addAction("Reset Parameters", self.reset_mapping)
         self.act_back = self.toolbar.addAction("Back to Grid", self.back_to_grid)
         self.act_back.setVisible(False)
-        self.mapping_label = QtWidgets.QLabel()
-        self.toolbar.addWidget(self.mapping_label)
+        self.toolbar.addWidget(QtWidgets.QLabel("  shift "))
+        self.shift_box = QtWidgets.QDoubleSpinBox()
+        self.shift_box.setRange(-1e9, 1e9)
+        self.shift_box.setDecimals(4)
+        self.shift_box.setSingleStep(0.1)
+        self.shift_box.setMaximumWidth(95)
+        self.shift_box.setToolTip("Added to every value before scaling")
+        self.shift_box.valueChanged.connect(lambda v: self.set_mapping(shift=v))
+        self.toolbar.addWidget(self.shift_box)
+        self.toolbar.addWidget(QtWidgets.QLabel(" scale "))
+        self.scale_box = QtWidgets.QDoubleSpinBox()
+        self.scale_box.setRange(1e-6, 1e9)
+        self.scale_box.setDecimals(6)
+        self.scale_box.setMaximumWidth(95)
+        self.scale_box.setToolTip("(value + shift) × scale is shown; 1 is full green, −1 full red")
+        self.scale_box.valueChanged.connect(lambda v: self.set_mapping(scale=v))
+        self.toolbar.addWidget(self.scale_box)
+        self._hover_at: tuple[int, int] | None = None
+        self._pending: dict[int, tuple[np.ndarray, int]] = {}  # generation -> the tensor and stride it shows
 
         self.view = ImageView(placeholder="select a layer in the Network Overview")
         self.view.hovered.connect(self._hover)
@@ -112,6 +150,7 @@ class ChannelInspector(QtWidgets.QWidget):
         split.setSizes([600, 330])
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
+        lay.addLayout(header)
         lay.addWidget(self.toolbar)
         lay.addWidget(split, 1)
         self._update_mapping_label()
@@ -172,17 +211,24 @@ class ChannelInspector(QtWidgets.QWidget):
     def _show_tensor(self, tensor: np.ndarray, stride: int, title: str, stats: Any = None,
                      origin: tuple[int, int] = (0, 0)) -> None:
         self.layer_label.setText(f"  {title}  ")
-        self.shown = tensor
-        self.shown_stride = stride
+        self.layer_label.setToolTip(title)
         self._fill_stats(stats if stats is not None else channel_stats(tensor), origin)
         self._generation += 1
-        self.pool.start(_GridTask(self._generation, tensor, self.shift, self.scale, self._signals))
+        self._pending = {self._generation: (tensor, stride)}
+        if self.shown is None:
+            self.shown, self.shown_stride = tensor, stride
+        self.pool.start(_GridTask(self._generation, tensor, self.shift, self.scale, self.act_fit.isChecked(),
+                                  self._signals))
 
     def _ready(self, generation: int, rgb: np.ndarray, layout: GridLayout) -> None:
         if generation != self._generation:
             return  # a newer image is on its way
+        # the hover read-out reads the tensor of the image on screen, not one still being prepared
+        self.shown, self.shown_stride = self._pending.pop(generation, (self.shown, self.shown_stride))
         self.layout_ = layout
         self.view.set_image(rgb)
+        if self._hover_at is not None:
+            self._hover(*self._hover_at)
 
     def wait_ready(self, timeout_ms: int = 5000) -> bool:
         """Block until the pending image is prepared (tests, screenshots)."""
@@ -224,11 +270,13 @@ class ChannelInspector(QtWidgets.QWidget):
 
     def auto_mapping(self) -> None:
         if self.shown is not None:
-            shift, scale = auto_scale(self.shown)
+            shift, scale = auto_scale(fit_slices(self.shown) if self.act_fit.isChecked() else self.shown)
             self.set_mapping(shift, scale)
 
     def _update_mapping_label(self) -> None:
-        self.mapping_label.setText(f"  shift {self.shift:.4g}  scale {self.scale:.4g}")
+        for box, value in ((self.shift_box, self.shift), (self.scale_box, self.scale)):
+            with QtCore.QSignalBlocker(box):
+                box.setValue(value)
 
     # ---- hover and zoom ----------------------------------------------------------------------------
     def value_at(self, x: int, y: int) -> tuple[int, int, int, int, float] | None:
@@ -239,12 +287,11 @@ class ChannelInspector(QtWidgets.QWidget):
         if where is None:
             return None
         n, c, yy, xx = where
-        from engine.analysis import as_nchw  # noqa: PLC0415
-
         value = float(as_nchw(self.shown)[n, c, yy, xx])
         return n, c, yy * self.shown_stride, xx * self.shown_stride, value
 
     def _hover(self, x: int, y: int) -> None:
+        self._hover_at = (x, y) if x >= 0 else None
         v = self.value_at(x, y)
         self.hover.setText(" " if v is None else f"n {v[0]}  c {v[1]}  y {v[2]}  x {v[3]}   value {v[4]:.6g}")
 

@@ -81,6 +81,9 @@ class AnalysisMode(QtCore.QObject):
         if runner is not None and runner.busy:
             self._status("An inference run is in progress: wait for it or cancel it, then Launch Analysis")
             return False
+        custom = getattr(self.main, "custom", None)  # custom layer code runs only with the user's consent
+        if custom is not None and not custom.ensure_consent(doc, lambda: self.launch(config)):
+            return False
         if config is None:
             try:
                 from app.run_config import from_model  # noqa: PLC0415

@@ -160,7 +160,7 @@ class AnalysisSession(QtCore.QObject):
         self.builds += 1
         self.debugger.attach(net)
         net.hooks.before_layer.append(self._before_layer)
-        net.hooks.after_layer.append(self._after_layer)
+        net.hooks.after_layer.insert(0, self._after_layer)  # timed before the debugger may pause there
         inputs = load_inputs(net, cfg)
         self.sources, self.videos = inputs.sources, inputs.videos
         backend = net.backend

@@ -4,6 +4,7 @@ NumPy is always available. CuPy is imported lazily, only when a CuPy backend is 
 probed, and only counts as usable when a CUDA device answers."""
 from __future__ import annotations
 
+import subprocess
 import sys
 from typing import TextIO
 
@@ -79,9 +80,10 @@ def _numpy_backend(notice: TextIO | None, defer_compile: bool = False) -> Backen
     if kernels is None or kernels.compiled_before():
         return backend
     if defer_compile:
-        from engine.backends import warmup  # noqa: PLC0415
-
-        warmup.start_in_background(detached=True)
+        # ``python -m engine.backends.warmup`` in its own session: it outlives this command; a second one started
+        # meanwhile sees the first's lock and exits (started by name: that module imports the network)
+        subprocess.Popen([sys.executable, "-m", "engine.backends.warmup"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
         backend.use_cpu_kernels = False
         if notice is not None:
             print("layerlab: compiling the CPU kernels for this machine in the background (once, about half a "

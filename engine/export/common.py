@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import keyword
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,16 +98,6 @@ def probe_dims(net: Network, factor: int = 2) -> tuple[dict[str, Dims] | None, b
     except (LayerLabError, ArithmeticError, AssertionError):
         return None, fixed
     return dims, fixed
-
-
-_CAMEL_SPLIT = re.compile(r"[^A-Za-z0-9]+")
-
-
-def camel_case(name: str) -> str:
-    """``denoiser_v2`` -> ``DenoiserV2``; a name starting with a digit gets a ``Net`` prefix."""
-    parts = [p for p in _CAMEL_SPLIT.split(name) if p]
-    out = "".join(p[:1].upper() + p[1:] for p in parts) or "Network"
-    return out if out[0].isalpha() else f"Net{out}"
 
 
 def python_identifier(name: str) -> bool:

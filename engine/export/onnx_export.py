@@ -87,6 +87,7 @@ class OnnxGraph:
         self._producer: dict[str, Any] = {}
         self.layer: Layer | None = None
         self.uses_placeholders = False
+        self.custom_domains: set[str] = set()  # custom-layer operator domains used
         self._probe, self._fixed_size = (None, True) if options.explicit_sizes else probe_dims(net)
 
     # ---- names ------------------------------------------------------------------------------------
@@ -239,18 +240,22 @@ class OnnxGraph:
         if self.options.explicit_sizes and tensor in self._producer:
             self.value_info.append(self.onnx.helper.make_value_info(tensor, self._type(list(self.net.dims(layer)), False)))
 
-    def placeholder(self, inputs: list[str | None]) -> str:
+    def placeholder(self, inputs: list[str | None], op: str | None = None, domain: str = "") -> str:
         """A ``layerlab.placeholders`` node standing for the current layer: op type = the layer type,
-        attributes = its parameters, inputs = its inputs then its weights (attribute ``weight_names``)."""
+        attributes = its parameters, inputs = its inputs then its weights (attribute ``weight_names``).
+        ``op`` and ``domain`` write it as another custom-domain operator (custom layers)."""
         layer = self.layer
         assert layer is not None
-        self.uses_placeholders = True
+        if domain and domain != PLACEHOLDER_DOMAIN:
+            self.custom_domains.add(domain)
+        else:
+            self.uses_placeholders = True
         attrs = {p.name: _attribute(p, layer.p[p.name]) for p in layer.desc.params}
         weights = sorted(layer.weights)
         ins = list(inputs) + [self.weight(w) for w in weights]
         if weights:
             attrs["weight_names"] = weights
-        out = self.node(layer.desc.name, ins, "", domain=PLACEHOLDER_DOMAIN, **attrs)
+        out = self.node(op or layer.desc.name, ins, "", domain=domain or PLACEHOLDER_DOMAIN, **attrs)
         self.value_info.append(self.onnx.helper.make_value_info(out, self._type(self._symbolic(layer.name, "layer"), False)))
         return out
 
@@ -267,6 +272,7 @@ class OnnxGraph:
         opsets = [h.make_opsetid("", OPSET)]
         if self.uses_placeholders:
             opsets.append(h.make_opsetid(PLACEHOLDER_DOMAIN, 1))
+        opsets += [h.make_opsetid(d, 1) for d in sorted(self.custom_domains)]
         model = h.make_model(graph, opset_imports=opsets, producer_name="LayerLab", doc_string=doc)
         model.ir_version = IR_VERSION
         return model

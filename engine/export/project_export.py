@@ -20,6 +20,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.custom.exports import custom_layer_lines
 from engine.export.common import ExportError, ExportResult, build_network, host_weights, python_identifier
 from engine.model import Model
 from engine.registry import Registry
@@ -112,7 +113,7 @@ def _vendor(collections: list[str], registry: Registry, vendor: Path) -> tuple[l
 
 
 def _layer_lines(model: Model) -> list[str]:
-    lines = []
+    lines = custom_layer_lines(model)
     for spec in model.layers.values():
         args = [repr(spec.type), repr(spec.name)]
         if spec.params:

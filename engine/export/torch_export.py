@@ -20,12 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from engine.export.codegen import camel_case, py_literal
+from engine.export.codegen import plain_value as _plain
 from engine.export.common import (
     ExportError,
     ExportResult,
     Unsupported,
     build_network,
-    camel_case,
     reason_of,
     unsupported_message,
 )
@@ -58,27 +59,6 @@ class TorchOptions:
     (instead of failing)."""
 
     stubs: bool = False
-
-
-def py_literal(value: Any) -> str:
-    """Python source of a number, bool, string, tuple or list."""
-    if isinstance(value, (bool, np.bool_)):
-        return "True" if value else "False"
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        f = float(value)
-        if f == float("inf"):
-            return "float('inf')"
-        if f == float("-inf"):
-            return "-float('inf')"
-        return repr(f)
-    if isinstance(value, tuple):
-        inner = ", ".join(py_literal(v) for v in value)
-        return f"({inner},)" if len(value) == 1 else f"({inner})"
-    if isinstance(value, list):
-        return "[" + ", ".join(py_literal(v) for v in value) + "]"
-    return repr(value)
 
 
 class TorchModuleWriter:
@@ -237,13 +217,6 @@ class TorchModuleWriter:
 
     def _inputs(self) -> list[tuple[str, str]]:
         return [(n, self._py[n]) for n in self.net.input_names if n in self._py]
-
-
-def _plain(value: Any) -> Any:
-    """Parameter values as plain Python (dimensions as an (H, W) tuple)."""
-    if isinstance(value, Dims):
-        return (int(value.h), int(value.w))
-    return value
 
 
 _STUB = '''class {cls}(nn.Module):

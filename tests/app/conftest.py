@@ -37,3 +37,16 @@ def sample_path():
     from app.main_window import SAMPLE
 
     return SAMPLE
+
+
+@pytest.fixture
+def ctl(qtbot, registry):
+    """An analysis controller with its session thread; stopped and its panels deleted afterwards."""
+    from app.analysis.controller import AnalysisController
+
+    c = AnalysisController()
+    yield c
+    c.stop()
+    assert c.proxy.shutdown()
+    for w in (c.inputs, c.output, c.params, c.overview_panel, c.inspector, c.debug):
+        w.deleteLater()

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.analysis.controller import AnalysisController
 from app.analysis.session import LayerData
 from engine import modelfile
 from engine.analysis import channel_stats
@@ -19,16 +18,6 @@ from engine.run import RunSpec
 from resources import SAMPLES
 
 WAIT = 10_000
-
-
-@pytest.fixture
-def ctl(qtbot, registry):
-    c = AnalysisController()
-    yield c
-    c.stop()
-    assert c.proxy.shutdown()
-    for w in (c.inputs, c.output, c.params, c.overview_panel, c.inspector, c.debug):
-        w.deleteLater()
 
 
 def launch(qtbot, ctl, registry, name="filters.lnet", **extra):
@@ -170,6 +159,7 @@ def test_inspector_grid_hover_mapping_and_stats(qtbot, ctl, tmp_path):
     t[0, 2, 1, 1] = np.nan
     t[0, 3] = 2.0
     w = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    ins.act_fit.setChecked(False)  # the raw values (the per-channel fit is tested in test_analysis_polish)
     ins.show_layer(LayerData("conv", "convolution", "1x4x3x3", t, 1, {"weights": w}, channel_stats(t)))
     assert ins.wait_ready()
     img, lay = ins.view.image, ins.layout_

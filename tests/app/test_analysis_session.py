@@ -158,3 +158,16 @@ def test_timings_and_inspect(qtbot, st, registry):
     with qtbot.waitSignal(st.failed, timeout=WAIT) as blocker:
         st.send("open_input", ("inp", "/nonexistent.png"))
     assert "no such file" in blocker.args[1]
+
+
+def test_time_paused_at_a_breakpoint_is_not_layer_time(qtbot, st, registry):
+    started(qtbot, st, registry)
+    st.send("profile_timings", True)
+    with qtbot.waitSignal(st.paused, timeout=WAIT):
+        st.send("break_at", "conv2")
+    qtbot.wait(600)  # the user looks at the paused layer
+    st.session.debugger.remove_breakpoint("conv2")
+    with qtbot.waitSignal(st.timings, timeout=WAIT) as blocker:
+        st.session.debugger.resume()
+    times = blocker.args[0]
+    assert "conv2" in times and times["conv2"] < 300  # the 600 ms pause is not counted as the layer's time

@@ -217,7 +217,10 @@ def test_cuda_graph_replay_matches_eager_and_follows_new_inputs(registry, fmt):
         assert net.run() == net.order
         ref.run()
         np.testing.assert_allclose(net.output("out"), ref.output("out"), rtol=2e-2, atol=2e-2, err_msg=f"run {i}")
-    assert net.graph_status.startswith("captured"), net.graph_status  # fp32 too: its convolutions run on cuDNN
+    if f.dtype == np.float16 or net.backend.cudnn is not None:  # fp32 too: its convolutions run on cuDNN
+        assert net.graph_status.startswith("captured"), net.graph_status
+    else:  # without cuDNN, fp32 convolutions run on cuBLAS, which CuPy refuses to capture: eager, said so
+        assert net.graph_status.startswith("failed at layer"), net.graph_status
     net.set_input("inp", rng.random((1, 3, 16, 20), dtype=np.float32))  # reshape: recapture later
     net.run()
     assert net._graph is None and net.dims("out") == Dims(1, 3, 16, 20)

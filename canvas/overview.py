@@ -1,0 +1,206 @@
+"""The zoomed-out canvas: one item paints every node box and link in a few batched calls.
+
+Below ``OVERVIEW_LOD`` the node and link items of NodeGraphQt are made fully transparent (still in the scene,
+so clicking, rubber-band selection and dragging keep working on them) and this item draws the whole network:
+a coloured box per node with its name where it is readable, the selection, and the links as straight lines.
+Thousands of per-item paint calls become one, so panning and zooming stay fluid on imported networks."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+#: below this scale the overview draws the network (the same scale at which a node hides its details)
+OVERVIEW_LOD = 0.55
+NAME_PX = 13.0  # the name's size on screen when the box is large enough to hold it
+MIN_PX = 8.0  # names are not drawn smaller than this on screen
+SELECTED = QtGui.QColor(255, 198, 10)
+
+
+class OverviewItem(QtWidgets.QGraphicsItem):
+    """Draws ``nodes()`` (layer name -> NodeGraphQt node) and ``links()`` ((source, target, input index)) in
+    overview mode, with ``details(name)`` under each name where there is room; ``invalidate()`` after anything
+    moved, was added, removed or relinked."""
+
+    def __init__(self, nodes: Callable[[], dict[str, Any]], links: Callable[[], Iterable[tuple[str, str, int]]],
+                 details: Callable[[str], str] = lambda _name: "") -> None:
+        super().__init__()
+        self._nodes = nodes
+        self._details = details
+        self._links = links
+        self._active = False
+        self._pending = False
+        self._rect = QtCore.QRectF()
+        self._geom: dict[str, tuple[QtCore.QRectF, tuple, Any, QtCore.QPointF | None, list[QtCore.QPointF]]] = {}
+        self._min_height = 0.0
+        self._line_of: dict[tuple[str, str, int], QtCore.QLineF] = {}
+        self._by_color: list[tuple[QtGui.QColor, list[QtCore.QRectF]]] = []
+        self._lines: list[QtCore.QLineF] = []
+        self.setZValue(-1.0)  # under everything: transparent items above still take the clicks
+        self.setAcceptedMouseButtons(QtCore.Qt.MouseButton.NoButton)
+        self.setFlag(QtWidgets.QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption, True)
+
+    @property
+    def active(self) -> bool:
+        """Whether the overview draws the network now (zoomed out)."""
+        return self._active
+
+    def invalidate(self, names: Iterable[str] | None = None) -> None:
+        """The nodes ``names`` (None: all) moved, changed size, appeared or went, or their links changed:
+        recompute what is drawn (only their geometry is measured again)."""
+        if names is None:
+            self._geom.clear()
+        else:
+            for n in names:
+                self._geom.pop(n, None)
+        if self._active:
+            self._rebuild()
+            self.update()
+
+    def _rebuild(self) -> None:
+        """Measure the nodes not measured yet (all after ``invalidate()``, the changed ones after an edit) and
+        redo the lines that touch them; the rest is reused."""
+        nodes = self._nodes()
+        changed = {n for n in self._geom if n not in nodes}
+        for name in changed:
+            del self._geom[name]
+        for name, node in nodes.items():
+            if name not in self._geom:
+                changed.add(name)
+                outs = node.output_ports()
+                self._geom[name] = (node.view.sceneBoundingRect(), tuple(node.view.color[:3]), node.view,
+                                    outs[0].view.sceneBoundingRect().center() if outs else None,
+                                    [p.view.sceneBoundingRect().center() for p in node.input_ports()])
+        if not changed and self._line_of:
+            return
+        by_color: dict[tuple, list[QtCore.QRectF]] = {}
+        for g in self._geom.values():
+            by_color.setdefault(g[1], []).append(g[0])
+        self._by_color = [(QtGui.QColor(*c).lighter(125), rects) for c, rects in by_color.items()]
+        self._min_height = min((g[0].height() for g in self._geom.values()), default=0.0)
+        lines: dict[tuple[str, str, int], QtCore.QLineF] = {}
+        for link in self._links():
+            src, dst, index = link
+            line = self._line_of.get(link) if src not in changed and dst not in changed else None
+            if line is None:
+                a, b = self._geom.get(src), self._geom.get(dst)
+                if a is None or b is None or a[3] is None or index >= len(b[4]):
+                    continue
+                line = QtCore.QLineF(a[3], b[4][index])
+            lines[link] = line
+        self._line_of = lines
+        self._lines = list(lines.values())
+        rect = self._rect.adjusted(20, 20, -20, -20) if len(changed) < len(self._geom) and self._rect.isValid() \
+            else QtCore.QRectF()
+        for name in changed if rect.isValid() else self._geom:
+            if name in self._geom:
+                rect = rect.united(self._geom[name][0])
+        rect = rect.adjusted(-20, -20, 20, 20)
+        if rect != self._rect:
+            self.prepareGeometryChange()
+            self._rect = rect
+
+    def _switch_later(self, on: bool) -> None:
+        try:
+            self.set_active(on)
+        except RuntimeError:  # the canvas was closed before the switch came due
+            pass
+
+    def set_active(self, on: bool) -> None:
+        """Switch overview mode: the node and link items become transparent (on) or opaque (off)."""
+        self._pending = False
+        if on == self._active:
+            return
+        self._active = on
+        self.apply_opacity()
+        if on:
+            self._rebuild()
+        self.update()
+
+    def apply_opacity(self) -> None:
+        """Make every node and link item transparent in overview mode, opaque otherwise (after new items
+        were added)."""
+        opacity = 0.0 if self._active else 1.0
+        for node in self._nodes().values():
+            if node.view.opacity() != opacity:
+                node.view.setOpacity(opacity)
+            for port in node.input_ports():
+                for pipe in port.view.connected_pipes:
+                    if pipe.opacity() != opacity:
+                        pipe.setOpacity(opacity)
+
+    def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 (Qt API)
+        return self._rect
+
+    def paint(self, painter: QtGui.QPainter, option: QtWidgets.QStyleOptionGraphicsItem,
+              widget: QtWidgets.QWidget | None = None) -> None:
+        lod = QtWidgets.QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
+        want = lod < OVERVIEW_LOD
+        if want != self._active and not self._pending:  # switch after this frame (not while painting)
+            self._pending = True
+            QtCore.QTimer.singleShot(0, lambda w=want: self._switch_later(w))
+        if not self._active:
+            return
+        exposed = option.exposedRect
+        painter.save()
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, False)  # boxes and lines: crisp and fast
+        painter.setPen(QtGui.QPen(QtGui.QColor(150, 160, 170), 0))  # cosmetic: one pixel wide at every zoom
+        painter.drawLines(self._lines)
+        painter.setPen(QtGui.QPen(QtGui.QColor(20, 22, 26), 0))
+        for color, rects in self._by_color:
+            painter.setBrush(color)
+            painter.drawRects(rects)
+        picked = set(self.scene().selectedItems()) if self.scene() is not None else set()
+        selected = [g[0] for g in self._geom.values() if g[2] in picked] if picked else []
+        if selected:
+            painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
+            painter.setPen(QtGui.QPen(SELECTED, 2.0 / max(lod, 1e-3)))
+            painter.drawRects(selected)
+        if min(NAME_PX / lod, self._min_height * 0.3) * lod >= MIN_PX:  # names readable at this zoom
+            visible = [(name, g[0]) for name, g in self._geom.items() if exposed.intersects(g[0])]
+            self._paint_names(painter, lod, visible, self._min_height)
+        painter.restore()
+
+    def _paint_names(self, painter: QtGui.QPainter, lod: float, boxes: list[tuple[str, QtCore.QRectF]],
+                     height: float) -> None:
+        """Each name in about NAME_PX pixels on screen (smaller, down to MIN_PX, when it is wider than its box),
+        with the layer's detail line (``details(name)``, e.g. its output shape) under it where the box has room."""
+        if not boxes:
+            return
+        px = min(NAME_PX / lod, height * 0.3)
+        if px * lod < MIN_PX:
+            return  # too small to read: boxes only
+        font = QtGui.QFont()
+        font.setBold(True)
+        small = QtGui.QFont()
+        small.setPixelSize(max(1, round(px * 0.8)))
+        small_metrics = QtGui.QFontMetricsF(small)
+        pad = 4.0 / lod
+        two_lines = height * lod >= 3.2 * NAME_PX
+        for name, rect in boxes:
+            r = rect.adjusted(pad, 0, -pad, 0)
+            size = px
+            font.setPixelSize(max(1, round(size)))
+            metrics = QtGui.QFontMetricsF(font)
+            wide = metrics.horizontalAdvance(name)
+            if wide > r.width():  # shrink to fit, as far as it stays readable; elide beyond
+                size = max(MIN_PX / lod, size * r.width() / wide)
+                font.setPixelSize(max(1, round(size)))
+                metrics = QtGui.QFontMetricsF(font)
+            text = metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideRight, r.width())
+            if len(text) < min(len(name), 4):
+                continue  # a name cut to a stub says nothing: the box alone
+            painter.setFont(font)
+            painter.setPen(QtGui.QColor(240, 240, 240))
+            detail = self._details(name) if two_lines else ""
+            if not detail:
+                painter.drawText(r, QtCore.Qt.AlignmentFlag.AlignCenter, text)
+                continue
+            top = r.center().y() - metrics.height()
+            painter.drawText(QtCore.QRectF(r.x(), top, r.width(), metrics.height()), QtCore.Qt.AlignmentFlag.AlignCenter, text)
+            painter.setFont(small)
+            painter.setPen(QtGui.QColor(170, 215, 170))
+            painter.drawText(QtCore.QRectF(r.x(), top + metrics.height() * 1.1, r.width(), small_metrics.height()),
+                             QtCore.Qt.AlignmentFlag.AlignCenter,
+                             small_metrics.elidedText(detail, QtCore.Qt.TextElideMode.ElideRight, r.width()))

@@ -1,0 +1,220 @@
+"""The local batch engine: a pipeline of threads and bounded queues in which decoding (a thread pool),
+inference (one lane per network: a thread with its own network, or a worker process with its own network
+for ``--workers N``) and encoding (a thread pool) overlap; this thread collects the finished
+chunks (manifest, videos, progress). Cancelling stops feeding new chunks; chunks in flight are finished
+and recorded, so nothing half-done is left."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any
+
+from engine.batch.job import BatchJob, ProgressCallback
+from engine.batch.runner import NetworkSpec, open_network_for
+from engine.batch.stages import Work, decode, infer, write
+
+_STOP = object()
+_WORKER_NET: Any = None  # the network of a worker process (one per process)
+
+
+def _pin_gpu(device: str | None) -> None:
+    """Worker process initializer: make one GPU the only visible one, before CUDA is initialised there."""
+    if device is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = device
+
+
+def _worker_open(spec: NetworkSpec) -> str:
+    global _WORKER_NET
+    if _WORKER_NET is None:
+        _WORKER_NET = open_network_for(spec, notice=None)
+    return _WORKER_NET.backend.name
+
+
+def _worker_infer(spec: NetworkSpec, work: Work, input_name: str, output_names: tuple[str, ...]) -> Work:
+    _worker_open(spec)
+    return infer(work, _WORKER_NET, input_name, output_names)
+
+
+class _ThreadLane:
+    """A network in this process, run by one pipeline thread (NumPy with one worker, or one GPU)."""
+
+    def __init__(self, spec: NetworkSpec, graph_capture: bool = True) -> None:
+        self.net = open_network_for(spec, graph_capture=graph_capture)
+
+    def infer(self, work: Work, input_name: str, output_names: tuple[str, ...]) -> Work:
+        return infer(work, self.net, input_name, output_names)
+
+    def close(self) -> None:
+        self.net = None
+
+
+class _ProcessLane:
+    """A network in a worker process of its own (``--workers N``), on the CPU or pinned to one GPU."""
+
+    def __init__(self, spec: NetworkSpec, gpu: str | None = None) -> None:
+        self.spec = spec
+        self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_pin_gpu,
+                                        initargs=(gpu,))
+        self.pool.submit(_worker_open, spec).result()  # a bad network fails here, before anything runs
+
+    def infer(self, work: Work, input_name: str, output_names: tuple[str, ...]) -> Work:
+        return self.pool.submit(_worker_infer, self.spec, work, input_name, output_names).result()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+GPU_LANES = 2  # networks per GPU in this process: one's copies and host work overlap the other's kernels
+
+
+def _lanes(job: BatchJob) -> list[Any]:
+    """The inference lanes: NumPy: one network in this process, or ``--workers N`` worker processes. CuPy:
+    ``GPU_LANES`` networks on the current GPU, each on its own CUDA stream (eager: no CUDA-graph capture while
+    another thread uses the GPU), or with ``--workers N`` one worker process per GPU (GPU i of
+    CUDA_VISIBLE_DEVICES, or of all GPUs), each holding one network."""
+    from engine.backends import get_backend
+
+    backend = get_backend(job.spec.backend, notice=None).name
+    if job.options.workers == 1:
+        n = GPU_LANES if backend == "cupy" else 1
+        return [_ThreadLane(job.spec, graph_capture=n == 1) for _ in range(n)]
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    lanes: list[Any] = []
+    try:
+        for i in range(job.options.workers):
+            gpu = (visible[i] if i < len(visible) else str(i)) if backend == "cupy" else None
+            lanes.append(_ProcessLane(job.spec, gpu))
+    except BaseException:
+        for lane in lanes:
+            lane.close()
+        raise
+    return lanes
+
+
+def run_local(job: BatchJob, progress: ProgressCallback | None = None,
+              cancel: threading.Event | None = None) -> None:
+    """Run ``job``'s chunks through the local pipeline (see the module documentation)."""
+    cancel = cancel or threading.Event()
+    abort = threading.Event()  # a stage hit a bug: stop feeding, drain, re-raise
+    errors: list[BaseException] = []
+    lanes = _lanes(job)
+    n_cpu = os.cpu_count() or 2
+    decoders = ThreadPoolExecutor(max(2, min(8, n_cpu)), thread_name_prefix="layerlab-decode")
+    encoders = ThreadPoolExecutor(max(2, min(8, n_cpu)), thread_name_prefix="layerlab-encode")
+    depth = 2 * len(lanes) + 2
+    decoded: queue.Queue[Any] = queue.Queue(maxsize=depth)  # futures of decoded chunks, in order
+    written: queue.Queue[Any] = queue.Queue()  # futures of written chunks
+    in_flight = threading.BoundedSemaphore(depth)  # chunks between decoding and the collector
+    opts, layout_ = job.io.image_options, job.options.input_layout
+
+    def stopped() -> bool:
+        return cancel.is_set() or abort.is_set()
+
+    def put(q: queue.Queue[Any], item: Any) -> None:
+        while True:
+            try:
+                q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                if abort.is_set() and item is not _STOP:
+                    return
+
+    def take_slot() -> bool:
+        while not in_flight.acquire(timeout=0.1):
+            if stopped():
+                return False
+        if stopped():
+            in_flight.release()
+            return False
+        return True
+
+    def feed() -> None:
+        try:
+            for chunk in job.todo:
+                if not take_slot():
+                    break
+                put(decoded, decoders.submit(decode, Work(chunk), opts, layout_))
+        finally:  # the lanes stop after the last chunk, whatever happened here
+            for _ in lanes:
+                put(decoded, _STOP)
+
+    def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            try:
+                return fn(*args)
+            except BaseException as exc:
+                errors.append(exc)
+                abort.set()
+        return run
+
+    def lane_loop(lane: Any) -> None:
+        while (fut := decoded.get()) is not _STOP:
+            if abort.is_set():
+                in_flight.release()
+                continue
+            work = guarded(lambda f: lane.infer(f.result(), job.io.input_name, job.io.output_names))(fut)
+            if work is None:
+                in_flight.release()
+                continue
+            written.put(encoders.submit(write, work, job.layout))
+
+    feeder = threading.Thread(target=guarded(feed), name="layerlab-feed", daemon=True)
+    workers = [threading.Thread(target=lane_loop, args=(lane,), name=f"layerlab-lane-{i}", daemon=True)
+               for i, lane in enumerate(lanes)]
+
+    def close_when_done() -> None:
+        feeder.join()
+        for w in workers:
+            w.join()
+        written.put(_STOP)
+
+    closer = threading.Thread(target=close_when_done, name="layerlab-close", daemon=True)
+    interrupted: BaseException | None = None
+    try:
+        feeder.start()
+        for w in workers:
+            w.start()
+        closer.start()
+        while True:  # the collector: leaves only when every stage has stopped
+            try:
+                fut = written.get(timeout=0.2)
+                if fut is _STOP:
+                    break
+                try:
+                    job.handle(_result(fut))
+                except Exception as exc:
+                    errors.append(exc)
+                    abort.set()
+                finally:
+                    in_flight.release()
+                if progress is not None and not abort.is_set():
+                    progress(job.progress())
+            except queue.Empty:
+                continue
+            except KeyboardInterrupt as exc:  # Ctrl-C: finish and record what is in flight, then stop
+                interrupted = exc
+                cancel.set()
+            except Exception as exc:  # the progress callback failed: stop as for a bug in a stage
+                errors.append(exc)
+                abort.set()
+    finally:
+        if closer.is_alive():  # only when leaving on an unexpected BaseException: let the stages wind down
+            abort.set()
+            closer.join()
+        decoders.shutdown(wait=True, cancel_futures=abort.is_set())
+        encoders.shutdown(wait=True)
+        for lane in lanes:
+            lane.close()
+    job.cancelled = cancel.is_set()
+    if errors:
+        raise errors[0]
+    if interrupted is not None:
+        raise interrupted
+
+
+def _result(fut: Future[Work]) -> Work:
+    return fut.result()

@@ -1,0 +1,114 @@
+"""The Ray batch engine (the only module that imports Ray; install the ``cluster`` extra).
+
+Ray Data streams the run's chunks through three stages: decoding on CPU workers (tasks), inference in an
+actor pool (each actor holds one network: one per GPU with the CuPy backend, one per CPU worker with
+NumPy), and writers that encode the outputs into the output folder. This process collects the finished
+chunks (manifest, video assembly, progress), exactly as the local engine does, so the outputs are the
+same bytes. On a cluster the input and output folders must be on storage every node sees at the same
+path (a shared file system)."""
+from __future__ import annotations
+
+import logging
+import pickle
+import threading
+from typing import Any
+
+from engine.batch.job import BatchJob, ProgressCallback
+from engine.batch.runner import NetworkSpec, open_network_for
+from engine.batch.stages import Layout, Work, decode, infer, write
+from engine.errors import LayerLabError
+from engine.io import ImageOptions
+
+
+def _ray() -> Any:
+    try:
+        import ray  # noqa: PLC0415 - only this engine needs Ray
+        import ray.data  # noqa: F401, PLC0415
+    except ImportError as exc:
+        raise LayerLabError("the ray engine needs Ray: pip install 'layerlab[cluster]' (or ray[data])") from exc
+    return ray
+
+
+def _decode_row(row: dict[str, Any], opts: ImageOptions, layout: str) -> dict[str, Any]:
+    work = decode(Work(pickle.loads(row["chunk"])), opts, layout)
+    return {"work": pickle.dumps(work, protocol=5)}
+
+
+def _check_network(spec: NetworkSpec) -> str:
+    """Open the network once where the actors will run: '' when it opens, else the user error's message."""
+    try:
+        open_network_for(spec, notice=None)
+    except LayerLabError as exc:
+        return str(exc)
+    return ""
+
+
+class _InferActor:
+    """One network per actor, opened once and reused for every chunk it is given."""
+
+    def __init__(self, spec: NetworkSpec, input_name: str, output_names: tuple[str, ...]) -> None:
+        self.net = open_network_for(spec, notice=None)
+        self.input_name, self.output_names = input_name, output_names
+
+    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+        work = infer(pickle.loads(row["work"]), self.net, self.input_name, self.output_names)
+        return {"work": pickle.dumps(work, protocol=5)}
+
+
+def _write_row(row: dict[str, Any], layout: Layout) -> dict[str, Any]:
+    return {"work": pickle.dumps(write(pickle.loads(row["work"]), layout), protocol=5)}
+
+
+def run_ray(job: BatchJob, progress: ProgressCallback | None = None, cancel: threading.Event | None = None,
+            address: str | None = None, num_cpus: int | None = None, actors: int | None = None) -> None:
+    """Run ``job`` on Ray: attach to the cluster at ``address`` ('auto' or 'HOST:PORT'), or start a local
+    Ray instance (``num_cpus`` CPUs) for this run and stop it afterwards. ``actors`` is the size of the
+    inference actor pool (default: the cluster's GPUs with CuPy, else ``--workers``)."""
+    ray = _ray()
+    if not job.todo:
+        return
+    started = False
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
+        if address:
+            kwargs["address"] = address
+        elif num_cpus:
+            kwargs["num_cpus"] = num_cpus
+        try:
+            ray.init(**kwargs)
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            where = f"attach to the Ray cluster at {address}" if address else "start Ray"
+            raise LayerLabError(f"cannot {where}: {exc}") from None
+        started = True
+    try:
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False  # LayerLab shows its own progress
+        ctx.execution_options.preserve_order = False
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        use_gpu = job.spec.backend == "cupy" or (job.spec.backend == "auto" and gpus > 0)
+        pool = actors or (max(1, gpus) if use_gpu else job.options.workers)
+        resources = {"num_gpus": 1 if use_gpu else 0, "num_cpus": 0 if use_gpu else 1}
+        problem = ray.get(ray.remote(**resources)(_check_network).remote(job.spec))
+        if problem:  # a bad network is the command's error, not a failure of every input
+            raise LayerLabError(problem)
+        rows = [{"chunk": pickle.dumps(c, protocol=5)} for c in job.todo]
+        ds = ray.data.from_items(rows, override_num_blocks=len(rows))
+        # decoding asks for half a CPU, the actors for a whole one (or a GPU): different resources keep Ray
+        # Data from fusing decoding into the actors, so decoding runs in CPU tasks beside them
+        ds = ds.map(_decode_row, fn_kwargs={"opts": job.io.image_options, "layout": job.options.input_layout},
+                    num_cpus=0.5)
+        ds = ds.map(_InferActor, fn_constructor_kwargs={"spec": job.spec, "input_name": job.io.input_name,
+                                                        "output_names": job.io.output_names},
+                    compute=ray.data.ActorPoolStrategy(size=pool), **resources)
+        ds = ds.map(_write_row, fn_kwargs={"layout": job.layout}, num_cpus=0.5)
+        for row in ds.iter_rows():
+            job.handle(pickle.loads(row["work"]))
+            if progress is not None:
+                progress(job.progress())
+            if cancel is not None and cancel.is_set():
+                job.cancelled = True
+                break
+    finally:
+        if started:
+            ray.shutdown()

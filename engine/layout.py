@@ -1,0 +1,76 @@
+"""Automatic canvas layout: a layered (Sugiyama) drawing by grandalf, flowing left to right.
+
+Each layer's column follows its depth in the graph; inside a column, grandalf orders the layers to reduce link
+crossings. Used by the designer's Arrange command and by importers, whose graphs come without positions.
+Qt-free: sizes are plain numbers (the canvas passes its node sizes; defaults fit a typical node)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from engine.model import LayerSpec
+
+NODE_SIZE = (180.0, 120.0)  # width, height of a node whose size is not given
+COLUMN_GAP = 90.0  # free space between columns (where the links run)
+ROW_GAP = 30.0  # free space between two layers of one column
+
+
+class _Box:
+    """What grandalf lays out: in its top-to-bottom drawing ``w`` runs across the flow, ``h`` along it."""
+
+    def __init__(self, width: float, height: float) -> None:
+        self.w, self.h = height, width
+        self.xy = (0.0, 0.0)
+
+
+def layered_positions(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[float, float]] | None = None,
+                      origin: tuple[float, float] = (0.0, 0.0)) -> dict[str, tuple[float, float]]:
+    """Top-left (x, y) of every layer in a left-to-right layered drawing, rounded to 0.1; ``sizes`` gives
+    (width, height) per layer. Unlinked groups of layers are stacked one under another; cycles are allowed
+    (grandalf reverses a link of each to rank them)."""
+    from grandalf.graphs import Edge, Graph, Vertex  # noqa: PLC0415 - imported when a layout is asked for
+    from grandalf.layouts import SugiyamaLayout  # noqa: PLC0415
+
+    sizes = sizes or {}
+    vertices = {name: Vertex(name) for name in layers}
+    for name, v in vertices.items():
+        v.view = _Box(*sizes.get(name, NODE_SIZE))
+    edges = [Edge(vertices[src], vertices[name]) for name, spec in layers.items() for src in dict.fromkeys(spec.inputs)
+             if src is not None and src in vertices and src != name]
+    graph = Graph(list(vertices.values()), edges)
+    positions: dict[str, tuple[float, float]] = {}
+    top = origin[1]
+    for component in sorted(graph.C, key=lambda c: min(list(layers).index(v.data) for v in c.sV)):
+        sug = SugiyamaLayout(component)
+        sug.yspace = ROW_GAP  # grandalf's spacing across the flow (our rows)
+        sug.init_all()
+        sug.draw(N=1)
+        ranks = {v.data: sug.grx[v].rank for v in component.sV}
+        widths: dict[int, float] = {}
+        for v in component.sV:
+            widths[ranks[v.data]] = max(widths.get(ranks[v.data], 0.0), v.view.h)
+        column_x, x = {}, origin[0]
+        for rank in sorted(widths):
+            column_x[rank] = x
+            x += widths[rank] + COLUMN_GAP
+        low = min(v.view.xy[0] - v.view.w / 2 for v in component.sV)
+        bottom = top
+        for v in component.sV:
+            y = top + v.view.xy[0] - v.view.w / 2 - low
+            positions[v.data] = (round(column_x[ranks[v.data]], 1), round(y, 1))
+            bottom = max(bottom, y + v.view.w)
+        top = bottom + 2 * ROW_GAP
+    return positions
+
+
+def overlaps(positions: Mapping[str, tuple[float, float]], sizes: Mapping[str, tuple[float, float]]) -> list[tuple[str, str]]:
+    """Pairs of layers whose boxes overlap (for checks and tests)."""
+    boxes = sorted((p[0], p[1], p[0] + sizes.get(n, NODE_SIZE)[0], p[1] + sizes.get(n, NODE_SIZE)[1], n)
+                   for n, p in positions.items())
+    found = []
+    for i, (_x0, y0, x1, y1, a) in enumerate(boxes):
+        for u0, v0, _u1, v1, b in boxes[i + 1:]:
+            if u0 >= x1:
+                break
+            if v0 < y1 and y0 < v1:
+                found.append((a, b))
+    return found

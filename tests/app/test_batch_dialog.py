@@ -1,0 +1,116 @@
+"""Tools > Run on Dataset…: the batch dialog driven with pytest-qt (nothing blocks)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from PySide6 import QtCore
+
+from app.batch_dialog import BatchDialog
+from engine.modelfile import load
+from resources import SAMPLES
+from tests.engine.batch.dataset import make_dataset
+from tests.engine.batch.test_batch import outputs_of
+
+MODEL = SAMPLES / "denoiser.lnet"
+
+
+@pytest.fixture
+def dialog(qtbot, registry):
+    def make(model=None):
+        model = model or load(MODEL, registry)
+        model.settings["backend"] = "numpy"
+        dlg = BatchDialog(model, registry, str(MODEL))
+        qtbot.addWidget(dlg)
+        dlg.show()
+        return dlg
+    return make
+
+
+def click(qtbot, button) -> None:
+    qtbot.mouseClick(button, QtCore.Qt.MouseButton.LeftButton)
+
+
+def wait_done(qtbot, dlg) -> None:
+    qtbot.waitUntil(lambda: not dlg.running and dlg.run_button.isEnabled(), timeout=120_000)
+
+
+def rows(dlg) -> list[tuple[str, str, str]]:
+    return [tuple(dlg.table.item(r, c).text() for c in range(3)) for r in range(dlg.table.rowCount())]
+
+
+def test_runs_the_model_with_its_settings_and_lists_results_and_failures(qtbot, dialog, tmp_path):
+    data = make_dataset(tmp_path, images=8, video_frames=3, corrupt=1, npy=1)
+    dlg = dialog()
+    assert "backend numpy, format auto (fp32|nhwc)" in dlg.settings_label.text()
+    dlg.inputs.setText(str(data))
+    dlg.output.setText(str(tmp_path / "out"))
+    dlg.batch_size.setValue(3)
+    with qtbot.waitSignal(dlg.finished_run, timeout=120_000) as sig:
+        click(qtbot, dlg.run_button)
+        assert dlg.running and dlg.cancel_button.isEnabled()
+    wait_done(qtbot, dlg)
+    summary = sig.args[0]
+    assert summary["items"]["finished"] == 10 and summary["items"]["failed"] == 1
+    assert summary == json.loads((tmp_path / "out" / "layerlab-summary.json").read_text())
+    table = rows(dlg)
+    assert sorted(r[0] for r in table if r[1] == "done") == sorted(outputs_of(tmp_path / "out"))
+    failed = [r for r in table if r[1] == "failed"]
+    assert len(failed) == 1 and failed[0][0] == "broken_0.png" and "cannot decode" in failed[0][2]
+    assert "Finished: 10 of 11 inputs done" in dlg.status.text() and "1 failed" in dlg.status.text()
+
+
+def test_cancel_stops_the_run_and_it_resumes_later(qtbot, dialog, tmp_path):
+    data = make_dataset(tmp_path, images=60, video_frames=0, corrupt=0, npy=0)
+    dlg = dialog()
+    dlg.inputs.setText(str(data))
+    dlg.output.setText(str(tmp_path / "out"))
+    dlg.batch_size.setValue(1)
+    click(qtbot, dlg.run_button)
+    qtbot.waitUntil(lambda: dlg.table.rowCount() >= 3, timeout=120_000)
+    click(qtbot, dlg.cancel_button)
+    wait_done(qtbot, dlg)
+    assert dlg.summary["cancelled"] and dlg.summary["items"]["finished"] < 60
+    assert dlg.status.text().startswith("Cancelled:")
+    first = dlg.summary["items"]["finished"]
+    assert len(outputs_of(tmp_path / "out")) == first
+    click(qtbot, dlg.run_button)  # run again: the finished outputs are skipped
+    wait_done(qtbot, dlg)
+    assert dlg.summary["items"]["finished"] == 60 and dlg.summary["items"]["skipped"] == first
+
+
+def test_bad_input_is_a_message_not_a_crash(qtbot, dialog, tmp_path):
+    dlg = dialog()
+    click(qtbot, dlg.run_button)
+    assert "Choose the inputs" in dlg.status.text() and not dlg.running
+    dlg.inputs.setText(str(tmp_path / "missing"))
+    dlg.output.setText(str(tmp_path / "out"))
+    click(qtbot, dlg.run_button)
+    wait_done(qtbot, dlg)
+    assert dlg.summary is None and dlg.status.text().startswith("error:") and "no such folder" in dlg.status.text()
+
+
+def test_tools_menu_opens_the_dialog_on_the_current_model(make_window, qtbot):
+    w = make_window()
+    assert w.act_batch in w.tools_menu.actions()
+    w.act_batch.trigger()  # no model open: a status message, no dialog
+    assert getattr(w, "batch_dialog", None) is None
+    w.open_path(str(MODEL))
+    w.act_batch.trigger()
+    dlg = w.batch_dialog
+    assert isinstance(dlg, BatchDialog) and dlg.isVisible() and dlg.model is w.current.model
+    dlg.reject()
+
+
+def test_closing_while_running_cancels_then_closes(qtbot, dialog, tmp_path):
+    data = make_dataset(tmp_path, images=60, video_frames=0, corrupt=0, npy=0)
+    dlg = dialog()
+    dlg.inputs.setText(str(data))
+    dlg.output.setText(str(tmp_path / "out"))
+    dlg.batch_size.setValue(1)
+    click(qtbot, dlg.run_button)
+    qtbot.waitUntil(lambda: dlg.table.rowCount() >= 2, timeout=120_000)
+    dlg.reject()
+    assert dlg.isVisible()  # still winding down: the chunks in flight are finished and recorded
+    qtbot.waitUntil(lambda: not dlg.isVisible(), timeout=120_000)
+    assert dlg.summary["cancelled"] and len(outputs_of(tmp_path / "out")) == dlg.summary["items"]["finished"] < 60

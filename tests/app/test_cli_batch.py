@@ -1,0 +1,170 @@
+"""`layerlab batch` end to end: the same outputs as `layerlab infer` item by item, exit statuses, and an
+interrupted run (killed at random points) resumed without losing or duplicating anything."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.cli import main
+from engine.batch.manifest import MANIFEST_NAME, sha256_of
+from engine.io import read_image
+from resources import SAMPLES
+from tests.engine.batch.dataset import make_dataset
+from tests.engine.batch.test_batch import outputs_of
+
+MODEL = str(SAMPLES / "denoiser.lnet")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(args, capsys):
+    out = io.StringIO()
+    code = main(args, out=out)
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    return make_dataset(tmp_path_factory.mktemp("cli_batch"), images=10, video_frames=5, corrupt=1, npy=2)
+
+
+def infer(capsys, src: Path, dst: Path) -> None:
+    code, _, err = run(["infer", MODEL, "-i", str(src), "-o", f"output={dst}", "-n", "1", "--warmup", "0",
+                        "-b", "numpy"], capsys)
+    assert code == 0, err
+
+
+def test_outputs_match_infer_item_by_item(tmp_path, data, capsys):
+    code, out, err = run(["batch", MODEL, "--inputs", str(data), "--output-dir", str(tmp_path / "b1"),
+                          "--batch-size", "1", "-b", "numpy"], capsys)
+    assert code == 1 and "1 input(s) failed" in err and "failed: broken_0.png" in out
+    code, _, err = run(["batch", MODEL, "--inputs", str(data), "--output-dir", str(tmp_path / "npy4"),
+                        "--batch-size", "4", "--save-as", "npy", "-b", "numpy"], capsys)
+    assert code == 1
+    for src in sorted(data.rglob("*")):
+        rel = src.relative_to(data)
+        if not src.is_file() or src.name.startswith("broken"):
+            continue
+        ref = tmp_path / "infer" / rel
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        infer(capsys, src, ref)
+        # batches of one: the very same bytes as infer (images, NPY and the video)
+        assert (tmp_path / "b1" / rel).read_bytes() == ref.read_bytes(), rel
+        if src.suffix == ".png":  # batches of four, saved as NPY: the same values as infer's NPY output
+            ref_npy = ref.with_suffix(".ref.npy")
+            infer(capsys, src, ref_npy)
+            got = np.load(tmp_path / "npy4" / rel.with_suffix(".npy"))
+            np.testing.assert_allclose(got, np.load(ref_npy), rtol=1e-5, atol=1e-6)
+            assert got.shape == read_image(src).shape
+
+
+def test_exit_status_2_for_bad_input(tmp_path, data, capsys):
+    base = ["batch", MODEL, "--inputs", str(data / "a"), "--output-dir", str(tmp_path / "o"), "-b", "numpy"]
+    cases = [
+        (["batch", str(tmp_path / "nope.lnet"), "--inputs", str(data), "--output-dir", str(tmp_path / "o")],
+         "no such model file"),
+        (["batch", MODEL, "--inputs", str(tmp_path / "missing"), "--output-dir", str(tmp_path / "o")], "no such folder"),
+        ([*base, "--batch-size", "0"], "--batch-size must be at least 1"),
+        ([*base, "--every", "-2"], "--every must be at least 1"),
+        ([*base, "--ray-address", "auto"], "--ray-address needs --engine ray"),
+        ([*base, "--weights", str(tmp_path / "nowhere")], "no such weights folder"),
+        (["batch", MODEL, "--output-dir", str(tmp_path / "o")], "--inputs"),
+    ]
+    for args, msg in cases:
+        code, _, err = run(args, capsys)
+        assert code == 2 and msg in err and "Traceback" not in err, (args, err)
+    assert run(base, capsys)[0] == 0
+    code, _, err = run([*base, "--seed", "5"], capsys)
+    assert code == 2 and "changed: seed" in err and "--overwrite" in err
+    code, out, _ = run([*base, "--seed", "5", "--overwrite"], capsys)
+    assert code == 0 and "6 of 6 inputs finished (0 from before)" in out
+
+
+def _manifest(folder: Path) -> list[dict]:
+    recs = []
+    for line in (folder / MANIFEST_NAME).read_text(encoding="utf-8").splitlines():
+        try:
+            recs.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass  # a line torn by the kill
+    return recs
+
+
+def test_killed_at_random_points_then_resumed_loses_and_duplicates_nothing(tmp_path):
+    data = make_dataset(tmp_path, images=40, video_frames=12, corrupt=1, npy=3)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def command(out: Path) -> list[str]:
+        return [sys.executable, "-m", "app.cli", "batch", MODEL, "--inputs", str(data), "--output-dir", str(out),
+                "--batch-size", "1", "-b", "numpy"]
+
+    ref = subprocess.run(command(tmp_path / "ref"), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert ref.returncode == 1 and "1 input(s) failed" in ref.stderr
+    assert "batch: " in ref.stderr  # plain progress lines when not on a terminal
+    expected = outputs_of(tmp_path / "ref")
+    assert len(expected) == 40 + 1 + 3
+
+    out = tmp_path / "out"
+    rng = random.Random(22)
+    kills = 0
+    for sig in (signal.SIGKILL, signal.SIGKILL, signal.SIGINT, signal.SIGKILL):
+        done = len(_manifest(out)) if (out / MANIFEST_NAME).exists() else 0
+        target = done + rng.randint(1, 8)
+        proc = subprocess.Popen(command(out), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            if (out / MANIFEST_NAME).exists() and len(_manifest(out)) >= target:
+                time.sleep(rng.random() * 0.05)
+                proc.send_signal(sig)
+                kills += 1
+                break
+            time.sleep(0.005)
+        _, err = proc.communicate(timeout=120)
+        if sig == signal.SIGINT and proc.returncode == 130:
+            assert "interrupted" in err.decode()
+    assert kills >= 3
+    final = subprocess.run(command(out), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert final.returncode == 1, final.stderr[-2000:]
+    summary = json.loads((out / "layerlab-summary.json").read_text())
+    assert summary["items"]["finished"] == 44 and summary["items"]["skipped"] > 0
+    got = outputs_of(out)
+    assert got == expected  # nothing lost, nothing extra, every byte as in the uninterrupted run
+    recs = _manifest(out)
+    names = [r["output"] for r in recs]
+    assert sorted(set(names)) == sorted(expected)
+    assert len(names) == len(set(names))  # no output recorded twice
+    for r in recs:
+        assert r["size"] == len(expected[r["output"]]) and r["sha256"] == sha256_of(out / r["output"])
+    assert not [p for p in out.rglob("*") if ".partial-" in p.name]  # no half-written output left
+
+
+def test_progress_is_a_bar_on_a_terminal_and_plain_lines_otherwise(tmp_path, data, capsys):
+    from app.cli_batch import _Bar
+    from engine.batch import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    term, plain = Terminal(), io.StringIO()
+    for stream in (term, plain):
+        bar = _Bar(stream)
+        for done in (0, 5, 10):
+            bar(Progress(done, 10, 1, 0, 2.0))
+        bar.close()
+    assert "input/s" in term.getvalue() and "failed=1" in term.getvalue() and "10/10" in term.getvalue()
+    assert plain.getvalue().splitlines() == ["batch: 0/10 inputs, 1 failed, 0.00 inputs/s",
+                                             "batch: 10/10 inputs, 1 failed, 5.00 inputs/s"]
+    code, _, _ = run(["batch", MODEL, "--inputs", str(data / "tensors"), "--output-dir", str(tmp_path / "o"),
+                      "-b", "numpy", "--summary", str(tmp_path / "s.json")], capsys)
+    assert code == 0
+    assert json.loads((tmp_path / "s.json").read_text()) == json.loads((tmp_path / "o" / "layerlab-summary.json").read_text())

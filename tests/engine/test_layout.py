@@ -1,0 +1,43 @@
+"""engine.layout: the layered drawing used by Arrange and importers."""
+from __future__ import annotations
+
+from engine.layout import layered_positions, overlaps
+from engine.model import Model
+
+
+def _diamond() -> Model:
+    m = Model("d")
+    m.add_layer("input", "inp")
+    m.add_layer("convolution", "a", inputs=["inp"])
+    m.add_layer("convolution", "b", inputs=["inp"])
+    m.add_layer("element_wise", "add", inputs=["a", "b"])
+    m.add_layer("output", "out", inputs=["add"])
+    m.add_layer("input", "lonely")  # a second, unlinked group
+    return m
+
+
+def test_columns_follow_depth_and_nothing_overlaps():
+    m = _diamond()
+    sizes = {n: (150.0, 100.0) for n in m.layers}
+    pos = layered_positions(m.layers, sizes, origin=(10.0, 20.0))
+    assert set(pos) == set(m.layers)
+    assert pos["inp"][0] == 10.0 and pos["inp"][0] < pos["a"][0] == pos["b"][0] < pos["add"][0] < pos["out"][0]
+    assert pos["a"][1] != pos["b"][1]  # same column, different rows
+    assert overlaps(pos, sizes) == []
+    assert min(p[1] for p in pos.values()) == 20.0
+    assert pos["lonely"][1] > max(pos[n][1] for n in ("inp", "a", "b", "add", "out"))  # stacked under
+    assert all(round(v, 1) == v for p in pos.values() for v in p)
+
+
+def test_cycles_and_self_links_are_laid_out():
+    m = Model("c")
+    m.add_layer("convolution", "a")
+    m.add_layer("convolution", "b", inputs=["a"])
+    m.connect("b", "a", 0, allow_cycle=True)
+    pos = layered_positions(m.layers)
+    assert set(pos) == {"a", "b"} and pos["a"] != pos["b"]
+
+
+def test_overlaps_finds_overlapping_boxes():
+    assert overlaps({"a": (0.0, 0.0), "b": (50.0, 50.0)}, {"a": (100.0, 100.0), "b": (100.0, 100.0)}) == [("a", "b")]
+    assert overlaps({"a": (0.0, 0.0), "b": (100.0, 0.0)}, {"a": (100.0, 100.0), "b": (100.0, 100.0)}) == []
