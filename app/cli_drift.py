@@ -95,7 +95,7 @@ def _fix(args: argparse.Namespace, out: TextIO, model: Any, reg: Any, inputs: di
     """``drift --fix``: the search, its timings, and with ``--write`` the pins stored in the model file."""
     from dataclasses import replace
 
-    from app.cli_common import progress_printer
+    from app.cli_common import CliError, progress_printer
     from engine.modelfile import save
     from engine.precision import fix_precision, format_times, time_mixed, with_pins
 
@@ -118,7 +118,10 @@ def _fix(args: argparse.Namespace, out: TextIO, model: Any, reg: Any, inputs: di
         if not fix.satisfied:
             print("layerlab: the threshold cannot be met by pinning layers: the model file is left unchanged", file=out)
             return 1
-        save(with_pins(model, fix.pins), args.model)
+        try:
+            save(with_pins(model, fix.pins), args.model)
+        except OSError as exc:
+            raise CliError(f"cannot write the pins to {args.model}: {exc.strerror or exc}") from None
         print(f"wrote the pins to {args.model}", file=out)
     return 0 if fix.satisfied else 1
 

@@ -115,3 +115,19 @@ def test_drift_fix_flag_errors(planted):
         drift([model, "--layer-format", "amp=fp8"])
     with pytest.raises(LayerLabError, match="no layer 'nope'"):
         drift([model, "--layer-format", "nope=fp32"])
+
+
+def test_drift_fix_write_failure_is_a_named_error_and_leaves_the_file(planted, monkeypatch):
+    import os
+
+    model, x = planted
+    before = open(model, "rb").read()
+
+    def refuse(src, dst):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", refuse)  # the atomic rename fails, as on a read-only folder
+    with pytest.raises(CliError, match=f"cannot write the pins to {model}: Permission denied"):
+        drift([model, "--input", f"inp={x}", "--fix", "--write", "-n", "1"])
+    monkeypatch.undo()
+    assert open(model, "rb").read() == before
