@@ -366,6 +366,18 @@ class MainWindow(QtWidgets.QMainWindow):
             return self.close_report(view)
         return self.close_document(self._doc_at(index))
 
+    def format_menu_items(self) -> list[tuple[str, QtGui.QAction]]:
+        """The layer right-click menu's Precision and Layout entries (``app.layer_format``), made once."""
+        from app import layer_format as lf  # noqa: PLC0415
+
+        if not hasattr(self, "_format_actions"):
+            items = [(f"Precision: {c}", lambda c=c: self._with_doc(
+                lambda d: lf.set_precision(d.model, d.canvas.selected_layers(), c))) for c in lf.PRECISION_CHOICES]
+            items += [(f"Layout: {c}", lambda c=c: self._with_doc(
+                lambda d: lf.set_layout(d.model, d.canvas.selected_layers(), c))) for c in lf.LAYOUT_CHOICES]
+            self._format_actions = [(text, self._action(text, slot)) for text, slot in items]
+        return self._format_actions
+
     def _with_doc(self, fn: object) -> None:
         doc = self.current
         if doc is not None:
@@ -389,7 +401,8 @@ class MainWindow(QtWidgets.QMainWindow):
         doc.canvas.set_context_actions(
             [("Group as Template…", self.act_group), ("Ungroup", self.act_ungroup), None,
              ("Cut", self.act_cut), ("Copy", self.act_copy), ("Duplicate", self.act_duplicate), ("Delete", self.act_delete),
-             None, ("Edit Custom Layer…", self.custom.act_edit), ("Layer Documentation", self.act_docs)],
+             None, *self.format_menu_items(), None, ("Edit Custom Layer…", self.custom.act_edit),
+             ("Layer Documentation", self.act_docs)],
             [("Paste", self.act_paste), ("Select All", self.act_select_all), None,
              ("Import Model as Template…", self.act_import_template), ("Arrange", self.act_arrange),
              ("Fit to View", self.act_fit)])

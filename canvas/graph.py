@@ -35,6 +35,7 @@ from engine.events import (
     TemplateChanged,
     TemplateEvent,
 )
+from engine.formats import LayerFormat
 from engine.layout import layered_positions
 from engine.model import Model
 from engine.registry import Registry
@@ -316,6 +317,8 @@ class ModelCanvas(NodeGraph):
         diags = self._diags.get(name, [])
         sev = "error" if any(d.severity == "error" for d in diags) else ("warning" if diags else "")
         node.badge.show_diagnostics(sev, [f"{d.severity}: {d.message}" for d in diags])
+        spec = self.net_model.layers[name]
+        node.format_badge.show_format(LayerFormat.parse(spec.format).badge if spec.format else "")
         if not self._bulk:
             node.place_badge()
 

@@ -181,6 +181,27 @@ class Badge(QtWidgets.QGraphicsEllipseItem):
         self.setVisible(True)
 
 
+class FormatBadge(QtWidgets.QGraphicsSimpleTextItem):
+    """The badge in a node's top-left corner naming the layer's own tensor format (``fp32``, ``NCHW``); hidden for
+    a layer in the network's format."""
+
+    def __init__(self, parent: QtWidgets.QGraphicsItem) -> None:
+        super().__init__("", parent)
+        self.setZValue(10)
+        font = QtGui.QFont()
+        font.setBold(True)
+        font.setPointSizeF(8)
+        self.setFont(font)
+        self.setBrush(QtGui.QColor(120, 200, 255))
+        self.setPos(4, -14)
+        self.setVisible(False)
+
+    def show_format(self, text: str) -> None:
+        self.setText(text)
+        self.setToolTip(f"this layer runs in {text} whatever the network's format" if text else "")
+        self.setVisible(bool(text))
+
+
 class LayerNodeItem(NodeItem):
     """Node item laid out as title, then the port rows, then the info text underneath (compact width).
 
@@ -325,6 +346,7 @@ class LayerNode(BaseNode):
         self.info = InfoItem(self.view)
         self.view.info = self.info
         self.badge = Badge(self.view)
+        self.format_badge = FormatBadge(self.view)
 
     def add_input_slot(self, index: int) -> None:
         """Add the port for input slot ``index`` (ports are always in slot order)."""

@@ -38,8 +38,10 @@ from engine.layer import Layer
 from engine.model import Model
 from engine.network import Network
 from engine.registry import Registry
-from engine.tensor import Dims
+from engine.tensor import FP32_NCHW, Dims, Layout, Precision, TensorFormat
 from engine.weights import WeightsSource
+
+FP16_NCHW = TensorFormat(Precision.FP16, Layout.NCHW)
 
 OPSET = 17
 PLACEHOLDER_DOMAIN = "layerlab.placeholders"
@@ -340,7 +342,8 @@ def export_onnx(model: Model, registry: Registry, path: str | Path, options: Onn
     """Write ``model`` as an ONNX file at ``path`` (initializers from ``weights``, default the seeded
     random weights of ``seed``; fusing rules as ``fusing``: 'on', 'off' or a rules file)."""
     onnx = _onnx()
-    net = build_network(model, registry, weights, seed, fusing)
+    # fp16: built in fp16 so that layers pinned to fp32 (engine.formats) get their conversions, written as Casts
+    net = build_network(model, registry, weights, seed, fusing, FP16_NCHW if options.fp16 else FP32_NCHW)
     proto, missing = build_onnx(net, options)
     check_onnx(proto)
     out = Path(path)
