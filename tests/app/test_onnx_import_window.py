@@ -113,8 +113,7 @@ def test_import_dialog_asks_the_sizes_of_symbolic_inputs(window, qtbot, tmp_path
     dlg = finish(window, qtbot)
     assert dlg.ok and "--input-shape x=2x3x16x16 --placeholders" in dlg.command.text()
     doc = window.current
-    assert str(doc.model.layers["x"].params["dimensions"]) in ("2x3x16x16", "2 x 3 x 16 x 16") or \
-        tuple(doc.model.layers["x"].params["dimensions"]) == (2, 3, 16, 16)
+    assert doc.model.layers["x"].params["dimensions"] == "2x3x16x16"
 
 
 def _drop(target: QtWidgets.QWidget, files: list[Path]) -> tuple[bool, bool]:
@@ -170,8 +169,8 @@ def test_unsupported_and_corrupt_models_give_one_message_and_open_nothing(window
 
 def test_save_as_writes_the_model_and_its_weights(window, qtbot, tmp_path, registry):
     from engine import modelfile
-    from engine.network import Network
     from engine.backends import get_backend
+    from engine.network import Network
     from engine.tensor import TensorFormat
     from engine.weights import open_weights
 
@@ -239,3 +238,64 @@ def test_an_imported_model_opens_in_analysis_mode(window, qtbot, tmp_path):
     assert rel_l2(got.reshape(ref.shape), ref) < 1e-4  # the imported weights, not random ones
     mode.act_stop.trigger()
     qtbot.waitUntil(lambda: not mode.active, timeout=WAIT)
+
+
+def deep_resnet_onnx(path: Path) -> Path:
+    """A ResNet-like network of 28 basic blocks (about 200 ONNX nodes) exported with torch."""
+    import warnings
+
+    import torch
+    from torch import nn
+
+    from tests.engine.importers.architectures import BasicBlock
+
+    torch.manual_seed(0)
+    widths = [8] * 7 + [16] * 7 + [24] * 7 + [32] * 7
+    blocks, cin = [], 8
+    for i, c in enumerate(widths):
+        blocks.append(BasicBlock(cin, c, 2 if c != cin and i % 14 == 7 else 1))
+        cin = c
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1), nn.ReLU(), *blocks, nn.Conv2d(cin, 3, 1)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net, (torch.rand(1, 3, 32, 32),), str(path), input_names=["input"], output_names=["output"],
+                          opset_version=17, dynamo=False)
+    return path
+
+
+def test_a_200_node_network_opens_fitted_and_readable(make_window, qtbot, tmp_path):
+    """Rendered offscreen to PNG (LAYERLAB_ONNX_SCREENSHOT=path keeps it): every node in view, none on another."""
+    import os
+
+    import onnx
+
+    from tests.app.test_screenshot import assert_nodes_visible_and_apart
+
+    path = deep_resnet_onnx(tmp_path / "deep_resnet.onnx")
+    assert len(onnx.load(str(path)).graph.node) >= 190
+    from app.gui import apply_theme
+
+    apply_theme(QtWidgets.QApplication.instance())
+    w = make_window()
+    w.resize(1500, 900)
+    w.open_path(path)
+    dlg = finish(w, qtbot)
+    assert dlg.ok
+    doc = w.current
+    assert len(doc.model.layers) >= 85  # ReLUs become the activations of convolutions and sums
+    dlg.move(w.geometry().right() + 50, 0)  # the result dialog is a window of its own
+    qtbot.wait(100)
+    out = os.environ.get("LAYERLAB_ONNX_SCREENSHOT") or str(tmp_path / "imported.png")
+    assert w.grab().save(out)
+    assert_nodes_visible_and_apart(doc.canvas)
+    img = QtGui.QImage(out)
+    from collections import Counter
+
+    canvas = doc.canvas.widget
+    box = QtCore.QRect(canvas.mapTo(w, QtCore.QPoint(0, 0)), canvas.size())
+    pixels = Counter(img.pixelColor(x, y).name() for x in range(box.left(), box.right(), 5)
+                     for y in range(box.top(), box.bottom(), 5))
+    background = pixels.most_common(1)[0][1] + pixels.most_common(2)[1][1]  # the canvas and its grid lines
+    assert 1 - background / sum(pixels.values()) > 0.1  # a tenth of the canvas or more shows nodes: not a thin line
+    if os.environ.get("LAYERLAB_ONNX_SCREENSHOT"):
+        dlg.grab().save(str(Path(out).with_name("import_result.png")))
