@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
+from shiboken6 import isValid
 
 from engine.errors import LayerLabError
 from engine.importers import is_importable
@@ -423,6 +424,8 @@ class OnnxImport(QtCore.QObject):
 
     def _failed(self, dlg: ImportDialog, message: str) -> None:
         self._end(dlg)
+        if not (isValid(self.window) and isValid(dlg)):
+            return  # the window was closed meanwhile
         dlg.show_failure(message)
         self.window.statusBar().showMessage(f"Cannot import: {message}", 15000)
         dlg.show()
@@ -430,10 +433,15 @@ class OnnxImport(QtCore.QObject):
 
     def _done(self, dlg: ImportDialog, result: ImportResult) -> None:
         self._end(dlg)
+        if not (isValid(self.window) and isValid(dlg)):
+            return  # the window was closed meanwhile
         model = result.model
         model.weights_source = result.weights_source()
         doc = self.window.add_document(model, None)
-        self.arrange(doc)
+        try:
+            self.arrange(doc)
+        except LayerLabError as exc:  # the importer's own layout stays
+            self.window.statusBar().showMessage(f"Could not lay the imported network out again: {exc}", 10000)
         doc.recovered = True  # a new model not saved yet: closing asks, Save asks for a file
         self.window._doc_state_changed(doc)  # noqa: SLF001 - the tab shows it unsaved
         dlg.show_result(result)

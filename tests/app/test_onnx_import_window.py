@@ -299,3 +299,55 @@ def test_a_200_node_network_opens_fitted_and_readable(make_window, qtbot, tmp_pa
     assert 1 - background / sum(pixels.values()) > 0.1  # a tenth of the canvas or more shows nodes: not a thin line
     if os.environ.get("LAYERLAB_ONNX_SCREENSHOT"):
         dlg.grab().save(str(Path(out).with_name("import_result.png")))
+
+
+def test_file_export_of_an_unsaved_import_uses_the_imported_weights(window, qtbot, tmp_path):
+    path = tiny_model(tmp_path / "tiny.onnx")
+    window.open_path(path)
+    finish(window, qtbot)
+    window.export_actions["onnx"].trigger()
+    dlg = window.export_dialog
+    assert dlg.weights.text() == "" and "imported" in dlg.weights.placeholderText()
+    out = tmp_path / "exported.onnx"
+    dlg.output.setText(str(out))
+    dlg.export()
+    qtbot.waitUntil(lambda: dlg.result_dialog is not None, timeout=WAIT)
+    x = np.random.default_rng(4).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    got, ref = reference(out, {"x": x})[0], reference(path, {"x": x})[0]
+    assert rel_l2(got.reshape(ref.shape), ref) < 1e-4
+
+
+def test_closing_the_window_while_an_import_runs(qtbot, tmp_path, registry):
+    from app.main_window import MainWindow
+
+    path = deep_resnet_onnx(tmp_path / "deep.onnx")
+    settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat)
+    w = MainWindow(registry=registry, settings=settings, autosave_dir=str(tmp_path / "autosave"))
+    w.show()
+    w.open_path(path)
+    importer = w.onnx_import
+    jobs = list(importer._jobs.values())
+    assert importer.running and len(jobs) == 1
+    assert w.close()
+    w.deleteLater()
+    qtbot.waitUntil(lambda: jobs[0].thread is None, timeout=WAIT)  # it ended and reached the deleted window
+    qtbot.wait(100)
+    assert not importer._jobs  # nothing raised on the way (pytest-qt fails a test on exceptions in slots)
+
+
+def test_fold_to_aspect_cuts_a_long_drawing_into_bands():
+    from app.onnx_import import BAND_GAP, fold_to_aspect
+
+    chain = {f"l{i}": (i * 200.0, 0.0) for i in range(60)}
+    sizes = dict.fromkeys(chain, (150.0, 100.0))
+    folded = fold_to_aspect(chain, sizes, 1.5)
+    xs, ys = [p[0] for p in folded.values()], [p[1] for p in folded.values()]
+    width, height = max(xs) + 150, max(ys) + 100
+    assert 0.75 < width / height < 3.0  # about the view's shape instead of 80:1
+    rows = sorted(set(ys))
+    assert len(rows) > 1 and all(b - a == 100 + BAND_GAP for a, b in zip(rows, rows[1:]))
+    order = sorted(folded, key=lambda n: (folded[n][1], folded[n][0]))
+    assert order == list(chain)  # read like text, the layers keep their order
+    assert len(set(folded.values())) == len(chain)
+    short = {f"l{i}": (i * 200.0, 0.0) for i in range(4)}
+    assert fold_to_aspect(short, dict.fromkeys(short, (150.0, 100.0)), 1.5) == short
