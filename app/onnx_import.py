@@ -444,6 +444,7 @@ class OnnxImport(QtCore.QObject):
             self.window.statusBar().showMessage(f"Could not lay the imported network out again: {exc}", 10000)
         doc.recovered = True  # a new model not saved yet: closing asks, Save asks for a file
         self.window._doc_state_changed(doc)  # noqa: SLF001 - the tab shows it unsaved
+        self.window._add_recent(dlg.path)  # noqa: SLF001 - Open Recent imports it again
         dlg.show_result(result)
         self.window.statusBar().showMessage(f"Imported {Path(dlg.path).name}: {result.summary()}", 15000)
         self.imported.emit(doc)

@@ -73,6 +73,7 @@ def test_file_open_imports_an_onnx_file_into_a_new_unsaved_tab(window, qtbot, tm
     assert doc is not None and doc.path is None and doc.modified and doc.model.name == "tiny"
     assert window.tabs.tabText(window.tabs.currentIndex()).endswith("*")
     assert doc.model.weights_source is not None
+    assert window.recent_files()[0] == str(path.resolve())
     assert sorted(doc.model.weights_source.arrays) == ["conv1", "conv2"]
     # the result dialog: sections with the nodes, and the command line
     mapped = dlg.section("Mapped")
