@@ -428,6 +428,12 @@ class ParamPanel(QtWidgets.QScrollArea):
             self._add(ident, "name", "Name", TextEditor(), lambda: self.names[0], check_name,
                       lambda t: model.rename_layer(self.names[0], t), "unique identifier of the layer")
             ident.addRow("Type", QtWidgets.QLabel(first.type))
+            if first.note:  # e.g. the ONNX node the layer was imported from
+                note = QtWidgets.QLabel(first.note)
+                note.setObjectName("LayerNote")
+                note.setWordWrap(True)
+                note.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+                ident.addRow("Source", note)
         permanent = BoolEditor("keep output (permanent)")
         self._add(ident, "permanent", "", permanent,
                   lambda: "true" if model.layers[self.names[0]].permanent else "false", lambda t: None,

@@ -210,6 +210,8 @@ class LayerNodeItem(NodeItem):
     in a size readable on screen, and its ports, labels and info are hidden until the view zooms in again."""
 
     info: InfoItem | None = None
+    #: the layer's note (e.g. the ONNX node it was imported from), a line of the tooltip
+    note = ""
     #: while True (a bulk build), layouts wait: the builder lays out every node once at the end
     defer_layout = False
 
@@ -225,6 +227,17 @@ class LayerNodeItem(NodeItem):
         if change == QtWidgets.QGraphicsItem.GraphicsItemChange.ItemPositionHasChanged and self.on_moved is not None:
             self.on_moved(self)
         return super().itemChange(change, value)
+
+    def _tooltip_disable(self, state: bool) -> None:  # NodeGraphQt's tooltip (name, type), plus the note
+        super()._tooltip_disable(state)
+        if self.note:
+            self.setToolTip(self.toolTip() + html.escape(self.note).replace("\n", "<br/>"))
+
+    def set_note(self, note: str) -> None:
+        """Show ``note`` in the node's tooltip."""
+        if note != self.note:
+            self.note = note
+            self._tooltip_disable(self.disabled)
 
     def draw_node(self) -> None:
         if not LayerNodeItem.defer_layout:

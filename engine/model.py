@@ -145,6 +145,7 @@ class Model:
         out.templates = dict(self.templates)
         out.custom_layers = dict(self.custom_layers)
         out.folder = self.folder if self.path is None else str(Path(self.path).resolve().parent)
+        out.weights_source = self.weights_source  # an import's in-memory weights run with the copy too
         return out
 
     def __eq__(self, other: object) -> bool:
