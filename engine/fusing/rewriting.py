@@ -189,7 +189,8 @@ class _Fuser:
             raise _Refused(f"both {inner.name} and {outer.name} have an activation")  # type: ignore[union-attr]
         act = acts[0] if acts else None
         fused = LayerSpec(outer.name, rep.name, params, act.activation if act else "none",
-                          dict(act.act_coefs) if act else {}, inputs, outer.position, outer.permanent, outer.format)
+                          dict(act.act_coefs) if act else {}, inputs, outer.position, outer.permanent,
+                          note=outer.note, format=outer.format)
         self._record_weights(rule, rep, roles, weights)
         self.model.layers = {n: (fused if n == outer.name else s) for n, s in self.model.layers.items()
                              if inner is None or n != inner.name}

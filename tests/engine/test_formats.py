@@ -98,7 +98,7 @@ def test_fp32_to_fp16_conversion_rounds_and_overflows_as_fp16_does(registry):
 def test_preprocessor_inserts_one_conversion_per_link_between_formats(registry):
     m = chain({"c2": "fp32"})
     result = preprocess(m, registry, FP16_NHWC)
-    assert result.passes == ["overrides", "templates", "formats", "fusing", "conversions"]
+    assert result.passes == ["overrides", "networks", "templates", "formats", "fusing", "conversions"]
     conv = result.conversions
     assert conv is not None
     assert conv.pinned == {"c2": TensorFormat(Precision.FP32, Layout.NHWC)}
