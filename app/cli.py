@@ -57,7 +57,7 @@ def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
 
     from engine.atomic import check_output_file, check_output_folder
     from engine.io import VideoWriter, write_output
-    from engine.run import load_inputs, parse_named, resolve_names, run_timed, time_iteration
+    from engine.run import format_notes, load_inputs, parse_named, resolve_names, run_timed, time_iteration
 
     spec, model, net = _open(args, profiling=False)
     outputs = resolve_names(parse_named(args.output), net.output_names, "output")
@@ -69,6 +69,8 @@ def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
     inputs = load_inputs(net, spec)
     print(f"network {model.name} {model.version}: {len(net.order)} layers, backend {net.backend.name} "
           f"({net.backend.device_name}), format {net.fmt}", file=out)
+    for note in format_notes(net):
+        print(note, file=out)
     if inputs.videos:
         try:
             if len(inputs.videos) > 1:

@@ -110,6 +110,21 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fusing-rules", default="on", metavar="on|off|FILE",
                         help="apply the plugins' and the model's enabled fusing rules (on, default), none (off), "
                              "or the rules in FILE (one per line)")
+    add_layer_format_option(parser)
+
+
+def add_layer_format_option(parser: argparse.ArgumentParser) -> None:
+    """``--layer-format NAME=FORMAT`` (repeatable): a layer's own format for this run, over the model's."""
+    parser.add_argument("--layer-format", action="append", metavar="NAME=FORMAT",
+                        help="run layer NAME in its own format: fp32, fp16, nchw, nhwc, or both (fp32,nchw); "
+                             "'default' drops the model's own setting; repeatable")
+
+
+def layer_formats_of(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    """The (layer, format) pairs of the ``--layer-format`` flags (raises LayerFormatError for a bad one)."""
+    from engine.formats import parse_assignments  # noqa: PLC0415
+
+    return parse_assignments(getattr(args, "layer_format", None))
 
 
 def spec_from_args(args: argparse.Namespace, profiling: bool) -> RunSpec:
@@ -120,7 +135,8 @@ def spec_from_args(args: argparse.Namespace, profiling: bool) -> RunSpec:
                    iterations=args.iterations, warmup=args.warmup, weights=args.weights, seed=args.seed,
                    inputs=tuple(parse_named(args.input)), input_layout=args.input_layout, fusing=args.fusing_rules,
                    profiling=profiling, plugins=tuple(getattr(args, "plugins", None) or ()),
-                   tf32=bool(getattr(args, "tf32", False)), device=getattr(args, "device", None)).check()
+                   tf32=bool(getattr(args, "tf32", False)), device=getattr(args, "device", None),
+                   layer_formats=layer_formats_of(args)).check()
 
 
 def command_line(spec: RunSpec, model_file: str, report: str | None = None) -> str:
@@ -147,6 +163,8 @@ def command_line(spec: RunSpec, model_file: str, report: str | None = None) -> s
         parts += ["--device", str(spec.device)]
     for folder in spec.plugins:
         parts += ["--plugins", folder]
+    for name, fmt in spec.layer_formats:
+        parts += ["--layer-format", f"{name}={fmt.replace(' ', ',') or 'default'}"]
     return " ".join(shlex.quote(p) for p in parts)
 
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from pathlib import Path
 from typing import Any, TextIO
 
-from app.cli_common import seed_value
+from app.cli_common import add_layer_format_option, seed_value
 
 
 def add_drift_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -35,18 +34,35 @@ def add_drift_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpar
                    help="relative error above which a layer has drifted (default 0.01)")
     d.add_argument("--json", metavar="PATH", help="also write the per-layer errors as JSON")
     d.add_argument("--device", type=int, metavar="N", help="the GPU of the cupy runs (CUDA ordinal; default 0)")
+    add_layer_format_option(d)
+    d.add_argument("--fix", action="store_true",
+                   help="find a small set of layers to pin to fp32 so that every network output stays within the "
+                        "threshold (greedy from the first drifting layer, then unneeded pins removed); prints the "
+                        "set, the error and the time of the mixed network against all-fp16 and all-fp32")
+    d.add_argument("--write", action="store_true", help="with --fix: store the pins in the model file (atomically)")
+    d.add_argument("--iterations", "-n", type=int, default=10, help="with --fix: timed iterations (default 10)")
+    d.add_argument("--backend", "-b", default=None, choices=("auto", "numpy", "cupy"),
+                   help="with --fix: backend of the timings (default: the candidate's)")
     return d
 
 
 def cmd_drift(args: argparse.Namespace, out: TextIO) -> int:
     """Print the per-layer drift table; exit status 1 when a layer exceeds the threshold."""
-    from app.cli_common import CliError, load_model, open_registry
+    from app.cli_common import CliError, layer_formats_of, load_model, open_registry
     from app.cli_custom import require_custom_consent
     from engine.analysis import Variant, compare_precision
+    from engine.atomic import atomic_write_text, check_output_file
     from engine.run import RunSpec, open_network, open_weights, parse_named, read_inputs, with_model_weights
 
     if not (args.threshold > 0 and math.isfinite(args.threshold)):
         raise CliError(f"--threshold must be a positive number, got {args.threshold}")
+    if args.write and not args.fix:
+        raise CliError("--write stores the pins --fix finds: give --fix too")
+    if args.json:  # before the runs: they must not end in a file that cannot be written
+        check_output_file(args.json, "drift JSON")
+    if args.iterations < 1:
+        raise CliError(f"--iterations must be at least 1, got {args.iterations}")
+    pins = layer_formats_of(args)
     spec = RunSpec(backend="numpy", format="fp32 nchw", weights=args.weights, seed=args.seed,
                    inputs=tuple(parse_named(args.input)), input_layout=args.input_layout, fusing="off")
     reg = open_registry(args)
@@ -58,8 +74,13 @@ def cmd_drift(args: argparse.Namespace, out: TextIO) -> int:
     probe = open_network(model, spec, reg, weights=weights)  # input names and image options: nothing is computed
     inputs = read_inputs(probe, spec)  # a video gives its first frame
     inputs.close()
+    if args.fix:
+        if pins:
+            raise CliError("--fix finds the layer formats itself: leave out --layer-format")
+        return _fix(args, out, model, reg, inputs.arrays, reference, candidate, weights, spec)
     result = compare_precision(model, reg, inputs.arrays, reference, candidate, weights=weights, seed=args.seed,
-                               threshold=args.threshold, device=args.device)
+                               threshold=args.threshold, device=args.device,
+                               layer_formats=dict(pins))
     print(result.table(), file=out)
     if args.json:
         first = result.first_over
@@ -69,9 +90,46 @@ def cmd_drift(args: argparse.Namespace, out: TextIO) -> int:
             "layers": [{"name": d.name, "type": d.type, "rel_error": _num(d.rel_error), "max_abs": _num(d.max_abs),
                         "nonfinite": d.nonfinite} for d in result.layers],
         }
-        Path(args.json).write_text(json.dumps(doc, indent=2), encoding="utf-8")
+        atomic_write_text(args.json, json.dumps(doc, indent=2), "drift JSON")
         print(f"wrote {args.json}", file=out)
     return 1 if result.first_over is not None else 0
+
+
+def _fix(args: argparse.Namespace, out: TextIO, model: Any, reg: Any, inputs: dict[str, Any], reference: Any,
+         candidate: Any, weights: Any, spec: Any) -> int:
+    """``drift --fix``: the search, its timings, and with ``--write`` the pins stored in the model file."""
+    from dataclasses import replace
+
+    from app.cli_common import CliError, progress_printer
+    from engine.atomic import atomic_write_text
+    from engine.modelfile import save
+    from engine.precision import fix_precision, format_times, time_mixed, with_pins
+
+    bar = progress_printer(out) if hasattr(out, "isatty") and out.isatty() else None
+    fix = fix_precision(model, reg, inputs, reference, candidate, weights=weights, seed=args.seed,
+                        threshold=args.threshold, progress=(lambda f, _m: bar(int(100 * f), 100)) if bar else None)
+    print(fix.summary(), file=out)
+    timing = replace(spec, backend=args.backend or candidate.backend, format=str(candidate.fmt), fusing="on",
+                     iterations=args.iterations, warmup=1)
+    print(f"time per inference ({timing.backend}, {args.iterations} iterations, median):", file=out)
+    print(format_times(time_mixed(model, reg, fix.pins, timing, weights=weights)), file=out)
+    if args.json:
+        doc = {"model": model.name, "reference": fix.reference, "candidate": fix.candidate,
+               "threshold": fix.threshold, "pins": fix.pins, "satisfied": fix.satisfied,
+               "outputs_before": {k: _num(v) for k, v in fix.before.outputs.items()},
+               "outputs_after": {k: _num(v) for k, v in fix.after.outputs.items()}}
+        atomic_write_text(args.json, json.dumps(doc, indent=2), "drift JSON")
+        print(f"wrote {args.json}", file=out)
+    if args.write:
+        if not fix.satisfied:
+            print("layerlab: the threshold cannot be met by pinning layers: the model file is left unchanged", file=out)
+            return 1
+        try:
+            save(with_pins(model, fix.pins), args.model)
+        except OSError as exc:
+            raise CliError(f"cannot write the pins to {args.model}: {exc.strerror or exc}") from None
+        print(f"wrote the pins to {args.model}", file=out)
+    return 0 if fix.satisfied else 1
 
 
 def _num(v: float) -> float | str:

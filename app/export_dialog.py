@@ -118,7 +118,8 @@ class ExportDialog(QtWidgets.QDialog):
         out_row.addWidget(self.output, 1)
         out_row.addWidget(self.browse_output)
         self.weights = QtWidgets.QLineEdit(_default_weights(model, model_path))
-        self.weights.setPlaceholderText("none: seeded random weights")
+        self.weights.setPlaceholderText("none: the imported weights" if model.weights_source is not None
+                                        else "none: seeded random weights")
         self.browse_weights = QtWidgets.QPushButton("Browse…")
         self.browse_weights.clicked.connect(self.choose_weights)
         w_row = QtWidgets.QHBoxLayout()

@@ -71,8 +71,8 @@ def run(path: str | None = None, argv: list[str] | None = None, plugins: list[st
     window = MainWindow(registry=registry)
     window.log_panel.add_records(loading)
     target = path or (str(SAMPLE) if SAMPLE.is_file() else None)
-    if target is None or window.open_path(target) is None:
-        window.new_model()
+    if target is None or (window.open_path(target) is None and not window.onnx_import.running):
+        window.new_model()  # nothing opened (an .onnx file is being imported: its tab comes when it ends)
     window.show()
     QtCore.QTimer.singleShot(0, window.offer_recovery)
     QtCore.QTimer.singleShot(0, window.start_kernel_warmup)

@@ -25,6 +25,7 @@ from app.fusing_rules import FusingRulesDialog
 from app.log_panel import LogPanel
 from app.netlayers_ui import NetworkLayers
 from app.network_settings import NetworkSettingsDialog
+from app.onnx_import import OPEN_FILTER, OnnxImport
 from app.palette import Palette
 from app.params import ParamPanel
 from app.report_view import ReportView
@@ -37,6 +38,7 @@ from engine import report as report_file
 from engine.custom import custom_descs, used_definitions
 from engine.errors import LayerLabError
 from engine.events import CustomLayerChanged, Event, TemplateEvent
+from engine.importers import is_importable
 from engine.model import Model
 from engine.netlayers import expand_all, network_file
 from engine.plugins import default_registry
@@ -171,6 +173,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._build_menus()
         add_export_menu(self)
         add_batch_menu(self)
+        self.onnx_import = OnnxImport(self)  # File > Import ONNX Model…, .onnx in Open, dropped files
         self.custom = CustomLayers(self)  # Edit > Add/Edit Custom Layer…, the consent prompt
         self._build_toolbar()
         self._default_state = self.saveState()
@@ -366,6 +369,18 @@ class MainWindow(QtWidgets.QMainWindow):
             return self.close_report(view)
         return self.close_document(self._doc_at(index))
 
+    def format_menu_items(self) -> list[tuple[str, QtGui.QAction]]:
+        """The layer right-click menu's Precision and Layout entries (``app.layer_format``), made once."""
+        from app import layer_format as lf  # noqa: PLC0415
+
+        if not hasattr(self, "_format_actions"):
+            items = [(f"Precision: {c}", lambda c=c: self._with_doc(
+                lambda d: lf.set_precision(d.model, d.canvas.selected_layers(), c))) for c in lf.PRECISION_CHOICES]
+            items += [(f"Layout: {c}", lambda c=c: self._with_doc(
+                lambda d: lf.set_layout(d.model, d.canvas.selected_layers(), c))) for c in lf.LAYOUT_CHOICES]
+            self._format_actions = [(text, self._action(text, slot)) for text, slot in items]
+        return self._format_actions
+
     def _with_doc(self, fn: object) -> None:
         doc = self.current
         if doc is not None:
@@ -386,10 +401,12 @@ class MainWindow(QtWidgets.QMainWindow):
         doc.bridge.event.connect(lambda ev, d=doc: self._doc_event(d, ev))
         self.netlayers.attach(doc)
         self.template_editing.attach(doc)
+        self.onnx_import.attach(doc)
         doc.canvas.set_context_actions(
             [("Group as Template…", self.act_group), ("Ungroup", self.act_ungroup), None,
              ("Cut", self.act_cut), ("Copy", self.act_copy), ("Duplicate", self.act_duplicate), ("Delete", self.act_delete),
-             None, ("Edit Custom Layer…", self.custom.act_edit), ("Layer Documentation", self.act_docs)],
+             None, *self.format_menu_items(), None, ("Edit Custom Layer…", self.custom.act_edit),
+             ("Layer Documentation", self.act_docs)],
             [("Paste", self.act_paste), ("Select All", self.act_select_all), None,
              ("Import Model as Template…", self.act_import_template), ("Arrange", self.act_arrange),
              ("Fit to View", self.act_fit)])
@@ -408,7 +425,11 @@ class MainWindow(QtWidgets.QMainWindow):
         return self.add_document(Model(name))
 
     def open_path(self, path: str | os.PathLike[str]) -> Document | None:
-        """Open a model file (or switch to its tab); errors are shown, not raised."""
+        """Open a model file (or switch to its tab); errors are shown, not raised. An ``.onnx`` file is imported in
+        the background into a new tab (None is returned; ``self.onnx_import`` shows the import)."""
+        if is_importable(path):
+            self.onnx_import.import_file(path)
+            return None
         path = str(Path(path).resolve())
         for d in self.docs:
             if d.path and Path(d.path).resolve() == Path(path):
@@ -430,7 +451,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def open_dialog(self) -> None:
         start = str(Path(self.current.path).parent) if self.current and self.current.path else str(SAMPLE.parent)
-        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open model", start, FILE_FILTER)
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open model", start, OPEN_FILTER)
         if path:
             self.open_path(path)
 
@@ -459,6 +480,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _write(self, doc: Document, path: str) -> bool:
         try:
+            self.onnx_import.before_save(doc, path)  # an imported model's weights: a .safetensors next to it
             modelfile.save(doc.model, path)
         except (OSError, LayerLabError) as exc:
             QtWidgets.QMessageBox.critical(self, "Cannot save model", f"{path}: {exc}")

@@ -428,11 +428,18 @@ class ParamPanel(QtWidgets.QScrollArea):
             self._add(ident, "name", "Name", TextEditor(), lambda: self.names[0], check_name,
                       lambda t: model.rename_layer(self.names[0], t), "unique identifier of the layer")
             ident.addRow("Type", QtWidgets.QLabel(first.type))
+            if first.note:  # e.g. the ONNX node the layer was imported from
+                note = QtWidgets.QLabel(first.note)
+                note.setObjectName("LayerNote")
+                note.setWordWrap(True)
+                note.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+                ident.addRow("Source", note)
         permanent = BoolEditor("keep output (permanent)")
         self._add(ident, "permanent", "", permanent,
                   lambda: "true" if model.layers[self.names[0]].permanent else "false", lambda t: None,
                   lambda t: self._apply_all("permanent", lambda n: model.set_permanent(n, t == "true")),
                   "a permanent layer keeps its output buffer (it is never recycled)")
+        self._build_format(ident)
 
         tname = template_name(first.type) if len(names) == 1 else None
         if tname is not None and desc is not None:
@@ -525,6 +532,22 @@ class ParamPanel(QtWidgets.QScrollArea):
                         return str(exc)
             return None
         return check
+
+    def _build_format(self, form: QtWidgets.QFormLayout) -> None:
+        """Precision and Layout: the layer's own tensor format, over the network's (``app.layer_format``)."""
+        from app import layer_format as lf  # noqa: PLC0415
+
+        model = self.doc.model
+
+        def first() -> str:
+            return model.layers[self.names[0]].format
+
+        self._add(form, "precision", "Precision", EnumEditor(lf.PRECISION_CHOICES), lambda: lf.precision_choice(first()),
+                  lambda t: None, lambda t: lf.set_precision(model, list(self.names), t),
+                  "run this layer in fp16 or fp32 whatever the network's format (the network converts between)")
+        self._add(form, "layout", "Layout", EnumEditor(lf.LAYOUT_CHOICES), lambda: lf.layout_choice(first()),
+                  lambda t: None, lambda t: lf.set_layout(model, list(self.names), t),
+                  "run this layer in NCHW or NHWC whatever the network's format (the network converts between)")
 
     def _apply_all(self, text: str, fn: Callable[[str], None]) -> None:
         names = list(self.names)

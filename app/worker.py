@@ -81,7 +81,8 @@ def build_key(model: Model, config: RunConfig) -> str:
         files = [w] if w.is_file() else sorted(w.glob("*.npy"))
         weights_stamp = [(f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files]
     build = {"backend": config.backend, "format": config.format, "weights": config.weights, "stamp": weights_stamp,
-             "seed": config.seed, "fusing": config.fusing}
+             "seed": config.seed, "fusing": config.fusing,
+             "imported": id(model.weights_source) if model.weights_source is not None else None}
     return json.dumps([content, build], sort_keys=True, default=str)
 
 

@@ -35,6 +35,7 @@ from engine.events import (
     TemplateChanged,
     TemplateEvent,
 )
+from engine.formats import LayerFormat
 from engine.layout import layered_positions
 from engine.model import Model
 from engine.registry import Registry
@@ -80,6 +81,7 @@ class ModelCanvas(NodeGraph):
 
     selection_changed = QtCore.Signal(list)
     status_message = QtCore.Signal(str)
+    files_dropped = QtCore.Signal(list)  # local files dropped on the canvas (the window opens or imports them)
 
     def __init__(self, model: Model, registry: Registry, bridge: ModelBridge,
                  parent: QtCore.QObject | None = None) -> None:
@@ -313,9 +315,12 @@ class ModelCanvas(NodeGraph):
         if node is None or name not in self.net_model.layers:
             return
         node.set_info(self._info_lines(name), layout=not self._bulk)
+        node.view.set_note(self.net_model.layers[name].note)
         diags = self._diags.get(name, [])
         sev = "error" if any(d.severity == "error" for d in diags) else ("warning" if diags else "")
         node.badge.show_diagnostics(sev, [f"{d.severity}: {d.message}" for d in diags])
+        spec = self.net_model.layers[name]
+        node.format_badge.show_format(LayerFormat.parse(spec.format).badge if spec.format else "")
         if not self._bulk:
             node.place_badge()
 
@@ -482,6 +487,10 @@ class ModelCanvas(NodeGraph):
                 self.add_layer(layer_type, (pos[0], pos[1]))
 
     def _on_node_data_dropped(self, mimedata: QtCore.QMimeData, pos: QtCore.QPoint) -> None:
+        files = [u.toLocalFile() for u in mimedata.urls() if u.isLocalFile()] if mimedata.hasUrls() else []
+        if files:
+            self.files_dropped.emit(files)
+            return
         text = mimedata.text() if mimedata.hasText() else ""
         if text.startswith(DRAG_PREFIX):
             self.add_layer(text[len(DRAG_PREFIX):], (float(pos.x()), float(pos.y())))

@@ -181,6 +181,27 @@ class Badge(QtWidgets.QGraphicsEllipseItem):
         self.setVisible(True)
 
 
+class FormatBadge(QtWidgets.QGraphicsSimpleTextItem):
+    """The badge in a node's top-left corner naming the layer's own tensor format (``fp32``, ``NCHW``); hidden for
+    a layer in the network's format."""
+
+    def __init__(self, parent: QtWidgets.QGraphicsItem) -> None:
+        super().__init__("", parent)
+        self.setZValue(10)
+        font = QtGui.QFont()
+        font.setBold(True)
+        font.setPointSizeF(8)
+        self.setFont(font)
+        self.setBrush(QtGui.QColor(120, 200, 255))
+        self.setPos(4, -14)
+        self.setVisible(False)
+
+    def show_format(self, text: str) -> None:
+        self.setText(text)
+        self.setToolTip(f"this layer runs in {text} whatever the network's format" if text else "")
+        self.setVisible(bool(text))
+
+
 class LayerNodeItem(NodeItem):
     """Node item laid out as title, then the port rows, then the info text underneath (compact width).
 
@@ -189,6 +210,8 @@ class LayerNodeItem(NodeItem):
     in a size readable on screen, and its ports, labels and info are hidden until the view zooms in again."""
 
     info: InfoItem | None = None
+    #: the layer's note (e.g. the ONNX node it was imported from), a line of the tooltip
+    note = ""
     #: while True (a bulk build), layouts wait: the builder lays out every node once at the end
     defer_layout = False
 
@@ -204,6 +227,17 @@ class LayerNodeItem(NodeItem):
         if change == QtWidgets.QGraphicsItem.GraphicsItemChange.ItemPositionHasChanged and self.on_moved is not None:
             self.on_moved(self)
         return super().itemChange(change, value)
+
+    def _tooltip_disable(self, state: bool) -> None:  # NodeGraphQt's tooltip (name, type), plus the note
+        super()._tooltip_disable(state)
+        if self.note:
+            self.setToolTip(self.toolTip() + html.escape(self.note).replace("\n", "<br/>"))
+
+    def set_note(self, note: str) -> None:
+        """Show ``note`` in the node's tooltip."""
+        if note != self.note:
+            self.note = note
+            self._tooltip_disable(self.disabled)
 
     def draw_node(self) -> None:
         if not LayerNodeItem.defer_layout:
@@ -325,6 +359,7 @@ class LayerNode(BaseNode):
         self.info = InfoItem(self.view)
         self.view.info = self.info
         self.badge = Badge(self.view)
+        self.format_badge = FormatBadge(self.view)
 
     def add_input_slot(self, index: int) -> None:
         """Add the port for input slot ``index`` (ports are always in slot order)."""

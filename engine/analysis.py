@@ -7,6 +7,7 @@ prepare it and a widget only paints it."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -281,11 +282,21 @@ def network_overview(net: Network) -> list[OverviewItem]:
             status.append("bypass (no copy)")
         if nd.permanent:
             status.append("permanent")
+        status.extend(format_status(net, name))
         items.append(OverviewItem(name, layer.desc.name, shape, list(nd.inputs), "; ".join(status),
                                   merged_into.get(name, []), rules.get(name, ""),
                                   bool(getattr(layer, "is_network_input", False)), name in net.output_names,
                                   bool(layer.weights)))
     return items
+
+
+def format_status(net: Network, name: str) -> list[str]:
+    """The overview's format badge of a layer: ``fp32|nhwc`` for a layer in another format than the network's,
+    ``fp16|nhwc -> fp32|nhwc`` for an inserted format conversion; nothing for the others."""
+    for conv, _src, a, b in net.conversions:
+        if conv == name:
+            return [f"conversion {a} -> {b}"]
+    return [f"pinned {net.pinned[name]}"] if name in net.pinned else []
 
 
 def links(items: list[OverviewItem]) -> list[tuple[str, str, int]]:
@@ -391,11 +402,13 @@ def layer_drift(name: str, type_: str, ref: np.ndarray, cand: np.ndarray) -> Lay
 def compare_precision(model: Model, registry: Registry, inputs: dict[str, np.ndarray] | None = None,
                       reference: Variant | str = Variant(), candidate: Variant | str = "fp16",
                       weights: WeightsSource | None = None, seed: int = 0, threshold: float = 1e-2,
-                      device: int | None = None) -> DriftResult:
+                      device: int | None = None, layer_formats: Mapping[str, str] | None = None) -> DriftResult:
     """Run the same inputs and weights as ``reference`` and ``candidate`` and compare every layer (``device``: the
-    GPU of the variants on the cupy backend).
+    GPU of the variants on the cupy backend; ``layer_formats``: the candidate's per-layer formats).
 
-    Both networks are built with fusing rules off, so every layer of the model is compared."""
+    Both networks are built with fusing rules off, so every layer of the model is compared. ``layer_formats``:
+    per-layer format settings of the candidate run (``engine.formats``); the reference runs the model as it is.
+    The format conversions a run inserts are not compared."""
     ref_v = Variant.parse(reference) if isinstance(reference, str) else reference
     cand_v = Variant.parse(candidate) if isinstance(candidate, str) else candidate
     if not threshold > 0:
@@ -404,16 +417,17 @@ def compare_precision(model: Model, registry: Registry, inputs: dict[str, np.nda
         raise LayerLabError(f"device {device}: both runs are on the numpy backend (a device chooses the GPU of "
                             "cupy runs)")
     outputs = []
-    for v in (ref_v, cand_v):
-        spec = RunSpec(backend=v.backend, format=str(v.fmt), seed=seed, fusing="off",
+    for v, pins in ((ref_v, ()), (cand_v, tuple((layer_formats or {}).items()))):
+        spec = RunSpec(backend=v.backend, format=str(v.fmt), seed=seed, fusing="off", layer_formats=pins,
                        device=device if v.backend != "numpy" else None)
         net = open_network(model, spec, registry, weights=weights, reuse_buffers=False)
         for name, arr in (inputs or {}).items():
             net.set_input(name, arr)
+        names = [n for n in net.order if n not in {c[0] for c in net.conversions}]
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is what this looks for
             net.run()
-        outputs.append({n: net.output(n) for n in net.order})
-        order = [(n, net.layer(n).desc.name) for n in net.order]
+            outputs.append({n: net.output(n) for n in names})
+        order = [(n, net.layer(n).desc.name) for n in names]
     layers = [layer_drift(n, t, outputs[0][n], outputs[1][n]) for n, t in order]
     return DriftResult(str(ref_v), str(cand_v), threshold, layers)
 

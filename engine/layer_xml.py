@@ -12,6 +12,7 @@ from defusedxml.ElementTree import DefusedXMLParser
 
 from engine.descriptors import LayerDesc, is_identifier
 from engine.errors import ModelFileError, ParameterError
+from engine.format_settings import LayerFormatError, canonical
 from engine.limits import MAX_INPUT_INDEX, MAX_XML_DEPTH, cut
 from engine.model import LayerSpec
 
@@ -84,6 +85,11 @@ def read_layer(le: ET.Element, fail: Fail, warn: Callable[[ET.Element, str], Non
         raise fail(le, f"layer {name}: position x/y must be numbers") from None
     spec = LayerSpec(name, ltype, position=pos, permanent=le.get("permanent", "false") == "true",
                      note=le.get("note", ""))
+    if le.get("format"):
+        try:
+            spec.format = canonical(le.get("format"), f"layer {name}: format")
+        except LayerFormatError as exc:
+            raise fail(le, str(exc)) from None
     for child in le:
         if child.tag == "param":
             pname = child.get("name")
@@ -144,6 +150,8 @@ def write_layer(parent: ET.Element, spec: LayerSpec) -> ET.Element:
         attrs["permanent"] = "true"
     if spec.note:
         attrs["note"] = spec.note
+    if spec.format:
+        attrs["format"] = spec.format
     le = ET.SubElement(parent, "layer", attrs)
     for k, v in spec.params.items():
         ET.SubElement(le, "param", {"name": k, "value": v})

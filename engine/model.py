@@ -34,13 +34,16 @@ from engine.events import (
     TemplateChanged,
     TemplateRemoved,
 )
+from engine.format_settings import canonical
 
 FILE_FORMAT_VERSION = 1
 
 
 @dataclass
 class LayerSpec:
-    """One layer of the design: identity, parameters (as text), activation, input links, canvas position."""
+    """One layer of the design: identity, parameters (as text), activation, input links, canvas position, and its
+    own tensor format setting (``format``: empty for the network's, else e.g. ``fp32`` or ``fp32 nchw``, see
+    ``engine.formats``)."""
 
     name: str
     type: str
@@ -51,6 +54,7 @@ class LayerSpec:
     position: tuple[float, float] = (0.0, 0.0)
     permanent: bool = False
     note: str = ""  # free text shown in the layer's tooltip (e.g. the ONNX node it was imported from)
+    format: str = ""
 
 
 @dataclass
@@ -141,6 +145,7 @@ class Model:
         out.templates = dict(self.templates)
         out.custom_layers = dict(self.custom_layers)
         out.folder = self.folder if self.path is None else str(Path(self.path).resolve().parent)
+        out.weights_source = self.weights_source  # an import's in-memory weights run with the copy too
         return out
 
     def __eq__(self, other: object) -> bool:
@@ -441,6 +446,12 @@ class Model:
     def set_permanent(self, name: str, permanent: bool) -> None:
         self._set_attr(name, f"Set {name} permanent", lambda s: s.permanent,
                        lambda s, v: setattr(s, "permanent", v), bool(permanent), ParamChanged)
+
+    def set_layer_format(self, name: str, fmt: str) -> None:
+        """Set a layer's own tensor format (``fp32``, ``nhwc``, ``fp32 nchw``...; empty or ``default``: the
+        network's), validated and stored in canonical spelling; one undoable command."""
+        self._set_attr(name, f"Set {name} format", lambda s: s.format, lambda s, v: setattr(s, "format", v),
+                       canonical(fmt, f"layer {name}: format"), ParamChanged)
 
     def move_layer(self, name: str, position: tuple[float, float]) -> None:
         self._set_attr(name, f"Move {name}", lambda s: s.position, lambda s, v: setattr(s, "position", v),

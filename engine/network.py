@@ -87,10 +87,15 @@ class Network:
                  fmt: TensorFormat = FP32_NCHW, weights: WeightsSource | None = None, seed: int = 0,
                  reuse_buffers: bool = True, fusing: str | list[Any] = "on",
                  protected: set[str] | frozenset[str] = frozenset(), graph_capture: bool = True,
-                 tf32: bool = False) -> None:
+                 tf32: bool = False, layer_formats: dict[str, str] | None = None) -> None:
         """``fusing``: 'on' (the registry's and the model's enabled rules), 'off', a rules file, or a
         list of parsed FusingRule. ``protected`` layers (breakpoints) keep their own outputs. ``tf32``: fp32
-        convolutions on the GPU may use TF32 tensor cores (off: strict float32, as on the CPU).
+        convolutions on the GPU may use TF32 tensor cores (off: strict float32, as on the CPU). ``layer_formats``:
+        per-layer format settings (layer name -> ``fp32``, ``nhwc``, ``fp32 nchw``...) over the model's own.
+
+        Each layer runs in its own format (``formats``: the network's ``fmt`` unless the layer or the run sets
+        another, or its type does not implement it); the preprocessor inserted a ``format_conversion`` layer on
+        every link between layers of different formats, and memory is planned per layer format.
 
         The model is preprocessed first (``engine.preprocess``: template instances expanded, then fusing
         rules applied), so the network, its reports and its weights use the expanded names
@@ -99,7 +104,7 @@ class Network:
         from engine.custom.scope import scoped  # noqa: PLC0415
 
         registry = scoped(model, registry)  # the model's custom layers (custom:NAME) resolve too
-        self.preprocessed = preprocess(model, registry, fmt, fusing, protected)
+        self.preprocessed = preprocess(model, registry, fmt, fusing, protected, layer_formats=layer_formats)
         self.expansion = self.preprocessed.expansion
         self.fused = self.preprocessed.fused
         model = self.preprocessed.model
@@ -107,6 +112,13 @@ class Network:
         self.backend.activate()  # its device is current for what the build allocates (weights, plans)
         self.xp = self.backend.xp
         self.fmt = fmt
+        conversions = self.preprocessed.conversions
+        #: every layer's tensor format (conversions included); ``fmt`` for all when nothing is pinned
+        self.formats: dict[str, TensorFormat] = dict(conversions.formats) if conversions is not None else {}
+        #: (conversion layer, source layer, source format, destination format) of every inserted conversion
+        self.conversions = list(conversions.inserted) if conversions is not None else []
+        #: layers running in another format than ``fmt`` (pinned, or not implementing ``fmt``), with their format
+        self.pinned: dict[str, TensorFormat] = dict(conversions.pinned) if conversions is not None else {}
         self.tf32 = bool(tf32)
         base_weights = self.preprocessed.weights(weights or RandomWeights(seed), registry)
         self.model = model  # the model actually built (after fusing rules)
@@ -122,7 +134,7 @@ class Network:
         for name in self.order:
             spec = model.layers[name]
             layer = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs,
-                                registry, fmt, self.backend)
+                                registry, self.fmt_of(name), self.backend)
             layer.fused = name in fused_names
             log.debug("layer %s: %s%s", name, spec.type, " (fused)" if layer.fused else "")
             self.nodes[name] = _Node(name, layer, list(spec.inputs), spec.permanent)
@@ -160,6 +172,10 @@ class Network:
         self.last_executed: list[str] = []  # layers computed by the latest run
 
     # ---- structure -------------------------------------------------------------------------------
+    def fmt_of(self, name: str) -> TensorFormat:
+        """The tensor format layer ``name`` runs in (its output buffer's format)."""
+        return self.formats.get(name, self.fmt)
+
     def _check_inputs_connected(self, name: str) -> None:
         nd = self.nodes[name]
         desc = nd.layer.desc
@@ -227,7 +243,7 @@ class Network:
         xp = self.backend.xp
         if arr.dtype.kind == "f" and not bool(xp.isfinite(dev).all()):
             raise InputError(f"input {name}: the tensor contains NaN or infinite values")
-        self._pending_inputs[name] = convert(dev, src, self.fmt, xp)
+        self._pending_inputs[name] = convert(dev, src, self.fmt_of(name), xp)
 
     def input_dims(self, name: str) -> Dims:
         self._ensure_planned()
@@ -254,7 +270,7 @@ class Network:
     def _current_input_dims(self, name: str) -> Dims:
         pending = self._pending_inputs.get(name)
         if pending is not None:
-            return self.fmt.dims_of(pending)
+            return self.fmt_of(name).dims_of(pending)
         if name in self._dims:
             return self._dims[name]
         return self.nodes[name].layer.default_dims()  # type: ignore[attr-defined]
@@ -281,7 +297,7 @@ class Network:
         for name in self.order:
             layer = self.nodes[name].layer
             check_layer_memory(f"{layer.desc.name} {name}", dims[name], layer.weight_shapes(in_dims[name]),
-                               self.fmt.itemsize, available, self.backend.device_name)
+                               self.fmt_of(name).itemsize, available, self.backend.device_name)
         # weights: loaded once; a reshape only checks that the loaded ones still fit
         for name in self.order:
             layer = self.nodes[name].layer
@@ -344,7 +360,7 @@ class Network:
         for n in self.order:
             if roots[n] != n:
                 continue
-            need = int(np.prod(self.fmt.shape(self._dims[n]))) * self.fmt.itemsize
+            need = self._dims[n].elements * self.fmt_of(n).itemsize
             slot = None
             if self.reuse_buffers and free:
                 fitting = [s for s in free if capacity[s] >= need]
@@ -370,9 +386,9 @@ class Network:
         for n in self.order:
             r = roots[n]
             if r == n:
-                nbytes = int(np.prod(self.fmt.shape(self._dims[n]))) * self.fmt.itemsize
-                buf = self._slots[slot_of[n]][:nbytes]
-                self._views[n] = buf.view(self.fmt.dtype).reshape(self.fmt.shape(self._dims[n]))
+                f = self.fmt_of(n)
+                buf = self._slots[slot_of[n]][:self._dims[n].elements * f.itemsize]
+                self._views[n] = buf.view(f.dtype).reshape(f.shape(self._dims[n]))
         for n in self.order:
             self._views[n] = self._views[roots[n]]
         self.peak_memory_bytes = int(sum(capacity))
@@ -421,7 +437,7 @@ class Network:
         for name in self.input_names:
             if getattr(self.nodes[name].layer, "data", None) is None:  # no input given: seeded random tensor
                 data = random_input(self._dims[name], self.seed, f"input layer {name}: its random input")
-                self._stage_input(name, self.backend.to_device(convert(data, FP32_NCHW, self.fmt)))
+                self._stage_input(name, self.backend.to_device(convert(data, FP32_NCHW, self.fmt_of(name))))
         todo = self._evaluation_set(self._dirty) if self._dirty else set()
         for cb in self.hooks.before_inference:
             cb(self)
@@ -496,7 +512,7 @@ class Network:
             nd.layer.forward(ins, out)
             act = nd.layer.activation
             if act is not None and not nd.layer.fuses_activation:
-                target = out if act.impl.elementwise else nchw_view(out, self.fmt)
+                target = out if act.impl.elementwise else nchw_view(out, self.fmt_of(name))
                 act.impl.apply_inplace(self.xp, target, act.coefs)
             self._owner[self._slot_of[name]] = name
         for cb in self.hooks.after_layer:
@@ -517,7 +533,7 @@ class Network:
             for n in self.order:
                 if n in todo:
                     self._execute(n)
-        return self.backend.to_host(convert(self._views[name], self.fmt, fmt or FP32_NCHW, self.xp))
+        return self.backend.to_host(convert(self._views[name], self.fmt_of(name), fmt or FP32_NCHW, self.xp))
 
     def outputs(self, fmt: TensorFormat | None = None) -> dict[str, np.ndarray]:
         """Host copies of every network output."""

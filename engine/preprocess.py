@@ -2,11 +2,16 @@
 
 ``preprocess`` runs a list of passes over a private copy of the model, in order:
 
-1. ``networks``: every network layer replaced by the layers of the model it references (``engine.netlayers``),
+1. ``overrides``: the run's per-layer format settings (``--layer-format``) put over the model's own;
+2. ``networks``: every network layer replaced by the layers of the model it references (``engine.netlayers``),
    named ``<layer>__<inner>``, their weights read through its own weights source;
-2. ``templates``: every template instance replaced by its layers (``engine.templates.expand``), named
+3. ``templates``: every template instance replaced by its layers (``engine.templates.expand``), named
    ``<instance>__<layer>``, so fusing rules apply across instance boundaries;
-3. ``fusing``: the fusing rules that apply to the tensor format (``engine.fusing.apply_rules``).
+4. ``formats``: every layer's format decided (``engine.formats.layer_formats``: the network's, the layer's own
+   setting, or the nearest format its type implements) and written on the layers that differ from the network;
+5. ``fusing``: the fusing rules, matched per layer format (``engine.fusing.apply_rules``);
+6. ``conversions``: a ``format_conversion`` layer on every link between layers of different formats
+   (``engine.formats.insert_conversions``).
 
 Each pass is a function ``(result, options) -> None`` that replaces ``result.model`` and records what it
 did on the result, so a later step (custom layers resolved, per-layer format conversions inserted) is one
@@ -15,11 +20,12 @@ more function in ``PASSES``. The network (``engine.network.Network``) and the pr
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.formats import Conversions, apply_overrides, insert_conversions, layer_formats
 from engine.fusing import FusedModel, FusingRule, MappedWeights, apply_rules, rules_from
 from engine.log import get_logger
 from engine.model import Model
@@ -35,12 +41,14 @@ log = get_logger(__name__)
 @dataclass(frozen=True)
 class PreprocessOptions:
     """What the passes need besides the model: the plugins, the tensor format, the fusing choice (``'on'``,
-    ``'off'``, a rules file or a list of parsed rules) and the layers fusing must keep (breakpoints)."""
+    ``'off'``, a rules file or a list of parsed rules), the layers fusing must keep (breakpoints) and the run's
+    per-layer format settings (layer or template instance name -> ``fp32``, ``nhwc``, ``fp32 nchw``...)."""
 
     registry: Registry
     fmt: TensorFormat = FP32_NCHW
     fusing: str | Sequence[FusingRule] = "on"
     protected: AbstractSet[str] = frozenset()
+    layer_formats: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -52,6 +60,8 @@ class PreprocessResult:
     ``expansion``: what network-layer and template expansion did, as one (None when the model has neither).
     ``networks``: what network-layer expansion did (None without network layers; its ``weights`` route them).
     ``fused``: what the fusing rules did (None when no rule was to be applied).
+    ``conversions``: every layer's format, the conversions inserted and the layers in another format than the
+    network's (None before the conversions pass).
     ``passes``: the names of the passes that ran, in order.
     ``warnings``: notes a pass leaves for the user (none of today's passes leaves any)."""
 
@@ -60,6 +70,7 @@ class PreprocessResult:
     expansion: Expansion | None = None
     networks: NetworkExpansion | None = None
     fused: FusedModel | None = None
+    conversions: Conversions | None = None
     passes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -86,6 +97,11 @@ class PreprocessResult:
 
 
 Pass = Callable[[PreprocessResult, PreprocessOptions], None]
+
+
+def overrides_pass(result: PreprocessResult, options: PreprocessOptions) -> None:
+    """Put the run's per-layer format settings over the model's own (an unknown layer name is an error)."""
+    result.model = apply_overrides(result.model, options.layer_formats)
 
 
 def expand_networks_pass(result: PreprocessResult, options: PreprocessOptions) -> None:
@@ -125,24 +141,51 @@ def fusing_pass(result: PreprocessResult, options: PreprocessOptions) -> None:
         result.model = result.fused.model
 
 
+def formats_pass(result: PreprocessResult, options: PreprocessOptions) -> None:
+    """Decide every layer's format and write it (in full) on the layers whose format is not the network's; a
+    layer expanded from a template instance takes the instance's setting unless it has its own."""
+    model = result.model
+    instance_formats = {n: s.format for n, s in result.source.layers.items() if s.format}
+    instance_formats.update(options.layer_formats)
+    inherited = {n: instance_formats[n.split("__", 1)[0]] for n in model.layers
+                 if "__" in n and n.split("__", 1)[0] in instance_formats}
+    formats = layer_formats(model, options.registry, options.fmt, inherited)
+    wanted = {n: ("" if f == options.fmt else f"{f.precision.value} {f.layout.value}") for n, f in formats.items()}
+    if any(model.layers[n].format != text for n, text in wanted.items()):
+        model = model.copy() if model is result.source else model
+        for n, text in wanted.items():
+            model.layers[n].format = text
+        result.model = model
+
+
+def conversions_pass(result: PreprocessResult, options: PreprocessOptions) -> None:
+    """Insert a format conversion on every link between layers of different formats."""
+    formats = {n: (TensorFormat.parse(s.format) if s.format else options.fmt) for n, s in result.model.layers.items()}
+    result.model, result.conversions = insert_conversions(result.model, formats, options.fmt)
+
+
 #: The passes ``preprocess`` runs, in order: (name, function).
 PASSES: tuple[tuple[str, Pass], ...] = (
+    ("overrides", overrides_pass),
     ("networks", expand_networks_pass),
     ("templates", expand_templates_pass),
+    ("formats", formats_pass),
     ("fusing", fusing_pass),
+    ("conversions", conversions_pass),
 )
 
 
 def preprocess(model: Model, registry: Registry, fmt: TensorFormat = FP32_NCHW, fusing: str | Sequence[Any] = "on",
-               protected: AbstractSet[str] = frozenset(),
-               passes: Sequence[tuple[str, Pass]] = PASSES) -> PreprocessResult:
-    """Run the preprocessor's passes on ``model`` (unchanged) for tensor format ``fmt``.
+               protected: AbstractSet[str] = frozenset(), passes: Sequence[tuple[str, Pass]] = PASSES,
+               layer_formats: Mapping[str, str] | None = None) -> PreprocessResult:
+    """Run the preprocessor's passes on ``model`` (unchanged) for tensor format ``fmt``, with the run's per-layer
+    format settings ``layer_formats`` over the model's own.
 
     Raises what the passes raise: NetworkLayerError for a network layer that cannot be expanded,
-    TemplateError for an instance that cannot be expanded, FusingRuleError
-    for a rule that cannot be read or used."""
+    TemplateError for an instance that cannot be expanded, FusingRuleError for a rule that cannot be read or used,
+    LayerFormatError for a format setting that cannot be read or names no layer."""
     result = PreprocessResult(model, model)
-    options = PreprocessOptions(registry, fmt, fusing, frozenset(protected))
+    options = PreprocessOptions(registry, fmt, fusing, frozenset(protected), dict(layer_formats or {}))
     for name, run in passes:
         run(result, options)
         result.passes.append(name)

@@ -97,9 +97,9 @@ class ProfileResult:
 
 def layer_costs(net: Network) -> list[LayerProfile]:
     """Analytic cost of every layer of a planned network."""
-    item = net.fmt.itemsize
     out = []
     for name in net.order:
+        item = net.fmt_of(name).itemsize
         layer = net.layer(name)
         nd = net.nodes[name]
         ins = [net.dims(s) if s else None for s in nd.inputs]

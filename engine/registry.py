@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from engine.descriptor_checks import activation_desc_problems, layer_desc_problems
 from engine.descriptors import ActivationDesc, LayerDesc
 from engine.errors import LayerLabError, PluginError
+from engine.formats import ENGINE_LAYERS
 from engine.layer import Activation, Layer
 from engine.limits import cut
 
@@ -163,7 +164,9 @@ class Registry:
         return cls.desc if cls else None
 
     def layer_class(self, name: str) -> type[Layer] | None:
-        return self._layers.get(self._layer_alias.get(name, name))
+        """The class of layer type ``name`` (a legacy name works too), also of the engine's own layers (format
+        conversions, which no collection lists), or None."""
+        return self._layers.get(self._layer_alias.get(name, name)) or ENGINE_LAYERS.get(name)
 
     def layer_descs(self) -> list[LayerDesc]:
         return [self._layers[n].desc for n in self.layer_names]

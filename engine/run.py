@@ -29,6 +29,7 @@ from engine import report as rep
 from engine.backends import BACKENDS, get_backend
 from engine.backends.base import Backend
 from engine.errors import InputError, LayerLabError
+from engine.formats import LayerFormatError, canonical
 from engine.io import ImageOptions, VideoReader, kind_of, read_input
 from engine.log import get_logger
 from engine.model import Model
@@ -65,7 +66,9 @@ class RunSpec:
     ``device``: the ordinal of the GPU the CuPy backend runs on (None: GPU 0); asking for one on the NumPy backend,
     or one this machine does not have, is an error. ``tf32``: fp32
     convolutions on the GPU may use TF32 tensor cores (off by default: fp32 means float32 arithmetic, the
-    precision users check accuracy with; on, fp32 runs 2-4x faster, as PyTorch's default does)."""
+    precision users check accuracy with; on, fp32 runs 2-4x faster, as PyTorch's default does).
+    ``layer_formats``: (layer, format) pairs over the model's own per-layer formats, e.g. ``(("conv3", "fp32"),)``
+    (``engine.formats``: a precision, a layout or both; ``default`` removes the model's own setting)."""
 
     backend: str = AUTO
     format: str = AUTO
@@ -80,6 +83,7 @@ class RunSpec:
     plugins: tuple[str, ...] = ()
     device: int | None = None
     tf32: bool = False
+    layer_formats: tuple[tuple[str, str], ...] = ()
 
     def check(self) -> RunSpec:
         """Raise RunSpecError naming the first invalid setting; returns the spec."""
@@ -96,6 +100,11 @@ class RunSpec:
             raise RunSpecError(f"input layout {self.input_layout!r} is not allowed (expected nchw or nhwc)")
         if not self.fusing:
             raise RunSpecError("fusing rules: expected on, off or a rules file")
+        for name, text in self.layer_formats:
+            try:
+                canonical(text, f"layer {name}: format")
+            except LayerFormatError as exc:
+                raise RunSpecError(str(exc)) from None
         if self.device is not None:
             if isinstance(self.device, bool) or not isinstance(self.device, int) or self.device < 0:
                 raise RunSpecError(f"device {self.device!r}: expected a GPU ordinal, 0 or more")
@@ -188,7 +197,13 @@ def open_network(model: Model, spec: RunSpec, registry: Registry | None = None, 
     return Network(model, registry if registry is not None else open_registry(spec), backend,
                    tensor_format(spec.format, backend.name), weights=weights or open_weights(spec, model), seed=spec.seed,
                    reuse_buffers=reuse_buffers, fusing=spec.fusing, protected=protected, graph_capture=graph_capture,
-                   tf32=spec.tf32)
+                   tf32=spec.tf32, layer_formats=dict(spec.layer_formats))
+
+
+def format_notes(net: Network) -> list[str]:
+    """One line per layer in another format than the network's and one per inserted format conversion."""
+    notes = [f"layer {name} runs in {fmt} (network {net.fmt})" for name, fmt in net.pinned.items()]
+    return notes + [f"format conversion {conv}: {src} {a} -> {b}" for conv, src, a, b in net.conversions]
 
 
 def fusing_notes(net: Network) -> list[str]:
@@ -397,12 +412,12 @@ def make_report(net: Network, result: ProfileResult, spec: RunSpec, *, model: Mo
                            iterations=spec.iterations, warmup=spec.warmup, seed=spec.seed,
                            fusing=bool(net.fused and net.fused.applied),
                            graph_capture=not spec.profiling and net.graph_status.startswith("captured"),
-                           notes=[*notes, *fusing_notes(net), *run_notes(net, spec.profiling)])
+                           notes=[*notes, *format_notes(net), *fusing_notes(net), *run_notes(net, spec.profiling)])
     doc["run"]["profiling"] = spec.profiling
     return doc
 
 
-__all__ = ["AUTO", "DEFAULT_FORMATS", "Inputs", "RunSpec", "RunSpecError", "VideoInput", "fusing_notes",
+__all__ = ["AUTO", "DEFAULT_FORMATS", "Inputs", "RunSpec", "RunSpecError", "VideoInput", "format_notes", "fusing_notes",
            "image_options", "load_inputs", "make_report", "model_weights", "normalize_format", "open_backend",
            "open_input", "open_network", "open_registry", "open_weights", "parse_named", "read_inputs",
            "resolve_names", "run_notes", "run_timed", "tensor_format", "time_iteration", "with_model_weights"]

@@ -15,6 +15,7 @@ from app.analysis.inspector import ChannelInspector
 from app.analysis.output_view import AnalysisOutputView
 from app.analysis.overview import OverviewPanel
 from app.analysis.param_editor import ParameterEditor
+from app.analysis.precision_fix import PrecisionFixPanel
 from app.analysis.proxy import SessionProxy
 from app.analysis.session import StartRequest
 from engine.model import Model
@@ -39,6 +40,8 @@ class AnalysisController(QtCore.QObject):
         self.overview = self.overview_panel.view
         self.inspector = ChannelInspector()
         self.debug = DebuggerControls()
+        self.precision = PrecisionFixPanel()
+        self.model: Model | None = None  # the designer's model analysed (read-only while analysis runs)
         self.active = False
         self.paused_info: Any = None
         self.last_run: Any = None
@@ -60,6 +63,10 @@ class AnalysisController(QtCore.QObject):
         p.paused.connect(self._paused)
         p.resumed.connect(self._resumed)
         p.drift.connect(self._drift)
+        p.fix_progress.connect(self.precision.show_progress)
+        p.precision_fixed.connect(self._precision_fixed)
+        self.precision.pin_requested.connect(self.pin_diverging_layers)
+        self.precision.apply_requested.connect(self.apply_pins)
         self.inputs.file_chosen.connect(lambda layer, path: p.send("open_input", (layer, path)))
         self.params.option_changed.connect(lambda layer, name, value: p.send("set_option", (layer, name, value)))
         self.overview.selected.connect(self.inspect)
@@ -78,6 +85,7 @@ class AnalysisController(QtCore.QObject):
     def launch(self, model: Model, registry: Registry, config: RunSpec | None = None) -> None:
         """Start analysis on a private copy of ``model`` (the caller makes models read-only)."""
         self.active = True
+        self.model = model
         self.active_changed.emit(True)
         self.message.emit(f"Analysis of {model.name}: building the network…")
         self.proxy.send("start", StartRequest(model.copy(), registry, config or RunSpec()))
@@ -118,6 +126,42 @@ class AnalysisController(QtCore.QObject):
         self.message.emit(f"Comparing fp32 with {candidate}…")
         self.proxy.send("compare_precision", (candidate, threshold))
 
+    def pin_diverging_layers(self) -> None:
+        """Compare Precision's "Pin Diverging Layers to fp32": the search on the latest comparison's candidate and
+        threshold, run in the worker (progress on the Precision panel), then the comparison again."""
+        result = self.drift_result
+        if result is None:
+            self.message.emit("Run Analysis > Compare Precision first")
+            return
+        self.message.emit(f"Searching for the layers to pin to fp32 ({result.candidate}, threshold {result.threshold:g})…")
+        self.proxy.send("fix_precision", (result.candidate, result.threshold))
+
+    def apply_pins(self, pins: list[str]) -> None:
+        """Store ``pins`` as the model's fp32 layers (other precision settings removed, layouts kept): one undo
+        step; refused with a message while analysis keeps the model read-only."""
+        from engine.formats import LayerFormat  # noqa: PLC0415
+        from engine.precision import precision_pins, with_pins  # noqa: PLC0415
+
+        model = self.model
+        if model is None:
+            return
+        if model.read_only:
+            self.message.emit("Stop Analysis, then Apply Pins to Model (the model is read-only while analysis runs)")
+            return
+        wanted = with_pins(model, pins)
+        with model.macro(f"Pin {', '.join(pins)} to fp32" if pins else "Remove precision pins"):
+            for name in set(precision_pins(model)) | set(precision_pins(wanted)):
+                model.set_layer_format(name, str(LayerFormat.parse(wanted.layers[name].format)))
+        self.message.emit(f"Pinned to fp32 in {model.name}: {', '.join(precision_pins(model)) or 'none'}")
+
+    def _precision_fixed(self, report: Any) -> None:
+        self.precision.show_report(report)
+        fix, times = report.fix, {t.label: t.ms for t in report.times}
+        self.message.emit(f"Pinned to fp32: {', '.join(fix.pins) or 'none needed'}; largest output error "
+                          f"{fix.before.max_output_error:.2e} -> {fix.after.max_output_error:.2e}; "
+                          f"{times['all fp16']:.2f} ms all fp16, {times['mixed']:.2f} ms mixed, "
+                          f"{times['all fp32']:.2f} ms all fp32")
+
     def compare_precision_dialog(self, parent: QtWidgets.QWidget | None = None) -> ComparePrecisionDialog:
         """One non-modal dialog for the variant and the threshold; accepting it starts the comparison."""
         dlg = ComparePrecisionDialog(parent)
@@ -146,6 +190,8 @@ class AnalysisController(QtCore.QObject):
 
     def _failed(self, command: str, reason: str) -> None:
         self.message.emit(f"Analysis: {reason}")
+        if command == "fix_precision":
+            self.precision.failed(reason)
         if command == "start":
             self.active = False
             self.active_changed.emit(False)
@@ -179,6 +225,7 @@ class AnalysisController(QtCore.QObject):
 
     def _drift(self, result: Any) -> None:
         self.drift_result = result
+        self.precision.show_drift(result)
         self.overview.set_drift({d.name: d.rel_error for d in result.layers}, result.threshold)
         first = result.first_over
         self.message.emit(

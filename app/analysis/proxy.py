@@ -13,7 +13,8 @@ from PySide6 import QtCore
 from app.analysis.session import AnalysisSession
 
 SIGNALS = ("started", "stopped", "failed", "overview", "options", "option_error", "input_frame", "outputs",
-           "layer_data", "ran", "timings", "paused", "resumed", "drift")
+           "layer_data", "ran", "timings", "paused", "resumed", "drift",
+           "fix_progress", "precision_fixed")
 
 
 class SessionProxy(QtCore.QObject):
@@ -36,6 +37,8 @@ class SessionProxy(QtCore.QObject):
     paused = QtCore.Signal(object)
     resumed = QtCore.Signal()
     drift = QtCore.Signal(object)
+    fix_progress = QtCore.Signal(float, str)
+    precision_fixed = QtCore.Signal(object)
     _command = QtCore.Signal(str, object)
 
     def __init__(self, session: AnalysisSession | None = None, send: Callable[[str, object], None] | None = None,

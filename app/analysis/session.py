@@ -100,6 +100,8 @@ class AnalysisSession(QtCore.QObject):
     paused = QtCore.Signal(object)  # PauseInfo
     resumed = QtCore.Signal()
     drift = QtCore.Signal(object)  # engine.analysis.DriftResult
+    fix_progress = QtCore.Signal(float, str)  # fraction done, what the search does now
+    precision_fixed = QtCore.Signal(object)  # engine.precision.PinReport
     _kick = QtCore.Signal()  # queued to itself: run after the commands already queued
 
     def __init__(self, parent: QtCore.QObject | None = None) -> None:
@@ -330,6 +332,21 @@ class AnalysisSession(QtCore.QObject):
         self.drift.emit(compare_precision(self.model, self.registry, inputs, "numpy:fp32|nchw", candidate,
                                           weights=open_weights(self.config, self.model), seed=self.config.seed,
                                           threshold=float(threshold)))
+
+    def cmd_fix_precision(self, payload: tuple[str, float]) -> None:
+        """(candidate variant, threshold): "Pin diverging layers to fp32" on the current inputs: the search, the
+        comparison re-run with its pins (``drift``) and the times (``precision_fixed``), progress on the way."""
+        from engine.precision import pin_and_compare  # noqa: PLC0415
+
+        candidate, threshold = payload
+        net = self._need_net()
+        assert self.model is not None and self.registry is not None
+        inputs = {n: net.output(n) for n in net.input_names}
+        report = pin_and_compare(self.model, self.registry, inputs, candidate, weights=open_weights(self.config),
+                                 seed=self.config.seed, threshold=float(threshold),
+                                 progress=lambda f, m: self.fix_progress.emit(f, m))
+        self.drift.emit(report.after)
+        self.precision_fixed.emit(report)
 
     # ---- running -------------------------------------------------------------------------------------
     def _schedule_run(self) -> None:

@@ -34,6 +34,10 @@ class AnalysisWindow(QtWidgets.QMainWindow):
                                         A.RightDockWidgetArea)
         self.params_dock = self._dock("Parameter Editor", "ParameterEditorDock", controller.params, A.RightDockWidgetArea)
         self.splitDockWidget(self.overview_dock, self.params_dock, QtCore.Qt.Orientation.Vertical)
+        self.precision_dock = self._dock("Precision", "PrecisionDock", controller.precision, A.RightDockWidgetArea)
+        self.tabifyDockWidget(self.params_dock, self.precision_dock)
+        self.params_dock.raise_()
+        controller.proxy.drift.connect(lambda _result: self.precision_dock.raise_())  # Compare Precision's follow-up
         self.resizeDocks([self.inputs_dock, self.overview_dock], [360, 370], QtCore.Qt.Orientation.Horizontal)
         self.resizeDocks([self.overview_dock, self.params_dock], [560, 300], QtCore.Qt.Orientation.Vertical)
         self.quick = QtWidgets.QToolBar("Analysis")

@@ -39,8 +39,10 @@ from engine.layer import Layer
 from engine.model import Model
 from engine.network import Network
 from engine.registry import Registry
-from engine.tensor import Dims
+from engine.tensor import FP32_NCHW, Dims, Layout, Precision, TensorFormat
 from engine.weights import WeightsSource
+
+FP16_NCHW = TensorFormat(Precision.FP16, Layout.NCHW)
 
 OPSET = 17
 PLACEHOLDER_DOMAIN = "layerlab.placeholders"
@@ -344,7 +346,8 @@ def export_onnx(model: Model, registry: Registry, path: str | Path, options: Onn
     out = Path(path)
     check_output_file(out, "ONNX file")
     refuse_overwrite(out, [model.path])
-    net = build_network(model, registry, weights, seed, fusing)
+    # fp16: built in fp16 so that layers pinned to fp32 (engine.formats) get their conversions, written as Casts
+    net = build_network(model, registry, weights, seed, fusing, FP16_NCHW if options.fp16 else FP32_NCHW)
     proto, missing = build_onnx(net, options)
     check_onnx(proto)
     atomic_write(out, lambda tmp: onnx.save(proto, str(tmp)), "ONNX file")

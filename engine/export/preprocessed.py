@@ -47,6 +47,9 @@ def export_preprocessed(model: Model, registry: Registry, path: str | Path, fmt:
         check_output_folder(folder, "weights folder")
     result = preprocess(model, registry, fmt, fusing)
     pre = _standalone(result.model)
+    if result.conversions is not None and result.conversions.inserted:  # formats and conversions written out
+        for spec in pre.layers.values():
+            spec.format = spec.format or f"{fmt.precision.value} {fmt.layout.value}"
     files = [out]
     warnings: list[str] = []
     if write_weights:
@@ -60,11 +63,13 @@ def export_preprocessed(model: Model, registry: Registry, path: str | Path, fmt:
     else:
         save(pre, out)
     expanded = result.expansion.model if result.expansion is not None else model
-    removed = len(expanded.layers) - len(pre.layers)
+    conversions = len(result.conversions.inserted) if result.conversions is not None else 0
+    removed = len(expanded.layers) - len(pre.layers) + conversions
     instances = result.expanded_instances
     summary = (f"wrote {out} ({len(pre.layers)} layers, "
                + (f"{instances} template instance(s) expanded, " if instances else "")
-               + f"{removed} fewer after fusing)"
+               + f"{removed} fewer after fusing"
+               + (f", {conversions} format conversion(s) inserted" if conversions else "") + ")"
                + (f" and its weights folder {out.stem}_weights" if write_weights else ""))
     return ExportResult("preprocessed", out, files, warnings, summary)
 

@@ -13,6 +13,7 @@ a TODO that raises until the user writes its ``forward``."""
 from __future__ import annotations
 
 import keyword
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,12 @@ from engine.export.common import (
 from engine.layer import Layer
 from engine.model import Model
 from engine.network import Network
+from engine.preprocess import preprocess
 from engine.registry import Registry
-from engine.tensor import Dims
+from engine.tensor import Dims, Layout, Precision, TensorFormat
 from engine.weights import WeightsSource
+
+FP16_NCHW = TensorFormat(Precision.FP16, Layout.NCHW)
 
 #: attribute names a layer may not take on an nn.Module (its methods and internals); such layers get
 #: a ``layer_`` prefix, as do Python keywords and names of the generated module's globals.
@@ -80,6 +84,7 @@ class TorchModuleWriter:
         self.forward_args: list[str] = []
         self._names: set[str] = set()
         self._py: dict[str, str] = {}
+        self.fp32_attrs: list[str] = []
 
     # ---- names ------------------------------------------------------------------------------------
     def py_name(self, layer: str) -> str:
@@ -208,6 +213,7 @@ class TorchModuleWriter:
             name=py_text(net_name), version=py_text(version), cls=self.class_name, module=module_name, weights=weights_file,
             blocks=blocks, init=init, forward=fwd, args=args, ret=ret, rtype=rtype, inputs_doc=inputs_doc,
             outputs_doc=outputs_doc, math="import math\n" if "math." in blocks else "",
+            pinned=_PINNED.format(layers=tuple(self.fp32_attrs), cls=self.class_name) if self.fp32_attrs else "",
         )
 
     def _inputs(self) -> list[tuple[str, str]]:
@@ -279,12 +285,29 @@ class {cls}(nn.Module):
     def from_weights(cls, path: str | Path = WEIGHTS) -> {cls}:
         """A new module with the weights of ``path`` (default: the exported weights file)."""
         return cls().load_weights(path)
+{pinned}'''
+
+_PINNED = '''
+    #: layers pinned to fp32 in LayerLab: they compute in float32 whatever the module's dtype, and ``half()``
+    #: keeps their weights in float32 (use ``half()``, not ``to(torch.float16)``, to get that)
+    FP32_LAYERS = {layers!r}
+
+    def half(self) -> {cls}:
+        """fp16 weights, except those of the layers pinned to fp32 (``FP32_LAYERS``)."""
+        super().half()
+        for name in self.FP32_LAYERS:
+            module = getattr(self, name, None)
+            if isinstance(module, nn.Module):
+                module.float()
+        return self
 '''
 
 
 def build_torch(net: Network, class_name: str, module_name: str, weights_file: str,
-                options: TorchOptions = TorchOptions()) -> tuple[str, dict[str, np.ndarray], list[Unsupported]]:
-    """(module source, weights arrays by state_dict key, stubbed layers) of a planned network.
+                options: TorchOptions = TorchOptions(),
+                fp32_layers: AbstractSet[str] = frozenset()) -> tuple[str, dict[str, np.ndarray], list[Unsupported]]:
+    """(module source, weights arrays by state_dict key, stubbed layers) of a planned network. ``fp32_layers``
+    (layers pinned to fp32) compute with ``.float()`` inputs and give their result back in their input's dtype.
 
     Raises ExportError listing every layer and activation without a PyTorch equivalent unless stubs are on."""
     t = TorchModuleWriter(net, class_name, options)
@@ -294,9 +317,10 @@ def build_torch(net: Network, class_name: str, module_name: str, weights_file: s
         layer = net.layer(name)
         t.layer = layer
         ins = [var[s] if s is not None else None for s in net.nodes[name].inputs]
+        pinned = name in fp32_layers and ins and ins[0] is not None
         mark = len(t.init_lines)
         try:
-            expr = layer.to_torch(t, ins)
+            expr = layer.to_torch(t, [f"{x}.float()" if x and pinned else x for x in ins])
         except NotImplementedError as exc:
             missing.append(Unsupported(name, layer.desc.name, reason_of(exc, name, layer.desc.name)))
             del t.init_lines[mark:]
@@ -308,6 +332,9 @@ def build_torch(net: Network, class_name: str, module_name: str, weights_file: s
             except NotImplementedError as exc:
                 missing.append(Unsupported(name, act.name, str(exc) or "no PyTorch equivalent", activation=True))
                 expr = t.activation_stub(expr)
+        if pinned:
+            expr = f"({expr}).to({ins[0]}.dtype)"
+            t.fp32_attrs.append(t.py_name(name))
         v = t.py_name(name)
         if len(t.init_lines) > mark:
             t.init_lines.insert(mark, f"# {name}: {_describe(net, layer)}")
@@ -333,11 +360,13 @@ def export_torch(model: Model, registry: Registry, folder: str | Path, options: 
     """Write ``<folder>/<network name>.py`` and ``<folder>/<network name>_weights.npz``."""
     check_output_folder(folder, "PyTorch export folder")
     net = build_network(model, registry, weights, seed, fusing)
+    fp32 = preprocess(model, registry, FP16_NCHW, fusing).conversions
     stem = model.name if model.name.isidentifier() and not keyword.iskeyword(model.name) else "network"
     cls = camel_case(model.name)
     out = Path(folder)
     weights_file = f"{stem}_weights.npz"
-    source, state, missing = build_torch(net, cls, stem, weights_file, options)
+    pins = {n for n, f in fp32.pinned.items() if f.precision is Precision.FP32} if fp32 is not None else set()
+    source, state, missing = build_torch(net, cls, stem, weights_file, options, pins)
     make_folder(out, "PyTorch export folder")
     module_path = out / f"{stem}.py"
     refuse_overwrite(module_path, [model.path])

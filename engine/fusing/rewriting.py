@@ -6,6 +6,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from engine.descriptors import InputKind, LayerDesc
+from engine.formats import LayerFormat
 from engine.fusing.syntax import FusingRule
 from engine.graph import execution_order
 from engine.model import LayerSpec, Model
@@ -40,6 +41,8 @@ class _Refused(Exception):
 def apply_rules(model: Model, registry: Registry, fmt: TensorFormat, rules: list[FusingRule],
                 protected: AbstractSet[str] = frozenset()) -> FusedModel:
     """Apply the rules that apply to ``fmt`` until none matches; returns a new model (``model`` is unchanged).
+    A layer with its own format (``LayerSpec.format``) is matched against the rules of that format, and two
+    layers of different formats never fuse.
 
     Order: passes over the rules in list order; for each rule, candidate outer layers in execution order
     (a layer fused in a pass can take part in a later match of the same pass). Passes repeat until one
@@ -75,7 +78,8 @@ def apply_rules(model: Model, registry: Registry, fmt: TensorFormat, rules: list
     Raises FusingRuleError when a condition names a parameter its layer type lacks or tests a
     non-boolean value as a condition (``check_rule`` finds these before any model is seen)."""
     fuser = _Fuser(model, registry, fmt, protected)
-    active = [r for r in rules if r.applies_to(fmt)]
+    present = {fuser.fmt_of(spec) for spec in model.layers.values()}
+    active = [r for r in rules if any(r.applies_to(f) for f in present)]
     changed = True
     while changed:
         changed = False
@@ -98,6 +102,10 @@ class _Fuser:
         self.replaced_once: set[tuple[str, str]] = set()
         self.skipped: dict[tuple[str, str, str], tuple[str, str, str, str]] = {}
 
+    def fmt_of(self, spec: LayerSpec) -> TensorFormat:
+        """The layer's own format (``LayerSpec.format``, set by the preprocessor's formats pass), else the network's."""
+        return LayerFormat.parse(spec.format).over(self.fmt) if spec.format else self.fmt
+
     def pass_over(self, rule: FusingRule) -> bool:
         outer_desc = self.registry.find_layer(rule.outer.type)
         inner_desc = self.registry.find_layer(rule.inner.type) if rule.inner else None
@@ -108,13 +116,16 @@ class _Fuser:
             spec = self.model.layers.get(name)
             if spec is None or self.registry.find_layer(spec.type) is not outer_desc:
                 continue
-            if not rule.outer.holds(spec, outer_desc, rule.label, self._act(spec)):
+            if not rule.applies_to(self.fmt_of(spec)) or not rule.outer.holds(spec, outer_desc, rule.label,
+                                                                               self._act(spec)):
                 continue
             inner = None
             if rule.inner is not None:
                 src = spec.inputs[0] if spec.inputs else None
                 inner = self.model.layers.get(src) if src else None
                 if inner is None or self.registry.find_layer(inner.type) is not inner_desc:
+                    continue
+                if self.fmt_of(inner) != self.fmt_of(spec):  # layers of different formats never fuse
                     continue
                 if not rule.inner.holds(inner, inner_desc, rule.label, self._act(inner)):  # type: ignore[arg-type]
                     continue
@@ -157,8 +168,9 @@ class _Fuser:
         rep = self.registry.find_layer(rule.replacement)
         if rep is None:
             raise _Refused(f"replacement layer type {rule.replacement!r} is not loaded")
-        if self.fmt not in rep.formats:
-            raise _Refused(f"{rep.name} does not support tensor format {self.fmt}")
+        fmt = self.fmt_of(outer)
+        if fmt not in rep.formats:
+            raise _Refused(f"{rep.name} does not support tensor format {fmt}")
         if inner is not None:
             self._check_inner_free(inner, outer)
         elif rep is self._desc(outer):
@@ -177,7 +189,8 @@ class _Fuser:
             raise _Refused(f"both {inner.name} and {outer.name} have an activation")  # type: ignore[union-attr]
         act = acts[0] if acts else None
         fused = LayerSpec(outer.name, rep.name, params, act.activation if act else "none",
-                          dict(act.act_coefs) if act else {}, inputs, outer.position, outer.permanent)
+                          dict(act.act_coefs) if act else {}, inputs, outer.position, outer.permanent,
+                          note=outer.note, format=outer.format)
         self._record_weights(rule, rep, roles, weights)
         self.model.layers = {n: (fused if n == outer.name else s) for n, s in self.model.layers.items()
                              if inner is None or n != inner.name}

@@ -1,9 +1,38 @@
-"""Shared by the batch-normalization layers (batch_normalization, conv_bn): the maths and the weights."""
+"""Shared by the normalization layers: the batch-normalization maths and weights (batch_normalization, conv_bn) and
+the per-channel affine of instance_normalization and group_normalization (inputs, validation, weights)."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+
+from engine.descriptors import InputDesc, InputKind
+from engine.layer import Layer
+from engine.tensor import Dims
+
+#: the inputs of a normalization with a per-channel affine: the tensor, and optionally its scale and bias
+AFFINE_NORM_INPUTS = (
+    InputDesc("input"),
+    InputDesc("scale", InputKind.SECONDARY, "replaces the scale weight (C values)", weight="scale"),
+    InputDesc("bias", InputKind.SECONDARY, "replaces the bias weight (C values)", weight="bias"),
+)
+
+
+class AffineNormBase(Layer):
+    """A normalization followed by ``scale[c] * x + bias[c]``: epsilon checked, weights of C values initialised to
+    the identity (scale 1, bias 0), like PyTorch's."""
+
+    def validate(self) -> None:
+        if self.p["epsilon"] <= 0:
+            raise self.param_error("epsilon", f"{self.p['epsilon']:g}: must be greater than 0 (and at most 1)")
+
+    def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
+        x = self.primary(inputs)
+        return {"scale": (x.c,), "bias": (x.c,)}
+
+    def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        """Identity affine transform (scale 1, bias 0), like PyTorch's initialisation."""
+        return np.full(shape, 1.0 if weight == "scale" else 0.0, dtype=np.float32)
 
 BN_WEIGHTS = ("mean", "variance", "scale", "bias")
 

@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from engine.categories import Category
-from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
-from engine.layer import Layer
+from engine.descriptors import LayerDesc, ParamDesc
 from engine.tensor import Dims
+from plugins.standard._common_norm import AFFINE_NORM_INPUTS, AffineNormBase
 
 
 def group_normalization(xp: Any, x: Any, scale: Any, bias: Any, num_groups: int, epsilon: float) -> Any:
@@ -49,11 +49,7 @@ DESC = LayerDesc(
         "<p>ONNX export (opset 17, before GroupNormalization): InstanceNormalization of the input reshaped to "
         "N x G x (C/G*H*W), reshaped back, times scale plus bias.</p>"
     ),
-    inputs=(
-        InputDesc("input"),
-        InputDesc("scale", InputKind.SECONDARY, "replaces the scale weight (C values)", weight="scale"),
-        InputDesc("bias", InputKind.SECONDARY, "replaces the bias weight (C values)", weight="bias"),
-    ),
+    inputs=AFFINE_NORM_INPUTS,
     params=(
         ParamDesc("num_groups", "uint", 1, "number of channel groups", min=1, max=65536, main=True,
                   legacy_names=("groups",)),
@@ -63,26 +59,14 @@ DESC = LayerDesc(
 )
 
 
-class GroupNormalization(Layer):
+class GroupNormalization(AffineNormBase):
     desc = DESC
-
-    def validate(self) -> None:
-        if self.p["epsilon"] <= 0:
-            raise self.param_error("epsilon", f"{self.p['epsilon']:g}: must be greater than 0 (and at most 1)")
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = self.primary(inputs)
         if x.c % self.p["num_groups"]:
             raise self.shape_error(f"input has {x.c} channels, not a multiple of num_groups {self.p['num_groups']}")
         return x
-
-    def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        x = self.primary(inputs)
-        return {"scale": (x.c,), "bias": (x.c,)}
-
-    def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-        """Identity affine transform (scale 1, bias 0), like PyTorch's initialisation."""
-        return np.full(shape, 1.0 if weight == "scale" else 0.0, dtype=np.float32)
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
         return output.elements * (6 + int(self.activation is not None))

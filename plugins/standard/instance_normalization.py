@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from engine.categories import Category
-from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
-from engine.layer import Layer
+from engine.descriptors import LayerDesc, ParamDesc
 from engine.tensor import Dims
+from plugins.standard._common_norm import AFFINE_NORM_INPUTS, AffineNormBase
 
 
 def instance_normalization(xp: Any, x: Any, scale: Any, bias: Any, epsilon: float) -> Any:
@@ -45,34 +45,18 @@ DESC = LayerDesc(
         "<p>Example: the channel <code>[[1, 3]]</code> with scale 2 and bias 1 becomes "
         "<code>[[-1, 3]]</code> (mean 2, variance 1, epsilon neglected).</p>"
     ),
-    inputs=(
-        InputDesc("input"),
-        InputDesc("scale", InputKind.SECONDARY, "replaces the scale weight (C values)", weight="scale"),
-        InputDesc("bias", InputKind.SECONDARY, "replaces the bias weight (C values)", weight="bias"),
-    ),
+    inputs=AFFINE_NORM_INPUTS,
     params=(ParamDesc("epsilon", "float", 1e-5, "added to the variance", min=0.0, max=1.0, main=True),),
     weights=("scale", "bias"),
 )
 
 
-class InstanceNormalization(Layer):
+class InstanceNormalization(AffineNormBase):
     desc = DESC
-
-    def validate(self) -> None:
-        if self.p["epsilon"] <= 0:
-            raise self.param_error("epsilon", f"{self.p['epsilon']:g}: must be greater than 0 (and at most 1)")
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = self.primary(inputs)
         return x
-
-    def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        x = self.primary(inputs)
-        return {"scale": (x.c,), "bias": (x.c,)}
-
-    def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-        """Identity affine transform (scale 1, bias 0), like PyTorch's initialisation."""
-        return np.full(shape, 1.0 if weight == "scale" else 0.0, dtype=np.float32)
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         y = instance_normalization(self.xp, self.nchw(inputs[0]), self.weight("scale", inputs),

@@ -73,3 +73,61 @@ def test_drift_errors_are_named(planted):
         drift([model, "--input", f"nope={x}"])
     with pytest.raises(LayerLabError, match="unknown tensor format"):
         drift([model, "--candidate", "fp8"])
+
+
+# ---- per-layer formats and the mixed precision search (issue 21) -----------------------------------------
+def test_drift_with_a_pinned_layer_passes(planted):
+    model, x = planted
+    code, out = drift([model, "--input", f"inp={x}", "--layer-format", "amp=fp32"])
+    assert code == 0, out
+    assert "no layer exceeds the threshold" in out and "__to_" not in out  # conversions are not compared
+
+
+def test_drift_fix_prints_the_pins_errors_and_times_and_writes_them(planted):
+    from engine.modelfile import load
+
+    model, x = planted
+    code, out = drift([model, "--input", f"inp={x}", "--fix", "--iterations", "2"])
+    assert code == 0, out
+    assert "layers pinned to fp32: amp" in out
+    assert "out" in out and "inf" in out  # the output's error before
+    for label in ("mixed", "all fp16", "all fp32"):
+        assert f"  {label}" in out
+    assert load(model).layers["amp"].format == ""  # without --write the model is unchanged
+    code, out = drift([model, "--input", f"inp={x}", "--fix", "--write", "--iterations", "1"])
+    assert code == 0 and f"wrote the pins to {model}" in out
+    saved = load(model)
+    assert saved.layers["amp"].format == "fp32"
+    assert [n for n, s in saved.layers.items() if s.format] == ["amp"]
+    code, out = drift([model, "--input", f"inp={x}"])  # the model's own pin now holds
+    assert code == 0, out
+
+
+def test_drift_fix_flag_errors(planted):
+    model, x = planted
+    with pytest.raises(CliError, match="--write stores the pins --fix finds"):
+        drift([model, "--write"])
+    with pytest.raises(CliError, match="leave out --layer-format"):
+        drift([model, "--fix", "--layer-format", "amp=fp32"])
+    from engine.errors import LayerLabError
+
+    with pytest.raises(LayerLabError, match="expected a precision"):
+        drift([model, "--layer-format", "amp=fp8"])
+    with pytest.raises(LayerLabError, match="no layer 'nope'"):
+        drift([model, "--layer-format", "nope=fp32"])
+
+
+def test_drift_fix_write_failure_is_a_named_error_and_leaves_the_file(planted, monkeypatch):
+    import os
+
+    model, x = planted
+    before = open(model, "rb").read()
+
+    def refuse(src, dst):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", refuse)  # the atomic rename fails, as on a read-only folder
+    with pytest.raises(CliError, match=f"cannot write the pins to {model}: Permission denied"):
+        drift([model, "--input", f"inp={x}", "--fix", "--write", "-n", "1"])
+    monkeypatch.undo()
+    assert open(model, "rb").read() == before

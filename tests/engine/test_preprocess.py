@@ -31,7 +31,7 @@ def test_templates_expand_then_rules_fuse_across_the_instance(registry):
     model = templated()
     before = model.content()
     result = preprocess(model, registry, FP32_NCHW)
-    assert result.passes == ["networks", "templates", "fusing"]
+    assert result.passes == ["overrides", "networks", "templates", "formats", "fusing", "conversions"]
     assert result.expansion is not None and result.expanded_instances == 1
     assert [f[1:] for f in result.fusions] == [("blk__c", "blk__bn", "blk__bn")]
     assert list(result.model.layers) == ["inp", "blk__bn", "out"]
@@ -60,7 +60,8 @@ def test_a_further_pass_sees_the_result_of_the_ones_before(registry):
 
     result = preprocess(templated(), registry, passes=(*PASSES, ("note", note)))
     assert seen == [["inp", "blk__bn", "out"]]
-    assert result.passes == ["networks", "templates", "fusing", "note"] and result.warnings == ["checked for fp32|nchw"]
+    assert result.passes == ["overrides", "networks", "templates", "formats", "fusing", "conversions", "note"]
+    assert result.warnings == ["checked for fp32|nchw"]
 
 
 def test_the_network_and_the_export_build_the_preprocessed_model(registry):
