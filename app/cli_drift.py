@@ -102,6 +102,7 @@ def _fix(args: argparse.Namespace, out: TextIO, model: Any, reg: Any, inputs: di
 
     from app.cli_common import CliError, progress_printer
     from engine.atomic import atomic_write_text
+    from engine.errors import LayerLabError
     from engine.modelfile import save
     from engine.precision import fix_precision, format_times, time_mixed, with_pins
 
@@ -126,8 +127,9 @@ def _fix(args: argparse.Namespace, out: TextIO, model: Any, reg: Any, inputs: di
             return 1
         try:
             save(with_pins(model, fix.pins), args.model)
-        except OSError as exc:
-            raise CliError(f"cannot write the pins to {args.model}: {exc.strerror or exc}") from None
+        except (OSError, LayerLabError) as exc:  # engine.atomic's OutputError names the model file already
+            reason = exc.strerror or exc if isinstance(exc, OSError) else str(exc).removeprefix(f"{args.model}: ")
+            raise CliError(f"cannot write the pins to {args.model}: {reason}") from None
         print(f"wrote the pins to {args.model}", file=out)
     return 0 if fix.satisfied else 1
 

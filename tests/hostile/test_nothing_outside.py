@@ -127,3 +127,12 @@ def test_video_output_is_written_aside_and_moved_in_when_complete(case):
     assert "3 frames" in res.out
     assert (case.dir / "out.avi").stat().st_ino != inode and (case.dir / "out.avi").stat().st_size > 100
     assert not [p for p in case.dir.iterdir() if ".tmp" in p.name]
+
+
+@pytest.mark.parametrize("target,culprit", [("folder", "is a folder"), ("afile/d.json", "is a file")])
+def test_drift_json_that_cannot_be_written_is_refused_before_the_runs(case, target, culprit):
+    case.model("m.lnet", SMALL)
+    (case.dir / "folder").mkdir()
+    (case.dir / "afile").write_text("x")
+    case.expect(2, [target, culprit], "drift", "m.lnet", "--json", target)
+    assert (case.dir / "afile").read_text() == "x"
