@@ -24,7 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from engine.analysis import ChannelStats, GridLayout, as_nchw, channel_grid, channel_stats, display_stride, redgreen
+from engine.analysis import (
+    ChannelStats,
+    GridLayout,
+    as_nchw,
+    channel_grid,
+    channel_stats,
+    display_stride,
+    grid_cells,
+    redgreen,
+)
 from engine.errors import LayerLabError
 from engine.io import tensor_to_image
 from engine.network import Network
@@ -112,14 +121,14 @@ def prepare_view(net: Network, view: View) -> Prepared:
         n, c = view.channel
         if not (0 <= n < shape[0] and 0 <= c < shape[1]):
             raise ViewError(f"layer {view.layer} has no slice n {n}, c {c} (its output is {'x'.join(map(str, shape))})")
-        one = out[n:n + 1, c:c + 1].astype(xp.float32)
+        one = xp.ascontiguousarray(out[n:n + 1, c:c + 1], dtype=xp.float32)
         mapped = one / _slice_peak(one, xp) if view.fit else one
         image = redgreen(mapped[0, 0], view.shift, view.scale, xp)
         return Prepared(view, backend.to_host(image), shape, 1,
                         values=backend.to_host(one) if view.values else None, stats=stats)
     rgb, layout = channel_grid(out, view.shift, view.scale, view.max_pixels, fit=view.fit, xp=xp)
     cells = GridLayout(layout.n, layout.c, layout.cell_h, layout.cell_w, layout.rows, layout.cols, 1, layout.gap)
-    values = backend.to_host(out[:, :, ::layout.factor, ::layout.factor].astype(xp.float32)) if view.values else None
+    values = backend.to_host(grid_cells(out, layout, xp)) if view.values else None
     return Prepared(view, backend.to_host(rgb), shape, layout.factor, cells, values, stats)
 
 
