@@ -47,7 +47,7 @@ class ChannelInspector(QtWidgets.QWidget):
 
     channel_requested = QtCore.Signal(str, int, int)
     layer_requested = QtCore.Signal(str)
-    mapping_changed = QtCore.Signal(float, float, bool)  # shift, scale, fit
+    mapping_changed = QtCore.Signal(float, float, bool, int)  # shift, scale, fit, grid pixels (display size)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -153,6 +153,7 @@ class ChannelInspector(QtWidgets.QWidget):
     def inspect(self, layer: str) -> None:
         """Ask for a layer (the owner forwards ``layer_requested`` to the session)."""
         self.single = None
+        self.mapping_changed.emit(*self.mapping(), self.grid_pixels())  # the grid prepared at today's display size
         self.layer_requested.emit(layer)
 
     def show_layer(self, data) -> None:  # noqa: ANN001 - app.analysis.session.LayerData
@@ -253,17 +254,26 @@ class ChannelInspector(QtWidgets.QWidget):
     def _fill_stats(self, stats: Any, origin: tuple[int, int] = (0, 0)) -> None:
         n, c = stats.min.shape
         rows = min(n * c, 4096)
+        header = self.stats.horizontalHeader()
         self.stats.setUpdatesEnabled(False)
+        # column widths once at the end, not after every cell (a 64-channel table refilled every video frame)
+        header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Interactive)
         self.stats.setRowCount(rows)
         for k in range(rows):
             i, j = divmod(k, c)
             r = stats.row(i, j)
             for col, v in enumerate((i + origin[0], j + origin[1], r["min"], r["max"], r["mean"], r["nan"], r["inf"])):
                 text = f"{v:.5g}" if isinstance(v, float) else str(v)
-                item = QtWidgets.QTableWidgetItem(text)
-                if col >= 5 and v:
-                    item.setForeground(QtCore.Qt.GlobalColor.red)
-                self.stats.setItem(k, col, item)
+                item = self.stats.item(k, col)
+                if item is None:
+                    item = QtWidgets.QTableWidgetItem(text)
+                    self.stats.setItem(k, col, item)
+                else:
+                    item.setText(text)
+                red = col >= 5 and bool(v)
+                if red or item.foreground().color() == QtCore.Qt.GlobalColor.red:
+                    item.setForeground(QtCore.Qt.GlobalColor.red if red else self.stats.palette().text())
+        header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
         self.stats.setUpdatesEnabled(True)
         t = stats.total()
         self.summary.setText(f"min {t['min']:.5g}  max {t['max']:.5g}  NaN {t['nan']}  Inf {t['inf']}")
@@ -278,8 +288,15 @@ class ChannelInspector(QtWidgets.QWidget):
         self._update_mapping_label()
         self._mapping_changed()
 
+    def grid_pixels(self) -> int:
+        """The most pixels a grid needs here: twice the viewer's device pixels (room to zoom in), at least 256 k,
+        at most MAX_GRID_PIXELS (a slice at full resolution is a double-click away)."""
+        ratio = self.view.devicePixelRatioF()
+        shown = self.view.width() * self.view.height() * ratio * ratio
+        return int(min(MAX_GRID_PIXELS, max(1 << 18, 2 * shown)))
+
     def _mapping_changed(self) -> None:
-        self.mapping_changed.emit(*self.mapping())
+        self.mapping_changed.emit(*self.mapping(), self.grid_pixels())
         self.refresh()
 
     def reset_mapping(self) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,6 +128,9 @@ class AnalysisSession(QtCore.QObject):
         self.frames: FramePipeline | None = None
         self.mapping: tuple[float, float, bool] = (0.0, 1.0, True)  # the channel inspector's (shift, scale, fit)
         self._was_paused = False
+        self._shown = threading.Event()  # the GUI showed the latest run (SessionProxy calls frame_shown)
+        self._shown.set()
+        self.grid_pixels = MAX_GRID_PIXELS  # the channel inspector's grid size (its display size)
         self._weights: dict[str, dict[str, np.ndarray]] = {}
         self.sources: dict[str, tuple[str, str]] = {}  # input layer -> (kind, path)
         self.inspected: str | None = None
@@ -163,6 +167,10 @@ class AnalysisSession(QtCore.QObject):
         self.inspected = name
         fut = self.debugger.submit(lambda: self._emit_layer(name))
         return not (fut.done() and fut.exception() is not None)
+
+    def frame_shown(self) -> None:
+        """From the GUI thread: the views show the latest run; the next video frame may be prepared."""
+        self._shown.set()
 
     # ---- lifecycle -----------------------------------------------------------------------------------
     def cmd_start(self, req: StartRequest) -> None:
@@ -234,6 +242,7 @@ class AnalysisSession(QtCore.QObject):
             self.cmd_seek((name, 0))  # at the end: play again from the start
         assert self.frames is not None
         self.frames.play(name)
+        self._shown.set()
         self._ensure_timer().start(self._frame_delay())
 
     def cmd_pause_video(self, name: str) -> None:
@@ -285,6 +294,9 @@ class AnalysisSession(QtCore.QObject):
         was busy are dropped), one run, the views; then the timer waits for the next due frame."""
         if self.net is None or self.frames is None:
             return
+        if not self._shown.wait(0.002):  # the GUI still paints the previous frame: the due ones will be dropped
+            self._ensure_timer().start(2)
+            return
         advance = self.frames.advance()
         for name in advance.ended:  # the end: stop there
             self._emit_input(name)
@@ -310,10 +322,13 @@ class AnalysisSession(QtCore.QObject):
         if not (self.frames is not None and self.frames.playing):
             self._schedule_run()  # while a video plays, the next frame runs with the new value
 
-    def cmd_inspect_mapping(self, payload: tuple[float, float, bool]) -> None:
-        """(shift, scale, fit) of the channel inspector: the grids of the following runs are prepared so."""
-        shift, scale, fit = payload
+    def cmd_inspect_mapping(self, payload: tuple[float, float, bool] | tuple[float, float, bool, int]) -> None:
+        """(shift, scale, fit[, grid pixels]) of the channel inspector: the grids of the following runs are
+        prepared so, at most that many pixels (the inspector's display size; at most MAX_GRID_PIXELS)."""
+        shift, scale, fit, *pixels = payload
         self.mapping = (float(shift), float(scale), bool(fit))
+        if pixels:
+            self.grid_pixels = max(1, min(int(pixels[0]), MAX_GRID_PIXELS))
 
     def cmd_inspect(self, name: str | None) -> None:
         """Follow ``name`` in the channel inspector: its data is sent now and after every run."""
@@ -420,6 +435,7 @@ class AnalysisSession(QtCore.QObject):
         self.outputs.emit({p.view.layer: p.image for p in images[len(inputs):]})
         if self.inspected is not None and self.inspected in net.nodes:
             self._emit_layer(self.inspected)
+        self._shown.clear()
         self.ran.emit(RunInfo(self.runs, executed, ms))  # last: everything of this run has been sent
 
     def _pending(self) -> set[str]:
@@ -449,7 +465,7 @@ class AnalysisSession(QtCore.QObject):
     def _emit_layer(self, name: str) -> None:
         net = self._need_net()
         shift, scale, fit = self.mapping
-        p = prepare_view(net, View(name, "grid", max_pixels=MAX_GRID_PIXELS, shift=shift, scale=scale, fit=fit,
+        p = prepare_view(net, View(name, "grid", max_pixels=self.grid_pixels, shift=shift, scale=scale, fit=fit,
                                    values=True, stats=True))
         layer = net.layer(name)
         weights = self._weights.get(name)
