@@ -66,12 +66,12 @@ def load_model(trained: bool, channels: int) -> tuple[Model, Any]:
     return model, registry
 
 
-def views(grid: bool) -> list[View]:
+def views(grid: bool, grid_pixels: int) -> list[View]:
     """What the analysis session prepares for an open window: the input and output viewers, and the inspector's grid
     (fit channels, the values behind it for the hover read-out and the per-channel statistics)."""
     out = [View("input", "image", max_side=1600), View("output", "image", max_side=1600)]
     if grid:
-        out.append(View(GRID_LAYER, "grid", max_pixels=4_000_000, fit=True, values=True, stats=True))
+        out.append(View(GRID_LAYER, "grid", max_pixels=grid_pixels, fit=True, values=True, stats=True))
     return out
 
 
@@ -103,7 +103,7 @@ def bench_engine(args: argparse.Namespace, video: Path) -> None:
         frames.videos["input"].frame = -1
         fps = frames.videos["input"].reader.fps
         frames.play("input", now=0.0)
-        vs = views(grid)
+        vs = views(grid, args.grid_pixels)
         frames.step(vs, now=1 / fps)  # warm-up: kernels compiled, buffers planned
         steps, runs, preps = [], [], []
         for i in range(args.frames):
@@ -198,7 +198,8 @@ def bench_qt(args: argparse.Namespace, video: Path) -> None:
         wait(lambda: len(ran_at) >= 1)
         ran_at.clear()
         ctl.proxy.send("play", "input")
-        wait(lambda: len(ran_at) >= args.frames + 1)
+        wait(lambda: bool(session.frames.playing), 30.0)
+        wait(lambda: len(ran_at) >= args.frames + 1 or not session.frames.playing, 300.0)
         ctl.proxy.send("pause_video", "input")
         ctl.proxy.ran.disconnect(updated)
         rows = [(1e3 * (t - starts[r]), engine_ms.get(r, 0.0)) for r, t in ran_at[1:] if r in starts]
@@ -223,12 +224,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--channels", type=int, default=64, help="channels of conv1, the grid's layer (0: as the sample)")
     ap.add_argument("--trained", action="store_true", help="denoiser_trained.lnet with its weights")
     ap.add_argument("--format", default="auto", help="tensor format (default: the backend's)")
+    ap.add_argument("--grid-pixels", type=int, default=1_000_000,
+                    help="pixels of the grid image (the inspector asks for twice its viewer's; default 1000000)")
     ap.add_argument("--qt", action="store_true", help="through the real analysis window (CPU)")
     args = ap.parse_args(argv)
     width, height = (int(v) for v in args.size.lower().split("x"))
     with tempfile.TemporaryDirectory() as tmp:
+        # through the window the video plays in real time: 2 fps and long enough for slow CPU frames
         video = make_video(Path(tmp) / "clip.avi", args.frames + 3 if not args.qt else 10 * (args.frames + 3),
-                           width, height)
+                           width, height, fps=2.0 if args.qt else 25.0)
         (bench_qt if args.qt else bench_engine)(args, video)
     return 0
 
