@@ -220,11 +220,12 @@ def channel_stats(tensor: Any, xp: Any = np) -> ChannelStats:
     if t.dtype.kind != "f":
         t = t.astype(xp.float32)
     axes = (2, 3)
-    finite = xp.isfinite(t)
-    if bool(finite.all()):
+    total = t.sum(axis=axes, dtype=xp.float64)
+    if bool(xp.isfinite(total).all()):  # a NaN or an infinity would make its slice's float64 sum NaN or infinite
         zeros = xp.zeros(t.shape[:2], dtype=xp.int64)
         return ChannelStats(t.min(axis=axes).astype(xp.float64), t.max(axis=axes).astype(xp.float64),
-                            t.mean(axis=axes, dtype=xp.float64), zeros, zeros.copy())
+                            total / (t.shape[2] * t.shape[3]), zeros, zeros.copy())
+    finite = xp.isfinite(t)
     count = finite.sum(axis=axes)
     some = count > 0
     lo = xp.where(finite, t, xp.inf).min(axis=axes).astype(xp.float64)
