@@ -41,6 +41,8 @@ from engine.run import RunSpec, VideoInput, load_inputs, open_input, open_networ
 #: the channel inspector's grid has at most this many pixels (H and W are strided down on the device)
 MAX_GRID_PIXELS = 4_000_000
 MAX_IMAGE_SIDE = 1600
+#: a video frame waits at most this long for the GUI to show the previous one (no GUI: playback goes on)
+SHOWN_TIMEOUT_S = 2.0
 
 
 @dataclass
@@ -130,6 +132,8 @@ class AnalysisSession(QtCore.QObject):
         self._was_paused = False
         self._shown = threading.Event()  # the GUI showed the latest run (SessionProxy calls frame_shown)
         self._shown.set()
+        self._shown_since = 0.0  # when the latest run was sent
+        self._option_pending = False  # a runtime option changed during playback, not run yet
         self.grid_pixels = MAX_GRID_PIXELS  # the channel inspector's grid size (its display size)
         self._weights: dict[str, dict[str, np.ndarray]] = {}
         self.sources: dict[str, tuple[str, str]] = {}  # input layer -> (kind, path)
@@ -250,6 +254,8 @@ class AnalysisSession(QtCore.QObject):
         assert self.frames is not None
         self.frames.pause(name)
         self._emit_input(name)
+        if self._option_pending:
+            self._schedule_run()
 
     def cmd_seek(self, payload: tuple[str, int]) -> None:
         """(input layer, frame number): show that frame and rerun."""
@@ -294,13 +300,14 @@ class AnalysisSession(QtCore.QObject):
         was busy are dropped), one run, the views; then the timer waits for the next due frame."""
         if self.net is None or self.frames is None:
             return
-        if not self._shown.wait(0.002):  # the GUI still paints the previous frame: the due ones will be dropped
+        waiting = time.perf_counter() - self._shown_since < SHOWN_TIMEOUT_S
+        if waiting and not self._shown.wait(0.002):  # the GUI still shows the previous frame: due ones are dropped
             self._ensure_timer().start(2)
             return
         advance = self.frames.advance()
         for name in advance.ended:  # the end: stop there
             self._emit_input(name)
-        if advance.frames:
+        if advance.frames or (self._option_pending and not self.frames.playing):  # ended: show the option
             self._run()
         if self._was_paused:  # the time the debugger held the network is not time the video played
             self._was_paused = False
@@ -319,8 +326,10 @@ class AnalysisSession(QtCore.QObject):
             self.option_error.emit(layer, name, str(exc))  # the value stays as it was
             return
         self.options.emit(net.runtime_options())
-        if not (self.frames is not None and self.frames.playing):
-            self._schedule_run()  # while a video plays, the next frame runs with the new value
+        if self.frames is not None and self.frames.playing:
+            self._option_pending = True  # the next frame runs with the new value
+        else:
+            self._schedule_run()
 
     def cmd_inspect_mapping(self, payload: tuple[float, float, bool] | tuple[float, float, bool, int]) -> None:
         """(shift, scale, fit[, grid pixels]) of the channel inspector: the grids of the following runs are
@@ -435,7 +444,9 @@ class AnalysisSession(QtCore.QObject):
         self.outputs.emit({p.view.layer: p.image for p in images[len(inputs):]})
         if self.inspected is not None and self.inspected in net.nodes:
             self._emit_layer(self.inspected)
+        self._option_pending = False
         self._shown.clear()
+        self._shown_since = time.perf_counter()
         self.ran.emit(RunInfo(self.runs, executed, ms))  # last: everything of this run has been sent
 
     def _pending(self) -> set[str]:

@@ -12,6 +12,7 @@ from app.analysis.inspector import ChannelInspector
 from app.analysis.proxy import SessionProxy
 from engine.analysis import channel_grid
 from engine.frames import View, prepare_view
+from engine.io import VideoWriter
 from engine.network import Network
 from tests.app.analysis_helpers import compare_model, start, write_video
 
@@ -73,3 +74,31 @@ def test_inspector_shows_the_prepared_grid_and_remaps_like_the_session(qtbot, re
     assert sent[-1] == (0.0, 3.0, fit) and np.array_equal(ins.view.image, again.image)
     ref, _ = channel_grid(net.output("conv"), 0.0, 3.0, 2000, fit=fit)
     assert np.array_equal(ins.view.image, ref)
+
+
+def test_an_option_changed_during_playback_is_in_the_next_frame(qtbot, st, registry, tmp_path):
+    video = tmp_path / "long.avi"
+    writer = VideoWriter(video, 10.0)
+    for i in range(40):
+        writer.write(np.full((1, 3, 24, 32), 0.2 + 0.01 * i, np.float32))
+    writer.close()
+    with qtbot.waitSignals([st.started, st.ran], timeout=WAIT):
+        start(st, compare_model(), registry)
+    with qtbot.waitSignal(st.ran, timeout=WAIT):
+        st.send("open_input", ("inp", str(video)))
+    images: list[np.ndarray] = []
+    runs: list[tuple[object, np.ndarray]] = []
+    st.outputs.connect(lambda out: images.append(out["out"]))
+    st.ran.connect(lambda info: runs.append((info, images[-1])))
+    st.send("play", "inp")
+    qtbot.waitUntil(lambda: len(runs) >= 2, timeout=WAIT)
+    assert np.all(runs[-1][1][:, 16] == 255)  # the split's divider line at 0.5 of 32 columns
+    n = len(runs)
+    st.send("set_option", ("cmp", "divider", 0.1))
+    qtbot.waitUntil(lambda: len(runs) >= n + 2, timeout=WAIT)
+    st.send("pause_video", "inp")
+    after = [(info, img) for info, img in runs[n:] if np.all(img[:, 3] == 255)]
+    assert after, "the new divider never showed"
+    first = runs.index(after[0]) - n
+    assert first <= 1  # in the run of the frame being computed when the option came, or the next one
+    assert "inp" in after[0][0].executed  # with a new frame: no extra run of the old one
