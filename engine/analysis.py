@@ -37,8 +37,7 @@ def redgreen(values: Any, shift: float = 0.0, scale: float = 1.0, xp: Any = np) 
     out = xp.zeros(v.shape + (3,), dtype=xp.uint8)
     out[..., 0] = xp.rint(xp.clip(-v, 0.0, 1.0) * 255.0).astype(xp.uint8)
     out[..., 1] = xp.rint(xp.clip(v, 0.0, 1.0) * 255.0).astype(xp.uint8)
-    out[nan] = xp.asarray(NAN_RGB, dtype=xp.uint8)
-    return out
+    return xp.where(nan[..., None], xp.asarray(NAN_RGB, dtype=xp.uint8), out)
 
 
 @dataclass(frozen=True)
@@ -164,8 +163,7 @@ def channel_grid(tensor: Any, shift: float = 0.0, scale: float = 1.0, max_pixels
         return a[: layout.height, : layout.width]
 
     rgb = redgreen(tile(grid), shift, scale, xp)
-    rgb[tile(blank)] = xp.asarray(GAP_RGB, dtype=xp.uint8)
-    return rgb, layout
+    return xp.where(tile(blank)[..., None], xp.asarray(GAP_RGB, dtype=xp.uint8), rgb), layout
 
 
 def channel_image(tensor: np.ndarray, n: int, c: int, shift: float = 0.0, scale: float = 1.0,
