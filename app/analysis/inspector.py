@@ -166,9 +166,11 @@ class ChannelInspector(QtWidgets.QWidget):
         keep_source = self.data is not None and self.data.name == data.name
         self.data = data
         current = self.source.currentText() if keep_source else "Output"
+        items = ["Output", *[f"Weights: {w}" for w in data.weights]]
         self.source.blockSignals(True)
-        self.source.clear()
-        self.source.addItems(["Output", *[f"Weights: {w}" for w in data.weights]])
+        if [self.source.itemText(i) for i in range(self.source.count())] != items:  # not every video frame
+            self.source.clear()
+            self.source.addItems(items)
         self.source.setCurrentText(current if self.source.findText(current) >= 0 else "Output")
         self.source.blockSignals(False)
         if self.single is not None and self.single.name == data.name:
@@ -289,11 +291,11 @@ class ChannelInspector(QtWidgets.QWidget):
         self._mapping_changed()
 
     def grid_pixels(self) -> int:
-        """The most pixels a grid needs here: twice the viewer's device pixels (room to zoom in), at least 256 k,
-        at most MAX_GRID_PIXELS (a slice at full resolution is a double-click away)."""
+        """The most pixels a grid needs here: the viewer's device pixels, at least 256 k, at most MAX_GRID_PIXELS
+        (zoomed in, a slice at full resolution is a double-click away)."""
         ratio = self.view.devicePixelRatioF()
         shown = self.view.width() * self.view.height() * ratio * ratio
-        return int(min(MAX_GRID_PIXELS, max(1 << 18, 2 * shown)))
+        return int(min(MAX_GRID_PIXELS, max(1 << 18, shown)))
 
     def _mapping_changed(self) -> None:
         self.mapping_changed.emit(*self.mapping(), self.grid_pixels())

@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trained", action="store_true", help="denoiser_trained.lnet with its weights")
     ap.add_argument("--format", default="auto", help="tensor format (default: the backend's)")
     ap.add_argument("--grid-pixels", type=int, default=1_000_000,
-                    help="pixels of the grid image (the inspector asks for twice its viewer's; default 1000000)")
+                    help="pixels of the grid image (the inspector asks for its viewer's; default 1000000)")
     ap.add_argument("--qt", action="store_true", help="through the real analysis window (CPU)")
     args = ap.parse_args(argv)
     width, height = (int(v) for v in args.size.lower().split("x"))
