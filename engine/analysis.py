@@ -92,10 +92,11 @@ class GridLayout:
         return col * (self.cell_w + self.gap), row * (self.cell_h + self.gap)
 
 
-def as_nchw(array: np.ndarray) -> np.ndarray:
+def as_nchw(array: Any) -> Any:
     """A tensor or a weight as 4-D N x C x H x W for display: 4-D stays, (C,) -> 1xCx1x1,
-    (A, B) -> 1x1xAxB, (C, H, W) -> 1xCxHxW, 5-D and more fold the leading axes into N."""
-    a = np.asarray(array)
+    (A, B) -> 1x1xAxB, (C, H, W) -> 1xCxHxW, 5-D and more fold the leading axes into N. An array (NumPy or a
+    device array such as CuPy's) stays on its device; anything else becomes a NumPy array."""
+    a = array if hasattr(array, "ndim") and hasattr(array, "reshape") else np.asarray(array)
     if a.ndim == 0:
         return a.reshape(1, 1, 1, 1)
     if a.ndim == 1:
