@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -26,17 +27,17 @@ NAN_RGB = (40, 90, 255)
 
 
 # ---- colormap and channel grid ---------------------------------------------------------------------
-def redgreen(values: np.ndarray, shift: float = 0.0, scale: float = 1.0) -> np.ndarray:
+def redgreen(values: Any, shift: float = 0.0, scale: float = 1.0, xp: Any = np) -> Any:
     """Values -> 8-bit RGB (shape + (3,)): ``v = (value + shift) * scale``; negative v is red, positive
-    green, with intensity ``min(|v|, 1)``; zero is black; NaN is blue; +-inf saturate."""
-    v = (np.asarray(values, dtype=np.float32) + np.float32(shift)) * np.float32(scale)
-    nan = np.isnan(v)
-    v = np.nan_to_num(v, nan=0.0, posinf=1.0, neginf=-1.0)
-    out = np.zeros(v.shape + (3,), dtype=np.uint8)
-    out[..., 0] = np.rint(np.clip(-v, 0.0, 1.0) * 255.0).astype(np.uint8)
-    out[..., 1] = np.rint(np.clip(v, 0.0, 1.0) * 255.0).astype(np.uint8)
-    out[nan] = NAN_RGB
-    return out
+    green, with intensity ``min(|v|, 1)``; zero is black; NaN is blue; +-inf saturate. ``xp``: the array
+    module of ``values`` (NumPy, or CuPy to map on the GPU)."""
+    v = (xp.asarray(values, dtype=xp.float32) + xp.float32(shift)) * xp.float32(scale)
+    nan = xp.isnan(v)
+    v = xp.nan_to_num(v, nan=0.0, posinf=1.0, neginf=-1.0)
+    out = xp.zeros(v.shape + (3,), dtype=xp.uint8)
+    out[..., 0] = xp.rint(xp.clip(-v, 0.0, 1.0) * 255.0).astype(xp.uint8)
+    out[..., 1] = xp.rint(xp.clip(v, 0.0, 1.0) * 255.0).astype(xp.uint8)
+    return xp.where(nan[..., None], xp.asarray(NAN_RGB, dtype=xp.uint8), out)
 
 
 @dataclass(frozen=True)
@@ -91,10 +92,11 @@ class GridLayout:
         return col * (self.cell_w + self.gap), row * (self.cell_h + self.gap)
 
 
-def as_nchw(array: np.ndarray) -> np.ndarray:
+def as_nchw(array: Any) -> Any:
     """A tensor or a weight as 4-D N x C x H x W for display: 4-D stays, (C,) -> 1xCx1x1,
-    (A, B) -> 1x1xAxB, (C, H, W) -> 1xCxHxW, 5-D and more fold the leading axes into N."""
-    a = np.asarray(array)
+    (A, B) -> 1x1xAxB, (C, H, W) -> 1xCxHxW, 5-D and more fold the leading axes into N. An array (NumPy or a
+    device array such as CuPy's) stays on its device; anything else becomes a NumPy array."""
+    a = array if hasattr(array, "ndim") and hasattr(array, "reshape") else np.asarray(array)
     if a.ndim == 0:
         return a.reshape(1, 1, 1, 1)
     if a.ndim == 1:
@@ -123,28 +125,46 @@ def grid_layout(n: int, c: int, h: int, w: int, max_pixels: int = 4_000_000, gap
         factor += max(1, factor // 4)
 
 
-def channel_grid(tensor: np.ndarray, shift: float = 0.0, scale: float = 1.0, max_pixels: int = 4_000_000,
-                 gap: int = 1, cols: int | None = None) -> tuple[np.ndarray, GridLayout]:
-    """The N x C slices of a tensor as one RGB image (red/green colormap) and its layout."""
+def fit_slices(tensor: Any, xp: Any = np) -> Any:
+    """Each N x C slice divided by its own largest finite magnitude (a slice of zeros stays zeros), so every
+    channel uses the whole colormap whatever its range; NaN and Inf stay as they are."""
+    a = as_nchw(tensor).astype(xp.float32, copy=False)
+    peak = xp.where(xp.isfinite(a), xp.abs(a), xp.float32(0)).max(axis=(2, 3), keepdims=True)
+    return a / xp.where(peak > 0, peak, xp.float32(1))
+
+
+def grid_cells(tensor: Any, layout: GridLayout, xp: Any = np) -> Any:
+    """The slices of an N x C x H x W tensor as the grid shows them: every ``layout.factor``-th pixel, float32,
+    N x C x cell_h x cell_w (contiguous; on the tensor's device)."""
+    f = layout.factor
+    return xp.ascontiguousarray(as_nchw(tensor)[:, :, ::f, ::f], dtype=xp.float32)
+
+
+def channel_grid(tensor: Any, shift: float = 0.0, scale: float = 1.0, max_pixels: int = 4_000_000,
+                 gap: int = 1, cols: int | None = None, fit: bool = False, xp: Any = np) -> tuple[Any, GridLayout]:
+    """The N x C slices of a tensor as one RGB image (red/green colormap) and its layout. ``fit``: each cell
+    divided by its own largest finite magnitude first (``fit_slices`` of the cells shown). ``xp``: the array
+    module of ``tensor`` (the image is made on its device)."""
     t = as_nchw(tensor)
     n, c, h, w = t.shape
     layout = grid_layout(n, c, h, w, max_pixels, gap, cols)
-    f = layout.factor
-    cells = np.asarray(t[:, :, ::f, ::f], dtype=np.float32).reshape(n * c, layout.cell_h, layout.cell_w)
+    cells = grid_cells(t, layout, xp)
+    if fit:
+        cells = fit_slices(cells, xp)
+    cells = cells.reshape(n * c, layout.cell_h, layout.cell_w)
     total = layout.rows * layout.cols
     ch, cw = layout.cell_h + gap, layout.cell_w + gap
-    grid = np.zeros((total, ch, cw), dtype=np.float32)
-    blank = np.ones((total, ch, cw), dtype=bool)
+    grid = xp.zeros((total, ch, cw), dtype=xp.float32)
+    blank = xp.ones((total, ch, cw), dtype=bool)
     grid[: n * c, : layout.cell_h, : layout.cell_w] = cells
     blank[: n * c, : layout.cell_h, : layout.cell_w] = False
 
-    def tile(a: np.ndarray) -> np.ndarray:
+    def tile(a: Any) -> Any:
         a = a.reshape(layout.rows, layout.cols, ch, cw).transpose(0, 2, 1, 3).reshape(layout.rows * ch, layout.cols * cw)
         return a[: layout.height, : layout.width]
 
-    rgb = redgreen(tile(grid), shift, scale)
-    rgb[tile(blank)] = GAP_RGB
-    return rgb, layout
+    rgb = redgreen(tile(grid), shift, scale, xp)
+    return xp.where(tile(blank)[..., None], xp.asarray(GAP_RGB, dtype=xp.uint8), rgb), layout
 
 
 def channel_image(tensor: np.ndarray, n: int, c: int, shift: float = 0.0, scale: float = 1.0,
@@ -191,26 +211,28 @@ class ChannelStats:
                 "nan": int(self.nan.sum()), "inf": int(self.inf.sum())}
 
 
-def channel_stats(tensor: np.ndarray) -> ChannelStats:
+def channel_stats(tensor: Any, xp: Any = np) -> ChannelStats:
     """Min, max, mean, NaN and Inf counts of every N x C slice (sums accumulate in float64; a tensor
-    without NaN or Inf takes a fast path without temporary copies)."""
+    without NaN or Inf takes a fast path without temporary copies). ``xp``: the array module of ``tensor``
+    (the statistics are computed on its device and are arrays of that module)."""
     t = as_nchw(tensor)
     if t.dtype.kind != "f":
-        t = t.astype(np.float32)
+        t = t.astype(xp.float32)
     axes = (2, 3)
-    finite = np.isfinite(t)
-    if finite.all():
-        zeros = np.zeros(t.shape[:2], dtype=np.int64)
-        return ChannelStats(t.min(axis=axes).astype(np.float64), t.max(axis=axes).astype(np.float64),
-                            t.mean(axis=axes, dtype=np.float64), zeros, zeros.copy())
+    total = t.sum(axis=axes, dtype=xp.float64)
+    if bool(xp.isfinite(total).all()):  # a NaN or an infinity would make its slice's float64 sum NaN or infinite
+        zeros = xp.zeros(t.shape[:2], dtype=xp.int64)
+        return ChannelStats(t.min(axis=axes).astype(xp.float64), t.max(axis=axes).astype(xp.float64),
+                            total / (t.shape[2] * t.shape[3]), zeros, zeros.copy())
+    finite = xp.isfinite(t)
     count = finite.sum(axis=axes)
     some = count > 0
-    lo = np.where(finite, t, np.inf).min(axis=axes).astype(np.float64)
-    hi = np.where(finite, t, -np.inf).max(axis=axes).astype(np.float64)
-    total = np.where(finite, t, 0).sum(axis=axes, dtype=np.float64)
-    mean = np.divide(total, count, out=np.full(count.shape, np.nan), where=some)
-    return ChannelStats(np.where(some, lo, np.nan), np.where(some, hi, np.nan), mean,
-                        np.isnan(t).sum(axis=axes), np.isinf(t).sum(axis=axes))
+    lo = xp.where(finite, t, xp.inf).min(axis=axes).astype(xp.float64)
+    hi = xp.where(finite, t, -xp.inf).max(axis=axes).astype(xp.float64)
+    total = xp.where(finite, t, 0).sum(axis=axes, dtype=xp.float64)
+    mean = total / xp.where(some, count, 1)
+    return ChannelStats(xp.where(some, lo, xp.nan), xp.where(some, hi, xp.nan), xp.where(some, mean, xp.nan),
+                        xp.isnan(t).sum(axis=axes), xp.isinf(t).sum(axis=axes))
 
 
 def downsample(image: np.ndarray, max_side: int) -> tuple[np.ndarray, int]:

@@ -192,6 +192,13 @@ class VideoReader:
             return None
         return image_to_tensor(_cv2().cvtColor(img, _cv2().COLOR_BGR2RGB), self.opts)
 
+    def skip(self, count: int) -> int:
+        """Pass over the next ``count`` frames without converting them; returns how many there were."""
+        done = 0
+        while done < count and self._cap.grab():
+            done += 1
+        return done
+
     def __iter__(self) -> Iterator[np.ndarray]:
         while (frame := self.read()) is not None:
             yield frame
@@ -210,14 +217,16 @@ def read_input(path: str | os.PathLike[str], opts: ImageOptions = ImageOptions()
     raise InputError(f"{path}: a video is read frame by frame; use VideoReader")
 
 
-def tensor_to_image(t: np.ndarray, item: int = 0) -> np.ndarray:
-    """One batch item of an NCHW tensor as an 8-bit HxW or HxWxC image (RGB/RGBA order)."""
-    x = np.asarray(t, dtype=np.float32)[item]
+def tensor_to_image(t: Any, item: int = 0, xp: Any = np) -> Any:
+    """One batch item of an NCHW tensor as an 8-bit HxW or HxWxC image (RGB/RGBA order). ``xp``: the array
+    module of ``t`` (NumPy, or CuPy to make the image on the GPU; contiguous either way)."""
+    x = xp.asarray(t)[item]
     c = x.shape[0]
     if c not in (1, 3, 4):
         x = x[:3] if c > 3 else x[:1]
-    img = (np.clip(np.nan_to_num(x), 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8).transpose(1, 2, 0)
-    return img[:, :, 0] if img.shape[2] == 1 else img
+    x = x.astype(xp.float32)
+    img = (xp.clip(xp.nan_to_num(x), 0.0, 1.0) * 255.0 + 0.5).astype(xp.uint8).transpose(1, 2, 0)
+    return xp.ascontiguousarray(img[:, :, 0] if img.shape[2] == 1 else img)
 
 
 def load_npy(path: Path, error: type[LayerLabError], what: str) -> np.ndarray:

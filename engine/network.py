@@ -523,6 +523,18 @@ class Network:
 
         A layer whose buffer was recycled is recomputed (mark it permanent to keep its output). The name of
         a template instance gives the output of its expanded output layer."""
+        name = self._computed(name)
+        return self.backend.to_host(convert(self._views[name], self.fmt_of(name), fmt or FP32_NCHW, self.xp))
+
+    def device_output(self, name: str) -> Any:
+        """A layer's output where it lives (a device array on the GPU), seen in logical N x C x H x W order in the
+        layer's own precision: a view of the layer's buffer, no copy, valid until the next run. Recomputed like
+        ``output`` when its buffer was recycled."""
+        name = self._computed(name)
+        return nchw_view(self._views[name], self.fmt_of(name))
+
+    def _computed(self, name: str) -> str:
+        """The layer whose buffer holds ``name``'s output, computed (see ``output``)."""
         if self.expansion is not None and name not in self.nodes:
             name = self.expansion.output_of.get(name, name)
         self.layer(name)
@@ -533,7 +545,7 @@ class Network:
             for n in self.order:
                 if n in todo:
                     self._execute(n)
-        return self.backend.to_host(convert(self._views[name], self.fmt_of(name), fmt or FP32_NCHW, self.xp))
+        return name
 
     def outputs(self, fmt: TensorFormat | None = None) -> dict[str, np.ndarray]:
         """Host copies of every network output."""

@@ -76,6 +76,7 @@ class AnalysisController(QtCore.QObject):
         self.overview_panel.act_rerun.triggered.connect(lambda: p.send("rerun"))
         self.inspector.layer_requested.connect(p.request_layer)
         self.inspector.channel_requested.connect(lambda layer, n, c: p.send("inspect_channel", (layer, n, c)))
+        self.inspector.mapping_changed.connect(lambda *mapping: p.send("inspect_mapping", mapping))
         self.debug.act_pause.triggered.connect(p.debugger.pause)
         self.debug.act_step.triggered.connect(p.debugger.step)
         self.debug.act_resume.triggered.connect(self.resume)
@@ -88,6 +89,8 @@ class AnalysisController(QtCore.QObject):
         self.model = model
         self.active_changed.emit(True)
         self.message.emit(f"Analysis of {model.name}: building the network…")
+        # grids come prepared as the inspector maps them, at its display size
+        self.proxy.send("inspect_mapping", (*self.inspector.mapping(), self.inspector.grid_pixels()))
         self.proxy.send("start", StartRequest(model.copy(), registry, config or RunSpec()))
 
     def stop(self) -> None:

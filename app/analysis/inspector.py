@@ -2,9 +2,11 @@
 with the red/green colormap (negative red, positive green, zero black), with shift and scale quick
 actions, Reset Parameters, the value under the mouse, and per-channel statistics.
 
-Images are prepared off the GUI thread (a thread-pool task maps the latest tensor); a newer request
-supersedes an older one, so a large layer (64 channels at 1080p) never freezes the GUI. The session
-sends tensors strided down for display; double-clicking a slice asks for it at full resolution."""
+The session sends the grid already prepared on the device (engine.frames) with the inspector's mapping
+(``mapping_changed`` tells it), and the values behind it for the hover read-out; a mapping changed since,
+a weight or a single slice is mapped here off the GUI thread (a thread-pool task maps the latest tensor; a
+newer request supersedes an older one, so the GUI never freezes). Double-clicking a slice asks for it at
+full resolution."""
 from __future__ import annotations
 
 import math
@@ -14,7 +16,7 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from app.analysis.views import ImageView
-from engine.analysis import GridLayout, as_nchw, auto_scale, channel_grid, channel_stats
+from engine.analysis import GridLayout, as_nchw, auto_scale, channel_grid, channel_stats, fit_slices
 
 MAX_GRID_PIXELS = 4_000_000
 
@@ -23,25 +25,16 @@ class _Signals(QtCore.QObject):
     ready = QtCore.Signal(int, object, object)  # generation, rgb image, GridLayout
 
 
-def fit_slices(tensor: np.ndarray) -> np.ndarray:
-    """Each N x C slice divided by its own largest finite magnitude (a slice of zeros stays zeros), so every
-    channel uses the whole colormap whatever its range; NaN and Inf stay as they are."""
-    a = as_nchw(tensor).astype(np.float32, copy=False)
-    finite = np.isfinite(a)
-    peak = np.where(finite, np.abs(a), 0.0).max(axis=(2, 3), keepdims=True)
-    return a / np.where(peak > 0, peak, 1.0)
-
-
 class _GridTask(QtCore.QRunnable):
     def __init__(self, generation: int, tensor: np.ndarray, shift: float, scale: float, fit: bool,
-                 signals: _Signals) -> None:
+                 signals: _Signals, cols: int | None = None) -> None:
         super().__init__()
-        self.args = (generation, tensor, shift, scale, fit)
+        self.args = (generation, tensor, shift, scale, fit, cols)
         self.signals = signals
 
     def run(self) -> None:
-        generation, tensor, shift, scale, fit = self.args
-        rgb, layout = channel_grid(fit_slices(tensor) if fit else tensor, shift, scale, MAX_GRID_PIXELS)
+        generation, tensor, shift, scale, fit, cols = self.args
+        rgb, layout = channel_grid(tensor, shift, scale, MAX_GRID_PIXELS, cols=cols, fit=fit)
         try:
             self.signals.ready.emit(generation, rgb, layout)
         except RuntimeError:  # the inspector was closed meanwhile: nobody waits for this image
@@ -54,6 +47,7 @@ class ChannelInspector(QtWidgets.QWidget):
 
     channel_requested = QtCore.Signal(str, int, int)
     layer_requested = QtCore.Signal(str)
+    mapping_changed = QtCore.Signal(float, float, bool, int)  # shift, scale, fit, grid pixels (display size)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -95,7 +89,7 @@ class ChannelInspector(QtWidgets.QWidget):
         self.act_fit.setChecked(True)
         self.act_fit.setToolTip("Map each channel by its own range (its largest magnitude at full intensity), then "
                                 "apply shift and scale; off: the raw values")
-        self.act_fit.toggled.connect(lambda _on: self.refresh())
+        self.act_fit.toggled.connect(lambda _on: self._mapping_changed())
         self.act_reset = self.toolbar.addAction("Reset Parameters", self.reset_mapping)
         self.act_back = self.toolbar.addAction("Back to Grid", self.back_to_grid)
         self.act_back.setVisible(False)
@@ -159,6 +153,7 @@ class ChannelInspector(QtWidgets.QWidget):
     def inspect(self, layer: str) -> None:
         """Ask for a layer (the owner forwards ``layer_requested`` to the session)."""
         self.single = None
+        self.mapping_changed.emit(*self.mapping(), self.grid_pixels())  # the grid prepared at today's display size
         self.layer_requested.emit(layer)
 
     def show_layer(self, data) -> None:  # noqa: ANN001 - app.analysis.session.LayerData
@@ -171,9 +166,11 @@ class ChannelInspector(QtWidgets.QWidget):
         keep_source = self.data is not None and self.data.name == data.name
         self.data = data
         current = self.source.currentText() if keep_source else "Output"
+        items = ["Output", *[f"Weights: {w}" for w in data.weights]]
         self.source.blockSignals(True)
-        self.source.clear()
-        self.source.addItems(["Output", *[f"Weights: {w}" for w in data.weights]])
+        if [self.source.itemText(i) for i in range(self.source.count())] != items:  # not every video frame
+            self.source.clear()
+            self.source.addItems(items)
         self.source.setCurrentText(current if self.source.findText(current) >= 0 else "Output")
         self.source.blockSignals(False)
         if self.single is not None and self.single.name == data.name:
@@ -196,9 +193,13 @@ class ChannelInspector(QtWidgets.QWidget):
             w = d.weights[src[len("Weights: "):]]
             self._show_tensor(w, 1, f"{d.name} ({d.type}) weight {src[9:]} {'x'.join(map(str, w.shape))}", stats=None)
         else:
-            self._show_tensor(d.tensor, d.stride, f"{d.name} ({d.type}) {d.dims}"
-                              + (f", shown every {d.stride} pixels" if d.stride > 1 else "")
-                              + (" — from the previous pass (not computed yet)" if d.stale else ""), stats=d.stats)
+            title = (f"{d.name} ({d.type}) {d.dims}" + (f", shown every {d.stride} pixels" if d.stride > 1 else "")
+                     + (" — from the previous pass (not computed yet)" if d.stale else ""))
+            if d.image is not None and d.mapping == self.mapping():
+                self._show_prepared(d, title)
+            else:
+                self._show_tensor(d.tensor, d.stride, title, stats=d.stats,
+                                  cols=d.layout.cols if d.layout is not None else None)
 
     def _title(self, d: Any) -> str:
         return f"{d.name} [n {d.channel[0]}, c {d.channel[1]}] full resolution"
@@ -208,8 +209,24 @@ class ChannelInspector(QtWidgets.QWidget):
         self.act_back.setVisible(False)
         self.refresh()
 
+    def mapping(self) -> tuple[float, float, bool]:
+        """(shift, scale, fit) of the images shown."""
+        return (self.shift, self.scale, self.act_fit.isChecked())
+
+    def _show_prepared(self, d: Any, title: str) -> None:
+        """Show the grid the session prepared (no remapping here)."""
+        self.layer_label.setText(f"  {title}  ")
+        self.layer_label.setToolTip(title)
+        self._fill_stats(d.stats)
+        self._generation += 1  # an image still being mapped here is older
+        self._pending = {}
+        self.shown, self.shown_stride, self.layout_ = d.tensor, d.stride, d.layout
+        self.view.set_image(d.image)
+        if self._hover_at is not None:
+            self._hover(*self._hover_at)
+
     def _show_tensor(self, tensor: np.ndarray, stride: int, title: str, stats: Any = None,
-                     origin: tuple[int, int] = (0, 0)) -> None:
+                     origin: tuple[int, int] = (0, 0), cols: int | None = None) -> None:
         self.layer_label.setText(f"  {title}  ")
         self.layer_label.setToolTip(title)
         self._fill_stats(stats if stats is not None else channel_stats(tensor), origin)
@@ -218,7 +235,7 @@ class ChannelInspector(QtWidgets.QWidget):
         if self.shown is None:
             self.shown, self.shown_stride = tensor, stride
         self.pool.start(_GridTask(self._generation, tensor, self.shift, self.scale, self.act_fit.isChecked(),
-                                  self._signals))
+                                  self._signals, cols))
 
     def _ready(self, generation: int, rgb: np.ndarray, layout: GridLayout) -> None:
         if generation != self._generation:
@@ -239,17 +256,26 @@ class ChannelInspector(QtWidgets.QWidget):
     def _fill_stats(self, stats: Any, origin: tuple[int, int] = (0, 0)) -> None:
         n, c = stats.min.shape
         rows = min(n * c, 4096)
+        header = self.stats.horizontalHeader()
         self.stats.setUpdatesEnabled(False)
+        # column widths once at the end, not after every cell (a 64-channel table refilled every video frame)
+        header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Interactive)
         self.stats.setRowCount(rows)
         for k in range(rows):
             i, j = divmod(k, c)
             r = stats.row(i, j)
             for col, v in enumerate((i + origin[0], j + origin[1], r["min"], r["max"], r["mean"], r["nan"], r["inf"])):
                 text = f"{v:.5g}" if isinstance(v, float) else str(v)
-                item = QtWidgets.QTableWidgetItem(text)
-                if col >= 5 and v:
-                    item.setForeground(QtCore.Qt.GlobalColor.red)
-                self.stats.setItem(k, col, item)
+                item = self.stats.item(k, col)
+                if item is None:
+                    item = QtWidgets.QTableWidgetItem(text)
+                    self.stats.setItem(k, col, item)
+                else:
+                    item.setText(text)
+                red = col >= 5 and bool(v)
+                if red or item.foreground().color() == QtCore.Qt.GlobalColor.red:
+                    item.setForeground(QtCore.Qt.GlobalColor.red if red else self.stats.palette().text())
+        header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
         self.stats.setUpdatesEnabled(True)
         t = stats.total()
         self.summary.setText(f"min {t['min']:.5g}  max {t['max']:.5g}  NaN {t['nan']}  Inf {t['inf']}")
@@ -262,6 +288,17 @@ class ChannelInspector(QtWidgets.QWidget):
         if scale is not None and math.isfinite(scale) and scale > 0:
             self.scale = float(scale)
         self._update_mapping_label()
+        self._mapping_changed()
+
+    def grid_pixels(self) -> int:
+        """The most pixels a grid needs here: the viewer's device pixels, at least 256 k, at most MAX_GRID_PIXELS
+        (zoomed in, a slice at full resolution is a double-click away)."""
+        ratio = self.view.devicePixelRatioF()
+        shown = self.view.width() * self.view.height() * ratio * ratio
+        return int(min(MAX_GRID_PIXELS, max(1 << 18, shown)))
+
+    def _mapping_changed(self) -> None:
+        self.mapping_changed.emit(*self.mapping(), self.grid_pixels())
         self.refresh()
 
     def reset_mapping(self) -> None:

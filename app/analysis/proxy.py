@@ -55,7 +55,16 @@ class SessionProxy(QtCore.QObject):
             send = self._command.emit
         self._send = send
         for name in SIGNALS:
-            getattr(self.session, name).connect(getattr(self, name), QtCore.Qt.ConnectionType.QueuedConnection)
+            if name != "ran":
+                getattr(self.session, name).connect(getattr(self, name), QtCore.Qt.ConnectionType.QueuedConnection)
+        self.session.ran.connect(self._ran, QtCore.Qt.ConnectionType.QueuedConnection)
+
+    @QtCore.Slot(object)
+    def _ran(self, info: object) -> None:
+        """``ran`` comes last of a run: once its slots returned the views show that run, and the session may
+        prepare the next video frame (frames falling due meanwhile are dropped, not queued in the GUI)."""
+        self.ran.emit(info)
+        self.session.frame_shown()
 
     @property
     def debugger(self):  # noqa: ANN201 - engine.debugger.Debugger, thread-safe

@@ -9,11 +9,16 @@ the debugger the worker thread is blocked, so those queued commands wait; the ca
 while paused are thread-safe methods called directly: the debugger's (``session.debugger``) and
 ``request_layer``, which the paused worker serves through the debugger.
 
-Video: the next frame is read only after the previous inference finished, so a paused network pauses
-the video, and a new frame is requested only when execution reaches the input layer again."""
+Video: the per-frame work is engine.frames' (Qt-free): videos play in real time, a frame that falls due
+while the network is busy is dropped, not queued (the views show the newest frame), the display images of
+the open views (outputs, inputs, the inspected layer's channel grid) are prepared where the outputs live
+and only those bytes reach the GUI. A paused network pauses the video (its clock restarts on resume), and
+a runtime option changed during playback is in the next frame."""
 from __future__ import annotations
 
 import io
+import math
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,18 +28,21 @@ import numpy as np
 from PySide6 import QtCore
 
 from app.commands import dispatch
-from engine.analysis import channel_stats, compare_precision, display_tensor, network_overview
+from engine.analysis import GridLayout, channel_stats, compare_precision, network_overview
 from engine.debugger import Debugger, DebugStopped
 from engine.errors import InputError, LayerLabError
-from engine.io import kind_of, tensor_to_image
+from engine.frames import FramePipeline, Prepared, View, prepare_view, prepare_views
+from engine.io import kind_of
 from engine.model import Model
 from engine.network import Network
 from engine.registry import Registry
 from engine.run import RunSpec, VideoInput, load_inputs, open_input, open_network, open_weights
 
-#: at most this many values of a layer's output travel to the GUI at once (H and W are strided down)
-MAX_INSPECT_VALUES = 8_000_000
+#: the channel inspector's grid has at most this many pixels (H and W are strided down on the device)
+MAX_GRID_PIXELS = 4_000_000
 MAX_IMAGE_SIDE = 1600
+#: a video frame waits at most this long for the GUI to show the previous one (no GUI: playback goes on)
+SHOWN_TIMEOUT_S = 2.0
 
 
 @dataclass
@@ -61,18 +69,25 @@ class InputFrame:
 
 @dataclass
 class LayerData:
-    """A layer's output (and weights) for the channel inspector, strided down when large."""
+    """A layer's output (and weights) for the channel inspector, strided down when large.
+
+    From the session, ``image`` is the grid already prepared on the device with ``mapping`` (shift, scale,
+    fit) and ``layout`` places its slices in ``tensor`` (the cells shown); the inspector shows it as it is
+    when its mapping is the same, else remaps ``tensor`` itself."""
 
     name: str
     type: str
     dims: str
-    tensor: np.ndarray  # N x C x h x w float32 host copy
+    tensor: np.ndarray  # N x C x h x w float32 host copy (every stride-th pixel)
     stride: int
     weights: dict[str, np.ndarray]
     stats: Any  # engine.analysis.ChannelStats of the full-resolution output
     run: int = 0
     channel: tuple[int, int] | None = None  # one slice (n, c) at full resolution, from inspect_channel
     stale: bool = False  # paused before this layer was recomputed: the values are from the previous pass
+    image: np.ndarray | None = None  # the prepared RGB grid
+    layout: GridLayout | None = None  # where each slice of ``tensor`` is in ``image``
+    mapping: tuple[float, float, bool] | None = None  # (shift, scale, fit) ``image`` was made with
 
 
 @dataclass
@@ -110,8 +125,17 @@ class AnalysisSession(QtCore.QObject):
         self.model: Model | None = None
         self.registry: Registry | None = None
         self.config = RunSpec()
-        self.debugger = Debugger(on_pause=self.paused.emit, on_resume=self.resumed.emit)
+        self.debugger = Debugger(on_pause=self._on_pause, on_resume=self.resumed.emit)
         self.videos: dict[str, VideoInput] = {}
+        self.frames: FramePipeline | None = None
+        self.mapping: tuple[float, float, bool] = (0.0, 1.0, True)  # the channel inspector's (shift, scale, fit)
+        self._was_paused = False
+        self._shown = threading.Event()  # the GUI showed the latest run (SessionProxy calls frame_shown)
+        self._shown.set()
+        self._shown_since = 0.0  # when the latest run was sent
+        self._option_pending = False  # a runtime option changed during playback, not run yet
+        self.grid_pixels = MAX_GRID_PIXELS  # the channel inspector's grid size (its display size)
+        self._weights: dict[str, dict[str, np.ndarray]] = {}
         self.sources: dict[str, tuple[str, str]] = {}  # input layer -> (kind, path)
         self.inspected: str | None = None
         self.profile_timings = False
@@ -148,6 +172,10 @@ class AnalysisSession(QtCore.QObject):
         fut = self.debugger.submit(lambda: self._emit_layer(name))
         return not (fut.done() and fut.exception() is not None)
 
+    def frame_shown(self) -> None:
+        """From the GUI thread: the views show the latest run; the next video frame may be prepared."""
+        self._shown.set()
+
     # ---- lifecycle -----------------------------------------------------------------------------------
     def cmd_start(self, req: StartRequest) -> None:
         """Build the network, load the configured inputs and run once."""
@@ -163,6 +191,8 @@ class AnalysisSession(QtCore.QObject):
         net.hooks.after_layer.insert(0, self._after_layer)  # timed before the debugger may pause there
         inputs = load_inputs(net, cfg)
         self.sources, self.videos = inputs.sources, inputs.videos
+        self.frames = FramePipeline(net, self.videos)
+        self._weights = {}
         backend = net.backend
         self.started.emit({"backend": backend.name, "device": backend.device_name, "format": str(net.fmt),
                            "inputs": list(net.input_names), "outputs": list(net.output_names),
@@ -185,6 +215,7 @@ class AnalysisSession(QtCore.QObject):
         if self.net is not None:
             self.debugger.detach()
         self.net = None
+        self.frames = None
         self.inspected = None
         if not quiet:
             self.stopped.emit()
@@ -213,12 +244,18 @@ class AnalysisSession(QtCore.QObject):
         video = self._video(name)
         if video.frame + 1 >= video.reader.frame_count > 0:
             self.cmd_seek((name, 0))  # at the end: play again from the start
-        video.playing = True
-        self._ensure_timer().start(self._frame_interval())
+        assert self.frames is not None
+        self.frames.play(name)
+        self._shown.set()
+        self._ensure_timer().start(self._frame_delay())
 
     def cmd_pause_video(self, name: str) -> None:
-        self._video(name).playing = False
+        self._video(name)
+        assert self.frames is not None
+        self.frames.pause(name)
         self._emit_input(name)
+        if self._option_pending:
+            self._schedule_run()
 
     def cmd_seek(self, payload: tuple[str, int]) -> None:
         """(input layer, frame number): show that frame and rerun."""
@@ -230,6 +267,8 @@ class AnalysisSession(QtCore.QObject):
         if data is None:
             raise InputError(f"{video.path}: cannot read frame {frame}")
         self._need_net().set_input(name, data)
+        if video.playing and self.frames is not None:
+            self.frames.play(name)  # the clock goes on from the frame sought
         self._schedule_run()
 
     def cmd_step_frame(self, payload: tuple[str, int]) -> None:
@@ -244,9 +283,10 @@ class AnalysisSession(QtCore.QObject):
             raise InputError(f"input layer {name} shows no video (open a video file first)")
         return video
 
-    def _frame_interval(self) -> int:
-        fps = max((v.reader.fps for v in self.videos.values() if v.playing), default=25.0)
-        return max(1, int(1000 / max(fps, 1.0)))
+    def _frame_delay(self) -> int:
+        """Milliseconds until the next frame of a playing video is due."""
+        due = self.frames.due_in() if self.frames is not None else None
+        return 0 if due is None else int(math.ceil(due * 1000))
 
     def _ensure_timer(self) -> QtCore.QTimer:
         if self._timer is None:  # created in the worker thread, where it fires
@@ -256,24 +296,24 @@ class AnalysisSession(QtCore.QObject):
         return self._timer
 
     def _next_frames(self) -> None:
-        net = self.net
-        if net is None:
+        """The video timer: the newest due frame of every playing video (those that fell due while the network
+        was busy are dropped), one run, the views; then the timer waits for the next due frame."""
+        if self.net is None or self.frames is None:
             return
-        t0 = time.perf_counter()
-        playing = [n for n, v in self.videos.items() if v.playing]
-        for name in playing:
-            video = self.videos[name]
-            data = video.read()
-            if data is None:  # the end: stop there
-                video.playing = False
-                self._emit_input(name)
-                continue
-            net.set_input(name, data)
-        if playing:
+        waiting = time.perf_counter() - self._shown_since < SHOWN_TIMEOUT_S
+        if waiting and not self._shown.wait(0.002):  # the GUI still shows the previous frame: due ones are dropped
+            self._ensure_timer().start(2)
+            return
+        advance = self.frames.advance()
+        for name in advance.ended:  # the end: stop there
+            self._emit_input(name)
+        if advance.frames or (self._option_pending and not self.frames.playing):  # ended: show the option
             self._run()
-        if any(v.playing for v in self.videos.values()) and self.net is not None:
-            spent = int((time.perf_counter() - t0) * 1000)
-            self._ensure_timer().start(max(0, self._frame_interval() - spent))
+        if self._was_paused:  # the time the debugger held the network is not time the video played
+            self._was_paused = False
+            self.frames.rebase()
+        if self.frames is not None and self.frames.playing and self.net is not None:
+            self._ensure_timer().start(self._frame_delay())
 
     # ---- options, inspection, timings, breakpoints ---------------------------------------------------
     def cmd_set_option(self, payload: tuple[str, str, Any]) -> None:
@@ -286,7 +326,18 @@ class AnalysisSession(QtCore.QObject):
             self.option_error.emit(layer, name, str(exc))  # the value stays as it was
             return
         self.options.emit(net.runtime_options())
-        self._schedule_run()
+        if self.frames is not None and self.frames.playing:
+            self._option_pending = True  # the next frame runs with the new value
+        else:
+            self._schedule_run()
+
+    def cmd_inspect_mapping(self, payload: tuple[float, float, bool] | tuple[float, float, bool, int]) -> None:
+        """(shift, scale, fit[, grid pixels]) of the channel inspector: the grids of the following runs are
+        prepared so, at most that many pixels (the inspector's display size; at most MAX_GRID_PIXELS)."""
+        shift, scale, fit, *pixels = payload
+        self.mapping = (float(shift), float(scale), bool(fit))
+        if pixels:
+            self.grid_pixels = max(1, min(int(pixels[0]), MAX_GRID_PIXELS))
 
     def cmd_inspect(self, name: str | None) -> None:
         """Follow ``name`` in the channel inspector: its data is sent now and after every run."""
@@ -298,8 +349,8 @@ class AnalysisSession(QtCore.QObject):
         """(layer, n, c): one slice at full resolution (``layer_data`` with N = C = 1, stride 1)."""
         name, n, c = payload
         net = self._need_net()
-        full = net.output(name)
-        one = np.ascontiguousarray(full[n:n + 1, c:c + 1])
+        one = prepare_view(net, View(name, "channel", channel=(int(n), int(c)), values=True)).values  # the slice only
+        assert one is not None
         self.layer_data.emit(LayerData(name, net.layer(name).desc.name, str(net.dims(name)), one, 1, {},
                                        channel_stats(one), self.runs, (n, c)))
 
@@ -386,12 +437,16 @@ class AnalysisSession(QtCore.QObject):
         if self.profile_timings:
             self.timings.emit(dict(self._layer_times))
         self.overview.emit(network_overview(net))
-        for name in net.input_names:
-            if name in executed:
-                self._emit_input(name)
-        self.outputs.emit({n: _display_image(net.output(n)) for n in net.output_names})
+        inputs = [n for n in net.input_names if n in executed]
+        images = prepare_views(net, [View(n, "image", max_side=MAX_IMAGE_SIDE) for n in (*inputs, *net.output_names)])
+        for name, p in zip(inputs, images, strict=False):
+            self._emit_input(name, p)
+        self.outputs.emit({p.view.layer: p.image for p in images[len(inputs):]})
         if self.inspected is not None and self.inspected in net.nodes:
             self._emit_layer(self.inspected)
+        self._option_pending = False
+        self._shown.clear()
+        self._shown_since = time.perf_counter()
         self.ran.emit(RunInfo(self.runs, executed, ms))  # last: everything of this run has been sent
 
     def _pending(self) -> set[str]:
@@ -404,29 +459,32 @@ class AnalysisSession(QtCore.QObject):
                 out.add(name)
         return out
 
-    def _emit_input(self, name: str) -> None:
+    def _on_pause(self, info: object) -> None:
+        self._was_paused = True
+        self.paused.emit(info)
+
+    def _emit_input(self, name: str, prepared: Prepared | None = None) -> None:
         net = self._need_net()
         kind, path = self.sources.get(name, ("random", ""))
-        data = net.output(name)
+        p = prepared or prepare_view(net, View(name, "image", max_side=MAX_IMAGE_SIDE))
         video = self.videos.get(name)
         self.input_frame.emit(InputFrame(
-            name, _display_image(data), kind, path, video.frame if video else 0,
+            name, p.image, kind, path, video.frame if video else 0,
             video.reader.frame_count if video else 0, video.reader.fps if video else 0.0,
-            bool(video and video.playing), "x".join(map(str, data.shape))))
+            bool(video and video.playing), "x".join(map(str, p.shape))))
 
     def _emit_layer(self, name: str) -> None:
         net = self._need_net()
-        full = net.output(name)
-        tensor = display_tensor(full, 1 << 16, MAX_INSPECT_VALUES)
+        shift, scale, fit = self.mapping
+        p = prepare_view(net, View(name, "grid", max_pixels=self.grid_pixels, shift=shift, scale=scale, fit=fit,
+                                   values=True, stats=True))
         layer = net.layer(name)
-        weights = {k: net.backend.to_host(v).astype(np.float32) for k, v in layer.weights.items()}
+        weights = self._weights.get(name)
+        if weights is None:  # weights do not change during a session: copied once
+            weights = self._weights[name] = {k: net.backend.to_host(v).astype(np.float32)
+                                             for k, v in layer.weights.items()}
         stale = self.debugger.paused and name in self._pending()
-        self.layer_data.emit(LayerData(name, layer.desc.name, str(net.dims(name)), tensor,
-                                       max(1, -(-full.shape[2] // tensor.shape[2])), weights, channel_stats(full),
-                                       self.runs, stale=stale))
-
-
-def _display_image(tensor: np.ndarray) -> np.ndarray:
-    """An 8-bit image of a tensor for a viewer (batch item 0, at most MAX_IMAGE_SIDE pixels a side)."""
-    t = display_tensor(tensor, MAX_IMAGE_SIDE)
-    return tensor_to_image(t)
+        assert p.values is not None
+        self.layer_data.emit(LayerData(name, layer.desc.name, str(net.dims(name)), p.values, p.stride, weights,
+                                       p.stats, self.runs, stale=stale, image=p.image, layout=p.layout,
+                                       mapping=self.mapping))
