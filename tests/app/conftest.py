@@ -48,5 +48,5 @@ def ctl(qtbot, registry):
     yield c
     c.stop()
     assert c.proxy.shutdown()
-    for w in (c.inputs, c.output, c.params, c.overview_panel, c.inspector, c.debug):
+    for w in (c.inputs, c.output, c.params, c.overview_panel, c.inspector, c.debug, c.precision):
         w.deleteLater()

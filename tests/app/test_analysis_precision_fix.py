@@ -2,24 +2,12 @@
 re-run with the pins, before/after errors and times side by side, and the pins applied to the model (undoable)."""
 from __future__ import annotations
 
-import pytest
 from PySide6 import QtCore
 
-from app.analysis.controller import AnalysisController
 from engine.model import Model
 from engine.run import RunSpec
 
 WAIT = 60000
-
-
-@pytest.fixture
-def ctl(qtbot, registry):
-    c = AnalysisController()
-    yield c
-    c.stop()
-    assert c.proxy.shutdown()
-    for w in (c.inputs, c.output, c.params, c.overview_panel, c.inspector, c.debug, c.precision):
-        w.deleteLater()
 
 
 def planted() -> Model:
