@@ -10,8 +10,9 @@
 """
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from engine.backends import NumpyBackend
 from engine.backends.base import Backend
-from engine.errors import GraphError, InputError, LayerLabError, ParameterError, ShapeError, WeightsError
+from engine.errors import GraphError, InputError, LayerLabError, ParameterError, PluginError, ShapeError, WeightsError
 from engine.graph import execution_order
 from engine.layer import BoundActivation, Layer
 from engine.limits import check_allocation, check_layer_memory, host_memory_bytes
@@ -78,6 +79,29 @@ def random_input(dims: Dims, seed: int = 0, what: str = "random input") -> np.nd
     shape = tuple(int(d) for d in dims)
     check_allocation(f"{what} {'x'.join(map(str, shape))}", math.prod(shape) * 4, host_memory_bytes(), "the host")
     return np.random.default_rng(seed).random(shape, dtype=np.float32)
+
+
+#: the packages of LayerLab's own code: an exception from there is a LayerLab bug, from anywhere else a plugin's
+OWN_PACKAGES = ("engine.", "plugins.standard.", "plugins.activations.", "plugins.analysis.")
+
+
+@contextlib.contextmanager
+def plugin_code(name: str, layer: Layer, what: str) -> Iterator[None]:
+    """Run a layer's code: an unexpected exception from a third-party plugin's layer becomes a PluginError naming
+    the layer, its type and its module (a user-facing error, not a crash); LayerLab's own layers' exceptions pass
+    through unchanged (they are LayerLab bugs)."""
+    try:
+        yield
+    except LayerLabError:
+        raise
+    except Exception as exc:
+        module = type(layer).__module__
+        if module.startswith(OWN_PACKAGES):
+            raise
+        text = str(exc)
+        text = text if len(text) <= 300 else text[:300] + "..."
+        raise PluginError(f"layer {name} ({layer.desc.name}, plugin module {module}): its {what} code failed: "
+                          f"{type(exc).__name__}: {text}") from exc
 
 
 class Network:
@@ -289,7 +313,8 @@ class Network:
             ins = [dims[s] if s is not None else None for s in nd.inputs]
             if name in input_dims:
                 nd.layer.requested_dims = input_dims[name]  # type: ignore[attr-defined]
-            out = nd.layer.output_dims(ins)
+            with plugin_code(name, nd.layer, "output size"):
+                out = nd.layer.output_dims(ins)
             dims[name], in_dims[name] = out, ins
         # checked before any tensor or weight is allocated; the buffers held now are freed by the new plan
         held = sum(int(s.nbytes) for s in self._slots)
@@ -317,7 +342,8 @@ class Network:
             nd = self.nodes[name]
             if self._in_dims.get(name) != in_dims[name] or self._dims.get(name) != dims[name]:
                 nd.layer.input_dims, nd.layer.out_dims = in_dims[name], dims[name]
-                nd.layer.reshape(in_dims[name], dims[name])
+                with plugin_code(name, nd.layer, "reshape"):
+                    nd.layer.reshape(in_dims[name], dims[name])
                 nd.layer.reshape_count += 1
         self._dims, self._in_dims = dims, in_dims
         self._plan_memory()
@@ -509,7 +535,8 @@ class Network:
             cb(self, name, out)
         if self._roots[name] == name:
             ins = [self._views[s] if s is not None else None for s in nd.inputs]
-            nd.layer.forward(ins, out)
+            with plugin_code(name, nd.layer, "forward"):
+                nd.layer.forward(ins, out)
             act = nd.layer.activation
             if act is not None and not nd.layer.fuses_activation:
                 target = out if act.impl.elementwise else nchw_view(out, self.fmt_of(name))

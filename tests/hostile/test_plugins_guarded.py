@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from tests.hostile.conftest import SMALL
+from tests.hostile.conftest import SMALL, inp, out
 
 HEADER = '''
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc, ActivationDesc, CoefDesc
@@ -128,3 +128,31 @@ def test_bad_activation_descriptor_is_refused(case):
     res = case.expect(0, None, "layers", "--plugins", "plugins")
     line = next(ln for ln in res.out.splitlines() if ln.startswith("FAILED"))
     assert "plugin evil: activation" in line and "name" in line
+
+
+RUNTIME_FAILURE = '''
+class L(Layer):
+    desc = LayerDesc("fragile", "Fragile", "fails when it runs", inputs=(InputDesc("x"),))
+    def output_dims(self, inputs):
+        {shape}
+        return inputs[0]
+    def forward(self, inputs, out):
+        {forward}
+        out[...] = inputs[0]
+def register(r):
+    r.layer(L)
+'''
+
+
+@pytest.mark.parametrize("where", ["forward", "output_dims"])
+def test_a_plugin_layer_failing_while_it_runs_is_a_user_error_naming_the_layer(case, where):
+    """An exception inside a third-party layer's code (not LayerLab's) is exit status 2 naming the layer, its type
+    and its module, not an internal error."""
+    bad, ok = "1 / 0", "pass"
+    _plugins(case, "fragile", HEADER + RUNTIME_FAILURE.format(shape=bad if where == "output_dims" else ok,
+                                                              forward=bad if where == "forward" else ok))
+    layers = "\n".join([inp(), '<layer name="f1" type="fragile"><input index="0" source="input"/></layer>', out("f1")])
+    case.model("m.lnet", layers)
+    res = case.expect(2, ["f1", "fragile", "ZeroDivisionError"], "infer", "m.lnet", "-n", "1", "-b", "numpy",
+                      "--plugins", "plugins")
+    assert "plugin module" in res.error_lines[0]
