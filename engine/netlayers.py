@@ -22,7 +22,10 @@ folder of the model that holds the layer; ``/`` separators)::
 * A template may hold network layers: they are expanded after the templates (``expand_all``; the preprocessor's
   templates pass does the same).
 * The file is read again whenever it changed (size or modification time), so the next build and type check see
-  the change. A missing or broken file, recursion (A uses B uses A) and an unknown output are errors naming the
+  the change. Within one expansion each file (by path and stamp) is read and expanded once, however often it is
+  used, and the expanded size is counted from the files, bottom up, before expanding: a few small files using each
+  other twice over are refused at once (LimitError naming the file and the size) instead of being expanded
+  2**depth times. A missing or broken file, recursion (A uses B uses A) and an unknown output are errors naming the
   file; in the type check they are shown on the network layer.
 
 ``find_desc`` (``engine.templates``) describes a network layer through ``network_desc`` (registered here in
