@@ -135,11 +135,13 @@ class Model:
             "custom_layers": dict(self.custom_layers),
         }
 
-    def copy(self) -> Model:
+    def copy(self, layers: bool = True) -> Model:
         """A new Model with the same content (layers, settings, rules, templates), a fresh undo stack and
-        no file path (so saving it never overwrites the original by accident)."""
+        no file path (so saving it never overwrites the original by accident). ``layers=False``: no layers
+        (the caller sets its own)."""
         out = Model(self.name, self.version)
-        out.layers = {n: copy.deepcopy(s) for n, s in self.layers.items()}
+        if layers:
+            out.layers = {n: copy.deepcopy(s) for n, s in self.layers.items()}
         out.settings = dict(self.settings)
         out.fusing_rules = copy.deepcopy(self.fusing_rules)
         out.templates = dict(self.templates)

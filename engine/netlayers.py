@@ -22,7 +22,10 @@ folder of the model that holds the layer; ``/`` separators)::
 * A template may hold network layers: they are expanded after the templates (``expand_all``; the preprocessor's
   templates pass does the same).
 * The file is read again whenever it changed (size or modification time), so the next build and type check see
-  the change. A missing or broken file, recursion (A uses B uses A) and an unknown output are errors naming the
+  the change. Within one expansion each file (by path and stamp) is read and expanded once, however often it is
+  used, and the expanded size is counted from the files, bottom up, before expanding: a few small files using each
+  other twice over are refused at once (LimitError naming the file and the size) instead of being expanded
+  2**depth times. A missing or broken file, recursion (A uses B uses A) and an unknown output are errors naming the
   file; in the type check they are shown on the network layer.
 
 ``find_desc`` (``engine.templates``) describes a network layer through ``network_desc`` (registered here in
@@ -50,7 +53,7 @@ from engine.modelfile import load
 from engine.registry import Registry
 from engine.templates import SEP, Expansion, expand, has_instances
 from engine.templates.descriptors import COMPOSITE_DESCS
-from engine.templates.expansion import MAX_EXPANDED_LAYERS
+from engine.templates.expansion import MAX_EXPANDED_LAYERS, expanded_size
 from engine.tensor import FORMATS
 from engine.weights import WeightsSource
 from engine.weights import open_weights as open_weights_path
@@ -108,18 +111,24 @@ def _read(path: str, stamp: tuple[int, int]) -> Model:
     return load(path)
 
 
-def referenced_model(model: Model, layer_type: str) -> tuple[Path, Model]:
-    """The file and the model (do not change it: it is shared) a network layer of ``model`` references; read
-    again when the file changed. Raises NetworkLayerError naming the file."""
+def _referenced(model: Model, layer_type: str) -> tuple[Path, tuple[int, int], Model]:
     path = resolve(model, layer_type)
     try:
         st = path.stat()
     except OSError:
         raise NetworkLayerError(f"network file {network_file(layer_type)} not found (looked for {path})") from None
+    stamp = (st.st_mtime_ns, st.st_size)
     try:
-        return path, _read(str(path), (st.st_mtime_ns, st.st_size))
+        return path, stamp, _read(str(path), stamp)
     except LayerLabError as exc:
         raise NetworkLayerError(f"network file {network_file(layer_type)} cannot be used: {exc}") from None
+
+
+def referenced_model(model: Model, layer_type: str) -> tuple[Path, Model]:
+    """The file and the model (do not change it: it is shared) a network layer of ``model`` references; read
+    again when the file changed. Raises NetworkLayerError naming the file."""
+    path, _, sub = _referenced(model, layer_type)
+    return path, sub
 
 
 def ports(model: Model, registry: Registry) -> tuple[list[str], list[str]]:
@@ -207,23 +216,59 @@ def _ancestors(model: Model, target: str) -> set[str]:
     return seen
 
 
-def _inline(model: Model, name: str, spec: LayerSpec, registry: Registry, stack: tuple[str, ...],
-            taken: Mapping[str, Any]) -> tuple[dict[str, LayerSpec], str | None, NetworkExpansion, Path]:
-    """The layers replacing network layer ``name``; the layer readers of it read (None: nothing); the nested
-    expansion (re-prefixed); the file."""
-    path, sub = referenced_model(model, spec.type)
-    _check_recursion(path, stack)
-    where = f"network file {network_file(spec.type)}"
+@dataclass
+class _Expanded:
+    """A referenced file with its network layers and templates expanded (shared: copy what you keep), its
+    network layers' own weights, its ports and ``height``: how many levels of files it uses below it."""
+
+    model: Model
+    weights: dict[str, str]
+    inputs: list[str]
+    outputs: list[str]
+    is_out: set[str]
+    height: int
+
+
+#: one expansion's memo: (resolved file, (mtime, size)) -> that file expanded; also ``size`` -> upper bounds
+_Memo = dict[Any, Any]
+
+
+def _expanded_file(path: Path, stamp: tuple[int, int], sub: Model, registry: Registry, stack: tuple[str, ...],
+                   memo: _Memo) -> _Expanded:
+    """``sub`` (the file ``path``) expanded once per expansion: a file used twice is not expanded twice (a few
+    files using the next twice over would cost 2**depth). Under ``stack`` (the files using it)."""
+    key = (str(path), stamp)
+    hit = memo.get(key)
+    if hit is not None and len(stack) + hit.height < MAX_TEMPLATE_DEPTH:
+        return hit  # a file that expanded has no cycle; deeper than the cap: expanded again to say where
     inner_stack = (*stack, _stack_key(path))
-    nested = expand_networks(sub, registry, True, inner_stack)
+    nested = expand_networks(sub, registry, True, inner_stack, _memo=memo)
     inner = nested.model
     if has_instances(inner):
         inner = expand(inner, registry).model
         if has_network_layers(inner):  # network layers its templates held
-            held = expand_networks(inner, registry, True, inner_stack)
+            held = expand_networks(inner, registry, True, inner_stack, _memo=memo)
             nested.weights.update(held.weights)
+            nested.files.update(held.files)
             inner = held.model
     inputs, outputs = ports(inner, registry)
+    is_out = {n for n, s in inner.layers.items() if getattr(registry.layer_class(s.type), "is_network_output", False)}
+    height = 1 + max((memo.get(("height", f), 0) for f in nested.files.values()), default=0) if nested.files else 0
+    entry = _Expanded(inner, nested.weights, inputs, outputs, is_out, height)
+    memo[key] = entry
+    memo[("height", str(path))] = height
+    return entry
+
+
+def _inline(model: Model, name: str, spec: LayerSpec, registry: Registry, stack: tuple[str, ...],
+            taken: Mapping[str, Any], memo: _Memo) -> tuple[dict[str, LayerSpec], str | None, dict[str, str], Path]:
+    """The layers replacing network layer ``name``; the layer readers of it read (None: nothing); the nested
+    network layers' own weights (not yet re-prefixed); the file."""
+    path, stamp, sub = _referenced(model, spec.type)
+    _check_recursion(path, stack)
+    where = f"network file {network_file(spec.type)}"
+    done = _expanded_file(path, stamp, sub, registry, stack, memo)
+    inner, inputs, outputs, is_out = done.model, done.inputs, done.outputs, done.is_out
     if not outputs:
         raise NetworkLayerError(f"{where} has no output layer")
     output = spec.params.get("output") or outputs[0]
@@ -233,7 +278,6 @@ def _inline(model: Model, name: str, spec: LayerSpec, registry: Registry, stack:
         raise NetworkLayerError(f"{where} has {len(inputs)} input(s) ({', '.join(inputs) or 'none'}), but "
                                 f"{len(spec.inputs)} are connected")
     outer = {n: (spec.inputs[i] if i < len(spec.inputs) else None) for i, n in enumerate(inputs)}
-    is_out = {n for n, s in inner.layers.items() if getattr(registry.layer_class(s.type), "is_network_output", False)}
 
     def source(x: str | None) -> str | None:
         if x is None:
@@ -267,24 +311,57 @@ def _inline(model: Model, name: str, spec: LayerSpec, registry: Registry, stack:
                                         f"its output ({target}) already has activation {t.activation}")
             t.activation, t.act_coefs = spec.activation, dict(spec.act_coefs)
         t.permanent = t.permanent or spec.permanent
-    return out, target, nested, path
+    return out, target, done.weights, path
+
+
+def _size(model: Model, registry: Registry, stack: tuple[str, ...], memo: _Memo) -> tuple[int, list[tuple[int, str]]]:
+    """How many layers ``model`` has at most once expanded (each file counted once, bottom up: a network layer
+    counts its file's layers but its input and output layers; a file that cannot be read, recursion or too deep:
+    1, expanding says why), and (size, file as written) of its network layers."""
+    refs: list[tuple[int, str]] = []
+    for spec in model.layers.values():
+        if network_file(spec.type) is None:
+            continue
+        try:
+            path, stamp, sub = _referenced(model, spec.type)
+            _check_recursion(path, stack)
+        except LayerLabError:
+            refs.append((1, network_file(spec.type) or ""))
+            continue
+        key = ("size", str(path), stamp)
+        if key not in memo:
+            inputs, outputs = ports(sub, registry)
+            cls = registry.layer_class
+            ends = len(inputs) + sum(1 for n in outputs if getattr(cls(sub.layers[n].type), "is_network_output", False))
+            memo[key] = _size(sub, registry, (*stack, _stack_key(path)), memo)[0] - ends
+        refs.append((memo[key], network_file(spec.type) or ""))
+    return expanded_size(model) - len(refs) + sum(n for n, _ in refs), refs
 
 
 def expand_networks(model: Model, registry: Registry, strict: bool = True,
-                    _stack: tuple[str, ...] = ()) -> NetworkExpansion:
+                    _stack: tuple[str, ...] = (), _memo: _Memo | None = None) -> NetworkExpansion:
     """Replace every network layer of ``model`` (unchanged) by the referenced model's layers (see the module
     documentation). ``strict``: raise NetworkLayerError for a layer that cannot be expanded (else record it in
-    ``failed`` and leave it as it is)."""
+    ``failed`` and leave it as it is). Each file is read and expanded once (``_memo``: one expansion's, shared by
+    ``expand_all``); an expansion larger than MAX_EXPANDED_LAYERS is refused before expanding (LimitError)."""
     result = NetworkExpansion(model)
+    memo: _Memo = {} if _memo is None else _memo
+    top = not _stack  # the model expanded, not a file it uses
     if not _stack and model.path and not model.path.startswith("<"):
         _stack = (_stack_key(Path(model.path).resolve()),)  # a model referencing its own file uses itself
+    if top and has_network_layers(model):  # bounded before expanding
+        size, refs = _size(model, registry, _stack, memo)
+        if size > MAX_EXPANDED_LAYERS:
+            big, file = max(refs)
+            raise LimitError(f"network {model.name}: its network layers expand to {size} layers, more than "
+                             f"{MAX_EXPANDED_LAYERS} (network file {file} alone expands to {big})")
     layers: dict[str, LayerSpec] = {}
     for name, spec in model.layers.items():
         if network_file(spec.type) is None:
             layers[name] = copy.deepcopy(spec)
             continue
         try:
-            sub, target, nested, path = _inline(model, name, spec, registry, _stack, {**model.layers, **layers})
+            sub, target, weights, path = _inline(model, name, spec, registry, _stack, {**model.layers, **layers}, memo)
         except LayerLabError as exc:
             if strict:
                 raise
@@ -298,7 +375,7 @@ def expand_networks(model: Model, registry: Registry, strict: bool = True,
         prefix = f"{name}{SEP}"
         for n in sub:
             result.origin[n] = (name, n[len(prefix):])
-        for p, w in nested.weights.items():
+        for p, w in weights.items():
             result.weights[prefix + p] = w
         own = spec.params.get("weights", "").strip()
         if own:
@@ -308,7 +385,7 @@ def expand_networks(model: Model, registry: Registry, strict: bool = True,
                              "layers")
     for s in layers.values():
         s.inputs = [result.output_of.get(x, x) if x else x for x in s.inputs]
-    out = model.copy()
+    out = model.copy(layers=False)
     out.layers = layers
     result.model = out
     return result
@@ -318,10 +395,11 @@ def expand_all(model: Model, registry: Registry, strict: bool = True) -> Expansi
     """Network layers, then templates, then the network layers templates held, expanded (what the preprocessor's
     first two passes do) as one Expansion: origin and outputs name the layers of ``model``; ``failed`` holds every
     failure, on the layer of ``model`` it belongs to."""
-    nets = expand_networks(model, registry, strict)
+    memo: _Memo = {}  # each file read and expanded once
+    nets = expand_networks(model, registry, strict, _memo=memo)
     exp = merge(nets, expand(nets.model, registry, strict))
     if has_network_layers(exp.model):
-        exp = merge(exp, expand_networks(exp.model, registry, strict))
+        exp = merge(exp, expand_networks(exp.model, registry, strict, _memo=memo))
     return exp
 
 

@@ -255,3 +255,56 @@ def test_a_breakpoint_inside_a_network_layer_pauses_there(tmp_path, registry):
     dbg.resume()
     worker.join(30)
     assert not worker.is_alive() and net.output("out").shape == (1, 3, 8, 8)
+
+
+def _uses(path: Path, refs: list[str], name: str) -> None:
+    """A file whose layers are network layers in a row, one per entry of ``refs``."""
+    m = Model(name)
+    m.add_layer("input", "x", params={"dimensions": "1x3x8x8"})
+    last = "x"
+    for i, ref in enumerate(refs):
+        m.add_layer(network_type(ref), f"n{i}", inputs=[last])
+        last = f"n{i}"
+    m.add_layer("output", "y", inputs=[last])
+    save(m, path)
+
+
+def test_a_file_used_many_times_expands_at_every_use(tmp_path, registry):
+    # d0 uses d1 twice, ..., d4 uses block twice: input, output and 2**5 blocks of 2 layers (each file is
+    # expanded once and copied at every use)
+    block(tmp_path / "block.lnet")
+    for i in range(5):
+        _uses(tmp_path / f"d{i}.lnet", [f"d{i + 1}.lnet" if i < 4 else "block.lnet"] * 2, f"d{i}")
+    model = load(tmp_path / "d0.lnet")
+    exp = expand_networks(model, registry)
+    assert len(exp.model.layers) == 2 + 2 ** 5 * 2
+    assert "n1__n0__n1__n0__n1__c2" in exp.model.layers and exp.output_of["n1"] == "n1__n1__n1__n1__n1__c2"
+    assert not errors(check(model, registry))
+
+
+def test_a_too_large_tree_of_files_is_refused_before_expanding_naming_the_file_and_the_size(tmp_path, registry):
+    block(tmp_path / "block.lnet")
+    for i in range(20):
+        _uses(tmp_path / f"d{i}.lnet", [f"d{i + 1}.lnet" if i < 19 else "block.lnet"] * 2, f"d{i}")
+    with pytest.raises(LayerLabError, match=r"network d0: its network layers expand to 2097154 layers, more than "
+                                            r"200000 \(network file d1.lnet alone expands to 1048576\)"):
+        expand_networks(load(tmp_path / "d0.lnet"), registry)
+
+
+@pytest.mark.parametrize(("chain", "fails"), [(61, False), (62, True)])
+def test_a_file_expanded_once_is_still_nested_too_deeply_when_reached_deeper(tmp_path, registry, chain, fails):
+    # top uses x directly (expanded, remembered) and through a chain of files ending in x: the second use is
+    # as deep as without remembering
+    block(tmp_path / "y.lnet")
+    _uses(tmp_path / "x.lnet", ["y.lnet"], "x")
+    for i in range(1, chain + 1):
+        _uses(tmp_path / f"c{i}.lnet", [f"c{i + 1}.lnet" if i < chain else "x.lnet"], f"c{i}")
+    m = Model("top")
+    m.add_layer("input", "i", params={"dimensions": "1x3x8x8"})
+    m.add_layer(network_type("x.lnet"), "a", inputs=["i"])
+    m.add_layer(network_type("c1.lnet"), "b", inputs=["a"])
+    m.add_layer("output", "o", inputs=["b"])
+    save(m, tmp_path / "top.lnet")
+    exp = expand_networks(load(tmp_path / "top.lnet"), registry, strict=False)
+    assert "a" not in exp.failed
+    assert ("b" in exp.failed and "nested more than 64 levels" in exp.failed["b"]) == fails

@@ -168,3 +168,31 @@ def test_a_long_chain_of_network_files_is_refused_by_depth(case, cmd):
     res = case.run(cmd, "chain0.lnet", *(["-n", "1"] if cmd == "infer" else []))
     assert res.rc in (1, 2) and "Traceback" not in res.err
     assert "nested more than 64 levels" in res.err + res.out
+
+
+def _network_tree(case, depth: int) -> None:
+    """tree0.lnet .. tree{depth-1}.lnet: each uses the next twice in a row (the last: two dropouts), so the
+    expanded size doubles at every level while every file stays a few hundred bytes."""
+    for i in range(depth):
+        inner = "dropout" if i == depth - 1 else f"network:tree{i + 1}.lnet"
+        layers = "\n".join([inp(dims="1x1x4x4"),
+                            f'<layer name="a" type="{inner}"><input index="0" source="input"/></layer>',
+                            f'<layer name="b" type="{inner}"><input index="0" source="a"/></layer>', out("b")])
+        case.model(f"tree{i}.lnet", layers, network=f'name="n{i}"')
+
+
+@pytest.mark.parametrize("cmd", ["check", "infer"])
+def test_a_tree_of_network_files_doubling_at_every_level_is_refused_at_once(case, cmd):
+    # 25 files, each using the next twice: 2**25 layers. Each file used to be read, expanded and checked again
+    # for every reference (about 280 s before the layer cap refused it); now each file is expanded once and
+    # the size is counted from the files before expanding
+    _network_tree(case, 25)
+    case.expect(2, ["network n0", "expand to 33554434 layers", "network file tree1.lnet", "16777216"],
+                cmd, "tree0.lnet", *(["-n", "1"] if cmd == "infer" else []), timeout=20)
+
+
+def test_a_tree_of_network_files_of_a_reasonable_size_checks_and_runs(case):
+    _network_tree(case, 10)  # 1024 layers, from files each used 2 to 512 times
+    res = case.expect(0, None, "check", "tree0.lnet", timeout=60)
+    assert "0 error(s)" in res.out
+    case.expect(0, None, "infer", "tree0.lnet", "-n", "1", timeout=60)
