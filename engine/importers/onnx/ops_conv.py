@@ -1,6 +1,8 @@
 """Convolutions and dense layers: Conv, ConvTranspose, Gemm, MatMul."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from engine.importers.onnx._common import padding_params, pair, spatial_pads
@@ -9,15 +11,18 @@ from engine.importers.onnx.mapping import maps
 from engine.tensor import Dims
 
 
+def _conv_operands(ctx: Context, what: str) -> tuple[str, Any, Any, dict[str, Any]]:
+    """The input name, constant weights (4-D), optional constant bias and attributes of a Conv-like node."""
+    w = ctx.const(ctx.node.input[1], "weights")
+    if w.ndim != 4:
+        raise Unsupported(f"weights of rank {w.ndim}: only 2-D {what} are supported")
+    return ctx.node.input[0], w, ctx.optional_const(2), ctx.attrs()
+
+
 @maps("Conv", "convolution", "groups, dilations, strides, `auto_pad` (SAME_UPPER, SAME_LOWER, VALID), symmetric and "
       "asymmetric pads (`padding_end`), bias; 2-D only, weights must be constants")
 def conv(ctx: Context) -> None:
-    x = ctx.node.input[0]
-    w = ctx.const(ctx.node.input[1], "weights")
-    b = ctx.optional_const(2)
-    a = ctx.attrs()
-    if w.ndim != 4:
-        raise Unsupported(f"weights of rank {w.ndim}: only 2-D convolutions are supported")
+    x, w, b, a = _conv_operands(ctx, "convolutions")
     kernel = pair(a.get("kernel_shape"), 0, "kernel_shape") if "kernel_shape" in a else (w.shape[2], w.shape[3])
     stride, dilation = pair(a.get("strides"), 1, "strides"), pair(a.get("dilations"), 1, "dilations")
     pads = spatial_pads(ctx, x, kernel, stride, dilation, a)
@@ -30,12 +35,7 @@ def conv(ctx: Context) -> None:
 @maps("ConvTranspose", "deconvolution", "groups, dilations, strides, pads (asymmetric with `padding_end`), "
       "`output_padding`, `output_shape`, `auto_pad`, bias")
 def conv_transpose(ctx: Context) -> None:
-    x = ctx.node.input[0]
-    w = ctx.const(ctx.node.input[1], "weights")
-    b = ctx.optional_const(2)
-    a = ctx.attrs()
-    if w.ndim != 4:
-        raise Unsupported(f"weights of rank {w.ndim}: only 2-D transposed convolutions are supported")
+    x, w, b, a = _conv_operands(ctx, "transposed convolutions")
     group = int(a.get("group", 1))
     kernel = (w.shape[2], w.shape[3])
     stride, dilation = pair(a.get("strides"), 1, "strides"), pair(a.get("dilations"), 1, "dilations")
