@@ -14,6 +14,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,30 +66,32 @@ def kind_of(path: str | os.PathLike[str]) -> str:
                      f"expected an image ({', '.join(IMAGE_EXTS)}), a video ({', '.join(VIDEO_EXTS)}) or .npy")
 
 
-def image_to_tensor(rgb: np.ndarray, opts: ImageOptions = ImageOptions()) -> np.ndarray:
-    """HxW, HxWxC uint8/uint16/float image (RGB order) -> 1xCxHxW float32 tensor."""
-    img = np.asarray(rgb)
+def image_to_tensor(rgb: Any, opts: ImageOptions = ImageOptions(), xp: Any = np) -> Any:
+    """HxW, HxWxC uint8/uint16/float image (RGB order) -> 1xCxHxW float32 tensor. ``xp``: the array module of
+    ``rgb`` (NumPy, or CuPy to convert a frame uploaded as 8-bit on the GPU: a quarter of the bytes cross the bus
+    and the host does no arithmetic)."""
+    img = xp.asarray(rgb)
     if img.ndim == 2:
         img = img[:, :, None]
     if img.dtype == np.uint8:
-        x = img.astype(np.float32) / 255.0
+        x = img.astype(xp.float32) / xp.float32(255.0)
     elif img.dtype == np.uint16:
-        x = img.astype(np.float32) / 65535.0
+        x = img.astype(xp.float32) / xp.float32(65535.0)
     else:
-        x = img.astype(np.float32)
+        x = img.astype(xp.float32)
     if opts.shift_first:
-        x = (x + np.float32(opts.shift)) * np.float32(opts.scale)
+        x = (x + xp.float32(opts.shift)) * xp.float32(opts.scale)
     else:
-        x = x * np.float32(opts.scale) + np.float32(opts.shift)
+        x = x * xp.float32(opts.scale) + xp.float32(opts.shift)
     if not opts.use_alpha and x.shape[2] == 4:
         x[:, :, 3] = 0.0
-    t = np.ascontiguousarray(x.transpose(2, 0, 1)[None])
+    t = xp.ascontiguousarray(x.transpose(2, 0, 1)[None])
     c, h, w = t.shape[1:]
     tile = max(1, int(opts.tiling))
     pc = max(0, int(opts.min_channels) - c)
     ph, pw = (-h) % tile, (-w) % tile
     if pc or ph or pw:
-        t = np.pad(t, ((0, 0), (0, pc), (0, ph), (0, pw)))
+        t = xp.pad(t, ((0, 0), (0, pc), (0, ph), (0, pw)))
     return t
 
 
@@ -162,9 +165,13 @@ def read_npy(path: str | os.PathLike[str], layout: str = "nchw") -> np.ndarray:
 
 
 class VideoReader:
-    """Frames of a video file as tensors, one at a time."""
+    """Frames of a video file as tensors, one at a time.
 
-    def __init__(self, path: str | os.PathLike[str], opts: ImageOptions = ImageOptions()) -> None:
+    ``prefetch``: decode the next frame in a background thread while the caller works on this one (live analysis:
+    the decoding overlaps the network's run); ``seek``, ``skip`` and ``close`` wait for that frame first, so the
+    position is always the one a reader without prefetching would have."""
+
+    def __init__(self, path: str | os.PathLike[str], opts: ImageOptions = ImageOptions(), prefetch: bool = False) -> None:
         cv2 = _cv2()
         self.path = Path(path)
         if not self.path.is_file():
@@ -181,20 +188,50 @@ class VideoReader:
                              f"{limit} pixels (set LAYERLAB_MAX_IMAGE_PIXELS to allow more)")
         self.fps = float(self._cap.get(cv2.CAP_PROP_FPS)) or 25.0
         self.frame_count = int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        self._pool: ThreadPoolExecutor | None = (
+            ThreadPoolExecutor(1, thread_name_prefix="layerlab-video") if prefetch else None)
+        self._next: Future[np.ndarray | None] | None = None
+
+    def _decode(self) -> np.ndarray | None:
+        ok, img = self._cap.read()
+        return img if ok else None
+
+    def _settle(self) -> tuple[bool, np.ndarray | None]:
+        """Wait for the frame being prefetched: (whether there was one, the frame or None at the end)."""
+        if self._next is None:
+            return False, None
+        fut, self._next = self._next, None
+        return True, fut.result()
 
     def seek(self, frame: int) -> None:
+        self._settle()
         self._cap.set(_cv2().CAP_PROP_POS_FRAMES, int(frame))
+
+    def read_bgr(self) -> np.ndarray | None:
+        """The next frame as decoded: H x W x 3 uint8 in BGR order, or None at the end."""
+        had, img = self._settle()
+        if not had:
+            img = self._decode()
+        if img is not None and self._pool is not None:
+            self._next = self._pool.submit(self._decode)
+        return img
 
     def read(self) -> np.ndarray | None:
         """The next frame as a 1xCxHxW tensor, or None at the end."""
-        ok, img = self._cap.read()
-        if not ok:
+        img = self.read_bgr()
+        if img is None:
             return None
         return image_to_tensor(_cv2().cvtColor(img, _cv2().COLOR_BGR2RGB), self.opts)
 
     def skip(self, count: int) -> int:
         """Pass over the next ``count`` frames without converting them; returns how many there were."""
         done = 0
+        if count > 0:
+            had, img = self._settle()
+            if had:
+                if img is None:
+                    return 0
+                done = 1
         while done < count and self._cap.grab():
             done += 1
         return done
@@ -204,7 +241,12 @@ class VideoReader:
             yield frame
 
     def close(self) -> None:
-        self._cap.release()
+        try:
+            self._settle()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+            self._cap.release()
 
 
 def read_input(path: str | os.PathLike[str], opts: ImageOptions = ImageOptions(), layout: str = "nchw") -> np.ndarray:

@@ -247,12 +247,15 @@ class Network:
         return nd.layer.activation is not None
 
     # ---- inputs ----------------------------------------------------------------------------------
-    def set_input(self, name: str, array: np.ndarray, fmt: TensorFormat | None = None) -> None:
-        """Give input layer ``name`` a host tensor (4-D, in ``fmt``, default fp32 NCHW)."""
+    def set_input(self, name: str, array: Any, fmt: TensorFormat | None = None) -> None:
+        """Give input layer ``name`` a tensor (4-D, in ``fmt``, default fp32 NCHW): a host array, or an array
+        already on the network's device (e.g. a frame converted there)."""
         if name not in self.input_names:
             raise InputError(f"network {self.model_name} has no input layer {name!r} "
                              f"(inputs: {', '.join(self.input_names) or 'none'})")
-        arr = np.asarray(array)
+        xp = self.backend.xp
+        on_device = xp is not np and isinstance(array, xp.ndarray)
+        arr = array if on_device else np.asarray(array)
         if arr.ndim != 4:
             raise InputError(f"input {name}: expected a 4-D tensor (N, C, H, W), got shape {arr.shape}")
         if arr.dtype.kind not in "fiu":
@@ -260,14 +263,14 @@ class Network:
         if min(arr.shape) < 1:
             raise InputError(f"input {name}: every dimension must be at least 1, got shape {arr.shape}")
         src = fmt or FP32_NCHW
-        # upload as it is (float16/float32 kept, other numbers as float32), then scan and convert on the
-        # device: on a GPU the host-side NaN scan and layout conversion cost ten times the upload
-        host = np.ascontiguousarray(arr if arr.dtype in (np.float16, np.float32) else arr.astype(np.float32))
-        dev = self.backend.to_device(host)
-        xp = self.backend.xp
+        # upload as it is (integers too: 8-bit images cross the bus at a quarter of float32's bytes), then scan
+        # and convert on the device: on a GPU the host-side NaN scan and layout conversion cost ten times the upload
+        dev = arr if on_device else self.backend.to_device(np.ascontiguousarray(arr))
+        if dev.dtype not in (np.float16, np.float32):
+            dev = dev.astype(xp.float32)
         if arr.dtype.kind == "f" and not bool(xp.isfinite(dev).all()):
             raise InputError(f"input {name}: the tensor contains NaN or infinite values")
-        self._pending_inputs[name] = convert(dev, src, self.fmt_of(name), xp)
+        self._pending_inputs[name] = convert(xp.ascontiguousarray(dev), src, self.fmt_of(name), xp)
 
     def input_dims(self, name: str) -> Dims:
         self._ensure_planned()
