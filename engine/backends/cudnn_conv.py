@@ -16,6 +16,10 @@ from engine.tensor import is_nhwc_memory
 #: cuDNN heuristics used to pick a plan (A: fast query; B: a learned model, slower to query)
 HEURISTICS = os.environ.get("LAYERLAB_CUDNN_HEURISTICS", "A")
 
+#: how many of the heuristics' best plans are built and timed on the real buffers the first time a configuration
+#: runs (the fastest is kept, as PyTorch's ``cudnn.benchmark`` does); 0 or 1: the heuristics' first plan
+AUTOTUNE = int(os.environ.get("LAYERLAB_CUDNN_AUTOTUNE", "8") or 0)
+
 #: channel counts are padded to a multiple of this for fp16 NHWC (tensor-core kernels need 16-byte rows)
 CHANNEL_ALIGN = 8
 PAD_CHANNELS = os.environ.get("LAYERLAB_CUDNN_PAD_CHANNELS", "on").lower() not in ("off", "0", "no", "false")
@@ -36,6 +40,7 @@ class CudnnConvolutions:
         import cudnn  # noqa: PLC0415 - optional dependency of the gpu extra
 
         self.cudnn = cudnn
+        self.stream = stream
         self.handle = cudnn.create_handle()
         cudnn.set_stream(handle=self.handle, stream=stream.ptr)
         self._graphs: dict[tuple[Any, ...], tuple[Any, dict[str, Any], Any] | None] = {}
@@ -83,9 +88,47 @@ class CudnnConvolutions:
             g.deselect_numeric_notes([c.numerical_note.TENSOR_CORE, c.numerical_note.DOWN_CONVERT_INPUTS])
         g.create_execution_plans(modes)
         g.check_support()
-        g.build_plans()
+        if self._autotune(g, self._pack(tensors, x, w, b, out)) is None:
+            g.build_plans()
         workspace = cupy.empty(max(int(g.get_workspace_size()), 1), dtype=cupy.uint8)
         return g, tensors, workspace
+
+    def _autotune(self, g: Any, pack: dict[Any, int]) -> int | None:
+        """Build and time the first ``AUTOTUNE`` plans of the ranked list on the real buffers (the output is about
+        to be written anyway); select and return the fastest one's index. None when tuning is off, impossible
+        (the stream is being captured into a CUDA graph) or no plan built."""
+        if AUTOTUNE < 2:
+            return None
+        try:
+            if self.stream.is_capturing():
+                return None
+            count = min(int(g.get_execution_plan_count()), AUTOTUNE)
+        except Exception:
+            return None
+        best: tuple[float, int] | None = None
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        for index in range(count):
+            try:
+                g.build_plan_at_index(index)
+                ws = cupy.empty(max(int(g.get_workspace_size()), 1), dtype=cupy.uint8)
+                g.execute(pack, ws.data.ptr, handle=self.handle)  # warm-up
+                start.record(self.stream)
+                for _ in range(3):
+                    g.execute(pack, ws.data.ptr, handle=self.handle)
+                end.record(self.stream)
+                end.synchronize()
+                ms = cupy.cuda.get_elapsed_time(start, end)
+            except Exception:  # a plan that does not build or run here: the next one
+                continue
+            if best is None or ms < best[0]:
+                best = (ms, index)
+        if best is None:
+            return None
+        try:
+            g.build_plan_at_index(best[1])
+        except Exception:
+            return None
+        return best[1]
 
     @staticmethod
     def _pack(t: dict[str, Any], x: Any, w: Any, b: Any | None, out: Any) -> dict[Any, int]:
