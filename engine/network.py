@@ -128,7 +128,9 @@ class Network:
         from engine.custom.scope import scoped  # noqa: PLC0415
 
         registry = scoped(model, registry)  # the model's custom layers (custom:NAME) resolve too
-        self.preprocessed = preprocess(model, registry, fmt, fusing, protected, layer_formats=layer_formats)
+        compute = backend.compute_format(fmt, tf32) if backend is not None else fmt
+        self.preprocessed = preprocess(model, registry, fmt, fusing, protected, layer_formats=layer_formats,
+                                       compute=compute)
         self.expansion = self.preprocessed.expansion
         self.fused = self.preprocessed.fused
         model = self.preprocessed.model

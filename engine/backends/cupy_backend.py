@@ -1,6 +1,7 @@
 """The CuPy backend: runs on a CUDA GPU. Imported only when asked for (cupy is optional)."""
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +50,20 @@ class CupyBackend(Backend):
         """Make this backend's GPU and stream current in the calling thread (before any work on them)."""
         self.device.use()
         self.stream.use()
+
+    def compute_format(self, fmt: Any, tf32: bool = False) -> Any:
+        """Channels-last inside an NCHW network wherever tensor cores do the work (fp16, or fp32 with TF32): cuDNN's
+        tensor-core convolutions read and write NHWC, and an NCHW network would pay a transposition around each
+        one (measured on an H100: unet fp16 1.32 ms NCHW against 0.56 ms NHWC; dncnn TF32 31 ms against 12 ms).
+        Strict fp32 stays NCHW, where cuDNN's NCHW kernels are the faster ones. ``LAYERLAB_GPU_LAYOUT=strict``
+        keeps every layer in the network's layout; a layer's own layout setting always wins."""
+        from engine.tensor import Layout, Precision, TensorFormat  # noqa: PLC0415
+
+        if os.environ.get("LAYERLAB_GPU_LAYOUT", "").lower() == "strict" or fmt.layout is not Layout.NCHW:
+            return fmt
+        if fmt.precision is Precision.FP16 or (fmt.precision is Precision.FP32 and tf32):
+            return TensorFormat(fmt.precision, Layout.NHWC)
+        return fmt
 
     @property
     def cudnn(self) -> Any:

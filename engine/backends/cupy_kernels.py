@@ -16,31 +16,68 @@ from engine.tensor import is_nhwc_memory
 Kernel = Callable[..., bool]
 
 
+def _elapsed_ms(fn: Callable[[], bool], repeat: int = 3) -> float | None:
+    """GPU time of ``fn`` (after one warm-up call) on the current stream; None when it declined (returned False)."""
+    if not fn():
+        return None
+    stream = cupy.cuda.get_current_stream()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record(stream)
+    for _ in range(repeat):
+        fn()
+    end.record(stream)
+    end.synchronize()
+    return cupy.cuda.get_elapsed_time(start, end) / repeat
+
+
+def _capturing() -> bool:
+    try:
+        return bool(cupy.cuda.get_current_stream().is_capturing())
+    except Exception:  # an old CuPy without the query: assume the worst, do not time
+        return True
+
+
 def conv2d(backend: Backend) -> Kernel:
     def run(x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
             dilation: tuple[int, int], groups: int, epilogue: str | None, coefs: dict[str, float],
             cache: dict[str, Any] | None = None) -> bool:
         if x.dtype not in (cupy.float16, cupy.float32):
             return False
+        cudnn = backend.cudnn  # type: ignore[attr-defined]
         if x.dtype == cupy.float32:  # our own kernels are fp16; fp32 goes to cuDNN (strict unless TF32 is allowed)
-            cudnn = backend.cudnn  # type: ignore[attr-defined]
             return cudnn is not None and cudnn.conv(x, w, b, out, stride, padding, dilation, epilogue, coefs,
                                                     tf32=backend.allow_tf32)
+
+        def with_cudnn() -> bool:
+            return cudnn is not None and cudnn.conv(x, w, b, out, stride, padding, dilation, epilogue, coefs)
+
+        own: Callable[[], bool] | None = None
         if gpu_kernels.direct_applies(x, w, out, groups, epilogue) and is_nhwc_memory(x) and is_nhwc_memory(out):
             wd = derived(cache, "direct", w, lambda: gpu_kernels.direct_weights(w))
-            if gpu_kernels.conv_direct(x.transpose(0, 2, 3, 1), wd, b, out.transpose(0, 2, 3, 1), w.shape[2:], stride,
-                                       padding, dilation, epilogue, float(coefs.get("alpha", 0.0))):
-                return True
-        if (gpu_kernels.pointwise_applies(x, w, out, stride, padding, dilation, groups, epilogue) and is_nhwc_memory(x)
+
+            def own() -> bool:
+                return gpu_kernels.conv_direct(x.transpose(0, 2, 3, 1), wd, b, out.transpose(0, 2, 3, 1), w.shape[2:],
+                                               stride, padding, dilation, epilogue, float(coefs.get("alpha", 0.0)))
+        elif (gpu_kernels.pointwise_applies(x, w, out, stride, padding, dilation, groups, epilogue) and is_nhwc_memory(x)
                 and is_nhwc_memory(out)):
             wp = derived(cache, "pointwise", w, lambda: gpu_kernels.pointwise_weights(w))
-            if gpu_kernels.conv_pointwise(x.transpose(0, 2, 3, 1), wp, b, out.transpose(0, 2, 3, 1), epilogue,
-                                          float(coefs.get("alpha", 0.0))):
-                return True
-        cudnn = backend.cudnn  # type: ignore[attr-defined]
-        if cudnn is None:
-            return False
-        return cudnn.conv(x, w, b, out, stride, padding, dilation, epilogue, coefs)
+
+            def own() -> bool:
+                return gpu_kernels.conv_pointwise(x.transpose(0, 2, 3, 1), wp, b, out.transpose(0, 2, 3, 1), epilogue,
+                                                  float(coefs.get("alpha", 0.0)))
+        if own is None:
+            return with_cudnn()
+        # our kernel or cuDNN, whichever is faster for this shape (ours win on small batches, cuDNN on large ones):
+        # timed once per shape on the real buffers, outside CUDA-graph capture
+        key = ("conv choice", x.shape, x.strides, out.shape, out.strides)
+        choice = cache.get(key) if cache is not None else None
+        if choice is None and cache is not None and cudnn is not None and not _capturing():
+            mine, theirs = _elapsed_ms(own), _elapsed_ms(with_cudnn)
+            choice = "cudnn" if theirs is not None and (mine is None or theirs < mine) else "own"
+            cache[key] = choice
+        if choice != "cudnn" and own():
+            return True
+        return with_cudnn()
     return run
 
 

@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from engine.backends.numpy_backend import NumpyBackend
 from engine.formats import (
     CONVERSION_TYPE,
     FormatConversion,
@@ -20,7 +21,7 @@ from engine.modelfile import dumps as model_to_text
 from engine.modelfile import loads
 from engine.network import Network
 from engine.preprocess import preprocess
-from engine.tensor import FORMATS, FP32_NCHW, Layout, Precision, TensorFormat, convert
+from engine.tensor import FORMATS, FP32_NCHW, Dims, Layout, Precision, TensorFormat, convert
 from tests.harness import BACKENDS, FORMAT_IDS, backend_param
 
 FP16_NHWC = TensorFormat(Precision.FP16, Layout.NHWC)
@@ -164,7 +165,6 @@ def test_a_layer_that_does_not_implement_the_network_format_runs_in_one_it_imple
     from engine.layer import Layer
     from engine.plugins import load_plugins
     from engine.registry import PluginMeta
-    from engine.tensor import Dims
 
     class Fp32Identity(Layer):
         desc = replace(registry.find_layer("dropout"), name="fp32_identity", legacy_names=(),
@@ -340,3 +340,29 @@ def test_an_input_read_only_by_pinned_layers_is_staged_in_their_format(registry)
     np.testing.assert_allclose(net.infer({"inp": x})["out"], ref["out"], rtol=2e-2, atol=2e-2)
     m.set_layer_format("inp", "fp16")  # its own setting wins
     assert [c[0] for c in Network(m, registry, fmt=FP16_NHWC).conversions][0] == "inp__to_fp32_nchw"
+
+
+class _ChannelsLastBackend(NumpyBackend):
+    """A NumPy backend that, like the CuPy one, computes NCHW networks channels-last inside."""
+
+    def compute_format(self, fmt, tf32=False):
+        return TensorFormat(fmt.precision, Layout.NHWC)
+
+
+@pytest.mark.parametrize("fmt", ["fp16 nchw", "fp32 nchw"])
+def test_a_backends_compute_layout_gives_the_same_outputs_and_keeps_explicit_settings(registry, fmt):
+    from tests.bench.networks import NETWORKS
+
+    f = TensorFormat.parse(fmt)
+    model = NETWORKS["resnet18"](Dims(2, 3, 64, 64))
+    strict = Network(model, registry, NumpyBackend(), f)
+    inside = Network(model, registry, _ChannelsLastBackend(), f)
+    assert inside.fmt == f and inside.fmt_of("stem_bn") == TensorFormat(f.precision, Layout.NHWC)
+    assert not inside.conversions  # inputs staged channels-last, outputs read back from it: no conversion layer
+    x = np.random.default_rng(4).random((2, 3, 64, 64), dtype=np.float32)
+    a, b = strict.infer({"input": x}), inside.infer({"input": x})
+    tol = 2e-2 if f.precision is Precision.FP16 else 1e-4
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], rtol=tol, atol=tol)
+    pinned = Network(chain({"c2": "nchw"}), registry, _ChannelsLastBackend(), f)
+    assert pinned.fmt_of("c2") == f and pinned.fmt_of("c1").layout is Layout.NHWC and len(pinned.conversions) == 2
