@@ -7,6 +7,7 @@ and cached; building takes tens of milliseconds, executing is one launch."""
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 import cupy
@@ -19,6 +20,12 @@ HEURISTICS = os.environ.get("LAYERLAB_CUDNN_HEURISTICS", "A")
 #: how many of the heuristics' best plans are built and timed on the real buffers the first time a configuration
 #: runs (the fastest is kept, as PyTorch's ``cudnn.benchmark`` does); 0 or 1: the heuristics' first plan
 AUTOTUNE = int(os.environ.get("LAYERLAB_CUDNN_AUTOTUNE", "8") or 0)
+
+#: the plan chosen for each configuration, for the whole process: every network (and every thread) of a process
+#: runs a configuration with the same plan, so two networks give bit-identical results (a new process times again:
+#: ``LAYERLAB_CUDNN_AUTOTUNE=0`` for results identical across processes)
+_TUNED: dict[tuple[Any, ...], int] = {}
+_TUNING = threading.Lock()
 
 #: channel counts are padded to a multiple of this for fp16 NHWC (tensor-core kernels need 16-byte rows)
 CHANNEL_ALIGN = 8
@@ -52,7 +59,7 @@ class CudnnConvolutions:
 
     def _build(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
                dilation: tuple[int, int], act: str | None,
-               coefs: dict[str, float], tf32: bool = False) -> tuple[Any, dict[str, Any], Any]:
+               coefs: dict[str, float], tf32: bool = False, key: tuple[Any, ...] = ()) -> tuple[Any, dict[str, Any], Any]:
         c = self.cudnn
         io = self._dtype(x.dtype)
         g = c.pygraph(io_data_type=io, intermediate_data_type=c.data_type.FLOAT,
@@ -88,10 +95,28 @@ class CudnnConvolutions:
             g.deselect_numeric_notes([c.numerical_note.TENSOR_CORE, c.numerical_note.DOWN_CONVERT_INPUTS])
         g.create_execution_plans(modes)
         g.check_support()
-        if self._autotune(g, self._pack(tensors, x, w, b, out)) is None:
+        if self._plan(g, self._pack(tensors, x, w, b, out), key) is None:
             g.build_plans()
         workspace = cupy.empty(max(int(g.get_workspace_size()), 1), dtype=cupy.uint8)
         return g, tensors, workspace
+
+    def _plan(self, g: Any, pack: dict[Any, int], key: tuple[Any, ...]) -> int | None:
+        """Select the process's plan for configuration ``key`` (timing the candidates the first time); its index,
+        or None for the heuristics' choice."""
+        if AUTOTUNE < 2:
+            return None
+        with _TUNING:
+            index = _TUNED.get(key)
+            if index is not None:
+                try:
+                    g.build_plan_at_index(index)
+                    return index
+                except Exception:
+                    return None
+            index = self._autotune(g, pack)
+            if index is not None:
+                _TUNED[key] = index
+            return index
 
     def _autotune(self, g: Any, pack: dict[Any, int]) -> int | None:
         """Build and time the first ``AUTOTUNE`` plans of the ranked list on the real buffers (the output is about
@@ -193,7 +218,7 @@ class CudnnConvolutions:
         entry = self._graphs.get(key, ())
         if entry == ():
             try:
-                entry = self._build(x, w, b, out, stride, padding, dilation, act, coefs, tf32)
+                entry = self._build(x, w, b, out, stride, padding, dilation, act, coefs, tf32, key)
             except Exception:  # unsupported configuration: remember, fall back
                 entry = None
             self._graphs[key] = entry

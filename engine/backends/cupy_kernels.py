@@ -4,12 +4,13 @@ pooling kernel below, each compiled on first use. Imported only by the CuPy back
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import cupy
 
-from engine.backends import gpu_kernels
+from engine.backends import cudnn_conv, gpu_kernels
 from engine.backends.base import Backend, derived
 from engine.tensor import is_nhwc_memory
 
@@ -28,6 +29,11 @@ def _elapsed_ms(fn: Callable[[], bool], repeat: int = 3) -> float | None:
     end.record(stream)
     end.synchronize()
     return cupy.cuda.get_elapsed_time(start, end) / repeat
+
+
+#: our kernel or cuDNN, per convolution configuration, for the whole process (see ``cudnn_conv._TUNED``)
+_CHOICES: dict[tuple[Any, ...], str] = {}
+_CHOOSING = threading.Lock()
 
 
 def _capturing() -> bool:
@@ -67,14 +73,17 @@ def conv2d(backend: Backend) -> Kernel:
                                                   float(coefs.get("alpha", 0.0)))
         if own is None:
             return with_cudnn()
-        # our kernel or cuDNN, whichever is faster for this shape (ours win on small batches, cuDNN on large ones):
-        # timed once per shape on the real buffers, outside CUDA-graph capture
-        key = ("conv choice", x.shape, x.strides, out.shape, out.strides)
-        choice = cache.get(key) if cache is not None else None
-        if choice is None and cache is not None and cudnn is not None and not _capturing():
-            mine, theirs = _elapsed_ms(own), _elapsed_ms(with_cudnn)
-            choice = "cudnn" if theirs is not None and (mine is None or theirs < mine) else "own"
-            cache[key] = choice
+        # our kernel or cuDNN, whichever is faster for this configuration (ours win on small batches, cuDNN on large
+        # ones): timed once per process on the real buffers, outside CUDA-graph capture; with autotuning off, ours
+        key = (x.shape, x.strides, str(x.dtype), w.shape, out.shape, out.strides, stride, padding, dilation, epilogue,
+               b is None)
+        choice = _CHOICES.get(key)
+        if choice is None and cudnn is not None and cudnn_conv.AUTOTUNE >= 2 and not _capturing():
+            with _CHOOSING:
+                choice = _CHOICES.get(key)
+                if choice is None:
+                    mine, theirs = _elapsed_ms(own), _elapsed_ms(with_cudnn)
+                    choice = _CHOICES[key] = "cudnn" if theirs is not None and (mine is None or theirs < mine) else "own"
         if choice != "cudnn" and own():
             return True
         return with_cudnn()
