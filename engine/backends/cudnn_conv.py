@@ -21,10 +21,16 @@ HEURISTICS = os.environ.get("LAYERLAB_CUDNN_HEURISTICS", "A")
 #: runs (the fastest is kept, as PyTorch's ``cudnn.benchmark`` does); 0 or 1: the heuristics' first plan
 AUTOTUNE = int(os.environ.get("LAYERLAB_CUDNN_AUTOTUNE", "8") or 0)
 
-#: tuning applies to batches of at least this many items: at batch 1 the heuristics' plans did better inside the
-#: captured network than the plans that won timed alone (H100: resnet18 fp16 NHWC 0.30 ms tuned, 0.25 ms not),
-#: while at batch 32 tuning took it from 1.75 to 1.02 ms
-TUNE_MIN_BATCH = int(os.environ.get("LAYERLAB_TUNE_MIN_BATCH", "8") or 1)
+#: tuning applies to convolutions of at least this many floating-point operations: on small ones (resnet18 at batch
+#: 1, 0.24 GFLOP at most) the heuristics' plans did better inside the captured network than the plans that won
+#: timed alone (H100: 0.30 ms tuned, 0.25 ms not), while on large ones tuning won (resnet18 at batch 32: 1.75 to
+#: 1.02 ms; dncnn 1080p fp16: 6.6 to 6.1 ms)
+TUNE_MIN_FLOP = float(os.environ.get("LAYERLAB_TUNE_MIN_FLOP", "1e9") or 0)
+
+
+def worth_tuning(w: Any, out: Any) -> bool:
+    """Whether the convolution of weights ``w`` (K, C/groups, kh, kw) into ``out`` is large enough to tune."""
+    return AUTOTUNE >= 2 and 2.0 * out.size * w.shape[1] * w.shape[2] * w.shape[3] >= TUNE_MIN_FLOP
 
 #: the plan chosen for each configuration, for the whole process: every network (and every thread) of a process
 #: runs a configuration with the same plan, so two networks give bit-identical results (a new process times again:
@@ -100,7 +106,7 @@ class CudnnConvolutions:
             g.deselect_numeric_notes([c.numerical_note.TENSOR_CORE, c.numerical_note.DOWN_CONVERT_INPUTS])
         g.create_execution_plans(modes)
         g.check_support()
-        if x.shape[0] < TUNE_MIN_BATCH or self._plan(g, self._pack(tensors, x, w, b, out), key) is None:
+        if not worth_tuning(w, out) or self._plan(g, self._pack(tensors, x, w, b, out), key) is None:
             g.build_plans()
         workspace = cupy.empty(max(int(g.get_workspace_size()), 1), dtype=cupy.uint8)
         return g, tensors, workspace

@@ -74,13 +74,12 @@ def conv2d(backend: Backend) -> Kernel:
         if own is None:
             return with_cudnn()
         # our kernel or cuDNN, whichever is faster for this configuration (ours win on small batches, cuDNN on large
-        # ones): timed once per process on the real buffers, outside CUDA-graph capture; with autotuning off or below
-        # cudnn_conv.TUNE_MIN_BATCH, ours
+        # ones): timed once per process on the real buffers, outside CUDA-graph capture; with autotuning off or for a small
+        # convolution (cudnn_conv.worth_tuning), ours
         key = (x.shape, x.strides, str(x.dtype), w.shape, out.shape, out.strides, stride, padding, dilation, epilogue,
                b is None)
         choice = _CHOICES.get(key)
-        if (choice is None and cudnn is not None and cudnn_conv.AUTOTUNE >= 2 and x.shape[0] >= cudnn_conv.TUNE_MIN_BATCH
-                and not _capturing()):
+        if choice is None and cudnn is not None and cudnn_conv.worth_tuning(w, out) and not _capturing():
             with _CHOOSING:
                 choice = _CHOICES.get(key)
                 if choice is None:
