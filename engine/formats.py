@@ -220,10 +220,15 @@ class FormatConversion(Layer):
     onnx_support = "yes"
     torch_support = "yes"
 
-    # Exported graphs compute in float32 between layers: a conversion to fp16 becomes the rounding it does (a Cast
-    # to FLOAT16 and back), a conversion to fp32 or of layout only is the identity.
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
-        if self.target.precision is not Precision.FP16 or self.source.precision is Precision.FP16:
+        """A Cast to the target precision in a graph whose tensors follow the layers' formats (the fp16 export), an
+        Identity for a layout change (ONNX tensors are logical NCHW). In a float32 graph (the fp32 export, or the
+        fp16 export's ``fp32_compute``), a conversion to fp16 is the rounding it does: a Cast to FLOAT16 and back."""
+        if self.target.precision is self.source.precision:
+            return g.node("Identity", [inputs[0]])
+        if g.options.fp16_tensors:
+            return g.node("Cast", [inputs[0]], to=g.elem_type)
+        if self.target.precision is not Precision.FP16:
             return g.node("Identity", [inputs[0]])
         half = g.node("Cast", [inputs[0]], "fp16", to=10)  # TensorProto.FLOAT16
         return g.node("Cast", [half], "fp32", to=1)  # TensorProto.FLOAT
