@@ -234,9 +234,14 @@ class FormatConversion(Layer):
         return g.node("Cast", [half], "fp32", to=1)  # TensorProto.FLOAT
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
-        if self.target.precision is not Precision.FP16 or self.source.precision is Precision.FP16:
+        """``.float()`` to fp32, ``.to(dtype)`` back to the module's compute dtype (float16 after ``half()``): the
+        exported module computes each layer in the precision the network runs it in, and a float32 module (the
+        default) in float32 throughout. A layout change is nothing (PyTorch tensors are logical NCHW)."""
+        if self.target.precision is self.source.precision:
             return str(inputs[0])
-        return f"({inputs[0]}).half().float()"
+        if self.target.precision is Precision.FP32:
+            return f"{inputs[0]}.float()"
+        return f"{inputs[0]}.to({t.compute_dtype()})"
 
 
 #: layers the engine itself provides (every registry finds them by type name; no collection lists them)

@@ -318,7 +318,7 @@ def test_pytorch_export_keeps_pinned_layers_in_float32(registry, tmp_path):
     export_torch(m, registry, tmp_path, fusing="off")
     source = (tmp_path / "chain.py").read_text()
     assert "FP32_LAYERS = ('c2',)" in source
-    assert "c2 = (F.relu(self.c2(c1.float()))).to(c1.dtype)" in source
+    assert "c1__to_fp32_nchw = c1.float()" in source and "c2__to_fp16_nchw = c2.to(dtype)" in source
     spec = importlib.util.spec_from_file_location("chain_export", tmp_path / "chain.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
