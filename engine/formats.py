@@ -12,12 +12,18 @@ conversions the network inserts between layers of different formats.
   staging copy on the device converts anyway) or an output layer, that layer takes the other format instead. A
   conversion is a single device copy (cast and transpose in one element-wise kernel on the GPU), planned in the
   buffer pool and captured in the CUDA graph like any layer.
+* ``fused_conversions`` picks the conversions the network fuses into a neighbouring layer instead of running them
+  (a precision change in one layout, where the layer says it can, ``Layer.fuses_conversion``): a conversion to
+  fp16 into its producer, which writes its result rounded to fp16 straight into the buffer its readers read (the
+  one rounding the conversion does); a conversion to fp32 into its readers, which read the fp16 buffer and widen
+  it as they read (exact). The conversion layer stays in the network (and in its reports), computing nothing: its
+  output is the shared buffer. Fused and unfused give identical values.
 
 Qt-free; imports no plugin."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,6 +175,33 @@ def insert_conversions(model: Model, formats: Mapping[str, TensorFormat], networ
     return out, info
 
 
+def fused_conversions(conversions: Iterable[tuple[str, str, TensorFormat, TensorFormat]], layers: Mapping[str, Layer],
+                      readers: Mapping[str, Sequence[str]], keep: Collection[str],
+                      ) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The inserted conversions (``Conversions.inserted``) the network fuses into a neighbouring layer:
+    conversion -> ``("write", (producer,))`` or ``("read", (reader, ...))``. ``layers`` are the built layers,
+    ``readers`` every layer's readers, ``keep`` the layers whose own output must stay readable in their own format
+    (network outputs, permanent layers, breakpoints): none of them takes a fused write.
+
+    Only precision changes within one layout are fused. A conversion to fp16 is fused into its producer when the
+    conversion is its only reader and it can write its result in fp16 (``Layer.fuses_conversion("write")``); a
+    conversion to fp32 into its readers when every one of them can read fp16 (``"read"``)."""
+    out: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for conv, src, a, b in conversions:
+        if a.layout is not b.layout or a.precision is b.precision or conv in keep:
+            continue
+        if b.precision is Precision.FP16:  # the producer rounds as it writes
+            p = layers[src]
+            if (src not in keep and list(readers[src]) == [conv] and p.bypass_input() is None
+                    and not getattr(p, "is_network_input", False) and p.fuses_conversion("write")):
+                out[conv] = ("write", (src,))
+        else:  # the readers widen as they read
+            rs = list(dict.fromkeys(readers[conv]))
+            if rs and all(layers[r].bypass_input() is None and layers[r].fuses_conversion("read") for r in rs):
+                out[conv] = ("read", tuple(rs))
+    return out
+
+
 # ---- the conversion layer ---------------------------------------------------------------------------------
 _FORMAT_NAMES = tuple(str(f) for f in FORMATS)
 
@@ -248,5 +281,5 @@ class FormatConversion(Layer):
 ENGINE_LAYERS: dict[str, type[Layer]] = {CONVERSION_TYPE: FormatConversion}
 
 __all__ = ["CONVERSION_TYPE", "ENGINE_LAYERS", "Conversions", "FormatConversion", "LayerFormat", "LayerFormatError",
-           "apply_overrides", "canonical", "conversion_name", "insert_conversions", "layer_formats",
+           "apply_overrides", "canonical", "conversion_name", "fused_conversions", "insert_conversions", "layer_formats",
            "nearest_supported", "parse_assignments"]

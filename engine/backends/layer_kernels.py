@@ -25,6 +25,8 @@ def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geom
         if kernel(x, w, bv, out, *geometry, groups, act.epilogue if act is not None else None,
                   act.coefs if act is not None else {}, cache):
             return True
+    if out.dtype != layer.fmt.dtype:  # a conversion fused into the write: the activation may not round twice
+        return False
     if act is not None and kernel(x, w, bv, out, *geometry, groups, None, {}, cache):
         act.impl.apply_inplace(layer.xp, out, act.coefs)  # no fused epilogue for it: one more pass
         return True
