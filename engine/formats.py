@@ -202,6 +202,16 @@ def fused_conversions(conversions: Iterable[tuple[str, str, TensorFormat, Tensor
     return out
 
 
+def fused_note(net: Any, conv: str) -> str:
+    """``, fused into c2 (its write)`` / ``, fused into c3, c4 (their reads)`` for a conversion the network ``net``
+    fused (``Network.fused_conversions``), ``''`` for the others: what reports and the overview add to it."""
+    kind, into = net.fused_conversions.get(conv, ("", ()))
+    if not kind:
+        return ""
+    how = "its write" if kind == "write" else "its read" if len(into) == 1 else "their reads"
+    return f", fused into {', '.join(into)} ({how})"
+
+
 # ---- the conversion layer ---------------------------------------------------------------------------------
 _FORMAT_NAMES = tuple(str(f) for f in FORMATS)
 
@@ -281,5 +291,6 @@ class FormatConversion(Layer):
 ENGINE_LAYERS: dict[str, type[Layer]] = {CONVERSION_TYPE: FormatConversion}
 
 __all__ = ["CONVERSION_TYPE", "ENGINE_LAYERS", "Conversions", "FormatConversion", "LayerFormat", "LayerFormatError",
-           "apply_overrides", "canonical", "conversion_name", "fused_conversions", "insert_conversions", "layer_formats",
+           "apply_overrides", "canonical", "conversion_name", "fused_conversions", "fused_note", "insert_conversions",
+           "layer_formats",
            "nearest_supported", "parse_assignments"]

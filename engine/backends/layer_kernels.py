@@ -18,6 +18,12 @@ def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geom
     kernel = layer.backend.kernel("conv2d")
     if kernel is None:
         return False
+    if out.dtype != layer.fmt.dtype:  # a conversion fused into the write: computed as unfused, rounded once at the end
+        full = layer.xp.empty_like(out, dtype=layer.fmt.dtype)  # same memory layout
+        if not backend_convolve(layer, x, w, b, full, geometry, groups, cacheable):
+            return False
+        out[...] = full
+        return True
     bv = None if b is None else b.astype(w.dtype, copy=False)
     act = layer.activation
     cache = kernel_cache(layer) if cacheable else None
@@ -25,8 +31,6 @@ def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geom
         if kernel(x, w, bv, out, *geometry, groups, act.epilogue if act is not None else None,
                   act.coefs if act is not None else {}, cache):
             return True
-    if out.dtype != layer.fmt.dtype:  # a conversion fused into the write: the activation may not round twice
-        return False
     if act is not None and kernel(x, w, bv, out, *geometry, groups, None, {}, cache):
         act.impl.apply_inplace(layer.xp, out, act.coefs)  # no fused epilogue for it: one more pass
         return True
