@@ -103,6 +103,7 @@ class OnnxGraph:
         self.layer: Layer | None = None
         self.uses_placeholders = False
         self.custom_domains: set[str] = set()  # custom-layer operator domains used
+        self.warnings: list[str] = []  # for the user: constants and weights float16 cannot hold
         self._probe, self._fixed_size = (None, True) if options.explicit_sizes else probe_dims(net)
 
     # ---- names ------------------------------------------------------------------------------------
@@ -201,7 +202,20 @@ class OnnxGraph:
 
     def value(self, suffix: str, value: Any) -> str:
         """A float constant combined with the layer's tensors (a coefficient, a matrix): in their dtype."""
-        return self.const(suffix, value, self.dtype)
+        return self.const(suffix, self._fit(suffix, value, self.dtype), self.dtype)
+
+    def _fit(self, what: str, value: Any, dtype: Any) -> np.ndarray:
+        """``value`` as ``dtype``; a value beyond float16's range (infinite in float16, as on an fp16 GPU layer) is
+        noted in ``warnings``, naming the layer, so that the user can pin it to fp32."""
+        array = np.asarray(value, dtype=np.float32)
+        if np.dtype(dtype) == np.float16:
+            finite = array[np.isfinite(array)]
+            if finite.size and float(np.abs(finite).max()) > float(np.finfo(np.float16).max):
+                self.warnings.append(f"layer {self.name}: {what} holds {float(np.abs(finite).max()):g}, beyond the "
+                                     "float16 range: infinite in the fp16 graph (pin the layer to fp32)")
+            with np.errstate(over="ignore"):
+                return array.astype(np.float16)
+        return array.astype(dtype, copy=False)
 
     def ints(self, suffix: str, values: Any) -> str:
         """An int64 1-D constant (shapes, axes, pads...)."""
@@ -218,9 +232,9 @@ class OnnxGraph:
         name = self._label(suffix)
         array = np.ascontiguousarray(array, dtype=np.float32)
         if not self.options.fp16 or self.options.fp16_tensors:
-            self._initializer(name, array.astype(self.dtype, copy=False))
+            self._initializer(name, self._fit(suffix, array, self.dtype))
             return name
-        self._initializer(name, array.astype(np.float16))
+        self._initializer(name, self._fit(suffix, array, np.float16))
         return self.node("Cast", [name], f"{name[len(self.name) + 2:]}_f32", to=self.onnx.TensorProto.FLOAT)
 
     def weight(self, weight: str, inputs: list[str | None] | None = None, shape: tuple[int, ...] | None = None) -> str:
@@ -368,8 +382,10 @@ def _attribute(p: ParamDesc, value: Any) -> Any:
     return str(value)
 
 
-def build_onnx(net: Network, options: OnnxOptions = OnnxOptions()) -> tuple[Any, list[Unsupported]]:
-    """The ONNX ModelProto of a planned network, and what became placeholders.
+def build_onnx(net: Network, options: OnnxOptions = OnnxOptions(),
+               warnings: list[str] | None = None) -> tuple[Any, list[Unsupported]]:
+    """The ONNX ModelProto of a planned network, and what became placeholders; ``warnings`` receives what the user
+    should know (a weight or constant beyond the float16 range in an fp16 graph).
 
     Raises ExportError listing every unsupported layer and activation when placeholders are off."""
     g = OnnxGraph(net, options)
@@ -400,6 +416,8 @@ def build_onnx(net: Network, options: OnnxOptions = OnnxOptions()) -> tuple[Any,
     for name in net.output_names:
         g.layer = net.layer(name)
         g.graph_output(name, tensor[name])
+    if warnings is not None:
+        warnings.extend(g.warnings)
     doc = f"LayerLab network {net.model.name} {getattr(net.model, 'version', '')}".strip()
     return g.model(net.model.name, doc), missing
 
@@ -436,10 +454,11 @@ def export_onnx(model: Model, registry: Registry, path: str | Path, options: Onn
     # fp16: built in fp16, so that the layers pinned to fp32 (engine.formats) run in fp32 behind their conversions,
     # written as Casts
     net = build_network(model, registry, weights, seed, fusing, FP16_NCHW if options.fp16 else FP32_NCHW)
-    proto, missing = build_onnx(net, options)
+    notes: list[str] = []
+    proto, missing = build_onnx(net, options, notes)
     check_onnx(proto)
     atomic_write(out, lambda tmp: onnx.save(proto, str(tmp)), "ONNX file")
-    warnings = [f"placeholder written for {u}" for u in missing]
+    warnings = [f"placeholder written for {u}" for u in missing] + notes
     n_layers = len(net.order)
     summary = (f"wrote {out} ({n_layers} layers, {len(proto.graph.node)} ONNX nodes, opset {OPSET}"
                f"{_precision_note(options, net)}, "

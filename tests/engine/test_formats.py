@@ -255,7 +255,11 @@ def test_the_network_overview_shows_pins_and_conversions(registry):
     net.run()
     status = {it.name: it.status for it in network_overview(net)}
     assert status["c2"] == "pinned fp32|nhwc"
-    assert status["c1__to_fp32_nhwc"] == "conversion fp16|nhwc -> fp32|nhwc"
+    assert status["c1__to_fp32_nhwc"] == "conversion fp16|nhwc -> fp32|nhwc, fused into c2 (its read)"
+    unfused = Network(chain({"c2": "fp32"}), registry, fmt=FP16_NHWC, fuse_conversions=False)
+    unfused.run()
+    assert {it.name: it.status for it in network_overview(unfused)}["c1__to_fp32_nhwc"] == (
+        "conversion fp16|nhwc -> fp32|nhwc")
     assert status["c1"] == ""
 
 

@@ -39,7 +39,8 @@ def planted(pins: dict[str, str] | None = None) -> Model:
 
 
 def engine_out(model: Model, registry, fmt: TensorFormat) -> np.ndarray:
-    return Network(model, registry, fmt=fmt, fusing="off").infer({"inp": X})["out"]
+    with np.errstate(over="ignore", invalid="ignore"):  # the planted overflow, unpinned
+        return Network(model, registry, fmt=fmt, fusing="off").infer({"inp": X})["out"]
 
 
 def export(model: Model, registry, path, **options) -> onnx.ModelProto:
@@ -83,7 +84,8 @@ def test_fp16_onnx_matches_the_engine_overflow_and_fix(registry, tmp_path):
     """The reference evaluator computes fp16 operators in fp16: unpinned the output overflows as the engine's does,
     pinned it matches the engine's mixed network."""
     x16 = {"inp": X.astype(np.float16)}
-    plain = ReferenceEvaluator(export(planted(), registry, tmp_path / "plain.onnx")).run(None, x16)[0]
+    with np.errstate(over="ignore", invalid="ignore"):
+        plain = ReferenceEvaluator(export(planted(), registry, tmp_path / "plain.onnx")).run(None, x16)[0]
     assert plain.dtype == np.float16 and not np.isfinite(plain).all()
     got = ReferenceEvaluator(export(planted(PINS), registry, tmp_path / "p.onnx")).run(None, x16)[0]
     want = engine_out(planted(PINS), registry, FP16)
@@ -100,6 +102,13 @@ def test_onnx_runtime_runs_the_fp16_graph_and_the_fp32_compute_one(registry, tmp
         got = sess.run(None, {"inp": X.astype(np.float16)})[0]
         assert got.dtype == np.float16
         np.testing.assert_allclose(got.astype(np.float32), want, rtol=1e-2, atol=1e-2, err_msg=name)
+
+
+def test_a_constant_beyond_fp16_is_named_in_the_warnings(registry, tmp_path):
+    result = export_onnx(planted(), registry, tmp_path / "plain.onnx", OnnxOptions(fp16=True), fusing="off")
+    assert result.warnings == ["layer amp: scale holds 100000, beyond the float16 range: infinite in the fp16 graph "
+                               "(pin the layer to fp32)"]
+    assert not export_onnx(planted(PINS), registry, tmp_path / "p.onnx", OnnxOptions(fp16=True), fusing="off").warnings
 
 
 def test_fp32_compute_keeps_the_float_graph(registry, tmp_path):
