@@ -21,7 +21,7 @@ import numpy as np
 from engine.backends import NumpyBackend
 from engine.backends.base import Backend
 from engine.errors import GraphError, InputError, LayerLabError, ParameterError, PluginError, ShapeError, WeightsError
-from engine.formats import fused_conversions
+from engine.formats import CONVERSION_TYPE, fused_conversions
 from engine.graph import execution_order
 from engine.layer import BoundActivation, Layer
 from engine.limits import check_allocation, check_layer_memory, host_memory_bytes
@@ -186,8 +186,13 @@ class Network:
             set(self.output_names) | set(protected) | {n for n, nd in self.nodes.items() if nd.permanent})
         #: conversion layer -> ("write", (producer,)) or ("read", (readers...)): the conversions fused into a
         #: neighbouring layer (they compute nothing; their output is the buffer that layer writes or reads)
+        inserted = {c[0] for c in self.conversions}
+        explicit = [(n, nd.inputs[0], self.fmt_of(nd.inputs[0]), self.fmt_of(n)) for n, nd in self.nodes.items()
+                    if nd.layer.desc.name == CONVERSION_TYPE and n not in inserted and nd.inputs and nd.inputs[0]]
+        # the inserted conversions and those a preprocessed model holds (written by the preprocessed export)
         self.fused_conversions = fused_conversions(
-            self.conversions, {n: nd.layer for n, nd in self.nodes.items()}, self._readers, keep) if fuse_conversions else {}
+            [*self.conversions, *explicit], {n: nd.layer for n, nd in self.nodes.items()}, self._readers,
+            keep) if fuse_conversions else {}
         self._storage: dict[str, TensorFormat] = {}  # a producer writing its readers' precision: its buffer's format
         for conv, (kind, (src, *_)) in self.fused_conversions.items():
             if kind == "write":

@@ -275,9 +275,11 @@ def test_preprocessed_export_writes_the_conversions_and_runs_the_same(registry, 
     assert pre.layers["c1__to_fp32_nhwc"].type == CONVERSION_TYPE
     assert all(s.format for s in pre.layers.values())  # every layer's format written out
     x = np.random.default_rng(0).random((1, 3, 9, 7), dtype=np.float32)
-    want = Network(m, registry, fmt=FP16_NHWC, fusing="off").infer({"inp": x})
+    first = Network(m, registry, fmt=FP16_NHWC, fusing="off")
+    want = first.infer({"inp": x})
     again = Network(pre, registry, fmt=FP16_NHWC, weights=WeightsFolder(tmp_path / "pre_weights"))
     assert not again.conversions  # nothing more to insert
+    assert again.fused_conversions == first.fused_conversions  # the written conversions fuse as the inserted ones
     np.testing.assert_array_equal(again.infer({"inp": x})["out"], want["out"])
 
 
