@@ -430,7 +430,7 @@ def _precision_note(options: OnnxOptions, net: Network) -> str:
         return ", fp16 tensors computed in float32"
     fp32 = sorted(n for n, f in net.pinned.items() if f.precision is Precision.FP32 and n not in net.input_names
                   and n not in net.output_names and n not in {c[0] for c in net.conversions})
-    return ", computed in fp16" + (f" (in fp32: {', '.join(fp32)})" if fp32 else "")
+    return ", fp16 tensors computed in fp16" + (f" (in fp32: {', '.join(fp32)})" if fp32 else "")
 
 
 def check_onnx(model: Any) -> Any:

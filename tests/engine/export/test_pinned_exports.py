@@ -134,7 +134,7 @@ def test_float_only_operators_are_computed_between_casts(registry, tmp_path):
     np.testing.assert_allclose(got.astype(np.float32), engine_out(m, registry, FP16), rtol=1e-2, atol=1e-2)
 
 
-def test_fp32_compute_without_fp16_is_refused_on_the_command_line(tmp_path, capsys):
+def test_fp16_export_on_the_command_line(tmp_path, capsys):
     from app.cli import main
     from engine.modelfile import save
 
@@ -143,6 +143,11 @@ def test_fp32_compute_without_fp16_is_refused_on_the_command_line(tmp_path, caps
     code = main(["export", "onnx", str(path), "-o", str(tmp_path / "m.onnx"), "--fp32-compute"])
     assert code == 2 and "--fp32-compute goes with --fp16" in capsys.readouterr().err
     assert not (tmp_path / "m.onnx").exists()
+    save(planted(PINS), path)
+    assert main(["export", "onnx", str(path), "-o", str(tmp_path / "m.onnx"), "--fp16", "--fusing-rules", "off"]) == 0
+    assert "fp16 tensors computed in fp16 (in fp32: amp, shrink)" in capsys.readouterr().out
+    assert main(["export", "onnx", str(path), "-o", str(tmp_path / "f.onnx"), "--fp16", "--fp32-compute"]) == 0
+    assert "fp16 tensors computed in float32" in capsys.readouterr().out
 
 
 def load_module(folder, name: str):
