@@ -57,7 +57,8 @@ def test_fused_and_unfused_conversions_give_identical_values(registry, backend, 
     fused = Network(mixed(pins), registry, be, fmt)
     plain = Network(mixed(pins), registry, be, fmt, fuse_conversions=False)
     assert fused.conversions == plain.conversions and not plain.fused_conversions
-    assert fused.fused_conversions  # something fused on every backend (batch normalization, affine, element-wise)
+    if backend == "numpy" or set(pins) != {"c2"}:  # on the GPU a convolution's conversions stay unfused
+        assert fused.fused_conversions  # batch normalization, affine, element-wise fuse on every backend
     got, want = every_output(fused), every_output(plain)
     writes = {into[0]: conv for conv, (kind, into) in fused.fused_conversions.items() if kind == "write"}
     for name in fused.order:
