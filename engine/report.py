@@ -54,7 +54,7 @@ def execution_notes(net: Any, per_layer: bool = True) -> list[str]:
     return notes
 
 
-def _type_text(layer: dict[str, Any]) -> str:
+def layer_type_text(layer: dict[str, Any]) -> str:
     """A report row's type, with ``(fused into X)`` for a format conversion fused into layer X."""
     into = layer.get("fused_into")
     return f"{layer['type']} (fused into {into})" if into else layer["type"]
@@ -179,7 +179,7 @@ def layer_table(report: dict[str, Any], limit: int | None = None) -> str:
     head = f"{'layer':<24} {'type':<20} {'output':<16} {'mean ms':>9} {'median':>9} {'share':>7} {'FLOPs':>10} {'FLOP/s':>11}"
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['name'][:24]:<24} {_type_text(r)[:20]:<20} {r['output_dims']:<16} {r['time_ms']['mean']:>9.4f} "
+        lines.append(f"{r['name'][:24]:<24} {layer_type_text(r)[:20]:<20} {r['output_dims']:<16} {r['time_ms']['mean']:>9.4f} "
                      f"{r['time_ms']['median']:>9.4f} {100 * r['share']:>6.1f}% {human_rate(r['flops'], ''):>10} "
                      f"{human_rate(r['achieved_flops_per_s'], 'FLOP/s'):>11}")
     return "\n".join(lines)
@@ -281,7 +281,7 @@ def to_html(report: dict[str, Any]) -> str:
     for x in report["layers"]:
         t = x["time_ms"]
         rows.append(
-            f"<tr><td>{_e(x['name'])}</td><td>{_e(_type_text(x))}</td><td>{_e(x['output_dims'])}</td>"
+            f"<tr><td>{_e(x['name'])}</td><td>{_e(layer_type_text(x))}</td><td>{_e(x['output_dims'])}</td>"
             f"<td data-v='{x['output_bytes']}'>{human_bytes(x['output_bytes'])}</td><td>{t['mean']:.4f}</td>"
             f"<td>{t['median']:.4f}</td><td>{t['min']:.4f}</td><td>{t['max']:.4f}</td><td data-v='{x['share']}'>"
             f"{100 * x['share']:.1f}%</td><td data-v='{x['flops']}'>{human_rate(x['flops'], '')}</td>"
