@@ -47,8 +47,8 @@ def conv2d(backend: Backend) -> Kernel:
     def run(x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
             dilation: tuple[int, int], groups: int, epilogue: str | None, coefs: dict[str, float],
             cache: dict[str, Any] | None = None) -> bool:
-        if x.dtype not in (cupy.float16, cupy.float32):
-            return False
+        if x.dtype not in (cupy.float16, cupy.float32) or not x.dtype == w.dtype == out.dtype:
+            return False  # one precision throughout (mixed: the layer's generic path, which casts)
         cudnn = backend.cudnn  # type: ignore[attr-defined]
         if x.dtype == cupy.float32:  # our own kernels are fp16; fp32 goes to cuDNN (strict unless TF32 is allowed)
             return cudnn is not None and cudnn.conv(x, w, b, out, stride, padding, dilation, epilogue, coefs,

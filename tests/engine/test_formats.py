@@ -255,7 +255,11 @@ def test_the_network_overview_shows_pins_and_conversions(registry):
     net.run()
     status = {it.name: it.status for it in network_overview(net)}
     assert status["c2"] == "pinned fp32|nhwc"
-    assert status["c1__to_fp32_nhwc"] == "conversion fp16|nhwc -> fp32|nhwc"
+    assert status["c1__to_fp32_nhwc"] == "conversion fp16|nhwc -> fp32|nhwc, fused into c2 (its read)"
+    unfused = Network(chain({"c2": "fp32"}), registry, fmt=FP16_NHWC, fuse_conversions=False)
+    unfused.run()
+    assert {it.name: it.status for it in network_overview(unfused)}["c1__to_fp32_nhwc"] == (
+        "conversion fp16|nhwc -> fp32|nhwc")
     assert status["c1"] == ""
 
 
@@ -271,9 +275,11 @@ def test_preprocessed_export_writes_the_conversions_and_runs_the_same(registry, 
     assert pre.layers["c1__to_fp32_nhwc"].type == CONVERSION_TYPE
     assert all(s.format for s in pre.layers.values())  # every layer's format written out
     x = np.random.default_rng(0).random((1, 3, 9, 7), dtype=np.float32)
-    want = Network(m, registry, fmt=FP16_NHWC, fusing="off").infer({"inp": x})
+    first = Network(m, registry, fmt=FP16_NHWC, fusing="off")
+    want = first.infer({"inp": x})
     again = Network(pre, registry, fmt=FP16_NHWC, weights=WeightsFolder(tmp_path / "pre_weights"))
     assert not again.conversions  # nothing more to insert
+    assert again.fused_conversions == first.fused_conversions  # the written conversions fuse as the inserted ones
     np.testing.assert_array_equal(again.infer({"inp": x})["out"], want["out"])
 
 
@@ -318,7 +324,7 @@ def test_pytorch_export_keeps_pinned_layers_in_float32(registry, tmp_path):
     export_torch(m, registry, tmp_path, fusing="off")
     source = (tmp_path / "chain.py").read_text()
     assert "FP32_LAYERS = ('c2',)" in source
-    assert "c2 = (F.relu(self.c2(c1.float()))).to(c1.dtype)" in source
+    assert "c1__to_fp32_nchw = c1.float()" in source and "c2__to_fp16_nchw = c2.to(dtype)" in source
     spec = importlib.util.spec_from_file_location("chain_export", tmp_path / "chain.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
