@@ -10,6 +10,7 @@ full resolution."""
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,9 @@ class _GridTask(QtCore.QRunnable):
 class ChannelInspector(QtWidgets.QWidget):
     """Shows LayerData from the session. ``channel_requested(layer, n, c)`` asks for a full-resolution
     slice; ``layer_requested(layer)`` is emitted by ``inspect``."""
+
+    #: during playback the statistics table (64 rows: 4 ms to paint) is refilled at most this often
+    STATS_INTERVAL_S = 0.25
 
     channel_requested = QtCore.Signal(str, int, int)
     layer_requested = QtCore.Signal(str)
@@ -119,6 +123,9 @@ class ChannelInspector(QtWidgets.QWidget):
         self.hover = QtWidgets.QLabel(" ")
         self.hover.setStyleSheet("font-family: monospace;")
         self.stats = QtWidgets.QTableWidget(0, 7)
+        self._stats_at = -math.inf  # when the table was last filled (time.monotonic)
+        self._stats_later: Any = None  # statistics to show when the interval is over
+        self._stats_timer = QtCore.QTimer(self, singleShot=True, timeout=self._stats_due)
         self.stats.setHorizontalHeaderLabels(["n", "c", "min", "max", "mean", "NaN", "Inf"])
         self.stats.verticalHeader().setVisible(False)
         self.stats.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -214,10 +221,17 @@ class ChannelInspector(QtWidgets.QWidget):
         return (self.shift, self.scale, self.act_fit.isChecked())
 
     def _show_prepared(self, d: Any, title: str) -> None:
-        """Show the grid the session prepared (no remapping here)."""
+        """Show the grid the session prepared (no remapping here). The statistics table of the layer already shown
+        (a playing video) is refilled at most ``STATS_INTERVAL_S`` apart, its last values always shown."""
+        same = title == self.layer_label.toolTip() and self.stats.rowCount() == d.stats.min.size
         self.layer_label.setText(f"  {title}  ")
         self.layer_label.setToolTip(title)
-        self._fill_stats(d.stats)
+        if same and time.monotonic() - self._stats_at < self.STATS_INTERVAL_S:
+            self._stats_later = d.stats
+            if not self._stats_timer.isActive():
+                self._stats_timer.start(int(1000 * self.STATS_INTERVAL_S))
+        else:
+            self._fill_stats(d.stats)
         self._generation += 1  # an image still being mapped here is older
         self._pending = {}
         self.shown, self.shown_stride, self.layout_ = d.tensor, d.stride, d.layout
@@ -253,7 +267,13 @@ class ChannelInspector(QtWidgets.QWidget):
         QtCore.QCoreApplication.processEvents()
         return ok
 
+    def _stats_due(self) -> None:
+        if self._stats_later is not None:
+            self._fill_stats(self._stats_later)
+
     def _fill_stats(self, stats: Any, origin: tuple[int, int] = (0, 0)) -> None:
+        self._stats_at, self._stats_later = time.monotonic(), None
+        self._stats_timer.stop()
         n, c = stats.min.shape
         rows = min(n * c, 4096)
         header = self.stats.horizontalHeader()

@@ -40,7 +40,8 @@ class ImageView(pg.GraphicsLayoutWidget):
             self.label.setVisible(True)
             return
         self.label.setVisible(False)
-        self.item.setImage(image, autoLevels=False, levels=(0, 255))
+        # 8-bit images as they are: with levels (0, 255) pyqtgraph would rescale every pixel on each repaint
+        self.item.setImage(image, autoLevels=False, levels=None)
         if not keep_view or old != image.shape[:2]:
             self.box.autoRange(padding=0.02)
 

@@ -215,3 +215,32 @@ def test_inspector_on_a_large_layer_stays_responsive_and_zooms_to_full_resolutio
     assert ins.view.image.shape[0] * ins.view.image.shape[1] <= 4_000_000
     v = ins.value_at(*ins.layout_.cell_origin(0, 10))
     assert v[:4] == (0, 10, 0, 0) and v[4] == pytest.approx(float(big[0, 10, 0, 0]))
+
+
+def test_statistics_of_a_playing_layer_are_refilled_at_most_every_interval_and_end_on_the_last(qtbot):
+    """Video frames of the layer shown: the image changes every frame, the statistics table at most every
+    STATS_INTERVAL_S, and the last frame's statistics are shown once the interval is over."""
+    from types import SimpleNamespace
+
+    from app.analysis.inspector import ChannelInspector
+    from engine.analysis import channel_grid, channel_stats
+
+    ins = ChannelInspector()
+    qtbot.addWidget(ins)
+    ins.STATS_INTERVAL_S = 0.3
+
+    def frame(value: float):
+        t = np.full((1, 4, 6, 6), value, np.float32)
+        rgb, layout = channel_grid(t, max_pixels=10_000)
+        return SimpleNamespace(stats=channel_stats(t), tensor=t, stride=1, layout=layout, image=rgb)
+
+    ins._show_prepared(frame(1.0), "conv")
+    assert ins.stats.item(0, 2).text() == "1"
+    second = frame(2.0)
+    ins._show_prepared(second, "conv")
+    assert ins.view.image is second.image  # the image of every frame
+    assert ins.stats.item(0, 2).text() == "1"  # the table waits for the interval
+    ins._show_prepared(frame(3.0), "conv")
+    qtbot.waitUntil(lambda: ins.stats.item(0, 2).text() == "3", timeout=2000)  # then shows the newest
+    ins._show_prepared(frame(4.0), "other layer")
+    assert ins.stats.item(0, 2).text() == "4"  # another layer: at once
