@@ -2,7 +2,9 @@
 and upsampling against float64 references and against the generic NumPy path they replace."""
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -381,3 +383,30 @@ def test_fp16_convolutions_run_the_float32_kernels_and_round_once(kernel, stride
     assert NumpyBackend().kernel("conv2d")(x.astype(np.float16), wt, b, out, stride, pad, (1, 1), 1, "relu", {})
     assert out.dtype == np.float16 and np.isfinite(out).all()
     np.testing.assert_allclose(out, ref.astype(np.float16), rtol=2e-3, atol=2e-3)
+
+
+def test_kernels_avoid_an_openmp_runtime_started_before_them():
+    """With PyTorch imported first, its OpenMP runtime (started with the default spin count) would run Numba's
+    parallel kernels with threads spinning against BLAS: the kernels take Numba's work-queue threads instead, and
+    still compute the same convolution."""
+    import subprocess
+
+    pytest.importorskip("torch")
+    code = (
+        "import torch, numpy as np, numba\n"
+        "from engine.network import Network\n"
+        "from engine.plugins import default_registry\n"
+        "from engine.backends import get_backend\n"
+        "from engine.model import Model\n"
+        "from engine.tensor import TensorFormat\n"
+        "m = Model('m'); m.add_layer('input', 'inp', params={'dimensions': '1x8x16x16'})\n"
+        "m.add_layer('convolution', 'c', params={'num_output_channels': '8'}, inputs=['inp'])\n"
+        "m.add_layer('output', 'out', inputs=['c'])\n"
+        "net = Network(m, default_registry(), get_backend('numpy', notice=None), TensorFormat.parse('fp32 nhwc'))\n"
+        "y = net.infer({'inp': np.ones((1, 8, 16, 16), np.float32)})['out']\n"
+        "print(numba.threading_layer(), float(np.abs(y).sum()) > 0)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_THREADING_LAYER", "OMP_WAIT_POLICY")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
+                         cwd=str(Path(__file__).resolve().parents[2]))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-2:] == ["workqueue", "True"], out.stdout
