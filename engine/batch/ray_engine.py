@@ -15,9 +15,8 @@ from typing import Any
 
 from engine.batch.job import BatchJob, ProgressCallback
 from engine.batch.runner import NetworkSpec, open_network_for
-from engine.batch.stages import Layout, Work, decode, infer, write
+from engine.batch.stages import Plan, Work, decode, infer, write
 from engine.errors import LayerLabError
-from engine.io import ImageOptions
 
 
 def _ray() -> Any:
@@ -29,8 +28,8 @@ def _ray() -> Any:
     return ray
 
 
-def _decode_row(row: dict[str, Any], opts: ImageOptions, layout: str) -> dict[str, Any]:
-    work = decode(Work(pickle.loads(row["chunk"])), opts, layout)
+def _decode_row(row: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    work = decode(Work(pickle.loads(row["chunk"])), plan)
     return {"work": pickle.dumps(work, protocol=5)}
 
 
@@ -46,17 +45,17 @@ def _check_network(spec: NetworkSpec) -> str:
 class _InferActor:
     """One network per actor, opened once and reused for every chunk it is given."""
 
-    def __init__(self, spec: NetworkSpec, input_name: str, output_names: tuple[str, ...]) -> None:
+    def __init__(self, spec: NetworkSpec, plan: Plan) -> None:
         self.net = open_network_for(spec, notice=None)
-        self.input_name, self.output_names = input_name, output_names
+        self.plan = plan
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
-        work = infer(pickle.loads(row["work"]), self.net, self.input_name, self.output_names)
+        work = infer(pickle.loads(row["work"]), self.net, self.plan)
         return {"work": pickle.dumps(work, protocol=5)}
 
 
-def _write_row(row: dict[str, Any], layout: Layout) -> dict[str, Any]:
-    return {"work": pickle.dumps(write(pickle.loads(row["work"]), layout), protocol=5)}
+def _write_row(row: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    return {"work": pickle.dumps(write(pickle.loads(row["work"]), plan), protocol=5)}
 
 
 def run_ray(job: BatchJob, progress: ProgressCallback | None = None, cancel: threading.Event | None = None,
@@ -96,12 +95,10 @@ def run_ray(job: BatchJob, progress: ProgressCallback | None = None, cancel: thr
         ds = ray.data.from_items(rows, override_num_blocks=len(rows))
         # decoding asks for half a CPU, the actors for a whole one (or a GPU): different resources keep Ray
         # Data from fusing decoding into the actors, so decoding runs in CPU tasks beside them
-        ds = ds.map(_decode_row, fn_kwargs={"opts": job.io.image_options, "layout": job.options.input_layout},
-                    num_cpus=0.5)
-        ds = ds.map(_InferActor, fn_constructor_kwargs={"spec": job.spec, "input_name": job.io.input_name,
-                                                        "output_names": job.io.output_names},
+        ds = ds.map(_decode_row, fn_kwargs={"plan": job.plan}, num_cpus=0.5)
+        ds = ds.map(_InferActor, fn_constructor_kwargs={"spec": job.spec, "plan": job.plan},
                     compute=ray.data.ActorPoolStrategy(size=pool), **resources)
-        ds = ds.map(_write_row, fn_kwargs={"layout": job.layout}, num_cpus=0.5)
+        ds = ds.map(_write_row, fn_kwargs={"plan": job.plan}, num_cpus=0.5)
         for row in ds.iter_rows():
             job.handle(pickle.loads(row["work"]))
             if progress is not None:
