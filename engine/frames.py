@@ -246,13 +246,13 @@ class FramePipeline:
                 video.frame += skipped
                 result.dropped[name] = skipped
                 self.dropped += skipped
-            data = video.read()
-            if data is None:
+            img = video.read_bgr()
+            if img is None:
                 video.playing = False
                 self._anchor.pop(name, None)
                 result.ended.append(name)
                 continue
-            self.net.set_input(name, data)
+            video.to_network(self.net, name, img)
             result.frames[name] = video.frame
         return result
 

@@ -14,6 +14,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,9 +104,11 @@ def images_to_tensor(images: Any, opts: ImageOptions = ImageOptions(), xp: Any =
     return t
 
 
-def image_to_tensor(rgb: np.ndarray, opts: ImageOptions = ImageOptions()) -> np.ndarray:
-    """HxW, HxWxC uint8/uint16/float image (RGB order) -> 1xCxHxW float32 tensor."""
-    return images_to_tensor(np.asarray(rgb)[None], opts)
+def image_to_tensor(rgb: Any, opts: ImageOptions = ImageOptions(), xp: Any = np) -> Any:
+    """HxW, HxWxC uint8/uint16/float image (RGB order) -> 1xCxHxW float32 tensor (:func:`images_to_tensor` of
+    one image). ``xp``: the array module of ``rgb`` (NumPy, or CuPy to convert a frame uploaded as 8-bit on the
+    GPU: a quarter of the bytes cross the bus and the host does no arithmetic)."""
+    return images_to_tensor(xp.asarray(rgb)[None], opts, xp)
 
 
 def image_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
@@ -185,9 +188,13 @@ def read_npy(path: str | os.PathLike[str], layout: str = "nchw") -> np.ndarray:
 
 
 class VideoReader:
-    """Frames of a video file as tensors, one at a time."""
+    """Frames of a video file as tensors, one at a time.
 
-    def __init__(self, path: str | os.PathLike[str], opts: ImageOptions = ImageOptions()) -> None:
+    ``prefetch``: decode the next frame in a background thread while the caller works on this one (live analysis:
+    the decoding overlaps the network's run); ``seek``, ``skip`` and ``close`` wait for that frame first, so the
+    position is always the one a reader without prefetching would have."""
+
+    def __init__(self, path: str | os.PathLike[str], opts: ImageOptions = ImageOptions(), prefetch: bool = False) -> None:
         cv2 = _cv2()
         self.path = Path(path)
         if not self.path.is_file():
@@ -204,9 +211,33 @@ class VideoReader:
                              f"{limit} pixels (set LAYERLAB_MAX_IMAGE_PIXELS to allow more)")
         self.fps = float(self._cap.get(cv2.CAP_PROP_FPS)) or 25.0
         self.frame_count = int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        self._pool: ThreadPoolExecutor | None = (
+            ThreadPoolExecutor(1, thread_name_prefix="layerlab-video") if prefetch else None)
+        self._next: Future[np.ndarray | None] | None = None
+
+    def _decode(self) -> np.ndarray | None:
+        ok, img = self._cap.read()
+        return img if ok else None
+
+    def _settle(self) -> tuple[bool, np.ndarray | None]:
+        """Wait for the frame being prefetched: (whether there was one, the frame or None at the end)."""
+        if self._next is None:
+            return False, None
+        fut, self._next = self._next, None
+        return True, fut.result()
 
     def seek(self, frame: int) -> None:
+        self._settle()
         self._cap.set(_cv2().CAP_PROP_POS_FRAMES, int(frame))
+
+    def read_bgr(self) -> np.ndarray | None:
+        """The next frame as decoded: H x W x 3 uint8 in BGR order, or None at the end."""
+        had, img = self._settle()
+        if not had:
+            img = self._decode()
+        if img is not None and self._pool is not None:
+            self._next = self._pool.submit(self._decode)
+        return img
 
     def read(self) -> np.ndarray | None:
         """The next frame as a 1xCxHxW tensor, or None at the end."""
@@ -214,15 +245,22 @@ class VideoReader:
         return None if img is None else image_to_tensor(img, self.opts)
 
     def read_image(self) -> np.ndarray | None:
-        """The next frame as decoded (HxWx3 uint8, RGB order), or None at the end."""
-        ok, img = self._cap.read()
-        if not ok:
+        """The next frame as decoded, H x W x 3 uint8 in RGB order (as :func:`decode_image` gives images), or None
+        at the end."""
+        img = self.read_bgr()
+        if img is None:
             return None
         return _cv2().cvtColor(img, _cv2().COLOR_BGR2RGB)
 
     def skip(self, count: int) -> int:
         """Pass over the next ``count`` frames without converting them; returns how many there were."""
         done = 0
+        if count > 0:
+            had, img = self._settle()
+            if had:
+                if img is None:
+                    return 0
+                done = 1
         while done < count and self._cap.grab():
             done += 1
         return done
@@ -232,7 +270,12 @@ class VideoReader:
             yield frame
 
     def close(self) -> None:
-        self._cap.release()
+        try:
+            self._settle()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+            self._cap.release()
 
 
 def read_input(path: str | os.PathLike[str], opts: ImageOptions = ImageOptions(), layout: str = "nchw") -> np.ndarray:

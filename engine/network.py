@@ -249,10 +249,11 @@ class Network:
 
     # ---- inputs ----------------------------------------------------------------------------------
     def set_input(self, name: str, array: Any, fmt: TensorFormat | None = None) -> None:
-        """Give input layer ``name`` a tensor (4-D, in ``fmt``, default fp32 NCHW): a host array, or an array of
-        the network's backend (a CuPy array on the GPU), which is then converted where it is."""
+        """Give input layer ``name`` a tensor (4-D, in ``fmt``, default fp32 NCHW): a host array, or an array
+        already on the network's device (e.g. a frame converted there)."""
         self._check_input(name)
-        on_device = self.xp is not np and isinstance(array, self.xp.ndarray)
+        xp = self.backend.xp
+        on_device = xp is not np and isinstance(array, xp.ndarray)
         arr = array if on_device else np.asarray(array)
         if arr.ndim != 4:
             raise InputError(f"input {name}: expected a 4-D tensor (N, C, H, W), got shape {arr.shape}")
@@ -260,13 +261,15 @@ class Network:
             raise InputError(f"input {name}: expected numbers, got dtype {arr.dtype}")
         if min(arr.shape) < 1:
             raise InputError(f"input {name}: every dimension must be at least 1, got shape {arr.shape}")
-        # upload as it is (float16/float32 kept, other numbers as float32), then scan and convert on the
-        # device: on a GPU the host-side NaN scan and layout conversion cost ten times the upload
-        kept = arr if arr.dtype in (np.float16, np.float32) else arr.astype(np.float32)
-        dev = self.backend.to_device(kept if on_device else np.ascontiguousarray(kept))
-        if arr.dtype.kind == "f" and not bool(self.xp.isfinite(dev).all()):
+        src = fmt or FP32_NCHW
+        # upload as it is (integers too: 8-bit images cross the bus at a quarter of float32's bytes), then scan
+        # and convert on the device: on a GPU the host-side NaN scan and layout conversion cost ten times the upload
+        dev = arr if on_device else self.backend.to_device(np.ascontiguousarray(arr))
+        if dev.dtype not in (np.float16, np.float32):
+            dev = dev.astype(xp.float32)
+        if arr.dtype.kind == "f" and not bool(xp.isfinite(dev).all()):
             raise InputError(f"input {name}: the tensor contains NaN or infinite values")
-        self._pending_inputs[name] = convert(dev, fmt or FP32_NCHW, self.fmt_of(name), self.xp)
+        self._pending_inputs[name] = convert(xp.ascontiguousarray(dev), src, self.fmt_of(name), xp)
 
     def set_input_images(self, name: str, images: Any, opts: ImageOptions | None = None) -> None:
         """Give input layer ``name`` a batch of decoded images: a sequence of N arrays of one shape and type (H x W

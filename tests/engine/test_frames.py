@@ -201,3 +201,86 @@ def test_views_prepared_on_the_gpu_equal_the_host_preparation(registry, fmt):
     assert close_images(image.image, tensor_to_image(display_tensor(net.output("out"), 200)))
     one = prepare_view(net, View("feat", "channel", channel=(0, 63), values=True))
     assert np.array_equal(one.values, host[:, 63:64]) and close_images(one.image, redgreen(host[0, 63]))
+
+
+def pattern_video(path, frames: int = 9, h: int = 20, w: int = 28):
+    """Frames that differ in every channel and pixel (lossless FFV1 would need a codec build: compare decoded frames
+    with each other, not with what was written)."""
+    writer = VideoWriter(path, 10.0)
+    rng = np.random.default_rng(7)
+    for _ in range(frames):
+        writer.write(rng.random((1, 3, h, w), dtype=np.float32))
+    writer.close()
+    return path
+
+
+def test_prefetching_reader_gives_the_frames_of_a_plain_reader(tmp_path):
+    from engine.io import VideoReader
+
+    path = pattern_video(tmp_path / "p.avi")
+    plain, ahead = VideoReader(path), VideoReader(path, prefetch=True)
+    try:
+        def same() -> None:
+            a, b = plain.read(), ahead.read()
+            assert (a is None) == (b is None)
+            if a is not None:
+                assert np.array_equal(a, b)
+
+        same(), same()
+        assert plain.skip(2) == ahead.skip(2) == 2  # the frame decoded ahead counts as one of those skipped
+        same()
+        plain.seek(1), ahead.seek(1)
+        same(), same()
+        assert plain.skip(100) == ahead.skip(100)  # to the end
+        same()  # both past the end
+    finally:
+        plain.close(), ahead.close()
+
+
+def test_frames_reach_the_network_as_eight_bits_converted_like_a_host_frame(registry, tmp_path):
+    """The pipeline uploads the decoded 8-bit frame and converts it on the device: the network's input equals the
+    host conversion of the same frame (engine.io.image_to_tensor), input options (scale, shift) included."""
+    from engine.io import ImageOptions, VideoReader, image_to_tensor
+
+    path = pattern_video(tmp_path / "p.avi")
+    net = open_network(split_model(), RunSpec(backend="numpy"), registry)
+    first, vid = open_input(net, "inp", str(path))
+    vid.reader.opts = ImageOptions(scale=2.0, shift=-0.5)
+    frames = FramePipeline(net, {"inp": vid}, clock=lambda: 0.0)
+    frames.play("inp", now=0.0)
+    frames.step([], now=0.1)  # frame 1
+    reference = VideoReader(path)
+    reference.skip(1)
+    expected = image_to_tensor(reference.read_bgr()[:, :, ::-1], ImageOptions(scale=2.0, shift=-0.5))
+    reference.close()
+    assert np.array_equal(net.output("inp"), expected)
+    assert float(expected.min()) < 0.0 and float(expected.max()) > 1.0  # the options were applied
+    vid.close()
+
+
+def test_set_input_takes_integer_images_and_converts_them(registry):
+    net = Network(wide_model(), registry, fmt=TensorFormat.parse("fp32 nchw"))
+    x = np.random.default_rng(2).integers(0, 256, (1, 3, 50, 70)).astype(np.uint8)
+    net.set_input("inp", x)
+    net.run()
+    assert net.output("inp").dtype == np.float32 and np.array_equal(net.output("inp"), x.astype(np.float32))
+
+
+@pytest.mark.gpu
+def test_gpu_frames_converted_on_the_device_equal_the_host_conversion(registry, tmp_path):
+    from engine.io import ImageOptions, image_to_tensor
+    from engine.run import VideoInput
+    from tests.harness import backend_param
+
+    path = pattern_video(tmp_path / "p.avi", h=64, w=96)
+    gpu = Network(wide_model(8, "1x3x64x96"), registry, backend_param("cupy"), TensorFormat.parse("fp32 nchw"))
+    video = VideoInput(path, ImageOptions(scale=0.5))
+    img = video.read_bgr()
+    video.to_network(gpu, "inp", img)
+    gpu.run()
+    assert np.array_equal(gpu.output("inp"), image_to_tensor(img[:, :, ::-1], ImageOptions(scale=0.5)))
+    video.close()
+    dev = gpu.backend.to_device(np.ones((1, 3, 64, 96), np.float32))
+    dev[0, 0, 0, 0] = np.nan
+    with pytest.raises(Exception, match="NaN"):
+        gpu.set_input("inp", dev)  # a device array is scanned like a host one
