@@ -7,6 +7,7 @@ flight (memory stays bounded). Cancelling stops feeding new chunks; chunks in fl
 so nothing half-done is left."""
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import queue
@@ -73,6 +74,12 @@ class _ProcessLane:
 GPU_LANES = 2  # networks per GPU in this process: one's copies and host work overlap the other's kernels
 
 
+def _on_gpu(job: BatchJob) -> bool:
+    from engine.backends import get_backend
+
+    return get_backend(job.spec.backend, notice=None).device_kind == "gpu"
+
+
 def _lanes(job: BatchJob) -> list[Any]:
     """The inference lanes: NumPy: one network in this process, or ``--workers N`` worker processes. CuPy:
     ``GPU_LANES`` networks on the current GPU, each on its own CUDA stream (eager: no CUDA-graph capture while
@@ -119,7 +126,7 @@ def run_local(job: BatchJob, progress: ProgressCallback | None = None,
     errors: list[BaseException] = []
     interrupted: list[BaseException] = []
     lanes = _lanes(job)
-    plan = job.plan
+    plan = dataclasses.replace(job.plan, device_images=_on_gpu(job))
     threads = cpu_threads()
     pool = ThreadPoolExecutor(threads, thread_name_prefix="layerlab-io")  # every read and write task
     depth = max(2 * len(lanes) + 2, -(-IN_FLIGHT_PER_THREAD * threads // job.options.batch_size))

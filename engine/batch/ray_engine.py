@@ -8,6 +8,7 @@ same bytes. On a cluster the input and output folders must be on storage every n
 path (a shared file system)."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import pickle
 import threading
@@ -91,14 +92,15 @@ def run_ray(job: BatchJob, progress: ProgressCallback | None = None, cancel: thr
         problem = ray.get(ray.remote(**resources)(_check_network).remote(job.spec))
         if problem:  # a bad network is the command's error, not a failure of every input
             raise LayerLabError(problem)
+        plan = dataclasses.replace(job.plan, device_images=use_gpu)
         rows = [{"chunk": pickle.dumps(c, protocol=5)} for c in job.todo]
         ds = ray.data.from_items(rows, override_num_blocks=len(rows))
         # decoding asks for half a CPU, the actors for a whole one (or a GPU): different resources keep Ray
         # Data from fusing decoding into the actors, so decoding runs in CPU tasks beside them
-        ds = ds.map(_decode_row, fn_kwargs={"plan": job.plan}, num_cpus=0.5)
-        ds = ds.map(_InferActor, fn_constructor_kwargs={"spec": job.spec, "plan": job.plan},
+        ds = ds.map(_decode_row, fn_kwargs={"plan": plan}, num_cpus=0.5)
+        ds = ds.map(_InferActor, fn_constructor_kwargs={"spec": job.spec, "plan": plan},
                     compute=ray.data.ActorPoolStrategy(size=pool), **resources)
-        ds = ds.map(_write_row, fn_kwargs={"plan": job.plan}, num_cpus=0.5)
+        ds = ds.map(_write_row, fn_kwargs={"plan": plan}, num_cpus=0.5)
         for row in ds.iter_rows():
             job.handle(pickle.loads(row["work"]))
             if progress is not None:

@@ -85,6 +85,10 @@ class Plan:
     input_name: str
     image_options: ImageOptions = ImageOptions()
     input_layout: str = "nchw"
+    #: decoded images travel as they are and become tensors on the network's device, and outputs written as
+    #: images become 8-bit images there (a GPU: a quarter of the bytes over the bus, no host arithmetic); else
+    #: (the CPU) the read and write tasks convert them, in parallel
+    device_images: bool = False
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -120,7 +124,7 @@ class Group:
     """Inputs of one tensor size run together: ``items`` are (input name, frame number or None). The inputs are
     ``images`` (decoded images of one shape and type, made into the tensor where the network runs) or the
     tensor ``x``; ``whole`` marks an NPY file of several items run as it is. ``as_images``: the outputs are
-    wanted as 8-bit images (N x H x W (x C)), else as float32 tensors."""
+    wanted as 8-bit images made on the network's device (N x H x W (x C)), else as float32 tensors."""
 
     items: list[tuple[str, int | None]]
     x: Any = None
@@ -159,8 +163,10 @@ def read_still(unit: Unit, plan: Plan) -> Read:
     t0 = time.perf_counter()
     item = (unit.rel, None)
     try:
-        if unit.kind == "image":
+        if unit.kind == "image" and plan.device_images:
             got = Decoded(item, decode_image(unit.path), image=True)
+        elif unit.kind == "image":
+            got = Decoded(item, image_to_tensor(decode_image(unit.path), plan.image_options))
         else:
             got = Decoded(item, read_input(unit.path, plan.image_options, plan.input_layout))
     except Exception as exc:
@@ -183,8 +189,10 @@ def read_video_chunk(chunk: Chunk, plan: Plan) -> Read:
                 img = reader.read_image()
                 if img is None:
                     break
-                if f % chunk.every == 0:
+                if f % chunk.every == 0 and plan.device_images:
                     frames.append(Decoded((unit.rel, f), img, image=True))
+                elif f % chunk.every == 0:
+                    frames.append(Decoded((unit.rel, f), image_to_tensor(img, plan.image_options)))
                 f += 1
         finally:
             reader.close()
@@ -216,13 +224,14 @@ def group(work: Work, results: Iterable[Read], plan: Plan) -> Work:
             if d.data is None:
                 work.failures.append((d.item[0], d.reason))
             elif not d.image and d.data.shape[0] != 1:
-                work.groups.append(Group([d.item], d.data, whole=True, as_images=plan.layout.writes_images(units[d.item[0]])))
+                work.groups.append(Group([d.item], d.data, whole=True,
+                                         as_images=plan.device_images and plan.layout.writes_images(units[d.item[0]])))
             else:
                 size = image_tensor_shape(d.data.shape, plan.image_options) if d.image else d.data.shape
                 by_size.setdefault(size, []).append(d)
     for members in by_size.values():
         items = [m.item for m in members]
-        as_images = all(plan.layout.writes_images(units[rel]) for rel, _frame in items)
+        as_images = plan.device_images and all(plan.layout.writes_images(units[rel]) for rel, _frame in items)
         if all(m.image for m in members) and len({(m.data.shape, m.data.dtype.str) for m in members}) == 1:
             work.groups.append(Group(items, images=[m.data for m in members], as_images=as_images))
         else:
