@@ -104,18 +104,21 @@ def _lanes(job: BatchJob) -> list[Any]:
     return lanes
 
 
+#: threads of the reading and writing pool per CPU: its tasks are CPU-bound (decoding, encoding, hashing), but a
+#: thread waiting on the disk (the sync of each output) leaves its core to another
+POOL_PER_CPU = 2
 #: inputs in flight per pool thread: enough that every thread finds work while the lanes run a batch
-IN_FLIGHT_PER_THREAD = 4
+IN_FLIGHT_PER_THREAD = 2
 
 
-def cpu_threads() -> int:
-    """The CPUs this process may run on (its affinity, e.g. a container's share), at least 2: the size of the
-    reading and writing pool."""
+def pool_threads() -> int:
+    """The CPUs this process may run on (its affinity, e.g. a container's share; at least 2) times
+    ``POOL_PER_CPU``: the size of the reading and writing pool."""
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         n = os.cpu_count() or 2
-    return max(2, n)
+    return POOL_PER_CPU * max(2, n)
 
 
 def run_local(job: BatchJob, progress: ProgressCallback | None = None,
@@ -127,7 +130,7 @@ def run_local(job: BatchJob, progress: ProgressCallback | None = None,
     interrupted: list[BaseException] = []
     lanes = _lanes(job)
     plan = dataclasses.replace(job.plan, device_images=_on_gpu(job))
-    threads = cpu_threads()
+    threads = pool_threads()
     pool = ThreadPoolExecutor(threads, thread_name_prefix="layerlab-io")  # every read and write task
     depth = max(2 * len(lanes) + 2, -(-IN_FLIGHT_PER_THREAD * threads // job.options.batch_size))
     decoded: queue.Queue[Any] = queue.Queue(maxsize=depth)  # (work, futures of its reads), in order

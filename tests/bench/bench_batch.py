@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 
 from engine.batch import BatchJob, BatchOptions, NetworkSpec, run_job  # noqa: E402
 from engine.batch.dataset import Unit  # noqa: E402
-from engine.batch.local import cpu_threads  # noqa: E402
+from engine.batch.local import pool_threads  # noqa: E402
 from engine.batch.runner import network_io, open_network_for  # noqa: E402
 from engine.batch.stages import Group, Layout, Plan, write_still  # noqa: E402
 from engine.io import decode_image  # noqa: E402
@@ -59,7 +59,7 @@ def make_frames(folder: Path, n: int, h: int, w: int) -> list[Path]:
         cv2.imwrite(str(path), np.clip(base + noise, 0, 255).astype(np.uint8))
         return path
 
-    with ThreadPoolExecutor(cpu_threads()) as pool:
+    with ThreadPoolExecutor(pool_threads()) as pool:
         return list(pool.map(one, range(n)))
 
 
@@ -97,7 +97,7 @@ def engine_rates(spec: NetworkSpec, batch: int, frames: list[Path], repeat: int)
 def io_capacity(frames: list[Path], out: Path) -> tuple[float, float]:
     """Images per second the batch engine's thread pool decodes, and encodes + writes (as PNG, synced and hashed,
     as a batch run writes its outputs), with nothing else running."""
-    threads = cpu_threads()
+    threads = pool_threads()
     with ThreadPoolExecutor(threads) as pool:
         t0 = time.perf_counter()
         images = list(pool.map(decode_image, frames))
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     stages = summary["stages_s"]
     per_image = {k: f"{1e3 * v / max(1, done):.1f}" for k, v in stages.items()}
     print(f"denoiser {h}x{w}, backend {a.backend}, format {a.format}, batch {bs}, {n} images, workers {a.workers}, "
-          f"save as {a.save_as}, {cpu_threads()} CPU threads")
+          f"save as {a.save_as}, {pool_threads()} pool threads")
     for key, rate in rates.items():
         print(f"{key + ':':27s} {rate:8.2f} images/s")
     print(f"{'reading capacity (pool):':27s} {read:8.2f} images/s")

@@ -46,7 +46,7 @@ def test_the_device_image_path_writes_the_same_bytes_as_the_host_path(tmp_path, 
 def test_chunks_in_flight_stay_bounded_while_writing_is_slow(tmp_path, data, monkeypatch):
     from engine.batch import local, stages
 
-    monkeypatch.setattr(local, "cpu_threads", lambda: 2)
+    monkeypatch.setattr(local, "pool_threads", lambda: 2)
     monkeypatch.setattr(local, "IN_FLIGHT_PER_THREAD", 1)
     depth = 2 * 1 + 2  # one lane: max(2 * lanes + 2, ceil(threads * per_thread / batch_size))
     lock = threading.Lock()
