@@ -577,13 +577,14 @@ class Network:
         for cb in self.hooks.after_layer:
             cb(self, name, out)
 
-    def output(self, name: str, fmt: TensorFormat | None = None) -> np.ndarray:
-        """Host copy of any layer's output, in ``fmt`` (default fp32 NCHW).
+    def output(self, name: str, fmt: TensorFormat | None = None, pinned: bool = False) -> np.ndarray:
+        """Host copy of any layer's output, in ``fmt`` (default fp32 NCHW). ``pinned``: into page-locked memory on
+        a GPU (a faster download; the memory comes from a pool and is held while the array lives).
 
         A layer whose buffer was recycled is recomputed (mark it permanent to keep its output). The name of
         a template instance gives the output of its expanded output layer."""
         name = self._computed(name)
-        return self.backend.to_host(convert(self._views[name], self.fmt_of(name), fmt or FP32_NCHW, self.xp))
+        return self.backend.to_host(convert(self._views[name], self.fmt_of(name), fmt or FP32_NCHW, self.xp), pinned)
 
     def output_images(self, name: str) -> np.ndarray:
         """Host copy of a layer's output as 8-bit images (N x H x W, or N x H x W x C in RGB/RGBA order), made where

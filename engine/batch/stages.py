@@ -264,7 +264,8 @@ def infer(work: Work, net: Any, plan: Plan) -> Work:
             net.run()
             net.backend.synchronize()
             t2 = time.perf_counter()
-            g.outputs = {n: net.output_images(n) if g.as_images else net.output(n) for n in plan.output_names}
+            g.outputs = {n: net.output_images(n) if g.as_images else net.output(n, pinned=plan.device_images)
+                         for n in plan.output_names}
             t3 = time.perf_counter()
         except Exception as exc:
             reason = _reason(exc)

@@ -8,7 +8,8 @@ CPU: ``--backend numpy`` (defaults: 48 frames of 240x320, batches of 4: the NumP
 Writes N generated PNG frames (noisy gradients, about 4 MB each at 1080p), then measures, for the denoiser sample:
 - engine only: set_input of a float32 batch already in host memory + run + synchronize (no decoding, no
   download, no encoding): the rate the network allows fed from the host (the reference of the target);
-- engine host-to-host: the same plus the download of the float32 outputs;
+- engine host-to-host: the same plus the download of the float32 outputs (into fresh pageable memory, and into
+  page-locked memory: ``Network.output(..., pinned=True)``, what a batch run does for NPY outputs on the GPU);
 - engine 8-bit host-to-host: what a batch run does on the network's side: 8-bit images uploaded and made into
   the tensor on the device (``Network.set_input_images``), run, the outputs made into 8-bit images there and
   downloaded (``Network.output_images``);
@@ -70,21 +71,22 @@ def engine_rates(spec: NetworkSpec, batch: int, frames: list[Path], repeat: int)
     images = [decode_image(p) for p in frames[:batch]]
     x = np.random.default_rng(1).random((batch, 3, *images[0].shape[:2]), dtype=np.float32)
 
-    def float32(download: bool) -> None:
+    def float32(download: str) -> None:
         net.set_input("input", x)
         net.run()
         net.backend.synchronize()
         if download:
-            net.output("output")
+            net.output("output", pinned=download == "pinned")
 
-    def uint8(_download: bool) -> None:
+    def uint8(_download: str) -> None:
         net.set_input_images("input", images, io.image_options)
         net.run()
         net.output_images("output")
 
     rates = {}
-    for key, fn, download in (("engine only", float32, False), ("engine host-to-host", float32, True),
-                              ("engine 8-bit host-to-host", uint8, True)):
+    for key, fn, download in (("engine only", float32, ""), ("engine host-to-host", float32, "pageable"),
+                              ("engine host-to-host pinned", float32, "pinned"),
+                              ("engine 8-bit host-to-host", uint8, "pinned")):
         fn(download)  # warm-up (plans, kernels, CUDA graph capture on the second run)
         fn(download)
         t0 = time.perf_counter()

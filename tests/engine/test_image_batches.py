@@ -125,6 +125,7 @@ def test_network_takes_8_bit_images_and_gives_8_bit_images(registry, backend, fm
         net.set_input_images("input", given, opts)
         net.run()
         np.testing.assert_array_equal(net.output("output"), ref)
+        np.testing.assert_array_equal(net.output("output", pinned=True), ref)  # page-locked on a GPU: same values
         got = net.output_images("output")
         assert isinstance(got, np.ndarray) and got.dtype == np.uint8 and got.shape == (3, 13, 17, 3)
         np.testing.assert_array_equal(got, ref_images)
