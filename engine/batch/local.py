@@ -189,17 +189,22 @@ def run_local(job: BatchJob, progress: ProgressCallback | None = None,
             else:
                 written.put(done)
 
-    def results(futures: list[Future[Any]]) -> list[Any]:
-        out = []
+    def results(futures: list[Future[Any]]) -> tuple[list[Any], Exception | None]:
+        """What the tasks gave, and the first error of a task that failed (a bug): the others are still taken,
+        so every output written is recorded."""
+        out, error = [], None
         for f in futures:
             while True:
                 try:
                     out.append(f.result())
-                    break
                 except KeyboardInterrupt as exc:  # Ctrl-C: finish and record what is in flight, then stop
                     interrupted.append(exc)
                     cancel.set()
-        return out
+                    continue
+                except Exception as exc:
+                    error = error or exc
+                break
+        return out, error
 
     feeder = threading.Thread(target=guarded(feed), name="layerlab-feed", daemon=True)
     workers = [threading.Thread(target=lane_loop, args=(lane,), name=f"layerlab-lane-{i}", daemon=True)
@@ -224,7 +229,10 @@ def run_local(job: BatchJob, progress: ProgressCallback | None = None,
                     break
                 try:
                     work, writing = entry
-                    job.handle(collect(work, results(writing)))
+                    done, error = results(writing)
+                    job.handle(collect(work, done))
+                    if error is not None:
+                        raise error
                 except Exception as exc:
                     errors.append(exc)
                     abort.set()
