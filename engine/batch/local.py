@@ -109,6 +109,9 @@ def _lanes(job: BatchJob) -> list[Any]:
 POOL_PER_CPU = 2
 #: inputs in flight per pool thread: enough that every thread finds work while the lanes run a batch
 IN_FLIGHT_PER_THREAD = 2
+#: ceiling of the inputs in flight on machines with many cores (memory: 128 decoded 1080p images and their 8-bit
+#: outputs are about 1.6 GB)
+MAX_IN_FLIGHT_INPUTS = 128
 
 
 def pool_threads() -> int:
@@ -132,7 +135,8 @@ def run_local(job: BatchJob, progress: ProgressCallback | None = None,
     plan = dataclasses.replace(job.plan, device_images=_on_gpu(job))
     threads = pool_threads()
     pool = ThreadPoolExecutor(threads, thread_name_prefix="layerlab-io")  # every read and write task
-    depth = max(2 * len(lanes) + 2, -(-IN_FLIGHT_PER_THREAD * threads // job.options.batch_size))
+    inputs = min(IN_FLIGHT_PER_THREAD * threads, MAX_IN_FLIGHT_INPUTS)
+    depth = max(2 * len(lanes) + 2, -(-inputs // job.options.batch_size))  # chunks in flight
     decoded: queue.Queue[Any] = queue.Queue(maxsize=depth)  # (work, futures of its reads), in order
     written: queue.Queue[Any] = queue.Queue()  # (work, futures of its writes)
     in_flight = threading.BoundedSemaphore(depth)  # chunks between reading and the collector
