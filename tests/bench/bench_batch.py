@@ -14,7 +14,8 @@ Writes N generated PNG frames (noisy gradients, about 4 MB each at 1080p), then 
   the tensor on the device (``Network.set_input_images``), run, the outputs made into 8-bit images there and
   downloaded (``Network.output_images``);
 - reading and writing capacity: the frames decoded (and the outputs encoded, synced and hashed, as a batch run
-  writes them) by the batch engine's thread pool alone, as images per second: the most the CPU side allows;
+  writes them) by the batch engine's thread pool alone, as images per second, and both in one pool: the most the
+  CPU side allows;
 - batch: the whole local pipeline over the folder (decode, upload, run, download, encode, manifest), overall
   (from the start of the run: opening the networks and filling the pipeline included) and at steady state (from
   the first recorded chunk to the last), with the thread time per image of each stage.
@@ -154,8 +155,9 @@ def main(argv: list[str] | None = None) -> int:
           f"save as {a.save_as}, {pool_threads()} pool threads")
     for key, rate in rates.items():
         print(f"{key + ':':27s} {rate:8.2f} images/s")
-    print(f"{'reading capacity (pool):':27s} {read:8.2f} images/s")
-    print(f"{'writing capacity (pool):':27s} {written:8.2f} images/s")
+    print(f"{'reading capacity (pool):':27s} {read:8.2f} images/s  (PNG decoding alone)")
+    print(f"{'writing capacity (pool):':27s} {written:8.2f} images/s  (8-bit images: PNG encoding, hash, write, sync)")
+    print(f"{'both, one pool:':27s} {1 / (1 / read + 1 / written):8.2f} images/s  (the most the CPU side allows)")
     print(f"{'layerlab batch local:':27s} {overall:8.2f} images/s overall, {steady:.2f} at steady state "
           f"({done} images, {t1 - t0:.1f} s)")
     print(f"stage thread time per image (ms): {per_image}")
