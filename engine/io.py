@@ -330,11 +330,13 @@ def encode_image(img: np.ndarray, ext: str, name: str | os.PathLike[str] | None 
     type ``ext`` ('.png', '.jpg'...): the file's bytes (a 1-D uint8 array). PNG: level ``PNG_LEVEL``, SUB
     filter, RLE strategy; JPEG: OpenCV's default quality (95). Errors name ``name`` (or the type)."""
     cv2 = _cv2()
-    if img.ndim == 3:
-        img = cv2.cvtColor(img, cv2.COLOR_RGB2BGR if img.shape[2] == 3 else cv2.COLOR_RGBA2BGRA)
     ext = ext.lower()
     what = name if name is not None else f"a {ext} image"
+    if img.ndim not in (2, 3) or (img.ndim == 3 and img.shape[2] not in (3, 4)):
+        raise LayerLabError(f"{what}: cannot write an image of shape {img.shape} (expected H x W, H x W x 3 or 4)")
     try:
+        if img.ndim == 3:
+            img = cv2.cvtColor(img, cv2.COLOR_RGB2BGR if img.shape[2] == 3 else cv2.COLOR_RGBA2BGRA)
         ok, data = cv2.imencode(ext, img, _image_params(cv2, ext))
     except cv2.error as exc:
         raise LayerLabError(f"{what}: cannot write the image ({cut(str(exc), 120)})") from None

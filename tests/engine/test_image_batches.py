@@ -94,6 +94,8 @@ def test_encode_image_is_what_opencv_writes_with_the_documented_settings(tmp_pat
     assert encode_image(rgb, ".jpg").tobytes() == cv2.imencode(".jpg", bgr)[1].tobytes()
     with pytest.raises(LayerLabError, match="out.xyz: cannot write the image"):
         encode_image(rgb, ".xyz", tmp_path / "out.xyz")
+    with pytest.raises(LayerLabError, match=r"cannot write an image of shape \(21, 30, 2\)"):
+        encode_image(rgb[..., :2], ".png")
     # infer's writer writes these very bytes, one file per batch item
     t = np.random.default_rng(5).random((3, 3, 8, 9), dtype=np.float32)
     written = write_output(tmp_path / "o.png", t)
