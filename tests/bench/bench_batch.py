@@ -18,7 +18,8 @@ Writes N generated PNG frames (noisy gradients, about 4 MB each at 1080p), then 
   CPU side allows;
 - batch: the whole local pipeline over the folder (decode, upload, run, download, encode, manifest), overall
   (from the start of the run: opening the networks and filling the pipeline included) and at steady state (from
-  the first recorded chunk to the last), with the thread time per image of each stage.
+  the chunk that completes the first tenth of the images to the last; the overall rate when too few chunks
+  remain after it), with the thread time per image of each stage.
 The last line is ``batch/engine ratio: X`` (steady-state batch rate over the engine-only rate; target on the GPU:
 0.8 or more)."""
 from __future__ import annotations
@@ -146,9 +147,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(root, ignore_errors=True)
     done = summary["items"]["frames_this_run"]
     overall = done / (t1 - t0)
-    first = next(((t, k) for t, k in marks if k > 0), None)
+    # steady state: from the first progress mark with a tenth of the images done, when at least half of them and
+    # four more marks follow it
+    first = next(((t, k) for t, k in marks if k >= max(1, done // 10)), None)
     last = marks[-1] if marks else None
-    steady = (last[1] - first[1]) / (last[0] - first[0]) if first and last and last[0] > first[0] else overall
+    ok = (first is not None and last is not None and last[1] - first[1] >= done // 2 and last[0] > first[0]
+          and sum(1 for m in marks if m[0] > first[0]) >= 4)
+    steady = (last[1] - first[1]) / (last[0] - first[0]) if ok else overall  # type: ignore[index]
     stages = summary["stages_s"]
     per_image = {k: f"{1e3 * v / max(1, done):.1f}" for k, v in stages.items()}
     print(f"denoiser {h}x{w}, backend {a.backend}, format {a.format}, batch {bs}, {n} images, workers {a.workers}, "
