@@ -252,6 +252,7 @@ class Network:
         """Give input layer ``name`` a tensor (4-D, in ``fmt``, default fp32 NCHW): a host array, or an array
         already on the network's device (e.g. a frame converted there)."""
         self._check_input(name)
+        self.backend.activate()  # the upload and conversion go on the network's stream, ordered with its kernels
         xp = self.backend.xp
         on_device = xp is not np and isinstance(array, xp.ndarray)
         arr = array if on_device else np.asarray(array)
@@ -279,6 +280,7 @@ class Network:
         0..1 values; the input layer's own are ``engine.run.image_options``): the same values as converting on the
         host."""
         self._check_input(name)
+        self.backend.activate()  # the uploads and the conversion go on the network's stream, ordered with its kernels
         stacked = isinstance(images, np.ndarray)
         batch = [images] if stacked else [np.asarray(a) for a in images]
         dims = (3, 4) if stacked else (2, 3)  # an image is H x W or H x W x C
@@ -584,6 +586,7 @@ class Network:
         A layer whose buffer was recycled is recomputed (mark it permanent to keep its output). The name of
         a template instance gives the output of its expanded output layer."""
         name = self._computed(name)
+        self.backend.activate()  # converted and downloaded on the network's stream, after its kernels
         return self.backend.to_host(convert(self._views[name], self.fmt_of(name), fmt or FP32_NCHW, self.xp), pinned)
 
     def output_images(self, name: str) -> np.ndarray:
@@ -591,7 +594,9 @@ class Network:
         the output lives by :func:`engine.io.tensors_to_images` and downloaded in one copy (into page-locked
         memory on the GPU): a quarter of the bytes of ``output``'s float32, and the same values as
         ``tensors_to_images(output(name))``."""
-        return self.backend.to_host(tensors_to_images(self.device_output(name), self.xp), pinned=True)
+        out = self.device_output(name)
+        self.backend.activate()  # converted and downloaded on the network's stream, after its kernels
+        return self.backend.to_host(tensors_to_images(out, self.xp), pinned=True)
 
     def device_output(self, name: str) -> Any:
         """A layer's output where it lives (a device array on the GPU), seen in logical N x C x H x W order in the
