@@ -1,7 +1,7 @@
 """`layerlab export onnx|torch|project|preprocessed MODEL -o PATH [options]`, and the export request the
 designer's export dialog shares with it (same options, same code path, same command line). Imports no Qt.
 
-    layerlab export onnx MODEL -o OUT.onnx [--placeholders] [--fp16] [--explicit-sizes]
+    layerlab export onnx MODEL -o OUT.onnx [--placeholders] [--fp16 [--fp32-compute]] [--explicit-sizes]
     layerlab export torch MODEL -o OUT_DIR [--stubs]                     (alias: pytorch)
     layerlab export project MODEL -o DIR --builder NAME [--package NAME] [--no-sample] [--no-pyproject]
                                                          [--format auto]
@@ -39,6 +39,7 @@ class ExportRequest:
     placeholders: bool = False
     fp16: bool = False
     explicit_sizes: bool = False
+    fp32_compute: bool = False
     stubs: bool = False
     builder: str = "build_network"
     package: str | None = None
@@ -61,7 +62,8 @@ class ExportRequest:
         args = ["export", self.kind, model_path, "-o", self.output]
         if self.kind == "onnx":
             args += [flag for flag, on in (("--placeholders", self.placeholders), ("--fp16", self.fp16),
-                                           ("--explicit-sizes", self.explicit_sizes)) if on]
+                                           ("--explicit-sizes", self.explicit_sizes),
+                                           ("--fp32-compute", self.fp32_compute)) if on]
         elif self.kind == "torch" and self.stubs:
             args.append("--stubs")
         elif self.kind == "project":
@@ -103,7 +105,9 @@ def run_export(request: ExportRequest, model: Any, registry: Any) -> Any:
     weights = open_weights(with_model_weights(RunSpec(weights=request.weights, seed=request.seed), model), model)
     fusing = request.fusing_rules
     if request.kind == "onnx":
-        opts = OnnxOptions(request.placeholders, request.fp16, request.explicit_sizes)
+        if request.fp32_compute and not request.fp16:
+            raise LayerLabError("--fp32-compute goes with --fp16 (a float32 export computes in float32 anyway)")
+        opts = OnnxOptions(request.placeholders, request.fp16, request.explicit_sizes, request.fp32_compute)
         return export_onnx(model, registry, request.output, opts, weights, request.seed, fusing)
     if request.kind == "torch":
         return export_torch(model, registry, request.output, TorchOptions(request.stubs), weights, request.seed, fusing)
@@ -142,7 +146,12 @@ def add_export_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpa
     o = common("onnx", "Write an ONNX model (opset 17) with the weights as initializers.", "ONNX file to write")
     o.add_argument("--placeholders", action="store_true",
                    help="write layers without an ONNX equivalent as layerlab.placeholders nodes (else: fail listing them)")
-    o.add_argument("--fp16", action="store_true", help="FLOAT16 inputs, outputs and weight initializers")
+    o.add_argument("--fp16", action="store_true",
+                   help="compute in fp16 as the engine does: FLOAT16 tensors and weights, layers pinned to fp32 in "
+                        "FLOAT between explicit Cast nodes")
+    o.add_argument("--fp32-compute", action="store_true",
+                   help="with --fp16: FLOAT16 inputs, outputs and weights, but compute in float32 (for runtimes "
+                        "without float16 kernels)")
     o.add_argument("--explicit-sizes", action="store_true",
                    help="write tensor sizes (else N, H and W are dimension names: resolution-independent)")
     t = common("torch", "Write a PyTorch module (one nn.Module class) and its weights (.npz).",
@@ -171,6 +180,7 @@ def request_from_args(args: argparse.Namespace) -> ExportRequest:
     req = ExportRequest(kind, args.output, args.weights, args.seed, args.fusing_rules)
     if kind == "onnx":
         req.placeholders, req.fp16, req.explicit_sizes = args.placeholders, args.fp16, args.explicit_sizes
+        req.fp32_compute = args.fp32_compute
     elif kind == "torch":
         req.stubs = args.stubs
     elif kind == "project":

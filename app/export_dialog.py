@@ -144,7 +144,9 @@ class ExportDialog(QtWidgets.QDialog):
 
         # per-exporter options
         self.placeholders = QtWidgets.QCheckBox("Allow placeholder operators (layers without an ONNX equivalent)")
-        self.fp16 = QtWidgets.QCheckBox("Write FP16 tensors (inputs, outputs and weights)")
+        self.fp16 = QtWidgets.QCheckBox("FP16: compute in float16 (layers pinned to fp32 in float between Casts)")
+        self.fp32_compute = QtWidgets.QCheckBox("... but compute in float32 (FP16 inputs, outputs and weights only, "
+                                                "for runtimes without float16 kernels)")
         self.explicit_sizes = QtWidgets.QCheckBox("Write tensor sizes (otherwise resolution-independent dimension names)")
         self.stubs = QtWidgets.QCheckBox("Write stub classes with a TODO for layers without a PyTorch equivalent")
         self.builder = QtWidgets.QLineEdit(f"build_{model.name}" if model.name.isidentifier() else "build_network")
@@ -165,7 +167,7 @@ class ExportDialog(QtWidgets.QDialog):
             page = QtWidgets.QWidget()
             form = QtWidgets.QFormLayout(page)
             if k == "onnx":
-                for box in (self.placeholders, self.fp16, self.explicit_sizes):
+                for box in (self.placeholders, self.fp16, self.fp32_compute, self.explicit_sizes):
                     form.addRow(box)
             elif k == "torch":
                 form.addRow(self.stubs)
@@ -211,7 +213,7 @@ class ExportDialog(QtWidgets.QDialog):
         self.kind_box.currentIndexChanged.connect(self._kind_changed)
         for w in (self.output, self.weights, self.builder, self.package):
             w.textChanged.connect(self._refresh)
-        for b in (self.placeholders, self.fp16, self.explicit_sizes, self.stubs, self.sample, self.pyproject,
+        for b in (self.placeholders, self.fp16, self.fp32_compute, self.explicit_sizes, self.stubs, self.sample, self.pyproject,
                   self.pre_weights):
             b.toggled.connect(self._refresh)
         for c in (self.fusing, self.project_format, self.pre_format):
@@ -246,6 +248,7 @@ class ExportDialog(QtWidgets.QDialog):
                             self.fusing.currentText())
         req.placeholders, req.fp16, req.explicit_sizes = (self.placeholders.isChecked(), self.fp16.isChecked(),
                                                           self.explicit_sizes.isChecked())
+        req.fp32_compute = self.fp16.isChecked() and self.fp32_compute.isChecked()
         req.stubs = self.stubs.isChecked()
         req.builder, req.package = self.builder.text().strip(), self.package.text().strip() or None
         req.sample, req.pyproject = self.sample.isChecked(), self.pyproject.isChecked()
@@ -257,6 +260,7 @@ class ExportDialog(QtWidgets.QDialog):
         return self.request().command_line(self.model_path or f"{self.model.name}.lnet")
 
     def _refresh(self) -> None:
+        self.fp32_compute.setEnabled(self.fp16.isChecked())
         self.command.setText(self.command_line())
         self.export_button.setEnabled(getattr(self, "_job", None) is None and bool(self.output.text().strip()) and
                                       (self.kind != "project" or bool(self.builder.text().strip())))

@@ -14,7 +14,7 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.charts import BAR_COLOUR, BASELINE_COLOURS, SELECTED_COLOUR, BarChart, RooflineChart, colour_icon
-from engine.report import human_bytes, human_rate
+from engine.report import human_bytes, human_rate, layer_type_text
 
 SORT_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
 NAME_ROLE = QtCore.Qt.ItemDataRole.UserRole + 2
@@ -228,7 +228,7 @@ class ReportView(QtWidgets.QWidget):
         self.table_model.removeRows(0, self.table_model.rowCount())
         for x in self.report["layers"]:
             t = x["time_ms"]["mean"]
-            row = [_item(x["name"]), _item(x["type"]), _item(x["output_dims"]),
+            row = [_item(x["name"]), _item(layer_type_text(x)), _item(x["output_dims"]),
                    _item(human_bytes(x["output_bytes"]), x["output_bytes"], True), _item(f"{t:.4f}", t, True),
                    _item(f"{100 * x['share']:.1f}%", x["share"], True), _item(human_rate(x["flops"], ""), x["flops"], True),
                    _item(human_rate(x["achieved_flops_per_s"], "FLOP/s"), x["achieved_flops_per_s"], True),
@@ -345,7 +345,7 @@ class ReportView(QtWidgets.QWidget):
             return f" ({100 * v / peaks[peak_key]:.1f}% of peak)" if peaks and peaks.get(peak_key) else ""
 
         rows: list[tuple[str, Any]] = [
-            ("Type", lambda x: x["type"]), ("Output", lambda x: x["output_dims"]),
+            ("Type", layer_type_text), ("Output", lambda x: x["output_dims"]),
             ("Output size", lambda x: human_bytes(x["output_bytes"])),
             ("Mean time", lambda x: f"{x['time_ms']['mean']:.4f} ms"),
             ("Median time", lambda x: f"{x['time_ms']['median']:.4f} ms"),

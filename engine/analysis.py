@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import LayerLabError
+from engine.formats import fused_note
 from engine.model import Model
 from engine.network import Network
 from engine.registry import Registry
@@ -318,10 +319,11 @@ def network_overview(net: Network) -> list[OverviewItem]:
 
 def format_status(net: Network, name: str) -> list[str]:
     """The overview's format badge of a layer: ``fp32|nhwc`` for a layer in another format than the network's,
-    ``fp16|nhwc -> fp32|nhwc`` for an inserted format conversion; nothing for the others."""
+    ``conversion fp16|nhwc -> fp32|nhwc`` for an inserted format conversion (``..., fused into c2`` where the network
+    fused it into that layer); nothing for the others."""
     for conv, _src, a, b in net.conversions:
         if conv == name:
-            return [f"conversion {a} -> {b}"]
+            return [f"conversion {a} -> {b}{fused_note(net, conv)}"]
     return [f"pinned {net.pinned[name]}"] if name in net.pinned else []
 
 

@@ -12,12 +12,18 @@ conversions the network inserts between layers of different formats.
   staging copy on the device converts anyway) or an output layer, that layer takes the other format instead. A
   conversion is a single device copy (cast and transpose in one element-wise kernel on the GPU), planned in the
   buffer pool and captured in the CUDA graph like any layer.
+* ``fused_conversions`` picks the conversions the network fuses into a neighbouring layer instead of running them
+  (a precision change in one layout, where the layer says it can, ``Layer.fuses_conversion``): a conversion to
+  fp16 into its producer, which writes its result rounded to fp16 straight into the buffer its readers read (the
+  one rounding the conversion does); a conversion to fp32 into its readers, which read the fp16 buffer and widen
+  it as they read (exact). The conversion layer stays in the network (and in its reports), computing nothing: its
+  output is the shared buffer. Fused and unfused give identical values.
 
 Qt-free; imports no plugin."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,9 +79,10 @@ def apply_overrides(model: Model, overrides: Mapping[str, str]) -> Model:
 
 
 def layer_formats(model: Model, registry: Any, network: TensorFormat,
-                  inherited: Mapping[str, str] | None = None) -> dict[str, TensorFormat]:
+                  inherited: Mapping[str, str] | None = None, compute: TensorFormat | None = None) -> dict[str, TensorFormat]:
     """Every layer's format: the network's overlaid by the layer's setting (or by ``inherited[name]``, the
-    setting of the template instance it came from), moved to a format its type implements.
+    setting of the template instance it came from), moved to a format its type implements. A layer without a
+    setting computes in ``compute`` when given (the backend's layout for the network's format).
 
     Input and output layers compute nothing, so without a setting of their own they take the format that saves a
     conversion: an output layer the format of the layer it outputs, an input layer whose readers all run in one
@@ -98,7 +105,7 @@ def layer_formats(model: Model, registry: Any, network: TensorFormat,
         if not text and role(name) == 2 and spec.inputs and spec.inputs[0] in out:
             out[name] = out[spec.inputs[0]]  # an output layer computes nothing: no conversion for it
             continue
-        wanted = LayerFormat.parse(text, f"layer {name}: format").over(network)
+        wanted = LayerFormat.parse(text, f"layer {name}: format").over(network) if text else (compute or network)
         out[name] = nearest_supported(wanted, cls.desc.formats) if cls is not None else wanted
         theirs = {out[r] for r in readers[name] if r in out}
         if not text and role(name) == 1 and len(theirs) == 1 and cls is not None and theirs <= set(cls.desc.formats):
@@ -169,6 +176,43 @@ def insert_conversions(model: Model, formats: Mapping[str, TensorFormat], networ
     return out, info
 
 
+def fused_conversions(conversions: Iterable[tuple[str, str, TensorFormat, TensorFormat]], layers: Mapping[str, Layer],
+                      readers: Mapping[str, Sequence[str]], keep: Collection[str],
+                      ) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The inserted conversions (``Conversions.inserted``) the network fuses into a neighbouring layer:
+    conversion -> ``("write", (producer,))`` or ``("read", (reader, ...))``. ``layers`` are the built layers,
+    ``readers`` every layer's readers, ``keep`` the layers whose own output must stay readable in their own format
+    (network outputs, permanent layers, breakpoints): none of them takes a fused write.
+
+    Only precision changes within one layout are fused. A conversion to fp16 is fused into its producer when the
+    conversion is its only reader and it can write its result in fp16 (``Layer.fuses_conversion("write")``); a
+    conversion to fp32 into its readers when every one of them can read fp16 (``"read"``)."""
+    out: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for conv, src, a, b in conversions:
+        if a.layout is not b.layout or a.precision is b.precision or conv in keep:
+            continue
+        if b.precision is Precision.FP16:  # the producer rounds as it writes
+            p = layers[src]
+            if (src not in keep and list(readers[src]) == [conv] and p.bypass_input() is None
+                    and not getattr(p, "is_network_input", False) and p.fuses_conversion("write")):
+                out[conv] = ("write", (src,))
+        else:  # the readers widen as they read
+            rs = list(dict.fromkeys(readers[conv]))
+            if rs and all(layers[r].bypass_input() is None and layers[r].fuses_conversion("read") for r in rs):
+                out[conv] = ("read", tuple(rs))
+    return out
+
+
+def fused_note(net: Any, conv: str) -> str:
+    """``, fused into c2 (its write)`` / ``, fused into c3, c4 (their reads)`` for a conversion the network ``net``
+    fused (``Network.fused_conversions``), ``''`` for the others: what reports and the overview add to it."""
+    kind, into = net.fused_conversions.get(conv, ("", ()))
+    if not kind:
+        return ""
+    how = "its write" if kind == "write" else "its read" if len(into) == 1 else "their reads"
+    return f", fused into {', '.join(into)} ({how})"
+
+
 # ---- the conversion layer ---------------------------------------------------------------------------------
 _FORMAT_NAMES = tuple(str(f) for f in FORMATS)
 
@@ -220,23 +264,34 @@ class FormatConversion(Layer):
     onnx_support = "yes"
     torch_support = "yes"
 
-    # Exported graphs compute in float32 between layers: a conversion to fp16 becomes the rounding it does (a Cast
-    # to FLOAT16 and back), a conversion to fp32 or of layout only is the identity.
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
-        if self.target.precision is not Precision.FP16 or self.source.precision is Precision.FP16:
+        """A Cast to the target precision in a graph whose tensors follow the layers' formats (the fp16 export), an
+        Identity for a layout change (ONNX tensors are logical NCHW). In a float32 graph (the fp32 export, or the
+        fp16 export's ``fp32_compute``), a conversion to fp16 is the rounding it does: a Cast to FLOAT16 and back."""
+        if self.target.precision is self.source.precision:
+            return g.node("Identity", [inputs[0]])
+        if g.options.fp16_tensors:
+            return g.node("Cast", [inputs[0]], to=g.elem_type)
+        if self.target.precision is not Precision.FP16:
             return g.node("Identity", [inputs[0]])
         half = g.node("Cast", [inputs[0]], "fp16", to=10)  # TensorProto.FLOAT16
         return g.node("Cast", [half], "fp32", to=1)  # TensorProto.FLOAT
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
-        if self.target.precision is not Precision.FP16 or self.source.precision is Precision.FP16:
+        """``.float()`` to fp32, ``.to(dtype)`` back to the module's compute dtype (float16 after ``half()``): the
+        exported module computes each layer in the precision the network runs it in, and a float32 module (the
+        default) in float32 throughout. A layout change is nothing (PyTorch tensors are logical NCHW)."""
+        if self.target.precision is self.source.precision:
             return str(inputs[0])
-        return f"({inputs[0]}).half().float()"
+        if self.target.precision is Precision.FP32:
+            return f"{inputs[0]}.float()"
+        return f"{inputs[0]}.to({t.compute_dtype()})"
 
 
 #: layers the engine itself provides (every registry finds them by type name; no collection lists them)
 ENGINE_LAYERS: dict[str, type[Layer]] = {CONVERSION_TYPE: FormatConversion}
 
 __all__ = ["CONVERSION_TYPE", "ENGINE_LAYERS", "Conversions", "FormatConversion", "LayerFormat", "LayerFormatError",
-           "apply_overrides", "canonical", "conversion_name", "insert_conversions", "layer_formats",
+           "apply_overrides", "canonical", "conversion_name", "fused_conversions", "fused_note", "insert_conversions",
+           "layer_formats",
            "nearest_supported", "parse_assignments"]

@@ -90,6 +90,12 @@ class Layer:
     fused = False
     #: why this layer cannot run (a placeholder of an imported operator); the type checker reports it
     not_runnable: ClassVar[str] = ""
+    #: the precision conversions the network may fuse into this layer (``engine.formats.fused_conversions``):
+    #: ``"read"``: ``forward`` reads an input stored in the other precision (same layout) exactly, widening it to its
+    #: compute dtype as it reads (``nchw``, ``physical``, ``weight``); ``"write"``: ``forward`` computes its result
+    #: in its own precision and writes it once, activation included, into an output buffer of the other precision
+    #: (``store``, ``store_physical``), so that write is the conversion's rounding and the only one.
+    conversion_fusion: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, name: str, params: dict[str, Any], activation: BoundActivation | None,
                  fmt: TensorFormat, backend: Any) -> None:
@@ -264,6 +270,15 @@ class Layer:
 
         Returns True when the layer's output size changes (the network then reshapes)."""
         raise self.param_error(name, f"{self.desc.name} has no runtime option {name!r}")
+
+    def fuses_conversion(self, kind: str) -> bool:
+        """Whether a precision conversion may be fused into this layer as ``kind`` (``"read"`` or ``"write"``, see
+        ``conversion_fusion``) on its backend; a layer whose backend kernel does not serve mixed precision says no
+        there. The activation must be the layer's own for ``"write"`` (the network's in-place pass would round
+        twice)."""
+        if kind not in self.conversion_fusion:
+            return False
+        return kind == "read" or self.fuses_activation
 
     def bypass_input(self) -> int | None:
         """Index of the input this layer passes through unchanged (no copy), or None."""

@@ -21,6 +21,7 @@ import numpy as np
 from engine.backends import NumpyBackend
 from engine.backends.base import Backend
 from engine.errors import GraphError, InputError, LayerLabError, ParameterError, PluginError, ShapeError, WeightsError
+from engine.formats import CONVERSION_TYPE, fused_conversions
 from engine.graph import execution_order
 from engine.io import ImageOptions, images_to_tensor, tensors_to_images
 from engine.layer import BoundActivation, Layer
@@ -112,7 +113,8 @@ class Network:
                  fmt: TensorFormat = FP32_NCHW, weights: WeightsSource | None = None, seed: int = 0,
                  reuse_buffers: bool = True, fusing: str | list[Any] = "on",
                  protected: set[str] | frozenset[str] = frozenset(), graph_capture: bool = True,
-                 tf32: bool = False, layer_formats: dict[str, str] | None = None) -> None:
+                 tf32: bool = False, layer_formats: dict[str, str] | None = None,
+                 fuse_conversions: bool = True) -> None:
         """``fusing``: 'on' (the registry's and the model's enabled rules), 'off', a rules file, or a
         list of parsed FusingRule. ``protected`` layers (breakpoints) keep their own outputs. ``tf32``: fp32
         convolutions on the GPU may use TF32 tensor cores (off: strict float32, as on the CPU). ``layer_formats``:
@@ -120,7 +122,11 @@ class Network:
 
         Each layer runs in its own format (``formats``: the network's ``fmt`` unless the layer or the run sets
         another, or its type does not implement it); the preprocessor inserted a ``format_conversion`` layer on
-        every link between layers of different formats, and memory is planned per layer format.
+        every link between layers of different formats, and memory is planned per layer format. With
+        ``fuse_conversions`` the precision conversions a neighbouring layer can do are fused into it
+        (``engine.formats.fused_conversions``; ``fused_conversions`` says which, into what): a conversion to fp16 into
+        its producer, which then keeps its own output in fp16 (unless it is an output, permanent, protected, or the
+        network keeps every output: ``reuse_buffers`` off), a conversion to fp32 into its readers.
 
         The model is preprocessed first (``engine.preprocess``: template instances expanded, then fusing
         rules applied), so the network, its reports and its weights use the expanded names
@@ -129,7 +135,9 @@ class Network:
         from engine.custom.scope import scoped  # noqa: PLC0415
 
         registry = scoped(model, registry)  # the model's custom layers (custom:NAME) resolve too
-        self.preprocessed = preprocess(model, registry, fmt, fusing, protected, layer_formats=layer_formats)
+        compute = backend.compute_format(fmt, tf32) if backend is not None else fmt
+        self.preprocessed = preprocess(model, registry, fmt, fusing, protected, layer_formats=layer_formats,
+                                       compute=compute)
         self.expansion = self.preprocessed.expansion
         self.fused = self.preprocessed.fused
         model = self.preprocessed.model
@@ -177,6 +185,22 @@ class Network:
             for s in nd.inputs:
                 if s is not None and n not in self._readers[s]:
                     self._readers[s].append(n)
+        keep = set(self.order) if not reuse_buffers else (
+            set(self.output_names) | set(protected) | {n for n, nd in self.nodes.items() if nd.permanent})
+        #: conversion layer -> ("write", (producer,)) or ("read", (readers...)): the conversions fused into a
+        #: neighbouring layer (they compute nothing; their output is the buffer that layer writes or reads)
+        inserted = {c[0] for c in self.conversions}
+        explicit = [(n, nd.inputs[0], self.fmt_of(nd.inputs[0]), self.fmt_of(n)) for n, nd in self.nodes.items()
+                    if nd.layer.desc.name == CONVERSION_TYPE and n not in inserted and nd.inputs and nd.inputs[0]]
+        # the inserted conversions and those a preprocessed model holds (written by the preprocessed export)
+        self.fused_conversions = fused_conversions(
+            [*self.conversions, *explicit], {n: nd.layer for n, nd in self.nodes.items()}, self._readers,
+            keep) if fuse_conversions else {}
+        self._storage: dict[str, TensorFormat] = {}  # a producer writing its readers' precision: its buffer's format
+        for conv, (kind, (src, *_)) in self.fused_conversions.items():
+            if kind == "write":
+                self._storage[src] = TensorFormat(self.fmt_of(conv).precision, self.fmt_of(src).layout)
+            log.debug("format conversion %s: fused into %s (%s)", conv, ", ".join(self.fused_conversions[conv][1]), kind)
         self._pending_inputs: dict[str, Any] = {}
         self._dims: dict[str, Dims] = {}
         self._in_dims: dict[str, list[Dims | None]] = {}
@@ -198,8 +222,15 @@ class Network:
 
     # ---- structure -------------------------------------------------------------------------------
     def fmt_of(self, name: str) -> TensorFormat:
-        """The tensor format layer ``name`` runs in (its output buffer's format)."""
+        """The tensor format layer ``name`` runs in (its output buffer's format, but see ``storage_format``)."""
         return self.formats.get(name, self.fmt)
+
+    def storage_format(self, name: str) -> TensorFormat:
+        """The format of the buffer holding layer ``name``'s output: ``fmt_of(name)``, except for a producer whose
+        conversion to fp16 is fused into it (it writes fp16), and for a fused conversion (its source's buffer)."""
+        if name in self.fused_conversions:
+            return self.storage_format(self.nodes[name].inputs[0])  # type: ignore[arg-type]
+        return self._storage.get(name) or self.fmt_of(name)
 
     def _check_inputs_connected(self, name: str) -> None:
         nd = self.nodes[name]
@@ -238,6 +269,8 @@ class Network:
         while True:
             nd = self.nodes[name]
             b = nd.layer.bypass_input() if not self._needs_activation_pass(nd) else None
+            if name in self.fused_conversions:
+                b = 0  # a fused conversion is its source's buffer
             if b is None or b >= len(nd.inputs) or nd.inputs[b] is None or name in seen:
                 return name
             seen.add(name)
@@ -420,7 +453,7 @@ class Network:
         for n in self.order:
             if roots[n] != n:
                 continue
-            need = self._dims[n].elements * self.fmt_of(n).itemsize
+            need = self._dims[n].elements * self.storage_format(n).itemsize
             slot = None
             if self.reuse_buffers and free:
                 fitting = [s for s in free if capacity[s] >= need]
@@ -446,7 +479,7 @@ class Network:
         for n in self.order:
             r = roots[n]
             if r == n:
-                f = self.fmt_of(n)
+                f = self.storage_format(n)
                 buf = self._slots[slot_of[n]][:self._dims[n].elements * f.itemsize]
                 self._views[n] = buf.view(f.dtype).reshape(f.shape(self._dims[n]))
         for n in self.order:
@@ -600,10 +633,13 @@ class Network:
 
     def device_output(self, name: str) -> Any:
         """A layer's output where it lives (a device array on the GPU), seen in logical N x C x H x W order in the
-        layer's own precision: a view of the layer's buffer, no copy, valid until the next run. Recomputed like
-        ``output`` when its buffer was recycled."""
+        layer's own precision: a view of the layer's buffer, no copy, valid until the next run (a copy in the layer's
+        precision where a fused conversion keeps its output in another one). Recomputed like ``output`` when its
+        buffer was recycled."""
         name = self._computed(name)
-        return nchw_view(self._views[name], self.fmt_of(name))
+        view = nchw_view(self._views[name], self.fmt_of(name))
+        dtype = self.fmt_of(name).dtype
+        return view if view.dtype == dtype else view.astype(dtype)
 
     def _computed(self, name: str) -> str:
         """The layer whose buffer holds ``name``'s output, computed (see ``output``)."""

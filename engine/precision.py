@@ -199,6 +199,7 @@ class VariantTime:
     pins: int
     conversions: int
     graph: str = ""  #: the network's CUDA graph status after the timed runs ("off" on the CPU)
+    fused: int = 0  #: how many of the conversions the network fused into a neighbouring layer
 
 
 def time_mixed(model: Model, registry: Registry, pins: Iterable[str], base: RunSpec,
@@ -217,7 +218,7 @@ def time_mixed(model: Model, registry: Registry, pins: Iterable[str], base: RunS
         with np.errstate(over="ignore", invalid="ignore"):  # all-fp16 may overflow: that is what is measured
             result = run_timed(net, spec, cancelled=cancelled)
         out.append(VariantTime(label, float(np.median(result.network_times_ms)), len(layer_pins),
-                               len(net.conversions), net.graph_status))
+                               len(net.conversions), net.graph_status, len(net.fused_conversions)))
     return out
 
 
@@ -273,7 +274,7 @@ def format_times(times: list[VariantTime]) -> str:
     """Plain-text lines of ``time_mixed``'s result."""
     lines = []
     for t in times:
-        extra = f" ({t.pins} pinned, {t.conversions} conversions)" if t.label == "mixed" else ""
+        extra = f" ({t.pins} pinned, {t.conversions} conversions, {t.fused} fused)" if t.label == "mixed" else ""
         lines.append(f"  {t.label:<9} {t.ms:9.3f} ms{extra}")
     return "\n".join(lines)
 

@@ -49,6 +49,8 @@ class PreprocessOptions:
     fusing: str | Sequence[FusingRule] = "on"
     protected: AbstractSet[str] = frozenset()
     layer_formats: Mapping[str, str] = field(default_factory=dict)
+    #: the format layers without a setting compute in (the backend's choice for ``fmt``); None: ``fmt``
+    compute: TensorFormat | None = None
 
 
 @dataclass
@@ -149,7 +151,7 @@ def formats_pass(result: PreprocessResult, options: PreprocessOptions) -> None:
     instance_formats.update(options.layer_formats)
     inherited = {n: instance_formats[n.split("__", 1)[0]] for n in model.layers
                  if "__" in n and n.split("__", 1)[0] in instance_formats}
-    formats = layer_formats(model, options.registry, options.fmt, inherited)
+    formats = layer_formats(model, options.registry, options.fmt, inherited, compute=options.compute)
     wanted = {n: ("" if f == options.fmt else f"{f.precision.value} {f.layout.value}") for n, f in formats.items()}
     if any(model.layers[n].format != text for n, text in wanted.items()):
         model = model.copy() if model is result.source else model
@@ -177,15 +179,17 @@ PASSES: tuple[tuple[str, Pass], ...] = (
 
 def preprocess(model: Model, registry: Registry, fmt: TensorFormat = FP32_NCHW, fusing: str | Sequence[Any] = "on",
                protected: AbstractSet[str] = frozenset(), passes: Sequence[tuple[str, Pass]] = PASSES,
-               layer_formats: Mapping[str, str] | None = None) -> PreprocessResult:
+               layer_formats: Mapping[str, str] | None = None, compute: TensorFormat | None = None) -> PreprocessResult:
     """Run the preprocessor's passes on ``model`` (unchanged) for tensor format ``fmt``, with the run's per-layer
-    format settings ``layer_formats`` over the model's own.
+    format settings ``layer_formats`` over the model's own; layers without a setting compute in ``compute``
+    (default ``fmt``: a backend may prefer another layout, ``Backend.compute_format``).
 
     Raises what the passes raise: NetworkLayerError for a network layer that cannot be expanded,
     TemplateError for an instance that cannot be expanded, FusingRuleError for a rule that cannot be read or used,
     LayerFormatError for a format setting that cannot be read or names no layer."""
     result = PreprocessResult(model, model)
-    options = PreprocessOptions(registry, fmt, fusing, frozenset(protected), dict(layer_formats or {}))
+    options = PreprocessOptions(registry, fmt, fusing, frozenset(protected), dict(layer_formats or {}),
+                                None if compute == fmt else compute)
     for name, run in passes:
         run(result, options)
         result.passes.append(name)

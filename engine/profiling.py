@@ -81,6 +81,8 @@ class LayerProfile:
     times_ms: list[float] = field(default_factory=list)
     fused_activation: bool = True
     bypass: bool = False
+    #: for a format conversion fused into a neighbouring layer: that layer (its time is in that layer's)
+    fused_into: str = ""
 
     def stats(self) -> dict[str, float]:
         t = np.asarray(self.times_ms or [0.0])
@@ -99,7 +101,7 @@ def layer_costs(net: Network) -> list[LayerProfile]:
     """Analytic cost of every layer of a planned network."""
     out = []
     for name in net.order:
-        item = net.fmt_of(name).itemsize
+        item = net.storage_format(name).itemsize
         layer = net.layer(name)
         nd = net.nodes[name]
         ins = [net.dims(s) if s else None for s in nd.inputs]
@@ -110,7 +112,8 @@ def layer_costs(net: Network) -> list[LayerProfile]:
         written = 0 if bypass else dims.elements * item
         out.append(LayerProfile(name, layer.desc.name, str(dims), dims.elements * item,
                                 0 if bypass else int(layer.flops(ins, dims)), read, written,
-                                fused_activation=layer.fuses_activation, bypass=bypass))
+                                fused_activation=layer.fuses_activation, bypass=bypass,
+                                fused_into=", ".join(net.fused_conversions.get(name, ("", ()))[1])))
     return out
 
 

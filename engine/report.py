@@ -13,10 +13,12 @@ JSON schema (``"schema": "layerlab-report"``, ``"version": 1``)::
       "layers": [{"name", "type", "output_dims", "output_bytes", "flops", "bytes_read", "bytes_written",
                   "time_ms": {"median", "mean", "min", "max"}, "share", "achieved_flops_per_s",
                   "achieved_bytes_per_s", "intensity", "bound": "compute" | "memory" | "none",
-                  "fused_activation": bool, "bypass": bool}]
+                  "fused_activation": bool, "bypass": bool, "fused_into": str}]
     }
 
-Times are milliseconds; ``share`` is the layer's mean time over the sum of all layers' mean times."""
+``fused_into`` (absent in older reports) names the layer a format conversion was fused into (its time is counted
+there; the conversion's own row then times nothing). Times are milliseconds; ``share`` is the layer's mean time
+over the sum of all layers' mean times."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -52,6 +54,12 @@ def execution_notes(net: Any, per_layer: bool = True) -> list[str]:
     return notes
 
 
+def layer_type_text(layer: dict[str, Any]) -> str:
+    """A report row's type, with ``(fused into X)`` for a format conversion fused into layer X."""
+    into = layer.get("fused_into")
+    return f"{layer['type']} (fused into {into})" if into else layer["type"]
+
+
 def build_report(result: ProfileResult, *, model_name: str, model_version: str, model_path: str | None,
                  backend: str, device: str, fmt: str, iterations: int, warmup: int, seed: int = 0,
                  fusing: bool = False, graph_capture: bool = False, notes: list[str] | None = None) -> dict[str, Any]:
@@ -74,7 +82,7 @@ def build_report(result: ProfileResult, *, model_name: str, model_version: str, 
             "achieved_flops_per_s": lp.flops / sec if sec > 0 else 0.0,
             "achieved_bytes_per_s": moved / sec if sec > 0 else 0.0,
             "intensity": intensity, "bound": bound,
-            "fused_activation": lp.fused_activation, "bypass": lp.bypass,
+            "fused_activation": lp.fused_activation, "bypass": lp.bypass, "fused_into": lp.fused_into,
         })
     nt = sorted(result.network_times_ms) or [0.0]
     return {
@@ -171,7 +179,7 @@ def layer_table(report: dict[str, Any], limit: int | None = None) -> str:
     head = f"{'layer':<24} {'type':<20} {'output':<16} {'mean ms':>9} {'median':>9} {'share':>7} {'FLOPs':>10} {'FLOP/s':>11}"
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['name'][:24]:<24} {r['type'][:20]:<20} {r['output_dims']:<16} {r['time_ms']['mean']:>9.4f} "
+        lines.append(f"{r['name'][:24]:<24} {layer_type_text(r)[:20]:<20} {r['output_dims']:<16} {r['time_ms']['mean']:>9.4f} "
                      f"{r['time_ms']['median']:>9.4f} {100 * r['share']:>6.1f}% {human_rate(r['flops'], ''):>10} "
                      f"{human_rate(r['achieved_flops_per_s'], 'FLOP/s'):>11}")
     return "\n".join(lines)
@@ -273,7 +281,7 @@ def to_html(report: dict[str, Any]) -> str:
     for x in report["layers"]:
         t = x["time_ms"]
         rows.append(
-            f"<tr><td>{_e(x['name'])}</td><td>{_e(x['type'])}</td><td>{_e(x['output_dims'])}</td>"
+            f"<tr><td>{_e(x['name'])}</td><td>{_e(layer_type_text(x))}</td><td>{_e(x['output_dims'])}</td>"
             f"<td data-v='{x['output_bytes']}'>{human_bytes(x['output_bytes'])}</td><td>{t['mean']:.4f}</td>"
             f"<td>{t['median']:.4f}</td><td>{t['min']:.4f}</td><td>{t['max']:.4f}</td><td data-v='{x['share']}'>"
             f"{100 * x['share']:.1f}%</td><td data-v='{x['flops']}'>{human_rate(x['flops'], '')}</td>"

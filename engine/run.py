@@ -29,7 +29,7 @@ from engine import report as rep
 from engine.backends import BACKENDS, get_backend
 from engine.backends.base import Backend
 from engine.errors import InputError, LayerLabError
-from engine.formats import LayerFormatError, canonical
+from engine.formats import LayerFormatError, canonical, fused_note
 from engine.io import ImageOptions, VideoReader, image_to_tensor, kind_of, read_input
 from engine.log import get_logger
 from engine.model import Model
@@ -203,7 +203,8 @@ def open_network(model: Model, spec: RunSpec, registry: Registry | None = None, 
 def format_notes(net: Network) -> list[str]:
     """One line per layer in another format than the network's and one per inserted format conversion."""
     notes = [f"layer {name} runs in {fmt} (network {net.fmt})" for name, fmt in net.pinned.items()]
-    return notes + [f"format conversion {conv}: {src} {a} -> {b}" for conv, src, a, b in net.conversions]
+    return notes + [f"format conversion {conv}: {src} {a} -> {b}{fused_note(net, conv)}"
+                    for conv, src, a, b in net.conversions]
 
 
 def fusing_notes(net: Network) -> list[str]:

@@ -123,6 +123,11 @@ class Backend:
             made[operation] = factory(self) if factory is not None else None
         return made[operation]
 
+    def compute_format(self, fmt: Any, tf32: bool = False) -> Any:
+        """The tensor format the layers of a network in ``fmt`` compute in when neither they nor the run set one
+        (``engine.tensor.TensorFormat``). Inputs and outputs are host arrays in any format either way."""
+        return fmt
+
     def capture_graph(self, run: Callable[[], None]) -> Any:
         """Record the device work of ``run()`` as a graph (the work is not done: launch it); only where
         ``supports_graphs``. Raises what capturing raises (the caller then runs eagerly)."""

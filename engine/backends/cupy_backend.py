@@ -1,6 +1,7 @@
 """The CuPy backend: runs on a CUDA GPU. Imported only when asked for (cupy is optional)."""
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +51,20 @@ class CupyBackend(Backend):
         self.device.use()
         self.stream.use()
 
+    def compute_format(self, fmt: Any, tf32: bool = False) -> Any:
+        """Channels-last inside an NCHW network wherever tensor cores do the work (fp16, or fp32 with TF32): cuDNN's
+        tensor-core convolutions read and write NHWC, and an NCHW network would pay a transposition around each
+        one (measured on an H100: unet fp16 1.32 ms NCHW against 0.56 ms NHWC; dncnn TF32 31 ms against 12 ms).
+        Strict fp32 stays NCHW, where cuDNN's NCHW kernels are the faster ones. ``LAYERLAB_GPU_LAYOUT=strict``
+        keeps every layer in the network's layout; a layer's own layout setting always wins."""
+        from engine.tensor import Layout, Precision, TensorFormat  # noqa: PLC0415
+
+        if os.environ.get("LAYERLAB_GPU_LAYOUT", "").lower() == "strict" or fmt.layout is not Layout.NCHW:
+            return fmt
+        if fmt.precision is Precision.FP16 or (fmt.precision is Precision.FP32 and tf32):
+            return TensorFormat(fmt.precision, Layout.NHWC)
+        return fmt
+
     @property
     def cudnn(self) -> Any:
         """The cuDNN convolution helper, or None when the cudnn frontend package is unusable."""
@@ -76,8 +91,16 @@ class CupyBackend(Backend):
         return int(free) + int(cupy.get_default_memory_pool().free_bytes())
 
     def to_device(self, host: np.ndarray) -> Any:
+        """A device copy of a host array. Large contiguous arrays are copied straight from their memory
+        (``ndarray.set``: the driver pipelines a pageable copy, as PyTorch's ``.to("cuda")`` does);
+        ``cupy.asarray`` would first copy them into a page-locked buffer on the host, one more pass over the data."""
         with self.device:
-            return cupy.asarray(host)
+            a = np.asarray(host)
+            if a.flags.c_contiguous and a.nbytes >= 1 << 20:
+                out = cupy.empty(a.shape, a.dtype)
+                out.set(a)
+                return out
+            return cupy.asarray(a)
 
     def to_host(self, array: Any, pinned: bool = False) -> np.ndarray:
         if not isinstance(array, cupy.ndarray):

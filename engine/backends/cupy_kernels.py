@@ -4,43 +4,90 @@ pooling kernel below, each compiled on first use. Imported only by the CuPy back
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import cupy
 
-from engine.backends import gpu_kernels
+from engine.backends import cudnn_conv, gpu_kernels
 from engine.backends.base import Backend, derived
 from engine.tensor import is_nhwc_memory
 
 Kernel = Callable[..., bool]
 
 
+def _elapsed_ms(fn: Callable[[], bool], repeat: int = 3) -> float | None:
+    """GPU time of ``fn`` (after one warm-up call) on the current stream; None when it declined (returned False)."""
+    if not fn():
+        return None
+    stream = cupy.cuda.get_current_stream()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record(stream)
+    for _ in range(repeat):
+        fn()
+    end.record(stream)
+    end.synchronize()
+    return cupy.cuda.get_elapsed_time(start, end) / repeat
+
+
+#: our kernel or cuDNN, per convolution configuration, for the whole process (see ``cudnn_conv._TUNED``)
+_CHOICES: dict[tuple[Any, ...], str] = {}
+_CHOOSING = threading.Lock()
+
+
+def _capturing() -> bool:
+    try:
+        return bool(cupy.cuda.get_current_stream().is_capturing())
+    except Exception:  # an old CuPy without the query: assume the worst, do not time
+        return True
+
+
 def conv2d(backend: Backend) -> Kernel:
     def run(x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
             dilation: tuple[int, int], groups: int, epilogue: str | None, coefs: dict[str, float],
             cache: dict[str, Any] | None = None) -> bool:
-        if x.dtype not in (cupy.float16, cupy.float32):
-            return False
+        if x.dtype not in (cupy.float16, cupy.float32) or not x.dtype == w.dtype == out.dtype:
+            return False  # one precision throughout (mixed: the layer's generic path, which casts)
+        cudnn = backend.cudnn  # type: ignore[attr-defined]
         if x.dtype == cupy.float32:  # our own kernels are fp16; fp32 goes to cuDNN (strict unless TF32 is allowed)
-            cudnn = backend.cudnn  # type: ignore[attr-defined]
             return cudnn is not None and cudnn.conv(x, w, b, out, stride, padding, dilation, epilogue, coefs,
                                                     tf32=backend.allow_tf32)
+
+        def with_cudnn() -> bool:
+            return cudnn is not None and cudnn.conv(x, w, b, out, stride, padding, dilation, epilogue, coefs)
+
+        own: Callable[[], bool] | None = None
         if gpu_kernels.direct_applies(x, w, out, groups, epilogue) and is_nhwc_memory(x) and is_nhwc_memory(out):
             wd = derived(cache, "direct", w, lambda: gpu_kernels.direct_weights(w))
-            if gpu_kernels.conv_direct(x.transpose(0, 2, 3, 1), wd, b, out.transpose(0, 2, 3, 1), w.shape[2:], stride,
-                                       padding, dilation, epilogue, float(coefs.get("alpha", 0.0))):
-                return True
-        if (gpu_kernels.pointwise_applies(x, w, out, stride, padding, dilation, groups, epilogue) and is_nhwc_memory(x)
+
+            def own() -> bool:
+                return gpu_kernels.conv_direct(x.transpose(0, 2, 3, 1), wd, b, out.transpose(0, 2, 3, 1), w.shape[2:],
+                                               stride, padding, dilation, epilogue, float(coefs.get("alpha", 0.0)))
+        elif (gpu_kernels.pointwise_applies(x, w, out, stride, padding, dilation, groups, epilogue) and is_nhwc_memory(x)
                 and is_nhwc_memory(out)):
             wp = derived(cache, "pointwise", w, lambda: gpu_kernels.pointwise_weights(w))
-            if gpu_kernels.conv_pointwise(x.transpose(0, 2, 3, 1), wp, b, out.transpose(0, 2, 3, 1), epilogue,
-                                          float(coefs.get("alpha", 0.0))):
-                return True
-        cudnn = backend.cudnn  # type: ignore[attr-defined]
-        if cudnn is None:
-            return False
-        return cudnn.conv(x, w, b, out, stride, padding, dilation, epilogue, coefs)
+
+            def own() -> bool:
+                return gpu_kernels.conv_pointwise(x.transpose(0, 2, 3, 1), wp, b, out.transpose(0, 2, 3, 1), epilogue,
+                                                  float(coefs.get("alpha", 0.0)))
+        if own is None:
+            return with_cudnn()
+        # our kernel or cuDNN, whichever is faster for this configuration (ours win on small batches, cuDNN on large
+        # ones): timed once per process on the real buffers, outside CUDA-graph capture; with autotuning off or for a small
+        # convolution (cudnn_conv.worth_tuning), ours
+        key = (x.shape, x.strides, str(x.dtype), w.shape, out.shape, out.strides, stride, padding, dilation, epilogue,
+               b is None)
+        choice = _CHOICES.get(key)
+        if choice is None and cudnn is not None and cudnn_conv.worth_tuning(w, out) and not _capturing():
+            with _CHOOSING:
+                choice = _CHOICES.get(key)
+                if choice is None:
+                    mine, theirs = _elapsed_ms(own), _elapsed_ms(with_cudnn)
+                    choice = _CHOICES[key] = "cudnn" if theirs is not None and (mine is None or theirs < mine) else "own"
+        if choice != "cudnn" and own():
+            return True
+        return with_cudnn()
     return run
 
 

@@ -18,6 +18,12 @@ def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geom
     kernel = layer.backend.kernel("conv2d")
     if kernel is None:
         return False
+    if out.dtype != layer.fmt.dtype:  # a conversion fused into the write: computed as unfused, rounded once at the end
+        full = layer.xp.empty_like(out, dtype=layer.fmt.dtype)  # same memory layout
+        if not backend_convolve(layer, x, w, b, full, geometry, groups, cacheable):
+            return False
+        out[...] = full
+        return True
     bv = None if b is None else b.astype(w.dtype, copy=False)
     act = layer.activation
     cache = kernel_cache(layer) if cacheable else None

@@ -35,6 +35,16 @@ def element_wise(backend: Backend) -> Kernel:
         kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
         if kernels is None or op not in kernels.ELEMENT_WISE_OPS or epilogue not in kernels.FUSED_EPILOGUES:
             return False
+        dtypes = {a.dtype, b.dtype, out.dtype}
+        if np.float16 in dtypes and np.float32 in dtypes and dtypes <= {np.dtype(np.float16), np.dtype(np.float32)}:
+            # a conversion fused into an fp32 layer: the float32 kernel on widened inputs, rounded once at the end
+            f32 = [v if v.dtype == np.float32 else v.astype(np.float32) for v in (a, b)]
+            out32 = out if out.dtype == np.float32 else np.empty_like(out, dtype=np.float32)
+            if not run(op, f32[0], f32[1], out32, epilogue, coefs):
+                return False
+            if out32 is not out:
+                out[...] = out32
+            return True
         if not (a.dtype == b.dtype == out.dtype == np.float32 and a.shape == b.shape == out.shape):
             return False
         if not (a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
@@ -62,11 +72,14 @@ def conv2d(backend: Backend) -> Kernel:
         kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
         if kernels is None or epilogue not in kernels.FUSED_EPILOGUES or groups != 1 or kernels.blas_sgemm() is None:
             return False
-        if x.dtype == out.dtype == np.float16 and w.dtype == np.float32:  # fp16 storage: float32 kernels, one rounding
-            out32 = np.empty_like(out, dtype=np.float32)  # same memory layout
-            if not run(x.astype(np.float32), w, b, out32, stride, padding, dilation, groups, epilogue, coefs, cache):
+        if np.float16 in (x.dtype, out.dtype) and w.dtype == np.float32:
+            # fp16 storage (an fp16 layer, or a conversion fused into an fp32 one): float32 kernels, one rounding
+            out32 = out if out.dtype == np.float32 else np.empty_like(out, dtype=np.float32)  # same memory layout
+            x32 = x if x.dtype == np.float32 else x.astype(np.float32)
+            if not run(x32, w, b, out32, stride, padding, dilation, groups, epilogue, coefs, cache):
                 return False
-            out[...] = out32
+            if out32 is not out:
+                out[...] = out32
             return True
         if not x.dtype == out.dtype == np.float32 or w.dtype != np.float32:
             return False

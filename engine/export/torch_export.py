@@ -34,7 +34,6 @@ from engine.export.common import (
 from engine.layer import Layer
 from engine.model import Model
 from engine.network import Network
-from engine.preprocess import preprocess
 from engine.registry import Registry
 from engine.tensor import Dims, Layout, Precision, TensorFormat
 from engine.weights import WeightsSource
@@ -85,6 +84,13 @@ class TorchModuleWriter:
         self._names: set[str] = set()
         self._py: dict[str, str] = {}
         self.fp32_attrs: list[str] = []
+        self.uses_dtype = False
+
+    def compute_dtype(self) -> str:
+        """The name of ``forward``'s local holding the module's compute dtype (its first input's dtype:
+        float32, or float16 after ``half()``), for conversions back from a layer pinned to fp32."""
+        self.uses_dtype = True
+        return "dtype"
 
     # ---- names ------------------------------------------------------------------------------------
     def py_name(self, layer: str) -> str:
@@ -205,7 +211,12 @@ class TorchModuleWriter:
         args = ", ".join(f"{a}: torch.Tensor" for a in self.forward_args)
         rtype = "torch.Tensor" if len(outputs) == 1 else "tuple[torch.Tensor, ...]"
         init = "\n".join(f"        {line}" if line else "" for line in self.init_lines)
-        fwd = "\n".join(f"        {line}" for line in self.forward_lines)
+        lines = list(self.forward_lines)
+        if self.uses_dtype:
+            first = self.forward_args[0] if self.forward_args else None
+            lines.insert(0, f"dtype = {first + '.dtype' if first else 'torch.get_default_dtype()'}  "
+                            "# the module's compute dtype: float16 after half()")
+        fwd = "\n".join(f"        {line}" for line in lines)
         blocks = "".join(f"\n\n{code}\n" for code in [*self.helpers.values(), *self.stub_classes.values()])
         inputs_doc = ", ".join(f"{a} ({self.net.dims(n)})" for n, a in self._inputs())
         outputs_doc = ", ".join(f"{self._py[o]} ({self.net.dims(o)})" for o in outputs)
@@ -288,8 +299,10 @@ class {cls}(nn.Module):
 {pinned}'''
 
 _PINNED = '''
-    #: layers pinned to fp32 in LayerLab: they compute in float32 whatever the module's dtype, and ``half()``
-    #: keeps their weights in float32 (use ``half()``, not ``to(torch.float16)``, to get that)
+    #: layers running in fp32 in LayerLab's fp16 networks (pinned to fp32): ``forward`` gives them float32 inputs
+    #: (``.float()``) and converts back to the module's dtype where LayerLab converts back to fp16, so they compute in
+    #: float32 whatever the module's dtype; ``half()`` keeps their weights in float32 (use ``half()``, not
+    #: ``to(torch.float16)``, to get that)
     FP32_LAYERS = {layers!r}
 
     def half(self) -> {cls}:
@@ -306,8 +319,10 @@ _PINNED = '''
 def build_torch(net: Network, class_name: str, module_name: str, weights_file: str,
                 options: TorchOptions = TorchOptions(),
                 fp32_layers: AbstractSet[str] = frozenset()) -> tuple[str, dict[str, np.ndarray], list[Unsupported]]:
-    """(module source, weights arrays by state_dict key, stubbed layers) of a planned network. ``fp32_layers``
-    (layers pinned to fp32) compute with ``.float()`` inputs and give their result back in their input's dtype.
+    """(module source, weights arrays by state_dict key, stubbed layers) of a planned network. ``fp32_layers``:
+    the layers that run in fp32 in the network (built in fp16: its format conversions around them become
+    ``.float()`` and ``.to(dtype)``); ``half()`` keeps their weights in float32. An input layer staged in fp32 (read
+    only by such layers) is ``.float()`` at once.
 
     Raises ExportError listing every layer and activation without a PyTorch equivalent unless stubs are on."""
     t = TorchModuleWriter(net, class_name, options)
@@ -317,10 +332,9 @@ def build_torch(net: Network, class_name: str, module_name: str, weights_file: s
         layer = net.layer(name)
         t.layer = layer
         ins = [var[s] if s is not None else None for s in net.nodes[name].inputs]
-        pinned = name in fp32_layers and ins and ins[0] is not None
         mark = len(t.init_lines)
         try:
-            expr = layer.to_torch(t, [f"{x}.float()" if x and pinned else x for x in ins])
+            expr = layer.to_torch(t, ins)
         except NotImplementedError as exc:
             missing.append(Unsupported(name, layer.desc.name, reason_of(exc, name, layer.desc.name)))
             del t.init_lines[mark:]
@@ -332,8 +346,9 @@ def build_torch(net: Network, class_name: str, module_name: str, weights_file: s
             except NotImplementedError as exc:
                 missing.append(Unsupported(name, act.name, str(exc) or "no PyTorch equivalent", activation=True))
                 expr = t.activation_stub(expr)
-        if pinned:
-            expr = f"({expr}).to({ins[0]}.dtype)"
+        if name in fp32_layers and name in net.input_names:
+            expr = f"{expr}.float()"
+        elif name in fp32_layers and len(t.init_lines) > mark:
             t.fp32_attrs.append(t.py_name(name))
         v = t.py_name(name)
         if len(t.init_lines) > mark:
@@ -359,13 +374,15 @@ def export_torch(model: Model, registry: Registry, folder: str | Path, options: 
                  weights: WeightsSource | None = None, seed: int = 0, fusing: str | list[Any] = "on") -> ExportResult:
     """Write ``<folder>/<network name>.py`` and ``<folder>/<network name>_weights.npz``."""
     check_output_folder(folder, "PyTorch export folder")
-    net = build_network(model, registry, weights, seed, fusing)
-    fp32 = preprocess(model, registry, FP16_NCHW, fusing).conversions
+    # built in fp16, so that the layers pinned to fp32 (engine.formats) run in fp32 behind their conversions,
+    # written as .float() and .to(dtype) (no-ops in a float32 module)
+    net = build_network(model, registry, weights, seed, fusing, FP16_NCHW)
     stem = model.name if model.name.isidentifier() and not keyword.iskeyword(model.name) else "network"
     cls = camel_case(model.name)
     out = Path(folder)
     weights_file = f"{stem}_weights.npz"
-    pins = {n for n, f in fp32.pinned.items() if f.precision is Precision.FP32} if fp32 is not None else set()
+    conversions = {c[0] for c in net.conversions}
+    pins = {n for n, f in net.pinned.items() if f.precision is Precision.FP32 and n not in conversions}
     source, state, missing = build_torch(net, cls, stem, weights_file, options, pins)
     make_folder(out, "PyTorch export folder")
     module_path = out / f"{stem}.py"

@@ -58,7 +58,7 @@ class Clamp(Activation):
 
     @classmethod
     def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
-        return g.node("Clip", [x, g.const("act_min", coefs["min"]), g.const("act_max", coefs["max"])], "act")
+        return g.node("Clip", [x, g.value("act_min", coefs["min"]), g.value("act_max", coefs["max"])], "act")
 
     @classmethod
     def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:

@@ -63,9 +63,9 @@ class Gelu(Activation):
     @classmethod
     def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
         # opset 17 has no Gelu: 0.5 * x * (1 + erf(x / sqrt(2)))
-        erf = g.node("Erf", [g.node("Div", [x, g.const("act_sqrt2", math.sqrt(2.0))], "act_scaled")], "act_erf")
-        half_x = g.node("Mul", [x, g.const("act_half", 0.5)], "act_half_x")
-        return g.node("Mul", [half_x, g.node("Add", [erf, g.const("act_one", 1.0)], "act_gate")], "act")
+        erf = g.node("Erf", [g.node("Div", [x, g.value("act_sqrt2", math.sqrt(2.0))], "act_scaled")], "act_erf")
+        half_x = g.node("Mul", [x, g.value("act_half", 0.5)], "act_half_x")
+        return g.node("Mul", [half_x, g.node("Add", [erf, g.value("act_one", 1.0)], "act_gate")], "act")
 
     @classmethod
     def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:

@@ -47,10 +47,10 @@ class GeluTanh(Activation):
     def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
         # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
         cube = g.node("Mul", [g.node("Mul", [x, x], "act_square"), x], "act_cube")
-        inner = g.node("Add", [x, g.node("Mul", [cube, g.const("act_c", 0.044715)], "act_cubic")], "act_inner")
-        tanh = g.node("Tanh", [g.node("Mul", [inner, g.const("act_k", _SQRT_2_OVER_PI)], "act_arg")], "act_tanh")
-        half_x = g.node("Mul", [x, g.const("act_half", 0.5)], "act_half_x")
-        return g.node("Mul", [half_x, g.node("Add", [tanh, g.const("act_one", 1.0)], "act_gate")], "act")
+        inner = g.node("Add", [x, g.node("Mul", [cube, g.value("act_c", 0.044715)], "act_cubic")], "act_inner")
+        tanh = g.node("Tanh", [g.node("Mul", [inner, g.value("act_k", _SQRT_2_OVER_PI)], "act_arg")], "act_tanh")
+        half_x = g.node("Mul", [x, g.value("act_half", 0.5)], "act_half_x")
+        return g.node("Mul", [half_x, g.node("Add", [tanh, g.value("act_one", 1.0)], "act_gate")], "act")
 
     @classmethod
     def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:

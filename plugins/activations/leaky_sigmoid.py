@@ -36,7 +36,7 @@ class LeakySigmoid(Activation):
 
     @classmethod
     def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
-        leak = g.node("Mul", [x, g.const("act_alpha", coefs["alpha"])], "act_leak")
+        leak = g.node("Mul", [x, g.value("act_alpha", coefs["alpha"])], "act_leak")
         return g.node("Add", [g.node("Sigmoid", [x], "act_sigmoid"), leak], "act")
 
     @classmethod

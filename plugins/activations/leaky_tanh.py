@@ -34,7 +34,7 @@ class LeakyTanh(Activation):
 
     @classmethod
     def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
-        leak = g.node("Mul", [x, g.const("act_alpha", coefs["alpha"])], "act_leak")
+        leak = g.node("Mul", [x, g.value("act_alpha", coefs["alpha"])], "act_leak")
         return g.node("Add", [g.node("Tanh", [x], "act_tanh"), leak], "act")
 
     @classmethod

@@ -57,6 +57,8 @@ DESC = LayerDesc(
 
 class Affine(Layer):
     desc = DESC
+    #: reads through nchw/physical (widening), computes in its own precision, writes once (engine.formats)
+    conversion_fusion = frozenset({"read", "write"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = self.primary(inputs)
@@ -101,7 +103,7 @@ class Affine(Layer):
             elif idx is not None and idx < len(inputs) and inputs[idx] is not None:
                 values.append(g.weight(name, inputs))
             else:
-                values.append(g.const(name, self.p[name]))
+                values.append(g.value(name, self.p[name]))
         return g.node("Add", [g.node("Mul", [inputs[0], values[0]], "scale"), values[1]])
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:

@@ -43,6 +43,8 @@ DESC = LayerDesc(
 
 class BatchNormalization(Layer):
     desc = DESC
+    #: reads through nchw/physical (widening), computes in its own precision, writes once (engine.formats)
+    conversion_fusion = frozenset({"read", "write"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = self.primary(inputs)

@@ -127,7 +127,7 @@ class ColorConversion(Layer):
 
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
         a, b = conversion_matrix(self.p["conversion"], self.p["chroma_offset"])
-        return g.node("Conv", [inputs[0], g.const("matrix", a.reshape(-1, 3, 1, 1)), g.const("offset", b)],
+        return g.node("Conv", [inputs[0], g.value("matrix", a.reshape(-1, 3, 1, 1)), g.value("offset", b)],
                       kernel_shape=[1, 1])
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:

@@ -48,6 +48,12 @@ DESC = LayerDesc(
 
 class Convolution(ConvolutionBase):
     desc = DESC
+    #: the CPU kernel widens an fp16 input and rounds an fp16 output once; the GPU's (cuDNN, fp16 kernels) take one
+    #: precision throughout, so on the GPU conversions stay unfused here (engine.formats)
+    conversion_fusion = frozenset({"read", "write"})
+
+    def fuses_conversion(self, kind: str) -> bool:
+        return self.backend.device_kind == "cpu" and super().fuses_conversion(kind)
 
     onnx_support = "yes"
     torch_support = "partial: weights and bias from secondary inputs are not exported"

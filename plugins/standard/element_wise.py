@@ -58,6 +58,8 @@ DESC = LayerDesc(
 
 class ElementWise(Layer):
     desc = DESC
+    #: reads through nchw/physical (widening), computes in its own precision, writes once (engine.formats)
+    conversion_fusion = frozenset({"read", "write"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         present = [d for d in inputs if d is not None]
@@ -78,7 +80,7 @@ class ElementWise(Layer):
                 self.p["operation"], present[0], present[1], out, act.epilogue if act is not None else None,
                 act.coefs if act is not None else {}):
             return
-        if len(present) > 1 and out.dtype == self.cdtype and all(x.shape == out.shape for x in present):
+        if len(present) > 1 and all(x.shape == out.shape and x.dtype == out.dtype == self.cdtype for x in present):
             # one pass per input straight into the output buffer (no temporaries)
             op = _UFUNCS[self.p["operation"]](self.xp)
             op(present[0], present[1], out=out)

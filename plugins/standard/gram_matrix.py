@@ -77,7 +77,7 @@ class GramMatrix(Layer):
         norm = self.p["normalization"]
         if norm != "none":
             count = g.node("ReduceProd", [g.shape(inputs[0], 2 if norm == "hw" else 1, 4)], "count", keepdims=0)
-            gram = g.node("Div", [gram, g.node("Cast", [count], "divisor", to=1)], "normalized")
+            gram = g.node("Div", [gram, g.node("Cast", [count], "divisor", to=g.elem_type)], "normalized")
         return g.node("Unsqueeze", [gram, g.ints("axes", [1])])
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:

@@ -82,7 +82,7 @@ class GroupNormalization(AffineNormBase):
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
         x, groups, c = inputs[0], self.p["num_groups"], self.input_dims[0].c
         grouped = g.node("Reshape", [x, g.ints("group_shape", [0, groups, -1])], "grouped")
-        normed = g.node("InstanceNormalization", [grouped, g.const("ones", np.ones(groups)), g.const("zeros", np.zeros(groups))],
+        normed = g.node("InstanceNormalization", [grouped, g.value("ones", np.ones(groups)), g.value("zeros", np.zeros(groups))],
                         "normed", epsilon=float(self.p["epsilon"]))
         back = g.node("Reshape", [normed, g.shape(x, 0, 4)], "ungrouped")
         scaled = g.node("Mul", [back, g.weight("scale", inputs, shape=(1, c, 1, 1))], "scaled")

@@ -31,6 +31,15 @@ def click_export(qtbot, dlg) -> ExportResultDialog:
     return dlg.result_dialog
 
 
+def test_fp32_compute_goes_with_fp16(dialog):
+    dlg = dialog("onnx")
+    assert not dlg.fp32_compute.isEnabled()
+    dlg.fp32_compute.setChecked(True)  # ignored without fp16
+    assert "--fp32-compute" not in dlg.command.text() and not dlg.request().fp32_compute
+    dlg.fp16.setChecked(True)
+    assert dlg.fp32_compute.isEnabled() and dlg.command.text().endswith("--fp16 --fp32-compute")
+
+
 def test_onnx_export_with_options(dialog, qtbot, tmp_path, monkeypatch):
     dlg = dialog("onnx")
     assert dlg.output.text().endswith("denoiser.onnx") and dlg.fusing.currentText() == "on"

@@ -49,6 +49,9 @@ def bench_path(name: str, dims: Dims, fmt_text: str, tf32: bool, repeat: int,
     model = NETWORKS[name](dims)
     x = np.random.default_rng(0).random(tuple(dims), dtype=np.float32)
 
+    pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()
+    pool_base = pool.total_bytes()
     net = Network(model, reg, backend, fmt, fusing="on", tf32=tf32)
     net.set_input("input", x)
     net.run()
@@ -68,6 +71,9 @@ def bench_path(name: str, dims: Dims, fmt_text: str, tf32: bool, repeat: int,
     ours_bytes = net.peak_memory_bytes + sum(int(np.prod(w.shape)) * w.dtype.itemsize
                                              for n in net.order for w in net.layer(n).weights.values())
     graph_status = net.graph_status
+    backend.synchronize()
+    ours_held = pool.total_bytes() - pool_base  # everything LayerLab's allocator holds for it: weights, tensors,
+    # input staging, cuDNN workspaces and padded copies, the CUDA graph's buffers
 
     plain = Network(model, reg, backend, TensorFormat.parse("fp32 nchw"), fusing="off", graph_capture=False)
     plain.set_input("input", x)
@@ -82,11 +88,17 @@ def bench_path(name: str, dims: Dims, fmt_text: str, tf32: bool, repeat: int,
         p32 = {n: {k: v.to("cuda", torch.float32) for k, v in w.items()} for n, w in params.items()}
         ref = forward(torch.from_numpy(x).to("cuda"), p32).float().cpu().numpy()
         del p32
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        held_base = torch.cuda.memory_reserved()
         _torch_tf32(tf32 if not half else True)
         tparams = {n: {k: v.to("cuda", tdtype).contiguous(memory_format=mf) if v.dim() == 4 else v.to("cuda", tdtype)
                        for k, v in w.items()} for n, w in params.items()}
         tx = torch.from_numpy(x).to("cuda", tdtype).contiguous(memory_format=mf)
         theirs = forward(tx, tparams).float().cpu().numpy()
+        torch.cuda.synchronize()
+        torch_held = torch.cuda.max_memory_reserved() - held_base  # weights, input, one forward (eager, as a user runs)
         t_eager = median_ms(lambda: forward(tx, tparams), repeat, torch.cuda.synchronize)
         t_graph = torch_graph_ms(forward, tx, tparams, repeat)
 
@@ -110,7 +122,8 @@ def bench_path(name: str, dims: Dims, fmt_text: str, tf32: bool, repeat: int,
             "layerlab_ms": t_engine, "torch_eager_ms": t_eager, "torch_graph_ms": t_graph, "torch_compile_ms": t_compile,
             "ratio_best": t_engine / best, "layerlab_h2h_ms": t_h2h, "torch_h2h_ms": t_torch_h2h,
             "ratio_h2h": t_h2h / t_torch_h2h, "layerlab_bytes": ours_bytes, "torch_bytes": torch_bytes,
-            "ratio_mem": ours_bytes / torch_bytes, "rel_err_vs_fp32": rel_err(ours, ref),
+            "ratio_mem": ours_bytes / torch_bytes, "layerlab_held_bytes": ours_held, "torch_held_bytes": torch_held,
+            "ratio_held": ours_held / max(torch_held, 1), "rel_err_vs_fp32": rel_err(ours, ref),
             "torch_rel_err_vs_fp32": rel_err(theirs, ref)}
 
 
@@ -126,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     rows = []
     head = (f"{'network':<10}{'dims':<18}{'format':<11}{'tf32':<6}{'ours ms':>9}{'eager':>9}{'graph':>9}{'compile':>9}"
-            f"{'/best':>7}{'h2h ours':>10}{'h2h torch':>10}{'/h2h':>6}{'mem':>6}{'err':>9}  graph")
+            f"{'/best':>7}{'h2h ours':>10}{'h2h torch':>10}{'/h2h':>6}{'mem':>6}{'held':>6}{'err':>9}  graph")
     print(head, flush=True)
     for name in a.nets:
         for batch in (a.batches if name == "resnet18" else [1]):
@@ -144,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                     comp = f"{r['torch_compile_ms']:9.3f}" if r["torch_compile_ms"] else f"{'-':>9}"
                     print(f"{name:<10}{r['dims']:<18}{r['format']:<11}{str(tf32):<6}{r['layerlab_ms']:9.3f}"
                           f"{r['torch_eager_ms']:9.3f}{r['torch_graph_ms']:9.3f}{comp}{r['ratio_best']:7.2f}"
-                          f"{r['layerlab_h2h_ms']:10.2f}{r['torch_h2h_ms']:10.2f}{r['ratio_h2h']:6.2f}{r['ratio_mem']:6.2f}"
+                          f"{r['layerlab_h2h_ms']:10.2f}{r['torch_h2h_ms']:10.2f}{r['ratio_h2h']:6.2f}{r['ratio_mem']:6.2f}{r['ratio_held']:6.2f}"
                           f"{r['rel_err_vs_fp32']:9.1e}  {r['graph'][:40]}", flush=True)
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))

@@ -19,10 +19,13 @@ def main() -> None:
     ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     ap.add_argument("--format", default=None)
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--batch", type=int, default=0, help="batch size (default: the benchmark's)")
     a = ap.parse_args()
     backend = get_backend("cupy" if a.device == "gpu" else "numpy", notice=None)
     fmt = TensorFormat.parse(a.format or ("fp16 nhwc" if a.device == "gpu" else "fp32 nchw"))
     dims = (GPU_SIZES if a.device == "gpu" else CPU_SIZES)[a.net]
+    if a.batch:
+        dims = type(dims)(a.batch, *tuple(dims)[1:])
     reg = default_registry()
     net = Network(NETWORKS[a.net](dims), reg, backend, fmt)
     res = profile(net, iterations=10, warmup=2)

@@ -52,7 +52,10 @@ def test_activation_like_kernel_in_every_format(fmt: TensorFormat) -> None:
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
-def test_python_code_runs_on_the_gpu_where_no_kernel_exists(fmt: TensorFormat) -> None:
+def test_python_code_runs_on_the_gpu_where_no_kernel_exists(fmt: TensorFormat, monkeypatch) -> None:
+    # layers compute in the network's own layout (an fp16 NCHW network computes channels-last inside otherwise, where
+    # this definition's kernel, an fp32 NCHW one labelled fp16 NHWC to show that it is not run, would be chosen)
+    monkeypatch.setenv("LAYERLAB_GPU_LAYOUT", "strict")
     x = rand(1, 3, 8, 12, seed=4)
     defn = s2d(python=True, cuda=(CudaVariant(TensorFormat.parse("fp16 nhwc"), S2D_CUDA, S2D_LAUNCH),)
                if fmt != TensorFormat.parse("fp16 nhwc") else ())

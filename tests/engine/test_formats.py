@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from engine.backends.numpy_backend import NumpyBackend
 from engine.formats import (
     CONVERSION_TYPE,
     FormatConversion,
@@ -20,7 +21,7 @@ from engine.modelfile import dumps as model_to_text
 from engine.modelfile import loads
 from engine.network import Network
 from engine.preprocess import preprocess
-from engine.tensor import FORMATS, FP32_NCHW, Layout, Precision, TensorFormat, convert
+from engine.tensor import FORMATS, FP32_NCHW, Dims, Layout, Precision, TensorFormat, convert
 from tests.harness import BACKENDS, FORMAT_IDS, backend_param
 
 FP16_NHWC = TensorFormat(Precision.FP16, Layout.NHWC)
@@ -164,7 +165,6 @@ def test_a_layer_that_does_not_implement_the_network_format_runs_in_one_it_imple
     from engine.layer import Layer
     from engine.plugins import load_plugins
     from engine.registry import PluginMeta
-    from engine.tensor import Dims
 
     class Fp32Identity(Layer):
         desc = replace(registry.find_layer("dropout"), name="fp32_identity", legacy_names=(),
@@ -255,7 +255,11 @@ def test_the_network_overview_shows_pins_and_conversions(registry):
     net.run()
     status = {it.name: it.status for it in network_overview(net)}
     assert status["c2"] == "pinned fp32|nhwc"
-    assert status["c1__to_fp32_nhwc"] == "conversion fp16|nhwc -> fp32|nhwc"
+    assert status["c1__to_fp32_nhwc"] == "conversion fp16|nhwc -> fp32|nhwc, fused into c2 (its read)"
+    unfused = Network(chain({"c2": "fp32"}), registry, fmt=FP16_NHWC, fuse_conversions=False)
+    unfused.run()
+    assert {it.name: it.status for it in network_overview(unfused)}["c1__to_fp32_nhwc"] == (
+        "conversion fp16|nhwc -> fp32|nhwc")
     assert status["c1"] == ""
 
 
@@ -271,9 +275,11 @@ def test_preprocessed_export_writes_the_conversions_and_runs_the_same(registry, 
     assert pre.layers["c1__to_fp32_nhwc"].type == CONVERSION_TYPE
     assert all(s.format for s in pre.layers.values())  # every layer's format written out
     x = np.random.default_rng(0).random((1, 3, 9, 7), dtype=np.float32)
-    want = Network(m, registry, fmt=FP16_NHWC, fusing="off").infer({"inp": x})
+    first = Network(m, registry, fmt=FP16_NHWC, fusing="off")
+    want = first.infer({"inp": x})
     again = Network(pre, registry, fmt=FP16_NHWC, weights=WeightsFolder(tmp_path / "pre_weights"))
     assert not again.conversions  # nothing more to insert
+    assert again.fused_conversions == first.fused_conversions  # the written conversions fuse as the inserted ones
     np.testing.assert_array_equal(again.infer({"inp": x})["out"], want["out"])
 
 
@@ -318,7 +324,7 @@ def test_pytorch_export_keeps_pinned_layers_in_float32(registry, tmp_path):
     export_torch(m, registry, tmp_path, fusing="off")
     source = (tmp_path / "chain.py").read_text()
     assert "FP32_LAYERS = ('c2',)" in source
-    assert "c2 = (F.relu(self.c2(c1.float()))).to(c1.dtype)" in source
+    assert "c1__to_fp32_nchw = c1.float()" in source and "c2__to_fp16_nchw = c2.to(dtype)" in source
     spec = importlib.util.spec_from_file_location("chain_export", tmp_path / "chain.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -340,3 +346,29 @@ def test_an_input_read_only_by_pinned_layers_is_staged_in_their_format(registry)
     np.testing.assert_allclose(net.infer({"inp": x})["out"], ref["out"], rtol=2e-2, atol=2e-2)
     m.set_layer_format("inp", "fp16")  # its own setting wins
     assert [c[0] for c in Network(m, registry, fmt=FP16_NHWC).conversions][0] == "inp__to_fp32_nchw"
+
+
+class _ChannelsLastBackend(NumpyBackend):
+    """A NumPy backend that, like the CuPy one, computes NCHW networks channels-last inside."""
+
+    def compute_format(self, fmt, tf32=False):
+        return TensorFormat(fmt.precision, Layout.NHWC)
+
+
+@pytest.mark.parametrize("fmt", ["fp16 nchw", "fp32 nchw"])
+def test_a_backends_compute_layout_gives_the_same_outputs_and_keeps_explicit_settings(registry, fmt):
+    from tests.bench.networks import NETWORKS
+
+    f = TensorFormat.parse(fmt)
+    model = NETWORKS["resnet18"](Dims(2, 3, 64, 64))
+    strict = Network(model, registry, NumpyBackend(), f)
+    inside = Network(model, registry, _ChannelsLastBackend(), f)
+    assert inside.fmt == f and inside.fmt_of("stem_bn") == TensorFormat(f.precision, Layout.NHWC)
+    assert not inside.conversions  # inputs staged channels-last, outputs read back from it: no conversion layer
+    x = np.random.default_rng(4).random((2, 3, 64, 64), dtype=np.float32)
+    a, b = strict.infer({"input": x}), inside.infer({"input": x})
+    tol = 2e-2 if f.precision is Precision.FP16 else 1e-4
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], rtol=tol, atol=tol)
+    pinned = Network(chain({"c2": "nchw"}), registry, _ChannelsLastBackend(), f)
+    assert pinned.fmt_of("c2") == f and pinned.fmt_of("c1").layout is Layout.NHWC and len(pinned.conversions) == 2

@@ -104,3 +104,4 @@ def test_time_mixed_runs_the_three_variants(registry):
     times = time_mixed(planted(), registry, ["amp"], RunSpec(backend="numpy", format="fp16 nchw", iterations=2))
     assert [t.label for t in times] == ["mixed", "all fp16", "all fp32"]
     assert times[0].pins == 1 and times[0].conversions == 1 and all(t.ms > 0 for t in times)
+    assert times[0].fused == 0  # linear_blend (an analysis layer) takes no fused conversion

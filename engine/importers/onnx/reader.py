@@ -247,6 +247,9 @@ def load_clean(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int, 
     proto = read(path)
     check(proto, where)
     shapes_in, notices = fix_input_shapes(proto, dict(input_shapes or {}), where)
+    notices += [f"input {i.name} is float16 in the ONNX model; LayerLab inputs are float32 (run with --format fp16 "
+                "for float16 rounding)" for i in graph_inputs(proto)
+                if i.type.tensor_type.elem_type == _onnx().TensorProto.FLOAT16]
     if clean:
         proto, notice = simplify(proto)
         if notice:

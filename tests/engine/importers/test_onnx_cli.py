@@ -245,7 +245,7 @@ def test_designer_run_settings_take_a_safetensors_weights_file(dncnn, tmp_path) 
 
 
 def test_round_trip_of_an_fp16_export(tmp_path) -> None:
-    """LayerLab's --fp16 ONNX export (float16 inputs, outputs and weights with Casts) imports back."""
+    """LayerLab's --fp16 ONNX export (computed in float16: float16 tensors and weights) imports back."""
     model = load(SAMPLES / "denoiser.lnet", REGISTRY)
     onnx_path = tmp_path / "denoiser16.onnx"
     export_onnx(model, REGISTRY, onnx_path, OnnxOptions(fp16=True), RandomWeights(3), fusing="off")
