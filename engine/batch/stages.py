@@ -1,11 +1,11 @@
-"""The stages of a batch run as plain functions: read (one task per still input, one per video chunk: images
-as decoded, 8-bit, NPY files as tensors), group (a chunk's inputs into batches by tensor size), infer (upload the
-8-bit images and make the tensor on the network's device, run, and for outputs written as images make the 8-bit
-images there and download those: a quarter of the float32 bytes each way), write (one task per input: encode in
-memory, write under a temporary name, sync, rename, with its manifest record) and, for videos, assemble the parts
-of a video into the output video. The local engine runs the read and write tasks of many chunks at once in a
-thread pool; the Ray engine calls the chunk-level compositions (:func:`decode`, :func:`write`); both write the
-same bytes."""
+"""The stages of a batch run as plain functions: read (one task per still input, one per video chunk), group (a
+chunk's inputs into batches by tensor size), infer (upload, run, download on one network), write (one task per
+input: encode in memory, write under a temporary name, sync, rename, with its manifest record) and, for videos,
+assemble the parts of a video into the output video. With a GPU network (``Plan.device_images``) images travel as
+decoded, 8-bit: the tensor is made on the device, and outputs written as images become 8-bit images there before
+the download (a quarter of the float32 bytes each way); on the CPU the read and write tasks convert. The local
+engine runs the read and write tasks of many chunks at once in a thread pool; the Ray engine calls the chunk-level
+compositions (:func:`decode`, :func:`write`); both write the same bytes."""
 from __future__ import annotations
 
 import hashlib
