@@ -23,6 +23,7 @@ from engine.backends.base import Backend
 from engine.errors import GraphError, InputError, LayerLabError, ParameterError, PluginError, ShapeError, WeightsError
 from engine.formats import CONVERSION_TYPE, fused_conversions
 from engine.graph import execution_order
+from engine.io import ImageOptions, images_to_tensor, tensors_to_images
 from engine.layer import BoundActivation, Layer
 from engine.limits import check_allocation, check_layer_memory, host_memory_bytes
 from engine.log import get_logger
@@ -283,9 +284,8 @@ class Network:
     def set_input(self, name: str, array: Any, fmt: TensorFormat | None = None) -> None:
         """Give input layer ``name`` a tensor (4-D, in ``fmt``, default fp32 NCHW): a host array, or an array
         already on the network's device (e.g. a frame converted there)."""
-        if name not in self.input_names:
-            raise InputError(f"network {self.model_name} has no input layer {name!r} "
-                             f"(inputs: {', '.join(self.input_names) or 'none'})")
+        self._check_input(name)
+        self.backend.activate()  # the upload and conversion go on the network's stream, ordered with its kernels
         xp = self.backend.xp
         on_device = xp is not np and isinstance(array, xp.ndarray)
         arr = array if on_device else np.asarray(array)
@@ -304,6 +304,37 @@ class Network:
         if arr.dtype.kind == "f" and not bool(xp.isfinite(dev).all()):
             raise InputError(f"input {name}: the tensor contains NaN or infinite values")
         self._pending_inputs[name] = convert(xp.ascontiguousarray(dev), src, self.fmt_of(name), xp)
+
+    def set_input_images(self, name: str, images: Any, opts: ImageOptions | None = None) -> None:
+        """Give input layer ``name`` a batch of decoded images: a sequence of N arrays of one shape and type (H x W
+        gray, or H x W x C in RGB/RGBA order; 8- or 16-bit, or float) or one N x H x W (x C) array. They are
+        uploaded as they are (an 8-bit image is a quarter of the bytes of its float32 tensor) and made into the
+        input tensor on the backend's device by :func:`engine.io.images_to_tensor` with ``opts`` (default: plain
+        0..1 values; the input layer's own are ``engine.run.image_options``): the same values as converting on the
+        host."""
+        self._check_input(name)
+        self.backend.activate()  # the uploads and the conversion go on the network's stream, ordered with its kernels
+        stacked = isinstance(images, np.ndarray)
+        batch = [images] if stacked else [np.asarray(a) for a in images]
+        dims = (3, 4) if stacked else (2, 3)  # an image is H x W or H x W x C
+        if not batch or batch[0].ndim not in dims or batch[0].dtype.kind not in "uif" or min(batch[0].shape) < 1:
+            got = f"{batch[0].dtype} array of shape {batch[0].shape}" if batch else "no images"
+            raise InputError(f"input {name}: expected {'N x ' if stacked else ''}H x W or {'N x ' if stacked else ''}"
+                             f"H x W x C images of 8 or 16 bits (or floats), got {got}")
+        kinds = {(a.shape, a.dtype.str) for a in batch}
+        if len(kinds) > 1:
+            raise InputError(f"input {name}: the images of one batch must have one size and type, got "
+                             f"{', '.join(f'{s} {d}' for s, d in sorted(kinds))}")
+        dev = [self.backend.to_device(np.ascontiguousarray(a)) for a in batch]
+        x = images_to_tensor(dev[0] if stacked else self.xp.stack(dev), opts or ImageOptions(), self.xp)
+        if batch[0].dtype.kind == "f" and not bool(self.xp.isfinite(x).all()):
+            raise InputError(f"input {name}: the images contain NaN or infinite values")
+        self._pending_inputs[name] = convert(x, FP32_NCHW, self.fmt_of(name), self.xp)
+
+    def _check_input(self, name: str) -> None:
+        if name not in self.input_names:
+            raise InputError(f"network {self.model_name} has no input layer {name!r} "
+                             f"(inputs: {', '.join(self.input_names) or 'none'})")
 
     def input_dims(self, name: str) -> Dims:
         self._ensure_planned()
@@ -581,13 +612,24 @@ class Network:
         for cb in self.hooks.after_layer:
             cb(self, name, out)
 
-    def output(self, name: str, fmt: TensorFormat | None = None) -> np.ndarray:
-        """Host copy of any layer's output, in ``fmt`` (default fp32 NCHW).
+    def output(self, name: str, fmt: TensorFormat | None = None, pinned: bool = False) -> np.ndarray:
+        """Host copy of any layer's output, in ``fmt`` (default fp32 NCHW). ``pinned``: into page-locked memory on
+        a GPU (a faster download; the memory comes from a pool and is held while the array lives).
 
         A layer whose buffer was recycled is recomputed (mark it permanent to keep its output). The name of
         a template instance gives the output of its expanded output layer."""
         name = self._computed(name)
-        return self.backend.to_host(convert(self._views[name], self.fmt_of(name), fmt or FP32_NCHW, self.xp))
+        self.backend.activate()  # converted and downloaded on the network's stream, after its kernels
+        return self.backend.to_host(convert(self._views[name], self.fmt_of(name), fmt or FP32_NCHW, self.xp), pinned)
+
+    def output_images(self, name: str) -> np.ndarray:
+        """Host copy of a layer's output as 8-bit images (N x H x W, or N x H x W x C in RGB/RGBA order), made where
+        the output lives by :func:`engine.io.tensors_to_images` and downloaded in one copy (into page-locked
+        memory on the GPU): a quarter of the bytes of ``output``'s float32, and the same values as
+        ``tensors_to_images(output(name))``."""
+        out = self.device_output(name)
+        self.backend.activate()  # converted and downloaded on the network's stream, after its kernels
+        return self.backend.to_host(tensors_to_images(out, self.xp), pinned=True)
 
     def device_output(self, name: str) -> Any:
         """A layer's output where it lives (a device array on the GPU), seen in logical N x C x H x W order in the

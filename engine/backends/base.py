@@ -70,7 +70,9 @@ class Backend:
     def to_device(self, host: np.ndarray) -> Any:
         return self.xp.asarray(host)
 
-    def to_host(self, array: Any) -> np.ndarray:
+    def to_host(self, array: Any, pinned: bool = False) -> np.ndarray:
+        """A host copy of ``array`` (on the CPU: the array itself). ``pinned``: into page-locked memory where the
+        device has it (faster copies; the memory is pooled and returned when the array is freed)."""
         return np.asarray(array)
 
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:

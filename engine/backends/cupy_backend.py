@@ -102,8 +102,17 @@ class CupyBackend(Backend):
                 return out
             return cupy.asarray(a)
 
-    def to_host(self, array: Any) -> np.ndarray:
-        return cupy.asnumpy(array) if isinstance(array, cupy.ndarray) else np.asarray(array)
+    def to_host(self, array: Any, pinned: bool = False) -> np.ndarray:
+        if not isinstance(array, cupy.ndarray):
+            return np.asarray(array)
+        if not pinned:
+            return cupy.asnumpy(array)
+        import cupyx  # noqa: PLC0415 - with cupy
+
+        with self.device:  # page-locked memory from CuPy's pinned pool; the copy runs on the current stream
+            host = cupyx.empty_pinned(array.shape, array.dtype)
+            cupy.ascontiguousarray(array).get(out=host)
+        return host
 
     def synchronize(self) -> None:
         with self.device:

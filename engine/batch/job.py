@@ -17,7 +17,7 @@ from typing import Any
 from engine.batch.dataset import Chunk, Unit, discover, plan_chunks, size_key
 from engine.batch.manifest import STATE_DIR, SUMMARY_NAME, Manifest, remove_partials, write_json_atomic
 from engine.batch.runner import NetworkIO, NetworkSpec, network_io
-from engine.batch.stages import SAVE_AS, Layout, Work, assemble_video
+from engine.batch.stages import SAVE_AS, Layout, Plan, Work, assemble_video
 from engine.errors import InputError, LayerLabError
 from engine.io import VideoReader
 
@@ -99,6 +99,7 @@ class BatchJob:
         except OSError as exc:
             raise InputError(f"{out}: cannot create the output folder ({exc.strerror})") from None
         self.layout = Layout(str(out.resolve()), self.io.output_names, options.save_as)
+        self.plan = Plan(self.layout, self.io.input_name, self.io.image_options, options.input_layout)
         self.manifest = Manifest(out)
         self._check_settings(out / STATE_DIR / "run.json")
         remove_partials(out)

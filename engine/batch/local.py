@@ -1,10 +1,13 @@
-"""The local batch engine: a pipeline of threads and bounded queues in which decoding (a thread pool),
-inference (one lane per network: a thread with its own network, or a worker process with its own network
-for ``--workers N``) and encoding (a thread pool) overlap; this thread collects the finished
-chunks (manifest, videos, progress). Cancelling stops feeding new chunks; chunks in flight are finished
-and recorded, so nothing half-done is left."""
+"""The local batch engine: a pipeline in which reading, inference and writing overlap. A feeder thread hands
+each chunk's reads to a thread pool (one task per image: decoding and encoding release the GIL, so they scale
+with the cores); one lane per network (a thread with its own network, or a worker process with its own network
+for ``--workers N``) groups a chunk's decoded inputs, runs them and hands each input's writing to the same pool;
+this thread collects the finished chunks (manifest, videos, progress). At most a bounded number of chunks is in
+flight (memory stays bounded). Cancelling stops feeding new chunks; chunks in flight are finished and recorded,
+so nothing half-done is left."""
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import queue
@@ -15,7 +18,7 @@ from typing import Any
 
 from engine.batch.job import BatchJob, ProgressCallback
 from engine.batch.runner import NetworkSpec, open_network_for
-from engine.batch.stages import Work, decode, infer, write
+from engine.batch.stages import Plan, Work, collect, group, infer, reads, writes
 
 _STOP = object()
 _WORKER_NET: Any = None  # the network of a worker process (one per process)
@@ -34,9 +37,9 @@ def _worker_open(spec: NetworkSpec) -> str:
     return _WORKER_NET.backend.name
 
 
-def _worker_infer(spec: NetworkSpec, work: Work, input_name: str, output_names: tuple[str, ...]) -> Work:
+def _worker_infer(spec: NetworkSpec, work: Work, plan: Plan) -> Work:
     _worker_open(spec)
-    return infer(work, _WORKER_NET, input_name, output_names)
+    return infer(work, _WORKER_NET, plan)
 
 
 class _ThreadLane:
@@ -45,8 +48,8 @@ class _ThreadLane:
     def __init__(self, spec: NetworkSpec, graph_capture: bool = True) -> None:
         self.net = open_network_for(spec, graph_capture=graph_capture)
 
-    def infer(self, work: Work, input_name: str, output_names: tuple[str, ...]) -> Work:
-        return infer(work, self.net, input_name, output_names)
+    def infer(self, work: Work, plan: Plan) -> Work:
+        return infer(work, self.net, plan)
 
     def close(self) -> None:
         self.net = None
@@ -61,14 +64,20 @@ class _ProcessLane:
                                         initargs=(gpu,))
         self.pool.submit(_worker_open, spec).result()  # a bad network fails here, before anything runs
 
-    def infer(self, work: Work, input_name: str, output_names: tuple[str, ...]) -> Work:
-        return self.pool.submit(_worker_infer, self.spec, work, input_name, output_names).result()
+    def infer(self, work: Work, plan: Plan) -> Work:
+        return self.pool.submit(_worker_infer, self.spec, work, plan).result()
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 GPU_LANES = 2  # networks per GPU in this process: one's copies and host work overlap the other's kernels
+
+
+def _on_gpu(job: BatchJob) -> bool:
+    from engine.backends import get_backend
+
+    return get_backend(job.spec.backend, notice=None).device_kind == "gpu"
 
 
 def _lanes(job: BatchJob) -> list[Any]:
@@ -95,21 +104,42 @@ def _lanes(job: BatchJob) -> list[Any]:
     return lanes
 
 
+#: threads of the reading and writing pool per CPU: its tasks are CPU-bound (decoding, encoding, hashing), but a
+#: thread waiting on the disk (the sync of each output) leaves its core to another
+POOL_PER_CPU = 2
+#: inputs in flight per pool thread: enough that every thread finds work while the lanes run a batch
+IN_FLIGHT_PER_THREAD = 2
+#: ceiling of the inputs in flight on machines with many cores (memory: 128 decoded 1080p images and their 8-bit
+#: outputs are about 1.6 GB)
+MAX_IN_FLIGHT_INPUTS = 128
+
+
+def pool_threads() -> int:
+    """The CPUs this process may run on (its affinity, e.g. a container's share; at least 2) times
+    ``POOL_PER_CPU``: the size of the reading and writing pool."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 2
+    return POOL_PER_CPU * max(2, n)
+
+
 def run_local(job: BatchJob, progress: ProgressCallback | None = None,
               cancel: threading.Event | None = None) -> None:
     """Run ``job``'s chunks through the local pipeline (see the module documentation)."""
     cancel = cancel or threading.Event()
     abort = threading.Event()  # a stage hit a bug: stop feeding, drain, re-raise
     errors: list[BaseException] = []
+    interrupted: list[BaseException] = []
     lanes = _lanes(job)
-    n_cpu = os.cpu_count() or 2
-    decoders = ThreadPoolExecutor(max(2, min(8, n_cpu)), thread_name_prefix="layerlab-decode")
-    encoders = ThreadPoolExecutor(max(2, min(8, n_cpu)), thread_name_prefix="layerlab-encode")
-    depth = 2 * len(lanes) + 2
-    decoded: queue.Queue[Any] = queue.Queue(maxsize=depth)  # futures of decoded chunks, in order
-    written: queue.Queue[Any] = queue.Queue()  # futures of written chunks
-    in_flight = threading.BoundedSemaphore(depth)  # chunks between decoding and the collector
-    opts, layout_ = job.io.image_options, job.options.input_layout
+    plan = dataclasses.replace(job.plan, device_images=_on_gpu(job))
+    threads = pool_threads()
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="layerlab-io")  # every read and write task
+    inputs = min(IN_FLIGHT_PER_THREAD * threads, MAX_IN_FLIGHT_INPUTS)
+    depth = max(2 * len(lanes) + 2, -(-inputs // job.options.batch_size))  # chunks in flight
+    decoded: queue.Queue[Any] = queue.Queue(maxsize=depth)  # (work, futures of its reads), in order
+    written: queue.Queue[Any] = queue.Queue()  # (work, futures of its writes)
+    in_flight = threading.BoundedSemaphore(depth)  # chunks between reading and the collector
 
     def stopped() -> bool:
         return cancel.is_set() or abort.is_set()
@@ -137,7 +167,7 @@ def run_local(job: BatchJob, progress: ProgressCallback | None = None,
             for chunk in job.todo:
                 if not take_slot():
                     break
-                put(decoded, decoders.submit(decode, Work(chunk), opts, layout_))
+                put(decoded, (Work(chunk), [pool.submit(task) for task in reads(chunk, plan)]))
         finally:  # the lanes stop after the last chunk, whatever happened here
             for _ in lanes:
                 put(decoded, _STOP)
@@ -151,16 +181,34 @@ def run_local(job: BatchJob, progress: ProgressCallback | None = None,
                 abort.set()
         return run
 
+    def step(lane: Any, work: Work, reading: list[Future[Any]]) -> tuple[Work, list[Future[Any]]]:
+        work = lane.infer(group(work, [f.result() for f in reading], plan), plan)
+        return work, [pool.submit(task) for task in writes(work, plan)]
+
     def lane_loop(lane: Any) -> None:
-        while (fut := decoded.get()) is not _STOP:
-            if abort.is_set():
+        while (entry := decoded.get()) is not _STOP:
+            done = None if abort.is_set() else guarded(step)(lane, *entry)
+            if done is None:
                 in_flight.release()
-                continue
-            work = guarded(lambda f: lane.infer(f.result(), job.io.input_name, job.io.output_names))(fut)
-            if work is None:
-                in_flight.release()
-                continue
-            written.put(encoders.submit(write, work, job.layout))
+            else:
+                written.put(done)
+
+    def results(futures: list[Future[Any]]) -> tuple[list[Any], Exception | None]:
+        """What the tasks gave, and the first error of a task that failed (a bug): the others are still taken,
+        so every output written is recorded."""
+        out, error = [], None
+        for f in futures:
+            while True:
+                try:
+                    out.append(f.result())
+                except KeyboardInterrupt as exc:  # Ctrl-C: finish and record what is in flight, then stop
+                    interrupted.append(exc)
+                    cancel.set()
+                    continue
+                except Exception as exc:
+                    error = error or exc
+                break
+        return out, error
 
     feeder = threading.Thread(target=guarded(feed), name="layerlab-feed", daemon=True)
     workers = [threading.Thread(target=lane_loop, args=(lane,), name=f"layerlab-lane-{i}", daemon=True)
@@ -173,7 +221,6 @@ def run_local(job: BatchJob, progress: ProgressCallback | None = None,
         written.put(_STOP)
 
     closer = threading.Thread(target=close_when_done, name="layerlab-close", daemon=True)
-    interrupted: BaseException | None = None
     try:
         feeder.start()
         for w in workers:
@@ -181,11 +228,15 @@ def run_local(job: BatchJob, progress: ProgressCallback | None = None,
         closer.start()
         while True:  # the collector: leaves only when every stage has stopped
             try:
-                fut = written.get(timeout=0.2)
-                if fut is _STOP:
+                entry = written.get(timeout=0.2)
+                if entry is _STOP:
                     break
                 try:
-                    job.handle(_result(fut))
+                    work, writing = entry
+                    done, error = results(writing)
+                    job.handle(collect(work, done))
+                    if error is not None:
+                        raise error
                 except Exception as exc:
                     errors.append(exc)
                     abort.set()
@@ -196,7 +247,7 @@ def run_local(job: BatchJob, progress: ProgressCallback | None = None,
             except queue.Empty:
                 continue
             except KeyboardInterrupt as exc:  # Ctrl-C: finish and record what is in flight, then stop
-                interrupted = exc
+                interrupted.append(exc)
                 cancel.set()
             except Exception as exc:  # the progress callback failed: stop as for a bug in a stage
                 errors.append(exc)
@@ -205,16 +256,11 @@ def run_local(job: BatchJob, progress: ProgressCallback | None = None,
         if closer.is_alive():  # only when leaving on an unexpected BaseException: let the stages wind down
             abort.set()
             closer.join()
-        decoders.shutdown(wait=True, cancel_futures=abort.is_set())
-        encoders.shutdown(wait=True)
+        pool.shutdown(wait=True)
         for lane in lanes:
             lane.close()
     job.cancelled = cancel.is_set()
     if errors:
         raise errors[0]
-    if interrupted is not None:
-        raise interrupted
-
-
-def _result(fut: Future[Work]) -> Work:
-    return fut.result()
+    if interrupted:
+        raise interrupted[0]

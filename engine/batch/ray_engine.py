@@ -8,6 +8,7 @@ same bytes. On a cluster the input and output folders must be on storage every n
 path (a shared file system)."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import pickle
 import threading
@@ -15,9 +16,8 @@ from typing import Any
 
 from engine.batch.job import BatchJob, ProgressCallback
 from engine.batch.runner import NetworkSpec, open_network_for
-from engine.batch.stages import Layout, Work, decode, infer, write
+from engine.batch.stages import Plan, Work, decode, infer, write
 from engine.errors import LayerLabError
-from engine.io import ImageOptions
 
 
 def _ray() -> Any:
@@ -29,8 +29,8 @@ def _ray() -> Any:
     return ray
 
 
-def _decode_row(row: dict[str, Any], opts: ImageOptions, layout: str) -> dict[str, Any]:
-    work = decode(Work(pickle.loads(row["chunk"])), opts, layout)
+def _decode_row(row: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    work = decode(Work(pickle.loads(row["chunk"])), plan)
     return {"work": pickle.dumps(work, protocol=5)}
 
 
@@ -46,17 +46,17 @@ def _check_network(spec: NetworkSpec) -> str:
 class _InferActor:
     """One network per actor, opened once and reused for every chunk it is given."""
 
-    def __init__(self, spec: NetworkSpec, input_name: str, output_names: tuple[str, ...]) -> None:
+    def __init__(self, spec: NetworkSpec, plan: Plan) -> None:
         self.net = open_network_for(spec, notice=None)
-        self.input_name, self.output_names = input_name, output_names
+        self.plan = plan
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
-        work = infer(pickle.loads(row["work"]), self.net, self.input_name, self.output_names)
+        work = infer(pickle.loads(row["work"]), self.net, self.plan)
         return {"work": pickle.dumps(work, protocol=5)}
 
 
-def _write_row(row: dict[str, Any], layout: Layout) -> dict[str, Any]:
-    return {"work": pickle.dumps(write(pickle.loads(row["work"]), layout), protocol=5)}
+def _write_row(row: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    return {"work": pickle.dumps(write(pickle.loads(row["work"]), plan), protocol=5)}
 
 
 def run_ray(job: BatchJob, progress: ProgressCallback | None = None, cancel: threading.Event | None = None,
@@ -92,16 +92,15 @@ def run_ray(job: BatchJob, progress: ProgressCallback | None = None, cancel: thr
         problem = ray.get(ray.remote(**resources)(_check_network).remote(job.spec))
         if problem:  # a bad network is the command's error, not a failure of every input
             raise LayerLabError(problem)
+        plan = dataclasses.replace(job.plan, device_images=use_gpu)
         rows = [{"chunk": pickle.dumps(c, protocol=5)} for c in job.todo]
         ds = ray.data.from_items(rows, override_num_blocks=len(rows))
         # decoding asks for half a CPU, the actors for a whole one (or a GPU): different resources keep Ray
         # Data from fusing decoding into the actors, so decoding runs in CPU tasks beside them
-        ds = ds.map(_decode_row, fn_kwargs={"opts": job.io.image_options, "layout": job.options.input_layout},
-                    num_cpus=0.5)
-        ds = ds.map(_InferActor, fn_constructor_kwargs={"spec": job.spec, "input_name": job.io.input_name,
-                                                        "output_names": job.io.output_names},
+        ds = ds.map(_decode_row, fn_kwargs={"plan": plan}, num_cpus=0.5)
+        ds = ds.map(_InferActor, fn_constructor_kwargs={"spec": job.spec, "plan": plan},
                     compute=ray.data.ActorPoolStrategy(size=pool), **resources)
-        ds = ds.map(_write_row, fn_kwargs={"layout": job.layout}, num_cpus=0.5)
+        ds = ds.map(_write_row, fn_kwargs={"plan": plan}, num_cpus=0.5)
         for row in ds.iter_rows():
             job.handle(pickle.loads(row["work"]))
             if progress is not None:

@@ -255,7 +255,7 @@ def test_a_video_resumes_from_its_finished_parts_of_the_same_batch_size_only(tmp
     assert len(job.todo) == 4  # frames 0-1, 2-3, 4-5, 6
     net = open_network_for(job.spec, notice=None)
     for chunk in job.todo[:2]:  # an interrupted run: two parts written, the video not assembled
-        write(infer(decode(Work(chunk), job.io.image_options), net, job.io.input_name, job.io.output_names), job.layout)
+        write(infer(decode(Work(chunk), job.plan), net, job.plan), job.plan)
     assert len(list((tmp_path / "out" / ".layerlab-batch" / "parts").glob("*/*.npy"))) == 2
     assert len(BatchJob(spec(), BatchOptions(clips, str(tmp_path / "out"), batch_size=3)).todo) == 3  # no part fits
     resumed = BatchJob(spec(), BatchOptions(clips, str(tmp_path / "out"), batch_size=2))
@@ -301,7 +301,7 @@ def test_two_lanes_in_one_process_write_the_same_outputs(tmp_path, data, monkeyp
 
 @pytest.mark.timeout(120)
 def test_a_bug_in_a_stage_or_the_progress_callback_stops_the_run_with_its_error(tmp_path, data, monkeypatch):
-    from engine.batch import local
+    from engine.batch import stages
 
     def broken_progress(p):
         if p.done:
@@ -311,10 +311,16 @@ def test_a_bug_in_a_stage_or_the_progress_callback_stops_the_run_with_its_error(
         run_batch(spec(), BatchOptions((str(data),), str(tmp_path / "a"), batch_size=2), progress=broken_progress)
     assert set(Manifest(tmp_path / "a").records) == set(outputs_of(tmp_path / "a"))  # the books still match the files
 
-    def broken_write(work, layout):
-        raise RuntimeError("encoder bug")
+    write_still = stages.write_still
 
-    monkeypatch.setattr(local, "write", broken_write)
+    def broken_write(g, i, unit, plan):
+        if unit.rel.endswith("img_0004.png"):
+            raise RuntimeError("encoder bug")
+        return write_still(g, i, unit, plan)
+
+    monkeypatch.setattr(stages, "write_still", broken_write)
     with pytest.raises(RuntimeError, match="encoder bug"):
         run_batch(spec(), BatchOptions((str(data),), str(tmp_path / "b"), batch_size=2))
-    assert not outputs_of(tmp_path / "b")
+    written = outputs_of(tmp_path / "b")
+    assert "a/img_0004.png" not in written
+    assert set(Manifest(tmp_path / "b").records) == set(written)  # what the other tasks wrote is recorded
