@@ -16,7 +16,7 @@ if [ "$what" = final ]; then
   timeout 120 python3 -m tests.bench.bench_paths --json "$OUT/paths_b1.json" 2>&1 | tail -19
   timeout 70 python3 -m tests.bench.bench_paths --nets resnet18 --batches 32 64 --json "$OUT/paths_b32.json" 2>&1 | tail -12
   echo "== batch"
-  timeout 75 python3 -m tests.bench.bench_batch --backend cupy --images 256 --batch-size 8 2>&1 | tail -8
+  timeout 80 python3 -m tests.bench.bench_batch --backend cupy 2>&1 | tail -14
   echo "== precision"
   timeout 60 python3 -m tests.bench.bench_precision --device gpu 2>&1 | tail -12
   echo "== frames"
