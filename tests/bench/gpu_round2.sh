@@ -11,16 +11,16 @@ export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 if [ "$what" = final ]; then
   echo "== GPU tests"
-  timeout 230 python3 -m pytest -q -m gpu -p no:cacheprovider -n 14 -o addopts="-ra" tests 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^FAILED|^ERROR|passed|failed" | tail -25
+  timeout 220 python3 -m pytest -q -m gpu -p no:cacheprovider -n 14 -o addopts="-ra" tests 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^FAILED|^ERROR|passed|failed" | tail -25
   echo "== paths"
-  timeout 120 python3 -m tests.bench.bench_paths --json "$OUT/paths_b1.json" 2>&1 | tail -19
-  timeout 70 python3 -m tests.bench.bench_paths --nets resnet18 --batches 32 64 --json "$OUT/paths_b32.json" 2>&1 | tail -12
+  timeout 75 python3 -m tests.bench.bench_paths --json "$OUT/paths_b1.json" 2>&1 | tail -19
+  timeout 45 python3 -m tests.bench.bench_paths --nets resnet18 --batches 32 64 --json "$OUT/paths_b32.json" 2>&1 | tail -12
   echo "== batch"
-  timeout 80 python3 -m tests.bench.bench_batch --backend cupy 2>&1 | tail -14
+  timeout 70 python3 -m tests.bench.bench_batch --backend cupy 2>&1 | tail -14
   echo "== precision"
-  timeout 60 python3 -m tests.bench.bench_precision --device gpu 2>&1 | tail -12
+  timeout 50 python3 -m tests.bench.bench_precision --device gpu 2>&1 | tail -12
   echo "== frames"
-  timeout 30 python3 -m tests.bench.bench_frames --device gpu --frames 20 2>&1 | tail -3
+  timeout 25 python3 -m tests.bench.bench_frames --device gpu --frames 20 2>&1 | tail -3
   exit 0
 fi
 if [ "$what" = tests ] || [ "$what" = all ]; then
