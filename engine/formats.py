@@ -82,7 +82,8 @@ def layer_formats(model: Model, registry: Any, network: TensorFormat,
                   inherited: Mapping[str, str] | None = None, compute: TensorFormat | None = None) -> dict[str, TensorFormat]:
     """Every layer's format: the network's overlaid by the layer's setting (or by ``inherited[name]``, the
     setting of the template instance it came from), moved to a format its type implements. A layer without a
-    setting computes in ``compute`` when given (the backend's layout for the network's format).
+    setting computes in ``compute`` when given (the backend's layout for the network's format), and a partial
+    setting keeps the rest of ``compute``: "fp32" in an fp16 NCHW network computing channels-last is fp32 NHWC.
 
     Input and output layers compute nothing, so without a setting of their own they take the format that saves a
     conversion: an output layer the format of the layer it outputs, an input layer whose readers all run in one
@@ -105,7 +106,8 @@ def layer_formats(model: Model, registry: Any, network: TensorFormat,
         if not text and role(name) == 2 and spec.inputs and spec.inputs[0] in out:
             out[name] = out[spec.inputs[0]]  # an output layer computes nothing: no conversion for it
             continue
-        wanted = LayerFormat.parse(text, f"layer {name}: format").over(network) if text else (compute or network)
+        # a partial setting ("fp32", "nhwc") keeps the other part of the format the layers compute in
+        wanted = LayerFormat.parse(text, f"layer {name}: format").over(compute or network)
         out[name] = nearest_supported(wanted, cls.desc.formats) if cls is not None else wanted
         theirs = {out[r] for r in readers[name] if r in out}
         if not text and role(name) == 1 and len(theirs) == 1 and cls is not None and theirs <= set(cls.desc.formats):

@@ -30,7 +30,7 @@ def branchy() -> Model:
 def capture_all(net: Network) -> dict[str, np.ndarray]:
     seen: dict[str, np.ndarray] = {}
     net.hooks.after_layer.append(lambda n, name, arr: seen.__setitem__(
-        name, n.backend.to_host(convert(arr, n.fmt, FP32_NCHW, n.xp))))
+        name, n.backend.to_host(convert(arr, n.storage_format(name), FP32_NCHW, n.xp))))
     net.run()
     return seen
 
