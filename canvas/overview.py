@@ -11,6 +11,8 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from canvas.lazy import NodeGeom
+
 #: below this scale the overview draws the network (the same scale at which a node hides its details)
 OVERVIEW_LOD = 0.55
 NAME_PX = 13.0  # the name's size on screen when the box is large enough to hold it
@@ -19,20 +21,25 @@ SELECTED = QtGui.QColor(255, 198, 10)
 
 
 class OverviewItem(QtWidgets.QGraphicsItem):
-    """Draws ``nodes()`` (layer name -> NodeGraphQt node) and ``links()`` ((source, target, input index)) in
-    overview mode, with ``details(name)`` under each name where there is room; ``invalidate()`` after anything
-    moved, was added, removed or relinked."""
+    """Draws the layers ``names()``, each where ``geometry(name)`` (a ``canvas.lazy.NodeGeom``) puts it, and
+    ``links()`` ((source, target, input index)) in overview mode, with ``details(name)`` under each name where there
+    is room; ``items()`` are the NodeGraphQt nodes that exist (made transparent in overview mode). Call
+    ``invalidate()`` after anything moved, was added, removed or relinked, ``adopt()`` after nodes were made."""
 
-    def __init__(self, nodes: Callable[[], dict[str, Any]], links: Callable[[], Iterable[tuple[str, str, int]]],
-                 details: Callable[[str], str] = lambda _name: "") -> None:
+    def __init__(self, names: Callable[[], Iterable[str]], geometry: Callable[[str], NodeGeom],
+                 links: Callable[[], Iterable[tuple[str, str, int]]],
+                 details: Callable[[str], str] = lambda _name: "",
+                 items: Callable[[], Iterable[Any]] = lambda: ()) -> None:
         super().__init__()
-        self._nodes = nodes
+        self._names = names
+        self._geometry = geometry
+        self._items = items
         self._details = details
         self._links = links
         self._active = False
         self._pending = False
         self._rect = QtCore.QRectF()
-        self._geom: dict[str, tuple[QtCore.QRectF, tuple, Any, QtCore.QPointF | None, list[QtCore.QPointF]]] = {}
+        self._geom: dict[str, NodeGeom] = {}
         self._min_height = 0.0
         self._line_of: dict[tuple[str, str, int], QtCore.QLineF] = {}
         self._by_color: list[tuple[QtGui.QColor, list[QtCore.QRectF]]] = []
@@ -61,17 +68,14 @@ class OverviewItem(QtWidgets.QGraphicsItem):
     def _rebuild(self) -> None:
         """Measure the nodes not measured yet (all after ``invalidate()``, the changed ones after an edit) and
         redo the lines that touch them; the rest is reused."""
-        nodes = self._nodes()
-        changed = {n for n in self._geom if n not in nodes}
+        names = self._names()
+        changed = {n for n in self._geom if n not in names}
         for name in changed:
             del self._geom[name]
-        for name, node in nodes.items():
+        for name in names:
             if name not in self._geom:
                 changed.add(name)
-                outs = node.output_ports()
-                self._geom[name] = (node.view.sceneBoundingRect(), tuple(node.view.color[:3]), node.view,
-                                    outs[0].view.sceneBoundingRect().center() if outs else None,
-                                    [p.view.sceneBoundingRect().center() for p in node.input_ports()])
+                self._geom[name] = self._geometry(name)
         if not changed and self._line_of:
             return
         by_color: dict[tuple, list[QtCore.QRectF]] = {}
@@ -118,11 +122,18 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             self._rebuild()
         self.update()
 
-    def apply_opacity(self) -> None:
-        """Make every node and link item transparent in overview mode, opaque otherwise (after new items
-        were added)."""
+    def adopt(self, names: Iterable[str], nodes: Iterable[Any]) -> None:
+        """The layers ``names`` got their NodeGraphQt ``nodes``: they follow the current mode, and are measured
+        from their items from now on."""
+        if self._active:
+            self.apply_opacity(nodes)
+        self.invalidate(names)
+
+    def apply_opacity(self, nodes: Iterable[Any] | None = None) -> None:
+        """Make the node and link items of ``nodes`` (default: all) transparent in overview mode, opaque
+        otherwise."""
         opacity = 0.0 if self._active else 1.0
-        for node in self._nodes().values():
+        for node in self._items() if nodes is None else nodes:
             if node.view.opacity() != opacity:
                 node.view.setOpacity(opacity)
             for port in node.input_ports():
