@@ -18,7 +18,7 @@ from PySide6 import QtCore, QtGui
 
 from canvas.bridge import ModelBridge
 from canvas.clipboard import clipboard_templates, copy_layers, paste_specs
-from canvas.lazy import LazyNodes, NodeGeom
+from canvas.lazy import BoxIndex, LazyNodes, NodeGeom
 from canvas.nodes import (
     LayerNode,
     LayerNodeItem,
@@ -65,7 +65,7 @@ POSITION_DECIMALS = 1  # positions are kept to a tenth of a scene unit (what the
 FREE_GAP = 60.0  # space left between a new layer and its neighbours
 #: models of up to this many layers get every node at once; larger ones get nodes as they are needed (canvas.lazy)
 EAGER_LAYERS = int(__import__("os").environ.get("LAYERLAB_EAGER_LAYERS", "300"))
-PREFETCH_BUDGET_S = 0.012  # idle time spent per turn of the event loop making nodes near the view
+PREFETCH_BUDGET_S = 0.008  # idle time spent per turn of the event loop making nodes near the view
 
 
 def snap_position(pos: tuple[float, float]) -> tuple[float, float]:
@@ -112,6 +112,7 @@ class ModelCanvas(NodeGraph):
         self.nodes = LazyNodes(self._materialize)
         self._names: dict[str, str] = {}  # node id -> layer name
         self._geo: dict[str, NodeGeom] = {}  # measured boxes of the layers without a node
+        self._index: BoxIndex | None = None  # where every layer's box is, for finding what is in view
         self._readers: dict[str, list[str]] | None = None  # layer -> layers reading it (None: to compute)
         self._eager = True  # every node is made at once (small models)
         self._fitted = False  # the view has been placed (nodes are made for it only then)
@@ -340,7 +341,7 @@ class ModelCanvas(NodeGraph):
         for layer, spec in self.net_model.layers.items():
             if spec.type != ltype or layer not in self.nodes:
                 continue
-            self._geo.pop(layer, None)
+            self._forget(layer)
             if self.nodes.created(layer) is None:
                 continue  # made with the new definition when it is needed
             self._remove_node(layer)
@@ -358,11 +359,11 @@ class ModelCanvas(NodeGraph):
         self.nodes.add(name, node)
         self._names[node.id] = name
         node.view.on_moved = self._node_moved
-        self._update_info(name)
+        self._update_info(name, forget=False)  # the box it was measured with (the same layout rule)
         return node
 
     def _remove_node(self, name: str) -> None:
-        self._geo.pop(name, None)
+        self._forget(name)
         node = self.nodes.pop(name)
         if node is None:
             return
@@ -446,8 +447,9 @@ class ModelCanvas(NodeGraph):
                      else [("→ ?", "#777777", False, False)])
         return lines
 
-    def _update_info(self, name: str) -> None:
-        self._geo.pop(name, None)  # measured again when it is needed
+    def _update_info(self, name: str, forget: bool = True) -> None:
+        if forget:
+            self._forget(name)  # its box may change: measured again when it is needed
         node = self.nodes.created(name)
         if node is None or name not in self.net_model.layers:
             return
@@ -498,14 +500,14 @@ class ModelCanvas(NodeGraph):
 
     def _on_model_event(self, ev: Event) -> None:
         if isinstance(ev, LayerEvent):
-            self._geo.pop(ev.layer, None)
+            self._forget(ev.layer)
             if not isinstance(ev, (ParamChanged, ActivationChanged, LayerMoved)):
                 self._readers = None
-                self._covered = QtCore.QRectF()
         if isinstance(ev, LayerRenamed):
-            self._geo.pop(ev.old, None)
+            self._forget(ev.old)
         elif isinstance(ev, (TemplateEvent, CustomLayerChanged)):
             self._geo.clear()
+            self._index = None
             self._covered = QtCore.QRectF()
         self._apply_event(ev)
         if self.overview is not None and isinstance(ev, STRUCTURE_EVENTS):
@@ -759,16 +761,15 @@ class ModelCanvas(NodeGraph):
         pending = self.nodes.pending()
         if not pending:
             return []
-        found = [n for n in pending if self._predicted(n).rect.intersects(area)]
-        waiting = set(pending)
-        for src, dst, index in self._links():
-            if src in waiting or dst in waiting:
-                a, b = self._predicted(src), self._predicted(dst)
-                if a.out is None or index >= len(b.ins):
-                    continue
-                if QtCore.QRectF(a.out, b.ins[index]).normalized().adjusted(-1, -1, 1, 1).intersects(area):
-                    found.extend(n for n in (src, dst) if n in waiting)
-        return list(dict.fromkeys(found))
+        if self._index is None:
+            self._index = BoxIndex(list(self.nodes), self._predicted, self._links())
+        return self._index.crossing(area, set(pending))
+
+    def _forget(self, name: str) -> None:
+        """``name``'s box may have changed: measured again when it is needed."""
+        self._geo.pop(name, None)
+        self._index = None
+        self._covered = QtCore.QRectF()
 
     def _before_paint(self) -> None:
         """Before the canvas paints: pick the drawing mode for the scale, and, zoomed in, make the nodes in view
@@ -807,8 +808,8 @@ class ModelCanvas(NodeGraph):
                                 key=lambda n: (self._predicted(n).rect.center() - center).manhattanLength())
         start = time.perf_counter()
         while self._todo and time.perf_counter() - start < PREFETCH_BUDGET_S:
-            self._materialize_many(self._todo[:4])
-            self._todo = [n for n in self._todo[4:] if self.nodes.created(n) is None and n in self.nodes]
+            self._materialize_many(self._todo[:2])
+            self._todo = [n for n in self._todo[2:] if self.nodes.created(n) is None and n in self.nodes]
         if self._todo:
             self._prefetch.start()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
+import numpy as np
 from PySide6 import QtCore
 
 
@@ -66,3 +67,44 @@ class LazyNodes(Mapping[str, Any]):
     def rename(self, old: str, new: str) -> None:
         """``old`` is now called ``new`` (it moves to the end of the order, as a re-added layer)."""
         self._all[new] = self._all.pop(old)
+
+
+class BoxIndex:
+    """Which layers, and which links, cross an area of the scene: the boxes of every layer and the bounding boxes
+    of every link, in arrays (one query over thousands of layers costs well under a millisecond)."""
+
+    def __init__(self, names: list[str], geometry: Callable[[str], NodeGeom],
+                 links: list[tuple[str, str, int]]) -> None:
+        self.names = names
+        self._row = {n: i for i, n in enumerate(names)}
+        geoms = {n: geometry(n) for n in names}
+        self._boxes = np.array([r.getCoords() for r in (g.rect for g in geoms.values())], dtype=float).reshape(-1, 4)
+        ends, points = [], []
+        for src, dst, index in links:
+            a, b = geoms.get(src), geoms.get(dst)
+            if a is None or b is None or a.out is None or index >= len(b.ins):
+                continue
+            ends.append((self._row[src], self._row[dst]))
+            points.append((a.out.x(), a.out.y(), b.ins[index].x(), b.ins[index].y()))
+        self._ends = np.array(ends, dtype=np.int64).reshape(-1, 2)
+        p = np.array(points, dtype=float).reshape(-1, 4)
+        self._segs = np.stack([np.minimum(p[:, 0], p[:, 2]), np.minimum(p[:, 1], p[:, 3]),
+                               np.maximum(p[:, 0], p[:, 2]), np.maximum(p[:, 1], p[:, 3])], axis=1)
+
+    @staticmethod
+    def _crossing(boxes: np.ndarray, area: QtCore.QRectF) -> np.ndarray:
+        return ((boxes[:, 0] <= area.right()) & (boxes[:, 2] >= area.left())
+                & (boxes[:, 1] <= area.bottom()) & (boxes[:, 3] >= area.top()))
+
+    def crossing(self, area: QtCore.QRectF, among: set[str]) -> list[str]:
+        """The layers of ``among`` whose box crosses ``area``, or which have a link crossing it."""
+        if not among or not self.names:
+            return []
+        wanted = np.zeros(len(self.names), dtype=bool)
+        wanted[[self._row[n] for n in among if n in self._row]] = True
+        hit = self._crossing(self._boxes, area) & wanted
+        if len(self._ends):
+            ends = self._ends[self._crossing(self._segs, area)]
+            hit[ends[wanted[ends[:, 0]], 0]] = True
+            hit[ends[wanted[ends[:, 1]], 1]] = True
+        return [self.names[i] for i in np.flatnonzero(hit)]

@@ -125,9 +125,13 @@ class OverviewItem(QtWidgets.QGraphicsItem):
     def adopt(self, names: Iterable[str], nodes: Iterable[Any]) -> None:
         """The layers ``names`` got their NodeGraphQt ``nodes``: they follow the current mode, and are measured
         from their items from now on."""
+        nodes = list(nodes)
         if self._active:
             self.apply_opacity(nodes)
-        self.invalidate(names)
+        for name, node in zip(names, nodes):  # same box as measured before (one layout rule): only the item is new
+            geom = self._geom.get(name)
+            if geom is not None:
+                self._geom[name] = geom._replace(view=node.view)
 
     def apply_opacity(self, nodes: Iterable[Any] | None = None) -> None:
         """Make the node and link items of ``nodes`` (default: all) transparent in overview mode, opaque
