@@ -188,6 +188,12 @@ class ModelCanvas(NodeGraph):
             self._readers = index
         return self._readers
 
+    def _neighbours(self, name: str) -> list[str]:
+        """The layers ``name`` reads and the layers reading it."""
+        spec = self.net_model.layers.get(name)
+        sources = [s for s in spec.inputs if s] if spec is not None else []
+        return sources + self._reader_index().get(name, [])
+
     def _materialize(self, name: str) -> LayerNode:
         """Make ``name``'s node (and its neighbours', so that every link of it is drawn)."""
         if name not in self.net_model.layers:
@@ -201,12 +207,8 @@ class ModelCanvas(NodeGraph):
         made."""
         wanted = [n for n in names if n in self.nodes and self.nodes.created(n) is None and n in self.net_model.layers]
         if neighbours and wanted:
-            readers = self._reader_index()
-            more: list[str] = []
-            for name in wanted:
-                for other in (*self.net_model.layers[name].inputs, *readers.get(name, ())):
-                    if other and other in self.nodes and self.nodes.created(other) is None:
-                        more.append(other)
+            more = [other for name in wanted for other in self._neighbours(name)
+                    if other in self.nodes and self.nodes.created(other) is None]
             wanted = list(dict.fromkeys(wanted + more))
         if not wanted:
             return []
@@ -512,7 +514,7 @@ class ModelCanvas(NodeGraph):
         self._apply_event(ev)
         if self.overview is not None and isinstance(ev, STRUCTURE_EVENTS):
             if self.overview.active and isinstance(ev, (LayerAdded, LinkChanged, TemplateChanged)):
-                self.overview.apply_opacity()  # new nodes and links follow the current mode
+                self.overview.apply_mode()  # new nodes and links follow the current mode
             if isinstance(ev, (LayerRenamed, TemplateEvent, CustomLayerChanged)):
                 self.overview.invalidate()
             else:
@@ -521,7 +523,9 @@ class ModelCanvas(NodeGraph):
     def _apply_event(self, ev: Event) -> None:
         if isinstance(ev, LayerAdded) and ev.layer in self.net_model.layers:
             self.nodes.add(ev.layer)
-            if self._eager:  # a large model makes it when it is seen or looked up
+            # a large model makes it when it is seen or looked up, or now when a node linked to it exists (every
+            # node shows all its links)
+            if self._eager or any(self.nodes.created(n) is not None for n in self._neighbours(ev.layer)):
                 self._materialize_many([ev.layer], neighbours=False)
             elif self.viewer().isVisible():
                 self.viewer().viewport().update()
@@ -540,6 +544,8 @@ class ModelCanvas(NodeGraph):
             node.place_badge()
             self._update_info(name)
         elif isinstance(ev, LinkChanged):
+            if self.nodes.created(ev.layer) is not None:  # its new sources get nodes, so its links are drawn
+                self._materialize_many(self.net_model.layers[ev.layer].inputs, neighbours=False)
             self._sync_links(ev.layer)
         elif isinstance(ev, (ParamChanged, ActivationChanged)):
             self._update_info(ev.layer)

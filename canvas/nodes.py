@@ -279,6 +279,7 @@ class LayerNodeItem(NodeItem):
         self._text_item.setFont(_font(TITLE_FONT_PX, bold=True))
         self._icon_item.setVisible(False)
         self._detail = True
+        self._by_overview = False
         self.on_moved: Callable[[LayerNodeItem], None] | None = None  # the canvas's overview follows dragged nodes
         self.setFlag(QtWidgets.QGraphicsItem.GraphicsItemFlag.ItemSendsGeometryChanges, True)
 
@@ -374,6 +375,20 @@ class LayerNodeItem(NodeItem):
         if self.info is not None:
             self.info.setVisible(detail)
 
+    def set_drawn_by_overview(self, on: bool) -> None:
+        """Zoomed out, the canvas's overview draws this node: it paints nothing itself (and shows no ports, labels
+        or info) but stays in the scene for clicks, rubber bands and drags."""
+        if on is not self._by_overview:
+            self._by_overview = on
+            if on:
+                self._set_detail(False)
+            self.update()
+
+    @property
+    def drawn_by_overview(self) -> bool:
+        """Whether the overview draws this node now (zoomed out)."""
+        return self._by_overview
+
     @property
     def detailed(self) -> bool:
         """Whether the ports, labels and info are shown (False: zoomed out, a box with the name)."""
@@ -381,6 +396,8 @@ class LayerNodeItem(NodeItem):
 
     def paint(self, painter: QtGui.QPainter, option: QtWidgets.QStyleOptionGraphicsItem,
               widget: QtWidgets.QWidget | None = None) -> None:
+        if self._by_overview:
+            return
         lod = QtWidgets.QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
         self._set_detail(lod >= DETAIL_LOD)
         if self._detail:

@@ -1,8 +1,9 @@
 """The zoomed-out canvas: one item paints every node box and link in a few batched calls.
 
-Below ``OVERVIEW_LOD`` the node and link items of NodeGraphQt are made fully transparent (still in the scene,
-so clicking, rubber-band selection and dragging keep working on them) and this item draws the whole network:
-a coloured box per node with its name where it is readable, the selection, and the links as straight lines.
+Below ``OVERVIEW_LOD`` the node items of NodeGraphQt paint nothing (they stay in the scene, opaque, so clicking,
+rubber-band selection and dragging keep working on them), the link items are transparent, and this item draws the
+whole network: a coloured box per node with its name where it is readable, the selection, and the links as straight
+lines.
 Thousands of per-item paint calls become one, so panning and zooming stay fluid on imported networks."""
 from __future__ import annotations
 
@@ -112,12 +113,13 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             pass
 
     def set_active(self, on: bool) -> None:
-        """Switch overview mode: the node and link items become transparent (on) or opaque (off)."""
+        """Switch overview mode: the node items paint nothing and the link items are transparent (on), or they
+        draw themselves (off)."""
         self._pending = False
         if on == self._active:
             return
         self._active = on
-        self.apply_opacity()
+        self.apply_mode()
         if on:
             self._rebuild()
         self.update()
@@ -127,19 +129,18 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         from their items from now on."""
         nodes = list(nodes)
         if self._active:
-            self.apply_opacity(nodes)
+            self.apply_mode(nodes)
         for name, node in zip(names, nodes):  # same box as measured before (one layout rule): only the item is new
             geom = self._geom.get(name)
             if geom is not None:
                 self._geom[name] = geom._replace(view=node.view)
 
-    def apply_opacity(self, nodes: Iterable[Any] | None = None) -> None:
-        """Make the node and link items of ``nodes`` (default: all) transparent in overview mode, opaque
-        otherwise."""
+    def apply_mode(self, nodes: Iterable[Any] | None = None) -> None:
+        """Let the overview draw the nodes ``nodes`` (default: all) and their links in overview mode, and let them
+        draw themselves otherwise."""
         opacity = 0.0 if self._active else 1.0
         for node in self._items() if nodes is None else nodes:
-            if node.view.opacity() != opacity:
-                node.view.setOpacity(opacity)
+            node.view.set_drawn_by_overview(self._active)
             for port in node.input_ports():
                 for pipe in port.view.connected_pipes:
                     if pipe.opacity() != opacity:
@@ -147,6 +148,10 @@ class OverviewItem(QtWidgets.QGraphicsItem):
 
     def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 (Qt API)
         return self._rect
+
+    def shape(self) -> QtGui.QPainterPath:
+        """Nothing to hit: a click or a rubber band on the canvas finds the nodes and links, never this item."""
+        return QtGui.QPainterPath()
 
     def paint(self, painter: QtGui.QPainter, option: QtWidgets.QStyleOptionGraphicsItem,
               widget: QtWidgets.QWidget | None = None) -> None:
