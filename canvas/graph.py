@@ -14,7 +14,7 @@ from NodeGraphQt import NodeGraph
 from NodeGraphQt.constants import ViewerEnum
 from NodeGraphQt.qgraphics.pipe import PipeItem
 from NodeGraphQt.qgraphics.port import PortItem
-from PySide6 import QtCore, QtGui
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from canvas.bridge import ModelBridge
 from canvas.clipboard import clipboard_templates, copy_layers, paste_specs
@@ -65,7 +65,8 @@ POSITION_DECIMALS = 1  # positions are kept to a tenth of a scene unit (what the
 FREE_GAP = 60.0  # space left between a new layer and its neighbours
 #: models of up to this many layers get every node at once; larger ones get nodes as they are needed (canvas.lazy)
 EAGER_LAYERS = int(__import__("os").environ.get("LAYERLAB_EAGER_LAYERS", "300"))
-PREFETCH_BUDGET_S = 0.008  # idle time spent per turn of the event loop making nodes near the view
+PREFETCH_BUDGET_S = 0.008
+BULK_UNINDEXED = 100  # making this many nodes at once, the scene's index is rebuilt once at the end  # idle time spent per turn of the event loop making nodes near the view
 
 
 def snap_position(pos: tuple[float, float]) -> tuple[float, float]:
@@ -214,6 +215,11 @@ class ModelCanvas(NodeGraph):
             return []
         self._bulk = True
         LayerNodeItem.defer_layout = True
+        scene = self.scene()
+        reindex = len(wanted) >= BULK_UNINDEXED  # many items placed at once: one index rebuild, not one per move
+        if reindex:
+            scene.setItemIndexMethod(QtWidgets.QGraphicsScene.ItemIndexMethod.NoIndex)
+            QtWidgets.QApplication.setOverrideCursor(QtCore.Qt.CursorShape.WaitCursor)
         try:
             made = [self._create_node(name) for name in wanted]
             for name in wanted:
@@ -232,6 +238,9 @@ class ModelCanvas(NodeGraph):
         finally:
             self._bulk = False
             LayerNodeItem.defer_layout = False
+            if reindex:
+                scene.setItemIndexMethod(QtWidgets.QGraphicsScene.ItemIndexMethod.BspTreeIndex)
+                QtWidgets.QApplication.restoreOverrideCursor()
         if self.overview is not None:
             self.overview.adopt(wanted, made)
         return wanted
@@ -897,7 +906,7 @@ class ModelCanvas(NodeGraph):
         self._materialize_many(wanted)
         self.clear_selection()
         for name in wanted:
-            self.nodes[name].set_selected(True)
+            self.nodes[name].view.selected = True  # (not set_selected: it pushes onto NodeGraphQt's unused undo stack)
         self.selection_changed.emit(self.selected_layers())
 
     def focus_layer(self, name: str) -> None:
