@@ -5,6 +5,7 @@ the canvas itself changes only in answer to Model events coming through the Mode
 undo stack is never used, so undo/redo is the Model's alone."""
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from collections.abc import Iterable
@@ -63,10 +64,11 @@ TEXT = "#d8d8d8"
 LINK_PICK_PX = 5.0  # a click this close to a link (on screen) selects it
 POSITION_DECIMALS = 1  # positions are kept to a tenth of a scene unit (what the canvas can show)
 FREE_GAP = 60.0  # space left between a new layer and its neighbours
-#: models of up to this many layers get every node at once; larger ones get nodes as they are needed (canvas.lazy)
-EAGER_LAYERS = int(__import__("os").environ.get("LAYERLAB_EAGER_LAYERS", "300"))
-PREFETCH_BUDGET_S = 0.008
-BULK_UNINDEXED = 100  # making this many nodes at once, the scene's index is rebuilt once at the end  # idle time spent per turn of the event loop making nodes near the view
+#: models of up to this many layers get every node at once; larger ones get nodes as they are needed (canvas.lazy);
+#: LAYERLAB_EAGER_LAYERS=0 makes every canvas lazy (to run the tests through that path)
+EAGER_LAYERS = int(os.environ.get("LAYERLAB_EAGER_LAYERS", "300"))
+PREFETCH_BUDGET_S = 0.008  # idle time spent per turn of the event loop making nodes near the view
+BULK_UNINDEXED = 100  # making this many nodes at once, the scene's index is rebuilt once at the end
 
 
 def snap_position(pos: tuple[float, float]) -> tuple[float, float]:
