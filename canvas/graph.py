@@ -116,6 +116,7 @@ class ModelCanvas(NodeGraph):
         self._names: dict[str, str] = {}  # node id -> layer name
         self._geo: dict[str, NodeGeom] = {}  # measured boxes of the layers without a node
         self._index: BoxIndex | None = None  # where every layer's box is, for finding what is in view
+        self._stale: set[str] = set()  # layers whose boxes changed since the index was made
         self._readers: dict[str, list[str]] | None = None  # layer -> layers reading it (None: to compute)
         self._eager = True  # every node is made at once (small models)
         self._fitted = False  # the view has been placed (nodes are made for it only then)
@@ -514,8 +515,9 @@ class ModelCanvas(NodeGraph):
     def _on_model_event(self, ev: Event) -> None:
         if isinstance(ev, LayerEvent):
             self._forget(ev.layer)
-            if not isinstance(ev, (ParamChanged, ActivationChanged, LayerMoved)):
+            if not isinstance(ev, (ParamChanged, ActivationChanged, LayerMoved)):  # layers or links changed
                 self._readers = None
+                self._index = None
         if isinstance(ev, LayerRenamed):
             self._forget(ev.old)
         elif isinstance(ev, (TemplateEvent, CustomLayerChanged)):
@@ -778,6 +780,9 @@ class ModelCanvas(NodeGraph):
         pending = self.nodes.pending()
         if not pending:
             return []
+        if self._index is not None and self._stale and not self._index.update(self._stale, self._predicted):
+            self._index = None
+        self._stale.clear()
         if self._index is None:
             self._index = BoxIndex(list(self.nodes), self._predicted, self._links())
         return self._index.crossing(area, set(pending))
@@ -785,7 +790,7 @@ class ModelCanvas(NodeGraph):
     def _forget(self, name: str) -> None:
         """``name``'s box may have changed: measured again when it is needed."""
         self._geo.pop(name, None)
-        self._index = None
+        self._stale.add(name)
         self._covered = QtCore.QRectF()
 
     def _before_paint(self) -> None:
@@ -810,6 +815,12 @@ class ModelCanvas(NodeGraph):
     def _prefetch_tick(self) -> None:
         """Idle time: make the nodes nearest the view centre, within what one zoom-in to detail reaches, for at
         most PREFETCH_BUDGET_S per turn of the event loop (so a gesture waits at most that long)."""
+        try:
+            self._prefetch_near_view()
+        except RuntimeError:  # the canvas was closed before the timer came due
+            pass
+
+    def _prefetch_near_view(self) -> None:
         if self._eager or not self._fitted or not self.nodes.pending():
             return
         viewer = self.viewer()
@@ -818,7 +829,8 @@ class ModelCanvas(NodeGraph):
         center = viewer.mapToScene(vp.center())
         region = QtCore.QRectF(0, 0, 2.0 * vp.width() / scale, 2.0 * vp.height() / scale)
         region.moveCenter(center)
-        key = (round(region.x()), round(region.y()), round(region.width()), len(self.nodes))
+        step = region.width() / 8  # the list is redone when the view moved by an eighth of the region or more
+        key = (round(region.x() / step), round(region.y() / step), round(region.width()), len(self.nodes))
         if key != self._todo_key:  # the view moved: what is near it now, nearest first
             self._todo_key = key
             self._todo = sorted(self._pending_in(region),

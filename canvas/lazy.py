@@ -80,16 +80,42 @@ class BoxIndex:
         geoms = {n: geometry(n) for n in names}
         self._boxes = np.array([r.getCoords() for r in (g.rect for g in geoms.values())], dtype=float).reshape(-1, 4)
         ends, points = [], []
-        for src, dst, index in links:
+        self._links: list[tuple[str, str, int]] = []
+        self._links_of: dict[int, list[int]] = {}  # row -> positions of the links that touch it
+        for link in links:
+            src, dst, index = link
             a, b = geoms.get(src), geoms.get(dst)
             if a is None or b is None or a.out is None or index >= len(b.ins):
                 continue
+            for row in (self._row[src], self._row[dst]):
+                self._links_of.setdefault(row, []).append(len(self._links))
+            self._links.append(link)
             ends.append((self._row[src], self._row[dst]))
             points.append((a.out.x(), a.out.y(), b.ins[index].x(), b.ins[index].y()))
         self._ends = np.array(ends, dtype=np.int64).reshape(-1, 2)
-        p = np.array(points, dtype=float).reshape(-1, 4)
-        self._segs = np.stack([np.minimum(p[:, 0], p[:, 2]), np.minimum(p[:, 1], p[:, 3]),
-                               np.maximum(p[:, 0], p[:, 2]), np.maximum(p[:, 1], p[:, 3])], axis=1)
+        self._segs = self._bounds(np.array(points, dtype=float).reshape(-1, 4))
+
+    @staticmethod
+    def _bounds(p: np.ndarray) -> np.ndarray:
+        return np.stack([np.minimum(p[:, 0], p[:, 2]), np.minimum(p[:, 1], p[:, 3]),
+                         np.maximum(p[:, 0], p[:, 2]), np.maximum(p[:, 1], p[:, 3])], axis=1)
+
+    def update(self, names: set[str], geometry: Callable[[str], NodeGeom]) -> bool:
+        """The boxes of ``names`` changed (not the links): measure them and their links again. False when it
+        cannot (a layer or a port it does not know): then build a new index."""
+        for name in names:
+            row = self._row.get(name)
+            if row is None:
+                return False
+            self._boxes[row] = geometry(name).rect.getCoords()
+            for i in self._links_of.get(row, ()):
+                src, dst, index = self._links[i]
+                a, b = geometry(src), geometry(dst)
+                if a.out is None or index >= len(b.ins):
+                    return False
+                p = np.array([[a.out.x(), a.out.y(), b.ins[index].x(), b.ins[index].y()]])
+                self._segs[i] = self._bounds(p)[0]
+        return True
 
     @staticmethod
     def _crossing(boxes: np.ndarray, area: QtCore.QRectF) -> np.ndarray:

@@ -205,3 +205,23 @@ def test_arrange_and_fit_use_the_boxes_of_layers_without_nodes(big):
     assert all(big.node_rect(n).topLeft().toTuple() == tuple(m.layers[n].position) for n in list(big.nodes)[::37])
     m.undo()
     assert big.node_rect("conv5_a").topLeft().toTuple() == tuple(m.layers["conv5_a"].position)
+
+
+def test_a_layer_moved_into_view_and_a_link_crossing_it_get_their_nodes(big):
+    m = big.net_model
+    big.zoom_to("conv60_b", 1.0)
+    big.viewer().viewport().repaint()
+    area = view_rect(big)
+    far = "conv3_b"
+    assert big.nodes.created(far) is None and not big.node_rect(far).intersects(area)
+    m.move_layer(far, (area.center().x(), area.top() + 5))  # an edit moves a layer without a node into view
+    big.viewer().viewport().repaint()
+    assert big.nodes.created(far) is not None and area.contains(big.node_rect(far).topLeft())
+    # a long link through the view whose two ends are out of it: both ends are made, so the link is drawn
+    src, dst = "conv5_a", "conv5_b"
+    assert big.nodes.created(src) is None and big.nodes.created(dst) is None
+    m.move_layer(src, (area.left() - 900, area.center().y()))
+    m.move_layer(dst, (area.right() + 900, area.center().y()))
+    big.viewer().viewport().repaint()
+    assert big.nodes.created(src) is not None and big.nodes.created(dst) is not None
+    assert shown_inputs(big, dst) == [src]
