@@ -225,3 +225,23 @@ def test_a_layer_moved_into_view_and_a_link_crossing_it_get_their_nodes(big):
     big.viewer().viewport().repaint()
     assert big.nodes.created(src) is not None and big.nodes.created(dst) is not None
     assert shown_inputs(big, dst) == [src]
+
+
+def test_a_mouse_drag_connects_ports_of_nodes_made_by_the_view(big, qtbot):
+    m = big.net_model
+    m.disconnect("conv61_b", 0)
+    big.zoom_to("conv61_a", 1.0)
+    viewer = big.viewer()
+    viewer.viewport().repaint()
+    assert big.nodes.created("conv61_a") is not None and big.nodes.created("conv61_b") is not None
+    start = viewer.mapFromScene(big.port_of("conv61_a", None).view.sceneBoundingRect().center())
+    end = viewer.mapFromScene(big.port_of("conv61_b", 0).view.sceneBoundingRect().center())
+    vp = viewer.viewport()
+    qtbot.mousePress(vp, QtCore.Qt.MouseButton.LeftButton, pos=start)
+    qtbot.mouseMove(vp, pos=(start + end) / 2)
+    qtbot.mouseMove(vp, pos=end)
+    qtbot.mouseRelease(vp, QtCore.Qt.MouseButton.LeftButton, pos=end)
+    assert m.layers["conv61_b"].inputs == ["conv61_a"]
+    assert shown_inputs(big, "conv61_b") == ["conv61_a"]
+    m.undo()
+    assert m.layers["conv61_b"].inputs in ([], [None]) and shown_inputs(big, "conv61_b") == []
