@@ -367,9 +367,8 @@ class ModelCanvas(NodeGraph):
     def _create_node(self, name: str) -> LayerNode:
         spec = self.net_model.layers[name]
         node = self._node_class(spec.type)()
+        node.NODE_NAME = name  # add_node names the node after it (get_unique_name keeps it: names are unique)
         self.add_node(node, pos=list(spec.position), selected=False, push_undo=False)
-        node.set_property("name", name, push_undo=False)
-        node.view.name = name
         self.nodes.add(name, node)
         self._names[node.id] = name
         node.view.on_moved = self._node_moved
