@@ -324,16 +324,22 @@ class ModelCanvas(NodeGraph):
         out: dict[str, Any] = {}
         self._materialize_many(list(self.nodes))  # every node made, with every link between them
         for name, node in self.nodes.items():
-            links = []
-            for port in node.input_ports():
-                conn = port.connected_ports()
-                links.append(self.layer_of(conn[0].node()) if conn else None)
-            while links and links[-1] is None:
-                links.pop()
             x, y = node.pos()
-            out[name] = {"type": node.layer_type, "inputs": links, "position": (round(x, 3), round(y, 3)),
-                         "title": node.name()}
+            out[name] = {"type": node.layer_type, "inputs": self.links_shown(name),
+                         "position": (round(x, 3), round(y, 3)), "title": node.name()}
         return out
+
+    def links_shown(self, name: str) -> list[str | None]:
+        """The layers the node of ``name`` shows linked to its inputs, by input (trailing free ports left out);
+        empty while it has no node."""
+        node = self.nodes.created(name)
+        links = []
+        for port in node.input_ports() if node is not None else []:
+            conn = port.connected_ports()
+            links.append(self.layer_of(conn[0].node()) if conn else None)
+        while links and links[-1] is None:
+            links.pop()
+        return links
 
     # ---- node and link views ---------------------------------------------------------------------
     def _node_class(self, layer_type: str) -> type[LayerNode]:

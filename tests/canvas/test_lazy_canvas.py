@@ -11,7 +11,7 @@ from canvas.graph import ModelCanvas
 from engine.model import Model
 from engine.typecheck import CheckMemo, check
 from tests.bench.bench_canvas import chain_model
-from tests.canvas.conftest import dispose, model_view
+from tests.canvas.conftest import dispose, model_view, mouse_drag
 
 LAYERS = 362  # above graph.EAGER_LAYERS: nodes are made as they are needed (chain_model rounds to whole blocks)
 
@@ -42,14 +42,8 @@ def view_rect(canvas: ModelCanvas) -> QtCore.QRectF:
 
 def shown_inputs(canvas: ModelCanvas, name: str) -> list[str | None]:
     """The sources the node of ``name`` is linked to on the canvas (its items must exist)."""
-    node = canvas.nodes.created(name)
-    out = []
-    for port in node.input_ports():
-        conn = port.connected_ports()
-        out.append(canvas.layer_of(conn[0].node()) if conn else None)
-    while out and out[-1] is None:
-        out.pop()
-    return out
+    assert canvas.nodes.created(name) is not None
+    return canvas.links_shown(name)
 
 
 def model_inputs(model: Model, name: str) -> list[str | None]:
@@ -236,11 +230,7 @@ def test_a_mouse_drag_connects_ports_of_nodes_made_by_the_view(big, qtbot):
     assert big.nodes.created("conv61_a") is not None and big.nodes.created("conv61_b") is not None
     start = viewer.mapFromScene(big.port_of("conv61_a", None).view.sceneBoundingRect().center())
     end = viewer.mapFromScene(big.port_of("conv61_b", 0).view.sceneBoundingRect().center())
-    vp = viewer.viewport()
-    qtbot.mousePress(vp, QtCore.Qt.MouseButton.LeftButton, pos=start)
-    qtbot.mouseMove(vp, pos=(start + end) / 2)
-    qtbot.mouseMove(vp, pos=end)
-    qtbot.mouseRelease(vp, QtCore.Qt.MouseButton.LeftButton, pos=end)
+    mouse_drag(qtbot, viewer.viewport(), start, end)
     assert m.layers["conv61_b"].inputs == ["conv61_a"]
     assert shown_inputs(big, "conv61_b") == ["conv61_a"]
     m.undo()
