@@ -67,7 +67,7 @@ FREE_GAP = 60.0  # space left between a new layer and its neighbours
 #: models of up to this many layers get every node at once; larger ones get nodes as they are needed (canvas.lazy);
 #: LAYERLAB_EAGER_LAYERS=0 makes every canvas lazy (to run the tests through that path)
 EAGER_LAYERS = int(os.environ.get("LAYERLAB_EAGER_LAYERS", "300"))
-PREFETCH_BUDGET_S = 0.008  # idle time spent per turn of the event loop making nodes near the view
+PREFETCH_BUDGET_S = 0.005  # idle time spent per turn of the event loop making nodes near the view
 BULK_UNINDEXED = 100  # making this many nodes at once, the scene's index is rebuilt once at the end
 
 
@@ -125,7 +125,7 @@ class ModelCanvas(NodeGraph):
         self._prefetch.setSingleShot(True)
         self._prefetch.setInterval(0)
         self._prefetch.timeout.connect(self._prefetch_tick)
-        self._todo: list[str] = []  # layers to make while idle, nearest the view first
+        self._todo: list[tuple[str, bool, float]] = []  # layers to make while idle, nearest the view first
         self._todo_key: tuple = ()
         self._bulk = False  # building many nodes: layouts wait until the end
         self._moves_pending = False
@@ -780,8 +780,9 @@ class ModelCanvas(NodeGraph):
         viewer = self.viewer()
         return viewer.mapToScene(viewer.viewport().rect()).boundingRect()
 
-    def _pending_in(self, area: QtCore.QRectF) -> list[str]:
-        """Layers without a node whose box, or a link of which, crosses ``area``."""
+    def _pending_in(self, area: QtCore.QRectF) -> list[tuple[str, bool, float]]:
+        """Layers without a node whose box, or a link of which, crosses ``area``: (name, whether its box does,
+        distance from the area's centre), nearest first."""
         pending = self.nodes.pending()
         if not pending:
             return []
@@ -791,6 +792,12 @@ class ModelCanvas(NodeGraph):
         if self._index is None:
             self._index = BoxIndex(list(self.nodes), self._predicted, self._links())
         return self._index.crossing(area, set(pending))
+
+    def _make(self, found: list[tuple[str, bool, float]]) -> None:
+        """Make the nodes ``_pending_in`` found: those whose box is in the area with their neighbours (every link
+        of a shown node drawn), those only reached by a link crossing it alone (the link drawn, nothing more)."""
+        self._materialize_many([n for n, by_box, _ in found if by_box])
+        self._materialize_many([n for n, by_box, _ in found if not by_box], neighbours=False)
 
     def _forget(self, name: str) -> None:
         """``name``'s box may have changed: measured again when it is needed."""
@@ -812,7 +819,7 @@ class ModelCanvas(NodeGraph):
         if scale >= OVERVIEW_LOD:
             view = self._view_rect()
             if not self._covered.contains(view):
-                self._materialize_many(self._pending_in(view))
+                self._make(self._pending_in(view))
                 self._covered = view
         if not self._prefetch.isActive():
             self._prefetch.start()
@@ -838,12 +845,11 @@ class ModelCanvas(NodeGraph):
         key = (round(region.x() / step), round(region.y() / step), round(region.width()), len(self.nodes))
         if key != self._todo_key:  # the view moved: what is near it now, nearest first
             self._todo_key = key
-            self._todo = sorted(self._pending_in(region),
-                                key=lambda n: (self._predicted(n).rect.center() - center).manhattanLength())
+            self._todo = self._pending_in(region)
         start = time.perf_counter()
         while self._todo and time.perf_counter() - start < PREFETCH_BUDGET_S:
-            self._materialize_many(self._todo[:2])
-            self._todo = [n for n in self._todo[2:] if self.nodes.created(n) is None and n in self.nodes]
+            self._make(self._todo[:2])
+            self._todo = [t for t in self._todo[2:] if self.nodes.created(t[0]) is None and t[0] in self.nodes]
         if self._todo:
             self._prefetch.start()
 
@@ -852,7 +858,7 @@ class ModelCanvas(NodeGraph):
         if self._eager or not self.nodes.pending():
             return
         tol = max(LINK_PICK_PX, 12.0) / max(self.viewer().transform().m11(), 1e-6)
-        self._materialize_many(self._pending_in(QtCore.QRectF(pos.x() - tol, pos.y() - tol, 2 * tol, 2 * tol)))
+        self._make(self._pending_in(QtCore.QRectF(pos.x() - tol, pos.y() - tol, 2 * tol, 2 * tol)))
 
     def _materialize_in_band(self, pos: QtCore.QPoint) -> None:
         """While a rubber band is drawn, the nodes it covers get their items (so that it selects them)."""

@@ -122,15 +122,33 @@ class BoxIndex:
         return ((boxes[:, 0] <= area.right()) & (boxes[:, 2] >= area.left())
                 & (boxes[:, 1] <= area.bottom()) & (boxes[:, 3] >= area.top()))
 
-    def crossing(self, area: QtCore.QRectF, among: set[str]) -> list[str]:
-        """The layers of ``among`` whose box crosses ``area``, or which have a link crossing it."""
+    @staticmethod
+    def _distance(boxes: np.ndarray, point: QtCore.QPointF) -> np.ndarray:
+        """Manhattan distance from ``point`` to each box (0 inside)."""
+        dx = np.maximum(0.0, np.maximum(boxes[:, 0] - point.x(), point.x() - boxes[:, 2]))
+        dy = np.maximum(0.0, np.maximum(boxes[:, 1] - point.y(), point.y() - boxes[:, 3]))
+        return dx + dy
+
+    def crossing(self, area: QtCore.QRectF, among: set[str]) -> list[tuple[str, bool, float]]:
+        """The layers of ``among`` whose box crosses ``area``, or which have a link crossing it: (name, whether its
+        own box crosses it, distance from the centre of ``area`` to the box or the nearest crossing link),
+        nearest first."""
         if not among or not self.names:
             return []
         wanted = np.zeros(len(self.names), dtype=bool)
         wanted[[self._row[n] for n in among if n in self._row]] = True
-        hit = self._crossing(self._boxes, area) & wanted
+        center = area.center()
+        by_box = self._crossing(self._boxes, area) & wanted
+        dist = np.where(by_box, self._distance(self._boxes, center), np.inf)
+        hit = by_box.copy()
         if len(self._ends):
-            ends = self._ends[self._crossing(self._segs, area)]
-            hit[ends[wanted[ends[:, 0]], 0]] = True
-            hit[ends[wanted[ends[:, 1]], 1]] = True
-        return [self.names[i] for i in np.flatnonzero(hit)]
+            crossing = self._crossing(self._segs, area)
+            ends, seg_dist = self._ends[crossing], self._distance(self._segs[crossing], center)
+            for side in (0, 1):
+                rows = ends[:, side]
+                keep = wanted[rows]
+                hit[rows[keep]] = True
+                np.minimum.at(dist, rows[keep], seg_dist[keep])
+        rows = np.flatnonzero(hit)
+        rows = rows[np.argsort(dist[rows], kind="stable")]
+        return [(self.names[i], bool(by_box[i]), float(dist[i])) for i in rows]

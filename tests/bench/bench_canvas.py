@@ -72,11 +72,16 @@ def median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2] if values else float("nan")
 
 
+CPU_FRAMES: list[float] = []  # this process's CPU time of each frame timed by frame_ms (the machine is shared)
+
+
 def frame_ms(app, view) -> float:  # noqa: ANN001
-    """Time one full repaint of the canvas viewport."""
-    t = time.perf_counter()
+    """Time one full repaint of the canvas viewport and the events it leaves (wall clock; the CPU time goes to
+    CPU_FRAMES)."""
+    t, c = time.perf_counter(), time.process_time()
     view.viewport().repaint()
     app.processEvents()
+    CPU_FRAMES.append((time.process_time() - c) * 1000)
     return (time.perf_counter() - t) * 1000
 
 
@@ -166,6 +171,8 @@ def bench(n_layers: int) -> dict[str, float]:
     app.processEvents()
     out["fit_s"] = time.perf_counter() - t
     out["frame_max_ms"] = max(overview_frames + detail_frames)
+    out["frame_cpu_max_ms"] = max(CPU_FRAMES)
+    out["frame_cpu_median_ms"] = median(CPU_FRAMES)
     out["frame_overview_median_ms"] = median(overview_frames)
     out["frame_overview_max_ms"] = max(overview_frames)
     out["frame_detail_median_ms"] = median(detail_frames)
@@ -196,6 +203,8 @@ ROWS = [
     ("undo, 1:1", "undo_1to1_ms", 150.0, "ms"),
     ("Fit to View (from 1:1)", "fit_s", 0.5, "s"),
     ("worst frame, pan/zoom (all)", "frame_max_ms", 50.0, "ms"),
+    ("  its CPU time: worst / median", "frame_cpu_max_ms", 50.0, "ms"),
+    ("", "frame_cpu_median_ms", None, "ms"),
     ("frame median / worst, zoomed out", "frame_overview_median_ms", None, "ms"),
     ("", "frame_overview_max_ms", 50.0, "ms"),
     ("frame median / worst, zoomed in (detail)", "frame_detail_median_ms", None, "ms"),
@@ -223,7 +232,7 @@ def table(results: list[dict[str, float]]) -> str:
             if target is not None and int(r["layers"]) >= 2000:
                 text += " ✓" if v <= target else " ✗"
             cells.append(text)
-        name = label or "  (worst)"
+        name = label or ("  (worst)" if "max" in key else "  (median)")
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {'' if target is None else f'{target:g} {unit}'} |")
     return "\n".join(lines)
 
