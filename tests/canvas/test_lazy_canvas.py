@@ -9,6 +9,7 @@ from canvas import graph
 from canvas.bridge import ModelBridge
 from canvas.graph import ModelCanvas
 from engine.model import Model
+from engine.templates.commands import group
 from engine.typecheck import CheckMemo, check
 from tests.bench.bench_canvas import chain_model
 from tests.canvas.conftest import dispose, model_view, mouse_drag
@@ -66,12 +67,15 @@ def test_a_large_model_opens_with_few_nodes_and_fits_every_layer(big):
 
 def test_boxes_measured_before_a_node_exists_are_the_boxes_of_its_items(big, registry):
     """One layout rule: the box, output and input ports the overview uses before a node is made are where its
-    items are after (for every kind of node the model holds: 1-input convolutions, 3-port sums, input, output)."""
-    names = ["input", "conv0_a", "conv0_b", "sum0", "sum40", "output"]
+    items are after (for every kind of node: 1-input convolutions, 3-port sums, input, output, a template instance,
+    a layer of an unknown type)."""
+    m = big.net_model
+    group(m, ["conv30_a", "conv30_b"], "block", registry)  # a template instance (gold, its own ports)
+    m.add_layer("no_such_type", "odd", inputs=["sum10", "sum11"], position=(-900.0, 0.0))  # unknown type
+    names = ["input", "conv0_a", "conv0_b", "sum0", "sum40", "output", "block_1", "odd"]
     memo = CheckMemo()
-    check(big.net_model, registry, memo)
-    big.set_analysis([], memo.shapes_out)  # output shapes are part of the boxes
-    assert all(big.nodes.created(n) is None for n in names[-2:])
+    big.set_analysis(check(m, registry, memo), memo.shapes_out)  # output shapes are part of the boxes
+    assert all(big.nodes.created(n) is None for n in ("sum40", "output", "block_1", "odd"))
     before = {n: big._geometry(n) for n in names}
     for name in names:
         big.nodes[name]
