@@ -177,6 +177,11 @@ class ModelCanvas(NodeGraph):
         """Whether nodes are made as they are needed (a large model) rather than all at once."""
         return not self._eager
 
+    @property
+    def making_nodes(self) -> bool:
+        """Whether idle time is still making the nodes near the view."""
+        return self._prefetch.isActive()
+
     def created_count(self) -> int:
         """How many layers have their node items now."""
         return len(self.nodes.created_items())
@@ -838,14 +843,23 @@ class ModelCanvas(NodeGraph):
         viewer = self.viewer()
         vp = viewer.viewport().rect()
         scale = max(viewer.transform().m11(), OVERVIEW_LOD)
-        center = viewer.mapToScene(vp.center())
-        region = QtCore.QRectF(0, 0, 2.0 * vp.width() / scale, 2.0 * vp.height() / scale)
-        region.moveCenter(center)
-        step = region.width() / 8  # the list is redone when the view moved by an eighth of the region or more
-        key = (round(region.x() / step), round(region.y() / step), round(region.width()), len(self.nodes))
+        size = QtCore.QSizeF(2.0 * vp.width() / scale, 2.0 * vp.height() / scale)
+        # around the view centre (Zoom In, the keyboard) and the mouse pointer (the wheel zooms at the pointer)
+        centers = [viewer.mapToScene(vp.center())]
+        cursor = viewer.viewport().mapFromGlobal(QtGui.QCursor.pos())
+        if vp.contains(cursor):
+            centers.append(viewer.mapToScene(cursor))
+        step = size.width() / 8  # the list is redone when the view moved by an eighth of the region or more
+        key = (tuple((round(c.x() / step), round(c.y() / step)) for c in centers), round(size.width()), len(self.nodes))
         if key != self._todo_key:  # the view moved: what is near it now, nearest first
             self._todo_key = key
-            self._todo = self._pending_in(region)
+            found: dict[str, tuple[str, bool, float]] = {}
+            for c in centers:
+                for item in self._pending_in(QtCore.QRectF(c.x() - size.width() / 2, c.y() - size.height() / 2,
+                                                           size.width(), size.height())):
+                    if item[0] not in found or item[2] < found[item[0]][2]:
+                        found[item[0]] = item
+            self._todo = sorted(found.values(), key=lambda t: t[2])
         start = time.perf_counter()
         while self._todo and time.perf_counter() - start < PREFETCH_BUDGET_S:
             self._make(self._todo[:2])

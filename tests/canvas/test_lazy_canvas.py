@@ -239,3 +239,16 @@ def test_a_mouse_drag_connects_ports_of_nodes_made_by_the_view(big, qtbot):
     assert shown_inputs(big, "conv61_b") == ["conv61_a"]
     m.undo()
     assert m.layers["conv61_b"].inputs in ([], [None]) and shown_inputs(big, "conv61_b") == []
+
+
+def test_idle_time_makes_the_nodes_one_zoom_in_reaches(big, qtbot):
+    qtbot.waitUntil(lambda: not big.making_nodes, timeout=10000)
+    made = big.created_count()
+    assert 20 < made < LAYERS  # near the view only
+    center = view_rect(big).center()
+    big.zoom_to(min(big.nodes, key=lambda n: (big.node_rect(n).center() - center).manhattanLength()), 0.6)
+    area = view_rect(big)
+    waiting = [n for n in big.nodes if big.nodes.created(n) is None and big.node_rect(n).intersects(area)]
+    assert waiting == []  # zoomed in at the centre: every node in view was made while idle
+    big.viewer().viewport().repaint()
+    assert big.created_count() - made < 10  # at most a few layers reached by links crossing the view
