@@ -1,8 +1,10 @@
 """Designer scale benchmark: the real main window (offscreen Qt) on generated chains of convolution + ReLU with
 skip connections, 300 and 2,000 layers.
 
-Measures: window shown and interactive after opening the model, an edit reflected on the canvas and in the
-type-check list, its undo, Fit to View, pan and zoom frame times, and the process's resident memory.
+Measures: window shown and interactive after opening the model (wall and CPU time), an edit reflected on the canvas
+and in the type-check list and its undo, at fit zoom and at 1:1; Fit to View from 1:1; every frame while panning at
+fit zoom, zooming in wheel step by wheel step to 1:1 and panning there (wall and CPU time); the resident memory after
+opening and after that tour; Select All (it makes every node of a large model) and the memory then.
 
     PYTHONPATH=$PWD python tests/bench/bench_canvas.py [--layers 300 2000] [--json out.json]
 
