@@ -133,6 +133,7 @@ class ModelCanvas(NodeGraph):
         self.overview: OverviewItem | None = None
         self._classes: dict[str, type[LayerNode]] = {}
         self._diags: dict[str, list[Diagnostic]] = {}
+        self._severity: dict[str, str] = {}  # layer -> "error" or "warning" (the worst of its diagnostics)
         self._shapes: dict[str, Dims] = {}
         self._grid = True
         self._menu_commands: list[tuple[Any, QtGui.QAction]] = []
@@ -168,7 +169,7 @@ class ModelCanvas(NodeGraph):
             finally:
                 viewer.setUpdatesEnabled(True)
         self.overview = OverviewItem(lambda: self.nodes, self._geometry, self._links, self._overview_detail,
-                                     lambda: [node for _, node in self.nodes.created_items()])
+                                     lambda: [node for _, node in self.nodes.created_items()], lambda: self._severity)
         self.scene().addItem(self.overview)
         self.overview.invalidate()
 
@@ -496,6 +497,7 @@ class ModelCanvas(NodeGraph):
                 diags.setdefault(d.layer, []).append(d)
         old_diags, old_shapes = self._diags, self._shapes
         self._diags, self._shapes = diags, dict(shapes)
+        self._severity = {n: "error" if any(d.severity == "error" for d in ds) else "warning" for n, ds in diags.items()}
         changed = {n for n in set(old_diags) | set(diags) if old_diags.get(n) != diags.get(n)}
         changed |= {n for n in set(old_shapes) | set(shapes) if old_shapes.get(n) != shapes.get(n)}
         for name in changed:

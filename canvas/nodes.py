@@ -269,6 +269,7 @@ class LayerNodeItem(NodeItem):
     in a size readable on screen, and its ports, labels and info are hidden until the view zooms in again."""
 
     info: InfoItem | None = None
+    badges: tuple[QtWidgets.QGraphicsItem, ...] = ()  # the diagnostics and format badges
     #: the layer's note (e.g. the ONNX node it was imported from), a line of the tooltip
     note = ""
     #: while True (a bulk build), layouts wait: the builder lays out every node once at the end
@@ -382,6 +383,8 @@ class LayerNodeItem(NodeItem):
             self._by_overview = on
             if on:
                 self._set_detail(False)
+            for badge in self.badges:  # the overview draws the error and warning marks
+                badge.setOpacity(0.0 if on else 1.0)
             self.update()
 
     @property
@@ -443,6 +446,7 @@ class LayerNode(BaseNode):
         self.view.info = self.info
         self.badge = Badge(self.view)
         self.format_badge = FormatBadge(self.view)
+        self.view.badges = (self.badge, self.format_badge)
 
     def add_input_slot(self, index: int) -> None:
         """Add the port for input slot ``index`` (ports are always in slot order)."""

@@ -19,6 +19,9 @@ OVERVIEW_LOD = 0.55
 NAME_PX = 13.0  # the name's size on screen when the box is large enough to hold it
 MIN_PX = 8.0  # names are not drawn smaller than this on screen
 SELECTED = QtGui.QColor(255, 198, 10)
+MARK_PX = 10.0  # diameter of a layer's error or warning dot on screen
+ERROR_MARK = QtGui.QColor(210, 50, 50)
+WARNING_MARK = QtGui.QColor(225, 160, 30)
 
 
 class OverviewItem(QtWidgets.QGraphicsItem):
@@ -30,12 +33,14 @@ class OverviewItem(QtWidgets.QGraphicsItem):
     def __init__(self, names: Callable[[], Iterable[str]], geometry: Callable[[str], NodeGeom],
                  links: Callable[[], Iterable[tuple[str, str, int]]],
                  details: Callable[[str], str] = lambda _name: "",
-                 items: Callable[[], Iterable[Any]] = lambda: ()) -> None:
+                 items: Callable[[], Iterable[Any]] = lambda: (),
+                 marks: Callable[[], dict[str, str]] = dict) -> None:
         super().__init__()
         self._names = names
         self._geometry = geometry
         self._items = items
         self._details = details
+        self._marks = marks
         self._links = links
         self._active = False
         self._pending = False
@@ -177,10 +182,23 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
             painter.setPen(QtGui.QPen(SELECTED, 2.0 / max(lod, 1e-3)))
             painter.drawRects(selected)
+        self._paint_marks(painter, lod)
         if min(NAME_PX / lod, self._min_height * 0.3) * lod >= MIN_PX:  # names readable at this zoom
             visible = [(name, g[0]) for name, g in self._geom.items() if exposed.intersects(g[0])]
             self._paint_names(painter, lod, visible, self._min_height)
         painter.restore()
+
+    def _paint_marks(self, painter: QtGui.QPainter, lod: float) -> None:
+        """A red (error) or amber (warning) dot on the top-right corner of each layer the type check found a
+        problem with, MARK_PX wide on screen."""
+        r = MARK_PX / 2 / max(lod, 1e-3)
+        painter.setPen(QtGui.QPen(QtGui.QColor(20, 22, 26), 0))
+        for severity, color in (("warning", WARNING_MARK), ("error", ERROR_MARK)):
+            painter.setBrush(color)
+            for name, sev in self._marks().items():
+                geom = self._geom.get(name)
+                if sev == severity and geom is not None:
+                    painter.drawEllipse(QtCore.QPointF(geom.rect.right(), geom.rect.top()), r, r)
 
     def _paint_names(self, painter: QtGui.QPainter, lod: float, boxes: list[tuple[str, QtCore.QRectF]],
                      height: float) -> None:

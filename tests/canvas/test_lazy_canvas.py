@@ -252,3 +252,31 @@ def test_idle_time_makes_the_nodes_one_zoom_in_reaches(big, qtbot):
     assert waiting == []  # zoomed in at the centre: every node in view was made while idle
     big.viewer().viewport().repaint()
     assert big.created_count() - made < 10  # at most a few layers reached by links crossing the view
+
+
+def test_zoomed_out_errors_show_as_marks_on_layers_with_and_without_nodes(big, registry):
+    m = big.net_model
+    m.set_param("conv20_b", "num_output_channels", "24")  # sum20 reads mismatched inputs: an error on it
+    m.disconnect("conv30_a", 0)  # an error on conv30_a: its input is not connected
+    big.set_analysis(check(m, registry, CheckMemo()), {})
+    made = big.nodes["conv30_a"]
+    assert big.nodes.created("sum20") is None and big.overview.active
+    assert made.badge.severity == "error" and made.badge.isVisible() and made.badge.opacity() == 0.0
+
+    def pixel_at_corner(name: str) -> QtGui.QColor:
+        rect = big.node_rect(name)
+        image = QtGui.QImage(21, 21, QtGui.QImage.Format.Format_RGB32)
+        image.fill(QtGui.QColor("black"))
+        painter = QtGui.QPainter(image)
+        big.scene().render(painter, QtCore.QRectF(0, 0, 21, 21),
+                           QtCore.QRectF(rect.right() - 105, rect.top() - 105, 210, 210))
+        painter.end()
+        return image.pixelColor(10, 10)
+
+    for name in ("sum20", "conv30_a", "sum40"):  # without a node, with one, and a layer without problems
+        color = pixel_at_corner(name)
+        is_red = color.red() > 150 and color.green() < 100
+        assert is_red == (name != "sum40"), (name, color.getRgb())
+    big.zoom_to("conv30_a", 1.0)
+    big.viewer().viewport().repaint()
+    assert not big.overview.active and made.badge.opacity() == 1.0
