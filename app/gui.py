@@ -58,6 +58,16 @@ def check_box_style() -> str:
             f"{sel(':checked:disabled')} {{ background: #4a5566; }}")
 
 
+#: what the designer opens when started without a file: the trained sample denoiser (its network settings name its
+#: weights and a noisy photograph, so Launch Analysis shows a denoised picture at once)
+TRAINED_SAMPLE = SAMPLE.with_name("denoiser_trained.lnet")
+
+
+def default_model() -> str | None:
+    """The model the designer opens without a file: the trained sample, else the untrained one, else none."""
+    return next((str(p) for p in (TRAINED_SAMPLE, SAMPLE) if p.is_file()), None)
+
+
 def run(path: str | None = None, argv: list[str] | None = None, plugins: list[str] | None = None) -> int:
     """Create the application, open the main window on ``path`` (the bundled sample by default), run the loop.
     ``plugins``: extra plugin folders (``layerlab gui --plugins DIR``), loaded besides the built-in and installed
@@ -70,7 +80,7 @@ def run(path: str | None = None, argv: list[str] | None = None, plugins: list[st
         registry = designer_registry(plugins)
     window = MainWindow(registry=registry)
     window.log_panel.add_records(loading)
-    target = path or (str(SAMPLE) if SAMPLE.is_file() else None)
+    target = path or default_model()
     if target is None or (window.open_path(target) is None and not window.onnx_import.running):
         window.new_model()  # nothing opened (an .onnx file is being imported: its tab comes when it ends)
     window.show()

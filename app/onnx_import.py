@@ -457,8 +457,7 @@ class OnnxImport(QtCore.QObject):
         from engine.layout import layered_positions  # noqa: PLC0415
 
         canvas = doc.canvas
-        sizes = {n: (node.view.boundingRect().width(), node.view.boundingRect().height())
-                 for n, node in canvas.nodes.items()}
+        sizes = canvas.node_sizes(canvas.nodes)  # measured without making the nodes of a large model
         layers = {n: s for n, s in doc.model.layers.items() if n in sizes}
         vp = canvas.viewer().viewport().size()
         aspect = vp.width() / vp.height() if vp.height() > 50 and vp.width() > 50 else 1.5

@@ -5,6 +5,8 @@ the canvas itself changes only in answer to Model events coming through the Mode
 undo stack is never used, so undo/redo is the Model's alone."""
 from __future__ import annotations
 
+import os
+import time
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -13,11 +15,23 @@ from NodeGraphQt import NodeGraph
 from NodeGraphQt.constants import ViewerEnum
 from NodeGraphQt.qgraphics.pipe import PipeItem
 from NodeGraphQt.qgraphics.port import PortItem
-from PySide6 import QtCore, QtGui
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from canvas.bridge import ModelBridge
 from canvas.clipboard import clipboard_templates, copy_layers, paste_specs
-from canvas.nodes import LayerNode, LayerNodeItem, Run, make_node_class
+from canvas.lazy import BoxIndex, LazyNodes, NodeGeom
+from canvas.nodes import (
+    LayerNode,
+    LayerNodeItem,
+    Run,
+    category_color,
+    info_size,
+    input_port_center,
+    input_port_name,
+    make_node_class,
+    node_box,
+    output_port_center,
+)
 from canvas.overview import OVERVIEW_LOD, OverviewItem
 from engine.descriptors import InputKind, LayerDesc
 from engine.errors import LayerLabError
@@ -50,6 +64,11 @@ TEXT = "#d8d8d8"
 LINK_PICK_PX = 5.0  # a click this close to a link (on screen) selects it
 POSITION_DECIMALS = 1  # positions are kept to a tenth of a scene unit (what the canvas can show)
 FREE_GAP = 60.0  # space left between a new layer and its neighbours
+#: models of up to this many layers get every node at once; larger ones get nodes as they are needed (canvas.lazy);
+#: LAYERLAB_EAGER_LAYERS=0 makes every canvas lazy (to run the tests through that path)
+EAGER_LAYERS = int(os.environ.get("LAYERLAB_EAGER_LAYERS", "300"))
+PREFETCH_BUDGET_S = 0.005  # idle time spent per turn of the event loop making nodes near the view
+BULK_UNINDEXED = 100  # making this many nodes at once, the scene's index is rebuilt once at the end
 
 
 def snap_position(pos: tuple[float, float]) -> tuple[float, float]:
@@ -57,6 +76,9 @@ def snap_position(pos: tuple[float, float]) -> tuple[float, float]:
     return (round(float(pos[0]), POSITION_DECIMALS), round(float(pos[1]), POSITION_DECIMALS))
 #: model events after which the overview (zoomed-out drawing) recomputes its boxes and lines
 STRUCTURE_EVENTS = (LayerEvent, TemplateEvent, CustomLayerChanged)
+
+
+_PRESSES = (QtCore.QEvent.Type.MouseButtonPress, QtCore.QEvent.Type.MouseButtonDblClick)
 
 
 def _dims_text(d: Dims) -> str:
@@ -89,14 +111,29 @@ class ModelCanvas(NodeGraph):
         self.net_model = model
         self.registry = registry
         self.bridge = bridge
-        self.nodes: dict[str, LayerNode] = {}
+        #: every layer's node by name; a node is made when first looked up or seen (canvas.lazy)
+        self.nodes = LazyNodes(self._materialize)
         self._names: dict[str, str] = {}  # node id -> layer name
+        self._geo: dict[str, NodeGeom] = {}  # measured boxes of the layers without a node
+        self._index: BoxIndex | None = None  # where every layer's box is, for finding what is in view
+        self._stale: set[str] = set()  # layers whose boxes changed since the index was made
+        self._readers: dict[str, list[str]] | None = None  # layer -> layers reading it (None: to compute)
+        self._eager = True  # every node is made at once (small models)
+        self._fitted = False  # the view has been placed (nodes are made for it only then)
+        self._covered = QtCore.QRectF()  # the scene area whose nodes all exist (in detail mode)
+        self._prefetch = QtCore.QTimer(self)
+        self._prefetch.setSingleShot(True)
+        self._prefetch.setInterval(0)
+        self._prefetch.timeout.connect(self._prefetch_tick)
+        self._todo: list[tuple[str, bool, float]] = []  # layers to make while idle, nearest the view first
+        self._todo_key: tuple = ()
         self._bulk = False  # building many nodes: layouts wait until the end
         self._moves_pending = False
         self._moved: set[str] = set()
         self.overview: OverviewItem | None = None
         self._classes: dict[str, type[LayerNode]] = {}
         self._diags: dict[str, list[Diagnostic]] = {}
+        self._severity: dict[str, str] = {}  # layer -> "error" or "warning" (the worst of its diagnostics)
         self._shapes: dict[str, Dims] = {}
         self._grid = True
         self._menu_commands: list[tuple[Any, QtGui.QAction]] = []
@@ -119,36 +156,151 @@ class ModelCanvas(NodeGraph):
         self._build_all()
 
     def _build_all(self) -> None:
-        """Create every node and link in bulk: no repaint and one layout per node, at the end."""
-        viewer = self.viewer()
-        viewer.setUpdatesEnabled(False)
+        """Record every layer; a small model gets all its nodes and links now, in bulk (no repaint, one layout per
+        node), a large one as they are needed (when seen, looked up, or near the view while idle)."""
+        for name in self.net_model.layers:
+            self.nodes.add(name)
+        self._eager = len(self.nodes) <= EAGER_LAYERS
+        if self._eager:
+            viewer = self.viewer()
+            viewer.setUpdatesEnabled(False)
+            try:
+                self._materialize_many(list(self.nodes), neighbours=False)
+            finally:
+                viewer.setUpdatesEnabled(True)
+        self.overview = OverviewItem(lambda: self.nodes, self._geometry, self._links, self._overview_detail,
+                                     lambda: [node for _, node in self.nodes.created_items()], lambda: self._severity)
+        self.scene().addItem(self.overview)
+        self.overview.invalidate()
+
+    @property
+    def lazy(self) -> bool:
+        """Whether nodes are made as they are needed (a large model) rather than all at once."""
+        return not self._eager
+
+    @property
+    def making_nodes(self) -> bool:
+        """Whether idle time is still making the nodes near the view."""
+        return self._prefetch.isActive()
+
+    def created_count(self) -> int:
+        """How many layers have their node items now."""
+        return len(self.nodes.created_items())
+
+    def _reader_index(self) -> dict[str, list[str]]:
+        """Layer -> the layers that read it (kept until the links change)."""
+        if self._readers is None:
+            index: dict[str, list[str]] = {}
+            for name, spec in self.net_model.layers.items():
+                for src in spec.inputs:
+                    if src and name not in index.setdefault(src, []):
+                        index[src].append(name)
+            self._readers = index
+        return self._readers
+
+    def _neighbours(self, name: str) -> list[str]:
+        """The layers ``name`` reads and the layers reading it."""
+        spec = self.net_model.layers.get(name)
+        sources = [s for s in spec.inputs if s] if spec is not None else []
+        return sources + self._reader_index().get(name, [])
+
+    def _materialize(self, name: str) -> LayerNode:
+        """Make ``name``'s node (and its neighbours', so that every link of it is drawn)."""
+        if name not in self.net_model.layers:
+            raise KeyError(name)
+        self._materialize_many([name])
+        return self.nodes.created(name)
+
+    def _materialize_many(self, names: Iterable[str], neighbours: bool = True) -> list[str]:
+        """Make the nodes of ``names`` that have none (with ``neighbours``, of the layers linked to them too), in
+        one bulk pass: items, one layout each, then their links to every node that exists. Returns the names
+        made."""
+        wanted = [n for n in names if n in self.nodes and self.nodes.created(n) is None and n in self.net_model.layers]
+        if neighbours and wanted:
+            more = [other for name in wanted for other in self._neighbours(name)
+                    if other in self.nodes and self.nodes.created(other) is None]
+            wanted = list(dict.fromkeys(wanted + more))
+        if not wanted:
+            return []
         self._bulk = True
         LayerNodeItem.defer_layout = True
+        scene = self.scene()
+        reindex = len(wanted) >= BULK_UNINDEXED  # many items placed at once: one index rebuild, not one per move
+        if reindex:
+            scene.setItemIndexMethod(QtWidgets.QGraphicsScene.ItemIndexMethod.NoIndex)
+            QtWidgets.QApplication.setOverrideCursor(QtCore.Qt.CursorShape.WaitCursor)
         try:
-            for name in self.net_model.layers:
-                self._create_node(name)
+            made = [self._create_node(name) for name in wanted]
+            for name in wanted:
                 self._sync_ports(name)
             LayerNodeItem.defer_layout = False
-            for node in self.nodes.values():
+            for node in made:
                 node.view.draw_node()
                 node.place_badge()
-            for name in self.net_model.layers:  # links last: each is drawn once, between placed ports
+            fresh = set(wanted)
+            readers = self._reader_index()
+            for name in wanted:  # links last: each is drawn once, between placed ports
                 self._sync_links(name)
+            for reader in dict.fromkeys(r for name in wanted for r in readers.get(name, ()) if r not in fresh):
+                if self.nodes.created(reader) is not None:
+                    self._sync_links(reader)
         finally:
             self._bulk = False
             LayerNodeItem.defer_layout = False
-            viewer.setUpdatesEnabled(True)
-        self.overview = OverviewItem(lambda: self.nodes, self._links, self._overview_detail)
-        self.scene().addItem(self.overview)
-        self.overview.invalidate()
+            if reindex:
+                scene.setItemIndexMethod(QtWidgets.QGraphicsScene.ItemIndexMethod.BspTreeIndex)
+                QtWidgets.QApplication.restoreOverrideCursor()
+        if self.overview is not None:
+            self.overview.adopt(wanted, made)
+        return wanted
+
+    def _geometry(self, name: str) -> NodeGeom:
+        """Where ``name``'s node is: measured from its items when it has them (they may be being dragged), else
+        from the model (position) and the layout rule (size)."""
+        node = self.nodes.created(name)
+        if node is not None:
+            view = node.view
+            outs = node.output_ports()
+            return NodeGeom(view.sceneBoundingRect(), tuple(view.color[:3]), view,
+                            outs[0].view.sceneBoundingRect().center() if outs else None,
+                            [p.view.sceneBoundingRect().center() for p in node.input_ports()])
+        return self._predicted(name)
+
+    def _predicted(self, name: str) -> NodeGeom:
+        """``name``'s box from the model and the layout rule (kept until the layer changes)."""
+        geom = self._geo.get(name)
+        if geom is None:
+            geom = self._geo[name] = self._measure(name)
+        return geom
+
+    def _measure(self, name: str) -> NodeGeom:
+        """The box a node for ``name`` would have (the layout rule of its items, without making them)."""
+        spec = self.net_model.layers[name]
+        desc = self._desc(name)
+        n_in = self._wanted_ports(name)
+        has_out = desc is None or desc.generates_output
+        w, h = node_box(name, [input_port_name(desc, i) for i in range(n_in)], [None] if has_out else [],
+                        info_size(self._info_lines(name)))
+        x, y = spec.position
+        out = QtCore.QPointF(x + output_port_center(w)[0], y + output_port_center(w)[1]) if has_out else None
+        ins = [QtCore.QPointF(x + input_port_center(i)[0], y + input_port_center(i)[1]) for i in range(n_in)]
+        return NodeGeom(QtCore.QRectF(x, y, w, h), category_color(desc), None, out, ins)
+
+    def node_rect(self, name: str) -> QtCore.QRectF:
+        """``name``'s node box on the scene (whether or not its items exist yet)."""
+        return self._geometry(name).rect
+
+    def _desc(self, name: str) -> LayerDesc | None:
+        node = self.nodes.created(name)
+        return node.desc if node is not None else self._node_class(self.net_model.layers[name].type).desc
 
     def _overview_detail(self, name: str) -> str:
         """The line under a layer's name on the zoomed-out canvas: its output shape, else its type."""
         shape = self._shapes.get(name)
         if shape is not None:
             return _dims_text(shape)
-        node = self.nodes.get(name)
-        return node.desc.display_name if node is not None and node.desc is not None else ""
+        desc = self._desc(name) if name in self.net_model.layers else None
+        return desc.display_name if desc is not None else ""
 
     def _links(self) -> list[tuple[str, str, int]]:
         """Every link of the model: (source, target, input index)."""
@@ -176,17 +328,24 @@ class ModelCanvas(NodeGraph):
     def snapshot(self) -> dict[str, Any]:
         """What the canvas shows, as plain data (for comparing with the Model in tests)."""
         out: dict[str, Any] = {}
+        self._materialize_many(list(self.nodes))  # every node made, with every link between them
         for name, node in self.nodes.items():
-            links = []
-            for port in node.input_ports():
-                conn = port.connected_ports()
-                links.append(self.layer_of(conn[0].node()) if conn else None)
-            while links and links[-1] is None:
-                links.pop()
             x, y = node.pos()
-            out[name] = {"type": node.layer_type, "inputs": links, "position": (round(x, 3), round(y, 3)),
-                         "title": node.name()}
+            out[name] = {"type": node.layer_type, "inputs": self.links_shown(name),
+                         "position": (round(x, 3), round(y, 3)), "title": node.name()}
         return out
+
+    def links_shown(self, name: str) -> list[str | None]:
+        """The layers the node of ``name`` shows linked to its inputs, by input (trailing free ports left out);
+        empty while it has no node."""
+        node = self.nodes.created(name)
+        links = []
+        for port in node.input_ports() if node is not None else []:
+            conn = port.connected_ports()
+            links.append(self.layer_of(conn[0].node()) if conn else None)
+        while links and links[-1] is None:
+            links.pop()
+        return links
 
     # ---- node and link views ---------------------------------------------------------------------
     def _node_class(self, layer_type: str) -> type[LayerNode]:
@@ -208,27 +367,29 @@ class ModelCanvas(NodeGraph):
         for layer, spec in self.net_model.layers.items():
             if spec.type != ltype or layer not in self.nodes:
                 continue
+            self._forget(layer)
+            if self.nodes.created(layer) is None:
+                continue  # made with the new definition when it is needed
             self._remove_node(layer)
-            self._create_node(layer)
-            self._sync_links(layer)
-            for reader, _ in self.net_model.readers(layer):
-                self._sync_links(reader)
+            self.nodes.add(layer)
+            self._materialize_many([layer], neighbours=False)
             if layer in selected:
                 self.nodes[layer].set_selected(True)
 
-    def _create_node(self, name: str) -> None:
+    def _create_node(self, name: str) -> LayerNode:
         spec = self.net_model.layers[name]
         node = self._node_class(spec.type)()
+        node.NODE_NAME = name  # add_node names the node after it (get_unique_name keeps it: names are unique)
         self.add_node(node, pos=list(spec.position), selected=False, push_undo=False)
-        node.set_property("name", name, push_undo=False)
-        node.view.name = name
-        self.nodes[name] = node
+        self.nodes.add(name, node)
         self._names[node.id] = name
         node.view.on_moved = self._node_moved
-        self._update_info(name)
+        self._update_info(name, forget=False)  # the box it was measured with (the same layout rule)
+        return node
 
     def _remove_node(self, name: str) -> None:
-        node = self.nodes.pop(name, None)
+        self._forget(name)
+        node = self.nodes.pop(name)
         if node is None:
             return
         self._names.pop(node.id, None)
@@ -239,7 +400,7 @@ class ModelCanvas(NodeGraph):
 
     def _wanted_ports(self, name: str) -> int:
         spec = self.net_model.layers[name]
-        desc = self.nodes[name].desc
+        desc = self._desc(name)
         last = max((i for i, s in enumerate(spec.inputs) if s is not None), default=-1)
         if desc is None:
             return max(len(spec.inputs), last + 1)
@@ -261,7 +422,7 @@ class ModelCanvas(NodeGraph):
 
     def _sync_links(self, name: str) -> None:
         """Make the input ports and links of ``name``'s node match the Model exactly."""
-        node = self.nodes.get(name)
+        node = self.nodes.created(name)
         if node is None or name not in self.net_model.layers:
             return
         spec = self.net_model.layers[name]
@@ -269,8 +430,9 @@ class ModelCanvas(NodeGraph):
         for i, port in enumerate(node.input_ports()):
             src = spec.inputs[i] if i < len(spec.inputs) else None
             src_port = None
-            if src is not None and src in self.nodes and self.nodes[src].output_ports():
-                src_port = self.nodes[src].output_ports()[0]
+            src_node = self.nodes.created(src) if src is not None else None
+            if src_node is not None and src_node.output_ports():
+                src_port = src_node.output_ports()[0]
             current = port.connected_ports()
             view_ok = len(port.view.connected_pipes) == len(current)
             if view_ok and current == ([src_port] if src_port else []):
@@ -288,7 +450,7 @@ class ModelCanvas(NodeGraph):
     def _info_lines(self, name: str) -> list[list[Run]]:
         """What a node shows under its ports: its type, main parameters, activation and output shape."""
         spec = self.net_model.layers[name]
-        desc = self.nodes[name].desc
+        desc = self._desc(name)
         if template_name(spec.type) is not None:
             kind = f"template {desc.display_name}" if desc else f"{spec.type} (missing or broken)"
             lines = [[(kind, "#e0c070", False, False)]]
@@ -310,8 +472,10 @@ class ModelCanvas(NodeGraph):
                      else [("→ ?", "#777777", False, False)])
         return lines
 
-    def _update_info(self, name: str) -> None:
-        node = self.nodes.get(name)
+    def _update_info(self, name: str, forget: bool = True) -> None:
+        if forget:
+            self._forget(name)  # its box may change: measured again when it is needed
+        node = self.nodes.created(name)
         if node is None or name not in self.net_model.layers:
             return
         node.set_info(self._info_lines(name), layout=not self._bulk)
@@ -333,10 +497,13 @@ class ModelCanvas(NodeGraph):
                 diags.setdefault(d.layer, []).append(d)
         old_diags, old_shapes = self._diags, self._shapes
         self._diags, self._shapes = diags, dict(shapes)
+        self._severity = {n: "error" if any(d.severity == "error" for d in ds) else "warning" for n, ds in diags.items()}
         changed = {n for n in set(old_diags) | set(diags) if old_diags.get(n) != diags.get(n)}
         changed |= {n for n in set(old_shapes) | set(shapes) if old_shapes.get(n) != shapes.get(n)}
         for name in changed:
             self._update_info(name)
+        if self.overview is not None and changed:
+            self.overview.invalidate(changed)  # the output shape is part of a node's size
 
     def badge_severity(self, name: str) -> str:
         return self.nodes[name].badge.severity
@@ -358,10 +525,21 @@ class ModelCanvas(NodeGraph):
             self.overview.invalidate(moved)
 
     def _on_model_event(self, ev: Event) -> None:
+        if isinstance(ev, LayerEvent):
+            self._forget(ev.layer)
+            if not isinstance(ev, (ParamChanged, ActivationChanged, LayerMoved)):  # layers or links changed
+                self._readers = None
+                self._index = None
+        if isinstance(ev, LayerRenamed):
+            self._forget(ev.old)
+        elif isinstance(ev, (TemplateEvent, CustomLayerChanged)):
+            self._geo.clear()
+            self._index = None
+            self._covered = QtCore.QRectF()
         self._apply_event(ev)
         if self.overview is not None and isinstance(ev, STRUCTURE_EVENTS):
             if self.overview.active and isinstance(ev, (LayerAdded, LinkChanged, TemplateChanged)):
-                self.overview.apply_opacity()  # new nodes and links follow the current mode
+                self.overview.apply_mode()  # new nodes and links follow the current mode
             if isinstance(ev, (LayerRenamed, TemplateEvent, CustomLayerChanged)):
                 self.overview.invalidate()
             else:
@@ -369,16 +547,21 @@ class ModelCanvas(NodeGraph):
 
     def _apply_event(self, ev: Event) -> None:
         if isinstance(ev, LayerAdded) and ev.layer in self.net_model.layers:
-            self._create_node(ev.layer)
-            self._sync_links(ev.layer)
-            for reader, _ in self.net_model.readers(ev.layer):
-                self._sync_links(reader)
+            self.nodes.add(ev.layer)
+            # a large model makes it when it is seen or looked up, or now when a node linked to it exists (every
+            # node shows all its links)
+            if self._eager or any(self.nodes.created(n) is not None for n in self._neighbours(ev.layer)):
+                self._materialize_many([ev.layer], neighbours=False)
+            elif self.viewer().isVisible():
+                self.viewer().viewport().update()
         elif isinstance(ev, LayerRemoved):
             self._remove_node(ev.layer)
         elif isinstance(ev, LayerRenamed):
             name = ev.layer
-            node = self.nodes.pop(ev.old)
-            self.nodes[name] = node
+            self.nodes.rename(ev.old, name)
+            node = self.nodes.created(name)
+            if node is None:
+                return
             self._names[node.id] = name
             node.set_property("name", name, push_undo=False)
             node.view.name = name
@@ -386,6 +569,8 @@ class ModelCanvas(NodeGraph):
             node.place_badge()
             self._update_info(name)
         elif isinstance(ev, LinkChanged):
+            if self.nodes.created(ev.layer) is not None:  # its new sources get nodes, so its links are drawn
+                self._materialize_many(self.net_model.layers[ev.layer].inputs, neighbours=False)
             self._sync_links(ev.layer)
         elif isinstance(ev, (ParamChanged, ActivationChanged)):
             self._update_info(ev.layer)
@@ -393,10 +578,11 @@ class ModelCanvas(NodeGraph):
             self._refresh_template_nodes(ev.name)
         elif isinstance(ev, CustomLayerChanged):
             self.refresh_nodes_of_type(ev.layer_type)
-        elif isinstance(ev, LayerMoved) and ev.layer in self.nodes:
+        elif isinstance(ev, LayerMoved) and self.nodes.created(ev.layer) is not None:
             x, y = self.net_model.layers[ev.layer].position
-            if tuple(self.nodes[ev.layer].pos()) != (x, y):
-                self.nodes[ev.layer].set_pos(x, y)
+            node = self.nodes.created(ev.layer)
+            if tuple(node.pos()) != (x, y):
+                node.set_pos(x, y)
 
     # ---- user gestures -> Model commands ---------------------------------------------------------
     def _port_ref(self, item: PortItem) -> tuple[str, int | None] | None:
@@ -565,6 +751,16 @@ class ModelCanvas(NodeGraph):
         viewer._cursor_text.setVisible(False)
 
     def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:
+        kind = event.type()
+        if kind == QtCore.QEvent.Type.Paint and obj is self.viewer().viewport():
+            self._before_paint()
+        elif kind in _PRESSES and obj is self.viewer().viewport():
+            self._fitted = True
+            self._materialize_at(self.viewer().mapToScene(event.position().toPoint()))
+        elif kind == QtCore.QEvent.Type.MouseMove and obj is self.viewer().viewport():
+            self._materialize_in_band(event.position().toPoint())
+        elif kind in (QtCore.QEvent.Type.Wheel, QtCore.QEvent.Type.KeyPress):
+            self._fitted = True
         if event.type() == QtCore.QEvent.Type.FocusOut and obj is self.viewer():
             self.reset_modifiers()
         if event.type() == QtCore.QEvent.Type.MouseButtonPress and event.button() == QtCore.Qt.MouseButton.LeftButton \
@@ -585,6 +781,110 @@ class ModelCanvas(NodeGraph):
                         return True
                     break
         return super().eventFilter(obj, event)
+
+    # ---- nodes made as they are needed (large models) ---------------------------------------------
+    def _view_rect(self) -> QtCore.QRectF:
+        viewer = self.viewer()
+        return viewer.mapToScene(viewer.viewport().rect()).boundingRect()
+
+    def _pending_in(self, area: QtCore.QRectF) -> list[tuple[str, bool, float]]:
+        """Layers without a node whose box, or a link of which, crosses ``area``: (name, whether its box does,
+        distance from the area's centre), nearest first."""
+        pending = self.nodes.pending()
+        if not pending:
+            return []
+        if self._index is not None and self._stale and not self._index.update(self._stale, self._predicted):
+            self._index = None
+        self._stale.clear()
+        if self._index is None:
+            self._index = BoxIndex(list(self.nodes), self._predicted, self._links())
+        return self._index.crossing(area, set(pending))
+
+    def _make(self, found: list[tuple[str, bool, float]]) -> None:
+        """Make the nodes ``_pending_in`` found: those whose box is in the area with their neighbours (every link
+        of a shown node drawn), those only reached by a link crossing it alone (the link drawn, nothing more)."""
+        self._materialize_many([n for n, by_box, _ in found if by_box])
+        self._materialize_many([n for n, by_box, _ in found if not by_box], neighbours=False)
+
+    def _forget(self, name: str) -> None:
+        """``name``'s box may have changed: measured again when it is needed."""
+        self._geo.pop(name, None)
+        self._stale.add(name)
+        self._covered = QtCore.QRectF()
+
+    def _before_paint(self) -> None:
+        """Before the canvas paints: pick the drawing mode for the scale, and, zoomed in, make the nodes in view
+        that have none yet (and their neighbours, so that their links are drawn); then look for more to make
+        near the view while idle."""
+        if self._eager:
+            return
+        scale = self.viewer().transform().m11()
+        if self.overview is not None:
+            self.overview.set_active(scale < OVERVIEW_LOD)
+        if not self._fitted or not self.nodes.pending():
+            return
+        if scale >= OVERVIEW_LOD:
+            view = self._view_rect()
+            if not self._covered.contains(view):
+                self._make(self._pending_in(view))
+                self._covered = view
+        if not self._prefetch.isActive():
+            self._prefetch.start()
+
+    def _prefetch_tick(self) -> None:
+        """Idle time: make the nodes nearest the view centre, within what one zoom-in to detail reaches, for at
+        most PREFETCH_BUDGET_S per turn of the event loop (so a gesture waits at most that long)."""
+        try:
+            self._prefetch_near_view()
+        except RuntimeError:  # the canvas was closed before the timer came due
+            pass
+
+    def _prefetch_near_view(self) -> None:
+        if self._eager or not self._fitted or not self.nodes.pending():
+            return
+        viewer = self.viewer()
+        vp = viewer.viewport().rect()
+        scale = max(viewer.transform().m11(), OVERVIEW_LOD)
+        size = QtCore.QSizeF(2.0 * vp.width() / scale, 2.0 * vp.height() / scale)
+        # around the view centre (Zoom In, the keyboard) and the mouse pointer (the wheel zooms at the pointer)
+        centers = [viewer.mapToScene(vp.center())]
+        cursor = viewer.viewport().mapFromGlobal(QtGui.QCursor.pos())
+        if vp.contains(cursor):
+            centers.append(viewer.mapToScene(cursor))
+        step = size.width() / 8  # the list is redone when the view moved by an eighth of the region or more
+        key = (tuple((round(c.x() / step), round(c.y() / step)) for c in centers), round(size.width()), len(self.nodes))
+        if key != self._todo_key:  # the view moved: what is near it now, nearest first
+            self._todo_key = key
+            found: dict[str, tuple[str, bool, float]] = {}
+            for c in centers:
+                for item in self._pending_in(QtCore.QRectF(c.x() - size.width() / 2, c.y() - size.height() / 2,
+                                                           size.width(), size.height())):
+                    if item[0] not in found or item[2] < found[item[0]][2]:
+                        found[item[0]] = item
+            self._todo = sorted(found.values(), key=lambda t: t[2])
+        start = time.perf_counter()
+        while self._todo and time.perf_counter() - start < PREFETCH_BUDGET_S:
+            self._make(self._todo[:2])
+            self._todo = [t for t in self._todo[2:] if self.nodes.created(t[0]) is None and t[0] in self.nodes]
+        if self._todo:
+            self._prefetch.start()
+
+    def _materialize_at(self, pos: QtCore.QPointF) -> None:
+        """A press at ``pos``: make the nodes under it and the links near it first, so the press reaches them."""
+        if self._eager or not self.nodes.pending():
+            return
+        tol = max(LINK_PICK_PX, 12.0) / max(self.viewer().transform().m11(), 1e-6)
+        self._make(self._pending_in(QtCore.QRectF(pos.x() - tol, pos.y() - tol, 2 * tol, 2 * tol)))
+
+    def _materialize_in_band(self, pos: QtCore.QPoint) -> None:
+        """While a rubber band is drawn, the nodes it covers get their items (so that it selects them)."""
+        viewer = self.viewer()
+        if self._eager or not (viewer.LMB_state and viewer._rubber_band.isActive) or not self.nodes.pending():
+            return
+        rect = QtCore.QRect(viewer._origin_pos, pos).normalized()
+        area = viewer.mapToScene(rect).boundingRect()
+        pending = [n for n in self.nodes.pending() if self._geometry(n).rect.intersects(area)]
+        self._materialize_many(pending, neighbours=False)
 
     # ---- editing operations (menus and tests call these) -----------------------------------------
     def view_center(self) -> tuple[float, float]:
@@ -607,10 +907,11 @@ class ModelCanvas(NodeGraph):
                   step: float | None = None) -> tuple[float, float]:
         """The first position from (x, y) downwards where a node of ``size`` overlaps no other node."""
         step = step or size[1] + FREE_GAP / 2
-        scene = self.viewer().scene()
+        column = QtCore.QRectF(x, y, *size).adjusted(-FREE_GAP / 4, -FREE_GAP / 4, FREE_GAP / 4, 200 * step)
+        boxes = [r for r in (self.node_rect(n) for n in self.nodes) if r.intersects(column)]
         for i in range(200):
             rect = QtCore.QRectF(x, y + i * step, *size).adjusted(-FREE_GAP / 4, -FREE_GAP / 4, FREE_GAP / 4, FREE_GAP / 4)
-            if not any(isinstance(it, LayerNodeItem) for it in scene.items(rect)):
+            if not any(r.intersects(rect) for r in boxes):
                 return snap_position((x, y + i * step))
         return snap_position((x, y))
 
@@ -641,16 +942,18 @@ class ModelCanvas(NodeGraph):
         return new
 
     def select_layers(self, names: Iterable[str]) -> None:
-        wanted = set(names)
+        """Select exactly ``names`` (their nodes are made if they have none yet)."""
+        wanted = [n for n in dict.fromkeys(names) if n in self.nodes]
+        self._materialize_many(wanted)
         self.clear_selection()
-        for name, node in self.nodes.items():
-            if name in wanted:
-                node.set_selected(True)
+        for name in wanted:
+            self.nodes[name].view.selected = True  # (not set_selected: it pushes onto NodeGraphQt's unused undo stack)
         self.selection_changed.emit(self.selected_layers())
 
     def focus_layer(self, name: str) -> None:
         """Select ``name`` and centre the view on it."""
         if name in self.nodes:
+            self._fitted = True
             self.select_layers([name])
             self.center_on([self.nodes[name]])
 
@@ -754,8 +1057,7 @@ class ModelCanvas(NodeGraph):
         layers = {n: s for n, s in self.net_model.layers.items() if n in wanted and n in self.nodes}
         if not layers:
             return 0
-        sizes = {n: (self.nodes[n].view.boundingRect().width(), self.nodes[n].view.boundingRect().height())
-                 for n in layers}
+        sizes = self.node_sizes(layers)
         origin = (min(s.position[0] for s in layers.values()), min(s.position[1] for s in layers.values()))
         positions = layered_positions(layers, sizes, origin)
         moves = [(n, p) for n, p in positions.items() if tuple(layers[n].position) != p]
@@ -766,14 +1068,19 @@ class ModelCanvas(NodeGraph):
         self.status_message.emit(f"Arranged {len(layers)} layer(s)" if moves else "Already arranged")
         return len(moves)
 
+    def node_sizes(self, names: Iterable[str]) -> dict[str, tuple[float, float]]:
+        """(width, height) of the nodes of ``names`` (whether or not their items exist yet)."""
+        return {n: (r.width(), r.height()) for n, r in ((n, self.node_rect(n)) for n in names)}
+
     def fit(self) -> None:
         """Frame the whole network (never magnified beyond 1:1)."""
         if not self.nodes:
             return
+        self._fitted = True
         viewer = self.viewer()
         rect = QtCore.QRectF()
-        for node in self.nodes.values():
-            rect = rect.united(node.view.sceneBoundingRect())
+        for name in self.nodes:
+            rect = rect.united(self.node_rect(name))
         rect = rect.adjusted(-40, -40, 40, 40)
         vp = viewer.viewport().size()
         if rect.width() < vp.width() and rect.height() < vp.height():
@@ -789,7 +1096,8 @@ class ModelCanvas(NodeGraph):
         viewer = self.viewer()
         vp = viewer.viewport().size()
         rect = QtCore.QRectF(0, 0, vp.width() / scale, vp.height() / scale)
-        rect.moveCenter(self.nodes[name].view.sceneBoundingRect().center())
+        rect.moveCenter(self.node_rect(name).center())
+        self._fitted = True
         viewer._scene_range = rect
         viewer._update_scene()
         self._follow_zoom()
@@ -801,6 +1109,7 @@ class ModelCanvas(NodeGraph):
 
     def zoom(self, steps: int) -> None:
         """Zoom in (positive) or out (negative) by 10% steps around the view centre."""
+        self._fitted = True
         for _ in range(abs(steps)):
             self.viewer()._set_viewer_zoom(1.0 if steps > 0 else -1.0, 0.0)
         self._follow_zoom()

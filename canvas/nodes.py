@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from NodeGraphQt import BaseNode
-from NodeGraphQt.constants import NodeEnum, PortEnum
+from NodeGraphQt.constants import NodeEnum, PortEnum, PortTypeEnum
 from NodeGraphQt.qgraphics.node_base import NodeItem
 from PySide6 import QtCore, QtGui, QtWidgets
 
@@ -95,6 +95,67 @@ def _font(px: int, bold: bool = False, italic: bool = False) -> QtGui.QFont:
     return font
 
 
+PORT_W = PortEnum.SIZE.value + PortEnum.CLICK_FALLOFF.value  # a port item's bounding box
+PORT_H = PortEnum.SIZE.value
+PORT_ROW = PORT_H + 1.0
+TEXT_MARGIN = 4.0  # a title text item's document margin
+_metrics: dict[str, QtGui.QFontMetricsF] = {}
+
+
+def _metric(kind: str) -> QtGui.QFontMetricsF:
+    """Font metrics of the title (``title``) and port labels (``label``), made once."""
+    if kind not in _metrics:
+        _metrics[kind] = QtGui.QFontMetricsF(_font(TITLE_FONT_PX, bold=True) if kind == "title" else QtGui.QFont())
+    return _metrics[kind]
+
+
+def info_size(lines: list[list[Run]]) -> tuple[float, float]:
+    """Width and height of a node's info text (the same measure whether or not the node has items)."""
+    line_h = InfoItem.font(False, False)[1].lineSpacing()
+    width = max((sum(InfoItem.font(b, i)[1].horizontalAdvance(t) for t, _, b, i in line) for line in lines), default=0.0)
+    return width + 4.0, line_h * len(lines) + 4.0
+
+
+def title_height() -> float:
+    """Height of a node's title row."""
+    return _metric("title").height() + 2 * TEXT_MARGIN + 4.0
+
+
+def node_box(title: str, in_labels: list[str | None], out_labels: list[str | None],
+             info: tuple[float, float]) -> tuple[float, float]:
+    """A node's (width, height) from its title, its input and output port labels (None: not shown) and its info
+    text's size. The one layout rule: a node item measures itself with it, and the canvas measures a node that
+    has no items yet with it, so both always agree."""
+    label = _metric("label")
+    in_text = max((label.horizontalAdvance(t) + 2 * TEXT_MARGIN for t in in_labels if t), default=0.0)
+    out_text = max((label.horizontalAdvance(t) + 2 * TEXT_MARGIN for t in out_labels if t), default=0.0)
+    ports_w = (PORT_W if in_labels or out_labels else 0.0) + in_text + out_text + 12.0
+    ports_h = max(len(in_labels), len(out_labels)) * PORT_ROW
+    width = max(_metric("title").horizontalAdvance(title) + 2 * TEXT_MARGIN + 24.0, ports_w, info[0] + 14.0, 120.0)
+    return width, title_height() + ports_h + info[1] + 6.0
+
+
+def input_port_center(index: int) -> tuple[float, float]:
+    """Centre of input port ``index`` relative to the node's top-left corner."""
+    return 0.0, title_height() + index * PORT_ROW + PORT_H / 2
+
+
+def output_port_center(width: float) -> tuple[float, float]:
+    """Centre of the output port of a node ``width`` wide, relative to its top-left corner."""
+    return width, title_height() + PORT_H / 2
+
+
+class PortLabel(QtWidgets.QGraphicsSimpleTextItem):
+    """A port's name beside it: a plain text item (NodeGraphQt's rich-text item costs about 26 KB per port)."""
+
+    def __init__(self, text: str, parent: QtWidgets.QGraphicsItem) -> None:
+        super().__init__(text, parent)
+        self.setAcceptedMouseButtons(QtCore.Qt.MouseButton.NoButton)
+
+    def setDefaultTextColor(self, color: QtGui.QColor) -> None:  # noqa: N802 (NodeGraphQt calls the text item API)
+        self.setBrush(color)
+
+
 class InfoItem(QtWidgets.QGraphicsItem):
     """A node's read-only text under its ports (type, main parameters, activation, output shape), painted
     directly: no embedded widget, so thousands of nodes stay cheap to build, update and draw."""
@@ -122,9 +183,7 @@ class InfoItem(QtWidgets.QGraphicsItem):
             return False
         self.prepareGeometryChange()
         self._lines = [list(line) for line in lines]
-        line_h = self.font(False, False)[1].lineSpacing()
-        width = max((sum(self.font(b, i)[1].horizontalAdvance(t) for t, _, b, i in line) for line in lines), default=0.0)
-        self._size = QtCore.QSizeF(width + 4.0, line_h * len(lines) + 4.0)
+        self._size = QtCore.QSizeF(*info_size(lines))
         self.update()
         return True
 
@@ -210,6 +269,7 @@ class LayerNodeItem(NodeItem):
     in a size readable on screen, and its ports, labels and info are hidden until the view zooms in again."""
 
     info: InfoItem | None = None
+    badges: tuple[QtWidgets.QGraphicsItem, ...] = ()  # the diagnostics and format badges
     #: the layer's note (e.g. the ONNX node it was imported from), a line of the tooltip
     note = ""
     #: while True (a bulk build), layouts wait: the builder lays out every node once at the end
@@ -220,6 +280,7 @@ class LayerNodeItem(NodeItem):
         self._text_item.setFont(_font(TITLE_FONT_PX, bold=True))
         self._icon_item.setVisible(False)
         self._detail = True
+        self._by_overview = False
         self.on_moved: Callable[[LayerNodeItem], None] | None = None  # the canvas's overview follows dragged nodes
         self.setFlag(QtWidgets.QGraphicsItem.GraphicsItemFlag.ItemSendsGeometryChanges, True)
 
@@ -243,51 +304,58 @@ class LayerNodeItem(NodeItem):
         if not LayerNodeItem.defer_layout:
             super().draw_node()
 
-    def _ports_extent(self) -> tuple[float, float, float]:
-        port_w, in_text, out_text, in_h, out_h = 0.0, 0.0, 0.0, 0.0, 0.0
-        for items, is_in in ((self._input_items, True), (self._output_items, False)):
-            for port, text in items.items():
-                port_w = port_w or port.boundingRect().width()
-                tw = text.boundingRect().width() if port.display_name else 0.0
-                if is_in:
-                    in_text, in_h = max(in_text, tw), in_h + port.boundingRect().height() + 1
-                else:
-                    out_text, out_h = max(out_text, tw), out_h + port.boundingRect().height() + 1
-        return port_w + in_text + out_text + 12.0, max(in_h, out_h), port_w
-
-    def _title_height(self) -> float:
-        return self._text_item.boundingRect().height() + 4.0
+    def _add_port(self, port: Any) -> Any:
+        """NodeGraphQt's port registration, with a plain text label."""
+        text = PortLabel(port.name, self)
+        text.setVisible(port.display_name)
+        (self._input_items if port.port_type == PortTypeEnum.IN.value else self._output_items)[port] = text
+        if self.scene():
+            self.post_init()
+        return port
 
     def calc_size(self, add_w: float = 0.0, add_h: float = 0.0) -> tuple[float, float]:
-        ports_w, ports_h, _ = self._ports_extent()
         info = self.info.boundingRect() if self.info is not None else QtCore.QRectF()
-        width = max(self._text_item.boundingRect().width() + 24.0, ports_w, info.width() + 14.0, 120.0)
-        return width + add_w, self._title_height() + ports_h + info.height() + 6.0 + add_h
+        width, height = node_box(self.name, [p.name if p.display_name else None for p in self._input_items],
+                                 [p.name if p.display_name else None for p in self._output_items],
+                                 (info.width(), info.height()))
+        return width + add_w, height + add_h
 
     def _draw_node_horizontal(self) -> None:
         """Lay out title, ports (all of them, shown or not) and info; no size depends on the zoom."""
         self._width, self._height = self.calc_size()
         self._set_text_color(self.text_color)
         self._tooltip_disable(self.disabled)
-        top = self._title_height()
+        top = title_height()
         self._text_item.setPos((self._width - self._text_item.boundingRect().width()) / 2, 0.0)
         y = top
         for port, text in self._input_items.items():
-            r = port.boundingRect()
-            port.setPos(-r.width() / 2, y)
-            text.setPos(r.width() / 2 - (PortEnum.CLICK_FALLOFF.value - 2), y - 1.5)
+            port.setPos(-PORT_W / 2, y)
+            text.setPos(PORT_W / 2 - PortEnum.CLICK_FALLOFF.value + 2 + TEXT_MARGIN,
+                        y + (PORT_H - text.boundingRect().height()) / 2)
             text.setVisible(self._detail and port.display_name)
-            y += r.height() + 1
+            y += PORT_ROW
         y_out = top
         for port, text in self._output_items.items():
-            r = port.boundingRect()
-            port.setPos(self._width - r.width() / 2, y_out)
-            text.setPos(port.x() - (text.boundingRect().width() - (PortEnum.CLICK_FALLOFF.value - 2)), y_out - 1.5)
+            port.setPos(self._width - PORT_W / 2, y_out)
+            text.setPos(port.x() - text.boundingRect().width() + PortEnum.CLICK_FALLOFF.value - 2 - TEXT_MARGIN,
+                        y_out + (PORT_H - text.boundingRect().height()) / 2)
             text.setVisible(self._detail and port.display_name)
-            y_out += r.height() + 1
+            y_out += PORT_ROW
         if self.info is not None:
-            self.info.setPos(7.0, top + self._ports_extent()[1])
+            self.info.setPos(7.0, top + max(len(self._input_items), len(self._output_items)) * PORT_ROW)
         self.update()
+
+    def align_label(self, h_offset: float = 0.0, v_offset: float = 0.0) -> None:
+        pass  # laid out once by draw_node(), not again at every paint
+
+    def align_icon(self, h_offset: float = 0.0, v_offset: float = 0.0) -> None:
+        pass
+
+    def align_ports(self, v_offset: float = 0.0) -> None:
+        pass
+
+    def align_widgets(self, v_offset: float = 0.0) -> None:
+        pass
 
     def auto_switch_mode(self) -> None:
         pass  # the level of detail is chosen in paint(), from the painter's scale
@@ -308,6 +376,22 @@ class LayerNodeItem(NodeItem):
         if self.info is not None:
             self.info.setVisible(detail)
 
+    def set_drawn_by_overview(self, on: bool) -> None:
+        """Zoomed out, the canvas's overview draws this node: it paints nothing itself (and shows no ports, labels
+        or info) but stays in the scene for clicks, rubber bands and drags."""
+        if on is not self._by_overview:
+            self._by_overview = on
+            if on:
+                self._set_detail(False)
+            for badge in self.badges:  # the overview draws the error and warning marks
+                badge.setOpacity(0.0 if on else 1.0)
+            self.update()
+
+    @property
+    def drawn_by_overview(self) -> bool:
+        """Whether the overview draws this node now (zoomed out)."""
+        return self._by_overview
+
     @property
     def detailed(self) -> bool:
         """Whether the ports, labels and info are shown (False: zoomed out, a box with the name)."""
@@ -315,6 +399,8 @@ class LayerNodeItem(NodeItem):
 
     def paint(self, painter: QtGui.QPainter, option: QtWidgets.QStyleOptionGraphicsItem,
               widget: QtWidgets.QWidget | None = None) -> None:
+        if self._by_overview:
+            return
         lod = QtWidgets.QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
         self._set_detail(lod >= DETAIL_LOD)
         if self._detail:
@@ -360,6 +446,7 @@ class LayerNode(BaseNode):
         self.view.info = self.info
         self.badge = Badge(self.view)
         self.format_badge = FormatBadge(self.view)
+        self.view.badges = (self.badge, self.format_badge)
 
     def add_input_slot(self, index: int) -> None:
         """Add the port for input slot ``index`` (ports are always in slot order)."""

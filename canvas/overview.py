@@ -1,8 +1,9 @@
 """The zoomed-out canvas: one item paints every node box and link in a few batched calls.
 
-Below ``OVERVIEW_LOD`` the node and link items of NodeGraphQt are made fully transparent (still in the scene,
-so clicking, rubber-band selection and dragging keep working on them) and this item draws the whole network:
-a coloured box per node with its name where it is readable, the selection, and the links as straight lines.
+Below ``OVERVIEW_LOD`` the node items of NodeGraphQt paint nothing (they stay in the scene, opaque, so clicking,
+rubber-band selection and dragging keep working on them), the link items are transparent, and this item draws the
+whole network: a coloured box per node with its name where it is readable, the selection, and the links as straight
+lines.
 Thousands of per-item paint calls become one, so panning and zooming stay fluid on imported networks."""
 from __future__ import annotations
 
@@ -11,28 +12,40 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from canvas.lazy import NodeGeom
+
 #: below this scale the overview draws the network (the same scale at which a node hides its details)
 OVERVIEW_LOD = 0.55
 NAME_PX = 13.0  # the name's size on screen when the box is large enough to hold it
 MIN_PX = 8.0  # names are not drawn smaller than this on screen
 SELECTED = QtGui.QColor(255, 198, 10)
+MARK_PX = 10.0  # diameter of a layer's error or warning dot on screen
+ERROR_MARK = QtGui.QColor(210, 50, 50)
+WARNING_MARK = QtGui.QColor(225, 160, 30)
 
 
 class OverviewItem(QtWidgets.QGraphicsItem):
-    """Draws ``nodes()`` (layer name -> NodeGraphQt node) and ``links()`` ((source, target, input index)) in
-    overview mode, with ``details(name)`` under each name where there is room; ``invalidate()`` after anything
-    moved, was added, removed or relinked."""
+    """Draws the layers ``names()``, each where ``geometry(name)`` (a ``canvas.lazy.NodeGeom``) puts it, and
+    ``links()`` ((source, target, input index)) in overview mode, with ``details(name)`` under each name where there
+    is room; ``items()`` are the NodeGraphQt nodes that exist (made transparent in overview mode). Call
+    ``invalidate()`` after anything moved, was added, removed or relinked, ``adopt()`` after nodes were made."""
 
-    def __init__(self, nodes: Callable[[], dict[str, Any]], links: Callable[[], Iterable[tuple[str, str, int]]],
-                 details: Callable[[str], str] = lambda _name: "") -> None:
+    def __init__(self, names: Callable[[], Iterable[str]], geometry: Callable[[str], NodeGeom],
+                 links: Callable[[], Iterable[tuple[str, str, int]]],
+                 details: Callable[[str], str] = lambda _name: "",
+                 items: Callable[[], Iterable[Any]] = lambda: (),
+                 marks: Callable[[], dict[str, str]] = dict) -> None:
         super().__init__()
-        self._nodes = nodes
+        self._names = names
+        self._geometry = geometry
+        self._items = items
         self._details = details
+        self._marks = marks
         self._links = links
         self._active = False
         self._pending = False
         self._rect = QtCore.QRectF()
-        self._geom: dict[str, tuple[QtCore.QRectF, tuple, Any, QtCore.QPointF | None, list[QtCore.QPointF]]] = {}
+        self._geom: dict[str, NodeGeom] = {}
         self._min_height = 0.0
         self._line_of: dict[tuple[str, str, int], QtCore.QLineF] = {}
         self._by_color: list[tuple[QtGui.QColor, list[QtCore.QRectF]]] = []
@@ -61,17 +74,14 @@ class OverviewItem(QtWidgets.QGraphicsItem):
     def _rebuild(self) -> None:
         """Measure the nodes not measured yet (all after ``invalidate()``, the changed ones after an edit) and
         redo the lines that touch them; the rest is reused."""
-        nodes = self._nodes()
-        changed = {n for n in self._geom if n not in nodes}
+        names = self._names()
+        changed = {n for n in self._geom if n not in names}
         for name in changed:
             del self._geom[name]
-        for name, node in nodes.items():
+        for name in names:
             if name not in self._geom:
                 changed.add(name)
-                outs = node.output_ports()
-                self._geom[name] = (node.view.sceneBoundingRect(), tuple(node.view.color[:3]), node.view,
-                                    outs[0].view.sceneBoundingRect().center() if outs else None,
-                                    [p.view.sceneBoundingRect().center() for p in node.input_ports()])
+                self._geom[name] = self._geometry(name)
         if not changed and self._line_of:
             return
         by_color: dict[tuple, list[QtCore.QRectF]] = {}
@@ -108,23 +118,34 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             pass
 
     def set_active(self, on: bool) -> None:
-        """Switch overview mode: the node and link items become transparent (on) or opaque (off)."""
+        """Switch overview mode: the node items paint nothing and the link items are transparent (on), or they
+        draw themselves (off)."""
         self._pending = False
         if on == self._active:
             return
         self._active = on
-        self.apply_opacity()
+        self.apply_mode()
         if on:
             self._rebuild()
         self.update()
 
-    def apply_opacity(self) -> None:
-        """Make every node and link item transparent in overview mode, opaque otherwise (after new items
-        were added)."""
+    def adopt(self, names: Iterable[str], nodes: Iterable[Any]) -> None:
+        """The layers ``names`` got their NodeGraphQt ``nodes``: they follow the current mode, and are measured
+        from their items from now on."""
+        nodes = list(nodes)
+        if self._active:
+            self.apply_mode(nodes)
+        for name, node in zip(names, nodes):  # same box as measured before (one layout rule): only the item is new
+            geom = self._geom.get(name)
+            if geom is not None:
+                self._geom[name] = geom._replace(view=node.view)
+
+    def apply_mode(self, nodes: Iterable[Any] | None = None) -> None:
+        """Let the overview draw the nodes ``nodes`` (default: all) and their links in overview mode, and let them
+        draw themselves otherwise."""
         opacity = 0.0 if self._active else 1.0
-        for node in self._nodes().values():
-            if node.view.opacity() != opacity:
-                node.view.setOpacity(opacity)
+        for node in self._items() if nodes is None else nodes:
+            node.view.set_drawn_by_overview(self._active)
             for port in node.input_ports():
                 for pipe in port.view.connected_pipes:
                     if pipe.opacity() != opacity:
@@ -132,6 +153,10 @@ class OverviewItem(QtWidgets.QGraphicsItem):
 
     def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 (Qt API)
         return self._rect
+
+    def shape(self) -> QtGui.QPainterPath:
+        """Nothing to hit: a click or a rubber band on the canvas finds the nodes and links, never this item."""
+        return QtGui.QPainterPath()
 
     def paint(self, painter: QtGui.QPainter, option: QtWidgets.QStyleOptionGraphicsItem,
               widget: QtWidgets.QWidget | None = None) -> None:
@@ -157,10 +182,23 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
             painter.setPen(QtGui.QPen(SELECTED, 2.0 / max(lod, 1e-3)))
             painter.drawRects(selected)
+        self._paint_marks(painter, lod)
         if min(NAME_PX / lod, self._min_height * 0.3) * lod >= MIN_PX:  # names readable at this zoom
             visible = [(name, g[0]) for name, g in self._geom.items() if exposed.intersects(g[0])]
             self._paint_names(painter, lod, visible, self._min_height)
         painter.restore()
+
+    def _paint_marks(self, painter: QtGui.QPainter, lod: float) -> None:
+        """A red (error) or amber (warning) dot on the top-right corner of each layer the type check found a
+        problem with, MARK_PX wide on screen."""
+        r = MARK_PX / 2 / max(lod, 1e-3)
+        painter.setPen(QtGui.QPen(QtGui.QColor(20, 22, 26), 0))
+        for severity, color in (("warning", WARNING_MARK), ("error", ERROR_MARK)):
+            painter.setBrush(color)
+            for name, sev in self._marks().items():
+                geom = self._geom.get(name)
+                if sev == severity and geom is not None:
+                    painter.drawEllipse(QtCore.QPointF(geom.rect.right(), geom.rect.top()), r, r)
 
     def _paint_names(self, painter: QtGui.QPainter, lod: float, boxes: list[tuple[str, QtCore.QRectF]],
                      height: float) -> None:

@@ -84,7 +84,7 @@ def test_zoomed_out_canvas_draws_an_overview_and_keeps_selection_working(window,
     canvas.zoom(-14)
     canvas.viewer().viewport().repaint()
     qtbot.waitUntil(lambda: canvas.overview.active)
-    assert canvas.nodes["conv1"].view.opacity() == 0.0
+    assert canvas.nodes["conv1"].view.drawn_by_overview
     canvas.select_layers(["conv1"])
     assert canvas.selected_layers() == ["conv1"]
     canvas.zoom_to("conv1", 1.0)
@@ -94,7 +94,7 @@ def test_zoomed_out_canvas_draws_an_overview_and_keeps_selection_working(window,
         return not canvas.overview.active and canvas.nodes["conv1"].view.detailed
 
     qtbot.waitUntil(detailed)
-    assert canvas.nodes["conv1"].view.opacity() == 1.0
+    assert not canvas.nodes["conv1"].view.drawn_by_overview
 
 
 def _click(qtbot, canvas, scene_pos: QtCore.QPointF) -> None:

@@ -43,6 +43,16 @@ def canvas(qtbot, registry):
     dispose(c)
 
 
+def mouse_drag(qtbot, widget, start, end) -> None:  # noqa: ANN001
+    """Press the left button at ``start``, move through the middle to ``end`` and release there."""
+    from PySide6 import QtCore
+
+    qtbot.mousePress(widget, QtCore.Qt.MouseButton.LeftButton, pos=start)
+    qtbot.mouseMove(widget, pos=(start + end) / 2)
+    qtbot.mouseMove(widget, pos=end)
+    qtbot.mouseRelease(widget, QtCore.Qt.MouseButton.LeftButton, pos=end)
+
+
 def dispose(c: ModelCanvas) -> None:
     """Delete the graph's Qt objects now, while the QApplication exists (not at interpreter exit)."""
     from PySide6 import QtCore

@@ -12,7 +12,7 @@ from canvas.clipboard import copy_layers, paste_specs
 from canvas.graph import ModelCanvas
 from engine.errors import LayerLabError
 from engine.model import Model
-from tests.canvas.conftest import model_view, small_model
+from tests.canvas.conftest import model_view, mouse_drag, small_model
 
 
 def port_view(canvas, layer, index=None):
@@ -87,11 +87,7 @@ def test_mouse_drag_between_ports_connects(canvas, qtbot):
     qtbot.wait(10)
     start = viewer.mapFromScene(port_view(canvas, "conv2").sceneBoundingRect().center())
     end = viewer.mapFromScene(port_view(canvas, "out", 0).sceneBoundingRect().center())
-    vp = viewer.viewport()
-    qtbot.mousePress(vp, QtCore.Qt.MouseButton.LeftButton, pos=start)
-    qtbot.mouseMove(vp, pos=(start + end) / 2)
-    qtbot.mouseMove(vp, pos=end)
-    qtbot.mouseRelease(vp, QtCore.Qt.MouseButton.LeftButton, pos=end)
+    mouse_drag(qtbot, viewer.viewport(), start, end)
     assert m.layers["out"].inputs == ["conv2"]
     assert canvas.snapshot() == model_view(m)
 
