@@ -100,15 +100,15 @@ def main(argv: list[str] | None = None) -> int:
 
     # the channel inspector on the filters sample
     from app.analysis.controller import AnalysisController
-    from app.analysis.session import AnalysisConfig
+    from engine.run import RunSpec
     from resources import SAMPLES
 
     ctl = AnalysisController()
     filters = modelfile.load(SAMPLES / "filters.lnet", win.registry)
     ran = []
     ctl.proxy.ran.connect(ran.append)
-    ctl.launch(filters, win.registry, AnalysisConfig(backend="numpy", weights=str(SAMPLES / "filters_weights"),
-                                                     inputs=(("photo", str(SAMPLES / "scene.jpg")),)))
+    ctl.launch(filters, win.registry, RunSpec(backend="numpy", weights=str(SAMPLES / "filters_weights"),
+                                            inputs=(("photo", str(SAMPLES / "scene.jpg")),)))
     _wait(app, lambda: bool(ran))
     ctl.inspect("denoise")
     _wait(app, lambda: ctl.inspector.data is not None)
