@@ -18,6 +18,7 @@ from shiboken6 import isValid
 
 from engine.errors import LayerLabError
 from engine.importers import is_importable
+from engine.layout import readable_positions
 from engine.weights import ArrayWeights, save_safetensors
 
 if TYPE_CHECKING:
@@ -30,34 +31,6 @@ OPEN_FILTER = "Models (*.lnet *.onnx);;LayerLab models (*.lnet);;ONNX models (*.
 #: default sizes of symbolic input dimensions, as the importer uses them (N, C, H, W)
 SYMBOLIC_DEFAULTS = (1, 3, 224, 224)
 MAX_LISTED = 2000  # rows per section of the result dialog
-BAND_GAP = 160.0  # free space between two bands of a folded drawing (where the links to the next band run)
-
-
-def fold_to_aspect(positions: dict[str, tuple[float, float]], sizes: dict[str, tuple[float, float]],
-                   aspect: float) -> dict[str, tuple[float, float]]:
-    """A left-to-right drawing much wider than ``aspect`` (width / height of the view) cut into bands stacked
-    one under another, like lines of text, so that fitting it to the view keeps the layers readable. Whole
-    columns (layers with the same x) stay together; a drawing that is not too wide is returned as it is."""
-    if not positions:
-        return dict(positions)
-    left = min(x for x, _ in positions.values())
-    top = min(y for _, y in positions.values())
-    right = max(x + sizes[n][0] for n, (x, _) in positions.items())
-    bottom = max(y + sizes[n][1] for n, (_, y) in positions.items())
-    width, height = right - left, bottom - top + BAND_GAP
-    bands = max(1, round((width / (aspect * height)) ** 0.5))
-    if bands == 1:
-        return dict(positions)
-    columns = sorted({x for x, _ in positions.values()})
-    per_band = width / bands
-    band_of = {x: min(bands - 1, int((x - left) / per_band)) for x in columns}
-    start = {}
-    for x in columns:
-        start.setdefault(band_of[x], x)
-    return {n: (round(left + x - start[band_of[x]], 1), round(y + band_of[x] * height, 1))
-            for n, (x, y) in positions.items()}
-
-
 class _Job(QtCore.QObject):
     """A function run by a background thread; its signals reach the GUI thread queued."""
 
@@ -454,14 +427,13 @@ class OnnxImport(QtCore.QObject):
         """Lay an imported model out again with the sizes its nodes have on the canvas (``engine.layout``, the
         layered drawing of Arrange), folded into bands when it is much wider than the view, and fit the view
         to it. Not an undo step: the model was just opened."""
-        from engine.layout import layered_positions  # noqa: PLC0415
 
         canvas = doc.canvas
         sizes = canvas.node_sizes(canvas.nodes)  # measured without making the nodes of a large model
         layers = {n: s for n, s in doc.model.layers.items() if n in sizes}
         vp = canvas.viewer().viewport().size()
         aspect = vp.width() / vp.height() if vp.height() > 50 and vp.width() > 50 else 1.5
-        positions = fold_to_aspect(layered_positions(layers, sizes), sizes, aspect)
+        positions = readable_positions(layers, sizes, aspect)
         with doc.model.macro("Lay out the imported network"):
             for name, pos in positions.items():
                 if tuple(layers[name].position) != pos:

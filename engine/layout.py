@@ -12,6 +12,7 @@ from engine.model import LayerSpec
 NODE_SIZE = (180.0, 120.0)  # width, height of a node whose size is not given
 COLUMN_GAP = 90.0  # free space between columns (where the links run)
 ROW_GAP = 30.0  # free space between two layers of one column
+BAND_GAP = 160.0  # free space between two bands of a folded drawing (where the links to the next band run)
 
 
 class _Box:
@@ -74,3 +75,36 @@ def overlaps(positions: Mapping[str, tuple[float, float]], sizes: Mapping[str, t
             if v0 < y1 and y0 < v1:
                 found.append((a, b))
     return found
+
+
+def fold_to_aspect(positions: dict[str, tuple[float, float]], sizes: dict[str, tuple[float, float]],
+                   aspect: float) -> dict[str, tuple[float, float]]:
+    """A left-to-right drawing much wider than ``aspect`` (width / height of the view) cut into bands stacked
+    one under another, like lines of text, so that fitting it to the view keeps the layers readable. Whole
+    columns (layers with the same x) stay together; a drawing that is not too wide is returned as it is."""
+    if not positions:
+        return dict(positions)
+    left = min(x for x, _ in positions.values())
+    top = min(y for _, y in positions.values())
+    right = max(x + sizes[n][0] for n, (x, _) in positions.items())
+    bottom = max(y + sizes[n][1] for n, (_, y) in positions.items())
+    width, height = right - left, bottom - top + BAND_GAP
+    bands = max(1, round((width / (aspect * height)) ** 0.5))
+    if bands == 1:
+        return dict(positions)
+    columns = sorted({x for x, _ in positions.values()})
+    per_band = width / bands
+    band_of = {x: min(bands - 1, int((x - left) / per_band)) for x in columns}
+    start = {}
+    for x in columns:
+        start.setdefault(band_of[x], x)
+    return {n: (round(left + x - start[band_of[x]], 1), round(y + band_of[x] * height, 1))
+            for n, (x, y) in positions.items()}
+
+
+def readable_positions(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[float, float]] | None = None,
+                       aspect: float = 1.6) -> dict[str, tuple[float, float]]:
+    """The layered drawing of ``layers`` folded into bands for a view of width / height ``aspect``: how an imported
+    graph is placed (the designer passes its node sizes and its view's shape; the command line the defaults)."""
+    sizes = {n: (sizes or {}).get(n, NODE_SIZE) for n in layers}
+    return fold_to_aspect(layered_positions(layers, sizes), sizes, aspect)

@@ -337,7 +337,7 @@ def test_closing_the_window_while_an_import_runs(qtbot, tmp_path, registry):
 
 
 def test_fold_to_aspect_cuts_a_long_drawing_into_bands():
-    from app.onnx_import import BAND_GAP, fold_to_aspect
+    from engine.layout import BAND_GAP, fold_to_aspect
 
     chain = {f"l{i}": (i * 200.0, 0.0) for i in range(60)}
     sizes = dict.fromkeys(chain, (150.0, 100.0))

@@ -78,7 +78,7 @@ def open_on_canvas(model: object) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     from engine.importers.onnx import import_onnx  # noqa: PLC0415
-    from engine.importers.onnx.layout import layered_positions  # noqa: PLC0415
+    from engine.layout import layered_positions  # noqa: PLC0415
     from engine.plugins import default_registry  # noqa: PLC0415
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

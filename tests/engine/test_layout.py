@@ -41,3 +41,20 @@ def test_cycles_and_self_links_are_laid_out():
 def test_overlaps_finds_overlapping_boxes():
     assert overlaps({"a": (0.0, 0.0), "b": (50.0, 50.0)}, {"a": (100.0, 100.0), "b": (100.0, 100.0)}) == [("a", "b")]
     assert overlaps({"a": (0.0, 0.0), "b": (100.0, 0.0)}, {"a": (100.0, 100.0), "b": (100.0, 100.0)}) == []
+
+
+def test_readable_positions_fold_a_long_chain_to_the_view_shape():
+    """An imported 200-layer chain (what `layerlab import` writes) is placed in bands, not as one long ribbon:
+    its drawing has about the view's shape, without overlaps, in the chain's order band after band."""
+    from engine.layout import NODE_SIZE, overlaps, readable_positions
+    from engine.model import LayerSpec
+
+    layers = {f"l{i}": LayerSpec(f"l{i}", "x", inputs=[f"l{i - 1}"] if i else []) for i in range(200)}
+    pos = readable_positions(layers)
+    sizes = dict.fromkeys(layers, NODE_SIZE)
+    width = max(x for x, _ in pos.values()) + NODE_SIZE[0] - min(x for x, _ in pos.values())
+    height = max(y for _, y in pos.values()) + NODE_SIZE[1] - min(y for _, y in pos.values())
+    assert 0.5 < width / height < 5.0, (width, height)
+    assert not overlaps(pos, sizes)
+    rows = sorted({y for _, y in pos.values()})
+    assert len(rows) > 3 and pos["l0"][1] == rows[0] and pos["l199"][1] == rows[-1]

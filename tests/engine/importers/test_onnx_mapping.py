@@ -9,8 +9,8 @@ import pytest
 from onnx import helper
 
 from engine.importers.onnx import OnnxImportError, import_onnx
-from engine.importers.onnx.layout import layered_positions
 from engine.importers.onnx.table import BEGIN, END, import_markdown
+from engine.layout import layered_positions
 from tests.engine.importers.helpers import REGISTRY, check_against_ort, save_graph, tensor, types
 
 RNG = np.random.default_rng(7)
