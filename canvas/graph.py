@@ -70,6 +70,9 @@ EAGER_LAYERS = int(os.environ.get("LAYERLAB_EAGER_LAYERS", "300"))
 PREFETCH_BUDGET_S = 0.005  # idle time spent per turn of the event loop making nodes near the view
 BULK_UNINDEXED = 100  # making this many nodes at once, the scene's index is rebuilt once at the end
 
+#: the scale ``focus_layer`` zooms in to from further out: nodes drawn in full (``canvas.nodes.DETAIL_LOD``)
+FOCUS_SCALE = 0.8
+
 
 def snap_position(pos: tuple[float, float]) -> tuple[float, float]:
     """A canvas position as stored in the model and the file (no 13-decimal noise from the view transform)."""
@@ -951,11 +954,15 @@ class ModelCanvas(NodeGraph):
         self.selection_changed.emit(self.selected_layers())
 
     def focus_layer(self, name: str) -> None:
-        """Select ``name`` and centre the view on it."""
+        """Select ``name`` and centre the view on it, zoomed in to where its ports and parameters are drawn when
+        the view was zoomed out further (a Type Check row of a large model, a report's layer)."""
         if name in self.nodes:
             self._fitted = True
             self.select_layers([name])
-            self.center_on([self.nodes[name]])
+            if self.viewer().transform().m11() < FOCUS_SCALE:
+                self.zoom_to(name, FOCUS_SCALE)
+            else:
+                self.center_on([self.nodes[name]])
 
     def delete_selection(self) -> None:
         """Delete the selected nodes, or else the selected links."""

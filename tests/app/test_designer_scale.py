@@ -38,6 +38,9 @@ def test_large_model_type_check_row_finds_edits_and_undoes_a_layer_not_made_yet(
     assert canvas.nodes.created(reader) is None  # an edit far from the view makes no node
     _double_click_row(qtbot, window.checks.tree, reader)
     assert canvas.selected_layers() == [reader]  # found, made and selected from the list
+    viewer = canvas.viewer()  # and shown: in the view, zoomed in to where nodes are drawn in full
+    assert viewer.transform().m11() >= 0.55 and not canvas.overview.active
+    assert viewer.mapToScene(viewer.viewport().rect()).boundingRect().contains(canvas.node_rect(reader))
     node = canvas.nodes.created(reader)
     assert node is not None and canvas.badge_severity(reader) == "error"
     assert [canvas.layer_of(p.connected_ports()[0].node()) for p in node.input_ports()[:2]] == ["sum149", broken]
