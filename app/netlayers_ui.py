@@ -67,7 +67,7 @@ class NetworkLayers(QtCore.QObject):
             return None
         params = {"weights": relative_reference(doc.model, weights)} if weights else {}
         name = name or doc.model.unique_name(Path(path).stem.replace('-', '_').replace(' ', '_'))
-        layer = doc.model.add_layer(ltype, name, params=params, position=doc.canvas.view_center())
+        layer = doc.model.add_layer(ltype, name, params=params, position=doc.canvas.free_center())
         doc.canvas.select_layers([layer])
         window.statusBar().showMessage(f"Imported {Path(path).name} as network layer {layer}", 8000)
         return layer

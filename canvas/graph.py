@@ -895,13 +895,17 @@ class ModelCanvas(NodeGraph):
         p = self.viewer().mapToScene(vp)
         return snap_position((p.x() - NODE_SIZE_GUESS[0] / 2, p.y() - NODE_SIZE_GUESS[1] / 2))
 
+    def free_center(self) -> tuple[float, float]:
+        """Where a new layer goes: the view centre, or the first free place below it (never on another node)."""
+        return self.free_spot(*self.view_center())
+
     def add_layer(self, layer_type: str, pos: tuple[float, float] | None = None) -> str | None:
         """Add a layer of ``layer_type`` (a plugin layer or ``template:NAME``; at the view centre by default),
         select it, return its name."""
         if find_desc(self.net_model, self.registry, layer_type) is None:
             self.status_message.emit(f"Unknown layer type {layer_type!r}")
             return None
-        name = self.net_model.add_layer(layer_type, position=pos or self.view_center())
+        name = self.net_model.add_layer(layer_type, position=pos or self.free_center())
         self.select_layers([name])
         self.status_message.emit(f"Added {name}")
         return name

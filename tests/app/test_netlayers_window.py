@@ -92,3 +92,17 @@ def test_the_designer_runs_a_model_with_a_network_layer_and_logs_it(window, qtbo
     run_and_wait(window, qtbot, doc)
     qtbot.waitUntil(lambda: any("network layer block_1: expanded" in t for t in window.log_panel.messages()),
                     timeout=3000)
+
+
+def test_an_imported_network_layer_never_lands_on_a_layer_in_the_view_centre(window, tmp_path):
+    ref = block(tmp_path / "block.lnet")
+    outer = Model("outer")
+    outer.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
+    save(outer, tmp_path / "outer.lnet")
+    doc = window.open_path(tmp_path / "outer.lnet")
+    canvas = doc.canvas
+    canvas.focus_layer("inp")  # the view centred on a layer: the centre is taken
+    layer = window.netlayers.import_layer(ref)
+    assert not canvas.node_rect(layer).intersects(canvas.node_rect("inp"))
+    added = canvas.add_layer("convolution")  # the palette's way in: the same rule
+    assert not any(canvas.node_rect(added).intersects(canvas.node_rect(n)) for n in ("inp", layer))
