@@ -246,7 +246,7 @@ class FramePipeline:
                 video.frame += skipped
                 result.dropped[name] = skipped
                 self.dropped += skipped
-            img = video.read_bgr()
+            img = video.read_image()
             if img is None:
                 video.playing = False
                 self._anchor.pop(name, None)

@@ -217,7 +217,7 @@ class VideoReader:
 
     def _decode(self) -> np.ndarray | None:
         ok, img = self._cap.read()
-        return img if ok else None
+        return _cv2().cvtColor(img, _cv2().COLOR_BGR2RGB) if ok else None
 
     def _settle(self) -> tuple[bool, np.ndarray | None]:
         """Wait for the frame being prefetched: (whether there was one, the frame or None at the end)."""
@@ -230,15 +230,6 @@ class VideoReader:
         self._settle()
         self._cap.set(_cv2().CAP_PROP_POS_FRAMES, int(frame))
 
-    def read_bgr(self) -> np.ndarray | None:
-        """The next frame as decoded: H x W x 3 uint8 in BGR order, or None at the end."""
-        had, img = self._settle()
-        if not had:
-            img = self._decode()
-        if img is not None and self._pool is not None:
-            self._next = self._pool.submit(self._decode)
-        return img
-
     def read(self) -> np.ndarray | None:
         """The next frame as a 1xCxHxW tensor, or None at the end."""
         img = self.read_image()
@@ -246,11 +237,13 @@ class VideoReader:
 
     def read_image(self) -> np.ndarray | None:
         """The next frame as decoded, H x W x 3 uint8 in RGB order (as :func:`decode_image` gives images), or None
-        at the end."""
-        img = self.read_bgr()
-        if img is None:
-            return None
-        return _cv2().cvtColor(img, _cv2().COLOR_BGR2RGB)
+        at the end; with ``prefetch``, decoded (and put in RGB order) in the background while the caller worked."""
+        had, img = self._settle()
+        if not had:
+            img = self._decode()
+        if img is not None and self._pool is not None:
+            self._next = self._pool.submit(self._decode)
+        return img
 
     def skip(self, count: int) -> int:
         """Pass over the next ``count`` frames without converting them; returns how many there were."""

@@ -260,26 +260,24 @@ class VideoInput:
 
     def read(self, frame: int | None = None) -> np.ndarray | None:
         """Frame ``frame`` (default the next) as a 1xCxHxW tensor, or None past the end."""
-        img = self.read_bgr(frame)
-        return None if img is None else image_to_tensor(img[:, :, ::-1], self.reader.opts)
+        img = self.read_image(frame)
+        return None if img is None else image_to_tensor(img, self.reader.opts)
 
-    def read_bgr(self, frame: int | None = None) -> np.ndarray | None:
-        """Frame ``frame`` (default the next) as decoded, H x W x 3 uint8 BGR (the next one is decoded in the
+    def read_image(self, frame: int | None = None) -> np.ndarray | None:
+        """Frame ``frame`` (default the next) as decoded, H x W x 3 uint8 RGB (the next one is decoded in the
         background meanwhile), or None past the end."""
         if frame is not None and frame != self.frame + 1:
             self.reader.seek(frame)
             self.frame = frame - 1
-        img = self.reader.read_bgr()
+        img = self.reader.read_image()
         if img is not None:
             self.frame += 1
         return img
 
     def to_network(self, net: Network, name: str, img: np.ndarray) -> None:
-        """Give input layer ``name`` the decoded frame ``img``: uploaded as 8 bits and converted to the input's
-        tensor on the network's device (a quarter of the bytes of a float32 upload; no host arithmetic)."""
-        xp = net.backend.xp
-        dev = img if xp is np else net.backend.to_device(np.ascontiguousarray(img))
-        net.set_input(name, image_to_tensor(dev[:, :, ::-1], self.reader.opts, xp))
+        """Give input layer ``name`` the decoded frame ``img`` with the input's image options: uploaded as 8 bits
+        and made into the input's tensor on the network's device (``Network.set_input_images``)."""
+        net.set_input_images(name, [img], self.reader.opts)
 
     def close(self) -> None:
         self.reader.close()

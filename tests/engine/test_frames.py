@@ -251,7 +251,7 @@ def test_frames_reach_the_network_as_eight_bits_converted_like_a_host_frame(regi
     frames.step([], now=0.1)  # frame 1
     reference = VideoReader(path)
     reference.skip(1)
-    expected = image_to_tensor(reference.read_bgr()[:, :, ::-1], ImageOptions(scale=2.0, shift=-0.5))
+    expected = image_to_tensor(reference.read_image(), ImageOptions(scale=2.0, shift=-0.5))
     reference.close()
     assert np.array_equal(net.output("inp"), expected)
     assert float(expected.min()) < 0.0 and float(expected.max()) > 1.0  # the options were applied
@@ -275,10 +275,10 @@ def test_gpu_frames_converted_on_the_device_equal_the_host_conversion(registry, 
     path = pattern_video(tmp_path / "p.avi", h=64, w=96)
     gpu = Network(wide_model(8, "1x3x64x96"), registry, backend_param("cupy"), TensorFormat.parse("fp32 nchw"))
     video = VideoInput(path, ImageOptions(scale=0.5))
-    img = video.read_bgr()
+    img = video.read_image()
     video.to_network(gpu, "inp", img)
     gpu.run()
-    assert np.array_equal(gpu.output("inp"), image_to_tensor(img[:, :, ::-1], ImageOptions(scale=0.5)))
+    assert np.array_equal(gpu.output("inp"), image_to_tensor(img, ImageOptions(scale=0.5)))
     video.close()
     dev = gpu.backend.to_device(np.ones((1, 3, 64, 96), np.float32))
     dev[0, 0, 0, 0] = np.nan
