@@ -164,6 +164,12 @@ class ManageCollectionsDialog(QtWidgets.QDialog):
                 self.tree.setCurrentItem(item)
         for i in range(len(self.COLUMNS) - 1):
             self.tree.resizeColumnToContents(i)
+        # the name column's size hint leaves out the check box (the theme's item padding): the names in full
+        fm, style = self.tree.fontMetrics(), self.tree.style()
+        names = [self.tree.topLevelItem(i).text(0) for i in range(self.tree.topLevelItemCount())]
+        need = max(map(fm.horizontalAdvance, names), default=0) + style.pixelMetric(
+            QtWidgets.QStyle.PixelMetric.PM_IndicatorWidth) + 32
+        self.tree.header().resizeSection(0, max(self.tree.columnWidth(0), need))
         self.failures.clear()
         for f in self.collections.manager.failures:
             self.failures.addItem(str(f))
