@@ -11,7 +11,7 @@ import numpy as np
 from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.errors import WeightsError
-from engine.tensor import Dims
+from engine.tensor import Dims, Layout
 from plugins.standard._common_conv import (
     CONV_INPUTS,
     CONV_PARAMS,
@@ -92,25 +92,38 @@ class ConvBN(ConvolutionBase):
         return super().init_weight(weight, shape, rng)
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Keep the raw weights in host memory (as the layer's precision): the convolution runs on the folded
+        weights only, so a device holds one copy of them (folded, in the layer's memory layout), not three (raw,
+        folded, and the folded weights in the layout of the tensors). Readers of ``weights`` (exporters, the
+        inspector, reports) go through ``backend.to_host``, which takes host arrays as they are."""
         if "bn_variance" in weights:
             problem = variance_problem(weights["bn_variance"], self.p["epsilon"])
             if problem:
                 raise WeightsError(f"{self.desc.name} {self.name}: weight 'bn_variance': {problem}")
-        super().set_weights(weights)
+        self.weights = {k: np.ascontiguousarray(v, dtype=self.cdtype) for k, v in weights.items()}
         self._folded = None
 
     def folded_weights(self, inputs: list[Any]) -> tuple[Any, Any]:
-        """Convolution weights and bias with the normalization folded in (cached unless an input
-        provides a weight, since inputs can change between runs)."""
+        """Convolution weights and bias with the normalization folded in, on the device (cached unless an input
+        provides a weight, since inputs can change between runs). The cached weights are folded on the host and
+        uploaded once, already in the memory layout of the layer's tensors (KRSC for NHWC), seen as logical
+        K, C, R, S, so the convolution finds them in place and makes no copy."""
         if self._folded is not None and not self.weights_from_inputs(inputs):
             return self._folded
-        w = self.weight("weights", inputs)
-        b = self.weight("bias", inputs) if self.p["bias"] else None
-        stats = (self.weight(BN_NAMES[k], inputs) for k in BN_WEIGHTS)
-        folded = fold_batch_norm(self.xp, w, b, *stats, self.p["epsilon"])
+        names = ["weights", *(["bias"] if self.p["bias"] else []), *(BN_NAMES[k] for k in BN_WEIGHTS)]
+        values = [self.weight(n, inputs) for n in names]
         if not self.weights_from_inputs(inputs):
-            self._folded = folded
-        return folded
+            w, b, stats = values[0], values[1] if self.p["bias"] else None, values[-len(BN_WEIGHTS):]
+            wf, bf = fold_batch_norm(np, w, b, *stats, self.p["epsilon"])
+            if self.fmt.layout is Layout.NHWC:
+                wd = self.backend.to_device(np.ascontiguousarray(wf.transpose(0, 2, 3, 1))).transpose(0, 3, 1, 2)
+            else:
+                wd = self.backend.to_device(wf)
+            self._folded = (wd, self.backend.to_device(bf))
+            return self._folded
+        values = [self.xp.asarray(v) for v in values]  # the host weights beside the inputs' device arrays
+        w, b, stats = values[0], values[1] if self.p["bias"] else None, values[-len(BN_WEIGHTS):]
+        return fold_batch_norm(self.xp, w, b, *stats, self.p["epsilon"])
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         w, b = self.folded_weights(inputs)

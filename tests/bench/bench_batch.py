@@ -50,15 +50,16 @@ DEFAULTS = {"cupy": {"images": 256, "batch_size": 8, "size": "1080x1920"},
             "numpy": {"images": 48, "batch_size": 4, "size": "240x320"}}
 
 
-def make_frames(folder: Path, n: int, h: int, w: int) -> list[Path]:
-    """N noisy gradient frames as PNG files (written in parallel)."""
+def make_frames(folder: Path, n: int, h: int, w: int, ext: str = "png") -> list[Path]:
+    """N noisy gradient frames as image files of type ``ext`` (``png``, or ``jpg`` at OpenCV's default quality
+    95, as cameras write photographs), written in parallel."""
     folder.mkdir(parents=True, exist_ok=True)
     yy, xx = np.mgrid[0:h, 0:w]
     base = np.stack([(xx * 255 // max(1, w - 1)), (yy * 255 // max(1, h - 1)), ((xx + yy) % 256)], -1).astype(np.int16)
 
     def one(i: int) -> Path:
         noise = np.random.default_rng(i).integers(-12, 13, base.shape)
-        path = folder / f"frame_{i:05d}.png"
+        path = folder / f"frame_{i:05d}.{ext}"
         cv2.imwrite(str(path), np.clip(base + noise, 0, 255).astype(np.uint8))
         return path
 
@@ -98,15 +99,15 @@ def engine_rates(spec: NetworkSpec, batch: int, frames: list[Path], repeat: int)
     return rates
 
 
-def io_capacity(frames: list[Path], out: Path) -> tuple[float, float]:
-    """Images per second the batch engine's thread pool decodes, and encodes + writes (as PNG, synced and hashed,
-    as a batch run writes its outputs), with nothing else running."""
+def io_capacity(frames: list[Path], out: Path, save_as: str = "same") -> tuple[float, float]:
+    """Images per second the batch engine's thread pool decodes, and encodes + writes (as ``save_as``, synced and
+    hashed, as a batch run writes its outputs), with nothing else running."""
     threads = pool_threads()
     with ThreadPoolExecutor(threads) as pool:
         t0 = time.perf_counter()
         images = list(pool.map(decode_image, frames))
         read = len(frames) / (time.perf_counter() - t0)
-        plan = Plan(Layout(str(out), ("output",)), "input")
+        plan = Plan(Layout(str(out), ("output",), save_as), "input")
         outs = {"output": np.stack(images)}
         group = Group([(p.name, None) for p in frames], outputs=outs, as_images=True)
         units = [Unit(str(p), p.name, "image") for p in frames]
@@ -127,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="timed engine-only batches")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--save-as", default="same", choices=("same", "npy", "png", "jpg"))
+    ap.add_argument("--input-format", default="png", choices=("png", "jpg"),
+                    help="type of the generated frames (png: lossless frames; jpg: photographs)")
     a = ap.parse_args(argv)
     d = DEFAULTS[a.backend]
     n, bs, size = a.images or d["images"], a.batch_size or d["batch_size"], a.size or d["size"]
@@ -134,9 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     spec = NetworkSpec(MODEL.read_text(encoding="utf-8"), str(MODEL), a.backend, a.format)
     root = Path(tempfile.mkdtemp(prefix="layerlab_bench_batch_"))
     try:
-        frames = make_frames(root / "in", n, h, w)
+        frames = make_frames(root / "in", n, h, w, a.input_format)
         rates = engine_rates(spec, bs, frames, a.repeat)
-        read, written = io_capacity(frames, root / "io")
+        read, written = io_capacity(frames, root / "io", a.save_as)
         job = BatchJob(spec, BatchOptions((str(root / "in"),), str(root / "out"), bs, save_as=a.save_as,
                                           workers=a.workers))
         marks: list[tuple[float, int]] = []
@@ -157,11 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     stages = summary["stages_s"]
     per_image = {k: f"{1e3 * v / max(1, done):.1f}" for k, v in stages.items()}
     print(f"denoiser {h}x{w}, backend {a.backend}, format {a.format}, batch {bs}, {n} images, workers {a.workers}, "
-          f"save as {a.save_as}, {pool_threads()} pool threads")
+          f"{a.input_format} inputs, save as {a.save_as}, {pool_threads()} pool threads")
     for key, rate in rates.items():
         print(f"{key + ':':27s} {rate:8.2f} images/s")
-    print(f"{'reading capacity (pool):':27s} {read:8.2f} images/s  (PNG decoding alone)")
-    print(f"{'writing capacity (pool):':27s} {written:8.2f} images/s  (8-bit images: PNG encoding, hash, write, sync)")
+    kind = a.input_format.upper() if a.save_as == "same" else a.save_as.upper()
+    print(f"{'reading capacity (pool):':27s} {read:8.2f} images/s  ({a.input_format.upper()} decoding alone)")
+    print(f"{'writing capacity (pool):':27s} {written:8.2f} images/s  (8-bit images: {kind} encoding, hash, write, "
+          "sync)")
     print(f"{'both, one pool:':27s} {1 / (1 / read + 1 / written):8.2f} images/s  (the most the CPU side allows)")
     print(f"{'layerlab batch local:':27s} {overall:8.2f} images/s overall, {steady:.2f} at steady state "
           f"({done} images, {t1 - t0:.1f} s)")

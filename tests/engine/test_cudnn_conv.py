@@ -88,3 +88,59 @@ def test_fp32_convolutions_run_on_cudnn_strict_unless_tf32(layout, tf32):
                             (1, 1), (1, 1), (1, 1), 1), 0)
     err = np.linalg.norm(cupy.asnumpy(out).astype(np.float64) - ref) / np.linalg.norm(ref)
     assert err < (5e-3 if tf32 else 1e-5), err
+
+
+def test_graphs_share_one_workspace_and_keep_one_a_cuda_graph_captured():
+    """Every cuDNN graph of a stream runs in one shared workspace, grown when a configuration needs more; an
+    outgrown workspace is freed, unless a CUDA graph captured its address (it then stays allocated)."""
+    import cupy
+
+    backend = _cudnn()
+    backend.activate()
+    cd = backend.cudnn
+    cd._workspace, cd._workspace_captured, cd._retired = None, False, []
+    small = cd.workspace(256)
+    assert cd.workspace(100) is small and cd._retired == []
+    grown = cd.workspace(4096)
+    assert grown is not small and grown.nbytes >= 4096 and cd._retired == []  # not captured: freed
+    stream = backend.stream
+    with stream:
+        stream.begin_capture()
+        try:
+            assert cd.workspace(10) is grown  # used inside a capture: its address is in the CUDA graph now
+            cupy.zeros(1)  # something to capture
+        finally:
+            stream.end_capture()
+    larger = cd.workspace(1 << 16)
+    assert larger is not grown and cd._retired == [grown]
+
+
+def test_a_captured_network_stays_right_when_the_workspace_grows_after_it():
+    """A network captured as a CUDA graph, then the shared workspace outgrown (by a later network on the same
+    backend whose convolutions need more): the captured network still gives its results, because the workspace
+    whose address it captured was kept, and a later uncaptured run of the same network agrees too."""
+    from engine.network import Network
+    from engine.plugins import default_registry
+    from engine.tensor import Dims, TensorFormat
+    from tests.bench.networks import NETWORKS
+
+    backend = _cudnn()
+    cd = backend.cudnn
+    cd._workspace, cd._workspace_captured, cd._retired = None, False, []
+    x = np.random.default_rng(0).random((2, 3, 64, 64), dtype=np.float32)
+    net = Network(NETWORKS["resnet18"](Dims(2, 3, 64, 64)), default_registry(), backend,
+                  TensorFormat.parse("fp32 nhwc"), fusing="on")
+    net.set_input("input", x)
+    net.run()
+    expected = net.output("output").copy()
+    net.set_input("input", x)
+    net.run()  # captured
+    assert "captured" in net.graph_status and cd._workspace_captured
+    captured = cd._workspace
+    cd.workspace(captured.nbytes + (64 << 20))  # what a larger network's convolutions do
+    assert cd._retired == [captured]
+    cd.workspace(1 << 30)  # a further growth: the intermediate workspace was never captured, so it is freed
+    assert cd._retired == [captured]
+    net.set_input("input", x)
+    net.run()  # replays the captured graph
+    np.testing.assert_array_equal(net.output("output"), expected)
