@@ -43,6 +43,82 @@ def _capturing() -> bool:
         return True
 
 
+#: space-to-depth convolutions apply to fp16 NHWC convolutions of stride s >= 2 whose input has at most this many
+#: channels once s x s pixels are folded into channels (an RGB stem at stride 2: 12, padded to 16)
+S2D_MAX_CHANNELS = 16
+
+_S2D_SOURCE = r"""
+int t = (int)i;
+int q = t % Cz; t /= Cz;
+int j = t % Wz; t /= Wz;
+int r0 = t % Hz; int n = t / Hz;
+T v = (T)0.0f;
+if (q < C * s * s) {
+    int c = q / (s * s), r = (q / s) % s, u = q % s;
+    int h = s * r0 + r - ph, w = s * j + u - pw;
+    if (h >= 0 && h < H && w >= 0 && w < W) v = x[((long long)(n * H + h) * W + w) * C + c];
+}
+z = v;
+"""
+
+
+@functools.cache
+def _s2d_kernel() -> Any:
+    return cupy.ElementwiseKernel(
+        "raw T x, int32 C, int32 H, int32 W, int32 s, int32 ph, int32 pw, int32 Hz, int32 Wz, int32 Cz", "T z",
+        _S2D_SOURCE, "layerlab_space_to_depth")
+
+
+def s2d_applies(x: Any, w: Any, out: Any, stride: tuple[int, int], dilation: tuple[int, int], groups: int) -> bool:
+    """Whether the convolution may run as a space-to-depth convolution (see :func:`conv_space_to_depth`)."""
+    s = stride[0]
+    return (groups == 1 and stride[0] == stride[1] >= 2 and dilation == (1, 1) and x.dtype == w.dtype == out.dtype
+            == cupy.float16 and x.shape[1] * s * s <= S2D_MAX_CHANNELS and max(w.shape[2:]) > s
+            and is_nhwc_memory(x) and is_nhwc_memory(out) and x.transpose(0, 2, 3, 1).flags.c_contiguous)
+
+
+def s2d_weights(w: Any, s: int) -> Any:
+    """Weights (K, C, R, S) of a stride-``s`` convolution as those of the stride-1 convolution over the
+    space-to-depth input (K, Cz, ceil(R/s), ceil(S/s)), channel q = (c * s + r) * s + u holding tap (s*p + r, s*q' + u),
+    Cz = C*s*s rounded up to 8 (zero channels), in NHWC memory, seen as logical K, C, R, S."""
+    k, c, r, t = w.shape
+    r2, t2 = -(-r // s), -(-t // s)
+    cz = -(-(c * s * s) // 8) * 8
+    wp = cupy.zeros((k, c, r2 * s, t2 * s), w.dtype)
+    wp[:, :, :r, :t] = w
+    w2 = wp.reshape(k, c, r2, s, t2, s).transpose(0, 1, 3, 5, 2, 4).reshape(k, c * s * s, r2, t2)
+    wz = cupy.zeros((k, r2, t2, cz), w.dtype)
+    wz[..., :c * s * s] = w2.transpose(0, 2, 3, 1)
+    return wz.transpose(0, 3, 1, 2)
+
+
+def conv_space_to_depth(cudnn: Any, x: Any, w2: Any, b: Any | None, out: Any, stride: int, padding: tuple[int, int],
+                        epilogue: str | None, coefs: dict[str, float], buffers: dict[str, Any] | None = None) -> bool:
+    """A stride-``stride`` convolution of an input with few channels (an RGB stem) computed as a stride-1
+    convolution over its space-to-depth form: each ``stride`` x ``stride`` block of pixels becomes one pixel of
+    C*stride^2 channels (zero-padded to a multiple of 8), so cuDNN runs it on tensor cores without padding the
+    channels of the whole input (resnet18's 7x7 stem at batch 64 on an H100: 0.20 ms instead of 0.37). ``w2``:
+    :func:`s2d_weights`; ``buffers``: where the transformed input is kept between calls (None: a new one).
+    False when cuDNN declines."""
+    if cudnn is None:
+        return False
+    n, c, h, wd = x.shape
+    k, cz, r2, t2 = w2.shape
+    ho, wo = out.shape[2:]
+    hz, wz = ho + r2 - 1, wo + t2 - 1
+    shape = (n, hz, wz, cz)
+    kept = buffers.get("s2d_input") if buffers is not None else None
+    z = kept[1] if kept is not None and kept[0] == (shape, x.dtype) else None
+    if z is None:
+        z = cupy.empty(shape, x.dtype)
+        if buffers is not None:
+            buffers["s2d_input"] = ((shape, x.dtype), z)
+    i32 = cupy.int32
+    _s2d_kernel()(x.transpose(0, 2, 3, 1), i32(c), i32(h), i32(wd), i32(stride), i32(padding[0]), i32(padding[1]),
+                  i32(hz), i32(wz), i32(cz), z)
+    return bool(cudnn.conv(z.transpose(0, 3, 1, 2), w2, b, out, (1, 1), (0, 0), (1, 1), epilogue, coefs))
+
+
 def conv2d(backend: Backend) -> Kernel:
     def run(x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
             dilation: tuple[int, int], groups: int, epilogue: str | None, coefs: dict[str, float],
@@ -57,25 +133,26 @@ def conv2d(backend: Backend) -> Kernel:
         def with_cudnn() -> bool:
             return cudnn is not None and cudnn.conv(x, w, b, out, stride, padding, dilation, epilogue, coefs)
 
-        own: Callable[[], bool] | None = None
+        # candidates besides cuDNN as it is: our kernels, and the space-to-depth form of a strided few-channel stem
+        others: dict[str, Callable[[], bool]] = {}
         if gpu_kernels.direct_applies(x, w, out, groups, epilogue) and is_nhwc_memory(x) and is_nhwc_memory(out):
             wd = derived(cache, "direct", w, lambda: gpu_kernels.direct_weights(w))
-
-            def own() -> bool:
-                return gpu_kernels.conv_direct(x.transpose(0, 2, 3, 1), wd, b, out.transpose(0, 2, 3, 1), w.shape[2:],
-                                               stride, padding, dilation, epilogue, float(coefs.get("alpha", 0.0)))
+            others["own"] = lambda: gpu_kernels.conv_direct(
+                x.transpose(0, 2, 3, 1), wd, b, out.transpose(0, 2, 3, 1), w.shape[2:], stride, padding, dilation,
+                epilogue, float(coefs.get("alpha", 0.0)))
         elif (gpu_kernels.pointwise_applies(x, w, out, stride, padding, dilation, groups, epilogue) and is_nhwc_memory(x)
                 and is_nhwc_memory(out)):
             wp = derived(cache, "pointwise", w, lambda: gpu_kernels.pointwise_weights(w))
-
-            def own() -> bool:
-                return gpu_kernels.conv_pointwise(x.transpose(0, 2, 3, 1), wp, b, out.transpose(0, 2, 3, 1), epilogue,
-                                                  float(coefs.get("alpha", 0.0)))
-        if own is None:
+            others["own"] = lambda: gpu_kernels.conv_pointwise(
+                x.transpose(0, 2, 3, 1), wp, b, out.transpose(0, 2, 3, 1), epilogue, float(coefs.get("alpha", 0.0)))
+        if cudnn is not None and s2d_applies(x, w, out, stride, dilation, groups):
+            w2 = derived(cache, "s2d", w, lambda: s2d_weights(w, stride[0]))
+            others["s2d"] = lambda: conv_space_to_depth(cudnn, x, w2, b, out, stride[0], padding, epilogue, coefs, cache)
+        if not others:
             return with_cudnn()
-        # our kernel or cuDNN, whichever is faster for this configuration (ours win on small batches, cuDNN on large
-        # ones): timed once per process on the real buffers, outside CUDA-graph capture; with autotuning off or for a small
-        # convolution (cudnn_conv.worth_tuning), ours
+        # the fastest of the candidates and cuDNN for this configuration (ours win on small batches, cuDNN or the
+        # space-to-depth form on large ones): timed once per process on the real buffers, outside CUDA-graph capture;
+        # with autotuning off or for a small convolution (cudnn_conv.worth_tuning), ours, else cuDNN
         key = (x.shape, x.strides, str(x.dtype), w.shape, out.shape, out.strides, stride, padding, dilation, epilogue,
                b is None)
         choice = _CHOICES.get(key)
@@ -83,11 +160,42 @@ def conv2d(backend: Backend) -> Kernel:
             with _CHOOSING:
                 choice = _CHOICES.get(key)
                 if choice is None:
-                    mine, theirs = _elapsed_ms(own), _elapsed_ms(with_cudnn)
-                    choice = _CHOICES[key] = "cudnn" if theirs is not None and (mine is None or theirs < mine) else "own"
-        if choice != "cudnn" and own():
+                    times = {name: _elapsed_ms(fn) for name, fn in (*others.items(), ("cudnn", with_cudnn))}
+                    done = {name: t for name, t in times.items() if t is not None}
+                    choice = _CHOICES[key] = min(done, key=done.__getitem__) if done else "cudnn"
+        chosen = others.get(choice or "own")
+        if chosen is not None and chosen():
             return True
         return with_cudnn()
+    return run
+
+
+_ELEMENT_OPS = {"sum": "fa + fb", "product": "fa * fb", "sub": "fa - fb",
+                "max": "(fa > fb || fa != fa) ? fa : fb", "min": "(fa < fb || fa != fa) ? fa : fb"}
+#: fused epilogues of the element-wise kernel (NaN passes through, as in the unfused activations)
+_EW_EPILOGUES = {None: "", "relu": "if (v < 0.0f) v = 0.0f;", "leaky_relu": "if (v < 0.0f) v *= alpha;",
+                 "sigmoid": "v = 1.0f / (1.0f + expf(-v));", "tanh": "v = tanhf(v);"}
+
+
+@functools.cache
+def _element_wise_kernel(op: str, epilogue: str | None) -> Any:
+    code = f"float fa = (float)a, fb = (float)b; float v = {_ELEMENT_OPS[op]}; {_EW_EPILOGUES[epilogue]} y = (T)v;"
+    return cupy.ElementwiseKernel("T a, T b, float32 alpha", "T y", code, f"layerlab_ew_{op}_{epilogue or 'none'}")
+
+
+def element_wise(backend: Backend) -> Kernel:
+    """``out = act(a op b)`` in one pass (computed in float32, rounded once), for arrays of one shape, precision
+    and C-contiguous layout (a residual add + ReLU: one kernel instead of an add and an in-place ReLU)."""
+    def run(op: str, a: Any, b: Any, out: Any, epilogue: str | None, coefs: dict[str, float]) -> bool:
+        if op not in _ELEMENT_OPS or epilogue not in _EW_EPILOGUES:
+            return False
+        if not (a.dtype == b.dtype == out.dtype and a.dtype in (cupy.float16, cupy.float32)
+                and a.shape == b.shape == out.shape):
+            return False
+        if not (a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
+            return False
+        _element_wise_kernel(op, epilogue)(a, b, cupy.float32(coefs.get("alpha", 0.0)), out)
+        return True
     return run
 
 

@@ -167,3 +167,98 @@ def test_pointwise_kernel_declines_other_shapes():
     assert not gpu_kernels.pointwise_applies(x, cupy.zeros((3, 32, 1, 1), cupy.float16), out, *one, 1, "sigmoid")
     assert not gpu_kernels.pointwise_applies(x.astype(cupy.float32), cupy.zeros((3, 32, 1, 1), cupy.float32),
                                              out.astype(cupy.float32), *one, 1, None)
+
+
+@pytest.mark.parametrize("c,k,kernel,stride,padding,hw", [
+    (3, 64, (7, 7), 2, (3, 3), (37, 50)),   # an RGB stem, odd sizes
+    (3, 16, (7, 7), 2, (3, 3), (224, 224)),
+    (1, 8, (5, 5), 2, (2, 2), (31, 20)),
+    (4, 24, (3, 3), 2, (1, 1), (16, 17)),
+    (1, 12, (5, 3), 3, (2, 1), (29, 40)),   # stride 3: 9 channels, padded to 16
+    (3, 5, (4, 4), 2, (0, 0), (20, 22)),    # output channels not a multiple of 8; no padding
+])
+@pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
+def test_space_to_depth_convolution_matches_reference(c, k, kernel, stride, padding, hw, act):
+    """A strided few-channel convolution run as a stride-1 convolution over its space-to-depth input (cuDNN)."""
+    import cupy
+
+    from engine.backends import cupy_kernels
+
+    backend = backend_param("cupy")
+    if backend.cudnn is None:
+        pytest.skip(f"cuDNN frontend: {backend.cudnn_status}")
+    backend.activate()
+    rng = np.random.default_rng(c * 31 + k)
+    x = rng.standard_normal((2, c, *hw)).astype(np.float16)
+    w = (rng.standard_normal((k, c, *kernel)) / np.sqrt(c * kernel[0] * kernel[1])).astype(np.float16)
+    b = rng.standard_normal(k).astype(np.float16)
+    ref = conv2d(np, x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), (stride, stride), padding,
+                 (1, 1), 1)
+    if act == "relu":
+        ref = np.maximum(ref, 0)
+    elif act == "leaky_relu":
+        ref = np.where(ref >= 0, ref, 0.1 * ref)
+    xd = _physical(cupy, x, True).transpose(0, 3, 1, 2)
+    wd = _physical(cupy, w, True).transpose(0, 3, 1, 2)
+    out = cupy.full((2, *ref.shape[2:], k), np.nan, np.float16).transpose(0, 3, 1, 2)
+    assert cupy_kernels.s2d_applies(xd, wd, out, (stride, stride), (1, 1), 1)
+    w2 = cupy_kernels.s2d_weights(wd, stride)
+    assert w2.shape[1] % 8 == 0 and w2.shape[2:] == (-(-kernel[0] // stride), -(-kernel[1] // stride))
+    buffers: dict = {}
+    for _ in range(2):  # the second call reuses the kept transformed input
+        assert cupy_kernels.conv_space_to_depth(backend.cudnn, xd, w2, cupy.asarray(b), out, stride, padding, act,
+                                                {"alpha": 0.1}, buffers)
+    assert len(buffers) == 1
+    backend.synchronize()
+    got = cupy.asnumpy(out).astype(np.float64)
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 5e-3
+
+
+def test_space_to_depth_is_not_used_where_it_does_not_pay():
+    import cupy
+
+    from engine.backends import cupy_kernels
+
+    def args(c, kernel, stride, dtype=cupy.float16, dilation=(1, 1), groups=1):
+        x = cupy.zeros((1, 16, 16, c), dtype).transpose(0, 3, 1, 2)
+        w = cupy.zeros((8, c // groups, *kernel), dtype)
+        out = cupy.zeros((1, 8, 8, 8), dtype).transpose(0, 3, 1, 2)
+        return x, w, out, (stride, stride), dilation, groups
+
+    assert cupy_kernels.s2d_applies(*args(3, (7, 7), 2))
+    assert not cupy_kernels.s2d_applies(*args(3, (7, 7), 1))           # stride 1
+    assert not cupy_kernels.s2d_applies(*args(8, (3, 3), 2))           # 32 channels after folding
+    assert not cupy_kernels.s2d_applies(*args(3, (2, 2), 2))           # kernel no larger than the stride
+    assert not cupy_kernels.s2d_applies(*args(3, (7, 7), 2, cupy.float32))
+    assert not cupy_kernels.s2d_applies(*args(3, (7, 7), 2, dilation=(2, 2)))
+    assert not cupy_kernels.s2d_applies(*args(3, (7, 7), 2, groups=3))
+
+
+@pytest.mark.parametrize("op", ["sum", "product", "max", "min", "sub"])
+@pytest.mark.parametrize("act", [None, "relu", "leaky_relu", "sigmoid", "tanh"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_element_wise_kernel_matches_numpy(op, act, dtype):
+    import cupy
+
+    backend = backend_param("cupy")
+    kernel = backend.kernel("element_wise")
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 5, 7, 24)).astype(dtype)
+    b = rng.standard_normal((2, 5, 7, 24)).astype(dtype)
+    a[0, 0, 0, :2] = np.nan  # NaN passes through every operation and activation
+    out = cupy.empty(a.shape, dtype)
+    assert kernel(op, cupy.asarray(a), cupy.asarray(b), out, act, {"alpha": 0.2})
+    f = {"sum": np.add, "product": np.multiply, "max": np.maximum, "min": np.minimum, "sub": np.subtract}[op]
+    ref = f(a.astype(np.float64), b.astype(np.float64))
+    ref = {None: ref, "relu": np.maximum(ref, 0), "leaky_relu": np.where(ref >= 0, ref, 0.2 * ref),
+           "sigmoid": 1 / (1 + np.exp(-ref)), "tanh": np.tanh(ref)}[act]
+    got = cupy.asnumpy(out).astype(np.float64)
+    assert np.array_equal(np.isnan(got), np.isnan(ref))
+    tol = 1e-3 if dtype == np.float16 else 1e-6
+    np.testing.assert_allclose(got[~np.isnan(got)], ref[~np.isnan(ref)], rtol=tol, atol=tol)
+    # not served: different shapes, mixed precision, a non-contiguous array
+    assert not kernel(op, cupy.asarray(a), cupy.asarray(b[:, :, :, :1]), out, act, {})
+    assert not kernel(op, cupy.asarray(a), cupy.asarray(b.astype(np.float32 if dtype == np.float16 else np.float16)),
+                      out, act, {})
+    assert not kernel(op, cupy.asarray(a).transpose(0, 2, 1, 3), cupy.asarray(b).transpose(0, 2, 1, 3),
+                      out.transpose(0, 2, 1, 3), act, {})
