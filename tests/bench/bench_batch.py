@@ -39,7 +39,7 @@ import numpy as np  # noqa: E402
 
 from engine.batch import BatchJob, BatchOptions, NetworkSpec, run_job  # noqa: E402
 from engine.batch.dataset import Unit  # noqa: E402
-from engine.batch.local import pool_threads  # noqa: E402
+from engine.batch.local import opencv_threads, pool_threads  # noqa: E402
 from engine.batch.runner import network_io, open_network_for  # noqa: E402
 from engine.batch.stages import Group, Layout, Plan, write_still  # noqa: E402
 from engine.io import decode_image  # noqa: E402
@@ -103,7 +103,7 @@ def io_capacity(frames: list[Path], out: Path, save_as: str = "same") -> tuple[f
     """Images per second the batch engine's thread pool decodes, and encodes + writes (as ``save_as``, synced and
     hashed, as a batch run writes its outputs), with nothing else running."""
     threads = pool_threads()
-    with ThreadPoolExecutor(threads) as pool:
+    with opencv_threads(1), ThreadPoolExecutor(threads) as pool:  # as a batch run sets OpenCV up
         t0 = time.perf_counter()
         images = list(pool.map(decode_image, frames))
         read = len(frames) / (time.perf_counter() - t0)

@@ -94,3 +94,34 @@ def test_an_npy_stack_saved_as_images_gives_one_file_per_item_like_infer(tmp_pat
     got = outputs_of(tmp_path / "out")
     assert got == outputs_of(tmp_path / "ref") and set(got) == {"stack.png", "stack_1.png", "stack_2.png"}
     assert set(Manifest(tmp_path / "out").records) == set(got)
+
+
+def test_opencv_runs_single_threaded_during_a_local_run_and_is_restored(tmp_path, data, monkeypatch):
+    """The pool runs one decoding or encoding per thread; OpenCV's own threads are set to one while it does and
+    given back afterwards (also when the run fails)."""
+    import cv2
+
+    from engine.batch import local
+
+    old = cv2.getNumThreads()
+    cv2.setNumThreads(3)
+    seen = []
+    decode = local.reads
+
+    def watched(chunk, plan):
+        seen.append(cv2.getNumThreads())
+        return decode(chunk, plan)
+
+    monkeypatch.setattr(local, "reads", watched)
+    summary = run_batch(spec(), BatchOptions((str(data / "a"),), str(tmp_path / "out"), batch_size=4))
+    assert summary["items"]["finished"] > 0 and seen and set(seen) == {1}
+    assert cv2.getNumThreads() == 3
+
+    def broken(chunk, plan):
+        raise RuntimeError("a bug in a stage")
+
+    monkeypatch.setattr(local, "reads", broken)
+    with pytest.raises(RuntimeError, match="a bug in a stage"):
+        run_batch(spec(), BatchOptions((str(data / "a"),), str(tmp_path / "out2"), batch_size=4))
+    assert cv2.getNumThreads() == 3
+    cv2.setNumThreads(old)
