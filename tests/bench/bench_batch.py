@@ -6,8 +6,9 @@ GPU (the figure of the issue): ``--backend cupy`` (defaults: 256 frames of 1080x
 CPU: ``--backend numpy`` (defaults: 48 frames of 240x320, batches of 4: the NumPy denoiser is slow at 1080p).
 
 Writes N generated PNG frames (noisy gradients, about 4 MB each at 1080p), then measures, for the denoiser sample:
+- engine on device: the batch already on the device, run + synchronize: the network's own rate;
 - engine only: set_input of a float32 batch already in host memory + run + synchronize (no decoding, no
-  download, no encoding): the rate the network allows fed from the host (the reference of the target);
+  download, no encoding): the rate the network allows fed float32 from the host;
 - engine host-to-host: the same plus the download of the float32 outputs (into fresh pageable memory, and into
   page-locked memory: ``Network.output(..., pinned=True)``, what a batch run does for NPY outputs on the GPU);
 - engine 8-bit host-to-host: what a batch run does on the network's side: 8-bit images uploaded and made into
@@ -20,8 +21,8 @@ Writes N generated PNG frames (noisy gradients, about 4 MB each at 1080p), then 
   (from the start of the run: opening the networks and filling the pipeline included) and at steady state (from
   the chunk that completes the first tenth of the images to the last; the overall rate when too few chunks
   remain after it), with the thread time per image of each stage.
-The last line is ``batch/engine ratio: X`` (steady-state batch rate over the engine-only rate; target on the GPU:
-0.8 or more)."""
+The last line is ``batch/engine ratio: X`` (steady-state batch rate over the fastest of the engine rates, whichever
+way the network was fed; target on the GPU: 0.8 or more), with the ratio over 'engine only' beside it."""
 from __future__ import annotations
 
 import argparse
@@ -81,13 +82,20 @@ def engine_rates(spec: NetworkSpec, batch: int, frames: list[Path], repeat: int)
         if download:
             net.output("output", pinned=download == "pinned")
 
+    def on_device(_download: str) -> None:
+        net.mark_affected("input")
+        net.run()
+        net.backend.synchronize()
+
     def uint8(_download: str) -> None:
         net.set_input_images("input", images, io.image_options)
         net.run()
         net.output_images("output")
 
     rates = {}
-    for key, fn, download in (("engine only", float32, ""), ("engine host-to-host", float32, "pageable"),
+    net.set_input("input", x)
+    for key, fn, download in (("engine on device", on_device, ""), ("engine only", float32, ""),
+                              ("engine host-to-host", float32, "pageable"),
                               ("engine host-to-host pinned", float32, "pinned"),
                               ("engine 8-bit host-to-host", uint8, "pinned")):
         fn(download)  # warm-up (plans, kernels, CUDA graph capture on the second run)
@@ -125,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--images", type=int, help="frames (default: 256 on cupy, 48 on numpy)")
     ap.add_argument("--batch-size", type=int, help="default: 8 on cupy, 4 on numpy")
     ap.add_argument("--size", help="HxW of the frames (default: 1080x1920 on cupy, 240x320 on numpy)")
-    ap.add_argument("--repeat", type=int, default=5, help="timed engine-only batches")
+    ap.add_argument("--repeat", type=int, default=20, help="timed batches of each engine-only measurement")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--save-as", default="same", choices=("same", "npy", "png", "jpg"))
     ap.add_argument("--input-format", default="png", choices=("png", "jpg"),
@@ -171,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'layerlab batch local:':27s} {overall:8.2f} images/s overall, {steady:.2f} at steady state "
           f"({done} images, {t1 - t0:.1f} s)")
     print(f"stage thread time per image (ms): {per_image}")
-    print(f"batch/engine ratio: {steady / rates['engine only']:.2f}")
+    best = max(rates.values())  # the fastest the network ran, however it was fed: the conservative reference
+    print(f"batch/engine ratio: {steady / best:.2f}  (steady state over the fastest engine rate above; over "
+          f"'engine only': {steady / rates['engine only']:.2f})")
     return 0 if not summary["items"]["failed"] else 1
 
 
