@@ -14,6 +14,7 @@ from app import run_config
 from engine.batch import ENGINES, BatchJob, BatchOptions, NetworkSpec, Progress, run_job
 from engine.batch.stages import SAVE_AS
 from engine.errors import LayerLabError
+from engine.io import PNG_LEVEL
 from engine.model import Model
 from engine.modelfile import dumps
 from engine.registry import Registry
@@ -75,6 +76,11 @@ class BatchDialog(QtWidgets.QDialog):
         self.every.setToolTip("keep every K-th video frame")
         self.save_as = QtWidgets.QComboBox()
         self.save_as.addItems(SAVE_AS)
+        self.png_compression = QtWidgets.QSpinBox()
+        self.png_compression.setRange(0, 9)
+        self.png_compression.setValue(PNG_LEVEL)
+        self.png_compression.setToolTip("zlib level of PNG outputs: 0 stored (fastest to write, largest files), "
+                                        "1 fast (default), 2-9 smaller files, several times slower")
         self.engine = QtWidgets.QComboBox()
         self.engine.addItems(ENGINES)
         self.engine.setToolTip("local: this machine; ray: a local Ray instance (needs the 'cluster' extra)")
@@ -94,6 +100,7 @@ class BatchDialog(QtWidgets.QDialog):
         form.addRow("Batch size:", self.batch_size)
         form.addRow("Every K-th frame:", self.every)
         form.addRow("Save stills as:", self.save_as)
+        form.addRow("PNG compression:", self.png_compression)
         form.addRow("Engine:", self.engine)
         form.addRow("", self.overwrite)
         form.addRow("Network:", self.settings_label)
@@ -157,7 +164,7 @@ class BatchDialog(QtWidgets.QDialog):
         inputs = tuple(t for t in self.inputs.text().split(";") if t.strip())
         return BatchOptions(tuple(t.strip() for t in inputs), self.output.text().strip(), self.batch_size.value(),
                             self.every.value(), self.save_as.currentText(), self.overwrite.isChecked(),
-                            self._config().input_layout)
+                            self._config().input_layout, png_compression=self.png_compression.value())
 
     def choose_inputs(self) -> None:
         folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Dataset folder", self.inputs.text())

@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, TextIO
 
 from app.cli_batch import add_batch_parser, cmd_batch
 from app.cli_common import (
+    PNG_COMPRESSION_HELP,
     USER_ERROR,
     CliError,
     add_log_options,
     add_run_options,
     load_model,
     open_registry,
+    png_level,
     progress_printer,
     spec_from_args,
     verbosity,
@@ -86,7 +88,8 @@ def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
                             writers[n].write(net.output(n))
                         else:
                             stem = Path(p)
-                            write_output(stem.with_name(f"{stem.stem}_{video.frame:05d}{stem.suffix}"), net.output(n))
+                            write_output(stem.with_name(f"{stem.stem}_{video.frame:05d}{stem.suffix}"), net.output(n),
+                                         args.png_compression)
                     frame = video.read()
                     if frame is None:
                         break
@@ -103,7 +106,7 @@ def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
         print(f"average time per iteration: {np.mean(times):.3f} ms over {spec.iterations} iterations "
               f"(min {np.min(times):.3f} ms, peak tensor memory {net.peak_memory_bytes / 2**20:.2f} MiB)", file=out)
         for name, path in outputs:
-            for f in write_output(path, net.output(name)):
+            for f in write_output(path, net.output(name), args.png_compression):
                 print(f"wrote {name} to {f}", file=out)
     for name in net.output_names:
         y = net.output(name)
@@ -229,8 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_opts = argparse.ArgumentParser(add_help=False)
     add_run_options(run_opts)
 
-    sub.add_parser("infer", parents=[common, run_opts], help="run a network and write its outputs",
-                   description="Run a network, print the average time per iteration and write outputs.")
+    inf = sub.add_parser("infer", parents=[common, run_opts], help="run a network and write its outputs",
+                         description="Run a network, print the average time per iteration and write outputs.")
+    inf.add_argument("--png-compression", type=png_level, default=1, metavar="0-9", help=PNG_COMPRESSION_HELP)
     pr = sub.add_parser("profile", parents=[common, run_opts], help="time every layer and write a report",
                         description="Profile every layer; write a JSON and an HTML report and print the layer table.")
     pr.add_argument("--report", "-r", metavar="PATH", help="report path (PATH.json and PATH.html; default MODELNAME_report)")

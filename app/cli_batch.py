@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.cli_common import seed_value
+from app.cli_common import PNG_COMPRESSION_HELP, png_level, seed_value
 from engine.batch.stages import SAVE_AS
 
 
@@ -39,6 +39,7 @@ def add_batch_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpar
     b.add_argument("--seed", type=seed_value, default=0, help="seed of random weights (default 0)")
     b.add_argument("--fusing-rules", default="on", metavar="on|off|FILE", help="fusing rules, as for infer")
     b.add_argument("--input-layout", choices=("nchw", "nhwc"), default="nchw", help="layout of .npy inputs")
+    b.add_argument("--png-compression", type=png_level, default=1, metavar="0-9", help=PNG_COMPRESSION_HELP)
     b.add_argument("--workers", type=int, default=1, metavar="N",
                    help="networks run side by side: on the CPU N worker processes (local) or N actors (ray); "
                         "with cupy N worker processes, one per GPU (local; default: two networks on the current GPU) "
@@ -119,7 +120,7 @@ def cmd_batch(args: argparse.Namespace, out: TextIO) -> int:
 
         check_output_file(args.summary, "summary")
     options = BatchOptions(tuple(args.inputs), args.output_dir, args.batch_size, args.every, args.save_as,
-                           args.overwrite, args.input_layout, args.workers)
+                           args.overwrite, args.input_layout, args.workers, args.png_compression)
     job = BatchJob(spec, options)
     print(f"batch: {len(job.units)} inputs, {job.skipped} already finished, {len(job.todo)} chunks to run "
           f"on the {args.engine} engine", file=out)

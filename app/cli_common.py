@@ -65,6 +65,18 @@ def at_least(minimum: int) -> Callable[[str], int]:
 #: the argparse type of ``--seed``
 seed_value = at_least(0)
 
+#: the help of ``--png-compression`` (``infer`` and ``batch``)
+PNG_COMPRESSION_HELP = ("zlib level of PNG outputs, 0-9 (default 1: fast, OpenCV's own setting; 0: stored, the "
+                        "fastest to write and the largest files; 2-9: smaller files, several times slower)")
+
+
+def png_level(text: str) -> int:
+    """An argparse type: a PNG compression level, 0 to 9."""
+    value = at_least(0)(text)
+    if value > 9:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 9, got {value}")
+    return value
+
 
 def open_registry(args: argparse.Namespace) -> Registry:
     """The plugins (built-in, installed, and ``--plugins`` folders); failures are logged as warnings."""

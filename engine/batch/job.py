@@ -19,7 +19,7 @@ from engine.batch.manifest import STATE_DIR, SUMMARY_NAME, Manifest, remove_part
 from engine.batch.runner import NetworkIO, NetworkSpec, network_io
 from engine.batch.stages import SAVE_AS, Layout, Plan, Work, assemble_video
 from engine.errors import InputError, LayerLabError
-from engine.io import VideoReader
+from engine.io import PNG_LEVEL, VideoReader, check_png_level
 
 
 class SettingsChangedError(LayerLabError):
@@ -38,6 +38,7 @@ class BatchOptions:
     overwrite: bool = False
     input_layout: str = "nchw"
     workers: int = 1
+    png_compression: int = PNG_LEVEL  # zlib level of PNG outputs: 0 (stored, fastest) to 9
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,12 @@ def _fingerprint(spec: NetworkSpec, options: BatchOptions) -> dict[str, Any]:
     if spec.weights:
         files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(spec.weights).glob("*.npy"))
         weights = hashlib.sha256(json.dumps([os.path.abspath(spec.weights), files]).encode()).hexdigest()
-    return {"model": hashlib.sha256(spec.model_text.encode("utf-8")).hexdigest(), "backend": spec.backend,
-            "format": spec.format, "weights": weights, "seed": spec.seed, "fusing": spec.fusing,
-            "every": options.every, "save_as": options.save_as, "input_layout": options.input_layout}
+    settings = {"model": hashlib.sha256(spec.model_text.encode("utf-8")).hexdigest(), "backend": spec.backend,
+                "format": spec.format, "weights": weights, "seed": spec.seed, "fusing": spec.fusing,
+                "every": options.every, "save_as": options.save_as, "input_layout": options.input_layout}
+    if options.png_compression != PNG_LEVEL:  # recorded only when set, so runs made before it existed resume
+        settings["png_compression"] = options.png_compression
+    return settings
 
 
 class BatchJob:
@@ -88,6 +92,10 @@ class BatchJob:
             raise InputError(f"--every must be at least 1, got {options.every}")
         if options.workers < 1:
             raise InputError(f"--workers must be at least 1, got {options.workers}")
+        try:
+            check_png_level(options.png_compression)
+        except InputError as exc:
+            raise InputError(f"--png-compression: {exc}") from None
         self.spec, self.options = spec, options
         self.io: NetworkIO = network_io(spec)
         out = Path(options.output_dir)
@@ -98,7 +106,7 @@ class BatchJob:
             (out / STATE_DIR).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise InputError(f"{out}: cannot create the output folder ({exc.strerror})") from None
-        self.layout = Layout(str(out.resolve()), self.io.output_names, options.save_as)
+        self.layout = Layout(str(out.resolve()), self.io.output_names, options.save_as, options.png_compression)
         self.plan = Plan(self.layout, self.io.input_name, self.io.image_options, options.input_layout)
         self.manifest = Manifest(out)
         self._check_settings(out / STATE_DIR / "run.json")
@@ -149,7 +157,10 @@ class BatchJob:
                 before = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError):
                 before = {}
-            changed = sorted(k for k in now if before.get(k) != now[k])
+            # a setting recorded only when it differs from its default counts as that default when absent
+            defaults = {"png_compression": PNG_LEVEL}
+            changed = sorted(k for k in {*now, *defaults}
+                             if before.get(k, defaults.get(k)) != now.get(k, defaults.get(k)))
             if changed:
                 raise SettingsChangedError(
                     f"{self.options.output_dir}: the output folder holds a run made with other settings "

@@ -26,6 +26,7 @@ from engine.batch.manifest import STATE_DIR, finish, partial_path
 from engine.errors import InputError, LayerLabError
 from engine.io import (
     IMAGE_EXTS,
+    PNG_LEVEL,
     ImageOptions,
     VideoReader,
     VideoWriter,
@@ -48,6 +49,7 @@ class Layout:
     output_dir: str
     output_names: tuple[str, ...]
     save_as: str = "same"
+    png_level: int = PNG_LEVEL  # zlib level of PNG outputs (engine.io.encode_image)
 
     def output_rel(self, unit: Unit, output: str) -> str:
         """Output file name (relative to the output folder) of ``unit`` for output layer ``output``: the
@@ -279,11 +281,11 @@ def infer(work: Work, net: Any, plan: Plan) -> Work:
 
 
 # ---- writing ---------------------------------------------------------------------------------------
-def _file_bytes(target: Path, output: np.ndarray, image: bool) -> Any:
+def _file_bytes(target: Path, output: np.ndarray, image: bool, png_level: int = PNG_LEVEL) -> Any:
     """The bytes of an output file: an 8-bit image encoded as the target's type (the encoder ``infer`` uses),
     or a tensor as NPY (what ``np.save`` writes)."""
     if image:
-        return encode_image(output, target.suffix, target)
+        return encode_image(output, target.suffix, target, png_level)
     buf = io.BytesIO()
     np.save(buf, output)
     return buf.getbuffer()
@@ -329,7 +331,8 @@ def write_still(g: Group, i: int, unit: Unit, plan: Plan) -> Written:
             else:
                 outs = [(target, _image(g, name, i) if image else g.outputs[name][i:i + 1])]  # type: ignore[index]
             for path, out in outs:
-                done.records.append({"input": unit.rel, **_write_file(path, _file_bytes(path, out, image), root)})
+                data = _file_bytes(path, out, image, plan.layout.png_level)
+                done.records.append({"input": unit.rel, **_write_file(path, data, root)})
         done.frames = 1
     except Exception as exc:
         done.records.clear()

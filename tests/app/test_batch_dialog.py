@@ -114,3 +114,20 @@ def test_closing_while_running_cancels_then_closes(qtbot, dialog, tmp_path):
     assert dlg.isVisible()  # still winding down: the chunks in flight are finished and recorded
     qtbot.waitUntil(lambda: not dlg.isVisible(), timeout=120_000)
     assert dlg.summary["cancelled"] and len(outputs_of(tmp_path / "out")) == dlg.summary["items"]["finished"] < 60
+
+
+def test_png_compression_is_passed_to_the_run(qtbot, dialog, tmp_path):
+    """The dialog's PNG compression reaches the run: level 0 writes stored PNG files (run.json records it)."""
+    data = make_dataset(tmp_path, images=3, video_frames=0, corrupt=0, npy=0)
+    dlg = dialog()
+    assert dlg.png_compression.value() == 1 and dlg.options().png_compression == 1
+    dlg.inputs.setText(str(data / "a"))
+    dlg.output.setText(str(tmp_path / "out"))
+    dlg.save_as.setCurrentText("png")
+    dlg.png_compression.setValue(0)
+    assert dlg.options().png_compression == 0
+    with qtbot.waitSignal(dlg.finished_run, timeout=120_000):
+        click(qtbot, dlg.run_button)
+    wait_done(qtbot, dlg)
+    assert json.loads((tmp_path / "out" / ".layerlab-batch" / "run.json").read_text())["png_compression"] == 0
+    assert outputs_of(tmp_path / "out")

@@ -81,6 +81,8 @@ def test_exit_status_2_for_bad_input(tmp_path, data, capsys):
         ([*base, "--weights", str(tmp_path / "nowhere")], "no such weights folder"),
         (["batch", str(onnx_file), "--inputs", str(data), "--output-dir", str(tmp_path / "o")], "import it first"),
         (["batch", MODEL, "--output-dir", str(tmp_path / "o")], "--inputs"),
+        ([*base, "--png-compression", "10"], "--png-compression: must be from 0 to 9"),
+        ([*base, "--png-compression", "fast"], "--png-compression: expected a whole number"),
     ]
     for args, msg in cases:
         code, _, err = run(args, capsys)
@@ -90,6 +92,25 @@ def test_exit_status_2_for_bad_input(tmp_path, data, capsys):
     assert code == 2 and "changed: seed" in err and "--overwrite" in err
     code, out, _ = run([*base, "--seed", "5", "--overwrite"], capsys)
     assert code == 0 and "6 of 6 inputs finished (0 from before)" in out
+
+
+def test_png_compression_gives_infer_and_batch_the_same_bytes(tmp_path, data, capsys):
+    """--png-compression 0 in both commands: batches of one write what infer writes, byte for byte (stored PNG),
+    with the pixels of the default level."""
+    src = sorted((data / "a").glob("*.png"))[0]
+    code, _, err = run(["infer", MODEL, "-i", str(src), "-o", f"output={tmp_path / 'i0.png'}", "-n", "1",
+                        "--warmup", "0", "-b", "numpy", "--png-compression", "0"], capsys)
+    assert code == 0, err
+    infer(capsys, src, tmp_path / "i1.png")
+    code, _, err = run(["batch", MODEL, "--inputs", str(src), "--output-dir", str(tmp_path / "b"), "--batch-size", "1",
+                        "-b", "numpy", "--png-compression", "0"], capsys)
+    assert code == 0, err
+    stored = (tmp_path / "b" / src.name).read_bytes()
+    assert stored == (tmp_path / "i0.png").read_bytes() != (tmp_path / "i1.png").read_bytes()
+    np.testing.assert_array_equal(read_image(tmp_path / "i0.png"), read_image(tmp_path / "i1.png"))
+    code, _, err = run(["infer", MODEL, "-i", str(src), "-o", f"output={tmp_path / 'x.png'}", "-n", "1",
+                        "-b", "numpy", "--png-compression", "-1"], capsys)
+    assert code == 2 and "--png-compression" in err and "Traceback" not in err
 
 
 def _manifest(folder: Path) -> list[dict]:

@@ -66,3 +66,31 @@ def test_write_outputs(tmp_path):
     np.testing.assert_allclose(back[0], t[1], atol=1 / 255)
     write_output(tmp_path / "o.npy", t)
     np.testing.assert_array_equal(np.load(tmp_path / "o.npy"), t)
+
+
+@pytest.mark.parametrize("level", [0, 1, 6, 9])
+def test_png_compression_levels_keep_the_pixels(tmp_path, level):
+    """Every PNG level writes the same pixels; level 0 (stored) writes larger files than the default 1."""
+    from engine.io import PNG_LEVEL, decode_image, encode_image
+
+    rng = np.random.default_rng(0)
+    yy, xx = np.mgrid[0:60, 0:90]
+    img = np.clip(np.stack([xx * 2, yy * 3, xx + yy], -1) + rng.integers(-3, 4, (60, 90, 3)), 0, 255).astype(np.uint8)
+    data = encode_image(img, ".png", png_level=level)
+    (tmp_path / "x.png").write_bytes(data.tobytes())
+    np.testing.assert_array_equal(decode_image(tmp_path / "x.png"), img)
+    if level == 0:
+        assert data.size > encode_image(img, ".png", png_level=PNG_LEVEL).size
+    t = np.random.default_rng(1).random((1, 3, 8, 8), dtype=np.float32)
+    written = write_output(tmp_path / f"o{level}.png", t, png_level=level)
+    np.testing.assert_array_equal(decode_image(written[0]), decode_image(write_output(tmp_path / "d.png", t)[0]))
+
+
+@pytest.mark.parametrize("bad", [-1, 10, 1.5, True, "3", None])
+def test_png_compression_level_must_be_0_to_9(bad):
+    from engine.io import check_png_level, encode_image
+
+    with pytest.raises(InputError, match="PNG compression"):
+        check_png_level(bad)
+    with pytest.raises(InputError, match="PNG compression"):
+        encode_image(np.zeros((4, 4, 3), np.uint8), ".png", png_level=bad)

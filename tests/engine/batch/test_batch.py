@@ -178,9 +178,28 @@ def test_changed_settings_refuse_to_resume_unless_overwrite(tmp_path, data):
     assert summary["items"]["skipped"] == 0 and summary["items"]["finished"] == 16
 
 
+def test_png_compression_changes_the_bytes_not_the_pixels_and_is_part_of_the_settings(tmp_path, data):
+    """--png-compression 0 writes the pixels of the default level in larger files; a run made with the default
+    records no level (runs made before the option existed still resume) and one made with another level refuses to
+    resume with a different one."""
+    default, stored = tmp_path / "default", tmp_path / "stored"
+    run_batch(spec(), BatchOptions((str(data / "a"),), str(default), batch_size=8, save_as="png"))
+    run_batch(spec(), BatchOptions((str(data / "a"),), str(stored), batch_size=8, save_as="png", png_compression=0))
+    a, b = outputs_of(default), outputs_of(stored)
+    assert a.keys() == b.keys() and len(a) == 16
+    for name in a:
+        pa, pb = (cv2.imdecode(np.frombuffer(x[name], np.uint8), cv2.IMREAD_UNCHANGED) for x in (a, b))
+        np.testing.assert_array_equal(pa, pb)
+    assert a != b and sum(map(len, b.values())) > sum(map(len, a.values()))
+    settings = [json.loads((f / ".layerlab-batch" / "run.json").read_text()) for f in (default, stored)]
+    assert "png_compression" not in json.dumps(settings[0]) and '"png_compression": 0' in json.dumps(settings[1])
+    with pytest.raises(SettingsChangedError, match="png_compression"):
+        BatchJob(spec(), BatchOptions((str(data / "a"),), str(stored), save_as="png", png_compression=1))
+
+
 def test_bad_options_and_a_network_with_two_inputs(tmp_path, data):
     for kw, msg in (({"batch_size": 0}, "batch-size"), ({"every": 0}, "every"), ({"save_as": "gif"}, "save-as"),
-                    ({"workers": 0}, "workers")):
+                    ({"workers": 0}, "workers"), ({"png_compression": 10}, "png-compression")):
         with pytest.raises(InputError, match=msg):
             BatchJob(spec(), BatchOptions((str(data),), str(tmp_path / "o"), **kw))
     (tmp_path / "file").write_text("x")
