@@ -108,7 +108,7 @@ def engine_rates(spec: NetworkSpec, batch: int, frames: list[Path], repeat: int)
     return rates
 
 
-def io_capacity(frames: list[Path], out: Path, save_as: str = "same") -> tuple[float, float]:
+def io_capacity(frames: list[Path], out: Path, save_as: str = "same", png_level: int = 1) -> tuple[float, float]:
     """Images per second the batch engine's thread pool decodes, and encodes + writes (as ``save_as``, synced and
     hashed, as a batch run writes its outputs), with nothing else running."""
     threads = pool_threads()
@@ -116,7 +116,7 @@ def io_capacity(frames: list[Path], out: Path, save_as: str = "same") -> tuple[f
         t0 = time.perf_counter()
         images = list(pool.map(decode_image, frames))
         read = len(frames) / (time.perf_counter() - t0)
-        plan = Plan(Layout(str(out), ("output",), save_as), "input")
+        plan = Plan(Layout(str(out), ("output",), save_as, png_level), "input")
         outs = {"output": np.stack(images)}
         group = Group([(p.name, None) for p in frames], outputs=outs, as_images=True)
         units = [Unit(str(p), p.name, "image") for p in frames]
@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save-as", default="same", choices=("same", "npy", "png", "jpg"))
     ap.add_argument("--input-format", default="png", choices=("png", "jpg"),
                     help="type of the generated frames (png: lossless frames; jpg: photographs)")
+    ap.add_argument("--png-compression", type=int, default=1, help="zlib level of PNG outputs (as the command's flag)")
     a = ap.parse_args(argv)
     d = DEFAULTS[a.backend]
     n, bs, size = a.images or d["images"], a.batch_size or d["batch_size"], a.size or d["size"]
@@ -148,9 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         frames = make_frames(root / "in", n, h, w, a.input_format)
         rates = engine_rates(spec, bs, frames, a.repeat)
-        read, written = io_capacity(frames, root / "io", a.save_as)
+        read, written = io_capacity(frames, root / "io", a.save_as, a.png_compression)
         job = BatchJob(spec, BatchOptions((str(root / "in"),), str(root / "out"), bs, save_as=a.save_as,
-                                          workers=a.workers))
+                                          workers=a.workers, png_compression=a.png_compression))
         marks: list[tuple[float, int]] = []
         t0 = time.perf_counter()
         summary = run_job(job, progress=lambda p: marks.append((time.perf_counter(), p.done)))
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     stages = summary["stages_s"]
     per_image = {k: f"{1e3 * v / max(1, done):.1f}" for k, v in stages.items()}
     print(f"denoiser {h}x{w}, backend {a.backend}, format {a.format}, batch {bs}, {n} images, workers {a.workers}, "
-          f"{a.input_format} inputs, save as {a.save_as}, {pool_threads()} pool threads")
+          f"{a.input_format} inputs, save as {a.save_as}, PNG level {a.png_compression}, {pool_threads()} pool threads")
     for key, rate in rates.items():
         print(f"{key + ':':27s} {rate:8.2f} images/s")
     kind = a.input_format.upper() if a.save_as == "same" else a.save_as.upper()
