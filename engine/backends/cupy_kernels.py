@@ -46,16 +46,19 @@ def _capturing() -> bool:
 #: space-to-depth convolutions apply to fp16 NHWC convolutions of stride s >= 2 whose input has at most this many
 #: channels once s x s pixels are folded into channels (an RGB stem at stride 2: 12, padded to 16)
 S2D_MAX_CHANNELS = 16
+#: patch convolutions (every kernel tap gathered into channels, then a 1x1 convolution) apply to fp16 NHWC
+#: convolutions of an input of fewer than 8 channels whose C x R x S taps are at most this many (a 3x3 RGB input: 27)
+PATCH_MAX_CHANNELS = 64
 
-_S2D_SOURCE = r"""
+_GATHER_SOURCE = r"""
 int t = (int)i;
 int q = t % Cz; t /= Cz;
 int j = t % Wz; t /= Wz;
 int r0 = t % Hz; int n = t / Hz;
 T v = (T)0.0f;
-if (q < C * s * s) {
-    int c = q / (s * s), r = (q / s) % s, u = q % s;
-    int h = s * r0 + r - ph, w = s * j + u - pw;
+if (q < C * bh * bw) {
+    int c = q / (bh * bw), r = (q / bw) % bh, u = q % bw;
+    int h = sh * r0 + r - ph, w = sw * j + u - pw;
     if (h >= 0 && h < H && w >= 0 && w < W) v = x[((long long)(n * H + h) * W + w) * C + c];
 }
 z = v;
@@ -63,18 +66,36 @@ z = v;
 
 
 @functools.cache
-def _s2d_kernel() -> Any:
+def _gather_kernel() -> Any:
+    """z[n, i, j, (c, r, u)] = x[n, sh*i + r - ph, sw*j + u - pw, c] for the bh x bw block of taps (r, u), zero
+    outside the image and in the channels past C*bh*bw: the space-to-depth input (block = stride = s) or the
+    patches of a convolution (block = kernel, step = stride), from NHWC x."""
     return cupy.ElementwiseKernel(
-        "raw T x, int32 C, int32 H, int32 W, int32 s, int32 ph, int32 pw, int32 Hz, int32 Wz, int32 Cz", "T z",
-        _S2D_SOURCE, "layerlab_space_to_depth")
+        "raw T x, int32 C, int32 H, int32 W, int32 bh, int32 bw, int32 sh, int32 sw, int32 ph, int32 pw, int32 Hz, "
+        "int32 Wz, int32 Cz", "T z", _GATHER_SOURCE, "layerlab_gather_taps")
+
+
+def _few_channel_fp16(x: Any, w: Any, out: Any, dilation: tuple[int, int], groups: int) -> bool:
+    return (groups == 1 and dilation == (1, 1) and x.dtype == w.dtype == out.dtype == cupy.float16
+            and is_nhwc_memory(x) and is_nhwc_memory(out) and x.transpose(0, 2, 3, 1).flags.c_contiguous)
 
 
 def s2d_applies(x: Any, w: Any, out: Any, stride: tuple[int, int], dilation: tuple[int, int], groups: int) -> bool:
     """Whether the convolution may run as a space-to-depth convolution (see :func:`conv_space_to_depth`)."""
     s = stride[0]
-    return (groups == 1 and stride[0] == stride[1] >= 2 and dilation == (1, 1) and x.dtype == w.dtype == out.dtype
-            == cupy.float16 and x.shape[1] * s * s <= S2D_MAX_CHANNELS and max(w.shape[2:]) > s
-            and is_nhwc_memory(x) and is_nhwc_memory(out) and x.transpose(0, 2, 3, 1).flags.c_contiguous)
+    return (stride[0] == stride[1] >= 2 and x.shape[1] * s * s <= S2D_MAX_CHANNELS and max(w.shape[2:]) > s
+            and _few_channel_fp16(x, w, out, dilation, groups))
+
+
+def patch_applies(x: Any, w: Any, out: Any, dilation: tuple[int, int], groups: int) -> bool:
+    """Whether the convolution may run as a patch convolution (see :func:`conv_patches`)."""
+    c, r, t = w.shape[1:]
+    return (x.shape[1] < 8 and r * t > 1 and c * r * t <= PATCH_MAX_CHANNELS
+            and _few_channel_fp16(x, w, out, dilation, groups))
+
+
+def _padded_channels(n: int) -> int:
+    return -(-n // 8) * 8
 
 
 def s2d_weights(w: Any, s: int) -> Any:
@@ -83,13 +104,38 @@ def s2d_weights(w: Any, s: int) -> Any:
     Cz = C*s*s rounded up to 8 (zero channels), in NHWC memory, seen as logical K, C, R, S."""
     k, c, r, t = w.shape
     r2, t2 = -(-r // s), -(-t // s)
-    cz = -(-(c * s * s) // 8) * 8
+    cz = _padded_channels(c * s * s)
     wp = cupy.zeros((k, c, r2 * s, t2 * s), w.dtype)
     wp[:, :, :r, :t] = w
     w2 = wp.reshape(k, c, r2, s, t2, s).transpose(0, 1, 3, 5, 2, 4).reshape(k, c * s * s, r2, t2)
     wz = cupy.zeros((k, r2, t2, cz), w.dtype)
     wz[..., :c * s * s] = w2.transpose(0, 2, 3, 1)
     return wz.transpose(0, 3, 1, 2)
+
+
+def patch_weights(w: Any) -> Any:
+    """Weights (K, C, R, S) as those of a 1x1 convolution over the patches (K, Cz, 1, 1), channel
+    q = (c * R + r) * S + u holding tap (r, u) of channel c, Cz = C*R*S rounded up to 8, seen as logical K, C, R, S."""
+    k, c, r, t = w.shape
+    wz = cupy.zeros((k, _padded_channels(c * r * t)), w.dtype)
+    wz[:, :c * r * t] = w.reshape(k, c * r * t)
+    return wz.reshape(k, 1, 1, -1).transpose(0, 3, 1, 2)
+
+
+def _gathered(x: Any, shape: tuple[int, int, int, int], block: tuple[int, int], step: tuple[int, int],
+              padding: tuple[int, int], buffers: dict[str, Any] | None) -> Any:
+    """The gathered input (``_gather_kernel``) of NHWC shape ``shape``, in a buffer kept in ``buffers``."""
+    kept = buffers.get("gathered_input") if buffers is not None else None
+    z = kept[1] if kept is not None and kept[0] == (shape, x.dtype) else None
+    if z is None:
+        z = cupy.empty(shape, x.dtype)
+        if buffers is not None:
+            buffers["gathered_input"] = ((shape, x.dtype), z)
+    n, c, h, wd = x.shape
+    i32 = cupy.int32
+    _gather_kernel()(x.transpose(0, 2, 3, 1), i32(c), i32(h), i32(wd), i32(block[0]), i32(block[1]), i32(step[0]),
+                     i32(step[1]), i32(padding[0]), i32(padding[1]), i32(shape[1]), i32(shape[2]), i32(shape[3]), z)
+    return z.transpose(0, 3, 1, 2)
 
 
 def conv_space_to_depth(cudnn: Any, x: Any, w2: Any, b: Any | None, out: Any, stride: int, padding: tuple[int, int],
@@ -102,21 +148,24 @@ def conv_space_to_depth(cudnn: Any, x: Any, w2: Any, b: Any | None, out: Any, st
     False when cuDNN declines."""
     if cudnn is None:
         return False
-    n, c, h, wd = x.shape
     k, cz, r2, t2 = w2.shape
     ho, wo = out.shape[2:]
-    hz, wz = ho + r2 - 1, wo + t2 - 1
-    shape = (n, hz, wz, cz)
-    kept = buffers.get("s2d_input") if buffers is not None else None
-    z = kept[1] if kept is not None and kept[0] == (shape, x.dtype) else None
-    if z is None:
-        z = cupy.empty(shape, x.dtype)
-        if buffers is not None:
-            buffers["s2d_input"] = ((shape, x.dtype), z)
-    i32 = cupy.int32
-    _s2d_kernel()(x.transpose(0, 2, 3, 1), i32(c), i32(h), i32(wd), i32(stride), i32(padding[0]), i32(padding[1]),
-                  i32(hz), i32(wz), i32(cz), z)
-    return bool(cudnn.conv(z.transpose(0, 3, 1, 2), w2, b, out, (1, 1), (0, 0), (1, 1), epilogue, coefs))
+    z = _gathered(x, (x.shape[0], ho + r2 - 1, wo + t2 - 1, cz), (stride, stride), (stride, stride), padding, buffers)
+    return bool(cudnn.conv(z, w2, b, out, (1, 1), (0, 0), (1, 1), epilogue, coefs))
+
+
+def conv_patches(cudnn: Any, x: Any, wp: Any, b: Any | None, out: Any, kernel: tuple[int, int],
+                 stride: tuple[int, int], padding: tuple[int, int], epilogue: str | None, coefs: dict[str, float],
+                 buffers: dict[str, Any] | None = None) -> bool:
+    """A convolution of an input with fewer than 8 channels computed as a 1x1 convolution over its patches: every
+    output pixel's C x R x S input taps gathered into channels (zero-padded to a multiple of 8), so cuDNN runs a
+    plain product on tensor cores instead of a convolution over channels padded from C to 8 (dncnn's 3 -> 64
+    3x3 input layer at 1080p). ``wp``: :func:`patch_weights`. False when cuDNN declines."""
+    if cudnn is None:
+        return False
+    ho, wo = out.shape[2:]
+    z = _gathered(x, (x.shape[0], ho, wo, wp.shape[1]), kernel, stride, padding, buffers)
+    return bool(cudnn.conv(z, wp, b, out, (1, 1), (0, 0), (1, 1), epilogue, coefs))
 
 
 def conv2d(backend: Backend) -> Kernel:
@@ -148,6 +197,10 @@ def conv2d(backend: Backend) -> Kernel:
         if cudnn is not None and s2d_applies(x, w, out, stride, dilation, groups):
             w2 = derived(cache, "s2d", w, lambda: s2d_weights(w, stride[0]))
             others["s2d"] = lambda: conv_space_to_depth(cudnn, x, w2, b, out, stride[0], padding, epilogue, coefs, cache)
+        if cudnn is not None and patch_applies(x, w, out, dilation, groups):
+            w1 = derived(cache, "patches", w, lambda: patch_weights(w))
+            others["patches"] = lambda: conv_patches(cudnn, x, w1, b, out, w.shape[2:], stride, padding, epilogue, coefs,
+                                                     cache)
         if not others:
             return with_cudnn()
         # the fastest of the candidates and cuDNN for this configuration (ours win on small batches, cuDNN or the

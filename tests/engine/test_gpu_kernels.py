@@ -262,3 +262,40 @@ def test_element_wise_kernel_matches_numpy(op, act, dtype):
                       out, act, {})
     assert not kernel(op, cupy.asarray(a).transpose(0, 2, 1, 3), cupy.asarray(b).transpose(0, 2, 1, 3),
                       out.transpose(0, 2, 1, 3), act, {})
+
+
+@pytest.mark.parametrize("c,k,kernel,stride,padding,hw", [
+    (3, 64, (3, 3), (1, 1), (1, 1), (45, 61)),   # dncnn's input layer, odd sizes
+    (1, 16, (5, 5), (1, 1), (2, 2), (20, 33)),
+    (3, 8, (7, 7), (2, 2), (3, 3), (40, 36)),    # 147 taps: above the limit, but the function itself still works
+    (4, 12, (3, 3), (2, 1), (0, 1), (17, 30)),
+    (2, 5, (1, 3), (1, 1), (0, 1), (9, 11)),
+])
+@pytest.mark.parametrize("act", [None, "relu"])
+def test_patch_convolution_matches_reference(c, k, kernel, stride, padding, hw, act):
+    """A few-channel convolution run as a 1x1 convolution over its gathered patches (cuDNN)."""
+    import cupy
+
+    from engine.backends import cupy_kernels
+
+    backend = backend_param("cupy")
+    if backend.cudnn is None:
+        pytest.skip(f"cuDNN frontend: {backend.cudnn_status}")
+    backend.activate()
+    rng = np.random.default_rng(c * 13 + k)
+    x = rng.standard_normal((2, c, *hw)).astype(np.float16)
+    w = (rng.standard_normal((k, c, *kernel)) / np.sqrt(c * kernel[0] * kernel[1])).astype(np.float16)
+    b = rng.standard_normal(k).astype(np.float16)
+    ref = conv2d(np, x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), stride, padding, (1, 1), 1)
+    if act == "relu":
+        ref = np.maximum(ref, 0)
+    xd = _physical(cupy, x, True).transpose(0, 3, 1, 2)
+    wd = _physical(cupy, w, True).transpose(0, 3, 1, 2)
+    out = cupy.full((2, *ref.shape[2:], k), np.nan, np.float16).transpose(0, 3, 1, 2)
+    assert cupy_kernels.patch_applies(xd, wd, out, (1, 1), 1) == (c * kernel[0] * kernel[1] <= 64)
+    wp = cupy_kernels.patch_weights(wd)
+    assert wp.shape[1] % 8 == 0 and wp.shape[2:] == (1, 1)
+    assert cupy_kernels.conv_patches(backend.cudnn, xd, wp, cupy.asarray(b), out, kernel, stride, padding, act, {})
+    backend.synchronize()
+    got = cupy.asnumpy(out).astype(np.float64)
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 5e-3
