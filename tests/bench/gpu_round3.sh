@@ -4,6 +4,7 @@
 # Usage (repository root, on the GPU machine): bash tests/bench/gpu_round3.sh tests|bench
 #   tests: every GPU-marked test, then bench_paths: batch 1 (every network and format) and resnet18 at 32 and 64
 #   bench: torch.compile(max-autotune) at resnet18 b32/b64 fp16 NHWC, batch (JPEG and PNG frames), frames, precision
+#   extra: torch.compile(max-autotune) at b64 alone, batch with PNG frames written at --png-compression 0
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 what=${1:-tests}
@@ -29,4 +30,11 @@ if [ "$what" = bench ]; then
   timeout 50 python3 -m tests.bench.bench_precision --device gpu 2>&1 | tail -12
   echo "== frames"
   timeout 30 python3 -m tests.bench.bench_frames --device gpu --frames 20 2>&1 | tail -3
+fi
+if [ "$what" = extra ]; then
+  echo "== batch (PNG frames, --png-compression 0)"
+  timeout 80 python3 -m tests.bench.bench_batch --backend cupy --input-format png --png-compression 0 2>&1 | tail -14
+  echo "== compile b64"
+  timeout 240 python3 -m tests.bench.bench_paths --nets resnet18 --batches 64 --formats "fp16 nhwc" --tf32 off \
+    --compile max-autotune --json "$OUT/paths_compile64.json" 2>&1 | grep -E "^network|^resnet18" | tail -2
 fi
