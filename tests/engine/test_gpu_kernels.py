@@ -169,6 +169,35 @@ def test_pointwise_kernel_declines_other_shapes():
                                              out.astype(cupy.float32), *one, 1, None)
 
 
+def _few_channel_case(c, k, kernel, stride, padding, hw, act):
+    """A cuDNN backend, an fp16 NHWC input, weights, bias and NaN-filled output (logical NCHW cupy views) for a
+    few-channel convolution, and its float64 reference (leaky_relu with alpha 0.1)."""
+    import cupy
+
+    backend = backend_param("cupy")
+    if backend.cudnn is None:
+        pytest.skip(f"cuDNN frontend: {backend.cudnn_status}")
+    backend.activate()
+    rng = np.random.default_rng(c * 31 + k)
+    x = rng.standard_normal((2, c, *hw)).astype(np.float16)
+    w = (rng.standard_normal((k, c, *kernel)) / np.sqrt(c * kernel[0] * kernel[1])).astype(np.float16)
+    b = rng.standard_normal(k).astype(np.float16)
+    ref = conv2d(np, x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), stride, padding, (1, 1), 1)
+    ref = {None: ref, "relu": np.maximum(ref, 0), "leaky_relu": np.where(ref >= 0, ref, 0.1 * ref)}[act]
+    xd = _physical(cupy, x, True).transpose(0, 3, 1, 2)
+    wd = _physical(cupy, w, True).transpose(0, 3, 1, 2)
+    out = cupy.full((2, *ref.shape[2:], k), np.nan, np.float16).transpose(0, 3, 1, 2)
+    return backend, xd, wd, cupy.asarray(b), out, ref
+
+
+def _close(backend, out, ref) -> None:
+    import cupy
+
+    backend.synchronize()
+    got = cupy.asnumpy(out).astype(np.float64)
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 5e-3
+
+
 @pytest.mark.parametrize("c,k,kernel,stride,padding,hw", [
     (3, 64, (7, 7), 2, (3, 3), (37, 50)),   # an RGB stem, odd sizes
     (3, 16, (7, 7), 2, (3, 3), (224, 224)),
@@ -180,38 +209,18 @@ def test_pointwise_kernel_declines_other_shapes():
 @pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
 def test_space_to_depth_convolution_matches_reference(c, k, kernel, stride, padding, hw, act):
     """A strided few-channel convolution run as a stride-1 convolution over its space-to-depth input (cuDNN)."""
-    import cupy
-
     from engine.backends import cupy_kernels
 
-    backend = backend_param("cupy")
-    if backend.cudnn is None:
-        pytest.skip(f"cuDNN frontend: {backend.cudnn_status}")
-    backend.activate()
-    rng = np.random.default_rng(c * 31 + k)
-    x = rng.standard_normal((2, c, *hw)).astype(np.float16)
-    w = (rng.standard_normal((k, c, *kernel)) / np.sqrt(c * kernel[0] * kernel[1])).astype(np.float16)
-    b = rng.standard_normal(k).astype(np.float16)
-    ref = conv2d(np, x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), (stride, stride), padding,
-                 (1, 1), 1)
-    if act == "relu":
-        ref = np.maximum(ref, 0)
-    elif act == "leaky_relu":
-        ref = np.where(ref >= 0, ref, 0.1 * ref)
-    xd = _physical(cupy, x, True).transpose(0, 3, 1, 2)
-    wd = _physical(cupy, w, True).transpose(0, 3, 1, 2)
-    out = cupy.full((2, *ref.shape[2:], k), np.nan, np.float16).transpose(0, 3, 1, 2)
+    backend, xd, wd, bd, out, ref = _few_channel_case(c, k, kernel, (stride, stride), padding, hw, act)
     assert cupy_kernels.s2d_applies(xd, wd, out, (stride, stride), (1, 1), 1)
     w2 = cupy_kernels.s2d_weights(wd, stride)
     assert w2.shape[1] % 8 == 0 and w2.shape[2:] == (-(-kernel[0] // stride), -(-kernel[1] // stride))
     buffers: dict = {}
     for _ in range(2):  # the second call reuses the kept transformed input
-        assert cupy_kernels.conv_space_to_depth(backend.cudnn, xd, w2, cupy.asarray(b), out, stride, padding, act,
-                                                {"alpha": 0.1}, buffers)
+        assert cupy_kernels.conv_space_to_depth(backend.cudnn, xd, w2, bd, out, stride, padding, act, {"alpha": 0.1},
+                                                buffers)
     assert len(buffers) == 1
-    backend.synchronize()
-    got = cupy.asnumpy(out).astype(np.float64)
-    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 5e-3
+    _close(backend, out, ref)
 
 
 def test_space_to_depth_is_not_used_where_it_does_not_pay():
@@ -274,28 +283,11 @@ def test_element_wise_kernel_matches_numpy(op, act, dtype):
 @pytest.mark.parametrize("act", [None, "relu"])
 def test_patch_convolution_matches_reference(c, k, kernel, stride, padding, hw, act):
     """A few-channel convolution run as a 1x1 convolution over its gathered patches (cuDNN)."""
-    import cupy
-
     from engine.backends import cupy_kernels
 
-    backend = backend_param("cupy")
-    if backend.cudnn is None:
-        pytest.skip(f"cuDNN frontend: {backend.cudnn_status}")
-    backend.activate()
-    rng = np.random.default_rng(c * 13 + k)
-    x = rng.standard_normal((2, c, *hw)).astype(np.float16)
-    w = (rng.standard_normal((k, c, *kernel)) / np.sqrt(c * kernel[0] * kernel[1])).astype(np.float16)
-    b = rng.standard_normal(k).astype(np.float16)
-    ref = conv2d(np, x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), stride, padding, (1, 1), 1)
-    if act == "relu":
-        ref = np.maximum(ref, 0)
-    xd = _physical(cupy, x, True).transpose(0, 3, 1, 2)
-    wd = _physical(cupy, w, True).transpose(0, 3, 1, 2)
-    out = cupy.full((2, *ref.shape[2:], k), np.nan, np.float16).transpose(0, 3, 1, 2)
+    backend, xd, wd, bd, out, ref = _few_channel_case(c, k, kernel, stride, padding, hw, act)
     assert cupy_kernels.patch_applies(xd, wd, out, (1, 1), 1) == (c * kernel[0] * kernel[1] <= 64)
     wp = cupy_kernels.patch_weights(wd)
     assert wp.shape[1] % 8 == 0 and wp.shape[2:] == (1, 1)
-    assert cupy_kernels.conv_patches(backend.cudnn, xd, wp, cupy.asarray(b), out, kernel, stride, padding, act, {})
-    backend.synchronize()
-    got = cupy.asnumpy(out).astype(np.float64)
-    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 5e-3
+    assert cupy_kernels.conv_patches(backend.cudnn, xd, wp, bd, out, kernel, stride, padding, act, {})
+    _close(backend, out, ref)
