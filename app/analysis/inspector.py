@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
+from app.analysis.stats_table import StatsTable
 from app.analysis.views import ImageView
 from engine.analysis import GridLayout, as_nchw, auto_scale, channel_grid, channel_stats, fit_slices
 
@@ -122,16 +123,10 @@ class ChannelInspector(QtWidgets.QWidget):
         self.view.double_clicked.connect(self._double_click)
         self.hover = QtWidgets.QLabel(" ")
         self.hover.setStyleSheet("font-family: monospace;")
-        self.stats = QtWidgets.QTableWidget(0, 7)
+        self.stats = StatsTable()
         self._stats_at = -math.inf  # when the table was last filled (time.monotonic)
         self._stats_later: Any = None  # statistics to show when the interval is over
         self._stats_timer = QtCore.QTimer(self, singleShot=True, timeout=self._stats_due)
-        self.stats.setHorizontalHeaderLabels(["n", "c", "min", "max", "mean", "NaN", "Inf"])
-        self.stats.verticalHeader().setVisible(False)
-        self.stats.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.stats.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
-        self.stats.horizontalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
-        self.stats.verticalHeader().setDefaultSectionSize(20)
         self.summary = QtWidgets.QLabel(" ")
         split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         left = QtWidgets.QWidget()
@@ -274,29 +269,7 @@ class ChannelInspector(QtWidgets.QWidget):
     def _fill_stats(self, stats: Any, origin: tuple[int, int] = (0, 0)) -> None:
         self._stats_at, self._stats_later = time.monotonic(), None
         self._stats_timer.stop()
-        n, c = stats.min.shape
-        rows = min(n * c, 4096)
-        header = self.stats.horizontalHeader()
-        self.stats.setUpdatesEnabled(False)
-        # column widths once at the end, not after every cell (a 64-channel table refilled every video frame)
-        header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Interactive)
-        self.stats.setRowCount(rows)
-        for k in range(rows):
-            i, j = divmod(k, c)
-            r = stats.row(i, j)
-            for col, v in enumerate((i + origin[0], j + origin[1], r["min"], r["max"], r["mean"], r["nan"], r["inf"])):
-                text = f"{v:.5g}" if isinstance(v, float) else str(v)
-                item = self.stats.item(k, col)
-                if item is None:
-                    item = QtWidgets.QTableWidgetItem(text)
-                    self.stats.setItem(k, col, item)
-                else:
-                    item.setText(text)
-                red = col >= 5 and bool(v)
-                if red or item.foreground().color() == QtCore.Qt.GlobalColor.red:
-                    item.setForeground(QtCore.Qt.GlobalColor.red if red else self.stats.palette().text())
-        header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
-        self.stats.setUpdatesEnabled(True)
+        self.stats.set_stats(stats, origin)
         t = stats.total()
         self.summary.setText(f"min {t['min']:.5g}  max {t['max']:.5g}  NaN {t['nan']}  Inf {t['inf']}")
 

@@ -170,8 +170,11 @@ def test_inspector_grid_hover_mapping_and_stats(qtbot, ctl, tmp_path):
     assert img[4, 4].tolist() == [0, 255, 0]  # 2.0 saturates
     ins._hover(5, 1)
     assert ins.hover.text().split() == ["n", "0", "c", "1", "y", "1", "x", "1", "value", "0.25"]
-    assert ins.stats.rowCount() == 4 and ins.stats.item(2, 5).text() == "1"  # one NaN in channel 2
-    assert ins.stats.item(0, 2).text() == "-0.5" and ins.stats.item(3, 4).text() == "2"
+    assert ins.stats.rowCount() == 4 and ins.stats.text(2, 5) == "1"  # one NaN in channel 2
+    assert ins.stats.text(0, 2) == "-0.5" and ins.stats.text(3, 4) == "2"
+    model, red = ins.stats.stats_model, QtCore.Qt.ItemDataRole.ForegroundRole
+    assert model.data(model.index(2, 5), red).color() == QtCore.Qt.GlobalColor.red  # a NaN count is red
+    assert model.data(model.index(1, 5), red) is None and model.headerData(5, QtCore.Qt.Orientation.Horizontal) == "NaN"
     ins.act_scale_down.trigger()  # scale 0.5: 2.0 -> 1.0, 0.25 -> 0.125
     ins.act_shift_up.trigger()  # shift + 0.1 / 0.5 = +0.2: 0.25 -> (0.45) * 0.5
     assert ins.wait_ready()
@@ -235,12 +238,12 @@ def test_statistics_of_a_playing_layer_are_refilled_at_most_every_interval_and_e
         return SimpleNamespace(stats=channel_stats(t), tensor=t, stride=1, layout=layout, image=rgb)
 
     ins._show_prepared(frame(1.0), "conv")
-    assert ins.stats.item(0, 2).text() == "1"
+    assert ins.stats.text(0, 2) == "1"
     second = frame(2.0)
     ins._show_prepared(second, "conv")
     assert ins.view.image is second.image  # the image of every frame
-    assert ins.stats.item(0, 2).text() == "1"  # the table waits for the interval
+    assert ins.stats.text(0, 2) == "1"  # the table waits for the interval
     ins._show_prepared(frame(3.0), "conv")
-    qtbot.waitUntil(lambda: ins.stats.item(0, 2).text() == "3", timeout=2000)  # then shows the newest
+    qtbot.waitUntil(lambda: ins.stats.text(0, 2) == "3", timeout=2000)  # then shows the newest
     ins._show_prepared(frame(4.0), "other layer")
-    assert ins.stats.item(0, 2).text() == "4"  # another layer: at once
+    assert ins.stats.text(0, 2) == "4"  # another layer: at once
