@@ -27,6 +27,7 @@ from app.cli_custom import add_trust_option, require_custom_consent
 from app.cli_drift import add_drift_parser, cmd_drift
 from app.cli_export import add_export_parser, cmd_export
 from app.cli_import import add_import_parser, cmd_import
+from engine.io import PNG_LEVEL
 
 if TYPE_CHECKING:
     from engine.model import Model
@@ -234,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     inf = sub.add_parser("infer", parents=[common, run_opts], help="run a network and write its outputs",
                          description="Run a network, print the average time per iteration and write outputs.")
-    inf.add_argument("--png-compression", type=png_level, default=1, metavar="0-9", help=PNG_COMPRESSION_HELP)
+    inf.add_argument("--png-compression", type=png_level, default=PNG_LEVEL, metavar="0-9", help=PNG_COMPRESSION_HELP)
     pr = sub.add_parser("profile", parents=[common, run_opts], help="time every layer and write a report",
                         description="Profile every layer; write a JSON and an HTML report and print the layer table.")
     pr.add_argument("--report", "-r", metavar="PATH", help="report path (PATH.json and PATH.html; default MODELNAME_report)")

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from app.cli_common import PNG_COMPRESSION_HELP, png_level, seed_value
 from engine.batch.stages import SAVE_AS
+from engine.io import PNG_LEVEL
 
 
 def add_batch_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -39,7 +40,7 @@ def add_batch_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpar
     b.add_argument("--seed", type=seed_value, default=0, help="seed of random weights (default 0)")
     b.add_argument("--fusing-rules", default="on", metavar="on|off|FILE", help="fusing rules, as for infer")
     b.add_argument("--input-layout", choices=("nchw", "nhwc"), default="nchw", help="layout of .npy inputs")
-    b.add_argument("--png-compression", type=png_level, default=1, metavar="0-9", help=PNG_COMPRESSION_HELP)
+    b.add_argument("--png-compression", type=png_level, default=PNG_LEVEL, metavar="0-9", help=PNG_COMPRESSION_HELP)
     b.add_argument("--workers", type=int, default=1, metavar="N",
                    help="networks run side by side: on the CPU N worker processes (local) or N actors (ray); "
                         "with cupy N worker processes, one per GPU (local; default: two networks on the current GPU) "

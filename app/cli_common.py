@@ -71,11 +71,14 @@ PNG_COMPRESSION_HELP = ("zlib level of PNG outputs, 0-9 (default 1: fast, OpenCV
 
 
 def png_level(text: str) -> int:
-    """An argparse type: a PNG compression level, 0 to 9."""
-    value = at_least(0)(text)
-    if value > 9:
-        raise argparse.ArgumentTypeError(f"must be from 0 to 9, got {value}")
-    return value
+    """An argparse type: a PNG compression level, 0 to 9 (``engine.io.check_png_level``)."""
+    from engine.errors import InputError  # noqa: PLC0415
+    from engine.io import check_png_level  # noqa: PLC0415
+
+    try:
+        return check_png_level(at_least(0)(text))
+    except InputError:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 9, got {text[:40]}") from None
 
 
 def open_registry(args: argparse.Namespace) -> Registry:

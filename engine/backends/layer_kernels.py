@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from engine.backends.base import derived
 from engine.layer import Layer
 from engine.tensor import Layout
@@ -47,6 +49,14 @@ def physical_weight(layer: Layer, w: Any, cacheable: bool, shape: tuple[int, ...
         return phys
 
     return derived(kernel_cache(layer) if cacheable else None, "physical", w, make)
+
+
+def upload_physical(layer: Layer, w: np.ndarray) -> Any:
+    """Host weights ``w`` (K, C, R, S) uploaded in the memory layout :func:`physical_weight` gives them (KRSC for
+    NHWC), seen as logical K, C, R, S: ``physical_weight`` then finds them in place, so the device holds one copy."""
+    if layer.fmt.layout is Layout.NHWC:
+        return layer.backend.to_device(np.ascontiguousarray(w.transpose(0, 2, 3, 1))).transpose(0, 3, 1, 2)
+    return layer.backend.to_device(np.ascontiguousarray(w))
 
 
 def kernel_cache(layer: Layer) -> dict[str, Any]:

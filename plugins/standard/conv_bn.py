@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.layer_kernels import upload_physical
 from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.errors import WeightsError
-from engine.tensor import Dims, Layout
+from engine.tensor import Dims
 from plugins.standard._common_conv import (
     CONV_INPUTS,
     CONV_PARAMS,
@@ -108,22 +109,20 @@ class ConvBN(ConvolutionBase):
         provides a weight, since inputs can change between runs). The cached weights are folded on the host and
         uploaded once, already in the memory layout of the layer's tensors (KRSC for NHWC), seen as logical
         K, C, R, S, so the convolution finds them in place and makes no copy."""
-        if self._folded is not None and not self.weights_from_inputs(inputs):
+        cached = not self.weights_from_inputs(inputs)
+        if self._folded is not None and cached:
             return self._folded
-        names = ["weights", *(["bias"] if self.p["bias"] else []), *(BN_NAMES[k] for k in BN_WEIGHTS)]
-        values = [self.weight(n, inputs) for n in names]
-        if not self.weights_from_inputs(inputs):
-            w, b, stats = values[0], values[1] if self.p["bias"] else None, values[-len(BN_WEIGHTS):]
-            wf, bf = fold_batch_norm(np, w, b, *stats, self.p["epsilon"])
-            if self.fmt.layout is Layout.NHWC:
-                wd = self.backend.to_device(np.ascontiguousarray(wf.transpose(0, 2, 3, 1))).transpose(0, 3, 1, 2)
-            else:
-                wd = self.backend.to_device(wf)
-            self._folded = (wd, self.backend.to_device(bf))
-            return self._folded
-        values = [self.xp.asarray(v) for v in values]  # the host weights beside the inputs' device arrays
-        w, b, stats = values[0], values[1] if self.p["bias"] else None, values[-len(BN_WEIGHTS):]
-        return fold_batch_norm(self.xp, w, b, *stats, self.p["epsilon"])
+        xp = np if cached else self.xp  # cached: folded from the host weights; else beside the inputs' device arrays
+
+        def value(name: str) -> Any:
+            return xp.asarray(self.weight(name, inputs))
+
+        w, b = value("weights"), value("bias") if self.p["bias"] else None
+        wf, bf = fold_batch_norm(xp, w, b, *(value(BN_NAMES[k]) for k in BN_WEIGHTS), self.p["epsilon"])
+        if not cached:
+            return wf, bf
+        self._folded = (upload_physical(self, wf), self.backend.to_device(bf))
+        return self._folded
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         w, b = self.folded_weights(inputs)

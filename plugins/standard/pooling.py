@@ -62,6 +62,7 @@ DESC = LayerDesc(
 #: H100 took 0.079 ms as a reduction); larger images keep the reduction (each thread would read the whole image)
 GLOBAL_KERNEL_MAX_CELLS = 4096
 
+
 class Pooling(Layer):
     desc = DESC
 
