@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.batch.dataset import Chunk, Unit, discover, plan_chunks, size_key
 from engine.batch.manifest import STATE_DIR, SUMMARY_NAME, Manifest, remove_partials, write_json_atomic
-from engine.batch.runner import NetworkIO, NetworkSpec, network_io
+from engine.batch.runner import NetworkIO, NetworkSpec, network_io, with_model_weights
 from engine.batch.stages import SAVE_AS, Layout, Plan, Work, assemble_video
 from engine.errors import InputError, LayerLabError
 from engine.io import PNG_LEVEL, VideoReader, check_png_level
@@ -70,7 +70,9 @@ def _fingerprint(spec: NetworkSpec, options: BatchOptions) -> dict[str, Any]:
     """What decides the bytes of the outputs; a resumed run must match it."""
     weights = None
     if spec.weights:
-        files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(spec.weights).glob("*.npy"))
+        source = Path(spec.weights)
+        paths = [source] if source.is_file() else source.glob("*.npy")  # a .safetensors file, or a folder of .npy
+        files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in paths)
         weights = hashlib.sha256(json.dumps([os.path.abspath(spec.weights), files]).encode()).hexdigest()
     settings = {"model": hashlib.sha256(spec.model_text.encode("utf-8")).hexdigest(), "backend": spec.backend,
                 "format": spec.format, "weights": weights, "seed": spec.seed, "fusing": spec.fusing,
@@ -96,6 +98,7 @@ class BatchJob:
             check_png_level(options.png_compression)
         except InputError as exc:
             raise InputError(f"--png-compression: {exc}") from None
+        spec = with_model_weights(spec)  # a model that names its weights runs with them, as infer runs it
         self.spec, self.options = spec, options
         self.io: NetworkIO = network_io(spec)
         out = Path(options.output_dir)

@@ -4,7 +4,7 @@ processes, Ray actors) calls :func:`open_network_for`, a thin call of the engine
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from engine.errors import InputError
@@ -35,6 +35,17 @@ def _model(spec: NetworkSpec, registry: Any) -> Any:
     from engine.modelfile import loads
 
     return loads(spec.model_text, spec.model_path, registry)
+
+
+def with_model_weights(spec: NetworkSpec) -> NetworkSpec:
+    """``spec``, or when it names no weights, a copy naming the weights its model names (its ``weights`` setting,
+    relative to the model file): what ``layerlab infer`` runs the model with (``engine.run.with_model_weights``)."""
+    if spec.weights:
+        return spec
+    from engine.run import model_weights
+
+    own = model_weights(_model(spec, _registry(spec)))
+    return replace(spec, weights=own) if own else spec
 
 
 def open_network_for(spec: NetworkSpec, notice: TextIO | None = sys.stderr, graph_capture: bool = True) -> Any:

@@ -192,3 +192,42 @@ def test_progress_is_a_bar_on_a_terminal_and_plain_lines_otherwise(tmp_path, dat
                       "-b", "numpy", "--summary", str(tmp_path / "s.json")], capsys)
     assert code == 0
     assert json.loads((tmp_path / "s.json").read_text()) == json.loads((tmp_path / "o" / "layerlab-summary.json").read_text())
+
+
+def test_a_model_that_names_its_weights_runs_with_them_as_infer_does(tmp_path, capsys):
+    """The trained sample names its weights (settings): `batch` without --weights uses them, as `infer` does, so
+    the outputs are infer's, byte for byte; a changed .safetensors file is a changed setting for a resumed run."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    trained = SAMPLES / "denoiser_trained.lnet"
+    photo = SAMPLES / "photo_noisy.png"
+    (tmp_path / "in").mkdir()
+    shutil.copy(photo, tmp_path / "in" / "p.png")
+    code, _, err = run(["infer", str(trained), "-i", str(photo), "-o", f"output={tmp_path / 'ref.png'}", "-n", "1",
+                        "--warmup", "0", "-b", "numpy"], capsys)
+    assert code == 0, err
+    code, _, err = run(["batch", str(trained), "--inputs", str(tmp_path / "in"), "--output-dir", str(tmp_path / "b"),
+                        "--batch-size", "1", "-b", "numpy"], capsys)
+    assert code == 0, err
+    assert (tmp_path / "b" / "p.png").read_bytes() == (tmp_path / "ref.png").read_bytes()
+    # the same network from an imported-style model: weights in a .safetensors file it names
+    model = tmp_path / "m.lnet"
+    model.write_text(trained.read_text(encoding="utf-8").replace('value="denoiser_weights"', 'value="m.safetensors"'),
+                     encoding="utf-8")
+    text = trained.read_text(encoding="utf-8")
+    tensors = {}
+    for f in sorted((SAMPLES / "denoiser_weights").glob("*.npy")):  # <layer>_<weight>.npy -> "<layer>.<weight>"
+        cut = next(i for i, ch in enumerate(f.stem) if ch == "_" and f'name="{f.stem[:i]}"' in text)
+        tensors[f"{f.stem[:cut]}.{f.stem[cut + 1:]}"] = np.load(f)
+    save_file(tensors, str(tmp_path / "m.safetensors"))
+    base = ["batch", str(model), "--inputs", str(tmp_path / "in"), "--output-dir", str(tmp_path / "s"), "--batch-size",
+            "1", "-b", "numpy"]
+    code, _, err = run(base, capsys)
+    assert code == 0, err
+    assert (tmp_path / "s" / "p.png").read_bytes() == (tmp_path / "ref.png").read_bytes()
+    changed = {k: v * 0.5 for k, v in load_file(str(tmp_path / "m.safetensors")).items()}
+    save_file(changed, str(tmp_path / "m.safetensors"))
+    code, _, err = run(base, capsys)
+    assert code == 2 and "changed: weights" in err
