@@ -86,6 +86,11 @@ def conv2d(backend: Backend) -> Kernel:
         code, alpha = kernels.FUSED_EPILOGUES[epilogue], float(coefs.get("alpha", 0.0))
         nhwc = is_nhwc_memory(out)
         ho, wo = out.shape[2:]
+        if (nhwc and w.shape[0] <= kernels.FEW_OUTPUTS_MAX and w.shape[1] >= kernels.FEW_OUTPUTS_MIN_CHANNELS
+                and out.transpose(0, 2, 3, 1).flags.c_contiguous):
+            wr = derived(cache, "few_outputs", w, lambda: kernels.few_output_weights(w))
+            kernels.conv_few_outputs(x, wr, w.shape[2:], b, out, stride, padding, dilation, code, alpha)
+            return True
         if (w.shape[2:] == (3, 3) and stride == dilation == (1, 1) and w.shape[1] >= WINOGRAD_MIN_CHANNELS
                 and -(-ho // 4) * -(-wo // 4) >= WINOGRAD_MIN_TILES):
             u = derived(cache, "winograd_nhwc" if nhwc else "winograd_nchw", w, lambda: kernels.transform_weights(w, nhwc))

@@ -2,7 +2,7 @@
 
 ``python -m engine.backends.warmup`` runs a small network that takes every kernel path (Winograd in blocks
 and shared out, im2col by pixels and by output channels, 1x1, pooling, element-wise, upsampling alone and
-with a concatenation) in fp32 NHWC and NCHW, so that Numba's on-disk cache holds them; a later inference
+with a concatenation, few output channels) in fp32 NHWC and NCHW, so that Numba's on-disk cache holds them; a later inference
 starts at once. The designer runs it in a separate process at its first start after installing (compiling
 holds the Python interpreter for about half a minute: in-process, the window would stutter)."""
 from __future__ import annotations
@@ -43,7 +43,8 @@ def warmup_model() -> Model:
     m.add_layer("concatenation", "cat", inputs=["up", "pool"])  # fused into upscale_concat
     m.add_layer("upsample", "up2", params={"factor": "4", "method": "nearest"}, inputs=["cat"])
     wide = conv("wino_blocks", "up2", 16)  # 40x40: 100 tiles, in blocks
-    m.add_layer("output", "output", inputs=[wide])
+    few = conv("few", wide, 3, act="none")  # few output channels: dot products along the kernel rows
+    m.add_layer("output", "output", inputs=[few])
     return m
 
 

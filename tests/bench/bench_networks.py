@@ -47,6 +47,44 @@ def median_ms(fn: Callable[[], Any], repeat: int, sync: Callable[[], None], warm
     return statistics.median(times)
 
 
+def interleaved_ms(fns: dict[str, Callable[[], Any]], repeat: int, settle: int = 1,
+                   pause: float = 0.05) -> dict[str, float]:
+    """Median time of each of ``fns`` measured in turns: ``repeat`` rounds, each running every function after
+    a pause of ``pause`` seconds (the other's worker threads stop spinning: ONNX Runtime's kept a core busy
+    after its run, which made a 12 ms resnet18 run that followed it take 21 ms), ``settle`` times untimed (its
+    data back in the caches) and then once timed.
+    This shared 2-core machine's speed drifts by 15-20% over seconds (dncnn: 141 to 169 ms for the same
+    run); in turns the drift weighs on both sides alike, where timing one side after the other put it on
+    whichever ran during it."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeat):
+        for key, fn in fns.items():
+            time.sleep(pause)
+            for _ in range(settle):
+                fn()
+            t0 = time.perf_counter()
+            fn()
+            times[key].append((time.perf_counter() - t0) * 1e3)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def blas_kernel() -> str:
+    """The BLAS NumPy uses and the kernel family it runs (threadpoolctl), with OPENBLAS_CORETYPE when set:
+    that variable pins OpenBLAS to an older family (AVX2 "Haswell" kernels on an AVX-512 CPU run at about
+    half speed), so CPU figures name it."""
+    try:
+        from threadpoolctl import threadpool_info  # noqa: PLC0415
+    except ImportError:
+        return "unknown"
+    blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    info = next((i for i in blas if "numpy" in i.get("filepath", "")), blas[0] if blas else None)
+    if info is None:
+        return "none"
+    text = f"{info.get('internal_api')} {info.get('version')} {info.get('architecture')}"
+    pinned = os.environ.get("OPENBLAS_CORETYPE")
+    return f"{text} (OPENBLAS_CORETYPE={pinned})" if pinned else text
+
+
 def torch_graph_ms(forward: Callable[..., Any], tx: Any, params: Any, repeat: int) -> float:
     """PyTorch eager replayed as a CUDA graph (the peer figure for latency-bound networks)."""
     import torch
@@ -130,7 +168,7 @@ def bench(name: str, dims: Dims, device: str, fmt_text: str, repeat: int, fusing
     t_compile = None
     if compile_mode and device == "gpu":
         t_compile = torch_compile_ms(forward, tx, tparams, repeat, compile_mode)
-    ort_ms = None
+    ort_ms = t_ours_alone = None
     if device == "cpu":  # ONNX Runtime peer, through LayerLab's own ONNX exporter (2 threads, like the machine)
         import onnxruntime as ort
 
@@ -142,12 +180,16 @@ def bench(name: str, dims: Dims, device: str, fmt_text: str, repeat: int, fusing
         sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         feed = {sess.get_inputs()[0].name: x}
         ort_out = sess.run(None, feed)[0]
-        ort_ms = median_ms(lambda: sess.run(None, feed), repeat, lambda: None)
+        # side by side: LayerLab and ONNX Runtime in turns, so both see the same machine (the figure above
+        # measured LayerLab alone, before either peer had run, and stays for the PyTorch column)
+        turns = interleaved_ms({"ours": run_ours, "ort": lambda: sess.run(None, feed)}, max(repeat, 10))
+        t_ours_alone, t_ours, ort_ms = t_ours, turns["ours"], turns["ort"]
     row = {"net": name, "ort_ms": ort_ms,
            "rel_err_vs_ort": rel_err(ours, ort_out) if ort_ms is not None else None, "dims": str(dims),
            "device": backend.device_name, "format": str(fmt), "fusing": fusing,
            "graph": net.graph_status, "cudnn": getattr(backend, "cudnn_status", "-"),
-           "layerlab_ms": t_ours, "torch_ms": t_torch, "ratio": t_ours / t_torch, "torch_graph_ms": t_graph,
+           "layerlab_ms": t_ours, "layerlab_alone_ms": t_ours_alone, "blas": blas_kernel() if device == "cpu" else None,
+           "torch_ms": t_torch, "ratio": t_ours / t_torch, "torch_graph_ms": t_graph,
            "torch_compile_ms": t_compile, "compile_mode": compile_mode,
            "rel_err_vs_torch": rel_err(ours, ref), "rel_err_vs_fp32": rel_err(ours, ref32),
            "layerlab_bytes": net.peak_memory_bytes + sum(int(np.prod(w.shape)) * w.dtype.itemsize

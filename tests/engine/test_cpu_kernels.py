@@ -79,6 +79,64 @@ def test_im2col_nhwc_matches_the_reference(kernel, stride, padding, dilation, c)
     assert _rel(out, ref) < 1e-5
 
 
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+@pytest.mark.parametrize("kernel,stride,padding,dilation,c", [
+    ((3, 3), (1, 1), (1, 1), (1, 1), 64),    # dncnn's output layer
+    ((1, 1), (1, 1), (0, 0), (1, 1), 32),    # U-Net's output layer
+    ((5, 3), (2, 1), (2, 0), (1, 1), 8),     # rectangular, strided, padded on one axis only
+    ((3, 3), (1, 2), (2, 2), (2, 2), 12),    # dilated: every tap gathered
+])
+@pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("leaky_relu", True)])
+def test_few_output_convolution_matches_the_reference(k, kernel, stride, padding, dilation, c, act, bias):
+    rng = np.random.default_rng(3)
+    x = _tensors(rng, 2, c, 21, 18, nhwc=True)
+    wt = rng.standard_normal((k, c, *kernel)).astype(np.float32)
+    b = rng.standard_normal(k).astype(np.float32) if bias else None
+    ref = _ref_conv(x, wt, b, stride, padding, dilation, act, 0.2)
+    out = _out(2, k, *ref.shape[2:], nhwc=True)
+    ck.conv_few_outputs(x, ck.few_output_weights(wt), kernel, b, out, stride, padding, dilation,
+                        ck.FUSED_EPILOGUES[act], 0.2)
+    assert np.isfinite(out).all(), "every output pixel written"
+    assert _rel(out, ref) < 1e-5
+
+
+def test_few_output_convolution_keeps_nan_and_inf():
+    x = np.zeros((1, 12, 12, 16), np.float32)
+    x[0, 5, 5, 3] = np.nan
+    x[0, 9, 2, 0] = np.inf
+    xv = x.transpose(0, 3, 1, 2)
+    wt = np.ones((3, 16, 3, 3), np.float32)
+    out = _out(1, 3, 12, 12, nhwc=True)
+    ck.conv_few_outputs(xv, ck.few_output_weights(wt), (3, 3), None, out, (1, 1), (1, 1), (1, 1),
+                        ck.FUSED_EPILOGUES["relu"])
+    assert np.isnan(out[0, :, 4:7, 4:7]).all()
+    assert np.isposinf(out[0, :, 8:11, 1:4]).all()
+    assert (out[0, :, 0, 8] == 0).all()
+
+
+def test_backend_takes_the_few_output_kernel_for_nhwc_only(monkeypatch):
+    be = NumpyBackend()
+    rng = np.random.default_rng(6)
+    wt = rng.standard_normal((3, 64, 3, 3)).astype(np.float32)
+    calls = []
+    real = ck.conv_few_outputs
+    monkeypatch.setattr(ck, "conv_few_outputs", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    x = _tensors(rng, 1, 64, 30, 30, nhwc=True)
+    out, cache = _out(1, 3, 30, 30, nhwc=True), {}
+    assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "relu", {}, cache)
+    assert calls == [1] and cache["few_outputs"][0] is wt
+    assert _rel(out, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1), "relu")) < 1e-5
+    # NCHW memory keeps Winograd; five outputs and too few input channels keep their paths too
+    assert be.kernel("conv2d")(np.ascontiguousarray(x), wt, None, _out(1, 3, 30, 30, nhwc=False), (1, 1), (1, 1),
+                               (1, 1), 1, None, {})
+    five = rng.standard_normal((5, 64, 3, 3)).astype(np.float32)
+    assert be.kernel("conv2d")(x, five, None, _out(1, 5, 30, 30, nhwc=True), (1, 1), (1, 1), (1, 1), 1, None, {})
+    thin = _tensors(rng, 1, 3, 30, 30, nhwc=True)
+    assert be.kernel("conv2d")(thin, wt[:, :3], None, _out(1, 3, 30, 30, nhwc=True), (1, 1), (1, 1), (1, 1), 1, None,
+                               {})
+    assert calls == [1]
+
+
 def test_relu_keeps_nan_in_both_kernels():
     x = np.zeros((1, 16, 12, 12), np.float32)
     x[0, 3, 5, 5] = np.nan
