@@ -47,15 +47,16 @@ def median_ms(fn: Callable[[], Any], repeat: int, sync: Callable[[], None], warm
     return statistics.median(times)
 
 
-def interleaved_ms(fns: dict[str, Callable[[], Any]], repeat: int, settle: int = 1,
-                   pause: float = 0.05) -> dict[str, float]:
+def interleaved_ms(fns: dict[str, Callable[[], Any]], repeat: int, settle: int = 3,
+                   pause: float = 0.02) -> dict[str, float]:
     """Median time of each of ``fns`` measured in turns: ``repeat`` rounds, each running every function after
-    a pause of ``pause`` seconds (the other's worker threads stop spinning: ONNX Runtime's kept a core busy
-    after its run, which made a 12 ms resnet18 run that followed it take 21 ms), ``settle`` times untimed (its
-    data back in the caches) and then once timed.
-    This shared 2-core machine's speed drifts by 15-20% over seconds (dncnn: 141 to 169 ms for the same
-    run); in turns the drift weighs on both sides alike, where timing one side after the other put it on
-    whichever ran during it."""
+    a pause of ``pause`` seconds, ``settle`` times untimed and then once timed.
+
+    This shared 2-core machine's speed drifts by 15-20% over seconds (dncnn: 141 to 169 ms for the same run);
+    in turns the drift weighs on both sides alike, where timing one side after the other put it on whichever
+    ran during it. The untimed runs are needed: the first runs after the other side's (ONNX Runtime's threads
+    spin after a run) or after a pause were slow on both sides (resnet18: 21 instead of 11 ms with one untimed
+    run, 11.4 with three)."""
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeat):
         for key, fn in fns.items():
