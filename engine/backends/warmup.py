@@ -2,9 +2,10 @@
 
 ``python -m engine.backends.warmup`` runs a small network that takes every kernel path (Winograd in blocks
 and shared out, im2col by pixels and by output channels, 1x1, pooling, element-wise, upsampling alone and
-with a concatenation, few output channels) in fp32 NHWC and NCHW, so that Numba's on-disk cache holds them; a later inference
-starts at once. The designer runs it in a separate process at its first start after installing (compiling
-holds the Python interpreter for about half a minute: in-process, the window would stutter)."""
+with a concatenation, few output channels, products over packed weight panels) in fp32 NHWC and NCHW, so that
+Numba's on-disk cache holds them; a later inference starts at once. The designer runs it in a separate process
+at its first start after installing (compiling holds the Python interpreter for about half a minute: in-process,
+the window would stutter)."""
 from __future__ import annotations
 
 import fcntl
@@ -34,11 +35,13 @@ def warmup_model() -> Model:
     m.add_layer("element_wise", "add1", params={"operation": "sum"}, inputs=[steps, stem], activation="relu")
     m.add_layer("pooling", "pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
                 inputs=["add1"])
-    small = conv("cols", "pool", 64, stride=2)  # 5x5: im2col cut by output channels
-    one = conv("one", small, 64, kernel=1)  # 1x1 of stride 1, cut by output channels
+    small = conv("cols", "pool", 48, stride=2)  # 5x5: im2col cut by output channels
+    one = conv("one", small, 48, kernel=1)  # 1x1 of stride 1, cut by output channels
     m.add_layer("element_wise", "add2", params={"operation": "sum"}, inputs=[small, one], activation="relu")
+    panels = conv("panels", "add2", 64)  # a small image, 64 outputs: im2col, then the product over packed panels
+    panels_1x1 = conv("panels_1x1", panels, 64, kernel=1)  # the same without im2col
     m.add_layer("pooling", "avg", params={"pool_type": "average", "kernel_size": "3", "stride": "1", "padding": "1"},
-                inputs=["add2"])
+                inputs=[panels_1x1])
     m.add_layer("upsample", "up", params={"factor": "2", "method": "bilinear"}, inputs=["avg"])
     m.add_layer("concatenation", "cat", inputs=["up", "pool"])  # fused into upscale_concat
     m.add_layer("upsample", "up2", params={"factor": "4", "method": "nearest"}, inputs=["cat"])

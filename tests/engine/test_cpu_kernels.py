@@ -100,6 +100,63 @@ def test_few_output_convolution_matches_the_reference(k, kernel, stride, padding
     assert _rel(out, ref) < 1e-5
 
 
+@pytest.mark.parametrize("n,c,k,size,kernel,stride,padding,dilation", [
+    (1, 40, 64, 7, (3, 3), (1, 1), (1, 1), (1, 1)),     # resnet's last stage, smaller
+    (2, 24, 32, 14, (3, 3), (2, 2), (1, 1), (1, 1)),    # strided, two images
+    (1, 160, 96, 5, (3, 3), (1, 1), (1, 1), (1, 1)),    # 1440 inputs: two passes of PANEL_KBLOCK; 25 rows
+    (1, 64, 64, 6, (1, 1), (1, 1), (0, 0), (1, 1)),     # 1x1 of stride 1: no im2col
+    (2, 16, 32, 9, (1, 1), (2, 2), (0, 0), (1, 1)),     # 1x1 strided
+    (1, 8, 32, 9, (3, 3), (1, 1), (2, 2), (2, 2)),      # dilated
+])
+@pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("leaky_relu", True)])
+def test_panel_product_convolution_matches_the_reference(n, c, k, size, kernel, stride, padding, dilation, act, bias):
+    rng = np.random.default_rng(8)
+    x = _tensors(rng, n, c, size, size, nhwc=True)
+    wt = rng.standard_normal((k, c, *kernel)).astype(np.float32)
+    b = rng.standard_normal(k).astype(np.float32) if bias else None
+    ref = _ref_conv(x, wt, b, stride, padding, dilation, act, 0.2)
+    out = _out(n, k, *ref.shape[2:], nhwc=True)
+    ck.conv_panels(x, ck.panel_weights(wt), kernel, b, out, stride, padding, dilation, ck.FUSED_EPILOGUES[act], 0.2)
+    assert np.isfinite(out).all(), "every output pixel written"
+    assert _rel(out, ref) < 1e-5
+
+
+def test_panel_product_keeps_nan_and_leaves_other_pixels_alone():
+    x = np.zeros((1, 7, 7, 32), np.float32)
+    x[0, 3, 3, 5] = np.nan
+    wt = np.ones((32, 32, 3, 3), np.float32)
+    out = _out(1, 32, 7, 7, nhwc=True)
+    ck.conv_panels(x.transpose(0, 3, 1, 2), ck.panel_weights(wt), (3, 3), None, out, (1, 1), (1, 1), (1, 1),
+                   ck.FUSED_EPILOGUES["relu"])
+    assert np.isnan(out[0, :, 2:5, 2:5]).all()
+    assert (out[0, :, 0, 0] == 0).all() and (out[0, :, 6, 6] == 0).all()
+
+
+def test_backend_takes_the_panel_product_for_small_nhwc_images(monkeypatch):
+    be = NumpyBackend()
+    rng = np.random.default_rng(9)
+    monkeypatch.setattr(ck, "panels_available", lambda: True)
+    calls = []
+    real = ck.conv_panels
+    monkeypatch.setattr(ck, "conv_panels", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
+    wt = rng.standard_normal((64, 48, 3, 3)).astype(np.float32)
+    x = _tensors(rng, 1, 48, 14, 14, nhwc=True)
+    out, cache = _out(1, 64, 14, 14, nhwc=True), {}
+    assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "relu", {}, cache)
+    assert calls == [(1, 48, 14, 14)] and cache["gemm_panels"][0] is wt
+    assert _rel(out, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1), "relu")) < 1e-5
+    # larger images, output counts that are no multiple of 32 and NCHW memory keep their paths
+    big = _tensors(rng, 1, 48, 20, 20, nhwc=True)
+    assert be.kernel("conv2d")(big, wt, None, _out(1, 64, 20, 20, nhwc=True), (1, 1), (1, 1), (1, 1), 1, None, {})
+    assert be.kernel("conv2d")(x, wt[:40], None, _out(1, 40, 14, 14, nhwc=True), (1, 1), (1, 1), (1, 1), 1, None, {})
+    assert be.kernel("conv2d")(np.ascontiguousarray(x), wt, None, _out(1, 64, 14, 14, nhwc=False), (1, 1), (1, 1),
+                               (1, 1), 1, None, {})
+    assert len(calls) == 1
+    monkeypatch.setattr(ck, "panels_available", lambda: False)  # no AVX-512: OpenBLAS as before
+    assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, None, {})
+    assert len(calls) == 1
+
+
 def test_few_output_convolution_keeps_nan_and_inf():
     x = np.zeros((1, 12, 12, 16), np.float32)
     x[0, 5, 5, 3] = np.nan
