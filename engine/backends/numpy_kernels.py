@@ -91,6 +91,11 @@ def conv2d(backend: Backend) -> Kernel:
             wr = derived(cache, "few_outputs", w, lambda: kernels.few_output_weights(w))
             kernels.conv_few_outputs(x, wr, w.shape[2:], b, out, stride, padding, dilation, code, alpha)
             return True
+        if (nhwc and kernels.direct_panels_apply(w.shape, dilation, ho * wo)
+                and out.transpose(0, 2, 3, 1).flags.c_contiguous):
+            wp = derived(cache, "gemm_panels", w, lambda: kernels.panel_weights(w))
+            kernels.conv_direct_panels(x, wp, w.shape[2:], b, out, stride, padding, code, alpha)
+            return True
         if nhwc and kernels.panels_apply(ho * wo, w.shape[0]) and out.transpose(0, 2, 3, 1).flags.c_contiguous:
             wp = derived(cache, "gemm_panels", w, lambda: kernels.panel_weights(w))
             kernels.conv_panels(x, wp, w.shape[2:], b, out, stride, padding, dilation, code, alpha)

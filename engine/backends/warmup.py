@@ -30,8 +30,9 @@ def warmup_model() -> Model:
                     inputs=[src], activation=act)
         return name
 
-    stem = conv("stem", "input", 32, kernel=7, stride=2)  # im2col, by pixels (20x20)
-    steps = conv("wino_steps", stem, 32)  # Winograd of 25 tiles: one block, its steps shared out
+    stem = conv("stem", "input", 32, kernel=7, stride=2)  # RGB stem: the direct panel product (AVX-512) or im2col
+    pixels = conv("pixels", stem, 24, kernel=5)  # im2col, by pixels (20x20)
+    steps = conv("wino_steps", pixels, 32)  # Winograd of 25 tiles: one block, its steps shared out
     m.add_layer("element_wise", "add1", params={"operation": "sum"}, inputs=[steps, stem], activation="relu")
     m.add_layer("pooling", "pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
                 inputs=["add1"])

@@ -121,6 +121,44 @@ def test_panel_product_convolution_matches_the_reference(n, c, k, size, kernel, 
     assert _rel(out, ref) < 1e-5
 
 
+@pytest.mark.parametrize("n,c,k,size,kernel,stride,padding", [
+    (1, 3, 64, (30, 23), (7, 7), (2, 2), (3, 3)),   # a ResNet stem, odd sizes: the last tile of a row part-filled
+    (2, 4, 32, (11, 17), (5, 3), (1, 2), (2, 0)),   # rectangular, two images, padding on one axis
+    (1, 3, 96, (9, 9), (3, 3), (1, 1), (0, 0)),     # no padding
+])
+@pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("leaky_relu", True)])
+def test_direct_panel_convolution_matches_the_reference(n, c, k, size, kernel, stride, padding, act, bias):
+    rng = np.random.default_rng(10)
+    x = _tensors(rng, n, c, *size, nhwc=True)
+    wt = rng.standard_normal((k, c, *kernel)).astype(np.float32)
+    b = rng.standard_normal(k).astype(np.float32) if bias else None
+    ref = _ref_conv(x, wt, b, stride, padding, (1, 1), act, 0.2)
+    out = _out(n, k, *ref.shape[2:], nhwc=True)
+    ck.conv_direct_panels(x, ck.panel_weights(wt), kernel, b, out, stride, padding, ck.FUSED_EPILOGUES[act], 0.2)
+    assert np.isfinite(out).all(), "every output pixel written"
+    assert _rel(out, ref) < 1e-5
+
+
+def test_backend_takes_the_direct_panels_for_an_rgb_stem_only(monkeypatch):
+    be = NumpyBackend()
+    rng = np.random.default_rng(11)
+    monkeypatch.setattr(ck, "panels_available", lambda: True)
+    calls = []
+    real = ck.conv_direct_panels
+    monkeypatch.setattr(ck, "conv_direct_panels", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
+    stem = rng.standard_normal((64, 3, 7, 7)).astype(np.float32)
+    x = _tensors(rng, 1, 3, 40, 40, nhwc=True)
+    out = _out(1, 64, 20, 20, nhwc=True)
+    assert be.kernel("conv2d")(x, stem, None, out, (2, 2), (3, 3), (1, 1), 1, "relu", {})
+    assert calls == [(1, 3, 40, 40)]
+    assert _rel(out, _ref_conv(x, stem, None, (2, 2), (3, 3), (1, 1), "relu")) < 1e-5
+    # a 3x3 RGB window (27 values) and dilated windows keep im2col
+    small = rng.standard_normal((64, 3, 3, 3)).astype(np.float32)
+    assert be.kernel("conv2d")(x, small, None, _out(1, 64, 40, 40, nhwc=True), (1, 1), (1, 1), (1, 1), 1, None, {})
+    assert be.kernel("conv2d")(x, stem, None, _out(1, 64, 17, 17, nhwc=True), (2, 2), (3, 3), (2, 2), 1, None, {})
+    assert len(calls) == 1
+
+
 def test_panel_product_keeps_nan_and_leaves_other_pixels_alone():
     x = np.zeros((1, 7, 7, 32), np.float32)
     x[0, 3, 3, 5] = np.nan
