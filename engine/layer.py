@@ -220,10 +220,11 @@ class Layer:
 
     def weight_input(self, weight: str) -> int | None:
         """Index of the secondary input that replaces ``weight`` when connected."""
-        for i, inp in enumerate(self.desc.inputs):
-            if inp.weight == weight:
-                return i
-        return None
+        found = self.__dict__.get("_weight_inputs")
+        if found is None or found[0] is not self.desc:  # asked on every run of every layer: looked up once
+            found = (self.desc, {inp.weight: i for i, inp in reversed(list(enumerate(self.desc.inputs)))})
+            self.__dict__["_weight_inputs"] = found
+        return found[1].get(weight)
 
     def weights_from_inputs(self, inputs: list[Any]) -> bool:
         """True when a connected secondary input provides one of the weights (they may change every run,
