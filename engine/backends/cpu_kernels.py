@@ -428,7 +428,8 @@ def compiled_before() -> bool:
     """Whether Numba's on-disk cache already holds the main kernels (compiled by an earlier run on this
     machine); compiling them all takes about half a minute on 2 cores."""
     try:
-        kernels = (_wino_par, _conv_par, _few_par) + ((_panel_par, _direct_panels_par) if panels_available() else ())
+        panels = (_panel_windows_par, _panel_par, _direct_panels_par) if panels_available() else ()
+        kernels = (_wino_par, _conv_par, _few_par, *panels)
         return all(os.path.exists(k._cache._cache_file._index_path) for k in kernels)
     except AttributeError:  # a Numba without this cache layout: say nothing
         return True

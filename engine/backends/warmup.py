@@ -39,8 +39,11 @@ def warmup_model() -> Model:
     small = conv("cols", "pool", 48, stride=2)  # 5x5: im2col cut by output channels
     one = conv("one", small, 48, kernel=1)  # 1x1 of stride 1, cut by output channels
     m.add_layer("element_wise", "add2", params={"operation": "sum"}, inputs=[small, one], activation="relu")
-    panels = conv("panels", "add2", 64)  # a small image, 64 outputs: im2col, then the product over packed panels
-    panels_1x1 = conv("panels_1x1", panels, 64, kernel=1)  # the same without im2col
+    panels = conv("panels", "add2", 64)  # a small image, 64 outputs: the product over packed panels, windows in place
+    m.add_layer("convolution", "panels_dilated", params={"num_output_channels": "64", "kernel_size": "3",
+                                                         "padding": "2", "dilation": "2"},
+                inputs=[panels], activation="relu")  # dilated: im2col, then the same product
+    panels_1x1 = conv("panels_1x1", "panels_dilated", 64, kernel=1)  # a 1x1 one
     m.add_layer("pooling", "avg", params={"pool_type": "average", "kernel_size": "3", "stride": "1", "padding": "1"},
                 inputs=[panels_1x1])
     m.add_layer("upsample", "up", params={"factor": "2", "method": "bilinear"}, inputs=["avg"])

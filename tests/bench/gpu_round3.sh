@@ -5,6 +5,7 @@
 #   tests: every GPU-marked test, then bench_paths: batch 1 (every network and format) and resnet18 at 32 and 64
 #   bench: torch.compile(max-autotune) at resnet18 b32/b64 fp16 NHWC, batch (JPEG and PNG frames), frames, precision
 #   extra: torch.compile(max-autotune) at b64 alone, batch with PNG frames written at --png-compression 0
+#   check: every GPU-marked test, the CPU kernels' tests on this machine's CPU (where Numba is installed), batch-1 paths
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 what=${1:-tests}
@@ -17,6 +18,15 @@ if [ "$what" = tests ]; then
   echo "== paths"
   timeout 90 python3 -m tests.bench.bench_paths --json "$OUT/paths_b1.json" 2>&1 | tail -19
   timeout 60 python3 -m tests.bench.bench_paths --nets resnet18 --batches 32 64 --json "$OUT/paths_b32.json" 2>&1 | tail -12
+fi
+if [ "$what" = check ]; then
+  echo "== GPU tests"
+  timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider -n 14 -o addopts="-ra" tests 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^FAILED|^ERROR|passed|failed" | tail -25
+  echo "== CPU kernels on this CPU"
+  python3 -c "import numba, llvmlite.binding as b; print('numba', numba.__version__, b.get_host_cpu_name(), 'avx512f', b.get_host_cpu_features().get('avx512f'))"
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/engine/test_cpu_kernels.py tests/engine/test_warmup.py 2>&1 | tail -4
+  echo "== paths"
+  timeout 90 python3 -m tests.bench.bench_paths --json "$OUT/paths_b1.json" 2>&1 | tail -19
 fi
 if [ "$what" = bench ]; then
   echo "== compile"
