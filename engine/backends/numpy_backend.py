@@ -16,6 +16,7 @@ import contextlib
 import importlib
 import os
 import platform
+import sys
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,9 @@ def cpu_kernels() -> Any:
     """The Numba kernel module, or None when Numba is missing or ``LAYERLAB_CPU_KERNELS=off``."""
     if os.environ.get("LAYERLAB_CPU_KERNELS", "on").lower() in ("off", "0", "no", "false"):
         return None
+    loaded = sys.modules.get("engine.backends.cpu_kernels")  # asked by every layer of every run: no import machinery
+    if loaded is not None:
+        return loaded
     try:
         return importlib.import_module("engine.backends.cpu_kernels")  # numba is imported on first use
     except ImportError:
