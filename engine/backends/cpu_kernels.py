@@ -575,6 +575,14 @@ def _bias_act(y, p0, p1, k0, k1, bias, act, alpha):  # pragma: no cover - compil
             row[k] = _act(row[k] + bb[k], act, alpha)
 
 
+def _nhwc_operands(x: np.ndarray, out: np.ndarray, bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The input as a contiguous (N, H, W, C) array, the output as (N, pixels, K) rows and the bias (zeros when
+    there is none), for the NHWC convolutions."""
+    n, k, ho, wo = out.shape
+    b = np.zeros(k, np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1)), out.transpose(0, 2, 3, 1).reshape(n, ho * wo, k), b
+
+
 def gemm_weights(w: np.ndarray) -> np.ndarray:
     """Weights (K, C, KH, KW) as the (KH*KW*C, K) float32 matrix of :func:`conv_nhwc`."""
     k = w.shape[0]
@@ -591,9 +599,7 @@ def conv_nhwc(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias: np.n
     n, c, h, w = x.shape
     k, ho, wo = out.shape[1:]
     kh, kw = kernel
-    xs = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
-    ys = out.transpose(0, 2, 3, 1).reshape(n, ho * wo, k)
-    b = np.zeros(k, np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
+    xs, ys, b = _nhwc_operands(x, out, bias)
     direct = kh == kw == 1 and stride == (1, 1) and padding == (0, 0)
     step = max(16, min(ho * wo, BLOCK_BYTES // (4 * max(kh * kw * c, k))))
     if ho * wo * n >= CONV_SPLIT_MIN_PIXELS:
@@ -702,6 +708,19 @@ def panels_available() -> bool:
     return bool(features.get("avx512f"))
 
 
+def _phis(builder: Any, ty: Any, values: list[Any], block: Any) -> list[Any]:
+    """One phi node of type ``ty`` per value, each taking its value when coming from ``block``."""
+    phis = [builder.phi(ty) for _ in values]
+    _incoming(phis, values, block)
+    return phis
+
+
+def _incoming(phis: list[Any], values: list[Any], block: Any) -> None:
+    """Each phi takes its value when coming from ``block``."""
+    for phi, value in zip(phis, values):
+        phi.add_incoming(value, block)
+
+
 @intrinsic
 def _tile7x32(typingctx, a0, a1, a2, a3, a4, a5, a6, c0, c1, c2, c3, c4, c5, c6, bp, depth, outer,
               a_step):  # pragma: no cover - compiled
@@ -741,11 +760,7 @@ def _tile7x32(typingctx, a0, a1, a2, a3, a4, a5, a6, c0, c1, c2, c3, c4, c5, c6,
         builder.position_at_end(head)
         o = builder.phi(i64)
         o.add_incoming(zero, entry)
-        acc_o = []
-        for value in start:
-            phi = builder.phi(v16)
-            phi.add_incoming(value, entry)
-            acc_o.append(phi)
+        acc_o = _phis(builder, v16, start, entry)
         rows = [builder.inttoptr(builder.add(a, builder.mul(o, a_step)), pf) for a in a_addr]
         first = builder.mul(builder.mul(o, depth), llvm_ir.Constant(i64, 32))
         builder.branch(inner)
@@ -753,11 +768,7 @@ def _tile7x32(typingctx, a0, a1, a2, a3, a4, a5, a6, c0, c1, c2, c3, c4, c5, c6,
         builder.position_at_end(inner)
         i = builder.phi(i64)
         i.add_incoming(zero, head)
-        acc = []
-        for value in acc_o:
-            phi = builder.phi(v16)
-            phi.add_incoming(value, head)
-            acc.append(phi)
+        acc = _phis(builder, v16, acc_o, head)
         offset = builder.add(first, builder.mul(i, llvm_ir.Constant(i64, 32)))
         b = []
         for h in range(2):
@@ -774,27 +785,39 @@ def _tile7x32(typingctx, a0, a1, a2, a3, a4, a5, a6, c0, c1, c2, c3, c4, c5, c6,
             new += [builder.call(fma, [one, b[0], acc[2 * r]]), builder.call(fma, [one, b[1], acc[2 * r + 1]])]
         step = builder.add(i, llvm_ir.Constant(i64, 1))
         i.add_incoming(step, inner)
-        for phi, value in zip(acc, new):
-            phi.add_incoming(value, inner)
+        _incoming(acc, new, inner)
         builder.cbranch(builder.icmp_signed("<", step, depth), inner, latch)
         builder.position_at_end(latch)
         o_next = builder.add(o, llvm_ir.Constant(i64, 1))
         o.add_incoming(o_next, latch)
-        for phi, value in zip(acc_o, new):
-            phi.add_incoming(value, latch)
+        _incoming(acc_o, new, latch)
         builder.cbranch(builder.icmp_signed("<", o_next, outer), head, done)
         builder.position_at_end(done)
-        finals = []
-        for value, updated in zip(start, new):  # every phi first: LLVM wants them at the top of the block
-            final = builder.phi(v16)
-            final.add_incoming(value, entry)
-            final.add_incoming(updated, latch)
-            finals.append(final)
+        finals = _phis(builder, v16, start, entry)  # every phi first: LLVM wants them at the top of the block
+        _incoming(finals, new, latch)
         for p, final in zip(halves, finals):
             builder.store(final, p).align = 4
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@njit(cache=True, nogil=True)
+def _panel_fill(y, k0, b):  # pragma: no cover - compiled
+    """Columns k0..k0+PANEL of every row of ``y`` (rows, K) set to the bias (the micro-kernel adds to them)."""
+    for q in range(y.shape[0]):
+        for j in range(PANEL):
+            y[q, k0 + j] = b[k0 + j]
+
+
+@njit(cache=True, nogil=True)
+def _panel_activate(y, k0, act, alpha):  # pragma: no cover - compiled
+    """Columns k0..k0+PANEL of every row of ``y`` activated in place (nothing to do for ``act`` 0)."""
+    if act == 0:
+        return
+    for q in range(y.shape[0]):
+        for j in range(PANEL):
+            y[q, k0 + j] = _act(y[q, k0 + j], act, alpha)
 
 
 def panel_weights(w: np.ndarray) -> np.ndarray:
@@ -821,9 +844,7 @@ def conv_panels(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np
     n, c, h, w = x.shape
     k, ho, wo = out.shape[1:]
     kh, kw = kernel
-    xs = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
-    ys = out.transpose(0, 2, 3, 1).reshape(n, ho * wo, k)
-    b = np.zeros(k, np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
+    xs, ys, b = _nhwc_operands(x, out, bias)
     if dilation == (1, 1):  # windows read in place from the input (copied with its padding where it has some)
         ph, pw = padding
         xpad = xs
@@ -850,9 +871,7 @@ def _panel_windows_par(x, wp, y, b, act, alpha, kh, kw, sh, sw, wo):  # pragma: 
     row_bytes, pix_bytes = x.strides[0], x.strides[1]
     for p in prange(wp.shape[0]):
         k0 = p * PANEL
-        for q in range(m):
-            for j in range(PANEL):
-                y[q, k0 + j] = b[k0 + j]
+        _panel_fill(y, k0, b)
         spare = np.zeros(PANEL_ROWS * PANEL, np.float32)
         rows_a = np.empty(PANEL_ROWS, np.int64)
         rows_c = np.empty(PANEL_ROWS, np.int64)
@@ -864,10 +883,7 @@ def _panel_windows_par(x, wp, y, b, act, alpha, kh, kw, sh, sw, wo):  # pragma: 
                 rows_c[t] = y.ctypes.data + 4 * (q * k + k0) if m0 + t < m else spare.ctypes.data + 4 * PANEL * t
             _tile7x32(rows_a[0], rows_a[1], rows_a[2], rows_a[3], rows_a[4], rows_a[5], rows_a[6], rows_c[0],
                       rows_c[1], rows_c[2], rows_c[3], rows_c[4], rows_c[5], rows_c[6], panel, span, kh, row_bytes)
-        if act != 0:
-            for q in range(m):
-                for j in range(PANEL):
-                    y[q, k0 + j] = _act(y[q, k0 + j], act, alpha)
+        _panel_activate(y, k0, act, alpha)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -892,9 +908,7 @@ def _panel_product(a, wp, y, p, b, act, alpha):  # pragma: no cover - compiled
     m, kk = a.shape
     k0 = p * PANEL
     lda, ldy = a.strides[0], y.strides[0]
-    for r in range(m):
-        for j in range(PANEL):
-            y[r, k0 + j] = b[k0 + j]
+    _panel_fill(y, k0, b)
     zeros = np.zeros(PANEL_KBLOCK, np.float32)
     spare = np.zeros(PANEL_ROWS * PANEL, np.float32)
     rows_a = np.empty(PANEL_ROWS, np.int64)
@@ -912,10 +926,7 @@ def _panel_product(a, wp, y, p, b, act, alpha):  # pragma: no cover - compiled
                     rows_c[r] = spare.ctypes.data + 4 * PANEL * r
             _tile7x32(rows_a[0], rows_a[1], rows_a[2], rows_a[3], rows_a[4], rows_a[5], rows_a[6], rows_c[0],
                       rows_c[1], rows_c[2], rows_c[3], rows_c[4], rows_c[5], rows_c[6], panel, depth, 1, 0)
-    if act != 0:
-        for r in range(m):
-            for j in range(PANEL):
-                y[r, k0 + j] = _act(y[r, k0 + j], act, alpha)
+    _panel_activate(y, k0, act, alpha)
 
 
 def direct_panels_apply(w_shape: tuple[int, ...], dilation: tuple[int, int], pixels: int) -> bool:
@@ -968,9 +979,7 @@ def _direct_panels_par(xpad, wp, ys, b, act, alpha, kh, kw, sh, sw):  # pragma: 
         rows_c = np.empty(PANEL_ROWS, np.int64)
         for p in range(wp.shape[0]):
             k0 = p * PANEL
-            for q in range(wo):
-                for j in range(PANEL):
-                    y[q, k0 + j] = b[k0 + j]
+            _panel_fill(y, k0, b)
             panel = wp.ctypes.data + 4 * p * kk * PANEL
             for ow0 in range(0, wo, PANEL_ROWS):
                 base = xpad[i].ctypes.data + oh * sh * row_bytes
@@ -983,10 +992,7 @@ def _direct_panels_par(xpad, wp, ys, b, act, alpha, kh, kw, sh, sw):  # pragma: 
                         rows_c[t] = spare.ctypes.data + 4 * PANEL * t
                 _tile7x32(rows_a[0], rows_a[1], rows_a[2], rows_a[3], rows_a[4], rows_a[5], rows_a[6], rows_c[0],
                           rows_c[1], rows_c[2], rows_c[3], rows_c[4], rows_c[5], rows_c[6], panel, span, kh, row_bytes)
-            if act != 0:
-                for q in range(wo):
-                    for j in range(PANEL):
-                        y[q, k0 + j] = _act(y[q, k0 + j], act, alpha)
+            _panel_activate(y, k0, act, alpha)
 
 
 # ---- convolution to few output channels (a network's last layer: 64 -> 3) ----------------------------

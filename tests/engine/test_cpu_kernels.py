@@ -43,6 +43,27 @@ def _rel(a, b):
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
+def _spy(monkeypatch, name):
+    """The calls (input shapes) of kernel ``name`` of cpu_kernels, with the panel kernels available."""
+    monkeypatch.setattr(ck, "panels_available", lambda: True)
+    calls, real = [], getattr(ck, name)
+    monkeypatch.setattr(ck, name, lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
+    return calls
+
+
+def _assert_matches_reference(call, seed, n, c, k, size, kernel, stride, padding, dilation, act, bias):
+    """``call(x, w, b, out)`` (a kernel on a random NHWC input) against the float64 reference convolution."""
+    rng = np.random.default_rng(seed)
+    x = _tensors(rng, n, c, *size, nhwc=True)
+    wt = rng.standard_normal((k, c, *kernel)).astype(np.float32)
+    b = rng.standard_normal(k).astype(np.float32) if bias else None
+    ref = _ref_conv(x, wt, b, stride, padding, dilation, act, 0.2)
+    out = _out(n, k, *ref.shape[2:], nhwc=True)
+    call(x, wt, b, out)
+    assert np.isfinite(out).all(), "every output pixel written"
+    assert _rel(out, ref) < 1e-5
+
+
 @pytest.mark.parametrize("nhwc", [False, True])
 @pytest.mark.parametrize("n,c,k,h,w,pad", [(1, 16, 24, 17, 23, 1), (2, 32, 8, 20, 20, 0), (1, 20, 20, 9, 31, 2),
                                           (1, 64, 64, 64, 64, 1)])
@@ -88,16 +109,10 @@ def test_im2col_nhwc_matches_the_reference(kernel, stride, padding, dilation, c)
 ])
 @pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("leaky_relu", True)])
 def test_few_output_convolution_matches_the_reference(k, kernel, stride, padding, dilation, c, act, bias):
-    rng = np.random.default_rng(3)
-    x = _tensors(rng, 2, c, 21, 18, nhwc=True)
-    wt = rng.standard_normal((k, c, *kernel)).astype(np.float32)
-    b = rng.standard_normal(k).astype(np.float32) if bias else None
-    ref = _ref_conv(x, wt, b, stride, padding, dilation, act, 0.2)
-    out = _out(2, k, *ref.shape[2:], nhwc=True)
-    ck.conv_few_outputs(x, ck.few_output_weights(wt), kernel, b, out, stride, padding, dilation,
-                        ck.FUSED_EPILOGUES[act], 0.2)
-    assert np.isfinite(out).all(), "every output pixel written"
-    assert _rel(out, ref) < 1e-5
+    def call(x, wt, b, out):
+        ck.conv_few_outputs(x, ck.few_output_weights(wt), kernel, b, out, stride, padding, dilation,
+                            ck.FUSED_EPILOGUES[act], 0.2)
+    _assert_matches_reference(call, 3, 2, c, k, (21, 18), kernel, stride, padding, dilation, act, bias)
 
 
 @pytest.mark.parametrize("n,c,k,size,kernel,stride,padding,dilation", [
@@ -110,15 +125,10 @@ def test_few_output_convolution_matches_the_reference(k, kernel, stride, padding
 ])
 @pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("leaky_relu", True)])
 def test_panel_product_convolution_matches_the_reference(n, c, k, size, kernel, stride, padding, dilation, act, bias):
-    rng = np.random.default_rng(8)
-    x = _tensors(rng, n, c, size, size, nhwc=True)
-    wt = rng.standard_normal((k, c, *kernel)).astype(np.float32)
-    b = rng.standard_normal(k).astype(np.float32) if bias else None
-    ref = _ref_conv(x, wt, b, stride, padding, dilation, act, 0.2)
-    out = _out(n, k, *ref.shape[2:], nhwc=True)
-    ck.conv_panels(x, ck.panel_weights(wt), kernel, b, out, stride, padding, dilation, ck.FUSED_EPILOGUES[act], 0.2)
-    assert np.isfinite(out).all(), "every output pixel written"
-    assert _rel(out, ref) < 1e-5
+    def call(x, wt, b, out):
+        ck.conv_panels(x, ck.panel_weights(wt), kernel, b, out, stride, padding, dilation, ck.FUSED_EPILOGUES[act],
+                       0.2)
+    _assert_matches_reference(call, 8, n, c, k, (size, size), kernel, stride, padding, dilation, act, bias)
 
 
 @pytest.mark.parametrize("n,c,k,size,kernel,stride,padding", [
@@ -128,24 +138,15 @@ def test_panel_product_convolution_matches_the_reference(n, c, k, size, kernel, 
 ])
 @pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("leaky_relu", True)])
 def test_direct_panel_convolution_matches_the_reference(n, c, k, size, kernel, stride, padding, act, bias):
-    rng = np.random.default_rng(10)
-    x = _tensors(rng, n, c, *size, nhwc=True)
-    wt = rng.standard_normal((k, c, *kernel)).astype(np.float32)
-    b = rng.standard_normal(k).astype(np.float32) if bias else None
-    ref = _ref_conv(x, wt, b, stride, padding, (1, 1), act, 0.2)
-    out = _out(n, k, *ref.shape[2:], nhwc=True)
-    ck.conv_direct_panels(x, ck.panel_weights(wt), kernel, b, out, stride, padding, ck.FUSED_EPILOGUES[act], 0.2)
-    assert np.isfinite(out).all(), "every output pixel written"
-    assert _rel(out, ref) < 1e-5
+    def call(x, wt, b, out):
+        ck.conv_direct_panels(x, ck.panel_weights(wt), kernel, b, out, stride, padding, ck.FUSED_EPILOGUES[act], 0.2)
+    _assert_matches_reference(call, 10, n, c, k, size, kernel, stride, padding, (1, 1), act, bias)
 
 
 def test_backend_takes_the_direct_panels_for_an_rgb_stem_only(monkeypatch):
     be = NumpyBackend()
     rng = np.random.default_rng(11)
-    monkeypatch.setattr(ck, "panels_available", lambda: True)
-    calls = []
-    real = ck.conv_direct_panels
-    monkeypatch.setattr(ck, "conv_direct_panels", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
+    calls = _spy(monkeypatch, "conv_direct_panels")
     stem = rng.standard_normal((64, 3, 7, 7)).astype(np.float32)
     x = _tensors(rng, 1, 3, 40, 40, nhwc=True)
     out = _out(1, 64, 20, 20, nhwc=True)
@@ -173,10 +174,7 @@ def test_panel_product_keeps_nan_and_leaves_other_pixels_alone():
 def test_backend_takes_the_panel_product_for_small_nhwc_images(monkeypatch):
     be = NumpyBackend()
     rng = np.random.default_rng(9)
-    monkeypatch.setattr(ck, "panels_available", lambda: True)
-    calls = []
-    real = ck.conv_panels
-    monkeypatch.setattr(ck, "conv_panels", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
+    calls = _spy(monkeypatch, "conv_panels")
     wt = rng.standard_normal((64, 48, 3, 3)).astype(np.float32)
     x = _tensors(rng, 1, 48, 14, 14, nhwc=True)
     out, cache = _out(1, 64, 14, 14, nhwc=True), {}
