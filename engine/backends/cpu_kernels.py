@@ -430,7 +430,7 @@ def compiled_before() -> bool:
     """Whether Numba's on-disk cache already holds the main kernels (compiled by an earlier run on this
     machine); compiling them all takes about half a minute on 2 cores."""
     try:
-        panels = (_panel_windows_par, _panel_par, _direct_panels_par) if panels_available() else ()
+        panels = (_panel_windows_par, _panel_par) if panels_available() else ()
         kernels = (_wino_par, _conv_par, _few_par, *panels)
         return all(os.path.exists(k._cache._cache_file._index_path) for k in kernels)
     except AttributeError:  # a Numba without this cache layout: say nothing
@@ -836,23 +836,25 @@ def panels_apply(pixels: int, k: int) -> bool:
 def conv_panels(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None, out: np.ndarray,
                 stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int], act: int = 0,
                 alpha: float = 0.0) -> None:
-    """``act(conv(x) + bias)`` into ``out`` for NHWC tensors of small images (logical NCHW views, ``out``
-    contiguous NHWC; see :func:`panels_apply`): per image, an im2col shared out by rows (none for a 1x1 of
-    stride 1), then a product whose weights ``wp`` (:func:`panel_weights`) were packed once, one panel of 32
-    output channels per thread. (Cut into blocks of output rows instead, for larger images, the product ran no
-    faster than OpenBLAS's: 213 GFLOP/s a core on resnet18's stem.)"""
+    """``act(conv(x) + bias)`` into ``out`` for NHWC tensors (logical NCHW views, ``out`` contiguous NHWC; see
+    :func:`panels_apply` and :func:`stem_panels_apply`) through the micro-kernel, weights ``wp`` from
+    :func:`panel_weights`. Without dilation every kernel row of an output pixel's window is one contiguous run of
+    KW*C input values (the input copied once with its padding where the layer pads), read in place: no im2col.
+    A small image goes one panel of 32 output channels per thread; a large one (an RGB stem) by output rows,
+    every panel of them. Dilated windows go through an im2col first. (The micro-kernel over an im2col of
+    larger images ran no faster than OpenBLAS's: 213 GFLOP/s a core on resnet18's stem.)"""
     n, c, h, w = x.shape
     k, ho, wo = out.shape[1:]
     kh, kw = kernel
     xs, ys, b = _nhwc_operands(x, out, bias)
-    if dilation == (1, 1):  # windows read in place from the input (copied with its padding where it has some)
+    if dilation == (1, 1):
         ph, pw = padding
         xpad = xs
         if ph or pw:
             xpad = np.zeros((n, h + 2 * ph, w + 2 * pw, c), np.float32)
             xpad[:, ph:ph + h, pw:pw + w] = xs
-        for i in range(n):
-            _launch(_panel_windows_par, xpad[i], wp, ys[i], b, act, np.float32(alpha), kh, kw, *stride, wo)
+        step = ho * wo if ho * wo <= PANEL_MAX_PIXELS else wo  # a small image whole, a large one by rows
+        _launch(_panel_windows_par, xpad, wp, ys, b, act, np.float32(alpha), kh, kw, *stride, wo, step)
         return
     cols = _scratch(0, (ho * wo, wp.shape[1]))
     for i in range(n):
@@ -861,26 +863,32 @@ def conv_panels(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _panel_windows_par(x, wp, y, b, act, alpha, kh, kw, sh, sw, wo):  # pragma: no cover - compiled
-    """``y`` (P, K) = act(conv(``x``) + ``b``) for the (padded) image ``x`` (Hp, Wp, C), one panel of 32 output
-    channels per iteration: tiles of seven output pixels whose windows the micro-kernel reads in place, every
-    kernel row of them in one call (no im2col: 7x7 x 512 channels, 0.9 MB of it a layer)."""
-    m, k = y.shape
-    c = x.shape[2]
-    span, kk = kw * c, wp.shape[1]
-    row_bytes, pix_bytes = x.strides[0], x.strides[1]
-    for p in prange(wp.shape[0]):
+def _panel_windows_par(x, wp, ys, b, act, alpha, kh, kw, sh, sw, wo, step):  # pragma: no cover - compiled
+    """``ys`` (N, P, K) = act(conv(``x``) + ``b``) for the (padded) images ``x`` (N, Hp, Wp, C), one block of
+    ``step`` output pixels of one panel of 32 output channels per iteration (the panels of a block one after the
+    other): tiles of seven output pixels whose windows the micro-kernel reads in place, every kernel row of them
+    in one call (no im2col: at 7x7 x 512 channels, 0.9 MB of it a layer)."""
+    n, m, k = ys.shape
+    c = x.shape[3]
+    span, kk, panels = kw * c, wp.shape[1], wp.shape[0]
+    row_bytes, pix_bytes = x.strides[1], x.strides[2]
+    blocks = (m + step - 1) // step
+    for job in prange(n * blocks * panels):
+        i, blk, p = job // (blocks * panels), job // panels % blocks, job % panels
+        q0, q1 = blk * step, min(m, blk * step + step)
+        y = ys[i][q0:q1]
         k0 = p * PANEL
         _panel_fill(y, k0, b)
         spare = np.zeros(PANEL_ROWS * PANEL, np.float32)
         rows_a = np.empty(PANEL_ROWS, np.int64)
         rows_c = np.empty(PANEL_ROWS, np.int64)
         panel = wp.ctypes.data + 4 * p * kk * PANEL
-        for m0 in range(0, m, PANEL_ROWS):
+        image = x[i].ctypes.data
+        for t0 in range(q0, q1, PANEL_ROWS):
             for t in range(PANEL_ROWS):
-                q = min(m0 + t, m - 1)  # past the image: the last pixel's window, into a spare tile
-                rows_a[t] = x.ctypes.data + (q // wo) * sh * row_bytes + (q % wo) * sw * pix_bytes
-                rows_c[t] = y.ctypes.data + 4 * (q * k + k0) if m0 + t < m else spare.ctypes.data + 4 * PANEL * t
+                q = min(t0 + t, q1 - 1)  # past the block: its last pixel's window, into a spare tile
+                rows_a[t] = image + (q // wo) * sh * row_bytes + (q % wo) * sw * pix_bytes
+                rows_c[t] = y.ctypes.data + 4 * ((q - q0) * k + k0) if t0 + t < q1 else spare.ctypes.data + 4 * PANEL * t
             _tile7x32(rows_a[0], rows_a[1], rows_a[2], rows_a[3], rows_a[4], rows_a[5], rows_a[6], rows_c[0],
                       rows_c[1], rows_c[2], rows_c[3], rows_c[4], rows_c[5], rows_c[6], panel, span, kh, row_bytes)
         _panel_activate(y, k0, act, alpha)
@@ -929,70 +937,20 @@ def _panel_product(a, wp, y, p, b, act, alpha):  # pragma: no cover - compiled
     _panel_activate(y, k0, act, alpha)
 
 
-def direct_panels_apply(w_shape: tuple[int, ...], dilation: tuple[int, int], pixels: int) -> bool:
-    """Whether :func:`conv_direct_panels` takes a convolution of weights ``w_shape`` (K, C, KH, KW): few input
-    channels (an RGB stem, whose im2col is mostly copying) and a window of at least DIRECT_PANEL_MIN_WINDOW
-    values, no dilation, outputs a multiple of 32, a large image, AVX-512."""
+def stem_panels_apply(w_shape: tuple[int, ...], dilation: tuple[int, int], pixels: int) -> bool:
+    """Whether :func:`conv_panels` takes a large image too, for weights ``w_shape`` (K, C, KH, KW): few input
+    channels (an RGB stem, whose im2col is mostly copying) and a window of at least STEM_PANEL_MIN_WINDOW values,
+    no dilation, outputs a multiple of 32, AVX-512. resnet18's 7x7 stem: 0.7 instead of 0.9-1.1 ms through im2col
+    and OpenBLAS."""
     k, c, kh, kw = w_shape
-    return (c <= DIRECT_PANEL_MAX_CHANNELS and c * kh * kw >= DIRECT_PANEL_MIN_WINDOW and dilation == (1, 1)
+    return (c <= STEM_PANEL_MAX_CHANNELS and c * kh * kw >= STEM_PANEL_MIN_WINDOW and dilation == (1, 1)
             and k % PANEL == 0 and pixels > PANEL_MAX_PIXELS and panels_available())
 
 
-#: most input channels of :func:`conv_direct_panels`, and fewest values in its window: a 3x3 RGB window (27) made
-#: too short a sum per call of the micro-kernel (dncnn's first layer: 1.64 against 1.39 ms through im2col)
-DIRECT_PANEL_MAX_CHANNELS = 4
-DIRECT_PANEL_MIN_WINDOW = 64
-
-
-def conv_direct_panels(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None,
-                       out: np.ndarray, stride: tuple[int, int], padding: tuple[int, int], act: int = 0,
-                       alpha: float = 0.0) -> None:
-    """``act(conv(x) + bias)`` into ``out`` for NHWC tensors with few input channels (logical NCHW views, ``out``
-    contiguous NHWC), with no im2col: the input is copied once with its padding, after which every kernel row of
-    an output pixel's window is one contiguous run of KW*C values, which the micro-kernel reads in place (seven
-    output pixels of a row at a time, one call per kernel row), weights ``wp`` from :func:`panel_weights`.
-    resnet18's 7x7 RGB stem: 0.6 instead of 0.9-1.1 ms through im2col and OpenBLAS."""
-    n, c, h, w = x.shape
-    k, ho, wo = out.shape[1:]
-    ph, pw = padding
-    xpad = np.zeros((n, h + 2 * ph, w + 2 * pw, c), np.float32)
-    xpad[:, ph:ph + h, pw:pw + w] = x.transpose(0, 2, 3, 1)
-    ys = out.transpose(0, 2, 3, 1)
-    b = np.zeros(k, np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
-    _launch(_direct_panels_par, xpad, wp, ys, b, act, np.float32(alpha), *kernel, *stride)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _direct_panels_par(xpad, wp, ys, b, act, alpha, kh, kw, sh, sw):  # pragma: no cover - compiled
-    """Output rows of ``ys`` (N, Ho, Wo, K), one (image, row) per iteration, every panel, from the padded input
-    ``xpad`` (N, Hp, Wp, C)."""
-    n, ho, wo, k = ys.shape
-    c = xpad.shape[3]
-    span = kw * c
-    kk = wp.shape[1]
-    row_bytes, pix_bytes = xpad.strides[1], xpad.strides[2]
-    for job in prange(n * ho):
-        i, oh = job // ho, job % ho
-        y = ys[i, oh]
-        spare = np.zeros(PANEL_ROWS * PANEL, np.float32)
-        rows_a = np.empty(PANEL_ROWS, np.int64)
-        rows_c = np.empty(PANEL_ROWS, np.int64)
-        for p in range(wp.shape[0]):
-            k0 = p * PANEL
-            _panel_fill(y, k0, b)
-            panel = wp.ctypes.data + 4 * p * kk * PANEL
-            for ow0 in range(0, wo, PANEL_ROWS):
-                base = xpad[i].ctypes.data + oh * sh * row_bytes
-                for t in range(PANEL_ROWS):
-                    if ow0 + t < wo:
-                        rows_a[t] = base + (ow0 + t) * sw * pix_bytes
-                        rows_c[t] = y.ctypes.data + 4 * ((ow0 + t) * k + k0)
-                    else:  # past the row: any pixel's window (inside the padded input), into a spare tile
-                        rows_a[t] = base
-                        rows_c[t] = spare.ctypes.data + 4 * PANEL * t
-                _tile7x32(rows_a[0], rows_a[1], rows_a[2], rows_a[3], rows_a[4], rows_a[5], rows_a[6], rows_c[0],
-                          rows_c[1], rows_c[2], rows_c[3], rows_c[4], rows_c[5], rows_c[6], panel, span, kh, row_bytes)
-            _panel_activate(y, k0, act, alpha)
+#: most input channels of a stem for :func:`conv_panels`, and fewest values in its window: a 3x3 RGB window (27)
+#: made too short a sum per call of the micro-kernel (dncnn's first layer: 1.64 against 1.39 ms through im2col)
+STEM_PANEL_MAX_CHANNELS = 4
+STEM_PANEL_MIN_WINDOW = 64
 
 
 # ---- convolution to few output channels (a network's last layer: 64 -> 3) ----------------------------

@@ -86,17 +86,13 @@ def conv2d(backend: Backend) -> Kernel:
         code, alpha = kernels.FUSED_EPILOGUES[epilogue], float(coefs.get("alpha", 0.0))
         nhwc = is_nhwc_memory(out)
         ho, wo = out.shape[2:]
-        if (nhwc and w.shape[0] <= kernels.FEW_OUTPUTS_MAX and w.shape[1] >= kernels.FEW_OUTPUTS_MIN_CHANNELS
-                and out.transpose(0, 2, 3, 1).flags.c_contiguous):
+        pixel_rows = nhwc and out.transpose(0, 2, 3, 1).flags.c_contiguous  # the NHWC kernels write rows of (pixels, K)
+        if pixel_rows and w.shape[0] <= kernels.FEW_OUTPUTS_MAX and w.shape[1] >= kernels.FEW_OUTPUTS_MIN_CHANNELS:
             wr = derived(cache, "few_outputs", w, lambda: kernels.few_output_weights(w))
             kernels.conv_few_outputs(x, wr, w.shape[2:], b, out, stride, padding, dilation, code, alpha)
             return True
-        if (nhwc and kernels.direct_panels_apply(w.shape, dilation, ho * wo)
-                and out.transpose(0, 2, 3, 1).flags.c_contiguous):
-            wp = derived(cache, "gemm_panels", w, lambda: kernels.panel_weights(w))
-            kernels.conv_direct_panels(x, wp, w.shape[2:], b, out, stride, padding, code, alpha)
-            return True
-        if nhwc and kernels.panels_apply(ho * wo, w.shape[0]) and out.transpose(0, 2, 3, 1).flags.c_contiguous:
+        if pixel_rows and (kernels.panels_apply(ho * wo, w.shape[0])
+                           or kernels.stem_panels_apply(w.shape, dilation, ho * wo)):
             wp = derived(cache, "gemm_panels", w, lambda: kernels.panel_weights(w))
             kernels.conv_panels(x, wp, w.shape[2:], b, out, stride, padding, dilation, code, alpha)
             return True
@@ -105,7 +101,7 @@ def conv2d(backend: Backend) -> Kernel:
             u = derived(cache, "winograd_nhwc" if nhwc else "winograd_nchw", w, lambda: kernels.transform_weights(w, nhwc))
             kernels.winograd_conv3x3(x, u, b, out, padding, code, alpha)
             return True
-        if not nhwc or not out.transpose(0, 2, 3, 1).flags.c_contiguous:  # the products write rows of (pixels, K)
+        if not pixel_rows:
             return False
         wm = derived(cache, "gemm_nhwc", w, lambda: kernels.gemm_weights(w))
         kernels.conv_nhwc(x, wm, w.shape[2:], b, out, stride, padding, dilation, code, alpha)

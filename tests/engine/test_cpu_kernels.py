@@ -139,14 +139,14 @@ def test_panel_product_convolution_matches_the_reference(n, c, k, size, kernel, 
 @pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("leaky_relu", True)])
 def test_direct_panel_convolution_matches_the_reference(n, c, k, size, kernel, stride, padding, act, bias):
     def call(x, wt, b, out):
-        ck.conv_direct_panels(x, ck.panel_weights(wt), kernel, b, out, stride, padding, ck.FUSED_EPILOGUES[act], 0.2)
+        ck.conv_panels(x, ck.panel_weights(wt), kernel, b, out, stride, padding, (1, 1), ck.FUSED_EPILOGUES[act], 0.2)
     _assert_matches_reference(call, 10, n, c, k, size, kernel, stride, padding, (1, 1), act, bias)
 
 
 def test_backend_takes_the_direct_panels_for_an_rgb_stem_only(monkeypatch):
     be = NumpyBackend()
     rng = np.random.default_rng(11)
-    calls = _spy(monkeypatch, "conv_direct_panels")
+    calls = _spy(monkeypatch, "conv_panels")
     stem = rng.standard_normal((64, 3, 7, 7)).astype(np.float32)
     x = _tensors(rng, 1, 3, 40, 40, nhwc=True)
     out = _out(1, 64, 20, 20, nhwc=True)

@@ -33,8 +33,7 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
         assert {("_conv_par", 0), ("_conv_par", 1), ("_conv_par", 2), ("_pool", None), ("_element_wise", None),
                 ("_few_par", None)} <= kinds
         if ck.panels_available():  # AVX-512: small images' products over packed weight panels
-            assert {("_panel_windows_par", None), ("_im2col_par", None), ("_panel_par", None),
-                    ("_direct_panels_par", None)} <= kinds
+            assert {("_panel_windows_par", None), ("_im2col_par", None), ("_panel_par", None)} <= kinds
     assert ("_upsample", None) in kinds
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")
     plain = Network(warmup.warmup_model(), registry, NumpyBackend(), TensorFormat.parse(fmt))
