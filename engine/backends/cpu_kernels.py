@@ -122,10 +122,14 @@ def _at(m0, m1, m2, m3, m4, m5):  # pragma: no cover - compiled
 
 @njit(inline="always")
 def _act(val, act, alpha):  # pragma: no cover - compiled
+    """ReLU (1) or leaky ReLU (2) of ``val``; NaN stays NaN. Written with maximum and minimum, not as a select
+    on ``val > 0``: activating in place, ``y = val if val > 0 else ...`` is a store only where the test fails,
+    which LLVM turns into AVX2's masked store (vmaskmovps), microcoded on AMD's Zen: a 64-channel ReLU pass ran
+    4x slower than NumPy's there."""
     if act == 1:
-        return val if val > 0 else val * np.float32(0)  # NaN stays NaN
+        return np.maximum(val, np.float32(0))
     if act == 2:
-        return val if val > 0 else val * alpha
+        return np.maximum(val, np.float32(0)) + alpha * np.minimum(val, np.float32(0))
     return val
 
 
@@ -683,11 +687,30 @@ def _share_columns(k: int) -> list[slice]:
     return [slice(k0, min(k, k0 + width)) for k0 in range(0, k, width)]
 
 
-# ---- small images: a product over weights packed once in 32-column panels (AVX-512) ------------------
+# ---- small images: a product over weights packed once in panels (AVX-512 and AVX2) --------------------
 
+def _vector_shape() -> tuple[int, int, int] | None:
+    """The micro-kernel's shape on this CPU: (floats per vector register, vectors per tile row, tile rows), or
+    None without FMA vectors (the BLAS path). AVX-512 (32 registers of 16 floats): 7 rows x 2 vectors, fourteen
+    accumulators. AVX2 (16 registers of 8 floats): 6 rows x 2 vectors, twelve accumulators, two loads of the
+    panel and one broadcast."""
+    try:
+        from llvmlite import binding  # noqa: PLC0415
+
+        features = binding.get_host_cpu_features()
+    except Exception:  # no feature query
+        return None
+    if features.get("avx512f"):
+        return 16, 2, 7
+    if features.get("avx2") and features.get("fma"):
+        return 8, 2, 6
+    return None
+
+
+_SHAPE = _vector_shape()
 #: output channels per panel, rows of the micro-kernel's tile, input values per pass over a panel (L2-sized)
-PANEL = 32
-PANEL_ROWS = 7
+PANEL_VECTOR, PANEL_VECTORS, PANEL_ROWS = _SHAPE or (16, 2, 7)
+PANEL = PANEL_VECTOR * PANEL_VECTORS
 PANEL_KBLOCK = 1024
 
 #: largest output (pixels per image) the panel product takes: there OpenBLAS, which packs the weights on every
@@ -696,16 +719,9 @@ PANEL_KBLOCK = 1024
 PANEL_MAX_PIXELS = 256
 
 
-@functools.cache
 def panels_available() -> bool:
-    """Whether this CPU has AVX-512 (the micro-kernel's 16-float vectors are one register there)."""
-    try:
-        from llvmlite import binding  # noqa: PLC0415
-
-        features = binding.get_host_cpu_features()
-    except Exception:  # no feature query: the BLAS path
-        return False
-    return bool(features.get("avx512f"))
+    """Whether this CPU has the FMA vectors of the micro-kernel (AVX-512, or AVX2 with FMA)."""
+    return _SHAPE is not None
 
 
 def _phis(builder: Any, ty: Any, values: list[Any], block: Any) -> list[Any]:
@@ -721,31 +737,43 @@ def _incoming(phis: list[Any], values: list[Any], block: Any) -> None:
         phi.add_incoming(value, block)
 
 
-@intrinsic
-def _tile7x32(typingctx, a0, a1, a2, a3, a4, a5, a6, c0, c1, c2, c3, c4, c5, c6, bp, depth, outer,
-              a_step):  # pragma: no cover - compiled
-    """C[r, 0:32] += sum over o < outer, i < depth of A_r[o * a_step + i] * B[o * depth + i, 0:32] for the seven
-    rows r, where A_r are float32 rows at the addresses a0..a6 (``a_step`` in bytes), C rows at c0..c6 and B a
-    contiguous panel of 32 columns at ``bp``: fourteen 16-float accumulators kept in registers across the whole
-    sum (two vector loads of B, seven broadcasts of A and fourteen fused multiply-adds per step), which Numba's
-    loops cannot be made to do. Seven rows: resnet's 7x7 and 14x14 images are whole tiles (six rows ran 0.58
-    instead of 0.48 ms on 49 x 4608 x 512). ``outer`` > 1 sums over the rows of a convolution window in place
-    (``a_step`` apart in the input), the accumulators staying in registers between them."""
-    sig = types.void(*([types.int64] * 18))
+def _make_tile(nr: int) -> Any:
+    """The micro-kernel for tiles of ``nr`` rows (see ``_tile_n``)."""
+
+    def _tile(typingctx, rows_a, rows_c, bp, depth, outer, a_step):  # pragma: no cover - compiled
+        return _tile_codegen(nr)
+
+    _tile.__name__ = _tile.__qualname__ = f"_tile{nr}"  # one name each: Numba keys intrinsics by name
+    return intrinsic(_tile)
+
+
+def _tile_codegen(nr: int) -> Any:
+    """C[r, 0:PANEL] += sum over o < outer, i < depth of A_r[o * a_step + i] * B[o * depth + i, 0:PANEL] for the
+    ``nr`` rows r, where A_r are float32 rows at the addresses held in the int64 array at ``rows_a``
+    (``a_step`` in bytes), C rows at those held at ``rows_c``, and B a contiguous panel of PANEL columns at ``bp``:
+    ``nr`` x PANEL_VECTORS vector accumulators kept in registers across the whole sum (PANEL_VECTORS vector
+    loads of B, one broadcast of A per row and ``nr`` x PANEL_VECTORS fused multiply-adds per step), which
+    Numba's loops cannot be made to do. AVX-512: seven rows, resnet's 7x7 and 14x14 images are whole tiles (six
+    rows ran 0.58 instead of 0.48 ms on 49 x 4608 x 512). ``outer`` > 1 sums over the rows of a convolution
+    window in place (``a_step`` apart in the input), the accumulators staying in registers between them."""
+    sig = types.void(*([types.int64] * 6))
+    width, nv = PANEL_VECTOR, PANEL_VECTORS
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         f32, i64, i32 = llvm_ir.FloatType(), llvm_ir.IntType(64), llvm_ir.IntType(32)
-        v16 = llvm_ir.VectorType(f32, 16)
-        pf, pv = f32.as_pointer(), v16.as_pointer()
-        fma = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(v16, [v16, v16, v16]),
-                                             "llvm.fma.v16f32")
-        a_addr = args[0:7]
-        halves = [builder.bitcast(builder.gep(builder.inttoptr(c, pf), [llvm_ir.Constant(i64, 16 * h)]), pv)
-                  for c in args[7:14] for h in range(2)]
-        panel, depth, outer, a_step = builder.inttoptr(args[14], pf), args[15], args[16], args[17]
+        vec = llvm_ir.VectorType(f32, width)
+        pf, pv, pi = f32.as_pointer(), vec.as_pointer(), i64.as_pointer()
+        fma = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vec, [vec, vec, vec]),
+                                             f"llvm.fma.v{width}f32")
+        table_a, table_c = builder.inttoptr(args[0], pi), builder.inttoptr(args[1], pi)
+        a_addr = [builder.load(builder.gep(table_a, [llvm_ir.Constant(i64, r)])) for r in range(nr)]
+        c_addr = [builder.load(builder.gep(table_c, [llvm_ir.Constant(i64, r)])) for r in range(nr)]
+        parts = [builder.bitcast(builder.gep(builder.inttoptr(c, pf), [llvm_ir.Constant(i64, width * h)]), pv)
+                 for c in c_addr for h in range(nv)]
+        panel, depth, outer, a_step = builder.inttoptr(args[2], pf), args[3], args[4], args[5]
         zero = llvm_ir.Constant(i64, 0)
         start = []
-        for p in halves:
+        for p in parts:
             value = builder.load(p)
             value.align = 4
             start.append(value)
@@ -760,29 +788,29 @@ def _tile7x32(typingctx, a0, a1, a2, a3, a4, a5, a6, c0, c1, c2, c3, c4, c5, c6,
         builder.position_at_end(head)
         o = builder.phi(i64)
         o.add_incoming(zero, entry)
-        acc_o = _phis(builder, v16, start, entry)
+        acc_o = _phis(builder, vec, start, entry)
         rows = [builder.inttoptr(builder.add(a, builder.mul(o, a_step)), pf) for a in a_addr]
-        first = builder.mul(builder.mul(o, depth), llvm_ir.Constant(i64, 32))
+        first = builder.mul(builder.mul(o, depth), llvm_ir.Constant(i64, width * nv))
         builder.branch(inner)
-        # inner loop: one value of the seven rows, against one row of the panel
+        # inner loop: one value of the tile's rows, against one row of the panel
         builder.position_at_end(inner)
         i = builder.phi(i64)
         i.add_incoming(zero, head)
-        acc = _phis(builder, v16, acc_o, head)
-        offset = builder.add(first, builder.mul(i, llvm_ir.Constant(i64, 32)))
+        acc = _phis(builder, vec, acc_o, head)
+        offset = builder.add(first, builder.mul(i, llvm_ir.Constant(i64, width * nv)))
         b = []
-        for h in range(2):
-            load = builder.load(builder.bitcast(builder.gep(panel, [builder.add(offset, llvm_ir.Constant(i64, 16 * h))]),
+        for h in range(nv):
+            load = builder.load(builder.bitcast(builder.gep(panel, [builder.add(offset, llvm_ir.Constant(i64, width * h))]),
                                                 pv))
             load.align = 4
             b.append(load)
-        splat = llvm_ir.Constant(llvm_ir.VectorType(i32, 16), [0] * 16)
+        splat = llvm_ir.Constant(llvm_ir.VectorType(i32, width), [0] * width)
         new = []
-        for r in range(7):
-            one = builder.insert_element(llvm_ir.Constant(v16, llvm_ir.Undefined), builder.load(builder.gep(rows[r], [i])),
+        for r in range(nr):
+            one = builder.insert_element(llvm_ir.Constant(vec, llvm_ir.Undefined), builder.load(builder.gep(rows[r], [i])),
                                          llvm_ir.Constant(i32, 0))
-            one = builder.shuffle_vector(one, llvm_ir.Constant(v16, llvm_ir.Undefined), splat)
-            new += [builder.call(fma, [one, b[0], acc[2 * r]]), builder.call(fma, [one, b[1], acc[2 * r + 1]])]
+            one = builder.shuffle_vector(one, llvm_ir.Constant(vec, llvm_ir.Undefined), splat)
+            new += [builder.call(fma, [one, b[h], acc[nv * r + h]]) for h in range(nv)]
         step = builder.add(i, llvm_ir.Constant(i64, 1))
         i.add_incoming(step, inner)
         _incoming(acc, new, inner)
@@ -793,13 +821,50 @@ def _tile7x32(typingctx, a0, a1, a2, a3, a4, a5, a6, c0, c1, c2, c3, c4, c5, c6,
         _incoming(acc_o, new, latch)
         builder.cbranch(builder.icmp_signed("<", o_next, outer), head, done)
         builder.position_at_end(done)
-        finals = _phis(builder, v16, start, entry)  # every phi first: LLVM wants them at the top of the block
+        finals = _phis(builder, vec, start, entry)  # every phi first: LLVM wants them at the top of the block
         _incoming(finals, new, latch)
-        for p, final in zip(halves, finals):
+        for p, final in zip(parts, finals):
             builder.store(final, p).align = 4
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+_tile1, _tile2, _tile3, _tile4, _tile5, _tile6, _tile7 = (_make_tile(r) for r in range(1, 8))
+
+
+@njit(inline="always")
+def _tile_n(nr, rows_a, rows_c, bp, depth, outer, a_step):  # pragma: no cover - compiled
+    """The micro-kernel on a tile of ``nr`` rows (1 to PANEL_ROWS), row addresses in the int64 arrays at
+    ``rows_a`` and ``rows_c``."""
+    if nr == PANEL_ROWS:
+        if PANEL_ROWS == 7:
+            _tile7(rows_a, rows_c, bp, depth, outer, a_step)
+        else:
+            _tile6(rows_a, rows_c, bp, depth, outer, a_step)
+    elif nr == 6:
+        _tile6(rows_a, rows_c, bp, depth, outer, a_step)
+    elif nr == 5:
+        _tile5(rows_a, rows_c, bp, depth, outer, a_step)
+    elif nr == 4:
+        _tile4(rows_a, rows_c, bp, depth, outer, a_step)
+    elif nr == 3:
+        _tile3(rows_a, rows_c, bp, depth, outer, a_step)
+    elif nr == 2:
+        _tile2(rows_a, rows_c, bp, depth, outer, a_step)
+    else:
+        _tile1(rows_a, rows_c, bp, depth, outer, a_step)
+
+
+@njit(inline="always")
+def _tile_rows(left):  # pragma: no cover - compiled
+    """Rows of the next tile when ``left`` rows remain: full tiles, the last one exact. A remainder of one to
+    three rows after a full tile is cut with it into two tiles of about half (a tile of fewer than four rows
+    waits on its few accumulators' latency; AVX2's 49 pixels of a 7x7 image: 6 x 7 + 4 + 3, the time of about
+    50 rows instead of 54 in nine full tiles)."""
+    if left <= PANEL_ROWS or left >= PANEL_ROWS + 4:
+        return min(left, PANEL_ROWS)
+    return (left + 1) // 2
 
 
 @njit(cache=True, nogil=True)
@@ -866,7 +931,7 @@ def conv_panels(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np
 def _panel_windows_par(x, wp, ys, b, act, alpha, kh, kw, sh, sw, wo, step):  # pragma: no cover - compiled
     """``ys`` (N, P, K) = act(conv(``x``) + ``b``) for the (padded) images ``x`` (N, Hp, Wp, C), one block of
     ``step`` output pixels of one panel of 32 output channels per iteration (the panels of a block one after the
-    other): tiles of seven output pixels whose windows the micro-kernel reads in place, every kernel row of them
+    other): tiles of up to PANEL_ROWS output pixels whose windows the micro-kernel reads in place, every kernel row of them
     in one call (no im2col: at 7x7 x 512 channels, 0.9 MB of it a layer)."""
     n, m, k = ys.shape
     c = x.shape[3]
@@ -879,18 +944,19 @@ def _panel_windows_par(x, wp, ys, b, act, alpha, kh, kw, sh, sw, wo, step):  # p
         y = ys[i][q0:q1]
         k0 = p * PANEL
         _panel_fill(y, k0, b)
-        spare = np.zeros(PANEL_ROWS * PANEL, np.float32)
         rows_a = np.empty(PANEL_ROWS, np.int64)
         rows_c = np.empty(PANEL_ROWS, np.int64)
         panel = wp.ctypes.data + 4 * p * kk * PANEL
         image = x[i].ctypes.data
-        for t0 in range(q0, q1, PANEL_ROWS):
-            for t in range(PANEL_ROWS):
-                q = min(t0 + t, q1 - 1)  # past the block: its last pixel's window, into a spare tile
+        t0 = q0
+        while t0 < q1:
+            nr = _tile_rows(q1 - t0)
+            for t in range(nr):
+                q = t0 + t
                 rows_a[t] = image + (q // wo) * sh * row_bytes + (q % wo) * sw * pix_bytes
-                rows_c[t] = y.ctypes.data + 4 * ((q - q0) * k + k0) if t0 + t < q1 else spare.ctypes.data + 4 * PANEL * t
-            _tile7x32(rows_a[0], rows_a[1], rows_a[2], rows_a[3], rows_a[4], rows_a[5], rows_a[6], rows_c[0],
-                      rows_c[1], rows_c[2], rows_c[3], rows_c[4], rows_c[5], rows_c[6], panel, span, kh, row_bytes)
+                rows_c[t] = y.ctypes.data + 4 * ((q - q0) * k + k0)
+            _tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes)
+            t0 += nr
         _panel_activate(y, k0, act, alpha)
 
 
@@ -911,29 +977,25 @@ def _panel_par(a, wp, y, b, act, alpha):  # pragma: no cover - compiled
 @njit(cache=True, nogil=True)
 def _panel_product(a, wp, y, p, b, act, alpha):  # pragma: no cover - compiled
     """Columns of panel ``p`` of ``y`` (M, K) = act(``a`` (M, KK) @ ``wp[p]`` + bias): bias first, then passes of
-    PANEL_KBLOCK input values (a block of ``a`` and of the panel in L2), each over tiles of seven rows (rows past M
-    read zeros and land in a spare tile), then the activation. Rows of ``a`` and ``y`` may have any stride."""
+    PANEL_KBLOCK input values (a block of ``a`` and of the panel in L2), each over tiles of at most PANEL_ROWS rows
+    (:func:`_tile_rows`), then the activation. Rows of ``a`` and ``y`` may have any stride."""
     m, kk = a.shape
     k0 = p * PANEL
     lda, ldy = a.strides[0], y.strides[0]
     _panel_fill(y, k0, b)
-    zeros = np.zeros(PANEL_KBLOCK, np.float32)
-    spare = np.zeros(PANEL_ROWS * PANEL, np.float32)
     rows_a = np.empty(PANEL_ROWS, np.int64)
     rows_c = np.empty(PANEL_ROWS, np.int64)
     for d0 in range(0, kk, PANEL_KBLOCK):
         depth = min(kk, d0 + PANEL_KBLOCK) - d0
         panel = wp.ctypes.data + 4 * (p * kk + d0) * PANEL
-        for m0 in range(0, m, PANEL_ROWS):
-            for r in range(PANEL_ROWS):
-                if m0 + r < m:
-                    rows_a[r] = a.ctypes.data + (m0 + r) * lda + 4 * d0
-                    rows_c[r] = y.ctypes.data + (m0 + r) * ldy + 4 * k0
-                else:
-                    rows_a[r] = zeros.ctypes.data
-                    rows_c[r] = spare.ctypes.data + 4 * PANEL * r
-            _tile7x32(rows_a[0], rows_a[1], rows_a[2], rows_a[3], rows_a[4], rows_a[5], rows_a[6], rows_c[0],
-                      rows_c[1], rows_c[2], rows_c[3], rows_c[4], rows_c[5], rows_c[6], panel, depth, 1, 0)
+        m0 = 0
+        while m0 < m:
+            nr = _tile_rows(m - m0)
+            for r in range(nr):
+                rows_a[r] = a.ctypes.data + (m0 + r) * lda + 4 * d0
+                rows_c[r] = y.ctypes.data + (m0 + r) * ldy + 4 * k0
+            _tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, depth, 1, 0)
+            m0 += nr
     _panel_activate(y, k0, act, alpha)
 
 
@@ -1149,29 +1211,19 @@ def _element_wise_range(a, b, y, i0, i1, op, act, alpha):  # pragma: no cover - 
         n = z.size
         if op == 0:
             for i in range(n):
-                z[i] = u[i] + v[i]
+                z[i] = _act(u[i] + v[i], act, alpha)
         elif op == 1:
             for i in range(n):
-                z[i] = u[i] * v[i]
+                z[i] = _act(u[i] * v[i], act, alpha)
         elif op == 2:
             for i in range(n):
-                p, q = u[i], v[i]
-                z[i] = p if (p > q) | (p != p) else q
+                z[i] = _act(np.maximum(u[i], v[i]), act, alpha)  # NaN wins (see _act for why not a select)
         elif op == 3:
             for i in range(n):
-                p, q = u[i], v[i]
-                z[i] = p if (p < q) | (p != p) else q
+                z[i] = _act(np.minimum(u[i], v[i]), act, alpha)
         else:
             for i in range(n):
-                z[i] = u[i] - v[i]
-        if act == 1:
-            for i in range(n):
-                p = z[i]
-                z[i] = p if p > 0 else p * np.float32(0)
-        elif act == 2:
-            for i in range(n):
-                p = z[i]
-                z[i] = p if p > 0 else p * alpha
+                z[i] = _act(u[i] - v[i], act, alpha)
 
 
 def element_wise(a: np.ndarray, b: np.ndarray, out: np.ndarray, op: int, act: int = 0, alpha: float = 0.0) -> None:
@@ -1222,9 +1274,8 @@ def _pool_rows(x, y, r0, r1, kh, kw, sh, sw, ph, pw, is_max, include_pad):  # pr
                     src = xr[ow * sw - pw + j]
                     dst = yr[ow]
                     if is_max:
-                        for k in range(c):  # a select, not a branch
-                            v, a = src[k], dst[k]
-                            dst[k] = v if (v > a) | (v != v) else a
+                        for k in range(c):  # NaN wins; a select here was a masked store (see _act)
+                            dst[k] = np.maximum(src[k], dst[k])
                     else:
                         for k in range(c):
                             dst[k] += src[k]

@@ -30,14 +30,15 @@ def warmup_model() -> Model:
                     inputs=[src], activation=act)
         return name
 
-    stem = conv("stem", "input", 32, kernel=7, stride=2)  # RGB stem: the direct panel product (AVX-512) or im2col
+    stem = conv("stem", "input", 32, kernel=7, stride=2)  # RGB stem: the direct panel product (AVX-512, AVX2) or im2col
     pixels = conv("pixels", stem, 24, kernel=5)  # im2col, by pixels (20x20)
     steps = conv("wino_steps", pixels, 32)  # Winograd of 25 tiles: one block, its steps shared out
     m.add_layer("element_wise", "add1", params={"operation": "sum"}, inputs=[steps, stem], activation="relu")
     m.add_layer("pooling", "pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
                 inputs=["add1"])
-    small = conv("cols", "pool", 48, stride=2)  # 5x5: im2col cut by output channels
-    one = conv("one", small, 48, kernel=1)  # 1x1 of stride 1, cut by output channels
+    # 40 outputs, no multiple of a panel (16 or 32): these two stay off the panel product on every CPU
+    small = conv("cols", "pool", 40, stride=2)  # 5x5: im2col cut by output channels
+    one = conv("one", small, 40, kernel=1)  # 1x1 of stride 1, cut by output channels
     m.add_layer("element_wise", "add2", params={"operation": "sum"}, inputs=[small, one], activation="relu")
     panels = conv("panels", "add2", 64)  # a small image, 64 outputs: the product over packed panels, windows in place
     m.add_layer("convolution", "panels_dilated", params={"num_output_channels": "64", "kernel_size": "3",

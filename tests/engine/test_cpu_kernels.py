@@ -131,6 +131,26 @@ def test_panel_product_convolution_matches_the_reference(n, c, k, size, kernel, 
     _assert_matches_reference(call, 8, n, c, k, (size, size), kernel, stride, padding, dilation, act, bias)
 
 
+@pytest.mark.parametrize("m", [1, 2, 3, 5, 6, 7, 8, 9, 10, 13, 49])
+def test_panel_product_tiles_every_row_count_exactly(m):
+    """Rows cut into full tiles and an exact last one (1 to PANEL_ROWS rows, a short remainder shared with the
+    tile before it): every row of ``y`` written once, rows outside it left alone."""
+    rng = np.random.default_rng(m)
+    a = rng.standard_normal((m, 40)).astype(np.float32)
+    w = rng.standard_normal((2 * ck.PANEL, 40, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(2 * ck.PANEL).astype(np.float32)
+    y = np.full((m + 1, 2 * ck.PANEL), np.nan, np.float32)  # one row more than the product writes
+    ck._panel_par(a, ck.panel_weights(w), y[:m], b, 0, np.float32(0))
+    ref = a.astype(np.float64) @ w[:, :, 0, 0].T.astype(np.float64) + b
+    assert _rel(y[:m], ref) < 1e-6
+    assert np.isnan(y[m]).all()
+    sizes, left = [], m
+    while left:
+        sizes.append(ck._tile_rows(left))
+        left -= sizes[-1]
+    assert max(sizes) <= ck.PANEL_ROWS and (m < 3 or min(sizes) >= 3)  # no tile of one or two rows but where m is
+
+
 @pytest.mark.parametrize("n,c,k,size,kernel,stride,padding", [
     (1, 3, 64, (30, 23), (7, 7), (2, 2), (3, 3)),   # a ResNet stem, odd sizes: the last tile of a row part-filled
     (2, 4, 32, (11, 17), (5, 3), (1, 2), (2, 0)),   # rectangular, two images, padding on one axis

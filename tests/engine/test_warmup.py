@@ -32,7 +32,7 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
     if fmt.endswith("nhwc"):  # im2col convolutions, pooling and element-wise kernels are NHWC ones
         assert {("_conv_par", 0), ("_conv_par", 1), ("_conv_par", 2), ("_pool", None), ("_element_wise", None),
                 ("_few_par", None)} <= kinds
-        if ck.panels_available():  # AVX-512: small images' products over packed weight panels
+        if ck.panels_available():  # AVX-512 or AVX2: small images' products over packed weight panels
             assert {("_panel_windows_par", None), ("_im2col_par", None), ("_panel_par", None)} <= kinds
     assert ("_upsample", None) in kinds
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")
