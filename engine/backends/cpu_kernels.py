@@ -1230,8 +1230,10 @@ def element_wise(a: np.ndarray, b: np.ndarray, out: np.ndarray, op: int, act: in
     """``out = act(a op b)`` (codes of :data:`ELEMENT_WISE_OPS` and :data:`FUSED_EPILOGUES`) in one pass,
     spread over the cores; float32 C-contiguous arrays of one shape (``out`` may be ``a`` or ``b``)."""
     fy = out.reshape(-1)
-    parts = _threads() if fy.size >= ELEMENT_WISE_SPLIT_MIN else 1
-    _launch(_element_wise, a.reshape(-1), b.reshape(-1), fy, op, act, np.float32(alpha), parts)
+    if fy.size < ELEMENT_WISE_SPLIT_MIN:  # on this thread: no parallel region to wake
+        _element_wise_range(a.reshape(-1), b.reshape(-1), fy, 0, fy.size, op, act, np.float32(alpha))
+        return
+    _launch(_element_wise, a.reshape(-1), b.reshape(-1), fy, op, act, np.float32(alpha), _threads())
 
 
 @njit(cache=True, nogil=True, parallel=True)

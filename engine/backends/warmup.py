@@ -50,7 +50,10 @@ def warmup_model() -> Model:
     m.add_layer("upsample", "up", params={"factor": "2", "method": "bilinear"}, inputs=["avg"])
     m.add_layer("concatenation", "cat", inputs=["up", "pool"])  # fused into upscale_concat
     m.add_layer("upsample", "up2", params={"factor": "4", "method": "nearest"}, inputs=["cat"])
-    wide = conv("wino_blocks", "up2", 16)  # 40x40: 100 tiles, in blocks
+    # 40x40x96 values: an element-wise pass large enough to be cut over the cores (the adds above run on one)
+    m.add_layer("upsample", "up3", params={"factor": "4", "method": "bilinear"}, inputs=["cat"])
+    m.add_layer("element_wise", "big", params={"operation": "max"}, inputs=["up2", "up3"], activation="relu")
+    wide = conv("wino_blocks", "big", 16)  # 40x40: 100 tiles, in blocks
     few = conv("few", wide, 3, act="none")  # few output channels: dot products along the kernel rows
     m.add_layer("output", "output", inputs=[few])
     return m
