@@ -905,7 +905,7 @@ def conv_panels(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np
     :func:`panels_apply` and :func:`stem_panels_apply`) through the micro-kernel, weights ``wp`` from
     :func:`panel_weights`. Without dilation every kernel row of an output pixel's window is one contiguous run of
     KW*C input values (the input copied once with its padding where the layer pads), read in place: no im2col.
-    A small image goes one panel of 32 output channels per thread; a large one (an RGB stem) by output rows,
+    A small image goes one panel of PANEL output channels per thread; a large one (an RGB stem) by output rows,
     every panel of them. Dilated windows go through an im2col first. (The micro-kernel over an im2col of
     larger images ran no faster than OpenBLAS's: 213 GFLOP/s a core on resnet18's stem.)"""
     n, c, h, w = x.shape
@@ -930,7 +930,7 @@ def conv_panels(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np
 @njit(cache=True, nogil=True, parallel=True)
 def _panel_windows_par(x, wp, ys, b, act, alpha, kh, kw, sh, sw, wo, step):  # pragma: no cover - compiled
     """``ys`` (N, P, K) = act(conv(``x``) + ``b``) for the (padded) images ``x`` (N, Hp, Wp, C), one block of
-    ``step`` output pixels of one panel of 32 output channels per iteration (the panels of a block one after the
+    ``step`` output pixels of one panel of PANEL output channels per iteration (the panels of a block one after the
     other): tiles of up to PANEL_ROWS output pixels whose windows the micro-kernel reads in place, every kernel row of them
     in one call (no im2col: at 7x7 x 512 channels, 0.9 MB of it a layer)."""
     n, m, k = ys.shape
@@ -969,7 +969,7 @@ def _im2col_par(x, cols, shares, wo, kh, kw, sh, sw, ph, pw, dh, dw):  # pragma:
 
 @njit(cache=True, nogil=True, parallel=True)
 def _panel_par(a, wp, y, b, act, alpha):  # pragma: no cover - compiled
-    """``y`` (P, K) = act(``a`` (P, KK) @ panels ``wp`` + ``b``), one panel of 32 output channels per iteration."""
+    """``y`` (P, K) = act(``a`` (P, KK) @ panels ``wp`` + ``b``), one panel of PANEL output channels per iteration."""
     for p in prange(wp.shape[0]):
         _panel_product(a, wp, y, p, b, act, alpha)
 
@@ -1002,8 +1002,8 @@ def _panel_product(a, wp, y, p, b, act, alpha):  # pragma: no cover - compiled
 def stem_panels_apply(w_shape: tuple[int, ...], dilation: tuple[int, int], pixels: int) -> bool:
     """Whether :func:`conv_panels` takes a large image too, for weights ``w_shape`` (K, C, KH, KW): few input
     channels (an RGB stem, whose im2col is mostly copying) and a window of at least STEM_PANEL_MIN_WINDOW values,
-    no dilation, outputs a multiple of 32, AVX-512. resnet18's 7x7 stem: 0.7 instead of 0.9-1.1 ms through im2col
-    and OpenBLAS."""
+    no dilation, outputs a multiple of PANEL, AVX-512 or AVX2. resnet18's 7x7 stem: 0.7 instead of 0.9-1.1 ms
+    through im2col and OpenBLAS (AVX-512)."""
     k, c, kh, kw = w_shape
     return (c <= STEM_PANEL_MAX_CHANNELS and c * kh * kw >= STEM_PANEL_MIN_WINDOW and dilation == (1, 1)
             and k % PANEL == 0 and pixels > PANEL_MAX_PIXELS and panels_available())

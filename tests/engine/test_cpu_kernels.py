@@ -208,7 +208,7 @@ def test_backend_takes_the_panel_product_for_small_nhwc_images(monkeypatch):
     assert be.kernel("conv2d")(np.ascontiguousarray(x), wt, None, _out(1, 64, 14, 14, nhwc=False), (1, 1), (1, 1),
                                (1, 1), 1, None, {})
     assert len(calls) == 1
-    monkeypatch.setattr(ck, "panels_available", lambda: False)  # no AVX-512: OpenBLAS as before
+    monkeypatch.setattr(ck, "panels_available", lambda: False)  # no FMA vectors (neither AVX-512 nor AVX2): OpenBLAS as before
     assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, None, {})
     assert len(calls) == 1
 
