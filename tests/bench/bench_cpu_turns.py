@@ -1,0 +1,72 @@
+"""One reference network on the CPU against ONNX Runtime (2 threads), in blocks: each block runs one side ten
+times after a short pause and three untimed runs, then the other; the medians of the block medians are compared.
+Blocks show how far this machine's speed moves while measuring (``run.py`` takes turns run by run). Not
+collected by the test run.
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m tests.bench.bench_cpu_turns resnet18 [BLOCKS]
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import engine.backends.cpu_kernels  # noqa: F401  (before onnxruntime: see bench_networks)
+from engine.backends import get_backend
+from engine.export.onnx_export import OnnxOptions, build_onnx
+from engine.network import Network
+from engine.plugins import default_registry
+from engine.tensor import TensorFormat
+from tests.bench.bench_networks import CPU_SIZES
+from tests.bench.networks import NETWORKS
+
+
+def main(argv: list[str] | None = None) -> int:
+    import onnxruntime as ort
+
+    args = sys.argv[1:] if argv is None else argv
+    name = args[0] if args else "resnet18"
+    blocks = int(args[1]) if len(args) > 1 else 6
+    reg, cpu = default_registry(), get_backend("numpy", notice=None)
+    dims = CPU_SIZES[name]
+    model = NETWORKS[name](dims)
+    x = np.random.default_rng(0).random(tuple(dims), dtype=np.float32)
+    net = Network(model, reg, cpu, TensorFormat.parse("fp32 nhwc"))
+    net.set_input("input", x)
+    net.run()
+    plain = Network(model, reg, cpu, TensorFormat.parse("fp32 nchw"), fusing="off")
+    proto, _ = build_onnx(plain, OnnxOptions(explicit_sizes=True))
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 2
+    sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    feed = {sess.get_inputs()[0].name: x}
+
+    def ours() -> None:
+        net.mark_affected("input")
+        net.run()
+
+    sides: dict[str, Callable[[], object]] = {"LayerLab": ours, "ONNX Runtime": lambda: sess.run(None, feed)}
+    res: dict[str, list[float]] = {k: [] for k in sides}
+    for _ in range(blocks):
+        for k, f in sides.items():
+            time.sleep(0.05)
+            for _ in range(3):
+                f()
+            ts = []
+            for _ in range(10):
+                t0 = time.perf_counter()
+                f()
+                ts.append(time.perf_counter() - t0)
+            res[k].append(1e3 * statistics.median(ts))
+    ours_ms, peer_ms = (statistics.median(v) for v in res.values())
+    for k, v in res.items():
+        print(f"{k:13s} median {statistics.median(v):8.2f} ms   blocks {' '.join(f'{t:.1f}' for t in v)}")
+    print(f"{name}: ratio {ours_ms / peer_ms:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
