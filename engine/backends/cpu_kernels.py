@@ -837,11 +837,8 @@ _tile1, _tile2, _tile3, _tile4, _tile5, _tile6, _tile7 = (_make_tile(r) for r in
 def _tile_n(nr, rows_a, rows_c, bp, depth, outer, a_step):  # pragma: no cover - compiled
     """The micro-kernel on a tile of ``nr`` rows (1 to PANEL_ROWS), row addresses in the int64 arrays at
     ``rows_a`` and ``rows_c``."""
-    if nr == PANEL_ROWS:
-        if PANEL_ROWS == 7:
-            _tile7(rows_a, rows_c, bp, depth, outer, a_step)
-        else:
-            _tile6(rows_a, rows_c, bp, depth, outer, a_step)
+    if nr == 7:
+        _tile7(rows_a, rows_c, bp, depth, outer, a_step)
     elif nr == 6:
         _tile6(rows_a, rows_c, bp, depth, outer, a_step)
     elif nr == 5:
@@ -931,8 +928,8 @@ def conv_panels(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np
 def _panel_windows_par(x, wp, ys, b, act, alpha, kh, kw, sh, sw, wo, step):  # pragma: no cover - compiled
     """``ys`` (N, P, K) = act(conv(``x``) + ``b``) for the (padded) images ``x`` (N, Hp, Wp, C), one block of
     ``step`` output pixels of one panel of PANEL output channels per iteration (the panels of a block one after the
-    other): tiles of up to PANEL_ROWS output pixels whose windows the micro-kernel reads in place, every kernel row of them
-    in one call (no im2col: at 7x7 x 512 channels, 0.9 MB of it a layer)."""
+    other): tiles of up to PANEL_ROWS output pixels whose windows the micro-kernel reads in place, every kernel row
+    of them in one call (no im2col: at 7x7 x 512 channels, 0.9 MB of it a layer)."""
     n, m, k = ys.shape
     c = x.shape[3]
     span, kk, panels = kw * c, wp.shape[1], wp.shape[0]
