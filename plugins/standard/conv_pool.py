@@ -14,7 +14,6 @@ from plugins.standard._common_conv import (
     CONV_PARAMS,
     CONV_WEIGHTS,
     ConvolutionBase,
-    conv2d,
     conv_onnx_attributes,
     conv_torch_module,
 )
@@ -29,6 +28,7 @@ from plugins.standard._common_pool import (
     pool_shape_problem,
     pool_torch,
 )
+from plugins.standard.pooling import GLOBAL_KERNEL_MAX_CELLS
 
 
 def _pool_name(name: str) -> str:
@@ -108,18 +108,30 @@ class ConvPool(ConvolutionBase):
         return super().flops(inputs, conv_dims) + pool
 
     def forward(self, inputs: list[Any], out: Any) -> None:
+        """The convolution (with the activation) through the backend's convolution, into a buffer of its own in
+        the tensors' memory layout, then the pooling kernel into the output, as the unfused chain would run: the
+        generic NumPy convolution here made an imported ResNet's stem 8.9 ms on 2 cores instead of 4.4."""
         w = self.weight("weights", inputs)
         b = self.weight("bias", inputs) if self.p["bias"] else None
-        s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
-        y = self.activate(conv2d(self.xp, self.nchw(inputs[0]), w, b, (s.h, s.w), (p.h, p.w), (d.h, d.w),
-                                             self.p["groups"]))
+        c = super().output_dims(self.input_dims)
+        nhwc = self.hw_axes == (1, 2)
+        y = self.xp.empty((c.n, c.h, c.w, c.c) if nhwc else (c.n, c.c, c.h, c.w), dtype=self.fmt.dtype)
+        self.convolve(inputs[0], w, b, y, cacheable=not self.weights_from_inputs(inputs))
+        is_max = self._pool("pool_type") == "max"
+        kernel = self.backend.kernel("pool2d")
         if self._pool("global"):
-            y = global_pool2d(self.xp, y, self._pool("pool_type"))
+            window, stride, padding, include_pad = (c.h, c.w), (1, 1), (0, 0), True
+            kernel = kernel if c.h * c.w <= GLOBAL_KERNEL_MAX_CELLS else None  # as the pooling layer does
         else:
             k, ps, pp = self._pool("kernel_size"), self._pool("stride"), self._pool("padding")
-            y = pool2d(self.xp, y, self._pool("pool_type"), (k.h, k.w), (ps.h, ps.w), (pp.h, pp.w),
-                               self._pool("count_include_pad"))
-        self.store(out, y)
+            window, stride, padding, include_pad = (k.h, k.w), (ps.h, ps.w), (pp.h, pp.w), self._pool("count_include_pad")
+        if kernel is not None and kernel(y, out, is_max, window, stride, padding, include_pad, nhwc):
+            return
+        if self._pool("global"):
+            self.store(out, global_pool2d(self.xp, self.nchw(y), self._pool("pool_type")))
+            return
+        self.store_physical(out, pool2d(self.xp, self.physical(y), self._pool("pool_type"), window, stride, padding,
+                                        include_pad, self.hw_axes))
 
     onnx_support = "yes"
     torch_support = "partial: weights and bias from secondary inputs are not exported"

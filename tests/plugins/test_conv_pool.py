@@ -120,3 +120,22 @@ def test_flops_are_those_of_the_unfused_chain():
         return net.layer(name).flops(ins, net.dims(name))
     assert flops(fused, "L") == flops(chain, "conv") + flops(chain, "pool")
     assert flops(chain, "pool") == 2 * 4 * 5 * 4 * (9 + 1)  # output values x (9 taps + the division)
+
+
+@pytest.mark.parametrize("pool", [dict(pool_type="max", pool_kernel_size=3, pool_stride=2, pool_padding=1),
+                                  dict(pool_type="average", pool_global="true")], ids=["max", "global-average"])
+def test_fp32_nhwc_on_the_cpu_runs_the_convolution_and_pooling_kernels(monkeypatch, pool):
+    """As the unfused chain does (an imported ResNet's stem, BatchNormalization folded by the exporter, becomes
+    conv_pool): the backend's convolution and the NHWC pooling kernel, not the generic NumPy code."""
+    ck = pytest.importorskip("engine.backends.cpu_kernels", reason="Numba is not installed")
+    calls = []
+    for name in ("pool_nhwc", "conv_nhwc", "conv_panels", "winograd_conv3x3"):
+        real = getattr(ck, name)
+        monkeypatch.setattr(ck, name, lambda *a, _real=real, _name=name, **kw: calls.append(_name) or _real(*a, **kw))
+    params = dict(num_output_channels=8, kernel_size=7, stride=2, padding=3) | pool
+    x = np.random.default_rng(4).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    fmt = next(f for f in FORMATS if str(f) == "fp32|nhwc")
+    out, w, _ = run_layer("conv_pool", params, [x], fmt, "numpy", activation="relu")
+    assert "pool_nhwc" in calls and set(calls) & {"conv_nhwc", "conv_panels", "winograd_conv3x3"}
+    c = np.maximum(onnx_conv(x, w, params), 0)
+    assert_close(out, onnx_pool(c, pool_params(params)), fmt, "conv_pool through the kernels vs onnxruntime")
