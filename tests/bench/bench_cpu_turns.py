@@ -4,6 +4,10 @@ Blocks show how far this machine's speed moves while measuring (``run.py`` takes
 collected by the test run.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m tests.bench.bench_cpu_turns resnet18 [BLOCKS]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m tests.bench.bench_cpu_turns model.onnx [BLOCKS]
+
+An ONNX file (a network exported from PyTorch, say) is imported as ``layerlab`` does and run against ONNX Runtime
+on the file itself, on a random standard-normal input.
 """
 from __future__ import annotations
 
@@ -31,21 +35,36 @@ def main(argv: list[str] | None = None) -> int:
     name = args[0] if args else "resnet18"
     blocks = int(args[1]) if len(args) > 1 else 6
     reg, cpu = default_registry(), get_backend("numpy", notice=None)
-    dims = CPU_SIZES[name]
-    model = NETWORKS[name](dims)
-    x = np.random.default_rng(0).random(tuple(dims), dtype=np.float32)
-    net = Network(model, reg, cpu, TensorFormat.parse("fp32 nhwc"))
-    net.set_input("input", x)
+    if name.endswith(".onnx"):
+        from engine.importers import load_model_any
+
+        model, weights = load_model_any(name, reg)
+        net = Network(model, reg, cpu, TensorFormat.parse("fp32 nhwc"), weights=weights)
+        (input_name,) = net.input_names
+        x = np.random.default_rng(0).standard_normal(tuple(net.dims(input_name))).astype(np.float32)
+        net.set_input(input_name, x)
+        payload = open(name, "rb").read()
+    else:
+        dims = CPU_SIZES[name]
+        model = NETWORKS[name](dims)
+        x = np.random.default_rng(0).random(tuple(dims), dtype=np.float32)
+        net = Network(model, reg, cpu, TensorFormat.parse("fp32 nhwc"))
+        input_name = "input"
+        net.set_input(input_name, x)
+        plain = Network(model, reg, cpu, TensorFormat.parse("fp32 nchw"), fusing="off")
+        payload = build_onnx(plain, OnnxOptions(explicit_sizes=True))[0].SerializeToString()
     net.run()
-    plain = Network(model, reg, cpu, TensorFormat.parse("fp32 nchw"), fusing="off")
-    proto, _ = build_onnx(plain, OnnxOptions(explicit_sizes=True))
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 2
-    sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(payload, opts, providers=["CPUExecutionProvider"])
     feed = {sess.get_inputs()[0].name: x}
+    ref, got = sess.run(None, feed)[0], net.outputs()
+    err = min(float(np.linalg.norm(o.reshape(ref.shape) - ref) / np.linalg.norm(ref)) for o in got.values()
+              if o.size == ref.size)
+    print(f"relative error against ONNX Runtime: {err:.1e}")
 
     def ours() -> None:
-        net.mark_affected("input")
+        net.mark_affected(input_name)
         net.run()
 
     sides: dict[str, Callable[[], object]] = {"LayerLab": ours, "ONNX Runtime": lambda: sess.run(None, feed)}
