@@ -229,9 +229,16 @@ class Layer:
     def weights_from_inputs(self, inputs: list[Any]) -> bool:
         """True when a connected secondary input provides one of the weights (they may change every run,
         so nothing derived from them may be cached)."""
-        for w in self.desc.weights:
-            idx = self.weight_input(w)
-            if idx is not None and idx < len(inputs) and inputs[idx] is not None:
+        found = self.__dict__.get("_weight_input_slots")
+        if found is None or found[0] is not self.desc:  # asked several times a run by every layer: found once
+            slots = sorted({i for i in (self.weight_input(w) for w in self.desc.weights) if i is not None})
+            found = (self.desc, slots)
+            self.__dict__["_weight_input_slots"] = found
+        n = len(inputs)
+        for idx in found[1]:
+            if idx >= n:
+                return False
+            if inputs[idx] is not None:
                 return True
         return False
 

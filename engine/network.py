@@ -602,8 +602,11 @@ class Network:
             cb(self, name, out)
         if self._roots[name] == name:
             ins = [self._views[s] if s is not None else None for s in nd.inputs]
-            with plugin_code(name, nd.layer, "forward"):
+            try:  # plugin_code's handling, inline: this runs for every layer of every inference
                 nd.layer.forward(ins, out)
+            except Exception:
+                with plugin_code(name, nd.layer, "forward"):
+                    raise
             act = nd.layer.activation
             if act is not None and not nd.layer.fuses_activation:
                 target = out if act.impl.elementwise else nchw_view(out, self.fmt_of(name))

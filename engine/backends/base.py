@@ -52,6 +52,7 @@ KERNEL_OPERATIONS: dict[str, str] = {
                 "bilinear with half-pixel centres)",
     "upsample_concat": "(x, skip, out, factor, bilinear, nhwc): the channels of x upsampled (as upsample) followed "
                        "by the channels of skip, the upsampled size equal to the skip size",
+    "dense": "(x, w, b, out, epilogue, coefs): out (N, O) = act(x (N, K) @ w (O, K) transposed + b), 2-D arrays",
     "pool2d": "(x, out, is_max, kernel, stride, padding, count_include_pad, nhwc): max or average pooling of "
               "physical x (averages over the real cells of a window unless count_include_pad)",
 }

@@ -22,10 +22,12 @@ import ctypes
 import fcntl
 import functools
 import hashlib
+import math
 import os
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -289,6 +291,13 @@ def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out:
 
     One parallel launch: blocks of tile rows go to the threads, each running its three steps; a layer of
     fewer blocks than threads runs each step of a block over all the threads instead."""
+    winograd_plan(x, u, bias, out, padding, act, alpha)()
+
+
+def winograd_plan(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
+                  padding: tuple[int, int], act: int = 0, alpha: float = 0.0) -> Callable[[], None]:
+    """:func:`winograd_conv3x3` made ready to run: a function of no arguments computing it for the same arrays
+    (their memory read when it is called), all the per-call work in Python done once."""
     n, c = x.shape[:2]
     k, ho, wo = out.shape[1:]
     nty, ntx = -(-ho // 4), -(-wo // 4)
@@ -297,21 +306,42 @@ def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out:
         rows = _share(nty * n, rows, n)
     b = np.zeros(k, np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
     nhwc = is_nhwc_memory(out)
-    xs = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if nhwc else np.ascontiguousarray(x)
+    live = _live_contiguous(x.transpose(0, 2, 3, 1) if nhwc else x)
     ys = out.transpose(0, 2, 3, 1) if nhwc else out
     threads = _threads()
-    v, m = _scratch(0, (threads, 36 * rows * ntx * c)), _scratch(1, (threads, 36 * rows * ntx * k))
-    args = (blas_sgemm(), xs, ys, u, b, act, np.float32(alpha), padding[0], padding[1], nty, ntx, rows, nhwc, v, m)
+    shapes = ((threads, 36 * rows * ntx * c), (threads, 36 * rows * ntx * k))
+    head = (blas_sgemm(),)
+    tail = (u, b, act, np.float32(alpha), padding[0], padding[1], nty, ntx, rows, nhwc)
     per_image = -(-nty // rows)
     if n * per_image >= max(2, threads // 2):  # some threads may idle: one launch still beats three a block
-        _launch(_wino_par, 0, n * per_image, -1, *args)
-        return
-    # too few blocks to go round: each step of a block over all the threads. (With 16 cores, taking this path for
-    # 14 blocks made 42 launches of a 56x56 layer: 2.7 ms instead of about 0.3.)
-    for j in range(n * per_image):
-        r = min(rows, nty - j % per_image * rows)
-        for step, shares in ((0, r), (1, threads), (2, r)):
-            _launch(_wino_par, j, shares, step, *args)
+        def run() -> None:
+            if _threads() != threads:  # the cores this process may use changed: the work buffers' shapes too
+                winograd_plan(x, u, bias, out, padding, act, alpha)()
+                return
+            _launch(_wino_par, 0, n * per_image, -1, *head, live(), ys, *tail, _scratch(0, shapes[0]),
+                    _scratch(1, shapes[1]))
+        return run
+
+    def run_steps() -> None:
+        # too few blocks to go round: each step of a block over all the threads. (With 16 cores, taking this
+        # path for 14 blocks made 42 launches of a 56x56 layer: 2.7 ms instead of about 0.3.)
+        if _threads() != threads:
+            winograd_plan(x, u, bias, out, padding, act, alpha)()
+            return
+        args = (*head, live(), ys, *tail, _scratch(0, shapes[0]), _scratch(1, shapes[1]))
+        for j in range(n * per_image):
+            r = min(rows, nty - j % per_image * rows)
+            for step, shares in ((0, r), (1, threads), (2, r)):
+                _launch(_wino_par, j, shares, step, *args)
+    return run_steps
+
+
+def _live_contiguous(v: np.ndarray) -> Callable[[], np.ndarray]:
+    """A function giving ``v`` as a C-contiguous array when called: ``v`` itself when it is one, else a copy made
+    then (its memory may have changed since)."""
+    if v.flags.c_contiguous:
+        return lambda: v
+    return lambda: np.ascontiguousarray(v)
 
 
 @njit(cache=True, nogil=True)
@@ -388,7 +418,7 @@ _local = threading.local()
 def _scratch(slot: int, shape: tuple[int, ...]) -> np.ndarray:
     """A float32 work array of ``shape`` for the calling thread, reused between calls."""
     bufs = _local.__dict__.setdefault("bufs", {})
-    size = int(np.prod(shape))
+    size = math.prod(shape)
     buf = bufs.get(slot)
     if buf is None or buf.size < size:
         buf = bufs[slot] = np.empty(size, np.float32)
@@ -405,21 +435,34 @@ def _share(total: int, size: int, images: int) -> int:
     return max(1, -(-per_image // max(1, blocks // images)))
 
 
+#: seconds a read of the CPU affinity is used for (each layer asks; the system call costs microseconds on a VM)
+CORES_TTL = 1.0
+_cores_seen: list[float] = [0.0, -1e9]
+
+
 def _cores() -> int:
+    count, when = _cores_seen
+    now = time.monotonic()
+    if now - when < CORES_TTL:
+        return int(count)
     try:
-        return len(os.sched_getaffinity(0))
+        count = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        count = os.cpu_count() or 1
+    _cores_seen[:] = [count, now]
+    return int(count)
 
 
 _launch_lock = threading.Lock()
 
 
 def _threads() -> int:
-    """Threads of the parallel kernels: one per core this process may use (set for the calling thread)."""
+    """Threads of the parallel kernels: one per core this process may use (set for the calling thread; Numba's
+    count is per thread, remembered here so that each layer does not ask Numba again)."""
     n = min(numba.config.NUMBA_NUM_THREADS, _cores())
-    if numba.get_num_threads() != n:
+    if _local.__dict__.get("threads") != n:
         numba.set_num_threads(n)
+        _local.threads = n
     return n
 
 
@@ -579,12 +622,13 @@ def _bias_act(y, p0, p1, k0, k1, bias, act, alpha):  # pragma: no cover - compil
             row[k] = _act(row[k] + bb[k], act, alpha)
 
 
-def _nhwc_operands(x: np.ndarray, out: np.ndarray, bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The input as a contiguous (N, H, W, C) array, the output as (N, pixels, K) rows and the bias (zeros when
-    there is none), for the NHWC convolutions."""
+def _nhwc_operands(x: np.ndarray, out: np.ndarray,
+                   bias: np.ndarray | None) -> tuple[Callable[[], np.ndarray], np.ndarray, np.ndarray]:
+    """The input as a function giving a contiguous (N, H, W, C) array when called (see :func:`_live_contiguous`),
+    the output as (N, pixels, K) rows and the bias (zeros when there is none), for the NHWC convolutions."""
     n, k, ho, wo = out.shape
     b = np.zeros(k, np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
-    return np.ascontiguousarray(x.transpose(0, 2, 3, 1)), out.transpose(0, 2, 3, 1).reshape(n, ho * wo, k), b
+    return _live_contiguous(x.transpose(0, 2, 3, 1)), out.transpose(0, 2, 3, 1).reshape(n, ho * wo, k), b
 
 
 def gemm_weights(w: np.ndarray) -> np.ndarray:
@@ -600,10 +644,17 @@ def conv_nhwc(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias: np.n
     NHWC): im2col by cache-sized blocks of output pixels straight into one matrix product per block,
     whose result lands in ``out`` itself; a 1x1 convolution of stride 1 needs no im2col at all. A layer
     of fewer blocks than threads (a 7x7 image) is cut by output channels instead."""
+    conv_nhwc_plan(x, wm, kernel, bias, out, stride, padding, dilation, act, alpha)()
+
+
+def conv_nhwc_plan(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None, out: np.ndarray,
+                   stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int], act: int = 0,
+                   alpha: float = 0.0) -> Callable[[], None]:
+    """:func:`conv_nhwc` made ready to run (see :func:`winograd_plan`)."""
     n, c, h, w = x.shape
     k, ho, wo = out.shape[1:]
     kh, kw = kernel
-    xs, ys, b = _nhwc_operands(x, out, bias)
+    live, ys, b = _nhwc_operands(x, out, bias)
     direct = kh == kw == 1 and stride == (1, 1) and padding == (0, 0)
     step = max(16, min(ho * wo, BLOCK_BYTES // (4 * max(kh * kw * c, k))))
     if ho * wo * n >= CONV_SPLIT_MIN_PIXELS:
@@ -612,16 +663,23 @@ def conv_nhwc(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias: np.n
     blocks = n * -(-(ho * wo) // step)
     split = blocks < threads and k >= 2 * COLUMN_SPLIT_MIN
     bounds = np.array([0] + [s.stop for s in _share_columns(k)] if split else [0, k], np.int64)
-    cols = _scratch(0, (threads, 0 if direct else (ho * wo if split else step) * wm.shape[0]))
-    args = (blas_sgemm(), xs, ys, wm, b, act, np.float32(alpha), wo, kh, kw, *stride, *padding, *dilation, step,
-            direct, bounds, cols)
-    if not split:
-        _launch(_conv_par, 0, blocks, 0, *args)
-        return
-    for i in range(n):  # an image of one block: the im2col shared out by rows, then the product by columns
-        if not direct:
-            _launch(_conv_par, i, threads, 1, *args)
-        _launch(_conv_par, i, len(bounds) - 1, 2, *args)
+    shape = (threads, 0 if direct else (ho * wo if split else step) * wm.shape[0])
+    head = (blas_sgemm(),)
+    tail = (wm, b, act, np.float32(alpha), wo, kh, kw, *stride, *padding, *dilation, step, direct, bounds)
+
+    def run() -> None:
+        if _threads() != threads:  # the cores this process may use changed: the work buffers' shapes too
+            conv_nhwc_plan(x, wm, kernel, bias, out, stride, padding, dilation, act, alpha)()
+            return
+        args = (*head, live(), ys, *tail, _scratch(0, shape))
+        if not split:
+            _launch(_conv_par, 0, blocks, 0, *args)
+            return
+        for i in range(n):  # an image of one block: the im2col shared out by rows, then the product by columns
+            if not direct:
+                _launch(_conv_par, i, threads, 1, *args)
+            _launch(_conv_par, i, len(bounds) - 1, 2, *args)
+    return run
 
 
 @njit(cache=True, nogil=True)
@@ -905,23 +963,40 @@ def conv_panels(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np
     A small image goes one panel of PANEL output channels per thread; a large one (an RGB stem) by output rows,
     every panel of them. Dilated windows go through an im2col first. (The micro-kernel over an im2col of
     larger images ran no faster than OpenBLAS's: 213 GFLOP/s a core on resnet18's stem.)"""
+    conv_panels_plan(x, wp, kernel, bias, out, stride, padding, dilation, act, alpha)()
+
+
+def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None,
+                     out: np.ndarray, stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int],
+                     act: int = 0, alpha: float = 0.0) -> Callable[[], None]:
+    """:func:`conv_panels` made ready to run (see :func:`winograd_plan`); a padded input is a buffer of the plan
+    whose border stays zero, its inside copied at each call."""
     n, c, h, w = x.shape
     k, ho, wo = out.shape[1:]
     kh, kw = kernel
-    xs, ys, b = _nhwc_operands(x, out, bias)
+    live, ys, b = _nhwc_operands(x, out, bias)
+    al = np.float32(alpha)
     if dilation == (1, 1):
         ph, pw = padding
-        xpad = xs
-        if ph or pw:
-            xpad = np.zeros((n, h + 2 * ph, w + 2 * pw, c), np.float32)
-            xpad[:, ph:ph + h, pw:pw + w] = xs
         step = ho * wo if ho * wo <= PANEL_MAX_PIXELS else wo  # a small image whole, a large one by rows
-        _launch(_panel_windows_par, xpad, wp, ys, b, act, np.float32(alpha), kh, kw, *stride, wo, step)
-        return
-    cols = _scratch(0, (ho * wo, wp.shape[1]))
-    for i in range(n):
-        _launch(_im2col_par, xs[i], cols, _threads(), wo, kh, kw, *stride, *padding, *dilation)
-        _launch(_panel_par, cols, wp, ys[i], b, act, np.float32(alpha))
+        if not (ph or pw):
+            return lambda: _launch(_panel_windows_par, live(), wp, ys, b, act, al, kh, kw, *stride, wo, step)
+        xpad = np.zeros((n, h + 2 * ph, w + 2 * pw, c), np.float32)
+        inside = xpad[:, ph:ph + h, pw:pw + w]
+        xv = x.transpose(0, 2, 3, 1)
+
+        def run() -> None:
+            inside[...] = xv
+            _launch(_panel_windows_par, xpad, wp, ys, b, act, al, kh, kw, *stride, wo, step)
+        return run
+
+    def run_im2col() -> None:
+        xs = live()
+        cols = _scratch(0, (ho * wo, wp.shape[1]))
+        for i in range(n):
+            _launch(_im2col_par, xs[i], cols, _threads(), wo, kh, kw, *stride, *padding, *dilation)
+            _launch(_panel_par, cols, wp, ys[i], b, act, al)
+    return run_im2col
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -1038,14 +1113,22 @@ def conv_few_outputs(x: np.ndarray, wr: np.ndarray, kernel: tuple[int, int], bia
     values at once, by blocks of output rows over the cores. Winograd and im2col spend their products on
     a matrix of 3 or 4 columns here (dncnn's 64 -> 3 output layer at 256x256: 2.1 ms against 3.9 by
     Winograd, 6.4 by im2col)."""
+    conv_few_outputs_plan(x, wr, kernel, bias, out, stride, padding, dilation, act, alpha)()
+
+
+def conv_few_outputs_plan(x: np.ndarray, wr: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None,
+                          out: np.ndarray, stride: tuple[int, int], padding: tuple[int, int],
+                          dilation: tuple[int, int], act: int = 0, alpha: float = 0.0) -> Callable[[], None]:
+    """:func:`conv_few_outputs` made ready to run (see :func:`winograd_plan`)."""
     n, k, ho, wo = out.shape
-    xs = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    live = _live_contiguous(x.transpose(0, 2, 3, 1))
     ys = out.transpose(0, 2, 3, 1)
     b = np.zeros(FEW_OUTPUTS_MAX, np.float32)
     if bias is not None:
         b[:k] = bias
     rows = _share(ho * n, ho, n) if out.size >= SPLIT_MIN_PIXELS else ho
-    _launch(_few_par, xs, wr, b, ys, rows, *kernel, *stride, *padding, *dilation, act, np.float32(alpha))
+    geometry = (*kernel, *stride, *padding, *dilation, act, np.float32(alpha))
+    return lambda: _launch(_few_par, live(), wr, b, ys, rows, *geometry)
 
 
 @njit(cache=True, nogil=True, fastmath=_SUMS)
@@ -1186,6 +1269,46 @@ def _upsample(x, skip, y, fh, fw, bilinear, parts):  # pragma: no cover - compil
     total = y.shape[0] * y.shape[1]
     for q in prange(parts):
         _upsample_rows(x, skip, y, total * q // parts, total * (q + 1) // parts, fh, fw, bilinear)
+
+
+# ---- fully connected ---------------------------------------------------------------------------------
+
+#: most items of a batch :func:`dense` takes (larger batches are products worth BLAS's blocking)
+DENSE_MAX_ITEMS = 8
+
+
+def dense(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, out: np.ndarray, act: int = 0,
+          alpha: float = 0.0) -> None:
+    """``out`` (N, O) = act(``x`` (N, K) @ ``w`` (O, K) transposed + ``bias``), float32 C-contiguous, N at most
+    DENSE_MAX_ITEMS: blocks of outputs over the cores, each output one dot product along K for every item
+    (the weights, read once, are the traffic: resnet18's 512 -> 1000 layer took 0.3 ms as one BLAS
+    matrix-vector product on one core)."""
+    b = np.zeros(w.shape[0], np.float32) if bias is None else bias
+    threads = _threads()
+    if w.size < ELEMENT_WISE_SPLIT_MIN:
+        _dense_range(x, w, b, out, 0, w.shape[0], act, np.float32(alpha))
+        return
+    _launch(_dense_par, x, w, b, out, act, np.float32(alpha), threads)
+
+
+@njit(cache=True, nogil=True, fastmath=_SUMS)
+def _dense_range(x, w, b, y, o0, o1, act, alpha):  # pragma: no cover - compiled
+    n, k = x.shape
+    for o in range(o0, o1):
+        wo = w[o]
+        for i in range(n):
+            xi = x[i]
+            s = np.float32(0)
+            for e in range(k):
+                s += xi[e] * wo[e]
+            y[i, o] = _act(s + b[o], act, alpha)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _dense_par(x, w, b, y, act, alpha, parts):  # pragma: no cover - compiled
+    o = w.shape[0]
+    for q in prange(parts):
+        _dense_range(x, w, b, y, o * q // parts, o * (q + 1) // parts, act, alpha)
 
 
 # ---- element-wise ------------------------------------------------------------------------------------

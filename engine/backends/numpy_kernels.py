@@ -55,6 +55,19 @@ def element_wise(backend: Backend) -> Kernel:
     return run
 
 
+def dense(backend: Backend) -> Kernel:
+    def run(x: Any, w: Any, b: Any | None, out: Any, epilogue: str | None, coefs: dict[str, float]) -> bool:
+        kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
+        if kernels is None or epilogue not in kernels.FUSED_EPILOGUES or x.shape[0] > kernels.DENSE_MAX_ITEMS:
+            return False
+        arrays = (x, w, out) if b is None else (x, w, b, out)
+        if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays):
+            return False
+        kernels.dense(x, w, b, out, kernels.FUSED_EPILOGUES[epilogue], float(coefs.get("alpha", 0.0)))
+        return True
+    return run
+
+
 def upsample(backend: Backend) -> Kernel:
     def run(x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> bool:
         kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
@@ -68,7 +81,7 @@ def upsample(backend: Backend) -> Kernel:
 def conv2d(backend: Backend) -> Kernel:
     def run(x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
             dilation: tuple[int, int], groups: int, epilogue: str | None, coefs: dict[str, float],
-            cache: dict[str, Any] | None = None) -> bool:
+            cache: dict[str, Any] | None = None, *, memo: bool = True) -> bool:
         kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
         if kernels is None or epilogue not in kernels.FUSED_EPILOGUES or groups != 1 or kernels.blas_sgemm() is None:
             return False
@@ -76,7 +89,7 @@ def conv2d(backend: Backend) -> Kernel:
             # fp16 storage (an fp16 layer, or a conversion fused into an fp32 one): float32 kernels, one rounding
             out32 = out if out.dtype == np.float32 else np.empty_like(out, dtype=np.float32)  # same memory layout
             x32 = x if x.dtype == np.float32 else x.astype(np.float32)
-            if not run(x32, w, b, out32, stride, padding, dilation, groups, epilogue, coefs, cache):
+            if not run(x32, w, b, out32, stride, padding, dilation, groups, epilogue, coefs, cache, memo=False):
                 return False
             if out32 is not out:
                 out[...] = out32
@@ -84,29 +97,51 @@ def conv2d(backend: Backend) -> Kernel:
         if not x.dtype == out.dtype == np.float32 or w.dtype != np.float32:
             return False
         code, alpha = kernels.FUSED_EPILOGUES[epilogue], float(coefs.get("alpha", 0.0))
-        nhwc = is_nhwc_memory(out)
-        ho, wo = out.shape[2:]
-        pixel_rows = nhwc and out.transpose(0, 2, 3, 1).flags.c_contiguous  # the NHWC kernels write rows of (pixels, K)
-        if pixel_rows and w.shape[0] <= kernels.FEW_OUTPUTS_MAX and w.shape[1] >= kernels.FEW_OUTPUTS_MIN_CHANNELS:
-            wr = derived(cache, "few_outputs", w, lambda: kernels.few_output_weights(w))
-            kernels.conv_few_outputs(x, wr, w.shape[2:], b, out, stride, padding, dilation, code, alpha)
-            return True
-        if pixel_rows and (kernels.panels_apply(ho * wo, w.shape[0])
-                           or kernels.stem_panels_apply(w.shape, dilation, ho * wo)):
-            wp = derived(cache, "gemm_panels", w, lambda: kernels.panel_weights(w))
-            kernels.conv_panels(x, wp, w.shape[2:], b, out, stride, padding, dilation, code, alpha)
-            return True
-        if (w.shape[2:] == (3, 3) and stride == dilation == (1, 1) and w.shape[1] >= WINOGRAD_MIN_CHANNELS
-                and -(-ho // 4) * -(-wo // 4) >= WINOGRAD_MIN_TILES):
-            u = derived(cache, "winograd_nhwc" if nhwc else "winograd_nchw", w, lambda: kernels.transform_weights(w, nhwc))
-            kernels.winograd_conv3x3(x, u, b, out, padding, code, alpha)
-            return True
-        if not pixel_rows:
+        key = None
+        if cache is not None and memo:  # the same arrays as last run (a network's buffers): the prepared call, no Python work
+            key = (_address(x), x.shape, x.strides, _address(out), out.shape, out.strides, id(w), id(b), stride,
+                   padding, dilation, code, alpha, kernels)
+            ready = cache.get("conv2d_call")
+            if ready is not None and ready[0] == key:
+                ready[1]()
+                return True
+        call = _conv2d_plan(kernels, x, w, b, out, stride, padding, dilation, code, alpha, cache)
+        if call is None:
             return False
-        wm = derived(cache, "gemm_nhwc", w, lambda: kernels.gemm_weights(w))
-        kernels.conv_nhwc(x, wm, w.shape[2:], b, out, stride, padding, dilation, code, alpha)
+        if key is not None:  # keeps w and b alive, so that their ids in the key stay theirs
+            cache["conv2d_call"] = (key, call, w, b)
+        call()
         return True
     return run
+
+
+def _address(a: Any) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def _conv2d_plan(kernels: Any, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int],
+                 padding: tuple[int, int], dilation: tuple[int, int], code: int, alpha: float,
+                 cache: dict[str, Any] | None) -> Callable[[], None] | None:
+    """The Numba kernel's call ready to run for these float32 arrays, or None when no kernel serves the case."""
+    nhwc = is_nhwc_memory(out)
+    ho, wo = out.shape[2:]
+    pixel_rows = nhwc and out.transpose(0, 2, 3, 1).flags.c_contiguous  # the NHWC kernels write rows of (pixels, K)
+    geometry = (stride, padding, dilation, code, alpha)
+    if pixel_rows and w.shape[0] <= kernels.FEW_OUTPUTS_MAX and w.shape[1] >= kernels.FEW_OUTPUTS_MIN_CHANNELS:
+        wr = derived(cache, "few_outputs", w, lambda: kernels.few_output_weights(w))
+        return kernels.conv_few_outputs_plan(x, wr, w.shape[2:], b, out, *geometry)
+    if pixel_rows and (kernels.panels_apply(ho * wo, w.shape[0])
+                       or kernels.stem_panels_apply(w.shape, dilation, ho * wo)):
+        wp = derived(cache, "gemm_panels", w, lambda: kernels.panel_weights(w))
+        return kernels.conv_panels_plan(x, wp, w.shape[2:], b, out, *geometry)
+    if (w.shape[2:] == (3, 3) and stride == dilation == (1, 1) and w.shape[1] >= WINOGRAD_MIN_CHANNELS
+            and -(-ho // 4) * -(-wo // 4) >= WINOGRAD_MIN_TILES):
+        u = derived(cache, "winograd_nhwc" if nhwc else "winograd_nchw", w, lambda: kernels.transform_weights(w, nhwc))
+        return kernels.winograd_plan(x, u, b, out, padding, code, alpha)
+    if not pixel_rows:
+        return None
+    wm = derived(cache, "gemm_nhwc", w, lambda: kernels.gemm_weights(w))
+    return kernels.conv_nhwc_plan(x, wm, w.shape[2:], b, out, *geometry)
 
 
 def upsample_concat(backend: Backend) -> Kernel:

@@ -77,7 +77,22 @@ class FullyConnected(Layer):
         b = self.weight("bias", inputs) if self.p["bias"] else None
         if self.backend.device_kind == "gpu" and self._backend_fc(inputs, w, b, out):
             return
+        if self.backend.device_kind == "cpu" and self._backend_dense(inputs, w, b, out):
+            return
         self.store(out, self.activate(fully_connected(self.xp, self.nchw(inputs[0]), w, b)))
+
+    def _backend_dense(self, inputs: list[Any], w: Any, b: Any | None, out: Any) -> bool:
+        """On the CPU: the backend's matrix-vector kernel for small batches, the activation fused when it can be."""
+        kernel = self.backend.kernel("dense")
+        act = self.activation
+        if kernel is None or out.dtype != w.dtype or (act is not None and act.epilogue is None):
+            return False
+        if not out.flags.c_contiguous:
+            return False
+        n = out.shape[0]
+        x = self.xp.ascontiguousarray(self.nchw(inputs[0]).reshape(n, -1))  # C, H, W order: a view when H = W = 1
+        y = out.reshape(n, -1)  # (N, O, 1, 1) or (N, 1, 1, O) memory: a view
+        return bool(kernel(x, w, b, y, act.epilogue if act is not None else None, act.coefs if act is not None else {}))
 
     def _backend_fc(self, inputs: list[Any], w: Any, b: Any | None, out: Any) -> bool:
         """On the GPU: a convolution whose kernel covers the whole input (cuDNN, fused epilogue)."""

@@ -166,7 +166,7 @@ def test_direct_panel_convolution_matches_the_reference(n, c, k, size, kernel, s
 def test_backend_takes_the_direct_panels_for_an_rgb_stem_only(monkeypatch):
     be = NumpyBackend()
     rng = np.random.default_rng(11)
-    calls = _spy(monkeypatch, "conv_panels")
+    calls = _spy(monkeypatch, "conv_panels_plan")
     stem = rng.standard_normal((64, 3, 7, 7)).astype(np.float32)
     x = _tensors(rng, 1, 3, 40, 40, nhwc=True)
     out = _out(1, 64, 20, 20, nhwc=True)
@@ -194,7 +194,7 @@ def test_panel_product_keeps_nan_and_leaves_other_pixels_alone():
 def test_backend_takes_the_panel_product_for_small_nhwc_images(monkeypatch):
     be = NumpyBackend()
     rng = np.random.default_rng(9)
-    calls = _spy(monkeypatch, "conv_panels")
+    calls = _spy(monkeypatch, "conv_panels_plan")
     wt = rng.standard_normal((64, 48, 3, 3)).astype(np.float32)
     x = _tensors(rng, 1, 48, 14, 14, nhwc=True)
     out, cache = _out(1, 64, 14, 14, nhwc=True), {}
@@ -232,8 +232,8 @@ def test_backend_takes_the_few_output_kernel_for_nhwc_only(monkeypatch):
     rng = np.random.default_rng(6)
     wt = rng.standard_normal((3, 64, 3, 3)).astype(np.float32)
     calls = []
-    real = ck.conv_few_outputs
-    monkeypatch.setattr(ck, "conv_few_outputs", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    real = ck.conv_few_outputs_plan
+    monkeypatch.setattr(ck, "conv_few_outputs_plan", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     x = _tensors(rng, 1, 64, 30, 30, nhwc=True)
     out, cache = _out(1, 3, 30, 30, nhwc=True), {}
     assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "relu", {}, cache)

@@ -129,13 +129,13 @@ def test_fp32_nhwc_on_the_cpu_runs_the_convolution_and_pooling_kernels(monkeypat
     conv_pool): the backend's convolution and the NHWC pooling kernel, not the generic NumPy code."""
     ck = pytest.importorskip("engine.backends.cpu_kernels", reason="Numba is not installed")
     calls = []
-    for name in ("pool_nhwc", "conv_nhwc", "conv_panels", "winograd_conv3x3"):
+    for name in ("pool_nhwc", "conv_nhwc_plan", "conv_panels_plan", "winograd_plan"):
         real = getattr(ck, name)
         monkeypatch.setattr(ck, name, lambda *a, _real=real, _name=name, **kw: calls.append(_name) or _real(*a, **kw))
     params = dict(num_output_channels=8, kernel_size=7, stride=2, padding=3) | pool
     x = np.random.default_rng(4).standard_normal((1, 3, 32, 32)).astype(np.float32)
     fmt = next(f for f in FORMATS if str(f) == "fp32|nhwc")
     out, w, _ = run_layer("conv_pool", params, [x], fmt, "numpy", activation="relu")
-    assert "pool_nhwc" in calls and set(calls) & {"conv_nhwc", "conv_panels", "winograd_conv3x3"}
+    assert "pool_nhwc" in calls and set(calls) & {"conv_nhwc_plan", "conv_panels_plan", "winograd_plan"}
     c = np.maximum(onnx_conv(x, w, params), 0)
     assert_close(out, onnx_pool(c, pool_params(params)), fmt, "conv_pool through the kernels vs onnxruntime")
