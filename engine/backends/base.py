@@ -46,6 +46,8 @@ KERNEL_OPERATIONS: dict[str, str] = {
     "conv2d": "(x, w, b, out, stride, padding, dilation, groups, epilogue, coefs, cache=None): act(conv(x, w) + b) "
               "into out, logical NCHW views; cache: a dict of the layer where the kernel may keep what it derives "
               "from w (checked against the identity of w), None when the weights change between runs",
+    "conv2d_sum": "(x, w, b, residual, out, stride, padding, dilation, groups, epilogue, coefs, cache=None): "
+                  "act(conv(x, w) + b + residual) into out, as conv2d; residual a logical NCHW view of out's shape",
     "element_wise": "(op, a, b, out, epilogue, coefs): out = act(a op b) (op: sum, product, max, min, sub), "
                     "physical arrays of one shape and layout",
     "upsample": "(x, out, factor, bilinear, nhwc): upsampling of physical x by integer factors (nearest, or "

@@ -282,7 +282,8 @@ def _out_nhwc(m, y, bias, act, alpha, ty0, nty, ntx, i0):  # pragma: no cover - 
 
 
 def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
-                     padding: tuple[int, int], act: int = 0, alpha: float = 0.0) -> None:
+                     padding: tuple[int, int], act: int = 0, alpha: float = 0.0,
+                     residual: np.ndarray | None = None) -> None:
     """``act(conv3x3(x) + bias)`` into ``out`` (stride 1, no dilation, one group).
 
     ``x`` (N, C, H, W) and ``out`` (N, K, Ho, Wo) are float32 logical NCHW views of NCHW or NHWC memory
@@ -290,12 +291,15 @@ def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out:
     :func:`transform_weights` of the weights, (36, C, K) for NHWC tensors, (36, K, C) for NCHW.
 
     One parallel launch: blocks of tile rows go to the threads, each running its three steps; a layer of
-    fewer blocks than threads runs each step of a block over all the threads instead."""
-    winograd_plan(x, u, bias, out, padding, act, alpha)()
+    fewer blocks than threads runs each step of a block over all the threads instead. ``residual`` (an array of
+    ``out``'s shape and strides, or None) is added before the activation, block by block while the output rows
+    are in cache."""
+    winograd_plan(x, u, bias, out, padding, act, alpha, residual)()
 
 
 def winograd_plan(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
-                  padding: tuple[int, int], act: int = 0, alpha: float = 0.0) -> Callable[[], None]:
+                  padding: tuple[int, int], act: int = 0, alpha: float = 0.0,
+                  residual: np.ndarray | None = None) -> Callable[[], None]:
     """:func:`winograd_conv3x3` made ready to run: a function of no arguments computing it for the same arrays
     (their memory read when it is called), all the per-call work in Python done once."""
     n, c = x.shape[:2]
@@ -308,6 +312,7 @@ def winograd_plan(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out: np
     nhwc = is_nhwc_memory(out)
     live = _live_contiguous(x.transpose(0, 2, 3, 1) if nhwc else x)
     ys = out.transpose(0, 2, 3, 1) if nhwc else out
+    rs = ys if residual is None else (residual.transpose(0, 2, 3, 1) if nhwc else residual)
     threads = _threads()
     shapes = ((threads, 36 * rows * ntx * c), (threads, 36 * rows * ntx * k))
     head = (blas_sgemm(),)
@@ -316,9 +321,9 @@ def winograd_plan(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out: np
     if n * per_image >= max(2, threads // 2):  # some threads may idle: one launch still beats three a block
         def run() -> None:
             if _threads() != threads:  # the cores this process may use changed: the work buffers' shapes too
-                winograd_plan(x, u, bias, out, padding, act, alpha)()
+                winograd_plan(x, u, bias, out, padding, act, alpha, residual)()
                 return
-            _launch(_wino_par, 0, n * per_image, -1, *head, live(), ys, *tail, _scratch(0, shapes[0]),
+            _launch(_wino_par, 0, n * per_image, -1, *head, live(), ys, rs, residual is not None, *tail, _scratch(0, shapes[0]),
                     _scratch(1, shapes[1]))
         return run
 
@@ -326,9 +331,9 @@ def winograd_plan(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out: np
         # too few blocks to go round: each step of a block over all the threads. (With 16 cores, taking this
         # path for 14 blocks made 42 launches of a 56x56 layer: 2.7 ms instead of about 0.3.)
         if _threads() != threads:
-            winograd_plan(x, u, bias, out, padding, act, alpha)()
+            winograd_plan(x, u, bias, out, padding, act, alpha, residual)()
             return
-        args = (*head, live(), ys, *tail, _scratch(0, shapes[0]), _scratch(1, shapes[1]))
+        args = (*head, live(), ys, rs, residual is not None, *tail, _scratch(0, shapes[0]), _scratch(1, shapes[1]))
         for j in range(n * per_image):
             r = min(rows, nty - j % per_image * rows)
             for step, shares in ((0, r), (1, threads), (2, r)):
@@ -371,20 +376,21 @@ def _tiles(buf, tiles, c, nhwc):  # pragma: no cover - compiled
 # parallel passes see one call (a kernel with the work inline took 30 s to compile), and cached.
 
 @njit(cache=True, nogil=True, parallel=True)
-def _wino_par(j0, count, step, sgemm, xs, ys, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, vbuf,
+def _wino_par(j0, count, step, sgemm, xs, ys, rs, has_res, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, vbuf,
               mbuf):  # pragma: no cover - compiled
     """Step -1: blocks j0..j0+count, one per iteration, in the work buffers of the thread running it. Steps
     0, 1, 2: shares 0..count of that step of block j0."""
     for q in prange(count):
         if step < 0:
-            _wino_job(j0 + q, 0, -1, numba.get_thread_id(), sgemm, xs, ys, u, b, act, alpha, ph, pw, nty, ntx,
-                      rows, nhwc, vbuf, mbuf)
+            _wino_job(j0 + q, 0, -1, numba.get_thread_id(), sgemm, xs, ys, rs, has_res, u, b, act, alpha, ph, pw,
+                      nty, ntx, rows, nhwc, vbuf, mbuf)
         else:
-            _wino_job(j0, q, step, 0, sgemm, xs, ys, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, vbuf, mbuf)
+            _wino_job(j0, q, step, 0, sgemm, xs, ys, rs, has_res, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc,
+                      vbuf, mbuf)
 
 
 @njit(cache=True, nogil=True)
-def _wino_job(j, q, step, tid, sgemm, xs, ys, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, vbuf,
+def _wino_job(j, q, step, tid, sgemm, xs, ys, rs, has_res, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, vbuf,
               mbuf):  # pragma: no cover - compiled
     """Block ``j`` (``rows`` tile rows of one image) in the work buffers of thread ``tid``: all of it (step -1:
     input transform, the 36 products, output transform) or share ``q`` of one step, the shares of a step being
@@ -406,10 +412,32 @@ def _wino_job(j, q, step, tid, sgemm, xs, ys, u, b, act, alpha, ph, pw, nty, ntx
         q0, q1 = (0, 36) if step < 0 else (36 * q // shares, 36 * (q + 1) // shares)
         _products(sgemm, v, u, m, q0, q1, nhwc)
     if step == -1 or step == 2:
+        out_act = 0 if has_res else act  # with a residual: activated after the sum, below
         if nhwc:
-            _out_nhwc(m, ys[i], b, act, alpha, t0, nr, ntx, i0)
+            _out_nhwc(m, ys[i], b, out_act, alpha, t0, nr, ntx, i0)
         else:
-            _out_nchw(m, ys[i], b, act, alpha, t0, nr, ntx, i0)
+            _out_nchw(m, ys[i], b, out_act, alpha, t0, nr, ntx, i0)
+        if has_res:
+            ho = ys.shape[1] if nhwc else ys.shape[2]
+            _residual_rows(ys[i], rs[i], 4 * t0, min(ho, 4 * (t0 + nr)), nhwc, act, alpha)
+
+
+@njit(cache=True, nogil=True)
+def _residual_rows(y, r, r0, r1, nhwc, act, alpha):  # pragma: no cover - compiled
+    """Rows r0..r1 of one image ``y`` += ``r`` (both (H, W, K) when ``nhwc``, else (K, H, W)), activated."""
+    if nhwc:
+        for h in range(r0, r1):
+            yr, rr = y[h], r[h]
+            for w in range(yr.shape[0]):
+                a, e = yr[w], rr[w]
+                for k in range(a.size):
+                    a[k] = _act(a[k] + e[k], act, alpha)
+    else:
+        for k in range(y.shape[0]):
+            for h in range(r0, r1):
+                a, e = y[k, h], r[k, h]
+                for j in range(a.size):
+                    a[j] = _act(a[j] + e[j], act, alpha)
 
 
 _local = threading.local()
@@ -613,13 +641,18 @@ def _im2col_nhwc(x, cols, p0, q0, q1, wo, kh, kw, sh, sw, ph, pw, dh, dw):  # pr
 
 
 @njit(cache=True, nogil=True)
-def _bias_act(y, p0, p1, k0, k1, bias, act, alpha):  # pragma: no cover - compiled
-    """Rows p0..p1, columns k0..k1 of ``y`` (P, K) += bias, activated in place."""
+def _bias_act(y, r, has_res, p0, p1, k0, k1, bias, act, alpha):  # pragma: no cover - compiled
+    """Rows p0..p1, columns k0..k1 of ``y`` (P, K) += bias (and ``r`` (P, K) when ``has_res``), activated in place."""
     bb = bias[k0:k1]
     for p in range(p0, p1):
         row = y[p][k0:k1]
-        for k in range(row.size):
-            row[k] = _act(row[k] + bb[k], act, alpha)
+        if has_res:
+            rr = r[p][k0:k1]
+            for k in range(row.size):
+                row[k] = _act(row[k] + bb[k] + rr[k], act, alpha)
+        else:
+            for k in range(row.size):
+                row[k] = _act(row[k] + bb[k], act, alpha)
 
 
 def _nhwc_operands(x: np.ndarray, out: np.ndarray,
@@ -629,6 +662,12 @@ def _nhwc_operands(x: np.ndarray, out: np.ndarray,
     n, k, ho, wo = out.shape
     b = np.zeros(k, np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
     return _live_contiguous(x.transpose(0, 2, 3, 1)), out.transpose(0, 2, 3, 1).reshape(n, ho * wo, k), b
+
+
+def _pixel_rows(a: np.ndarray) -> np.ndarray:
+    """A logical NCHW view of NHWC memory as (N, pixels, K) rows (a view: the caller checks the layout)."""
+    n, k, h, w = a.shape
+    return a.transpose(0, 2, 3, 1).reshape(n, h * w, k)
 
 
 def gemm_weights(w: np.ndarray) -> np.ndarray:
@@ -649,12 +688,14 @@ def conv_nhwc(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias: np.n
 
 def conv_nhwc_plan(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None, out: np.ndarray,
                    stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int], act: int = 0,
-                   alpha: float = 0.0) -> Callable[[], None]:
-    """:func:`conv_nhwc` made ready to run (see :func:`winograd_plan`)."""
+                   alpha: float = 0.0, residual: np.ndarray | None = None) -> Callable[[], None]:
+    """:func:`conv_nhwc` made ready to run (see :func:`winograd_plan`), ``residual`` (as ``out``) added before the
+    activation in each block's epilogue."""
     n, c, h, w = x.shape
     k, ho, wo = out.shape[1:]
     kh, kw = kernel
     live, ys, b = _nhwc_operands(x, out, bias)
+    rs = ys if residual is None else _pixel_rows(residual)
     direct = kh == kw == 1 and stride == (1, 1) and padding == (0, 0)
     step = max(16, min(ho * wo, BLOCK_BYTES // (4 * max(kh * kw * c, k))))
     if ho * wo * n >= CONV_SPLIT_MIN_PIXELS:
@@ -669,9 +710,9 @@ def conv_nhwc_plan(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias:
 
     def run() -> None:
         if _threads() != threads:  # the cores this process may use changed: the work buffers' shapes too
-            conv_nhwc_plan(x, wm, kernel, bias, out, stride, padding, dilation, act, alpha)()
+            conv_nhwc_plan(x, wm, kernel, bias, out, stride, padding, dilation, act, alpha, residual)()
             return
-        args = (*head, live(), ys, *tail, _scratch(0, shape))
+        args = (*head, live(), ys, rs, residual is not None, *tail, _scratch(0, shape))
         if not split:
             _launch(_conv_par, 0, blocks, 0, *args)
             return
@@ -692,19 +733,19 @@ def _product(sgemm, a, lda, m, wm, k0, k1, y, p0):  # pragma: no cover - compile
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _conv_par(j0, count, step_kind, sgemm, xs, ys, wm, b, act, alpha, wo, kh, kw, sh, sw, ph, pw, dh, dw, step, direct,
-              bounds, cbuf):  # pragma: no cover - compiled
+def _conv_par(j0, count, step_kind, sgemm, xs, ys, rs, has_res, wm, b, act, alpha, wo, kh, kw, sh, sw, ph, pw, dh, dw,
+              step, direct, bounds, cbuf):  # pragma: no cover - compiled
     """Kind 0: pixel blocks j0..j0+count, one per iteration, in the im2col rows of the thread running it. Kinds 1
     and 2, for image j0 cut by output channels: shares of its im2col (by rows), then of its product."""
     for q in prange(count):
         tid = numba.get_thread_id() if step_kind == 0 else 0
-        _conv_job(j0 + q if step_kind == 0 else j0, q, step_kind, tid, sgemm, xs, ys, wm, b, act, alpha, wo, kh, kw,
-                  sh, sw, ph, pw, dh, dw, step, direct, bounds, cbuf)
+        _conv_job(j0 + q if step_kind == 0 else j0, q, step_kind, tid, sgemm, xs, ys, rs, has_res, wm, b, act, alpha,
+                  wo, kh, kw, sh, sw, ph, pw, dh, dw, step, direct, bounds, cbuf)
 
 
 @njit(cache=True, nogil=True)
-def _conv_job(j, q, step_kind, tid, sgemm, xs, ys, wm, b, act, alpha, wo, kh, kw, sh, sw, ph, pw, dh, dw, step, direct,
-              bounds, cbuf):  # pragma: no cover - compiled
+def _conv_job(j, q, step_kind, tid, sgemm, xs, ys, rs, has_res, wm, b, act, alpha, wo, kh, kw, sh, sw, ph, pw, dh, dw,
+              step, direct, bounds, cbuf):  # pragma: no cover - compiled
     """Convolution of the images ``xs`` (N, H, W, C) into ``ys`` (N, P, K). Kind 0: block ``j`` of ``step`` pixels
     (im2col into the rows of ``cbuf`` of thread ``tid``, product, bias and activation). Kind 1: share ``q`` of the
     im2col of image ``j`` (all its pixels, into the rows of thread 0); kind 2: its product and activation for
@@ -721,7 +762,7 @@ def _conv_job(j, q, step_kind, tid, sgemm, xs, ys, wm, b, act, alpha, wo, kh, kw
             cols = cbuf[tid][:(p1 - p0) * kk].reshape((p1 - p0, kk))
             _im2col_nhwc(xs[i], cols, p0, 0, p1 - p0, wo, kh, kw, sh, sw, ph, pw, dh, dw)
             _product(sgemm, cols.ctypes.data, kk, p1 - p0, wm, 0, k, ys[i], p0)
-        _bias_act(ys[i], p0, p1, 0, k, b, act, alpha)
+        _bias_act(ys[i], rs[i], has_res, p0, p1, 0, k, b, act, alpha)
         return
     if direct:  # a 1x1 convolution of stride 1 reads its input as it is
         a, lda = xs[j].ctypes.data, c
@@ -734,7 +775,7 @@ def _conv_job(j, q, step_kind, tid, sgemm, xs, ys, wm, b, act, alpha, wo, kh, kw
             return
         a, lda = cols.ctypes.data, kk
     _product(sgemm, a, lda, total, wm, bounds[q], bounds[q + 1], ys[j], 0)
-    _bias_act(ys[j], 0, total, bounds[q], bounds[q + 1], b, act, alpha)
+    _bias_act(ys[j], rs[j], has_res, 0, total, bounds[q], bounds[q + 1], b, act, alpha)
 
 
 def _share_columns(k: int) -> list[slice]:
@@ -775,6 +816,12 @@ PANEL_KBLOCK = 1024
 #: call, ran 1.4-1.7x slower (7x7, 4608 -> 512: 0.97 against 0.58 ms; 14x14, 2304 -> 256: 0.76 against 0.53); from
 #: 28x28 on it is as fast and stays
 PANEL_MAX_PIXELS = 256
+
+#: whether a 3x3 convolution of stride 1 that Winograd takes (numpy_backend.WINOGRAD_MIN_TILES) goes there before
+#: the panels: on AVX2 (8-wide micro-kernel, Zen 3) resnet18's 14x14 256 -> 256 layer took 0.90 ms by Winograd
+#: against 1.35 by panels (tests/bench/bench_cpu_panels.py), while the 7x7 ones (4 tiles) stay on panels (1.8
+#: against 3.9); on AVX-512 the panels were measured against im2col only and keep their place
+WINOGRAD_BEFORE_PANELS = PANEL_VECTOR < 16
 
 
 def panels_available() -> bool:
@@ -923,21 +970,33 @@ def _tile_rows(left):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _panel_fill(y, k0, b):  # pragma: no cover - compiled
-    """Columns k0..k0+PANEL of every row of ``y`` (rows, K) set to the bias (the micro-kernel adds to them)."""
+def _panel_fill(y, r, has_res, k0, b):  # pragma: no cover - compiled
+    """Columns k0..k0+PANEL of every row of ``y`` (rows, K) set to the bias, plus the residual ``r`` (rows, K)
+    when ``has_res`` (the micro-kernel adds to them). Row by row through slices: indexing ``y[q, k0 + j]`` here
+    kept LLVM from vectorising (resnet18's stem, 448 such passes, 2.75 instead of 2.2 ms)."""
+    bb = b[k0:k0 + PANEL]
+    if has_res:
+        for q in range(y.shape[0]):
+            row, rr = y[q][k0:k0 + PANEL], r[q][k0:k0 + PANEL]
+            for j in range(PANEL):
+                row[j] = bb[j] + rr[j]
+        return
     for q in range(y.shape[0]):
+        row = y[q][k0:k0 + PANEL]
         for j in range(PANEL):
-            y[q, k0 + j] = b[k0 + j]
+            row[j] = bb[j]
 
 
 @njit(cache=True, nogil=True)
 def _panel_activate(y, k0, act, alpha):  # pragma: no cover - compiled
-    """Columns k0..k0+PANEL of every row of ``y`` activated in place (nothing to do for ``act`` 0)."""
+    """Columns k0..k0+PANEL of every row of ``y`` activated in place (nothing to do for ``act`` 0); row slices,
+    as in :func:`_panel_fill`."""
     if act == 0:
         return
     for q in range(y.shape[0]):
+        row = y[q][k0:k0 + PANEL]
         for j in range(PANEL):
-            y[q, k0 + j] = _act(y[q, k0 + j], act, alpha)
+            row[j] = _act(row[j], act, alpha)
 
 
 def panel_weights(w: np.ndarray) -> np.ndarray:
@@ -968,26 +1027,29 @@ def conv_panels(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np
 
 def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None,
                      out: np.ndarray, stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int],
-                     act: int = 0, alpha: float = 0.0) -> Callable[[], None]:
+                     act: int = 0, alpha: float = 0.0, residual: np.ndarray | None = None) -> Callable[[], None]:
     """:func:`conv_panels` made ready to run (see :func:`winograd_plan`); a padded input is a buffer of the plan
-    whose border stays zero, its inside copied at each call."""
+    whose border stays zero, its inside copied at each call. ``residual`` (as ``out``) is where the sums start
+    from (with the bias), so it costs no pass of its own."""
     n, c, h, w = x.shape
     k, ho, wo = out.shape[1:]
     kh, kw = kernel
     live, ys, b = _nhwc_operands(x, out, bias)
+    rs, has_res = (ys, False) if residual is None else (_pixel_rows(residual), True)
     al = np.float32(alpha)
     if dilation == (1, 1):
         ph, pw = padding
         step = ho * wo if ho * wo <= PANEL_MAX_PIXELS else wo  # a small image whole, a large one by rows
         if not (ph or pw):
-            return lambda: _launch(_panel_windows_par, live(), wp, ys, b, act, al, kh, kw, *stride, wo, step)
+            return lambda: _launch(_panel_windows_par, live(), wp, ys, rs, has_res, b, act, al, kh, kw, *stride, wo,
+                                   step)
         xpad = np.zeros((n, h + 2 * ph, w + 2 * pw, c), np.float32)
         inside = xpad[:, ph:ph + h, pw:pw + w]
         xv = x.transpose(0, 2, 3, 1)
 
         def run() -> None:
             inside[...] = xv
-            _launch(_panel_windows_par, xpad, wp, ys, b, act, al, kh, kw, *stride, wo, step)
+            _launch(_panel_windows_par, xpad, wp, ys, rs, has_res, b, act, al, kh, kw, *stride, wo, step)
         return run
 
     def run_im2col() -> None:
@@ -995,12 +1057,12 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
         cols = _scratch(0, (ho * wo, wp.shape[1]))
         for i in range(n):
             _launch(_im2col_par, xs[i], cols, _threads(), wo, kh, kw, *stride, *padding, *dilation)
-            _launch(_panel_par, cols, wp, ys[i], b, act, al)
+            _launch(_panel_par, cols, wp, ys[i], rs[i], has_res, b, act, al)
     return run_im2col
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _panel_windows_par(x, wp, ys, b, act, alpha, kh, kw, sh, sw, wo, step):  # pragma: no cover - compiled
+def _panel_windows_par(x, wp, ys, rs, has_res, b, act, alpha, kh, kw, sh, sw, wo, step):  # pragma: no cover - compiled
     """``ys`` (N, P, K) = act(conv(``x``) + ``b``) for the (padded) images ``x`` (N, Hp, Wp, C), one block of
     ``step`` output pixels of one panel of PANEL output channels per iteration (the panels of a block one after the
     other): tiles of up to PANEL_ROWS output pixels whose windows the micro-kernel reads in place, every kernel row
@@ -1015,7 +1077,7 @@ def _panel_windows_par(x, wp, ys, b, act, alpha, kh, kw, sh, sw, wo, step):  # p
         q0, q1 = blk * step, min(m, blk * step + step)
         y = ys[i][q0:q1]
         k0 = p * PANEL
-        _panel_fill(y, k0, b)
+        _panel_fill(y, rs[i][q0:q1], has_res, k0, b)
         rows_a = np.empty(PANEL_ROWS, np.int64)
         rows_c = np.empty(PANEL_ROWS, np.int64)
         panel = wp.ctypes.data + 4 * p * kk * PANEL
@@ -1040,21 +1102,21 @@ def _im2col_par(x, cols, shares, wo, kh, kw, sh, sw, ph, pw, dh, dw):  # pragma:
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _panel_par(a, wp, y, b, act, alpha):  # pragma: no cover - compiled
+def _panel_par(a, wp, y, r, has_res, b, act, alpha):  # pragma: no cover - compiled
     """``y`` (P, K) = act(``a`` (P, KK) @ panels ``wp`` + ``b``), one panel of PANEL output channels per iteration."""
     for p in prange(wp.shape[0]):
-        _panel_product(a, wp, y, p, b, act, alpha)
+        _panel_product(a, wp, y, r, has_res, p, b, act, alpha)
 
 
 @njit(cache=True, nogil=True)
-def _panel_product(a, wp, y, p, b, act, alpha):  # pragma: no cover - compiled
+def _panel_product(a, wp, y, r, has_res, p, b, act, alpha):  # pragma: no cover - compiled
     """Columns of panel ``p`` of ``y`` (M, K) = act(``a`` (M, KK) @ ``wp[p]`` + bias): bias first, then passes of
     PANEL_KBLOCK input values (a block of ``a`` and of the panel in L2), each over tiles of at most PANEL_ROWS rows
     (:func:`_tile_rows`), then the activation. Rows of ``a`` and ``y`` may have any stride."""
     m, kk = a.shape
     k0 = p * PANEL
     lda, ldy = a.strides[0], y.strides[0]
-    _panel_fill(y, k0, b)
+    _panel_fill(y, r, has_res, k0, b)
     rows_a = np.empty(PANEL_ROWS, np.int64)
     rows_c = np.empty(PANEL_ROWS, np.int64)
     for d0 in range(0, kk, PANEL_KBLOCK):

@@ -13,21 +13,30 @@ from engine.tensor import Layout
 
 
 def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geometry: tuple[Any, ...],
-                     groups: int, cacheable: bool = True) -> bool:
+                     groups: int, cacheable: bool = True, residual: Any = None, activation: bool = True) -> bool:
     """``act(conv(x, w) + b)`` by the backend's own kernel (logical NCHW views), the activation fused
     when the backend can, else applied in place after it. False when the backend has no such path.
-    ``cacheable``: the weights stay the same array between runs (the backend may cache what it derives)."""
+    ``cacheable``: the weights stay the same array between runs (the backend may cache what it derives).
+    ``residual`` (a logical NCHW view of ``out``'s shape): ``act(conv(x, w) + b + residual)`` by the backend's
+    ``conv2d_sum`` kernel, False when it has none for the case (the caller adds it). ``activation`` False: the
+    layer's activation is left out."""
+    act = layer.activation if activation else None
+    bv = None if b is None else b.astype(w.dtype, copy=False)
+    if residual is not None:
+        kernel = layer.backend.kernel("conv2d_sum")
+        if kernel is None or out.dtype != layer.fmt.dtype or (act is not None and act.epilogue is None):
+            return False
+        return bool(kernel(x, w, bv, residual, out, *geometry, groups, act.epilogue if act is not None else None,
+                           act.coefs if act is not None else {}, kernel_cache(layer) if cacheable else None))
     kernel = layer.backend.kernel("conv2d")
     if kernel is None:
         return False
     if out.dtype != layer.fmt.dtype:  # a conversion fused into the write: computed as unfused, rounded once at the end
         full = layer.xp.empty_like(out, dtype=layer.fmt.dtype)  # same memory layout
-        if not backend_convolve(layer, x, w, b, full, geometry, groups, cacheable):
+        if not backend_convolve(layer, x, w, b, full, geometry, groups, cacheable, activation=activation):
             return False
         out[...] = full
         return True
-    bv = None if b is None else b.astype(w.dtype, copy=False)
-    act = layer.activation
     cache = kernel_cache(layer) if cacheable else None
     if act is None or act.epilogue is not None:
         if kernel(x, w, bv, out, *geometry, groups, act.epilogue if act is not None else None,

@@ -81,10 +81,13 @@ def upsample(backend: Backend) -> Kernel:
 def conv2d(backend: Backend) -> Kernel:
     def run(x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
             dilation: tuple[int, int], groups: int, epilogue: str | None, coefs: dict[str, float],
-            cache: dict[str, Any] | None = None, *, memo: bool = True) -> bool:
+            cache: dict[str, Any] | None = None, *, memo: bool = True, residual: Any = None) -> bool:
         kernels = backend.cpu_kernels()  # type: ignore[attr-defined]
         if kernels is None or epilogue not in kernels.FUSED_EPILOGUES or groups != 1 or kernels.blas_sgemm() is None:
             return False
+        if residual is not None and (residual.dtype != np.float32 or residual.shape != out.shape
+                                     or residual.strides != out.strides):
+            return False  # fp16 storage or another layout: the layer adds it in a pass of its own
         if np.float16 in (x.dtype, out.dtype) and w.dtype == np.float32:
             # fp16 storage (an fp16 layer, or a conversion fused into an fp32 one): float32 kernels, one rounding
             out32 = out if out.dtype == np.float32 else np.empty_like(out, dtype=np.float32)  # same memory layout
@@ -100,12 +103,12 @@ def conv2d(backend: Backend) -> Kernel:
         key = None
         if cache is not None and memo:  # the same arrays as last run (a network's buffers): the prepared call, no Python work
             key = (_address(x), x.shape, x.strides, _address(out), out.shape, out.strides, id(w), id(b), stride,
-                   padding, dilation, code, alpha, kernels)
+                   padding, dilation, code, alpha, kernels, None if residual is None else _address(residual))
             ready = cache.get("conv2d_call")
             if ready is not None and ready[0] == key:
                 ready[1]()
                 return True
-        call = _conv2d_plan(kernels, x, w, b, out, stride, padding, dilation, code, alpha, cache)
+        call = _conv2d_plan(kernels, x, w, b, out, stride, padding, dilation, code, alpha, cache, residual)
         if call is None:
             return False
         if key is not None:  # keeps w and b alive, so that their ids in the key stay theirs
@@ -119,29 +122,42 @@ def _address(a: Any) -> int:
     return a.__array_interface__["data"][0]
 
 
+def conv2d_sum(backend: Backend) -> Kernel:
+    def run(x: Any, w: Any, b: Any | None, residual: Any, out: Any, stride: tuple[int, int], padding: tuple[int, int],
+            dilation: tuple[int, int], groups: int, epilogue: str | None, coefs: dict[str, float],
+            cache: dict[str, Any] | None = None) -> bool:
+        return backend.kernel("conv2d")(x, w, b, out, stride, padding, dilation, groups,  # type: ignore[misc]
+                                        epilogue, coefs, cache, residual=residual)
+    return run
+
+
 def _conv2d_plan(kernels: Any, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int],
                  padding: tuple[int, int], dilation: tuple[int, int], code: int, alpha: float,
-                 cache: dict[str, Any] | None) -> Callable[[], None] | None:
-    """The Numba kernel's call ready to run for these float32 arrays, or None when no kernel serves the case."""
+                 cache: dict[str, Any] | None, residual: Any = None) -> Callable[[], None] | None:
+    """The Numba kernel's call ready to run for these float32 arrays, or None when no kernel serves the case
+    (``residual``, of ``out``'s shape and strides, added before the activation)."""
     nhwc = is_nhwc_memory(out)
     ho, wo = out.shape[2:]
     pixel_rows = nhwc and out.transpose(0, 2, 3, 1).flags.c_contiguous  # the NHWC kernels write rows of (pixels, K)
     geometry = (stride, padding, dilation, code, alpha)
     if pixel_rows and w.shape[0] <= kernels.FEW_OUTPUTS_MAX and w.shape[1] >= kernels.FEW_OUTPUTS_MIN_CHANNELS:
+        if residual is not None:
+            return None
         wr = derived(cache, "few_outputs", w, lambda: kernels.few_output_weights(w))
         return kernels.conv_few_outputs_plan(x, wr, w.shape[2:], b, out, *geometry)
-    if pixel_rows and (kernels.panels_apply(ho * wo, w.shape[0])
-                       or kernels.stem_panels_apply(w.shape, dilation, ho * wo)):
+    winograd = (w.shape[2:] == (3, 3) and stride == dilation == (1, 1) and w.shape[1] >= WINOGRAD_MIN_CHANNELS
+                and -(-ho // 4) * -(-wo // 4) >= WINOGRAD_MIN_TILES)
+    if pixel_rows and not (winograd and kernels.WINOGRAD_BEFORE_PANELS) and (
+            kernels.panels_apply(ho * wo, w.shape[0]) or kernels.stem_panels_apply(w.shape, dilation, ho * wo)):
         wp = derived(cache, "gemm_panels", w, lambda: kernels.panel_weights(w))
-        return kernels.conv_panels_plan(x, wp, w.shape[2:], b, out, *geometry)
-    if (w.shape[2:] == (3, 3) and stride == dilation == (1, 1) and w.shape[1] >= WINOGRAD_MIN_CHANNELS
-            and -(-ho // 4) * -(-wo // 4) >= WINOGRAD_MIN_TILES):
+        return kernels.conv_panels_plan(x, wp, w.shape[2:], b, out, *geometry, residual)
+    if winograd:
         u = derived(cache, "winograd_nhwc" if nhwc else "winograd_nchw", w, lambda: kernels.transform_weights(w, nhwc))
-        return kernels.winograd_plan(x, u, b, out, padding, code, alpha)
+        return kernels.winograd_plan(x, u, b, out, padding, code, alpha, residual)
     if not pixel_rows:
         return None
     wm = derived(cache, "gemm_nhwc", w, lambda: kernels.gemm_weights(w))
-    return kernels.conv_nhwc_plan(x, wm, w.shape[2:], b, out, *geometry)
+    return kernels.conv_nhwc_plan(x, wm, w.shape[2:], b, out, *geometry, residual)
 
 
 def upsample_concat(backend: Backend) -> Kernel:

@@ -27,6 +27,8 @@ LAYER_MODULES = (
     "deconvolution",
     "conv_bn",
     "conv_pool",
+    "conv_sum",
+    "conv_bn_sum",
     "depth_to_space",
     "space_to_depth",
     "dropout",

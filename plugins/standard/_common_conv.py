@@ -227,9 +227,11 @@ class ConvolutionBase(Layer):
         b = self.weight("bias", inputs) if self.p["bias"] else None
         self.convolve(inputs[0], w, b, out, cacheable=not self.weights_from_inputs(inputs))
 
-    def convolve(self, x: Any, w: Any, b: Any | None, out: Any, cacheable: bool = True) -> None:
+    def convolve(self, x: Any, w: Any, b: Any | None, out: Any, cacheable: bool = True,
+                 activation: bool = True) -> None:
         """``act(conv(x, w) + b)`` into ``out``: the backend's fused kernel (cuDNN) when it has one for
-        this case, otherwise im2col + a matrix product (BLAS / cuBLAS) and the activation."""
+        this case, otherwise im2col + a matrix product (BLAS / cuBLAS) and the activation (left out when
+        ``activation`` is False)."""
         s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
         geometry = ((s.h, s.w), (p.h, p.w), (d.h, d.w))
         has_kernel = self.backend.kernel("conv2d") is not None
@@ -237,17 +239,44 @@ class ConvolutionBase(Layer):
             e = end_padding(p, self.p["padding_end"])
             if has_kernel:
                 xs, common = pad_to_symmetric(self.xp, x, (p.h, p.w, e.h, e.w), self.hw_axes)
-                if self._backend_conv(xs, w, b, out, ((s.h, s.w), common, (d.h, d.w)), cacheable):
+                if self._backend_conv(xs, w, b, out, ((s.h, s.w), common, (d.h, d.w)), cacheable,
+                                      activation=activation):
                     return
             geometry = ((s.h, s.w), (p.h, p.w, e.h, e.w), (d.h, d.w))
-        elif has_kernel and self._backend_conv(x, w, b, out, geometry, cacheable):
+        elif has_kernel and self._backend_conv(x, w, b, out, geometry, cacheable, activation=activation):
             return
         y = conv2d(self.xp, self.nchw(x), w, b, *geometry, self.p["groups"])
-        self.store(out, self.activate(y))
+        self.store(out, self.activate(y) if activation else y)
 
-    def _backend_conv(self, x: Any, w: Any, b: Any | None, out: Any, geometry: tuple[Any, ...], cacheable: bool) -> bool:
+    def convolve_sum(self, x: Any, w: Any, b: Any | None, residual: Any, out: Any, cacheable: bool = True) -> None:
+        """``act(conv(x, w) + b + residual)`` into ``out``: one kernel where the backend has one (the CPU adds the
+        residual in its kernels' epilogues), else the convolution into ``out`` and one pass adding the residual and
+        activating in place (broadcasting a residual with axes of size 1 as element_wise does)."""
+        s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
+        if (not is_asymmetric(self.p) and residual.shape == out.shape and residual.dtype == out.dtype
+                and self._backend_conv(x, w, b, out, ((s.h, s.w), (p.h, p.w), (d.h, d.w)), cacheable,
+                                       residual=residual)):
+            return
+        conv_dims = ConvolutionBase.output_dims(self, self.input_dims)
+        if tuple(conv_dims) != tuple(self.output_dims(self.input_dims)):  # the residual broadcasts the result
+            shape = (conv_dims.n, conv_dims.h, conv_dims.w, conv_dims.c) if self.hw_axes == (1, 2) else tuple(conv_dims)
+            y = self.xp.empty(shape, dtype=out.dtype)
+            self.convolve(x, w, b, y, cacheable, activation=False)
+            self.store(out, self.activate(self.nchw(y) + self.nchw(residual)))
+            return
+        self.convolve(x, w, b, out, cacheable, activation=False)
+        act = self.activation
+        kernel = self.backend.kernel("element_wise") if residual.shape == out.shape else None
+        if kernel is not None and (act is None or act.epilogue is not None) and kernel(
+                "sum", out, residual, out, act.epilogue if act is not None else None, act.coefs if act is not None else {}):
+            return
+        self.store(out, self.activate(self.nchw(out) + self.nchw(residual)))
+
+    def _backend_conv(self, x: Any, w: Any, b: Any | None, out: Any, geometry: tuple[Any, ...], cacheable: bool,
+                      residual: Any = None, activation: bool = True) -> bool:
         # fp16 tensors with float32 weights: the CPU's fp16 storage (it computes in float32); otherwise one dtype
         if x.dtype != w.dtype and not (x.dtype == np.float16 and w.dtype == self.cdtype == np.float32):
             return False
         return backend_convolve(self, nchw_view(x, self.fmt), physical_weight(self, w, cacheable), b,
-                                nchw_view(out, self.fmt), geometry, self.p["groups"], cacheable)
+                                nchw_view(out, self.fmt), geometry, self.p["groups"], cacheable,
+                                None if residual is None else nchw_view(residual, self.fmt), activation)

@@ -1,27 +1,32 @@
-"""resnet18's convolution shapes on the CPU through the panel micro-kernel and through the path a CPU without it
-takes (im2col or Winograd + BLAS), measured in turns in one process (best of three rounds of 20-run medians).
-Not collected by the test run.
+"""resnet18's convolution shapes on the CPU through each kernel path that can take them (the panel micro-kernel,
+im2col + BLAS, Winograd for 3x3 stride 1), measured in turns in one process (best of three rounds of 20-run
+medians), and the path the backend picks. Not collected by the test run.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m tests.bench.bench_cpu_panels
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m tests.bench.bench_cpu_panels --residual
+
+``--residual`` times a ResNet block's second convolution with its residual sum + ReLU: fused into the kernel
+(conv_bn_sum's path) against the convolution followed by the element-wise pass (the unfused chain's).
 """
 from __future__ import annotations
 
-import functools
 import statistics
+import sys
 import time
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
 import engine.backends.cpu_kernels as ck
-from engine.backends import get_backend
+import engine.backends.numpy_kernels as nk
 
-#: (input channels, outputs, image size, kernel, stride): resnet18's layers from the 28x28 stage on, and its stem
-SHAPES = [(512, 512, 7, 3, 1), (256, 256, 14, 3, 1), (256, 512, 14, 3, 2), (128, 256, 28, 3, 2),
-          (256, 512, 14, 1, 2), (128, 128, 28, 3, 1), (3, 64, 224, 7, 2)]
+#: (input channels, outputs, image size, kernel, stride): resnet18's layers and its stem
+SHAPES = [(64, 64, 56, 3, 1), (64, 128, 56, 3, 2), (64, 128, 56, 1, 2), (128, 128, 28, 3, 1), (128, 256, 28, 3, 2),
+          (128, 256, 28, 1, 2), (256, 256, 14, 3, 1), (256, 512, 14, 3, 2), (256, 512, 14, 1, 2), (512, 512, 7, 3, 1),
+          (3, 64, 224, 7, 2)]
 
 
-def _median_ms(f: Any, n: int = 20) -> float:
+def _median_ms(f: Callable[[], object], n: int = 20) -> float:
     for _ in range(3):
         f()
     ts = []
@@ -32,29 +37,79 @@ def _median_ms(f: Any, n: int = 20) -> float:
     return 1e3 * statistics.median(ts)
 
 
-def main() -> int:
-    be = get_backend("numpy", notice=None)
-    conv = be.kernel("conv2d")
+def _operands(rng: np.random.Generator, c: int, k: int, hw: int, ks: int, st: int) -> tuple[np.ndarray, ...]:
+    x = rng.standard_normal((1, hw, hw, c)).astype(np.float32).transpose(0, 3, 1, 2)
+    w = rng.standard_normal((k, c, ks, ks)).astype(np.float32)
+    b = rng.standard_normal(k).astype(np.float32)
+    ho = (hw + 2 * (ks // 2) - ks) // st + 1
+    out = np.empty((1, ho, ho, k), np.float32).transpose(0, 3, 1, 2)
+    return x, w, b, out
+
+
+def _paths(x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, st: int,
+           residual: np.ndarray | None = None) -> dict[str, Callable[[], None]]:
+    ks = w.shape[2]
+    geometry = ((st, st), (ks // 2, ks // 2), (1, 1), 1, 0.0)
+    paths = {"im2col": ck.conv_nhwc_plan(x, ck.gemm_weights(w), (ks, ks), b, out, *geometry, residual)}
+    if ck.panels_available() and w.shape[0] % ck.PANEL == 0:
+        paths["panels"] = ck.conv_panels_plan(x, ck.panel_weights(w), (ks, ks), b, out, *geometry, residual)
+    if ks == 3 and st == 1:
+        paths["winograd"] = ck.winograd_plan(x, ck.transform_weights(w, True), b, out, (1, 1), 1, 0.0, residual)
+    return paths
+
+
+def _chosen(x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, st: int) -> str:
+    ks = w.shape[2]
+    plan = nk._conv2d_plan(ck, x, w, b, out, (st, st), (ks // 2, ks // 2), (1, 1), 1, 0.0, None)
+    return {"conv_nhwc_plan": "im2col", "conv_panels_plan": "panels", "winograd_plan": "winograd"}.get(
+        plan.__qualname__.split(".")[0], plan.__qualname__)
+
+
+def paths() -> None:
     rng = np.random.default_rng(0)
-    real = ck.panels_available
-    print(f"micro-kernel: {ck.PANEL_ROWS} rows x {ck.PANEL} channels" if real() else "no micro-kernel on this CPU")
-    try:
-        for c, k, hw, ks, st in SHAPES:
-            x = rng.standard_normal((1, hw, hw, c)).astype(np.float32).transpose(0, 3, 1, 2)
-            w = rng.standard_normal((k, c, ks, ks)).astype(np.float32)
-            ho = (hw + 2 * (ks // 2) - ks) // st + 1
-            out = np.empty((1, ho, ho, k), np.float32).transpose(0, 3, 1, 2)
-            res: dict[bool, list[float]] = {True: [], False: []}
-            with ck.single_threaded_blas():
-                for _ in range(3):
-                    for on in (True, False):
-                        ck.panels_available = (lambda: True) if on else (lambda: False)  # type: ignore[assignment]
-                        args = (x, w, None, out, (st, st), (ks // 2, ks // 2), (1, 1), 1, "relu", {}, {})
-                        res[on].append(_median_ms(functools.partial(conv, *args)))
-            print(f"{c:4d} -> {k:4d}  {hw:3d}x{hw:<3d} {ks}x{ks} stride {st}: panels {min(res[True]):7.3f} ms   "
-                  f"without {min(res[False]):7.3f} ms")
-    finally:
-        ck.panels_available = real  # type: ignore[assignment]
+    print(f"micro-kernel: {ck.PANEL_ROWS} rows x {ck.PANEL} channels" if ck.panels_available()
+          else "no micro-kernel on this CPU")
+    for c, k, hw, ks, st in SHAPES:
+        x, w, b, out = _operands(rng, c, k, hw, ks, st)
+        with ck.single_threaded_blas():
+            runs = _paths(x, w, b, out, st)
+            res: dict[str, list[float]] = {name: [] for name in runs}
+            for _ in range(3):
+                for name, f in runs.items():
+                    res[name].append(_median_ms(f))
+        times = "   ".join(f"{name} {min(v):7.3f}" for name, v in res.items())
+        print(f"{c:4d} -> {k:4d}  {hw:3d}x{hw:<3d} {ks}x{ks} stride {st}: {times} ms   (backend: {_chosen(x, w, b, out, st)})")
+
+
+def residual() -> None:
+    rng = np.random.default_rng(0)
+    for c, hw in ((64, 56), (128, 28), (256, 14), (512, 7)):
+        x, w, b, out = _operands(rng, c, c, hw, 3, 1)
+        r = rng.standard_normal(out.shape).astype(np.float32)
+        r = np.ascontiguousarray(r.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+        summed = np.empty_like(r)
+        with ck.single_threaded_blas():
+            chosen = _chosen(x, w, b, out, 1)
+            conv = _paths(x, w, b, out, 1)[chosen]
+            fused = _paths(x, w, b, out, 1, r)[chosen]
+            nhwc = (out.transpose(0, 2, 3, 1), r.transpose(0, 2, 3, 1), summed.transpose(0, 2, 3, 1))
+
+            def separate(conv: Callable[[], None] = conv, nhwc: tuple[np.ndarray, ...] = nhwc) -> None:
+                conv()
+                ck.element_wise(*nhwc, 0, 1)
+
+            res: dict[str, list[float]] = {"fused": [], "conv + add": [], "conv alone": []}
+            for _ in range(4):
+                res["fused"].append(_median_ms(fused))
+                res["conv + add"].append(_median_ms(separate))
+                res["conv alone"].append(_median_ms(conv))
+        times = "   ".join(f"{name} {min(v):7.3f}" for name, v in res.items())
+        print(f"{c:4d} -> {c:4d}  {hw:3d}x{hw:<3d} 3x3 + residual + ReLU ({chosen}): {times} ms")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    residual() if "--residual" in args else paths()
     return 0
 
 

@@ -140,7 +140,7 @@ def test_panel_product_tiles_every_row_count_exactly(m):
     w = rng.standard_normal((2 * ck.PANEL, 40, 1, 1)).astype(np.float32)
     b = rng.standard_normal(2 * ck.PANEL).astype(np.float32)
     y = np.full((m + 1, 2 * ck.PANEL), np.nan, np.float32)  # one row more than the product writes
-    ck._panel_par(a, ck.panel_weights(w), y[:m], b, 0, np.float32(0))
+    ck._panel_par(a, ck.panel_weights(w), y[:m], y[:m], False, b, 0, np.float32(0))
     ref = a.astype(np.float64) @ w[:, :, 0, 0].T.astype(np.float64) + b
     assert _rel(y[:m], ref) < 1e-6
     assert np.isnan(y[m]).all()
@@ -195,6 +195,7 @@ def test_backend_takes_the_panel_product_for_small_nhwc_images(monkeypatch):
     be = NumpyBackend()
     rng = np.random.default_rng(9)
     calls = _spy(monkeypatch, "conv_panels_plan")
+    monkeypatch.setattr(ck, "WINOGRAD_BEFORE_PANELS", False)  # AVX2 sends this 14x14 3x3 to Winograd (see below)
     wt = rng.standard_normal((64, 48, 3, 3)).astype(np.float32)
     x = _tensors(rng, 1, 48, 14, 14, nhwc=True)
     out, cache = _out(1, 64, 14, 14, nhwc=True), {}
@@ -208,9 +209,15 @@ def test_backend_takes_the_panel_product_for_small_nhwc_images(monkeypatch):
     assert be.kernel("conv2d")(np.ascontiguousarray(x), wt, None, _out(1, 64, 14, 14, nhwc=False), (1, 1), (1, 1),
                                (1, 1), 1, None, {})
     assert len(calls) == 1
+    # where Winograd goes first (AVX2), a 3x3 stride-1 image of enough tiles takes it; a 7x7 one keeps the panels
+    monkeypatch.setattr(ck, "WINOGRAD_BEFORE_PANELS", True)
+    assert be.kernel("conv2d")(x, wt, None, _out(1, 64, 14, 14, nhwc=True), (1, 1), (1, 1), (1, 1), 1, None, {})
+    small = _tensors(rng, 1, 48, 7, 7, nhwc=True)
+    assert be.kernel("conv2d")(small, wt, None, _out(1, 64, 7, 7, nhwc=True), (1, 1), (1, 1), (1, 1), 1, None, {})
+    assert calls == [(1, 48, 14, 14), (1, 48, 7, 7)]
     monkeypatch.setattr(ck, "panels_available", lambda: False)  # no FMA vectors (neither AVX-512 nor AVX2): OpenBLAS as before
     assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, None, {})
-    assert len(calls) == 1
+    assert len(calls) == 2
 
 
 def test_few_output_convolution_keeps_nan_and_inf():
@@ -581,3 +588,95 @@ def test_kernels_avoid_an_openmp_runtime_started_before_them():
                          cwd=str(Path(__file__).resolve().parents[2]))
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-2:] == ["workqueue", "True"], out.stdout
+
+
+# ---- prepared calls (the per-layer Python work done once) and the residual epilogues --------------------------
+
+@pytest.mark.parametrize("size,kernel,stride", [(7, 3, 1), (20, 3, 1), (20, 3, 2), (16, 1, 1), (12, 1, 2)],
+                         ids=["panels", "winograd", "im2col", "direct", "im2col-1x1-s2"])
+@pytest.mark.parametrize("residual", [False, True])
+def test_a_prepared_call_replays_on_new_data_and_is_remade_for_other_arrays(monkeypatch, size, kernel, stride,
+                                                                             residual):
+    """The conv2d kernel keeps the call it prepared while the same arrays come back (a network's buffers): the second
+    call makes no plan and computes the new input's result; other arrays (or weights) get a new plan."""
+    be = NumpyBackend()
+    conv = be.kernel("conv2d_sum" if residual else "conv2d")
+    rng = np.random.default_rng(size + stride)
+    plans = []
+    for name in ("conv_panels_plan", "winograd_plan", "conv_nhwc_plan"):
+        real = getattr(ck, name)
+        monkeypatch.setattr(ck, name, lambda *a, _real=real, **kw: plans.append(1) or _real(*a, **kw))
+    monkeypatch.setattr(ck, "panels_available", lambda: True)
+    wt = rng.standard_normal((32, 16, kernel, kernel)).astype(np.float32)
+    b = rng.standard_normal(32).astype(np.float32)
+    pad = kernel // 2
+    ho = (size + 2 * pad - kernel) // stride + 1
+    x = _tensors(rng, 1, 16, size, size, nhwc=True)
+    out, cache = _out(1, 32, ho, ho, nhwc=True), {}
+    r = _tensors(rng, 1, 32, ho, ho, nhwc=True) if residual else None
+
+    def call(xv, ov, w=wt):
+        args = (xv, w, b) + ((r,) if residual else ()) + (ov, (stride, stride), (pad, pad), (1, 1), 1, "relu", {}, cache)
+        assert conv(*args)
+
+    def ref(xv, w=wt):
+        y = _ref_conv(xv, w, b, (stride, stride), (pad, pad), (1, 1))
+        return np.maximum(y + (r if residual else 0), 0)
+
+    for step in range(3):
+        x[...] = rng.standard_normal(x.shape)  # the same array, new values
+        call(x, out)
+        assert _rel(out, ref(x)) < 1e-5, step
+    assert len(plans) == 1
+    other = _out(1, 32, ho, ho, nhwc=True)
+    call(x, other)
+    assert len(plans) == 2 and _rel(other, ref(x)) < 1e-5
+    w2 = wt * 2
+    call(x, other, w2)
+    assert len(plans) == 3 and _rel(other, ref(x, w2)) < 1e-5
+
+
+def test_a_prepared_padded_call_copies_the_new_input_inside_a_zero_border():
+    """The panels' padded input is a buffer of the plan: its inside is refreshed at every call, the border stays 0."""
+    rng = np.random.default_rng(2)
+    x = _tensors(rng, 1, 16, 7, 7, nhwc=True)
+    wt = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    out = _out(1, 32, 7, 7, nhwc=True)
+    run = ck.conv_panels_plan(x, ck.panel_weights(wt), (3, 3), None, out, (1, 1), (1, 1), (1, 1), 0)
+    for _ in range(2):
+        x[...] = rng.standard_normal(x.shape) * 1e3
+        run()
+        assert _rel(out, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1))) < 1e-5
+
+
+@pytest.mark.parametrize("n,k,o", [(1, 512, 1000), (3, 100, 7), (8, 2048, 64)])
+@pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
+def test_dense_matches_the_matrix_product(n, k, o, act):
+    rng = np.random.default_rng(n + o)
+    x, w = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal((o, k)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    y = np.full((n, o), np.nan, np.float32)
+    ck.dense(x, w, b, y, ck.FUSED_EPILOGUES[act], 0.1)
+    ref = x.astype(np.float64) @ w.T.astype(np.float64) + b
+    ref = np.maximum(ref, 0) if act == "relu" else np.where(ref > 0, ref, 0.1 * ref) if act == "leaky_relu" else ref
+    assert _rel(y, ref) < 1e-6
+    x[0, 3] = np.nan
+    ck.dense(x, w, None, y, 0)
+    assert np.isnan(y[0]).all() and (n == 1 or np.isfinite(y[1:]).all())
+
+
+def test_fully_connected_on_the_cpu_takes_the_dense_kernel_for_small_batches(monkeypatch):
+    from engine.tensor import FORMATS
+    from tests.harness import run_layer
+
+    calls = []
+    real = ck.dense
+    monkeypatch.setattr(ck, "dense", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
+    rng = np.random.default_rng(8)
+    for fmt in (f for f in FORMATS if f.precision.name == "FP32"):
+        for n in (1, 9):
+            x = rng.standard_normal((n, 6, 3, 2)).astype(np.float32)
+            out, w, _ = run_layer("fully_connected", {"num_outputs": "5"}, [x], fmt, activation="relu")
+            ref = np.maximum(x.reshape(n, -1) @ w["weights"].T + w["bias"], 0)
+            assert _rel(out.reshape(n, -1), ref) < 1e-6, (fmt, n)
+    assert calls == [(1, 36), (1, 36)]  # batch 9: BLAS's blocked product

@@ -26,6 +26,8 @@ CONFIG: dict[str, dict] = {
     "upscale_concat": {"dims": [(1, 4, 4, 4), (1, 4, 8, 8)]},
     "upscale_concat_two": {"dims": [(1, 4, 4, 4), (1, 4, 8, 8), (1, 4, 8, 8)]},
     "upscale_sum": {"dims": [(1, 4, 4, 4), (1, 4, 8, 8)]},
+    "conv_sum": {"params": {"num_output_channels": "4"}},  # the residual has the convolution's 4 channels
+    "conv_bn_sum": {"params": {"num_output_channels": "4"}},
 }
 SKIP = {"input", "output", "placeholder"}  # no computation of their own (a placeholder refuses to run)
 #: layers documented to apply their activation in the middle of their computation (conv_pool pools the activated

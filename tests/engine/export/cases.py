@@ -74,6 +74,14 @@ CASES: dict[str, list[Case]] = {
         C("conv_pool", (1, 3, 9, 9), "leaky_tanh", num_output_channels=3, pool_type="average", pool_kernel_size=3,
           pool_padding=1, pool_stride=2),
     ],
+    "conv_sum": [
+        C("conv_sum", ((1, 3, 8, 9), (1, 4, 8, 9)), "relu", num_output_channels=4),
+        C("conv_sum", ((1, 4, 9, 9), (1, 6, 1, 1)), num_output_channels=6, stride=2, groups=2, bias="false"),
+    ],
+    "conv_bn_sum": [
+        C("conv_bn_sum", ((1, 3, 8, 8), (1, 4, 8, 8)), "relu", num_output_channels=4, epsilon=0.001),
+        C("conv_bn_sum", ((1, 3, 8, 8), (1, 4, 8, 8)), num_output_channels=4, kernel_size=2, padding=1, padding_end=0),
+    ],
     "pooling": [
         C("pooling", (1, 3, 8, 9)),
         C("pooling", (1, 2, 9, 8), pool_type="average", kernel_size=3, stride=2, padding=1),

@@ -1,0 +1,60 @@
+"""conv_bn_sum: convolution and batch normalization whose result is added to another tensor (a ResNet block's
+residual connection), fused into one layer: the normalization folded into the weights, the residual added in the
+convolution kernels' epilogues on the CPU."""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.categories import Category
+from engine.descriptors import LayerDesc
+from plugins.standard._common_conv import CONV_INPUTS, padding_end_doc
+from plugins.standard.conv_bn import DESC as CONV_BN_DESC
+from plugins.standard.conv_bn import ConvBN
+from plugins.standard.conv_sum import RESIDUAL_DOC, RESIDUAL_INPUT, ResidualSum
+
+DESC = LayerDesc(
+    name="conv_bn_sum",
+    display_name="Convolution + batch norm + sum",
+    summary="Convolution and batch normalization added to another tensor (a residual connection), fused.",
+    categories=(Category.CONVOLUTION, Category.NORMALIZATION, Category.ARITHMETIC),
+    documentation=(
+        "<p>Computes the chain <b>convolution</b> -&gt; <b>batch_normalization</b> -&gt; <b>element_wise</b> "
+        "(sum) as one layer: <code>z = conv(x, weights) + bias</code>, "
+        "<code>y = activation((z - bn_mean[o]) / sqrt(bn_variance[o] + epsilon) * bn_scale[o] + bn_bias[o] + "
+        "residual)</code>: a ResNet block's <code>relu(bn(conv(x)) + shortcut)</code>. The normalization is folded "
+        "into the convolution weights; the built-in fusing rule makes this layer from a conv_bn without activation "
+        "read only by a two-input sum, as that sum's input 0.</p>"
+        "<ul><li><b>input</b> (primary): N x C_in x H x W.</li>" + RESIDUAL_DOC +
+        "<li><b>weights</b>, <b>bias</b>, <b>bn_mean</b>, <b>bn_variance</b>, <b>bn_scale</b>, <b>bn_bias</b> "
+        "(secondary): replace the weights of the same names (as in conv_bn).</li>"
+        "<li>Convolution parameters, with the same names and defaults as the convolution layer: "
+        "<b>num_output_channels</b> (default 16, at least 1), <b>kernel_size</b> (default 3), "
+        "<b>stride</b> (default 1), <b>padding</b> (default 1), <b>dilation</b> (default 1), "
+        "<b>groups</b> (default 1, divides C_in and C_out), <b>bias</b> (default true).</li>"
+        + padding_end_doc() +
+        "<li><b>epsilon</b>: added to the variance, default 1e-5, at least 0.</li></ul>"
+        "<p>Weights files: as conv_bn's, <code>NAME_weights.npy</code>, <code>NAME_bias.npy</code> and "
+        "<code>NAME_bn_mean.npy</code>, <code>NAME_bn_variance.npy</code>, <code>NAME_bn_scale.npy</code>, "
+        "<code>NAME_bn_bias.npy</code>.</p>"
+    ),
+    inputs=(CONV_INPUTS[0], RESIDUAL_INPUT, *CONV_BN_DESC.inputs[1:]),
+    params=CONV_BN_DESC.params,
+    weights=CONV_BN_DESC.weights,
+)
+
+
+class ConvBNSum(ResidualSum, ConvBN):
+    desc = DESC
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        w, b = self.folded_weights(inputs)
+        self.convolve_sum(inputs[0], w, b, inputs[1], out, cacheable=not self.weights_from_inputs(inputs))
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        return self.onnx_sum(g, super().to_onnx(g, inputs), inputs)
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        return self.torch_sum(super().to_torch(t, inputs), inputs)
+
+
+LAYER = ConvBNSum
