@@ -1484,6 +1484,9 @@ def pool_nhwc(x: np.ndarray, out: np.ndarray, is_max: bool, kernel: tuple[int, i
     n, ho = out.shape[:2]
     rows = _share(ho * n, ho, n) if out.size >= SPLIT_MIN_PIXELS * 16 else ho
     geometry = (*kernel, *stride, *padding, is_max, count_include_pad)
+    if n == 1 and rows >= ho:  # one job (resnet18's global average: 7x7x512): on this thread, no parallel region
+        _pool_rows(x[0], out[0], 0, ho, *geometry)
+        return
     _launch(_pool, x, out, rows, *geometry)
 
 

@@ -56,6 +56,18 @@ def warmup_model() -> Model:
     wide = conv("wino_blocks", "big", 16)  # 40x40: 100 tiles, in blocks
     few = conv("few", wide, 3, act="none")  # few output channels: dot products along the kernel rows
     m.add_layer("output", "output", inputs=[few])
+    # a ResNet block's end: convolution + sum (conv_sum, the residual in the kernel's epilogue), global average
+    # pooling (one job: on the calling thread), fully connected layers (the dense kernel, shared out and not)
+    res = conv("res", wide, 16, act="none")
+    m.add_layer("element_wise", "res_add", params={"operation": "sum"}, inputs=[res, wide], activation="relu")
+    m.add_layer("pooling", "gap", params={"pool_type": "average", "global": "true"}, inputs=["res_add"])
+    m.add_layer("fully_connected", "fc_big", params={"num_outputs": "4096"}, inputs=["gap"], activation="relu")
+    m.add_layer("fully_connected", "fc_small", params={"num_outputs": "3"}, inputs=["fc_big"])
+    m.add_layer("output", "classes", inputs=["fc_small"])
+    # 20x20x96 values out: a pooling large enough to be cut over the cores (the ones above run on this thread)
+    m.add_layer("pooling", "big_pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
+                inputs=["big"])
+    m.add_layer("output", "pooled", inputs=["big_pool"])
     return m
 
 
