@@ -115,7 +115,7 @@ class ConvPool(ConvolutionBase):
         b = self.weight("bias", inputs) if self.p["bias"] else None
         c = super().output_dims(self.input_dims)
         nhwc = self.hw_axes == (1, 2)
-        y = self.xp.empty((c.n, c.h, c.w, c.c) if nhwc else (c.n, c.c, c.h, c.w), dtype=self.fmt.dtype)
+        y = self._conv_buffer((c.n, c.h, c.w, c.c) if nhwc else (c.n, c.c, c.h, c.w))
         self.convolve(inputs[0], w, b, y, cacheable=not self.weights_from_inputs(inputs))
         is_max = self._pool("pool_type") == "max"
         kernel = self.backend.kernel("pool2d")
@@ -132,6 +132,17 @@ class ConvPool(ConvolutionBase):
             return
         self.store_physical(out, pool2d(self.xp, self.physical(y), self._pool("pool_type"), window, stride, padding,
                                         include_pad, self.hw_axes))
+
+    def _conv_buffer(self, shape: tuple[int, ...]) -> Any:
+        """The convolution's result before pooling: on the CPU one buffer kept by the layer (a new 3 MB array a run,
+        resnet18's stem, was fresh pages to fault in every time; the CPU kernels also replay their prepared calls on
+        the same arrays), elsewhere from the device's memory pool."""
+        if self.backend.device_kind != "cpu":
+            return self.xp.empty(shape, dtype=self.fmt.dtype)
+        buf = self.__dict__.get("_conv_out")
+        if buf is None or buf.shape != shape or buf.dtype != self.fmt.dtype:
+            buf = self.__dict__["_conv_out"] = self.xp.empty(shape, dtype=self.fmt.dtype)
+        return buf
 
     onnx_support = "yes"
     torch_support = "partial: weights and bias from secondary inputs are not exported"
