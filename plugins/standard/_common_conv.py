@@ -171,6 +171,13 @@ CONV_PARAMS: tuple[ParamDesc, ...] = (
     padding_end_param("zero padding at the bottom/right"),
 )
 CONV_WEIGHTS: tuple[str, ...] = ("weights", "bias")
+#: the layer documentation's item on the convolution parameters, for the layers that fuse a convolution
+CONV_PARAMS_DOC = (
+    "<li>Convolution parameters, with the same names and defaults as the convolution layer: "
+    "<b>num_output_channels</b> (default 16, at least 1), <b>kernel_size</b> (default 3), "
+    "<b>stride</b> (default 1), <b>padding</b> (default 1), <b>dilation</b> (default 1), "
+    "<b>groups</b> (default 1, divides C_in and C_out), <b>bias</b> (default true).</li>"
+)
 
 
 class ConvolutionBase(Layer):

@@ -7,7 +7,7 @@ from typing import Any
 
 from engine.categories import Category
 from engine.descriptors import LayerDesc
-from plugins.standard._common_conv import CONV_INPUTS, padding_end_doc
+from plugins.standard._common_conv import CONV_INPUTS, CONV_PARAMS_DOC, padding_end_doc
 from plugins.standard.conv_bn import DESC as CONV_BN_DESC
 from plugins.standard.conv_bn import ConvBN
 from plugins.standard.conv_sum import RESIDUAL_DOC, RESIDUAL_INPUT, ResidualSum
@@ -27,11 +27,7 @@ DESC = LayerDesc(
         "<ul><li><b>input</b> (primary): N x C_in x H x W.</li>" + RESIDUAL_DOC +
         "<li><b>weights</b>, <b>bias</b>, <b>bn_mean</b>, <b>bn_variance</b>, <b>bn_scale</b>, <b>bn_bias</b> "
         "(secondary): replace the weights of the same names (as in conv_bn).</li>"
-        "<li>Convolution parameters, with the same names and defaults as the convolution layer: "
-        "<b>num_output_channels</b> (default 16, at least 1), <b>kernel_size</b> (default 3), "
-        "<b>stride</b> (default 1), <b>padding</b> (default 1), <b>dilation</b> (default 1), "
-        "<b>groups</b> (default 1, divides C_in and C_out), <b>bias</b> (default true).</li>"
-        + padding_end_doc() +
+        + CONV_PARAMS_DOC + padding_end_doc() +
         "<li><b>epsilon</b>: added to the variance, default 1e-5, at least 0.</li></ul>"
         "<p>Weights files: as conv_bn's, <code>NAME_weights.npy</code>, <code>NAME_bias.npy</code> and "
         "<code>NAME_bn_mean.npy</code>, <code>NAME_bn_variance.npy</code>, <code>NAME_bn_scale.npy</code>, "

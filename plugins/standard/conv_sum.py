@@ -12,6 +12,7 @@ from engine.tensor import Dims
 from plugins.standard._common_conv import (
     CONV_INPUTS,
     CONV_PARAMS,
+    CONV_PARAMS_DOC,
     CONV_WEIGHTS,
     ConvolutionBase,
     conv_onnx_attributes,
@@ -71,11 +72,7 @@ DESC = LayerDesc(
         "<ul><li><b>input</b> (primary): N x C_in x H x W.</li>" + RESIDUAL_DOC +
         "<li><b>weights</b>, <b>bias</b> (secondary): replace the convolution weights "
         "(C_out x C_in/groups x K_h x K_w values) and bias (C_out values).</li>"
-        "<li>Convolution parameters, with the same names and defaults as the convolution layer: "
-        "<b>num_output_channels</b> (default 16, at least 1), <b>kernel_size</b> (default 3), "
-        "<b>stride</b> (default 1), <b>padding</b> (default 1), <b>dilation</b> (default 1), "
-        "<b>groups</b> (default 1, divides C_in and C_out), <b>bias</b> (default true).</li>"
-        + padding_end_doc() +
+        + CONV_PARAMS_DOC + padding_end_doc() +
         "</ul>"
         "<p>Weights files: <code>NAME_weights.npy</code> (C_out, C_in/groups, K_h, K_w) and "
         "<code>NAME_bias.npy</code> (C_out,).</p>"

@@ -77,12 +77,12 @@ class FullyConnected(Layer):
         b = self.weight("bias", inputs) if self.p["bias"] else None
         if self.backend.device_kind == "gpu" and self._backend_fc(inputs, w, b, out):
             return
-        if self.backend.device_kind == "cpu" and self._backend_dense(inputs, w, b, out):
+        if self._backend_dense(inputs, w, b, out):
             return
         self.store(out, self.activate(fully_connected(self.xp, self.nchw(inputs[0]), w, b)))
 
     def _backend_dense(self, inputs: list[Any], w: Any, b: Any | None, out: Any) -> bool:
-        """On the CPU: the backend's matrix-vector kernel for small batches, the activation fused when it can be."""
+        """The backend's matrix-vector kernel for small batches (the CPU's), the activation fused when it can be."""
         kernel = self.backend.kernel("dense")
         act = self.activation
         if kernel is None or out.dtype != w.dtype or (act is not None and act.epilogue is None):
