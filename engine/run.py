@@ -17,6 +17,8 @@ options or a Network itself:
 Qt-free; imports no plugin."""
 from __future__ import annotations
 
+import collections
+
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -207,10 +209,23 @@ def format_notes(net: Network) -> list[str]:
                     for conv, src, a, b in net.conversions]
 
 
+#: fusions listed one per line in the notes; the rest are counted by rule (a ResNet of hundreds of blocks made
+#: hundreds of lines on the command line and in every report)
+FUSING_NOTES_LISTED = 10
+
+
 def fusing_notes(net: Network) -> list[str]:
-    """One line per fusion the fusing rules made: ``fusing rule R: inner + outer -> fused``."""
+    """One line per fusion the fusing rules made (``fusing rule R: inner + outer -> fused``), the first
+    FUSING_NOTES_LISTED of them, then one line counting the others by rule."""
     applied = net.fused.applied if net.fused is not None else []
-    return [f"fusing rule {rule}: {inner} + {outer} -> {fused}" for rule, inner, outer, fused in applied]
+    lines = [f"fusing rule {rule}: {inner} + {outer} -> {fused}"
+             for rule, inner, outer, fused in applied[:FUSING_NOTES_LISTED]]
+    rest = collections.Counter(rule for rule, *_ in applied[FUSING_NOTES_LISTED:])
+    if rest:
+        counts = ", ".join(f"{n} by {rule}" for rule, n in rest.items())
+        lines.append(f"and {sum(rest.values())} more fusion(s): {counts} (layerlab export preprocessed writes the "
+                     "fused model)")
+    return lines
 
 
 # ---- inputs -------------------------------------------------------------------------------------------------

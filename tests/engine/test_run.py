@@ -265,3 +265,24 @@ def test_image_options_match_io(registry):
         image_options(net, "nope")
     with pytest.raises(RunSpecError):
         open_network(small_model(), RunSpec(iterations=0), registry)
+
+
+def test_fusing_notes_list_the_first_fusions_and_count_the_rest_by_rule(registry):
+    """A network of hundreds of residual blocks gets a dozen note lines, not hundreds."""
+    from engine.model import Model
+    from engine.run import FUSING_NOTES_LISTED, fusing_notes
+
+    m = Model("deep")
+    m.add_layer("input", "input", params={"dimensions": "1x4x6x6"})
+    prev = "input"
+    for i in range(25):
+        m.add_layer("convolution", f"c{i}", params={"num_output_channels": "4", "bias": "false"}, inputs=[prev])
+        m.add_layer("batch_normalization", f"bn{i}", inputs=[f"c{i}"])
+        m.add_layer("element_wise", f"add{i}", inputs=[f"bn{i}", prev], activation="relu")
+        prev = f"add{i}"
+    m.add_layer("output", "output", inputs=[prev])
+    notes = fusing_notes(open_network(m, RunSpec(backend="numpy"), registry))
+    assert len(notes) == FUSING_NOTES_LISTED + 1
+    assert notes[0] == "fusing rule *|*|conv_bn: c0 + bn0 -> bn0"
+    assert notes[-1] == ("and 40 more fusion(s): 15 by *|*|conv_bn, 25 by *|*|conv_bn_sum (layerlab export "
+                         "preprocessed writes the fused model)")
