@@ -18,7 +18,6 @@ Qt-free; imports no plugin."""
 from __future__ import annotations
 
 import collections
-
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
