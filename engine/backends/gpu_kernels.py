@@ -8,9 +8,14 @@
   channels of one pixel from weights held in shared memory, reading the unpadded input. cuDNN needs
   the channels padded to 8 for its tensor-core kernels, and even then it spends ~10x the time on
   such a layer (H200: 0.16 ms for 3 -> 32 channels at 512x512).
+  A second form (``conv_direct_wide``) has one thread compute every output channel (up to 64) of its pixel:
+  all threads of a warp read the same weight, so shared memory broadcasts it, the taps are read once per
+  pixel instead of once per 8 channels, and the block's outputs leave through shared memory in coalesced
+  16-byte stores (dncnn's 3 -> 64 3x3 input layer at 1080p).
 - A 1x1 convolution to few output channels (a network's last layer, 32 -> 3 say): one thread computes
   every output channel of one pixel, reading its input channels 8 at a time, weights in shared memory.
-  cuDNN pads the outputs to 8 channels and copies the result back.
+  cuDNN pads the outputs to 8 channels and copies the result back. ``conv_few_outputs`` does the same for
+  any kernel size (dncnn's 64 -> 3 3x3 output layer).
 
 Imported only by :mod:`engine.backends.cupy_kernels` (the CuPy backend's kernels by operation name)."""
 from __future__ import annotations
@@ -30,6 +35,14 @@ DIRECT_MAX_WEIGHTS = 12288
 #: most output channels, and most weight values (shared memory, float32), of the 1x1 few-output convolution
 POINTWISE_MAX_OUTPUTS = 7
 POINTWISE_MAX_WEIGHTS = 8192
+
+#: most output channels of the one-thread-per-pixel direct convolution (its accumulators are registers)
+WIDE_MAX_OUTPUTS = 64
+#: most output channels of the few-output convolution of any kernel size, and most weight values it holds
+FEW_MAX_OUTPUTS = 4
+FEW_MAX_WEIGHTS = 12288
+#: shared memory a block of our kernels may ask for without opting in to more
+_SHARED_LIMIT = 48 * 1024
 
 _THREADS = 256
 
@@ -196,6 +209,129 @@ extern "C" __global__ void conv1x1_few(const __half* __restrict__ x, const float
 """
 
 
+_WIDE_DIRECT = r"""
+#include <cuda_fp16.h>
+// act(conv(x) + bias) for fp16 NHWC x with few channels: one thread per output pixel computes all K outputs
+// (K a multiple of 8); weights (float32, (R, S, C, K)) in shared memory, read by every thread of a warp at the
+// same address (a broadcast). Each thread's K outputs go to a shared staging row (16-byte chunks rotated by the
+// row so that 8 threads storing chunk j hit 8 different banks), then the block's pixels, contiguous in y,
+// leave in coalesced 16-byte stores.
+template <int K>
+__global__ void conv_direct_all(const __half* __restrict__ x, const float* __restrict__ w,
+        const __half* __restrict__ bias, int has_bias, __half* __restrict__ y, int H, int W, int C, int Ho, int Wo,
+        int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw, int act, float alpha, unsigned int pixels) {
+    constexpr int G = K / 8;  // 16-byte chunks per pixel
+    extern __shared__ float4 smem[];
+    float* ws = (float*)smem;
+    const int nw = KH * KW * C * K;
+    uint4* stage = (uint4*)(smem + (nw + 3) / 4);
+    for (int j = threadIdx.x; j < nw; j += blockDim.x) ws[j] = w[j];
+    __syncthreads();
+    const unsigned int p0 = blockIdx.x * blockDim.x, p = p0 + threadIdx.x;
+    if (p < pixels) {
+        const unsigned int ow = p % Wo, t = p / Wo, oh = t % Ho, n = t / Ho;
+        float acc[K];
+        #pragma unroll
+        for (int k = 0; k < K; ++k) acc[k] = has_bias ? __half2float(bias[k]) : 0.0f;
+        const __half* img = x + (size_t)n * H * W * C;
+        for (int r = 0; r < KH; ++r) {
+            const int ih = (int)oh * sh - ph + r * dh;
+            if (ih < 0 || ih >= H) continue;
+            for (int s = 0; s < KW; ++s) {
+                const int iw = (int)ow * sw - pw + s * dw;
+                if (iw < 0 || iw >= W) continue;
+                const __half* px = img + ((size_t)ih * W + iw) * C;
+                const float4* wk = (const float4*)(ws + (r * KW + s) * C * K);
+                for (int c = 0; c < C; ++c) {
+                    const float v = __half2float(px[c]);
+                    #pragma unroll
+                    for (int q = 0; q < K / 4; ++q) {
+                        const float4 m = wk[c * (K / 4) + q];
+                        acc[4 * q] += v * m.x; acc[4 * q + 1] += v * m.y;
+                        acc[4 * q + 2] += v * m.z; acc[4 * q + 3] += v * m.w;
+                    }
+                }
+            }
+        }
+        #pragma unroll
+        for (int j = 0; j < G; ++j) {
+            uint4 o;
+            __half2* h = (__half2*)&o;
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float a = acc[8 * j + 2 * e], b = acc[8 * j + 2 * e + 1];
+                if (act == 1) { a = fmaxf(a, 0.0f); b = fmaxf(b, 0.0f); }
+                else if (act == 2) { a = a < 0.0f ? a * alpha : a; b = b < 0.0f ? b * alpha : b; }
+                h[e] = __floats2half2_rn(a, b);
+            }
+            stage[threadIdx.x * G + (j + threadIdx.x) % G] = o;
+        }
+    }
+    __syncthreads();
+    const unsigned int rows = min((unsigned int)blockDim.x, pixels - p0);
+    uint4* out = (uint4*)(y + (size_t)p0 * K);
+    for (unsigned int i = threadIdx.x; i < rows * G; i += blockDim.x) {
+        const unsigned int row = i / G, phys = i % G;
+        out[row * G + (phys + G - row % G) % G] = stage[i];
+    }
+}
+"""
+
+_FEW_OUTPUTS = r"""
+#include <cuda_fp16.h>
+// act(conv(x) + bias) to K <= 4 outputs for fp16 NHWC x whose channel count C is a multiple of 8, any kernel
+// size: one thread per output pixel reads each tap's channels 16 bytes at a time (neighbouring threads share
+// taps through L1); weights (float32, (R, S, K, C)) in shared memory, read at one address by a whole warp.
+template <int K>
+__global__ void conv_few_outputs(const __half* __restrict__ x, const float* __restrict__ w,
+        const __half* __restrict__ bias, int has_bias, __half* __restrict__ y, int H, int W, int C, int Ho, int Wo,
+        int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw, int act, float alpha, unsigned int pixels) {
+    extern __shared__ float4 smem[];
+    float* ws = (float*)smem;
+    const int nw = KH * KW * K * C;
+    for (int j = threadIdx.x; j < nw; j += blockDim.x) ws[j] = w[j];
+    __syncthreads();
+    const unsigned int p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= pixels) return;
+    const unsigned int ow = p % Wo, t = p / Wo, oh = t % Ho, n = t / Ho;
+    float acc[K];
+    #pragma unroll
+    for (int k = 0; k < K; ++k) acc[k] = has_bias ? __half2float(bias[k]) : 0.0f;
+    const __half* img = x + (size_t)n * H * W * C;
+    for (int r = 0; r < KH; ++r) {
+        const int ih = (int)oh * sh - ph + r * dh;
+        if (ih < 0 || ih >= H) continue;
+        for (int s = 0; s < KW; ++s) {
+            const int iw = (int)ow * sw - pw + s * dw;
+            if (iw < 0 || iw >= W) continue;
+            const uint4* px = (const uint4*)(img + ((size_t)ih * W + iw) * C);
+            const float* wk = ws + (r * KW + s) * K * C;
+            for (int c8 = 0; c8 < C / 8; ++c8) {
+                const uint4 v = px[c8];
+                const __half2* hv = (const __half2*)&v;
+                float f[8];
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) { const float2 g = __half22float2(hv[e]); f[2 * e] = g.x; f[2 * e + 1] = g.y; }
+                #pragma unroll
+                for (int k = 0; k < K; ++k) {
+                    const float4 a = *(const float4*)(wk + k * C + c8 * 8), b = *(const float4*)(wk + k * C + c8 * 8 + 4);
+                    acc[k] += f[0] * a.x + f[1] * a.y + f[2] * a.z + f[3] * a.w
+                            + f[4] * b.x + f[5] * b.y + f[6] * b.z + f[7] * b.w;
+                }
+            }
+        }
+    }
+    #pragma unroll
+    for (int k = 0; k < K; ++k) {
+        float a = acc[k];
+        if (act == 1) a = fmaxf(a, 0.0f);
+        else if (act == 2) a = a < 0.0f ? a * alpha : a;
+        y[(size_t)p * K + k] = __float2half_rn(a);
+    }
+}
+"""
+
+
 @functools.cache
 def _pointwise() -> Any:
     return cupy.RawKernel(_POINTWISE, "conv1x1_few")
@@ -216,6 +352,12 @@ def _scalar_upcat() -> Any:
 @functools.cache
 def _direct_conv() -> Any:
     return cupy.RawKernel(_DIRECT_CONV, "conv_direct_h8")
+
+
+@functools.cache
+def _template_kernel(source: str, name: str, k: int) -> Any:
+    expression = f"{name}<{k}>"
+    return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=[expression]).get_function(expression)
 
 
 def _aligned(*arrays: Any) -> bool:
@@ -317,4 +459,78 @@ def conv_pointwise(x: Any, wp: Any, bias: Any | None, out: Any, act: str | None,
                  (x, wp, x if bias is None else bias, i32(bias is not None), out, i32(c), i32(k),
                   i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha), cupy.uint32(pixels)),
                  shared_mem=wp.size * 4)
+    return True
+
+
+def _wide_threads(weights: int, k: int) -> int:
+    """Threads per block of :func:`conv_direct_wide` (its staging rows and the weights fit in shared memory), 0:
+    none fit."""
+    for threads in (128, 64):
+        if (weights + 3) // 4 * 16 + threads * k * 2 <= _SHARED_LIMIT:
+            return threads
+    return 0
+
+
+def wide_applies(x: Any, w: Any, out: Any, groups: int, act: str | None) -> bool:
+    """Whether :func:`conv_direct_wide` covers this convolution (what :func:`direct_applies` covers, to at most
+    ``WIDE_MAX_OUTPUTS`` channels, with the weights and a block's outputs in shared memory)."""
+    k = w.shape[0]
+    return direct_applies(x, w, out, groups, act) and k <= WIDE_MAX_OUTPUTS and _wide_threads(w.size, k) > 0
+
+
+def conv_direct_wide(x: Any, wd: Any, bias: Any | None, out: Any, kernel: tuple[int, int], stride: tuple[int, int],
+                     padding: tuple[int, int], dilation: tuple[int, int], act: str | None, alpha: float) -> bool:
+    """:func:`conv_direct` with one thread per output pixel (same arguments, ``wd`` from :func:`direct_weights`).
+    False when the arrays are not contiguous and aligned."""
+    if not (x.flags.c_contiguous and out.flags.c_contiguous and _aligned(out)):
+        return False
+    if bias is not None and not (bias.dtype == cupy.float16 and bias.flags.c_contiguous):
+        return False
+    n, h, w, c = x.shape
+    ho, wo, k = out.shape[1:]
+    threads = _wide_threads(wd.size, k)
+    pixels = n * ho * wo
+    i32 = cupy.int32
+    _template_kernel(_WIDE_DIRECT, "conv_direct_all", k)(
+        ((pixels + threads - 1) // threads,), (threads,),
+        (x, wd, x if bias is None else bias, i32(bias is not None), out, i32(h), i32(w), i32(c), i32(ho), i32(wo),
+         i32(kernel[0]), i32(kernel[1]), i32(stride[0]), i32(stride[1]), i32(padding[0]), i32(padding[1]),
+         i32(dilation[0]), i32(dilation[1]), i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha), cupy.uint32(pixels)),
+        shared_mem=(wd.size + 3) // 4 * 16 + threads * k * 2)
+    return True
+
+
+def few_outputs_applies(x: Any, w: Any, out: Any, groups: int, act: str | None) -> bool:
+    """Whether :func:`conv_few_outputs` covers this convolution (fp16, at most ``FEW_MAX_OUTPUTS`` outputs, input
+    channels a multiple of 8, the weights in shared memory)."""
+    k, c, kh, kw = w.shape
+    return (groups == 1 and act in DIRECT_EPILOGUES and x.dtype == out.dtype == cupy.float16
+            and k <= FEW_MAX_OUTPUTS and c % 8 == 0 and w.size <= FEW_MAX_WEIGHTS and out.size < 2**31
+            and x.size < 2**31)
+
+
+def few_outputs_weights(w: Any) -> Any:
+    """Weights (logical K, C, R, S) as the float32 (R, S, K, C) array of :func:`conv_few_outputs`."""
+    return cupy.ascontiguousarray(w.transpose(2, 3, 0, 1), dtype=cupy.float32)
+
+
+def conv_few_outputs(x: Any, wf: Any, bias: Any | None, out: Any, kernel: tuple[int, int], stride: tuple[int, int],
+                     padding: tuple[int, int], dilation: tuple[int, int], act: str | None, alpha: float) -> bool:
+    """``act(conv(x) + bias)`` into ``out``: physical fp16 NHWC ``x`` (N, H, W, C) and ``out`` (N, Ho, Wo, K),
+    ``wf`` from :func:`few_outputs_weights`, ``bias`` fp16 or None. False when the arrays are not contiguous and
+    aligned."""
+    if not (x.flags.c_contiguous and out.flags.c_contiguous and _aligned(x)):
+        return False
+    if bias is not None and not (bias.dtype == cupy.float16 and bias.flags.c_contiguous):
+        return False
+    n, h, w, c = x.shape
+    ho, wo, k = out.shape[1:]
+    pixels = n * ho * wo
+    i32 = cupy.int32
+    _template_kernel(_FEW_OUTPUTS, "conv_few_outputs", k)(
+        ((pixels + _THREADS - 1) // _THREADS,), (_THREADS,),
+        (x, wf, x if bias is None else bias, i32(bias is not None), out, i32(h), i32(w), i32(c), i32(ho), i32(wo),
+         i32(kernel[0]), i32(kernel[1]), i32(stride[0]), i32(stride[1]), i32(padding[0]), i32(padding[1]),
+         i32(dilation[0]), i32(dilation[1]), i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha), cupy.uint32(pixels)),
+        shared_mem=wf.size * 4)
     return True

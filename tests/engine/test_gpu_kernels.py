@@ -169,6 +169,97 @@ def test_pointwise_kernel_declines_other_shapes():
                                              out.astype(cupy.float32), *one, 1, None)
 
 
+def _own_kernel_against_reference(run, weights, c, k, kernel, stride, padding, dilation, act, bias, size, seed):
+    """One of our convolution kernels called directly (``run(x, wd, b, out, ...)`` on physical fp16 NHWC arrays,
+    ``weights`` preparing ``wd``) against float64, twice into a NaN-filled output (a replay must give the same)."""
+    import cupy
+
+    backend_param("cupy").activate()
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, c, *size)).astype(np.float16)
+    w = (rng.standard_normal((k, c, kernel[0], kernel[1])) / np.sqrt(c * kernel[0] * kernel[1])).astype(np.float16)
+    b = rng.standard_normal(k).astype(np.float16) if bias else None
+    ref = conv2d(np, x.astype(np.float64), w.astype(np.float64), None if b is None else b.astype(np.float64),
+                 stride, padding, dilation, 1)
+    ref = {None: ref, "relu": np.maximum(ref, 0), "leaky_relu": np.where(ref < 0, 0.1 * ref, ref)}[act]
+    out = cupy.full((2, *ref.shape[2:], k), np.nan, np.float16)
+    wd = weights(cupy.asarray(w))
+    for _ in range(2):
+        assert run(_physical(cupy, x, True), wd, None if b is None else cupy.asarray(b), out, kernel, stride, padding,
+                   dilation, act, 0.1)
+    cupy.cuda.get_current_stream().synchronize()
+    np.testing.assert_allclose(_logical(cupy.asnumpy(out), True).astype(np.float64), ref, rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("c,k,kernel,stride,padding,dilation,size", [
+    (3, 64, (3, 3), (1, 1), (1, 1), (1, 1), (29, 34)),   # dncnn's input layer; a last block of 52 of 128 pixels
+    (3, 64, (7, 7), (2, 2), (3, 3), (1, 1), (37, 50)),   # an RGB stem: weights leave room for 64-pixel blocks only
+    (1, 8, (3, 3), (1, 1), (0, 0), (1, 1), (16, 16)),    # one chunk a pixel
+    (4, 24, (5, 3), (2, 1), (2, 1), (2, 1), (21, 30)),   # three chunks (the staging rotation over 3), dilation
+    (2, 40, (1, 1), (1, 1), (0, 0), (1, 1), (9, 11)),
+])
+@pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_wide_direct_convolution_matches_reference(c, k, kernel, stride, padding, dilation, size, act, bias):
+    """The one-thread-per-pixel direct convolution (all output channels of a pixel in one thread)."""
+    from engine.backends import gpu_kernels
+
+    _own_kernel_against_reference(gpu_kernels.conv_direct_wide, gpu_kernels.direct_weights, c, k, kernel, stride,
+                                  padding, dilation, act, bias, size, c * 13 + k)
+
+
+@pytest.mark.parametrize("c,k,kernel,stride,padding,dilation,size", [
+    (3, 32, (3, 3), (1, 1), (1, 1), (1, 1), (29, 34)), (3, 64, (7, 7), (2, 2), (3, 3), (1, 1), (37, 50))])
+def test_first_direct_convolution_matches_reference(c, k, kernel, stride, padding, dilation, size):
+    """The 8-channels-a-thread direct convolution, which the backend may time faster than the wide one."""
+    from engine.backends import gpu_kernels
+
+    _own_kernel_against_reference(gpu_kernels.conv_direct, gpu_kernels.direct_weights, c, k, kernel, stride, padding,
+                                  dilation, "relu", True, size, c * 17 + k)
+
+
+@pytest.mark.parametrize("c,k,kernel,stride,padding,dilation,size", [
+    (64, 3, (3, 3), (1, 1), (1, 1), (1, 1), (29, 34)),   # dncnn's output layer
+    (16, 1, (3, 3), (2, 2), (1, 1), (1, 1), (23, 18)),
+    (8, 4, (5, 5), (1, 1), (4, 4), (2, 2), (17, 20)),
+    (32, 2, (1, 1), (1, 1), (0, 0), (1, 1), (10, 13)),
+    (24, 3, (3, 2), (1, 2), (0, 1), (1, 1), (12, 15)),   # no padding rows, asymmetric kernel
+])
+@pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_few_output_convolution_matches_reference(c, k, kernel, stride, padding, dilation, size, act, bias):
+    from engine.backends import gpu_kernels
+
+    _own_kernel_against_reference(gpu_kernels.conv_few_outputs, gpu_kernels.few_outputs_weights, c, k, kernel, stride,
+                                  padding, dilation, act, bias, size, c * 11 + k)
+
+
+def test_backend_runs_few_output_kernel_for_a_last_layer():
+    cache = _backend_conv_against_reference(64, 3, 3, 1, 1, 1, "relu", True, (31, 26), 5)
+    assert "few" in cache  # a 3x3 convolution to 3 channels: our kernel (the first candidate), not cuDNN
+
+
+def test_wide_and_few_output_kernels_decline_what_they_do_not_cover():
+    import cupy
+
+    backend_param("cupy")
+    from engine.backends import gpu_kernels
+
+    x3 = cupy.zeros((1, 3, 8, 8), cupy.float16)
+    x64 = cupy.zeros((1, 64, 8, 8), cupy.float16)
+    out64 = cupy.zeros((1, 64, 8, 8), cupy.float16)
+    out3 = cupy.zeros((1, 3, 8, 8), cupy.float16)
+    assert gpu_kernels.wide_applies(x3, cupy.zeros((64, 3, 3, 3), cupy.float16), out64, 1, "relu")
+    assert not gpu_kernels.wide_applies(x3, cupy.zeros((72, 3, 3, 3), cupy.float16), out64, 1, "relu")  # > 64
+    assert not gpu_kernels.wide_applies(x3, cupy.zeros((64, 3, 11, 11), cupy.float16), out64, 1, None)  # weights
+    assert gpu_kernels.few_outputs_applies(x64, cupy.zeros((3, 64, 3, 3), cupy.float16), out3, 1, None)
+    assert not gpu_kernels.few_outputs_applies(x64, cupy.zeros((5, 64, 3, 3), cupy.float16), out3, 1, None)
+    assert not gpu_kernels.few_outputs_applies(x3, cupy.zeros((3, 3, 3, 3), cupy.float16), out3, 1, None)  # C % 8
+    assert not gpu_kernels.few_outputs_applies(x64, cupy.zeros((3, 64, 3, 3), cupy.float16), out3, 1, "sigmoid")
+    assert not gpu_kernels.few_outputs_applies(x64.astype(cupy.float32), cupy.zeros((3, 64, 3, 3), cupy.float32),
+                                               out3.astype(cupy.float32), 1, None)
+
+
 def _few_channel_case(c, k, kernel, stride, padding, hw, act):
     """A cuDNN backend, an fp16 NHWC input, weights, bias and NaN-filled output (logical NCHW cupy views) for a
     few-channel convolution, and its float64 reference (leaky_relu with alpha 0.1)."""
