@@ -189,10 +189,9 @@ def conv2d(backend: Backend) -> Kernel:
         nhwc = is_nhwc_memory(x) and is_nhwc_memory(out)
         if gpu_kernels.direct_applies(x, w, out, groups, epilogue) and nhwc:
             wd = derived(cache, "direct", w, lambda: gpu_kernels.direct_weights(w))
-            if gpu_kernels.wide_applies(x, w, out, groups, epilogue):
-                others["wide"] = lambda: gpu_kernels.conv_direct_wide(
-                    x.transpose(0, 2, 3, 1), wd, b, out.transpose(0, 2, 3, 1), w.shape[2:], stride, padding,
-                    dilation, epilogue, alpha)
+            others["wide"] = lambda: gpu_kernels.conv_direct_wide(
+                x.transpose(0, 2, 3, 1), wd, b, out.transpose(0, 2, 3, 1), w.shape[2:], stride, padding, dilation,
+                epilogue, alpha)
             others["own"] = lambda: gpu_kernels.conv_direct(
                 x.transpose(0, 2, 3, 1), wd, b, out.transpose(0, 2, 3, 1), w.shape[2:], stride, padding, dilation,
                 epilogue, alpha)

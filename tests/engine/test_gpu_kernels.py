@@ -192,16 +192,17 @@ def _own_kernel_against_reference(run, weights, c, k, kernel, stride, padding, d
 
 
 @pytest.mark.parametrize("c,k,kernel,stride,padding,dilation,size", [
-    (3, 64, (3, 3), (1, 1), (1, 1), (1, 1), (29, 34)),   # dncnn's input layer; a last block of 52 of 128 pixels
-    (3, 64, (7, 7), (2, 2), (3, 3), (1, 1), (37, 50)),   # an RGB stem: weights leave room for 64-pixel blocks only
-    (1, 8, (3, 3), (1, 1), (0, 0), (1, 1), (16, 16)),    # one chunk a pixel
-    (4, 24, (5, 3), (2, 1), (2, 1), (2, 1), (21, 30)),   # three chunks (the staging rotation over 3), dilation
-    (2, 40, (1, 1), (1, 1), (0, 0), (1, 1), (9, 11)),
+    (3, 64, (3, 3), (1, 1), (1, 1), (1, 1), (29, 34)),   # dncnn's input layer: 4 groups of 16; a partial last block
+    (3, 64, (7, 7), (2, 2), (3, 3), (1, 1), (37, 50)),   # an RGB stem
+    (1, 8, (3, 3), (1, 1), (0, 0), (1, 1), (16, 16)),    # one group of 8 channels, 8 pixels a thread
+    (4, 24, (5, 3), (2, 1), (2, 1), (2, 1), (21, 30)),   # three groups of 8, dilation
+    (2, 48, (1, 1), (1, 1), (0, 0), (1, 1), (9, 11)),
+    (3, 96, (3, 3), (1, 1), (1, 1), (1, 1), (300, 301)),  # more pixels than a block's 512, six groups
 ])
 @pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
 @pytest.mark.parametrize("bias", [True, False])
 def test_wide_direct_convolution_matches_reference(c, k, kernel, stride, padding, dilation, size, act, bias):
-    """The one-thread-per-pixel direct convolution (all output channels of a pixel in one thread)."""
+    """The tiled direct convolution (a thread: 16 or 8 output channels of 4 or 8 pixels)."""
     from engine.backends import gpu_kernels
 
     _own_kernel_against_reference(gpu_kernels.conv_direct_wide, gpu_kernels.direct_weights, c, k, kernel, stride,
@@ -223,6 +224,8 @@ def test_first_direct_convolution_matches_reference(c, k, kernel, stride, paddin
     (16, 1, (3, 3), (2, 2), (1, 1), (1, 1), (23, 18)),
     (8, 4, (5, 5), (1, 1), (4, 4), (2, 2), (17, 20)),
     (32, 2, (1, 1), (1, 1), (0, 0), (1, 1), (10, 13)),
+    (24, 3, (3, 3), (1, 1), (1, 1), (1, 1), (70, 90)),   # 3 chunks a pixel over 2 lanes; many warps and blocks
+    (512, 1, (3, 3), (1, 1), (1, 1), (1, 1), (9, 10)),   # 64 chunks over 32 lanes
     (24, 3, (3, 2), (1, 2), (0, 1), (1, 1), (12, 15)),   # no padding rows, asymmetric kernel
 ])
 @pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
@@ -239,7 +242,7 @@ def test_backend_runs_few_output_kernel_for_a_last_layer():
     assert "few" in cache  # a 3x3 convolution to 3 channels: our kernel (the first candidate), not cuDNN
 
 
-def test_wide_and_few_output_kernels_decline_what_they_do_not_cover():
+def test_few_output_kernel_declines_what_it_does_not_cover():
     import cupy
 
     backend_param("cupy")
@@ -247,11 +250,7 @@ def test_wide_and_few_output_kernels_decline_what_they_do_not_cover():
 
     x3 = cupy.zeros((1, 3, 8, 8), cupy.float16)
     x64 = cupy.zeros((1, 64, 8, 8), cupy.float16)
-    out64 = cupy.zeros((1, 64, 8, 8), cupy.float16)
     out3 = cupy.zeros((1, 3, 8, 8), cupy.float16)
-    assert gpu_kernels.wide_applies(x3, cupy.zeros((64, 3, 3, 3), cupy.float16), out64, 1, "relu")
-    assert not gpu_kernels.wide_applies(x3, cupy.zeros((72, 3, 3, 3), cupy.float16), out64, 1, "relu")  # > 64
-    assert not gpu_kernels.wide_applies(x3, cupy.zeros((64, 3, 11, 11), cupy.float16), out64, 1, None)  # weights
     assert gpu_kernels.few_outputs_applies(x64, cupy.zeros((3, 64, 3, 3), cupy.float16), out3, 1, None)
     assert not gpu_kernels.few_outputs_applies(x64, cupy.zeros((5, 64, 3, 3), cupy.float16), out3, 1, None)
     assert not gpu_kernels.few_outputs_applies(x3, cupy.zeros((3, 3, 3, 3), cupy.float16), out3, 1, None)  # C % 8
