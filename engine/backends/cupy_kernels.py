@@ -183,27 +183,17 @@ def conv2d(backend: Backend) -> Kernel:
             return cudnn is not None and cudnn.conv(x, w, b, out, stride, padding, dilation, epilogue, coefs)
 
         # candidates besides cuDNN as it is: our kernels, and the space-to-depth form of a strided few-channel stem
-        # (the first is the choice where nothing is timed)
         others: dict[str, Callable[[], bool]] = {}
-        alpha = float(coefs.get("alpha", 0.0))
-        nhwc = is_nhwc_memory(x) and is_nhwc_memory(out)
-        if gpu_kernels.direct_applies(x, w, out, groups, epilogue) and nhwc:
+        if gpu_kernels.direct_applies(x, w, out, groups, epilogue) and is_nhwc_memory(x) and is_nhwc_memory(out):
             wd = derived(cache, "direct", w, lambda: gpu_kernels.direct_weights(w))
-            others["wide"] = lambda: gpu_kernels.conv_direct_wide(
-                x.transpose(0, 2, 3, 1), wd, b, out.transpose(0, 2, 3, 1), w.shape[2:], stride, padding, dilation,
-                epilogue, alpha)
             others["own"] = lambda: gpu_kernels.conv_direct(
                 x.transpose(0, 2, 3, 1), wd, b, out.transpose(0, 2, 3, 1), w.shape[2:], stride, padding, dilation,
-                epilogue, alpha)
-        if gpu_kernels.pointwise_applies(x, w, out, stride, padding, dilation, groups, epilogue) and nhwc:
+                epilogue, float(coefs.get("alpha", 0.0)))
+        elif (gpu_kernels.pointwise_applies(x, w, out, stride, padding, dilation, groups, epilogue) and is_nhwc_memory(x)
+                and is_nhwc_memory(out)):
             wp = derived(cache, "pointwise", w, lambda: gpu_kernels.pointwise_weights(w))
-            others["pointwise"] = lambda: gpu_kernels.conv_pointwise(
-                x.transpose(0, 2, 3, 1), wp, b, out.transpose(0, 2, 3, 1), epilogue, alpha)
-        if gpu_kernels.few_outputs_applies(x, w, out, groups, epilogue) and nhwc:
-            wf = derived(cache, "few", w, lambda: gpu_kernels.few_outputs_weights(w))
-            others["few"] = lambda: gpu_kernels.conv_few_outputs(
-                x.transpose(0, 2, 3, 1), wf, b, out.transpose(0, 2, 3, 1), w.shape[2:], stride, padding, dilation,
-                epilogue, alpha)
+            others["own"] = lambda: gpu_kernels.conv_pointwise(
+                x.transpose(0, 2, 3, 1), wp, b, out.transpose(0, 2, 3, 1), epilogue, float(coefs.get("alpha", 0.0)))
         if cudnn is not None and s2d_applies(x, w, out, stride, dilation, groups):
             w2 = derived(cache, "s2d", w, lambda: s2d_weights(w, stride[0]))
             others["s2d"] = lambda: conv_space_to_depth(cudnn, x, w2, b, out, stride[0], padding, epilogue, coefs, cache)
@@ -226,7 +216,7 @@ def conv2d(backend: Backend) -> Kernel:
                     times = {name: _elapsed_ms(fn) for name, fn in (*others.items(), ("cudnn", with_cudnn))}
                     done = {name: t for name, t in times.items() if t is not None}
                     choice = _CHOICES[key] = min(done, key=done.__getitem__) if done else "cudnn"
-        chosen = others.get(choice or next(iter(others)))
+        chosen = others.get(choice or "own")
         if chosen is not None and chosen():
             return True
         return with_cudnn()

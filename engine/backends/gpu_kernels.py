@@ -8,13 +8,9 @@
   channels of one pixel from weights held in shared memory, reading the unpadded input. cuDNN needs
   the channels padded to 8 for its tensor-core kernels, and even then it spends ~10x the time on
   such a layer (H200: 0.16 ms for 3 -> 32 channels at 512x512).
-  A second form (``conv_direct_wide``) has a thread compute 16 output channels of 4 pixels: all threads of
-  a warp read the same weight, so shared memory broadcasts it, and each weight read serves 4 pixels
-  (dncnn's 3 -> 64 3x3 input layer at 1080p).
 - A 1x1 convolution to few output channels (a network's last layer, 32 -> 3 say): one thread computes
   every output channel of one pixel, reading its input channels 8 at a time, weights in shared memory.
-  cuDNN pads the outputs to 8 channels and copies the result back. ``conv_few_outputs`` covers any kernel
-  size (dncnn's 64 -> 3 3x3 output layer), with the lanes of a warp sharing a pixel's channels.
+  cuDNN pads the outputs to 8 channels and copies the result back.
 
 Imported only by :mod:`engine.backends.cupy_kernels` (the CuPy backend's kernels by operation name)."""
 from __future__ import annotations
@@ -34,10 +30,6 @@ DIRECT_MAX_WEIGHTS = 12288
 #: most output channels, and most weight values (shared memory, float32), of the 1x1 few-output convolution
 POINTWISE_MAX_OUTPUTS = 7
 POINTWISE_MAX_WEIGHTS = 8192
-
-#: most output channels of the few-output convolution of any kernel size, and most weight values it holds
-FEW_MAX_OUTPUTS = 4
-FEW_MAX_WEIGHTS = 12288
 
 _THREADS = 256
 
@@ -204,157 +196,6 @@ extern "C" __global__ void conv1x1_few(const __half* __restrict__ x, const float
 """
 
 
-_WIDE_DIRECT = r"""
-#include <cuda_fp16.h>
-// act(conv(x) + bias) for fp16 NHWC x with C <= 4 channels: a block computes KT of the K output channels
-// (blockIdx.x % (K / KT)) of blockDim.x * P pixels, each thread P pixels (blockDim.x apart) x KT channels, so each
-// weight read from shared memory (the same address across the warp: a broadcast) serves P pixels. Taps outside
-// the image read as zero (no divergence at the borders).
-template <int C, int KT, int P>
-__global__ void conv_direct_tile(const __half* __restrict__ x, const float* __restrict__ w,
-        const __half* __restrict__ bias, int has_bias, __half* __restrict__ y, int H, int W, int Ho, int Wo, int K,
-        int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw, int act, float alpha, unsigned int pixels) {
-    extern __shared__ float4 smem[];
-    float* ws = (float*)smem;  // (R, S, C, KT): this block's output channels
-    const int groups = K / KT, g = blockIdx.x % groups;
-    const int n_w = KH * KW * C * KT;
-    for (int i = threadIdx.x; i < n_w; i += blockDim.x) ws[i] = w[(i / KT) * K + g * KT + i % KT];
-    __syncthreads();
-    const unsigned int base = (blockIdx.x / groups) * blockDim.x * P + threadIdx.x;
-    int oh[P], ow[P];
-    const __half* img[P];
-    bool ok[P];
-    float acc[P][KT];
-    #pragma unroll
-    for (int i = 0; i < P; ++i) {
-        const unsigned int p = base + i * blockDim.x;
-        ok[i] = p < pixels;
-        const unsigned int q = ok[i] ? p : 0;
-        ow[i] = q % Wo;
-        const unsigned int t = q / Wo;
-        oh[i] = t % Ho;
-        img[i] = x + (size_t)(t / Ho) * H * W * C;
-        #pragma unroll
-        for (int k = 0; k < KT; ++k) acc[i][k] = has_bias ? __half2float(bias[g * KT + k]) : 0.0f;
-    }
-    for (int r = 0; r < KH; ++r) {
-        for (int s = 0; s < KW; ++s) {
-            float v[P][C];
-            #pragma unroll
-            for (int i = 0; i < P; ++i) {
-                const int ih = oh[i] * sh - ph + r * dh, iw = ow[i] * sw - pw + s * dw;
-                const bool in = ih >= 0 && ih < H && iw >= 0 && iw < W;
-                const __half* px = img[i] + ((size_t)(in ? ih : 0) * W + (in ? iw : 0)) * C;
-                #pragma unroll
-                for (int c = 0; c < C; ++c) v[i][c] = in ? __half2float(px[c]) : 0.0f;
-            }
-            const float4* wk = (const float4*)(ws + (r * KW + s) * C * KT);
-            #pragma unroll
-            for (int c = 0; c < C; ++c) {
-                #pragma unroll
-                for (int q = 0; q < KT / 4; ++q) {
-                    const float4 m = wk[c * (KT / 4) + q];
-                    #pragma unroll
-                    for (int i = 0; i < P; ++i) {
-                        acc[i][4 * q] += v[i][c] * m.x; acc[i][4 * q + 1] += v[i][c] * m.y;
-                        acc[i][4 * q + 2] += v[i][c] * m.z; acc[i][4 * q + 3] += v[i][c] * m.w;
-                    }
-                }
-            }
-        }
-    }
-    #pragma unroll
-    for (int i = 0; i < P; ++i) {
-        if (!ok[i]) continue;
-        uint4* out = (uint4*)(y + (size_t)(base + i * blockDim.x) * K + g * KT);
-        #pragma unroll
-        for (int j = 0; j < KT / 8; ++j) {
-            uint4 o;
-            __half2* h = (__half2*)&o;
-            #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                float a = acc[i][8 * j + 2 * e], b = acc[i][8 * j + 2 * e + 1];
-                if (act == 1) { a = fmaxf(a, 0.0f); b = fmaxf(b, 0.0f); }
-                else if (act == 2) { a = a < 0.0f ? a * alpha : a; b = b < 0.0f ? b * alpha : b; }
-                h[e] = __floats2half2_rn(a, b);
-            }
-            out[j] = o;
-        }
-    }
-}
-"""
-
-_FEW_OUTPUTS = r"""
-#include <cuda_fp16.h>
-// act(conv(x) + bias) to K <= 4 outputs for fp16 NHWC x whose channel count C is a multiple of 8, any kernel
-// size: L lanes of a warp share a pixel (32 / L pixels a warp at a time), each reading every L-th 16-byte chunk
-// of a tap's channels, so a warp's load is 32 / L whole pixels (coalesced); partial sums meet by shuffles.
-// Weights (float32) in shared memory as (R, S, K, 2, C / 8, 4): the lanes of a pixel read consecutive 16 bytes.
-// A warp walks ITER groups of pixels, so a block loads the weights once for 8 * ITER * 32 / L pixels.
-template <int K, int L>
-__global__ void conv_few_outputs(const __half* __restrict__ x, const float* __restrict__ w,
-        const __half* __restrict__ bias, int has_bias, __half* __restrict__ y, int H, int W, int C, int Ho, int Wo,
-        int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw, int act, float alpha, unsigned int pixels,
-        int iter) {
-    extern __shared__ float4 smem[];
-    float* ws = (float*)smem;
-    const int nw = KH * KW * K * C, chunks = C / 8;
-    for (int j = threadIdx.x; j < nw; j += blockDim.x) ws[j] = w[j];
-    __syncthreads();
-    const int lane = threadIdx.x & 31, sub = lane % L;
-    const unsigned int warps = blockDim.x / 32;
-    const unsigned int first = (blockIdx.x * warps * iter + threadIdx.x / 32) * (32 / L) + lane / L;
-    for (int it = 0; it < iter; ++it) {
-        const unsigned int p = first + it * warps * (32 / L);
-        const bool ok = p < pixels;
-        const unsigned int q = ok ? p : 0, ow = q % Wo, t = q / Wo, oh = t % Ho, n = t / Ho;
-        float acc[K];
-        #pragma unroll
-        for (int k = 0; k < K; ++k) acc[k] = 0.0f;
-        const __half* img = x + (size_t)n * H * W * C;
-        for (int r = 0; r < KH; ++r) {
-            const int ih = (int)oh * sh - ph + r * dh;
-            if (!ok || ih < 0 || ih >= H) continue;
-            for (int s = 0; s < KW; ++s) {
-                const int iw = (int)ow * sw - pw + s * dw;
-                if (iw < 0 || iw >= W) continue;
-                const uint4* px = (const uint4*)(img + ((size_t)ih * W + iw) * C);
-                const float* wk = ws + (r * KW + s) * K * C;
-                for (int c8 = sub; c8 < chunks; c8 += L) {
-                    const uint4 v = px[c8];
-                    const __half2* hv = (const __half2*)&v;
-                    float f[8];
-                    #pragma unroll
-                    for (int e = 0; e < 4; ++e) { const float2 g = __half22float2(hv[e]); f[2 * e] = g.x; f[2 * e + 1] = g.y; }
-                    #pragma unroll
-                    for (int k = 0; k < K; ++k) {
-                        const float4 a = *(const float4*)(wk + k * C + c8 * 4);
-                        const float4 b = *(const float4*)(wk + k * C + C / 2 + c8 * 4);
-                        acc[k] += f[0] * a.x + f[1] * a.y + f[2] * a.z + f[3] * a.w
-                                + f[4] * b.x + f[5] * b.y + f[6] * b.z + f[7] * b.w;
-                    }
-                }
-            }
-        }
-        #pragma unroll
-        for (int k = 0; k < K; ++k) {
-            #pragma unroll
-            for (int o = L / 2; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], o);
-        }
-        if (ok && sub == 0) {
-            #pragma unroll
-            for (int k = 0; k < K; ++k) {
-                float a = acc[k] + (has_bias ? __half2float(bias[k]) : 0.0f);
-                if (act == 1) a = fmaxf(a, 0.0f);
-                else if (act == 2) a = a < 0.0f ? a * alpha : a;
-                y[(size_t)p * K + k] = __float2half_rn(a);
-            }
-        }
-    }
-}
-"""
-
-
 @functools.cache
 def _pointwise() -> Any:
     return cupy.RawKernel(_POINTWISE, "conv1x1_few")
@@ -375,12 +216,6 @@ def _scalar_upcat() -> Any:
 @functools.cache
 def _direct_conv() -> Any:
     return cupy.RawKernel(_DIRECT_CONV, "conv_direct_h8")
-
-
-@functools.cache
-def _template_kernel(source: str, name: str, arguments: tuple[int, ...]) -> Any:
-    expression = f"{name}<{', '.join(map(str, arguments))}>"
-    return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=[expression]).get_function(expression)
 
 
 def _aligned(*arrays: Any) -> bool:
@@ -424,8 +259,7 @@ def direct_weights(w: Any) -> Any:
 
 
 def direct_applies(x: Any, w: Any, out: Any, groups: int, act: str | None) -> bool:
-    """Whether :func:`conv_direct` and :func:`conv_direct_wide` cover this convolution (fp16 NHWC memory, few input
-    channels)."""
+    """Whether :func:`conv_direct` covers this convolution (fp16 NHWC memory, few input channels)."""
     k, c, kh, kw = w.shape
     return (groups == 1 and act in DIRECT_EPILOGUES and x.dtype == out.dtype == cupy.float16
             and c <= DIRECT_MAX_CHANNELS and k % 8 == 0 and k * c * kh * kw <= DIRECT_MAX_WEIGHTS and out.size < 2**31)
@@ -483,78 +317,4 @@ def conv_pointwise(x: Any, wp: Any, bias: Any | None, out: Any, act: str | None,
                  (x, wp, x if bias is None else bias, i32(bias is not None), out, i32(c), i32(k),
                   i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha), cupy.uint32(pixels)),
                  shared_mem=wp.size * 4)
-    return True
-
-
-#: output channels a thread of the tiled direct convolution computes for each of its pixels, and those pixels
-#: (the accumulators, KT x P, are registers)
-WIDE_TILE = {16: 4, 8: 8}
-_WIDE_THREADS = 128
-#: pixels a warp of the few-output convolution walks (the block's weights are loaded once for them)
-FEW_ITER = 16
-
-
-def conv_direct_wide(x: Any, wd: Any, bias: Any | None, out: Any, kernel: tuple[int, int], stride: tuple[int, int],
-                     padding: tuple[int, int], dilation: tuple[int, int], act: str | None, alpha: float) -> bool:
-    """:func:`conv_direct` computed by tiles (same arguments, ``wd`` from :func:`direct_weights`): a thread makes
-    16 (or 8) output channels of 4 (or 8) pixels. False when the arrays are not contiguous and aligned."""
-    if not (x.flags.c_contiguous and out.flags.c_contiguous and _aligned(out)):
-        return False
-    if bias is not None and not (bias.dtype == cupy.float16 and bias.flags.c_contiguous):
-        return False
-    n, h, w, c = x.shape
-    ho, wo, k = out.shape[1:]
-    kt = 16 if k % 16 == 0 else 8
-    p = WIDE_TILE[kt]
-    pixels = n * ho * wo
-    blocks = (pixels + _WIDE_THREADS * p - 1) // (_WIDE_THREADS * p) * (k // kt)
-    i32 = cupy.int32
-    _template_kernel(_WIDE_DIRECT, "conv_direct_tile", (c, kt, p))(
-        (blocks,), (_WIDE_THREADS,),
-        (x, wd, x if bias is None else bias, i32(bias is not None), out, i32(h), i32(w), i32(ho), i32(wo), i32(k),
-         i32(kernel[0]), i32(kernel[1]), i32(stride[0]), i32(stride[1]), i32(padding[0]), i32(padding[1]),
-         i32(dilation[0]), i32(dilation[1]), i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha), cupy.uint32(pixels)),
-        shared_mem=kernel[0] * kernel[1] * c * kt * 4)
-    return True
-
-
-def few_outputs_applies(x: Any, w: Any, out: Any, groups: int, act: str | None) -> bool:
-    """Whether :func:`conv_few_outputs` covers this convolution (fp16, at most ``FEW_MAX_OUTPUTS`` outputs, input
-    channels a multiple of 8, the weights in shared memory)."""
-    k, c, kh, kw = w.shape
-    return (groups == 1 and act in DIRECT_EPILOGUES and x.dtype == out.dtype == cupy.float16
-            and k <= FEW_MAX_OUTPUTS and c % 8 == 0 and w.size <= FEW_MAX_WEIGHTS and out.size < 2**31
-            and x.size < 2**31)
-
-
-def few_outputs_weights(w: Any) -> Any:
-    """Weights (logical K, C, R, S) as the float32 (R, S, K, 2, C / 8, 4) array of :func:`conv_few_outputs` (channel
-    8 j + 4 h + e at [.., h, j, e])."""
-    k, c, r, s = w.shape
-    wf = w.transpose(2, 3, 0, 1).reshape(r, s, k, c // 8, 2, 4).transpose(0, 1, 2, 4, 3, 5)
-    return cupy.ascontiguousarray(wf, dtype=cupy.float32).reshape(r, s, k, c)
-
-
-def conv_few_outputs(x: Any, wf: Any, bias: Any | None, out: Any, kernel: tuple[int, int], stride: tuple[int, int],
-                     padding: tuple[int, int], dilation: tuple[int, int], act: str | None, alpha: float) -> bool:
-    """``act(conv(x) + bias)`` into ``out``: physical fp16 NHWC ``x`` (N, H, W, C) and ``out`` (N, Ho, Wo, K),
-    ``wf`` from :func:`few_outputs_weights`, ``bias`` fp16 or None. False when the arrays are not contiguous and
-    aligned."""
-    if not (x.flags.c_contiguous and out.flags.c_contiguous and _aligned(x)):
-        return False
-    if bias is not None and not (bias.dtype == cupy.float16 and bias.flags.c_contiguous):
-        return False
-    n, h, w, c = x.shape
-    ho, wo, k = out.shape[1:]
-    lanes = min(32, 1 << ((c // 8).bit_length() - 1))  # a power of two, at most the chunks a pixel has
-    pixels = n * ho * wo
-    per_block = _THREADS // 32 * FEW_ITER * (32 // lanes)
-    i32 = cupy.int32
-    _template_kernel(_FEW_OUTPUTS, "conv_few_outputs", (k, lanes))(
-        ((pixels + per_block - 1) // per_block,), (_THREADS,),
-        (x, wf, x if bias is None else bias, i32(bias is not None), out, i32(h), i32(w), i32(c), i32(ho), i32(wo),
-         i32(kernel[0]), i32(kernel[1]), i32(stride[0]), i32(stride[1]), i32(padding[0]), i32(padding[1]),
-         i32(dilation[0]), i32(dilation[1]), i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha), cupy.uint32(pixels),
-         i32(FEW_ITER)),
-        shared_mem=wf.size * 4)
     return True

@@ -1,6 +1,11 @@
 """Each candidate kernel of dncnn's few-channel layers at 1080p fp16 NHWC (the 3 -> 64 input layer, the 64 -> 3
 output layer), timed alone with CUDA events, and the one the backend chooses:
-python -m tests.bench.bench_gpu_edge_layers [--size 1080x1920]"""
+python -m tests.bench.bench_gpu_edge_layers [--size 1080x1920]
+
+Two more kernels were tried on these layers (round 2, session 7, H200) and dropped: a tiled direct convolution
+(16 channels x 4 pixels a thread) 0.33-0.37 ms and a few-output 3x3 convolution with lanes sharing a pixel
+0.68-0.86 ms, against cuDNN's 0.31 and 0.36 ms; Nsight Compute showed both issue-bound (237 M and 517 M
+instructions at 2.5-3 IPC), so CUDA-core kernels do not beat cuDNN's tensor cores here even on padded channels."""
 from __future__ import annotations
 
 import argparse
@@ -45,10 +50,6 @@ def main() -> None:
         if gpu_kernels.direct_applies(xl, wl, ol, 1, act):
             wd = gpu_kernels.direct_weights(wl)
             runs["direct (8 a thread)"] = lambda: gpu_kernels.conv_direct(x, wd, b, out, *geo, act, 0.0)
-            runs["wide (all a thread)"] = lambda: gpu_kernels.conv_direct_wide(x, wd, b, out, *geo, act, 0.0)
-        if gpu_kernels.few_outputs_applies(xl, wl, ol, 1, act):
-            wf = gpu_kernels.few_outputs_weights(wl)
-            runs["few outputs"] = lambda: gpu_kernels.conv_few_outputs(x, wf, b, out, *geo, act, 0.0)
         if cupy_kernels.patch_applies(xl, wl, ol, (1, 1), 1):
             wp = cupy_kernels.patch_weights(wl)
             runs["patches + cuDNN 1x1"] = lambda: cupy_kernels.conv_patches(backend.cudnn, xl, wp, b, ol, (3, 3), (1, 1),
