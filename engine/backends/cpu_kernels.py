@@ -463,12 +463,52 @@ def _share(total: int, size: int, images: int) -> int:
     return max(1, -(-per_image // max(1, blocks // images)))
 
 
-#: seconds a read of the CPU affinity is used for (each layer asks; the system call costs microseconds on a VM)
+#: seconds a count of the cores is used for (each layer asks; the system calls cost microseconds on a VM)
 CORES_TTL = 1.0
+#: share of a core other processes must have used over the last CORES_TTL for the kernels to leave it to them
+CORE_TAKEN = 0.5
 _cores_seen: list[float] = [0.0, -1e9]
+#: the last look at the machine: (monotonic time, busy clock ticks of all CPUs, this process's CPU seconds)
+_load_seen: list[tuple[float, int, float]] = []
+
+
+def _busy_ticks() -> int | None:
+    """Clock ticks all CPUs spent running something (user, nice, system, interrupts) since boot, None without
+    /proc/stat. Time the hypervisor gave other machines (steal) is not counted: no thread count gets it back."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu" or len(fields) < 8:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[1:8])
+    return user + nice + system + irq + softirq
+
+
+def _cores_taken() -> float:
+    """Cores' worth of CPU time other processes used since the last call (0 on the first call, or without
+    /proc/stat): everything the machine ran less this process's own CPU time."""
+    ticks = _busy_ticks()
+    if ticks is None:
+        return 0.0
+    now, own = time.monotonic(), sum(os.times()[:2])
+    last = _load_seen[0] if _load_seen else None
+    _load_seen[:] = [(now, ticks, own)]
+    if last is None or now - last[0] <= 0:
+        return 0.0
+    others = (ticks - last[1]) / _CLOCK_TICKS - (own - last[2])
+    return max(0.0, others / (now - last[0]))
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _cores() -> int:
+    """Cores the kernels share their work over: those this process may run on, less those other processes kept
+    busy (more than CORE_TAKEN of one) over the last CORES_TTL seconds. Waiting OpenMP threads spin
+    (GOMP_SPINCOUNT), and a thread spinning on a core another program needs makes both slow; one thread fewer
+    leaves that core alone (a kernel run on one thread wakes no other)."""
     count, when = _cores_seen
     now = time.monotonic()
     if now - when < CORES_TTL:
@@ -477,6 +517,7 @@ def _cores() -> int:
         count = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         count = os.cpu_count() or 1
+    count = max(1, count - int(_cores_taken() + 1.0 - CORE_TAKEN))
     _cores_seen[:] = [count, now]
     return int(count)
 

@@ -680,3 +680,32 @@ def test_fully_connected_on_the_cpu_takes_the_dense_kernel_for_small_batches(mon
             ref = np.maximum(x.reshape(n, -1) @ w["weights"].T + w["bias"], 0)
             assert _rel(out.reshape(n, -1), ref) < 1e-6, (fmt, n)
     assert calls == [(1, 36), (1, 36)]  # batch 9: BLAS's blocked product
+
+
+@pytest.mark.parametrize("others,expected", [(0.0, 4), (0.3, 4), (0.7, 3), (1.0, 3), (2.2, 2), (9.0, 1)])
+def test_cores_left_to_other_busy_processes(monkeypatch, others, expected):
+    """The kernels share their work over the cores this process may use less those other processes kept busy
+    (more than half of one) since the last look: CPU ticks of the whole machine less this process's own time."""
+    clock = {"now": 100.0, "ticks": 50_000, "own": 3.0}
+    monkeypatch.setattr(ck.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(ck.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(ck, "_busy_ticks", lambda: clock["ticks"])
+    monkeypatch.setattr(ck.os, "times", lambda: (clock["own"], 0.0, 0.0, 0.0, 0.0))
+    monkeypatch.setattr(ck, "_cores_seen", [0.0, -1e9])
+    monkeypatch.setattr(ck, "_load_seen", [])
+    assert ck._cores() == 4  # the first look has nothing to compare with
+    clock["now"] += 2.0  # two seconds: this process used 1.5 CPU seconds, the others `others` cores' worth
+    clock["own"] += 1.5
+    clock["ticks"] += round((1.5 + 2.0 * others) * ck._CLOCK_TICKS)
+    assert ck._cores() == expected
+    clock["now"] += 0.1 * ck.CORES_TTL  # within the time a count is kept: not looked at again
+    clock["ticks"] += 10**6
+    assert ck._cores() == expected
+
+
+def test_cores_without_proc_stat_are_the_affinity(monkeypatch):
+    monkeypatch.setattr(ck, "_busy_ticks", lambda: None)
+    monkeypatch.setattr(ck, "_cores_seen", [0.0, -1e9])
+    monkeypatch.setattr(ck.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert ck._cores() == 3
+    assert ck._cores_taken() == 0.0
