@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -187,6 +188,13 @@ class Layer:
     def activate(self, y: Any) -> Any:
         """Apply the layer's activation (for layers that fuse it into their own computation)."""
         return self.activation(self.xp, y) if self.activation is not None else y
+
+    def replay_call(self) -> Callable[[], None] | None:
+        """The one prepared kernel call that did this layer's whole latest forward for the buffers it was given,
+        which the network may run again instead of ``forward`` while those buffers and the layer's weight arrays
+        stay the same (``Network._run_replay``); None (the default) when the forward did anything else. Asked once
+        after each recorded forward."""
+        return None
 
     @property
     def fuses_activation(self) -> bool:

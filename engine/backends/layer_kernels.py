@@ -13,21 +13,22 @@ from engine.tensor import Layout
 
 
 def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geometry: tuple[Any, ...],
-                     groups: int, cacheable: bool = True, residual: Any = None, activation: bool = True) -> bool:
+                     groups: int, cacheable: bool = True, residual: Any = None, activation: bool = True) -> Any:
     """``act(conv(x, w) + b)`` by the backend's own kernel (logical NCHW views), the activation fused
     when the backend can, else applied in place after it. False when the backend has no such path.
     ``cacheable``: the weights stay the same array between runs (the backend may cache what it derives).
     ``residual`` (a logical NCHW view of ``out``'s shape): ``act(conv(x, w) + b + residual)`` by the backend's
     ``conv2d_sum`` kernel, False when it has none for the case (the caller adds it). ``activation`` False: the
-    layer's activation is left out."""
+    layer's activation is left out. Where one kernel call did all of it, returns what the kernel returned (the
+    CPU's prepared call: see ``numpy_kernels.conv2d``), else True or False."""
     act = layer.activation if activation else None
     bv = None if b is None else b.astype(w.dtype, copy=False)
     if residual is not None:
         kernel = layer.backend.kernel("conv2d_sum")
         if kernel is None or out.dtype != layer.fmt.dtype or (act is not None and act.epilogue is None):
             return False
-        return bool(kernel(x, w, bv, residual, out, *geometry, groups, act.epilogue if act is not None else None,
-                           act.coefs if act is not None else {}, kernel_cache(layer) if cacheable else None))
+        return kernel(x, w, bv, residual, out, *geometry, groups, act.epilogue if act is not None else None,
+                      act.coefs if act is not None else {}, kernel_cache(layer) if cacheable else None) or False
     kernel = layer.backend.kernel("conv2d")
     if kernel is None:
         return False
@@ -39,9 +40,10 @@ def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geom
         return True
     cache = kernel_cache(layer) if cacheable else None
     if act is None or act.epilogue is not None:
-        if kernel(x, w, bv, out, *geometry, groups, act.epilogue if act is not None else None,
-                  act.coefs if act is not None else {}, cache):
-            return True
+        done = kernel(x, w, bv, out, *geometry, groups, act.epilogue if act is not None else None,
+                      act.coefs if act is not None else {}, cache)
+        if done:
+            return done
     if act is not None and kernel(x, w, bv, out, *geometry, groups, None, {}, cache):
         act.impl.apply_inplace(layer.xp, out, act.coefs)  # no fused epilogue for it: one more pass
         return True

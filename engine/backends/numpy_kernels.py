@@ -79,6 +79,8 @@ def upsample(backend: Backend) -> Kernel:
 
 
 def conv2d(backend: Backend) -> Kernel:
+    """Returns the prepared call it ran (true) where the layer gave its kernel cache: the whole convolution, ready
+    to run again on the same arrays; True where it ran without one; False where no kernel serves the case."""
     def run(x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
             dilation: tuple[int, int], groups: int, epilogue: str | None, coefs: dict[str, float],
             cache: dict[str, Any] | None = None, *, memo: bool = True, residual: Any = None) -> bool:
@@ -107,14 +109,15 @@ def conv2d(backend: Backend) -> Kernel:
             ready = cache.get("conv2d_call")
             if ready is not None and ready[0] == key:
                 ready[1]()
-                return True
+                return ready[1]
         call = _conv2d_plan(kernels, x, w, b, out, stride, padding, dilation, code, alpha, cache, residual)
         if call is None:
             return False
-        if key is not None:  # keeps w and b alive, so that their ids in the key stay theirs
-            cache["conv2d_call"] = (key, call, w, b)
         call()
-        return True
+        if key is None:
+            return True
+        cache["conv2d_call"] = (key, call, w, b)  # keeps w and b alive, so that their ids in the key stay theirs
+        return call  # the whole convolution, ready to run again on these arrays (``Layer.replay_call``)
     return run
 
 

@@ -2,6 +2,7 @@
 convolution maths, its parameter descriptors and the layer base that computes it."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -180,6 +181,10 @@ CONV_PARAMS_DOC = (
 )
 
 
+#: ``forward`` methods that are one ``convolve`` or ``convolve_sum`` call and nothing more (each class adds its own)
+REPLAYABLE_FORWARDS: set[Callable[..., None]] = set()
+
+
 class ConvolutionBase(Layer):
     """A layer computing a convolution with the ``CONV_PARAMS`` parameters (subclasses set ``desc``)."""
 
@@ -239,6 +244,7 @@ class ConvolutionBase(Layer):
         """``act(conv(x, w) + b)`` into ``out``: the backend's fused kernel (cuDNN) when it has one for
         this case, otherwise im2col + a matrix product (BLAS / cuBLAS) and the activation (left out when
         ``activation`` is False)."""
+        self._replay = None
         s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
         geometry = ((s.h, s.w), (p.h, p.w), (d.h, d.w))
         has_kernel = self.backend.kernel("conv2d") is not None
@@ -250,7 +256,8 @@ class ConvolutionBase(Layer):
                                       activation=activation):
                     return
             geometry = ((s.h, s.w), (p.h, p.w, e.h, e.w), (d.h, d.w))
-        elif has_kernel and self._backend_conv(x, w, b, out, geometry, cacheable, activation=activation):
+        elif has_kernel and (done := self._backend_conv(x, w, b, out, geometry, cacheable, activation=activation)):
+            self._replay = done if callable(done) else None
             return
         y = conv2d(self.xp, self.nchw(x), w, b, *geometry, self.p["groups"])
         self.store(out, self.activate(y) if activation else y)
@@ -261,17 +268,21 @@ class ConvolutionBase(Layer):
         activating in place (broadcasting a residual with axes of size 1 as element_wise does)."""
         s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
         if (not is_asymmetric(self.p) and residual.shape == out.shape and residual.dtype == out.dtype
-                and self._backend_conv(x, w, b, out, ((s.h, s.w), (p.h, p.w), (d.h, d.w)), cacheable,
-                                       residual=residual)):
+                and (done := self._backend_conv(x, w, b, out, ((s.h, s.w), (p.h, p.w), (d.h, d.w)), cacheable,
+                                                residual=residual))):
+            self._replay = done if callable(done) else None
             return
+        self._replay = None  # (the convolution below records its own call: the sum pass is more work)
         conv_dims = ConvolutionBase.output_dims(self, self.input_dims)
         if tuple(conv_dims) != tuple(self.output_dims(self.input_dims)):  # the residual broadcasts the result
             shape = (conv_dims.n, conv_dims.h, conv_dims.w, conv_dims.c) if self.hw_axes == (1, 2) else tuple(conv_dims)
             y = self.xp.empty(shape, dtype=out.dtype)
             self.convolve(x, w, b, y, cacheable, activation=False)
+            self._replay = None
             self.store(out, self.activate(self.nchw(y) + self.nchw(residual)))
             return
         self.convolve(x, w, b, out, cacheable, activation=False)
+        self._replay = None
         act = self.activation
         kernel = self.backend.kernel("element_wise") if residual.shape == out.shape else None
         if kernel is not None and (act is None or act.epilogue is not None) and kernel(
@@ -279,11 +290,21 @@ class ConvolutionBase(Layer):
             return
         self.store(out, self.activate(self.nchw(out) + self.nchw(residual)))
 
+    def replay_call(self) -> Callable[[], None] | None:
+        """The prepared kernel call of the latest ``convolve`` / ``convolve_sum`` where it did the whole forward:
+        only for the classes whose ``forward`` is that one call (``REPLAYABLE_FORWARDS``; not conv_pool, which
+        pools after it, nor a subclass with a forward of its own)."""
+        call, self._replay = self.__dict__.get("_replay"), None
+        return call if type(self).forward in REPLAYABLE_FORWARDS else None
+
     def _backend_conv(self, x: Any, w: Any, b: Any | None, out: Any, geometry: tuple[Any, ...], cacheable: bool,
-                      residual: Any = None, activation: bool = True) -> bool:
+                      residual: Any = None, activation: bool = True) -> Any:
         # fp16 tensors with float32 weights: the CPU's fp16 storage (it computes in float32); otherwise one dtype
         if x.dtype != w.dtype and not (x.dtype == np.float16 and w.dtype == self.cdtype == np.float32):
             return False
         return backend_convolve(self, nchw_view(x, self.fmt), physical_weight(self, w, cacheable), b,
                                 nchw_view(out, self.fmt), geometry, self.p["groups"], cacheable,
                                 None if residual is None else nchw_view(residual, self.fmt), activation)
+
+
+REPLAYABLE_FORWARDS.add(ConvolutionBase.forward)  # the plain convolution's

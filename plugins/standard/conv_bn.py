@@ -17,6 +17,7 @@ from plugins.standard._common_conv import (
     CONV_INPUTS,
     CONV_PARAMS,
     CONV_WEIGHTS,
+    REPLAYABLE_FORWARDS,
     ConvolutionBase,
     conv_onnx_attributes,
     conv_torch_module,
@@ -147,4 +148,5 @@ class ConvBN(ConvolutionBase):
         return f"{t.module(f'nn.Sequential({conv}, {bn_code})', state)}({torch_padded_input(self.p, inputs[0])})"
 
 
+REPLAYABLE_FORWARDS.add(ConvBN.forward)
 LAYER = ConvBN

@@ -7,7 +7,7 @@ from typing import Any
 
 from engine.categories import Category
 from engine.descriptors import LayerDesc
-from plugins.standard._common_conv import CONV_INPUTS, CONV_PARAMS_DOC, padding_end_doc
+from plugins.standard._common_conv import CONV_INPUTS, CONV_PARAMS_DOC, REPLAYABLE_FORWARDS, padding_end_doc
 from plugins.standard.conv_bn import DESC as CONV_BN_DESC
 from plugins.standard.conv_bn import ConvBN
 from plugins.standard.conv_sum import RESIDUAL_DOC, RESIDUAL_INPUT, ResidualSum
@@ -53,4 +53,5 @@ class ConvBNSum(ResidualSum, ConvBN):
         return self.torch_sum(super().to_torch(t, inputs), inputs)
 
 
+REPLAYABLE_FORWARDS.add(ConvBNSum.forward)
 LAYER = ConvBNSum

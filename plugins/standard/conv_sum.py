@@ -14,6 +14,7 @@ from plugins.standard._common_conv import (
     CONV_PARAMS,
     CONV_PARAMS_DOC,
     CONV_WEIGHTS,
+    REPLAYABLE_FORWARDS,
     ConvolutionBase,
     conv_onnx_attributes,
     conv_torch_module,
@@ -105,4 +106,5 @@ class ConvSum(ResidualSum, ConvolutionBase):
         return self.torch_sum(conv, inputs)
 
 
+REPLAYABLE_FORWARDS.add(ConvSum.forward)
 LAYER = ConvSum
