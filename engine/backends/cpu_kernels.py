@@ -537,7 +537,13 @@ def _threads() -> int:
 
 def _launch(kernel: Any, *args: Any) -> None:
     """Run a parallel kernel with BLAS held to one thread, one launch at a time in the process (Numba's
-    fallback threading layer, used where neither OpenMP nor TBB can be loaded, refuses concurrent ones)."""
+    fallback threading layer, used where neither OpenMP nor TBB can be loaded, refuses concurrent ones).
+    Inside :func:`single_threaded_blas` (a network's run) no context manager is entered: a launch's Python
+    work between kernels is a network's cost per layer."""
+    if _held.depth:
+        with _launch_lock:
+            kernel(*args)
+        return
     with _launch_lock, _blas_single_thread():
         kernel(*args)
 
