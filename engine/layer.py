@@ -71,6 +71,10 @@ class BoundActivation:
         return self.impl.apply(xp, x, self.coefs)
 
 
+#: ``forward`` methods whose ``self._replay``, when they set one, is all they did (see ``Layer.replay_call``)
+REPLAYABLE_FORWARDS: set[Callable[..., None]] = set()
+
+
 class Layer:
     """One layer of a built network.
 
@@ -192,9 +196,11 @@ class Layer:
     def replay_call(self) -> Callable[[], None] | None:
         """The one prepared kernel call that did this layer's whole latest forward for the buffers it was given,
         which the network may run again instead of ``forward`` while those buffers and the layer's weight arrays
-        stay the same (``Network._run_replay``); None (the default) when the forward did anything else. Asked once
-        after each recorded forward."""
-        return None
+        stay the same (``Network._run_replay``); None when the forward did anything else. A forward offers its call
+        by setting ``self._replay``, and only a ``forward`` listed in ``REPLAYABLE_FORWARDS`` counts (a subclass
+        with a forward of its own, doing more, does not inherit it). Asked once after each recorded forward."""
+        call = self.__dict__.pop("_replay", None)
+        return call if call is not None and type(self).forward in REPLAYABLE_FORWARDS else None
 
     @property
     def fuses_activation(self) -> bool:

@@ -6,6 +6,7 @@ Numba module on every call (``backend.cpu_kernels()``), so ``LAYERLAB_CPU_KERNEL
 return False for what they do not serve (then the layer computes it with NumPy)."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -25,8 +26,9 @@ def pool2d(backend: Backend) -> Kernel:
         if kernels is None or not nhwc or not (x.dtype == out.dtype == np.float32 and x.flags.c_contiguous
                                                and out.flags.c_contiguous):
             return False
-        kernels.pool_nhwc(x, out, is_max, kernel, stride, padding, count_include_pad)
-        return True
+        call = functools.partial(kernels.pool_nhwc, x, out, is_max, kernel, stride, padding, count_include_pad)
+        call()
+        return call  # ready to run again on the same arrays (``Layer.replay_call``)
     return run
 
 
@@ -63,8 +65,10 @@ def dense(backend: Backend) -> Kernel:
         arrays = (x, w, out) if b is None else (x, w, b, out)
         if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays):
             return False
-        kernels.dense(x, w, b, out, kernels.FUSED_EPILOGUES[epilogue], float(coefs.get("alpha", 0.0)))
-        return True
+        call = functools.partial(kernels.dense, x, w, b, out, kernels.FUSED_EPILOGUES[epilogue],
+                                 float(coefs.get("alpha", 0.0)))
+        call()
+        return call  # ready to run again on the same arrays (``Layer.replay_call``)
     return run
 
 

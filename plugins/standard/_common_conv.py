@@ -2,14 +2,13 @@
 convolution maths, its parameter descriptors and the layer base that computes it."""
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from engine.backends.layer_kernels import backend_convolve, physical_weight
 from engine.descriptors import InputDesc, InputKind, ParamDesc
-from engine.layer import Layer
+from engine.layer import REPLAYABLE_FORWARDS, Layer
 from engine.tensor import Dims, nchw_view
 
 
@@ -181,10 +180,6 @@ CONV_PARAMS_DOC = (
 )
 
 
-#: ``forward`` methods that are one ``convolve`` or ``convolve_sum`` call and nothing more (each class adds its own)
-REPLAYABLE_FORWARDS: set[Callable[..., None]] = set()
-
-
 class ConvolutionBase(Layer):
     """A layer computing a convolution with the ``CONV_PARAMS`` parameters (subclasses set ``desc``)."""
 
@@ -290,13 +285,6 @@ class ConvolutionBase(Layer):
             return
         self.store(out, self.activate(self.nchw(out) + self.nchw(residual)))
 
-    def replay_call(self) -> Callable[[], None] | None:
-        """The prepared kernel call of the latest ``convolve`` / ``convolve_sum`` where it did the whole forward:
-        only for the classes whose ``forward`` is that one call (``REPLAYABLE_FORWARDS``; not conv_pool, which
-        pools after it, nor a subclass with a forward of its own)."""
-        call, self._replay = self.__dict__.get("_replay"), None
-        return call if type(self).forward in REPLAYABLE_FORWARDS else None
-
     def _backend_conv(self, x: Any, w: Any, b: Any | None, out: Any, geometry: tuple[Any, ...], cacheable: bool,
                       residual: Any = None, activation: bool = True) -> Any:
         # fp16 tensors with float32 weights: the CPU's fp16 storage (it computes in float32); otherwise one dtype
@@ -307,4 +295,4 @@ class ConvolutionBase(Layer):
                                 None if residual is None else nchw_view(residual, self.fmt), activation)
 
 
-REPLAYABLE_FORWARDS.add(ConvolutionBase.forward)  # the plain convolution's
+REPLAYABLE_FORWARDS.add(ConvolutionBase.forward)  # the plain convolution's: one convolve call

@@ -12,12 +12,12 @@ from engine.backends.layer_kernels import upload_physical
 from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.errors import WeightsError
+from engine.layer import REPLAYABLE_FORWARDS
 from engine.tensor import Dims
 from plugins.standard._common_conv import (
     CONV_INPUTS,
     CONV_PARAMS,
     CONV_WEIGHTS,
-    REPLAYABLE_FORWARDS,
     ConvolutionBase,
     conv_onnx_attributes,
     conv_torch_module,

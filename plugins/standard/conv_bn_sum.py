@@ -7,7 +7,8 @@ from typing import Any
 
 from engine.categories import Category
 from engine.descriptors import LayerDesc
-from plugins.standard._common_conv import CONV_INPUTS, CONV_PARAMS_DOC, REPLAYABLE_FORWARDS, padding_end_doc
+from engine.layer import REPLAYABLE_FORWARDS
+from plugins.standard._common_conv import CONV_INPUTS, CONV_PARAMS_DOC, padding_end_doc
 from plugins.standard.conv_bn import DESC as CONV_BN_DESC
 from plugins.standard.conv_bn import ConvBN
 from plugins.standard.conv_sum import RESIDUAL_DOC, RESIDUAL_INPUT, ResidualSum

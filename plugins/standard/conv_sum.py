@@ -8,13 +8,13 @@ from typing import Any
 
 from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc
+from engine.layer import REPLAYABLE_FORWARDS
 from engine.tensor import Dims
 from plugins.standard._common_conv import (
     CONV_INPUTS,
     CONV_PARAMS,
     CONV_PARAMS_DOC,
     CONV_WEIGHTS,
-    REPLAYABLE_FORWARDS,
     ConvolutionBase,
     conv_onnx_attributes,
     conv_torch_module,

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from engine.backends.layer_kernels import backend_convolve, physical_weight
 from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
-from engine.layer import Layer
+from engine.layer import REPLAYABLE_FORWARDS, Layer
 from engine.tensor import Dims, nchw_view
 
 
@@ -73,16 +75,20 @@ class FullyConnected(Layer):
         return output.elements * (2 * x.c * x.h * x.w + extra)
 
     def forward(self, inputs: list[Any], out: Any) -> None:
+        self._replay = None
         w = self.weight("weights", inputs)
         b = self.weight("bias", inputs) if self.p["bias"] else None
         if self.backend.device_kind == "gpu" and self._backend_fc(inputs, w, b, out):
             return
-        if self._backend_dense(inputs, w, b, out):
+        if done := self._backend_dense(inputs, w, b, out):
+            if callable(done) and not self.weights_from_inputs(inputs):
+                self._replay = done
             return
         self.store(out, self.activate(fully_connected(self.xp, self.nchw(inputs[0]), w, b)))
 
-    def _backend_dense(self, inputs: list[Any], w: Any, b: Any | None, out: Any) -> bool:
-        """The backend's matrix-vector kernel for small batches (the CPU's), the activation fused when it can be."""
+    def _backend_dense(self, inputs: list[Any], w: Any, b: Any | None, out: Any) -> Any:
+        """The backend's matrix-vector kernel for small batches (the CPU's), the activation fused when it can be;
+        its prepared call where it is the whole forward and reads the input in place (``Layer.replay_call``)."""
         kernel = self.backend.kernel("dense")
         act = self.activation
         if kernel is None or out.dtype != w.dtype or (act is not None and act.epilogue is None):
@@ -92,7 +98,10 @@ class FullyConnected(Layer):
         n = out.shape[0]
         x = self.xp.ascontiguousarray(self.nchw(inputs[0]).reshape(n, -1))  # C, H, W order: a view when H = W = 1
         y = out.reshape(n, -1)  # (N, O, 1, 1) or (N, 1, 1, O) memory: a view
-        return bool(kernel(x, w, b, y, act.epilogue if act is not None else None, act.coefs if act is not None else {}))
+        done = kernel(x, w, b, y, act.epilogue if act is not None else None, act.coefs if act is not None else {})
+        if callable(done) and not np.may_share_memory(x, inputs[0]):
+            return True  # the input was copied: the call reads that copy, not next run's input
+        return done
 
     def _backend_fc(self, inputs: list[Any], w: Any, b: Any | None, out: Any) -> bool:
         """On the GPU: a convolution whose kernel covers the whole input (cuDNN, fused epilogue)."""
@@ -121,4 +130,5 @@ class FullyConnected(Layer):
         return f"{ref}(torch.flatten({inputs[0]}, 1))[:, :, None, None]"
 
 
+REPLAYABLE_FORWARDS.add(FullyConnected.forward)
 LAYER = FullyConnected

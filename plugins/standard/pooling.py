@@ -5,7 +5,7 @@ from typing import Any
 
 from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc
-from engine.layer import Layer
+from engine.layer import REPLAYABLE_FORWARDS, Layer
 from engine.tensor import Dims
 from plugins.standard._common_conv import end_padding, padding_end_doc
 from plugins.standard._common_pool import (
@@ -106,12 +106,15 @@ class Pooling(Layer):
         return pool + output.elements * int(self.activation is not None)
 
     def forward(self, inputs: list[Any], out: Any) -> None:
+        self._replay = None
         x = inputs[0]
         nhwc = self.hw_axes == (1, 2)
         if self.p["global"]:
             h, w = (x.shape[1], x.shape[2]) if nhwc else (x.shape[2], x.shape[3])
             kernel = self.backend.kernel("pool2d") if h * w <= GLOBAL_KERNEL_MAX_CELLS else None
-            if kernel is not None and kernel(x, out, self.p["pool_type"] == "max", (h, w), (1, 1), (0, 0), True, nhwc):
+            if kernel is not None and (done := kernel(x, out, self.p["pool_type"] == "max", (h, w), (1, 1), (0, 0),
+                                                      True, nhwc)):
+                self._offer_replay(done)
                 self.activate_inplace(out)  # one window over the whole image: the pooling kernel, one pass
                 return
             self.store(out, self.activate(global_pool2d(self.xp, self.nchw(x), self.p["pool_type"])))
@@ -124,13 +127,18 @@ class Pooling(Layer):
             self.store_physical(out, self.activate_physical(y))
             return
         kernel = self.backend.kernel("pool2d")
-        if kernel is not None and kernel(x, out, self.p["pool_type"] == "max", (k.h, k.w), (s.h, s.w), (p.h, p.w),
-                                         self.p["count_include_pad"], nhwc):
+        if kernel is not None and (done := kernel(x, out, self.p["pool_type"] == "max", (k.h, k.w), (s.h, s.w),
+                                                  (p.h, p.w), self.p["count_include_pad"], nhwc)):
+            self._offer_replay(done)
             self.activate_inplace(out)
             return
         y = pool2d(self.xp, self.physical(x), self.p["pool_type"], (k.h, k.w), (s.h, s.w), (p.h, p.w),
                    self.p["count_include_pad"], self.hw_axes)
         self.store_physical(out, self.activate_physical(y))
+
+    def _offer_replay(self, done: Any) -> None:
+        """The kernel's prepared call (the CPU's) is the whole forward where no activation pass follows it."""
+        self._replay = done if callable(done) and self.activation is None else None
 
     onnx_support = "yes"
     torch_support = "yes"
@@ -146,4 +154,5 @@ class Pooling(Layer):
                           self.p["global"], self.p["count_include_pad"], self._padding_end, self.p["ceil_mode"])
 
 
+REPLAYABLE_FORWARDS.add(Pooling.forward)
 LAYER = Pooling

@@ -1,5 +1,6 @@
 """A reference network on the CPU layer by layer against ONNX Runtime's own profile (2 threads), in the same
-minutes: rounds of fifteen LayerLab runs timed by the network's layer hooks, then fifteen ONNX Runtime runs with
+minutes: rounds of fifteen LayerLab runs, each layer timed around its replayed kernel call or its forward, then
+fifteen ONNX Runtime runs with
 its profiler on; medians per layer side by side (ONNX Runtime's nodes matched by name; a fused pair appears under
 the fused layer's name on our side and under its first node on theirs). Not collected by the test run.
 
@@ -13,6 +14,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -41,10 +44,20 @@ def main(argv: list[str] | None = None) -> int:
     net = Network(NETWORKS[name](dims), reg, cpu, TensorFormat.parse("fp32 nhwc"))
     net.set_input("input", x)
     net.run()
+    net.mark_affected("input")
+    net.run()  # the replay of the layers' kernel calls recorded (layer hooks would turn it off: timed around it)
     ours: dict[str, list[float]] = collections.defaultdict(list)
-    started: dict[str, float] = {}
-    net.hooks.before_layer.append(lambda n, layer, out: started.__setitem__(layer, time.perf_counter()))
-    net.hooks.after_layer.append(lambda n, layer, out: ours[layer].append(time.perf_counter() - started[layer]))
+
+    def timed(layer: str, fn: Callable[..., None]) -> Callable[..., None]:
+        def run(*args: Any) -> None:
+            t0 = time.perf_counter()
+            fn(*args)
+            ours[layer].append(time.perf_counter() - t0)
+        return run
+    execute = net._execute
+    net._execute = lambda layer: timed(layer, execute)(layer)  # type: ignore[method-assign]
+    if net._replay is not None:
+        net._replay = [(layer, call if call is None else timed(layer, call), w) for layer, call, w in net._replay]
     plain = Network(NETWORKS[name](dims), reg, cpu, TensorFormat.parse("fp32 nchw"), fusing="off")
     payload = build_onnx(plain, OnnxOptions(explicit_sizes=True))[0].SerializeToString()
     totals: dict[str, list[float]] = {"LayerLab": [], "ONNX Runtime": []}

@@ -19,7 +19,8 @@ DIMS = "1x8x12x12"
 
 def _model() -> Model:
     """A residual block (conv_bn_sum once fused), a convolution + pooling (conv_pool), a convolution with an
-    activation no kernel fuses (sigmoid) and a plain one."""
+    activation no kernel fuses (sigmoid), a plain one, poolings (one with an activation pass), a global average
+    and a fully connected layer."""
     m = Model("replay")
     m.add_layer("input", "input", params={"dimensions": DIMS})
     m.add_layer("convolution", "c1", params={"num_output_channels": "16"}, inputs=["input"], activation="relu")
@@ -31,7 +32,13 @@ def _model() -> Model:
     m.add_layer("convolution", "c4", params={"num_output_channels": "16"}, inputs=["p3"], activation="sigmoid")
     m.add_layer("convolution", "c5", params={"num_output_channels": "8", "kernel_size": "1", "padding": "0"},
                 inputs=["c4"])
-    m.add_layer("output", "output", inputs=["c5"])
+    m.add_layer("element_wise", "mul", params={"operation": "product"}, inputs=["c5", "c5"])
+    m.add_layer("pooling", "p6", params={"pool_type": "average", "kernel_size": "2", "stride": "1"}, inputs=["mul"])
+    m.add_layer("pooling", "p7", params={"pool_type": "max", "kernel_size": "2", "stride": "1"}, inputs=["p6"],
+                activation="sigmoid")
+    m.add_layer("pooling", "gap", params={"global": "true"}, inputs=["p7"])
+    m.add_layer("fully_connected", "fc", params={"num_outputs": "4"}, inputs=["gap"])
+    m.add_layer("output", "output", inputs=["fc"])
     return m
 
 
@@ -75,9 +82,11 @@ def test_only_layers_whose_forward_is_one_kernel_call_are_replayed():
     net.run()
     types = {name: net.nodes[name].layer.desc.name for name in net.order}
     replayed = {name for name, call, _ in net._replay if call is not None}
-    assert {types[n] for n in replayed} == {"convolution", "conv_bn_sum"}
+    assert {types[n] for n in replayed} == {"convolution", "conv_bn_sum", "pooling", "fully_connected"}
+    assert {"p6", "gap", "fc"} <= replayed
     assert any(t == "conv_pool" for t in types.values())  # the pooling after its convolution: not replayed
     assert "c4" not in replayed  # a sigmoid no kernel applies: the layer's forward does a second pass
+    assert "p7" not in replayed  # the same after a pooling
     counts = _forwards(net)
     net.set_input("input", _data(1))
     net.run()
@@ -94,13 +103,14 @@ def test_new_weight_arrays_run_the_layer_again():
     for n in (net, reference):
         n.set_input("input", _data(2))
         n.run()
-    for n in (net, reference):
-        layer = n.layer("c5")
-        layer.set_weights({k: np.asarray(v) * 0.5 for k, v in layer.weights.items()})
-        n.set_input("input", _data(3))
-        n.run()
-    np.testing.assert_array_equal(net.output("output"), reference.output("output"))
-    assert not np.array_equal(net.output("output"), _network_output(_data(3)))
+    for seed, changed in ((3, "c5"), (4, "fc")):  # a convolution's weights, then the fully connected layer's
+        for n in (net, reference):
+            layer = n.layer(changed)
+            layer.set_weights({k: np.asarray(v) * 0.5 for k, v in layer.weights.items()})
+            n.set_input("input", _data(seed))
+            n.run()
+        np.testing.assert_array_equal(net.output("output"), reference.output("output"))
+        assert not np.allclose(net.output("output"), _network_output(_data(seed)))
 
 
 def _network_output(x: np.ndarray) -> np.ndarray:
@@ -110,7 +120,7 @@ def _network_output(x: np.ndarray) -> np.ndarray:
     return net.output("output")
 
 
-def test_hooks_a_new_size_and_runtime_options_stop_the_replay():
+def test_hooks_stop_the_replay_and_a_new_size_records_it_again():
     net = _network()
     net.set_input("input", _data(0))
     net.run()
@@ -122,10 +132,14 @@ def test_hooks_a_new_size_and_runtime_options_stop_the_replay():
     net.run()
     assert counts["c1"] == [1] and "c1" in seen  # hooks see every layer: each runs its forward
     net.hooks.after_layer.clear()
-    net.set_input("input", np.random.default_rng(4).standard_normal((1, 8, 16, 16)).astype(np.float32))
+    bigger = np.random.default_rng(4).standard_normal((1, 8, 16, 16)).astype(np.float32)
+    net.set_input("input", bigger)
     net.run()  # a new size: a new plan, new buffers, the replay recorded again
     assert counts["c1"] == [2]
-    assert net.output("output").shape == (1, 8, 8, 8)
+    net.set_input("input", bigger * 2)
+    net.run()
+    assert counts["c1"] == [2]  # replayed on the new buffers
+    np.testing.assert_array_equal(net.output("output"), _network_output(bigger * 2))
 
 
 def test_an_error_in_a_replayed_call_drops_the_replay():
@@ -145,3 +159,32 @@ def test_an_error_in_a_replayed_call_drops_the_replay():
     net.set_input("input", _data(5))
     net.run()
     np.testing.assert_array_equal(net.output("output"), _network_output(_data(5)))
+
+
+def test_a_runtime_option_change_upstream_is_seen_through_the_replay():
+    """An analysis layer's live option (Linear Blend's weight) before a replayed convolution: the next run drops the
+    replay (as it drops a CUDA graph) and the convolution reads the new values."""
+    def model() -> Model:
+        m = Model("blend")
+        m.add_layer("input", "input", params={"dimensions": DIMS})
+        m.add_layer("linear_blend", "blend", params={"weight_a": "1.0"}, inputs=["input"])
+        m.add_layer("convolution", "c1", params={"num_output_channels": "16"}, inputs=["blend"], activation="relu")
+        m.add_layer("output", "output", inputs=["c1"])
+        return m
+
+    outs = []
+    for replay in (True, False):
+        net = Network(model(), default_registry(), NumpyBackend(), TensorFormat.parse("fp32 nhwc"))
+        net.replay_calls = replay
+        net.set_input("input", _data(6))
+        net.run()
+        net.run()
+        net.set_runtime_option("blend", "weight_a", 2.0)
+        assert net._replay is None
+        net.run()
+        outs.append(net.output("output"))
+    np.testing.assert_array_equal(outs[0], outs[1])
+    blended = Network(model(), default_registry(), NumpyBackend(), TensorFormat.parse("fp32 nhwc"))
+    blended.set_input("input", _data(6))
+    blended.run()
+    assert not np.allclose(outs[0], blended.output("output"))  # the option changed the result
