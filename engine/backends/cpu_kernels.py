@@ -99,10 +99,18 @@ _G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
                [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
 
 
-def transform_weights(w: np.ndarray, nhwc: bool = True) -> np.ndarray:
-    """Weights (K, C, 3, 3) to the Winograd domain, computed in float64: float32 (36, C, K) for NHWC
-    tensors, (36, K, C) for NCHW ones."""
-    u = np.einsum("ai,kcij,bj->abck", _G, np.asarray(w, dtype=np.float64), _G).reshape(36, w.shape[1], w.shape[0])
+# F(2x2, 3x3): 16 products of 4x4 tiles (stride 2) instead of 36 of 6x6 (stride 4): 4/9 of the direct
+# multiplications instead of 1/4, but weights 16/9 of the direct ones instead of 4x. resnet18's 14x14x256 layers
+# read 9.4 MB of F(4x4) weights each (from memory, every run: the network's weights do not fit the caches).
+_G2 = np.array([[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]])
+
+
+def transform_weights(w: np.ndarray, nhwc: bool = True, tile: int = 4) -> np.ndarray:
+    """Weights (K, C, 3, 3) to the Winograd domain of F(``tile`` x ``tile``, 3x3) (4 or 2), computed in float64:
+    float32 (36, C, K) (16 for F(2x2)) for NHWC tensors, (36, K, C) for NCHW ones (F(4x4) only)."""
+    g = _G if tile == 4 else _G2
+    a = g.shape[0]
+    u = np.einsum("ai,kcij,bj->abck", g, np.asarray(w, dtype=np.float64), g).reshape(a * a, w.shape[1], w.shape[0])
     return np.ascontiguousarray(u if nhwc else u.transpose(0, 2, 1), dtype=np.float32)
 
 
@@ -120,6 +128,18 @@ def _bt(d0, d1, d2, d3, d4, d5):  # pragma: no cover - compiled
 def _at(m0, m1, m2, m3, m4, m5):  # pragma: no cover - compiled
     """One row of A^T m (F(4x4, 3x3) output transform)."""
     return (m0 + m1 + m2 + m3 + m4, m1 - m2 + _2 * (m3 - m4), m1 + m2 + _4 * (m3 + m4), m1 - m2 + _8 * (m3 - m4) + m5)
+
+
+@njit(inline="always")
+def _bt2(d0, d1, d2, d3):  # pragma: no cover - compiled
+    """One row of B^T d (F(2x2, 3x3) input transform)."""
+    return d0 - d2, d1 + d2, d2 - d1, d1 - d3
+
+
+@njit(inline="always")
+def _at2(m0, m1, m2, m3):  # pragma: no cover - compiled
+    """One row of A^T m (F(2x2, 3x3) output transform)."""
+    return m0 + m1 + m2, m1 - m2 - m3
 
 
 @njit(inline="always")
@@ -281,6 +301,89 @@ def _out_nhwc(m, y, bias, act, alpha, ty0, nty, ntx, i0):  # pragma: no cover - 
                         y[r0 + i, c0 + jj, k] = _act(o[i] + b, act, alpha)
 
 
+@njit(inline="always")
+def _in2_rows(s, r0, c0, t, c_n):  # pragma: no cover - compiled
+    """d B of the 4x4 tile of ``s`` (H, W, C) at r0, c0 (inside ``s``), row by row, into ``t`` (4, 4, C)."""
+    for i in range(4):
+        for c in range(c_n):
+            a0, a1, a2, a3 = _bt2(s[r0 + i, c0, c], s[r0 + i, c0 + 1, c], s[r0 + i, c0 + 2, c], s[r0 + i, c0 + 3, c])
+            t[i, 0, c] = a0
+            t[i, 1, c] = a1
+            t[i, 2, c] = a2
+            t[i, 3, c] = a3
+
+
+@njit(cache=True, nogil=True)
+def _in2_nhwc(x, v, ty0, nty, ntx, ph, pw, i0):  # pragma: no cover - compiled
+    """:func:`_in_nhwc` for F(2x2, 3x3): 4x4 tiles at stride 2 into ``v`` (16, tiles, C)."""
+    h, w, c_n = x.shape
+    d = np.zeros((4, 4, c_n), np.float32)
+    t = np.empty((4, 4, c_n), np.float32)
+    for idx in range(nty * ntx):
+        r0 = 2 * (ty0 + idx // ntx) - ph
+        c0 = 2 * (idx % ntx) - pw
+        if r0 >= 0 and c0 >= 0 and r0 + 4 <= h and c0 + 4 <= w:
+            _in2_rows(x, r0, c0, t, c_n)
+        else:
+            for i in range(4):
+                for j in range(4):
+                    if 0 <= r0 + i < h and 0 <= c0 + j < w:
+                        d[i, j, :] = x[r0 + i, c0 + j, :]
+                    else:
+                        d[i, j, :] = 0
+            _in2_rows(d, 0, 0, t, c_n)
+        q = i0 + idx
+        for j in range(4):
+            for c in range(c_n):
+                a0, a1, a2, a3 = _bt2(t[0, j, c], t[1, j, c], t[2, j, c], t[3, j, c])
+                v[j, q, c] = a0
+                v[4 + j, q, c] = a1
+                v[8 + j, q, c] = a2
+                v[12 + j, q, c] = a3
+
+
+@njit(cache=True, nogil=True)
+def _out2_nhwc(m, y, bias, act, alpha, ty0, nty, ntx, i0):  # pragma: no cover - compiled
+    """:func:`_out_nhwc` for F(2x2, 3x3): ``m`` (16, tiles, K) to 2x2 pixels a tile."""
+    ho, wo, k_n = y.shape
+    t = np.empty((4, 2, k_n), np.float32)
+    for idx in range(nty * ntx):
+        r0 = 2 * (ty0 + idx // ntx)
+        c0 = 2 * (idx % ntx)
+        q = i0 + idx
+        for i in range(4):
+            p = 4 * i
+            for k in range(k_n):
+                a0, a1 = _at2(m[p, q, k], m[p + 1, q, k], m[p + 2, q, k], m[p + 3, q, k])
+                t[i, 0, k] = a0
+                t[i, 1, k] = a1
+        nj, ni = min(2, wo - c0), min(2, ho - r0)
+        for jj in range(nj):
+            for k in range(k_n):
+                o0, o1 = _at2(t[0, jj, k], t[1, jj, k], t[2, jj, k], t[3, jj, k])
+                b = bias[k]
+                y[r0, c0 + jj, k] = _act(o0 + b, act, alpha)
+                if ni == 2:
+                    y[r0 + 1, c0 + jj, k] = _act(o1 + b, act, alpha)
+
+
+#: whether NHWC Winograd products run on the panel micro-kernel (where it exists and K is a multiple of PANEL)
+#: rather than OpenBLAS
+WINOGRAD_PANELS = True
+
+
+def winograd_panels(u: np.ndarray) -> np.ndarray:
+    """NHWC Winograd weights (P, C, K) from :func:`transform_weights` as the (P, K / PANEL, C, PANEL) panels of the
+    micro-kernel, which :func:`winograd_conv3x3` then multiplies by."""
+    p, c, k = u.shape
+    return np.ascontiguousarray(u.reshape(p, c, k // PANEL, PANEL).transpose(0, 2, 1, 3))
+
+
+def winograd_panels_apply(k: int) -> bool:
+    """Whether NHWC Winograd products of ``k`` outputs run on the panel micro-kernel (:func:`winograd_panels`)."""
+    return WINOGRAD_PANELS and panels_available() and k % PANEL == 0
+
+
 def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
                      padding: tuple[int, int], act: int = 0, alpha: float = 0.0,
                      residual: np.ndarray | None = None) -> None:
@@ -304,8 +407,12 @@ def winograd_plan(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out: np
     (their memory read when it is called), all the per-call work in Python done once."""
     n, c = x.shape[:2]
     k, ho, wo = out.shape[1:]
-    nty, ntx = -(-ho // 4), -(-wo // 4)
-    rows = max(1, min(nty, WINOGRAD_BLOCK_BYTES // (36 * 4 * ntx * max(c, k))))
+    nmat = u.shape[0]  # 36: F(4x4, 3x3); 16: F(2x2, 3x3) (NHWC only)
+    f = 4 if nmat == 36 else 2
+    if (f == 2 or u.ndim == 4) and not is_nhwc_memory(out):
+        raise ValueError("F(2x2, 3x3) and panel Winograd weights need NHWC tensors")
+    nty, ntx = -(-ho // f), -(-wo // f)
+    rows = max(1, min(nty, WINOGRAD_BLOCK_BYTES // (nmat * 4 * ntx * max(c, k))))
     if nty * ntx * n >= SPLIT_MIN_TILES:
         rows = _share(nty * n, rows, n)
     b = np.zeros(k, np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
@@ -314,9 +421,9 @@ def winograd_plan(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out: np
     ys = out.transpose(0, 2, 3, 1) if nhwc else out
     rs = ys if residual is None else (residual.transpose(0, 2, 3, 1) if nhwc else residual)
     threads = _threads()
-    shapes = ((threads, 36 * rows * ntx * c), (threads, 36 * rows * ntx * k))
+    shapes = ((threads, nmat * rows * ntx * c), (threads, nmat * rows * ntx * k))
     head = (blas_sgemm(),)
-    tail = (u, b, act, np.float32(alpha), padding[0], padding[1], nty, ntx, rows, nhwc)
+    tail = (u, b, act, np.float32(alpha), padding[0], padding[1], nty, ntx, rows, nhwc, f)
     per_image = -(-nty // rows)
     if n * per_image >= max(2, threads // 2):  # some threads may idle: one launch still beats three a block
         def run() -> None:
@@ -366,60 +473,78 @@ def _products(sgemm, v, u, m, q0, q1, nhwc):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _tiles(buf, tiles, c, nhwc):  # pragma: no cover - compiled
-    """A work buffer as the (36, tiles, C) array of NHWC kernels, (36, C, tiles) of NCHW ones."""
-    flat = buf[:36 * tiles * c]
-    return flat.reshape((36, tiles, c)) if nhwc else flat.reshape((36, c, tiles))
+def _panel_products(v, up, m, q0, q1):  # pragma: no cover - compiled
+    """:func:`_products` (NHWC) through the panel micro-kernel: ``up`` (P, K / PANEL, C, PANEL) from
+    :func:`winograd_panels`. The products have few rows (a 14x14 image: 49 tiles), where OpenBLAS is slow."""
+    zeros = np.zeros(m.shape[2], np.float32)
+    for q in range(q0, q1):
+        for p in range(up.shape[1]):
+            _panel_product(v[q], up[q], m[q], m[q], False, p, zeros, 0, np.float32(0))
+
+
+@njit(cache=True, nogil=True)
+def _tiles(buf, nmat, tiles, c, nhwc):  # pragma: no cover - compiled
+    """A work buffer as the (nmat, tiles, C) array of NHWC kernels, (nmat, C, tiles) of NCHW ones."""
+    flat = buf[:nmat * tiles * c]
+    return flat.reshape((nmat, tiles, c)) if nhwc else flat.reshape((nmat, c, tiles))
 
 
 # Parallel kernels are one prange over a job (an ordinary compiled function): cheap to compile, since the
 # parallel passes see one call (a kernel with the work inline took 30 s to compile), and cached.
 
 @njit(cache=True, nogil=True, parallel=True)
-def _wino_par(j0, count, step, sgemm, xs, ys, rs, has_res, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, vbuf,
+def _wino_par(j0, count, step, sgemm, xs, ys, rs, has_res, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, f, vbuf,
               mbuf):  # pragma: no cover - compiled
     """Step -1: blocks j0..j0+count, one per iteration, in the work buffers of the thread running it. Steps
     0, 1, 2: shares 0..count of that step of block j0."""
     for q in prange(count):
         if step < 0:
             _wino_job(j0 + q, 0, -1, numba.get_thread_id(), sgemm, xs, ys, rs, has_res, u, b, act, alpha, ph, pw,
-                      nty, ntx, rows, nhwc, vbuf, mbuf)
+                      nty, ntx, rows, nhwc, f, vbuf, mbuf)
         else:
             _wino_job(j0, q, step, 0, sgemm, xs, ys, rs, has_res, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc,
-                      vbuf, mbuf)
+                      f, vbuf, mbuf)
 
 
 @njit(cache=True, nogil=True)
-def _wino_job(j, q, step, tid, sgemm, xs, ys, rs, has_res, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, vbuf,
+def _wino_job(j, q, step, tid, sgemm, xs, ys, rs, has_res, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, f, vbuf,
               mbuf):  # pragma: no cover - compiled
     """Block ``j`` (``rows`` tile rows of one image) in the work buffers of thread ``tid``: all of it (step -1:
-    input transform, the 36 products, output transform) or share ``q`` of one step, the shares of a step being
+    input transform, the products, output transform) or share ``q`` of one step, the shares of a step being
     run by all the threads: tile row ``q`` of the input (0) or output (2) transform, or products
-    36q/T..36(q+1)/T of the 36 (1), T threads."""
+    P q/T..P (q+1)/T of the P (1), T threads. ``f``: F(4x4, 3x3) (36 products) or F(2x2, 3x3) (16, NHWC)."""
     per_image = (nty + rows - 1) // rows
     i, ty0 = j // per_image, (j % per_image) * rows
     r = min(rows, nty - ty0)
     c, k = (xs.shape[3], ys.shape[3]) if nhwc else (xs.shape[1], ys.shape[1])
-    v, m = _tiles(vbuf[tid], r * ntx, c, nhwc), _tiles(mbuf[tid], r * ntx, k, nhwc)
+    nmat = u.shape[0]
+    v, m = _tiles(vbuf[tid], nmat, r * ntx, c, nhwc), _tiles(mbuf[tid], nmat, r * ntx, k, nhwc)
     t0, nr, i0 = (ty0, r, 0) if step < 0 else (ty0 + q, 1, q * ntx)
     if step <= 0:
-        if nhwc:
+        if f == 2:
+            _in2_nhwc(xs[i], v, t0, nr, ntx, ph, pw, i0)
+        elif nhwc:
             _in_nhwc(xs[i], v, t0, nr, ntx, ph, pw, i0)
         else:
             _in_nchw(xs[i], v, t0, nr, ntx, ph, pw, i0)
     if step == -1 or step == 1:
         shares = vbuf.shape[0]
-        q0, q1 = (0, 36) if step < 0 else (36 * q // shares, 36 * (q + 1) // shares)
-        _products(sgemm, v, u, m, q0, q1, nhwc)
+        q0, q1 = (0, nmat) if step < 0 else (nmat * q // shares, nmat * (q + 1) // shares)
+        if u.ndim == 4:
+            _panel_products(v, u, m, q0, q1)
+        else:
+            _products(sgemm, v, u, m, q0, q1, nhwc)
     if step == -1 or step == 2:
         out_act = 0 if has_res else act  # with a residual: activated after the sum, below
-        if nhwc:
+        if f == 2:
+            _out2_nhwc(m, ys[i], b, out_act, alpha, t0, nr, ntx, i0)
+        elif nhwc:
             _out_nhwc(m, ys[i], b, out_act, alpha, t0, nr, ntx, i0)
         else:
             _out_nchw(m, ys[i], b, out_act, alpha, t0, nr, ntx, i0)
         if has_res:
             ho = ys.shape[1] if nhwc else ys.shape[2]
-            _residual_rows(ys[i], rs[i], 4 * t0, min(ho, 4 * (t0 + nr)), nhwc, act, alpha)
+            _residual_rows(ys[i], rs[i], f * t0, min(ho, f * (t0 + nr)), nhwc, act, alpha)
 
 
 @njit(cache=True, nogil=True)

@@ -26,6 +26,8 @@ from engine.backends.base import Backend
 #: smallest input channel count and tile count (4x4 output pixels each) worth a Winograd convolution
 WINOGRAD_MIN_CHANNELS = 16
 WINOGRAD_MIN_TILES = 12
+#: most F(4x4, 3x3) tiles of an NHWC image computed as F(2x2, 3x3) instead (fewer weight bytes, more products)
+WINOGRAD2_MAX_TILES = 16
 
 
 def cpu_kernels() -> Any:

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends import numpy_backend
 from engine.backends.base import Backend, derived
-from engine.backends.numpy_backend import WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILES
 from engine.tensor import is_nhwc_memory
 
 Kernel = Callable[..., bool]
@@ -152,14 +152,21 @@ def _conv2d_plan(kernels: Any, x: Any, w: Any, b: Any | None, out: Any, stride: 
             return None
         wr = derived(cache, "few_outputs", w, lambda: kernels.few_output_weights(w))
         return kernels.conv_few_outputs_plan(x, wr, w.shape[2:], b, out, *geometry)
-    winograd = (w.shape[2:] == (3, 3) and stride == dilation == (1, 1) and w.shape[1] >= WINOGRAD_MIN_CHANNELS
-                and -(-ho // 4) * -(-wo // 4) >= WINOGRAD_MIN_TILES)
+    tiles = -(-ho // 4) * -(-wo // 4)
+    winograd = (w.shape[2:] == (3, 3) and stride == dilation == (1, 1)
+                and w.shape[1] >= numpy_backend.WINOGRAD_MIN_CHANNELS and tiles >= numpy_backend.WINOGRAD_MIN_TILES)
     if pixel_rows and not (winograd and kernels.WINOGRAD_BEFORE_PANELS) and (
             kernels.panels_apply(ho * wo, w.shape[0]) or kernels.stem_panels_apply(w.shape, dilation, ho * wo)):
         wp = derived(cache, "gemm_panels", w, lambda: kernels.panel_weights(w))
         return kernels.conv_panels_plan(x, wp, w.shape[2:], b, out, *geometry, residual)
     if winograd:
-        u = derived(cache, "winograd_nhwc" if nhwc else "winograd_nchw", w, lambda: kernels.transform_weights(w, nhwc))
+        tile = 2 if nhwc and tiles <= numpy_backend.WINOGRAD2_MAX_TILES else 4  # a small image: F(2x2, 3x3)
+        if nhwc and kernels.winograd_panels_apply(w.shape[0]):  # products on the micro-kernel, weights in panels
+            u = derived(cache, f"winograd{tile}_panels", w,
+                        lambda: kernels.winograd_panels(kernels.transform_weights(w, True, tile)))
+        else:
+            u = derived(cache, f"winograd{tile}_{'nhwc' if nhwc else 'nchw'}", w,
+                        lambda: kernels.transform_weights(w, nhwc, tile))
         return kernels.winograd_plan(x, u, b, out, padding, code, alpha, residual)
     if not pixel_rows:
         return None

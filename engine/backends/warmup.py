@@ -1,11 +1,12 @@
 """Compile the NumPy backend's CPU kernels ahead of their first use.
 
 ``python -m engine.backends.warmup`` runs a small network that takes every kernel path (Winograd in blocks
-and shared out, im2col by pixels and by output channels, 1x1, pooling, element-wise, upsampling alone and
-with a concatenation, few output channels, products over packed weight panels) in fp32 NHWC and NCHW, so that
-Numba's on-disk cache holds them; a later inference starts at once. The designer runs it in a separate process
-at its first start after installing (compiling holds the Python interpreter for about half a minute: in-process,
-the window would stutter)."""
+and shared out, F(2x2) for a small image, its products by OpenBLAS and over weight panels, im2col by pixels
+and by output channels, 1x1, pooling, element-wise, upsampling alone and with a concatenation, few output
+channels, products over packed weight panels) in fp32 NHWC and NCHW, so that Numba's on-disk cache holds
+them; a later inference starts at once. The designer runs it in a separate process at its first start after
+installing (compiling holds the Python interpreter for about half a minute: in-process, the window would
+stutter)."""
 from __future__ import annotations
 
 import fcntl
@@ -36,6 +37,10 @@ def warmup_model() -> Model:
     m.add_layer("element_wise", "add1", params={"operation": "sum"}, inputs=[steps, stem], activation="relu")
     m.add_layer("pooling", "pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
                 inputs=["add1"])
+    # 16x16 (16 tiles of F(4x4)): NHWC runs F(2x2, 3x3), products on the panels where the CPU has them
+    m.add_layer("pooling", "crop", params={"pool_type": "max", "kernel_size": "5", "stride": "1", "padding": "0"},
+                inputs=["add1"])
+    m.add_layer("output", "small_image", inputs=[conv("wino_small", "crop", 32)])
     # 40 outputs, no multiple of a panel (16 or 32): these two stay off the panel product on every CPU
     small = conv("cols", "pool", 40, stride=2)  # 5x5: im2col cut by output channels
     one = conv("one", small, 40, kernel=1)  # 1x1 of stride 1, cut by output channels

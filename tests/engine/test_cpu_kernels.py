@@ -64,18 +64,43 @@ def _assert_matches_reference(call, seed, n, c, k, size, kernel, stride, padding
     assert _rel(out, ref) < 1e-5
 
 
-@pytest.mark.parametrize("nhwc", [False, True])
-@pytest.mark.parametrize("n,c,k,h,w,pad", [(1, 16, 24, 17, 23, 1), (2, 32, 8, 20, 20, 0), (1, 20, 20, 9, 31, 2),
-                                          (1, 64, 64, 64, 64, 1)])
+#: the Winograd forms: F(4x4, 3x3) products by OpenBLAS (either layout), and for NHWC F(2x2, 3x3) and the products
+#: on the panel micro-kernel (weights in panels)
+WINOGRAD_FORMS = {
+    "F4": lambda wt, nhwc: ck.transform_weights(wt, nhwc),
+    "F2": lambda wt, nhwc: ck.transform_weights(wt, True, 2),
+    "F4-panels": lambda wt, nhwc: ck.winograd_panels(ck.transform_weights(wt, True)),
+    "F2-panels": lambda wt, nhwc: ck.winograd_panels(ck.transform_weights(wt, True, 2)),
+}
+
+
+def _winograd_form(form: str, wt: np.ndarray, nhwc: bool) -> np.ndarray:
+    return WINOGRAD_FORMS[form](wt, nhwc)
+
+
+#: (form, NHWC memory): the NCHW kernels take F(4x4) weights only; panels where this CPU has the micro-kernel
+FORM_LAYOUTS = [("F4", False), ("F4", True), ("F2", True)] + (
+    [("F4-panels", True), ("F2-panels", True)] if ck.panels_available() else [])
+FORM_IDS = [f"{f}-{'nhwc' if n else 'nchw'}" for f, n in FORM_LAYOUTS]
+#: (n, c, k, h, w, padding): odd sizes, no padding and 2, a 14x13 image (F(2x2)'s size), batches
+WINOGRAD_SHAPES = [(1, 16, 24, 17, 23, 1), (2, 32, 8, 20, 20, 0), (1, 20, 20, 9, 31, 2), (1, 64, 64, 64, 64, 1),
+                   (1, 24, 32, 14, 13, 1), (2, 16, 48, 7, 10, 0)]
+#: the panel forms take outputs in whole panels
+WINOGRAD_CASES = [pytest.param(form, nhwc, *shape, id=f"{fid}-{'x'.join(map(str, shape))}")
+                  for (form, nhwc), fid in zip(FORM_LAYOUTS, FORM_IDS) for shape in WINOGRAD_SHAPES
+                  if not form.endswith("panels") or shape[2] % ck.PANEL == 0]
+
+
+@pytest.mark.parametrize("form,nhwc,n,c,k,h,w,pad", WINOGRAD_CASES)
 @pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
-def test_winograd_matches_the_direct_convolution(nhwc, n, c, k, h, w, pad, act):
+def test_winograd_matches_the_direct_convolution(form, nhwc, n, c, k, h, w, pad, act):
     rng = np.random.default_rng(1)
     x = _tensors(rng, n, c, h, w, nhwc)
     wt = (rng.standard_normal((k, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
     b = rng.standard_normal(k).astype(np.float32)
     ho, wo = h + 2 * pad - 2, w + 2 * pad - 2
     out = _out(n, k, ho, wo, nhwc)
-    ck.winograd_conv3x3(x, ck.transform_weights(wt, nhwc), b, out, (pad, pad), ck.FUSED_EPILOGUES[act], 0.1)
+    ck.winograd_conv3x3(x, _winograd_form(form, wt, nhwc), b, out, (pad, pad), ck.FUSED_EPILOGUES[act], 0.1)
     ref = _ref_conv(x, wt, b, (1, 1), (pad, pad), (1, 1), act, 0.1)
     assert np.isfinite(out).all(), "every output pixel written"
     assert _rel(out, ref) < 1e-5
@@ -295,7 +320,7 @@ def test_backend_picks_a_kernel_or_declines():
     out = _out(1, 16, 40, 40, nhwc=False)
     cache: dict = {}
     assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "relu", {}, cache)
-    assert "winograd_nchw" in cache and cache["winograd_nchw"][0] is wt
+    assert "winograd4_nchw" in cache and cache["winograd4_nchw"][0] is wt
     assert _rel(out, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1), "relu")) < 1e-5
     # NCHW with no Winograd case: the generic path
     assert not be.kernel("conv2d")(x, wt[:, :, :1, :1], None, out, (1, 1), (0, 0), (1, 1), 1, None, {})
@@ -375,19 +400,46 @@ def test_small_layers_split_by_output_channels_match(monkeypatch, cores, k, kern
     assert _rel(out, ref) < 1e-5
 
 
-@pytest.mark.parametrize("nhwc", [False, True])
+@pytest.mark.parametrize("form,nhwc", FORM_LAYOUTS, ids=FORM_IDS)
 @pytest.mark.parametrize("cores", [1, 2])
-def test_winograd_of_one_block_matches_on_one_or_more_threads(monkeypatch, nhwc, cores):
+def test_winograd_of_one_block_matches_on_one_or_more_threads(monkeypatch, nhwc, cores, form):
     """A 7x7 image is one block: on one thread it runs as such, on more each of its three steps (transforms by
-    tile rows, the 36 products) is shared out over the threads instead."""
+    tile rows, the 36 or 16 products) is shared out over the threads instead; with a residual added."""
     monkeypatch.setattr(ck, "_cores", lambda: cores)
     rng = np.random.default_rng(6)
     x = _tensors(rng, 1, 32, 7, 7, nhwc)
     wt = (rng.standard_normal((48, 32, 3, 3)) / np.sqrt(9 * 32)).astype(np.float32)
     b = rng.standard_normal(48).astype(np.float32)
     out = _out(1, 48, 7, 7, nhwc)
-    ck.winograd_conv3x3(x, ck.transform_weights(wt, nhwc), b, out, (1, 1), ck.FUSED_EPILOGUES["relu"])
-    assert _rel(out, _ref_conv(x, wt, b, (1, 1), (1, 1), (1, 1), "relu")) < 1e-5
+    r = _tensors(rng, 1, 48, 7, 7, nhwc)
+    ck.winograd_conv3x3(x, _winograd_form(form, wt, nhwc), b, out, (1, 1), ck.FUSED_EPILOGUES["relu"], residual=r)
+    ref = np.maximum(_ref_conv(x, wt, b, (1, 1), (1, 1), (1, 1), None) + r, 0)
+    assert _rel(out, ref) < 1e-5
+
+
+def test_panel_and_small_image_winograd_weights_refuse_nchw_tensors():
+    rng = np.random.default_rng(7)
+    x = _tensors(rng, 1, 16, 8, 8, nhwc=False)
+    wt = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    for u in (ck.transform_weights(wt, True, 2), ck.winograd_panels(ck.transform_weights(wt, True))):
+        with pytest.raises(ValueError, match="NHWC"):
+            ck.winograd_conv3x3(x, u, None, _out(1, 16, 8, 8, nhwc=False), (1, 1))
+
+
+@pytest.mark.parametrize("size,key", [(14, "winograd2"), (28, "winograd4")])
+def test_backend_takes_f2_winograd_for_small_nhwc_images(size, key):
+    """A 14x14 image (16 tiles of F(4x4)) runs F(2x2, 3x3), a 28x28 one F(4x4); products on the micro-kernel
+    where there is one."""
+    be = NumpyBackend()
+    rng = np.random.default_rng(9)
+    x = _tensors(rng, 1, 32, size, size, nhwc=True)
+    wt = rng.standard_normal((32, 32, 3, 3)).astype(np.float32)
+    out = _out(1, 32, size, size, nhwc=True)
+    cache: dict = {}
+    assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "relu", {}, cache)
+    expected = f"{key}_panels" if ck.panels_available() else f"{key}_nhwc"
+    assert expected in cache and cache[expected][1].shape[0] == (16 if key == "winograd2" else 36)
+    assert _rel(out, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1), "relu")) < 1e-5
 
 
 def test_the_kernels_call_the_blas_numpy_uses():

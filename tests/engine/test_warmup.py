@@ -20,8 +20,9 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
     monkeypatch.setattr(ck, "_cores", lambda: 2)
     launches = []
     real = ck._launch
-    monkeypatch.setattr(ck, "_launch", lambda kernel, *args: launches.append((kernel.__name__, args[:3])) or real(
-        kernel, *args))
+    monkeypatch.setattr(ck, "_launch", lambda kernel, *args: launches.append((kernel.__name__, args[:3])) or (
+        kernel.__name__ == "_wino_par" and weights.add(args[8].shape[:1] + (args[8].ndim,))) or real(kernel, *args))
+    weights: set[tuple[int, int]] = set()  # the Winograd launches' weights: (products, dimensions)
     x = np.random.default_rng(1).random((1, 3, 40, 40), dtype=np.float32)
     net = Network(warmup.warmup_model(), registry, NumpyBackend(), TensorFormat.parse(fmt))
     net.set_input("input", x)
@@ -34,6 +35,11 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
                 ("_few_par", None)} <= kinds
         if ck.panels_available():  # AVX-512 or AVX2: small images' products over packed weight panels
             assert {("_panel_windows_par", None), ("_im2col_par", None), ("_panel_par", None)} <= kinds
+            assert {(16, 4), (36, 4)} <= weights  # F(2x2) and F(4x4), products on the panels
+        else:
+            assert {(16, 3), (36, 3)} <= weights
+    else:
+        assert weights == {(36, 3)}  # NCHW: F(4x4), products by OpenBLAS
     assert ("_upsample", None) in kinds
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")
     plain = Network(warmup.warmup_model(), registry, NumpyBackend(), TensorFormat.parse(fmt))
