@@ -37,10 +37,11 @@ def warmup_model() -> Model:
     m.add_layer("element_wise", "add1", params={"operation": "sum"}, inputs=[steps, stem], activation="relu")
     m.add_layer("pooling", "pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
                 inputs=["add1"])
-    # 16x16 (16 tiles of F(4x4)): NHWC runs F(2x2, 3x3), products on the panels where the CPU has them
+    # 16x16 (16 tiles of F(4x4)): NHWC runs F(2x2, 3x3); 40 outputs fill no panel, so on every CPU it is Winograd
+    # with OpenBLAS's products (the layers of 32 outputs here take the panels' where the CPU has them)
     m.add_layer("pooling", "crop", params={"pool_type": "max", "kernel_size": "5", "stride": "1", "padding": "0"},
                 inputs=["add1"])
-    m.add_layer("output", "small_image", inputs=[conv("wino_small", "crop", 32)])
+    m.add_layer("output", "small_image", inputs=[conv("wino_small", "crop", 40)])
     # 40 outputs, no multiple of a panel (16 or 32): these two stay off the panel product on every CPU
     small = conv("cols", "pool", 40, stride=2)  # 5x5: im2col cut by output channels
     one = conv("one", small, 40, kernel=1)  # 1x1 of stride 1, cut by output channels

@@ -408,10 +408,10 @@ def test_winograd_of_one_block_matches_on_one_or_more_threads(monkeypatch, nhwc,
     monkeypatch.setattr(ck, "_cores", lambda: cores)
     rng = np.random.default_rng(6)
     x = _tensors(rng, 1, 32, 7, 7, nhwc)
-    wt = (rng.standard_normal((48, 32, 3, 3)) / np.sqrt(9 * 32)).astype(np.float32)
-    b = rng.standard_normal(48).astype(np.float32)
-    out = _out(1, 48, 7, 7, nhwc)
-    r = _tensors(rng, 1, 48, 7, 7, nhwc)
+    wt = (rng.standard_normal((64, 32, 3, 3)) / np.sqrt(9 * 32)).astype(np.float32)  # whole panels of 16 or 32
+    b = rng.standard_normal(64).astype(np.float32)
+    out = _out(1, 64, 7, 7, nhwc)
+    r = _tensors(rng, 1, 64, 7, 7, nhwc)
     ck.winograd_conv3x3(x, _winograd_form(form, wt, nhwc), b, out, (1, 1), ck.FUSED_EPILOGUES["relu"], residual=r)
     ref = np.maximum(_ref_conv(x, wt, b, (1, 1), (1, 1), (1, 1), None) + r, 0)
     assert _rel(out, ref) < 1e-5
@@ -420,25 +420,31 @@ def test_winograd_of_one_block_matches_on_one_or_more_threads(monkeypatch, nhwc,
 def test_panel_and_small_image_winograd_weights_refuse_nchw_tensors():
     rng = np.random.default_rng(7)
     x = _tensors(rng, 1, 16, 8, 8, nhwc=False)
-    wt = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    wt = rng.standard_normal((64, 16, 3, 3)).astype(np.float32)
     for u in (ck.transform_weights(wt, True, 2), ck.winograd_panels(ck.transform_weights(wt, True))):
         with pytest.raises(ValueError, match="NHWC"):
-            ck.winograd_conv3x3(x, u, None, _out(1, 16, 8, 8, nhwc=False), (1, 1))
+            ck.winograd_conv3x3(x, u, None, _out(1, 64, 8, 8, nhwc=False), (1, 1))
 
 
 @pytest.mark.parametrize("size,key", [(14, "winograd2"), (28, "winograd4")])
-def test_backend_takes_f2_winograd_for_small_nhwc_images(size, key):
+@pytest.mark.parametrize("k", [40, 64])
+def test_backend_takes_f2_winograd_for_small_nhwc_images(size, key, k):
     """A 14x14 image (16 tiles of F(4x4)) runs F(2x2, 3x3), a 28x28 one F(4x4); products on the micro-kernel
-    where there is one."""
+    where there is one and the outputs fill its panels (64), by OpenBLAS otherwise (40). Where the micro-kernel
+    goes before Winograd (AVX-512) a 14x14 image with whole panels takes it instead."""
     be = NumpyBackend()
     rng = np.random.default_rng(9)
     x = _tensors(rng, 1, 32, size, size, nhwc=True)
-    wt = rng.standard_normal((32, 32, 3, 3)).astype(np.float32)
-    out = _out(1, 32, size, size, nhwc=True)
+    wt = rng.standard_normal((k, 32, 3, 3)).astype(np.float32)
+    out = _out(1, k, size, size, nhwc=True)
     cache: dict = {}
     assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "relu", {}, cache)
-    expected = f"{key}_panels" if ck.panels_available() else f"{key}_nhwc"
-    assert expected in cache and cache[expected][1].shape[0] == (16 if key == "winograd2" else 36)
+    panels = ck.panels_available() and k % ck.PANEL == 0
+    if panels and size == 14 and not ck.WINOGRAD_BEFORE_PANELS:
+        assert "gemm_panels" in cache
+    else:
+        expected = f"{key}_panels" if panels else f"{key}_nhwc"
+        assert expected in cache and cache[expected][1].shape[0] == (16 if key == "winograd2" else 36)
     assert _rel(out, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1), "relu")) < 1e-5
 
 
