@@ -1601,12 +1601,54 @@ def _element_wise(a, b, y, op, act, alpha, parts):  # pragma: no cover - compile
 # ---- pooling -----------------------------------------------------------------------------------------
 
 @njit(cache=True, nogil=True)
+def _max3_rows(x, y, r0, r1, sh, sw, ph, pw):  # pragma: no cover - compiled
+    """:func:`_pool_rows` for a 3x3 max pooling: a window inside the image as nine rows of channels read at once
+    (one pass over the channels, the maximum kept in registers: resnet18's stem pooling 0.14 instead of 0.26 ms
+    on the 2-core Zen 3, where the pass per window cell loaded and stored the output row nine times); windows
+    crossing the border cell by cell. NaN wins, as there."""
+    h, w, c = x.shape
+    wo = y.shape[1]
+    for oh in range(r0, r1):
+        yr = y[oh]
+        ra = oh * sh - ph
+        for ow in range(wo):
+            ca = ow * sw - pw
+            dst = yr[ow]
+            if ra >= 0 and ca >= 0 and ra + 3 <= h and ca + 3 <= w:
+                a0, a1, a2 = x[ra, ca], x[ra, ca + 1], x[ra, ca + 2]
+                b0, b1, b2 = x[ra + 1, ca], x[ra + 1, ca + 1], x[ra + 1, ca + 2]
+                e0, e1, e2 = x[ra + 2, ca], x[ra + 2, ca + 1], x[ra + 2, ca + 2]
+                for k in range(c):
+                    m0 = np.maximum(np.maximum(a0[k], a1[k]), a2[k])
+                    m1 = np.maximum(np.maximum(b0[k], b1[k]), b2[k])
+                    m2 = np.maximum(np.maximum(e0[k], e1[k]), e2[k])
+                    dst[k] = np.maximum(np.maximum(m0, m1), m2)
+                continue
+            for k in range(c):
+                dst[k] = -np.inf
+            for i in range(3):
+                r = ra + i
+                if r < 0 or r >= h:
+                    continue
+                for j in range(3):
+                    q = ca + j
+                    if q < 0 or q >= w:
+                        continue
+                    src = x[r, q]
+                    for k in range(c):
+                        dst[k] = np.maximum(src[k], dst[k])
+
+
+@njit(cache=True, nogil=True)
 def _pool_rows(x, y, r0, r1, kh, kw, sh, sw, ph, pw, is_max, include_pad):  # pragma: no cover - compiled
     """Output rows r0..r1 of a max or average pooling of ``x`` (H, W, C) into ``y`` (Ho, Wo, C); NaN wins a max.
 
     Window cell by window cell over a whole output row (the row stays in L1, channels vectorised). Taking each
     pixel's cells one after the other made every update wait on the previous one: resnet18's 3x3 stem pooling
-    took 0.127 ms on 2 cores that way, 0.071 ms this way."""
+    took 0.127 ms on 2 cores that way, 0.071 ms this way (AVX-512). A 3x3 max pooling takes :func:`_max3_rows`."""
+    if is_max and kh == 3 and kw == 3:
+        _max3_rows(x, y, r0, r1, sh, sw, ph, pw)
+        return
     h, w, c = x.shape
     wo = y.shape[1]
     start = -np.inf if is_max else 0.0

@@ -554,13 +554,18 @@ def test_blas_is_held_to_one_thread_during_an_inference_only():
 
 @pytest.mark.parametrize("pool_type", ["max", "average"])
 @pytest.mark.parametrize("kernel,stride,padding,include_pad", [((3, 3), (2, 2), (1, 1), False), ((2, 2), (2, 2), (0, 0), False),
-                                                                ((3, 2), (1, 2), (1, 1), True), ((5, 5), (3, 3), (2, 2), False)])
+                                                                ((3, 2), (1, 2), (1, 1), True), ((5, 5), (3, 3), (2, 2), False),
+                                                                ((3, 3), (1, 1), (1, 1), False), ((3, 3), (1, 1), (0, 0), False),
+                                                                ((3, 3), (2, 2), (0, 0), True), ((3, 3), (3, 2), (2, 1), False)])
 def test_pool_nhwc_matches_the_generic_pooling(pool_type, kernel, stride, padding, include_pad):
+    """(3x3 max poolings take their own kernel: windows inside the image nine cells at once, the border ones cell by
+    cell; padding 2 makes windows with a single cell inside.)"""
     from plugins.standard._common_pool import pool2d
 
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, 37, 41, 24)).astype(np.float32)
     x[0, 5, 6, 3] = np.nan
+    x[1, 10, 10, 5], x[1, 20, 20, :] = np.inf, -np.inf
     ref = pool2d(np, x, pool_type, kernel, stride, padding, include_pad, axes=(1, 2))
     out = np.full(ref.shape, -7.0, np.float32)
     ck.pool_nhwc(x, out, pool_type == "max", kernel, stride, padding, include_pad)
