@@ -81,6 +81,38 @@ def test_vector_path_is_taken_for_aligned_half_nhwc(monkeypatch):
     assert float(out[..., :16].min()) == 1.0 and float(out[..., 16:].max()) == 2.0
 
 
+@pytest.mark.parametrize("dtype,nhwc,c0,c1", [(np.float32, True, 16, 8), (np.float32, False, 5, 3),
+                                               (np.float16, False, 16, 8)])
+def test_aligned_fp32_nhwc_and_nchw_take_their_own_kernels(monkeypatch, dtype, nhwc, c0, c1):
+    """fp32 NHWC with channel counts of multiples of 4 moves 16 bytes a thread; NCHW goes by rows of channel
+    planes: neither runs the element-wise kernel that divides its indices out."""
+    import cupy
+
+    from engine.backends import gpu_kernels
+
+    monkeypatch.setattr(gpu_kernels, "_scalar_upcat", lambda: pytest.fail("the element-wise kernel ran"))
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, c0, 6, 7)).astype(dtype)
+    skip = rng.standard_normal((2, c1, 12, 14)).astype(dtype)
+    ref = np.concatenate([_upsampled(x, (12, 14), (2, 2), "bilinear"), skip.astype(np.float64)], axis=1)
+    out = cupy.full((2, 12, 14, c0 + c1) if nhwc else (2, c0 + c1, 12, 14), np.nan, dtype)
+    assert gpu_kernels.upscale_concat(_physical(cupy, x, nhwc), _physical(cupy, skip, nhwc), out, (2, 2), True, nhwc)
+    tol = 2e-3 if dtype == np.float16 else 1e-6
+    np.testing.assert_allclose(_logical(cupy.asnumpy(out), nhwc).astype(np.float64), ref, rtol=tol, atol=tol)
+
+
+def test_nchw_upsampling_of_more_planes_than_a_grid_holds():
+    """More than 65535 channel planes (the grid's z limit): the element-wise kernel, same values."""
+    import cupy
+
+    from engine.backends import gpu_kernels
+
+    x = np.random.default_rng(4).standard_normal((1, 70000, 1, 2)).astype(np.float32)
+    out = cupy.full((1, 70000, 2, 4), np.nan, np.float32)
+    assert gpu_kernels.upscale_concat(cupy.asarray(x), None, out, (2, 2), False, False)
+    np.testing.assert_array_equal(cupy.asnumpy(out), _upsampled(x, (2, 4), (2, 2), "nearest").astype(np.float32))
+
+
 def _nhwc(cupy, a):
     """A logical NCHW cupy view of NHWC memory holding ``a``."""
     return cupy.ascontiguousarray(cupy.asarray(a).transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
