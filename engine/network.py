@@ -574,17 +574,20 @@ class Network:
 
     def _run_replay(self, key: tuple[str, ...]) -> None:
         """Run this set of layers, replaying for each layer whose whole forward was one prepared kernel call in the
-        last run of the same set (``Layer.replay_call``: the CPU's convolutions) that call alone, while the layer
-        keeps the same weight arrays. The layer's Python work (weights looked up, geometry worked out, the
-        prepared call found and its arrays checked) is skipped: after a layer has streamed its weights through
-        the caches, that work ran from memory and took 0.1-0.15 ms a layer, resnet18 6-10% of a run. The
-        buffers a call reads and writes are the network's, the same until a new plan, a new input size or a
-        runtime option change (all drop the replay, as they drop a CUDA graph)."""
+        last run of the same set (``Layer.replay_call``: the CPU's convolutions, poolings and fully connected
+        layers) that call alone, while the layer keeps the same weight arrays. The layer's Python work (weights
+        looked up, geometry worked out, the prepared call found and its arrays checked) is skipped: after a layer
+        has streamed its weights through the caches, that work ran from memory and took 0.1-0.15 ms a layer,
+        resnet18 6-10% of a run. The buffers a call reads and writes are the network's, the same until a new plan,
+        a new input size or a runtime option change (all drop the replay, as they drop a CUDA graph); a layer given
+        new weight arrays runs its forward and is recorded again."""
         if self._replay is not None and self._replay_key == key:
-            for name, call, weights in self._replay:
+            for i, (name, call, weights) in enumerate(self._replay):
                 layer = self.nodes[name].layer
                 if call is None or tuple(map(id, layer.weights.values())) != weights[0]:
                     self._execute(name)
+                    if call is not None:
+                        self._replay[i] = self._recorded(name)
                     continue
                 try:
                     call()
@@ -597,13 +600,18 @@ class Network:
         recorded = []
         for name in key:
             self._execute(name)
-            layer = self.nodes[name].layer
-            call = layer.replay_call() if self._roots[name] == name else None
-            if layer.activation is not None and not layer.fuses_activation:
-                call = None  # the network applied the activation after the layer
-            arrays = tuple(layer.weights.values())  # held, so that their ids stay theirs
-            recorded.append((name, call, (tuple(map(id, arrays)), arrays)))
+            recorded.append(self._recorded(name))
         self._replay, self._replay_key = recorded, key
+
+    def _recorded(self, name: str) -> tuple[str, Any, tuple[tuple[int, ...], tuple[Any, ...]]]:
+        """What ``_run_replay`` keeps of a layer just executed: its name, its replayable call (or None) and its
+        weight arrays (held, so that their ids stay theirs)."""
+        layer = self.nodes[name].layer
+        call = layer.replay_call() if self._roots[name] == name else None
+        if layer.activation is not None and not layer.fuses_activation:
+            call = None  # the network applied the activation after the layer
+        arrays = tuple(layer.weights.values())
+        return name, call, (tuple(map(id, arrays)), arrays)
 
     def _run_graph(self, key: tuple[str, ...]) -> None:
         """Replay the captured graph (CUDA, by the backend) of this set of layers, or capture it on its second run."""

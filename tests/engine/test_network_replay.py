@@ -111,6 +111,15 @@ def test_new_weight_arrays_run_the_layer_again():
             n.run()
         np.testing.assert_array_equal(net.output("output"), reference.output("output"))
         assert not np.allclose(net.output("output"), _network_output(_data(seed)))
+        entry = next(e for e in net._replay if e[0] == changed)
+        assert entry[1] is not None and entry[2][1] == tuple(net.layer(changed).weights.values())  # recorded again
+    counts = _forwards(net)
+    net.set_input("input", _data(9))
+    net.run()
+    assert counts["c5"] == [0] and counts["fc"] == [0]  # replayed with their new weights
+    reference.set_input("input", _data(9))
+    reference.run()
+    np.testing.assert_array_equal(net.output("output"), reference.output("output"))
 
 
 def _network_output(x: np.ndarray) -> np.ndarray:
