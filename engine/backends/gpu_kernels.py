@@ -54,28 +54,8 @@ __device__ __forceinline__ void source(int o, int f, int n_in, int bilinear, int
 """
 
 _UPCAT_VEC = _COMMON + r"""
-extern "C" __global__ void upcat_nhwc_h8(const uint4* __restrict__ x, const uint4* __restrict__ skip,
-        uint4* __restrict__ y, int H, int W, int c0, int c1, int Ho, int Wo, int fh, int fw, int bilinear,
-        unsigned int total) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= total) return;
-    unsigned int ct = c0 + c1, v = i % ct, p = i / ct;
-    if (v >= (unsigned int)c0) {
-        y[i] = skip[p * c1 + (v - c0)];
-        return;
-    }
-    unsigned int ow = p % Wo, t = p / Wo, oh = t % Ho, n = t / Ho;
-    int y0, y1, x0, x1;
-    float ly, lx;
-    source(oh, fh, H, bilinear, &y0, &y1, &ly);
-    source(ow, fw, W, bilinear, &x0, &x1, &lx);
-    const uint4* img = x + (size_t)n * H * W * c0 + v;
-    uint4 a = img[((size_t)y0 * W + x0) * c0];
-    if (!bilinear) {
-        y[i] = a;
-        return;
-    }
-    uint4 b = img[((size_t)y0 * W + x1) * c0], c = img[((size_t)y1 * W + x0) * c0], d = img[((size_t)y1 * W + x1) * c0];
+// NHWC, every thread moving 16 bytes: 8 fp16 channels (uint4) or 4 fp32 ones (float4) of one pixel
+__device__ __forceinline__ uint4 blend(uint4 a, uint4 b, uint4 c, uint4 d, float lx, float ly) {
     const __half2 *ha = (const __half2*)&a, *hb = (const __half2*)&b, *hc = (const __half2*)&c, *hd = (const __half2*)&d;
     uint4 r;
     __half2* hr = (__half2*)&r;
@@ -87,15 +67,21 @@ extern "C" __global__ void upcat_nhwc_h8(const uint4* __restrict__ x, const uint
         o.y = (1.0f - ly) * ((1.0f - lx) * fa.y + lx * fb.y) + ly * ((1.0f - lx) * fc.y + lx * fd.y);
         hr[k] = __float22half2_rn(o);
     }
-    y[i] = r;
+    return r;
 }
-"""
 
-_UPCAT_F4 = _COMMON + r"""
-// upcat_nhwc_h8 for float32 NHWC: every thread moves 16 bytes (4 channels of one pixel)
-extern "C" __global__ void upcat_nhwc_f4(const float4* __restrict__ x, const float4* __restrict__ skip,
-        float4* __restrict__ y, int H, int W, int c0, int c1, int Ho, int Wo, int fh, int fw, int bilinear,
-        unsigned int total) {
+__device__ __forceinline__ float4 blend(float4 a, float4 b, float4 c, float4 d, float lx, float ly) {
+    float4 r;
+    r.x = (1.0f - ly) * ((1.0f - lx) * a.x + lx * b.x) + ly * ((1.0f - lx) * c.x + lx * d.x);
+    r.y = (1.0f - ly) * ((1.0f - lx) * a.y + lx * b.y) + ly * ((1.0f - lx) * c.y + lx * d.y);
+    r.z = (1.0f - ly) * ((1.0f - lx) * a.z + lx * b.z) + ly * ((1.0f - lx) * c.z + lx * d.z);
+    r.w = (1.0f - ly) * ((1.0f - lx) * a.w + lx * b.w) + ly * ((1.0f - lx) * c.w + lx * d.w);
+    return r;
+}
+
+template <typename V>
+__global__ void upcat_nhwc_vec(const V* __restrict__ x, const V* __restrict__ skip, V* __restrict__ y, int H, int W,
+                               int c0, int c1, int Ho, int Wo, int fh, int fw, int bilinear, unsigned int total) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= total) return;
     unsigned int ct = c0 + c1, v = i % ct, p = i / ct;
@@ -108,19 +94,14 @@ extern "C" __global__ void upcat_nhwc_f4(const float4* __restrict__ x, const flo
     float ly, lx;
     source(oh, fh, H, bilinear, &y0, &y1, &ly);
     source(ow, fw, W, bilinear, &x0, &x1, &lx);
-    const float4* img = x + (size_t)n * H * W * c0 + v;
-    float4 a = img[((size_t)y0 * W + x0) * c0];
+    const V* img = x + (size_t)n * H * W * c0 + v;
+    V a = img[((size_t)y0 * W + x0) * c0];
     if (!bilinear) {
         y[i] = a;
         return;
     }
-    float4 b = img[((size_t)y0 * W + x1) * c0], c = img[((size_t)y1 * W + x0) * c0], d = img[((size_t)y1 * W + x1) * c0];
-    float4 r;
-    r.x = (1.0f - ly) * ((1.0f - lx) * a.x + lx * b.x) + ly * ((1.0f - lx) * c.x + lx * d.x);
-    r.y = (1.0f - ly) * ((1.0f - lx) * a.y + lx * b.y) + ly * ((1.0f - lx) * c.y + lx * d.y);
-    r.z = (1.0f - ly) * ((1.0f - lx) * a.z + lx * b.z) + ly * ((1.0f - lx) * c.z + lx * d.z);
-    r.w = (1.0f - ly) * ((1.0f - lx) * a.w + lx * b.w) + ly * ((1.0f - lx) * c.w + lx * d.w);
-    y[i] = r;
+    y[i] = blend(a, img[((size_t)y0 * W + x1) * c0], img[((size_t)y1 * W + x0) * c0], img[((size_t)y1 * W + x1) * c0],
+                 lx, ly);
 }
 """
 
@@ -274,13 +255,10 @@ def _pointwise() -> Any:
 
 
 @functools.cache
-def _vector_upcat() -> Any:
-    return cupy.RawKernel(_UPCAT_VEC, "upcat_nhwc_h8")
-
-
-@functools.cache
-def _float4_upcat() -> Any:
-    return cupy.RawKernel(_UPCAT_F4, "upcat_nhwc_f4")
+def _vector_upcat(vector: str) -> Any:
+    """The 16-byte NHWC kernel for ``uint4`` (8 fp16 channels) or ``float4`` (4 fp32 ones)."""
+    name = f"upcat_nhwc_vec<{vector}>"
+    return cupy.RawModule(code=_UPCAT_VEC, options=("-std=c++17",), name_expressions=[name]).get_function(name)
 
 
 @functools.cache
@@ -327,7 +305,7 @@ def upscale_concat(x: Any, skip: Any | None, out: Any, factor: tuple[int, int], 
     skip_arr = skip if skip is not None else out  # never read when c1 == 0
     if nhwc and out.dtype == cupy.float16 and c0 % 8 == 0 and c1 % 8 == 0 and _aligned(*arrays):
         total = out.size // 8
-        _vector_upcat()(((total + _THREADS - 1) // _THREADS,), (_THREADS,),
+        _vector_upcat("uint4")(((total + _THREADS - 1) // _THREADS,), (_THREADS,),
                         (x, skip_arr, out, cupy.int32(h), cupy.int32(w), cupy.int32(c0 // 8), cupy.int32(c1 // 8),
                          cupy.int32(ho), cupy.int32(wo), cupy.int32(fh), cupy.int32(fw), cupy.int32(int(bilinear)),
                          cupy.uint32(total)))
@@ -335,7 +313,7 @@ def upscale_concat(x: Any, skip: Any | None, out: Any, factor: tuple[int, int], 
     i32 = cupy.int32
     if nhwc and out.dtype == cupy.float32 and c0 % 4 == 0 and c1 % 4 == 0 and _aligned(*arrays):
         total = out.size // 4
-        _float4_upcat()(((total + _THREADS - 1) // _THREADS,), (_THREADS,),
+        _vector_upcat("float4")(((total + _THREADS - 1) // _THREADS,), (_THREADS,),
                         (x, skip_arr, out, i32(h), i32(w), i32(c0 // 4), i32(c1 // 4), i32(ho), i32(wo), i32(fh),
                          i32(fw), i32(int(bilinear)), cupy.uint32(total)))
         return True
