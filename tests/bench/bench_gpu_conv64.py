@@ -1,0 +1,556 @@
+"""dncnn's middle layer (64 -> 64 3x3, bias + ReLU) at 1080p fp16 NHWC: two tensor-core kernels written for it in
+round 2, session 8, against cuDNN as the engine tunes it and PyTorch's channels-last convolution
+(``cudnn.benchmark``), each timed alone with CUDA events after a check of its output against cuDNN's:
+python -m tests.bench.bench_gpu_conv64 [--size 1080x1920] [--batch 1] [--shapes 3x3 2x4 ...]
+
+The kernels live here, not in the engine, because neither beats cuDNN on the H100 (so the engine's timed choice
+would never pick them); the record of the attempt, for whoever takes the dncnn 5 ms target up again:
+
+* ``mma.sync`` (Ampere-style m16n8k16), a persistent block of 8 warps, all weights in shared memory, 16 x 16 output
+  tiles with a double-buffered cp.async halo, each input row's A fragment serving the three output rows that read
+  it: 445-495 us against cuDNN's 341-352 (H100, 1080p).
+* ``wgmma`` (Hopper, sm_90a, compiled through NVRTC since CuPy's own compilation names sm_90): B (the weights) from
+  shared memory through 128-byte-swizzled matrix descriptors, A (input rows) through ldmatrix into registers,
+  steps of (dx, 16 channels) committed as groups with the A registers double-buffered. One warpgroup: 485-508 us
+  (Nsight Compute: tensor pipe 33% busy, 2.3 k instructions a warp a 256-pixel tile, 5.9 cycles each: address
+  arithmetic, halo copies and the epilogue, not the products); GROUPS warpgroups a block on their own tiles with
+  their own halos, the next halo issued as soon as the last A fragments are read: 4 rows x 2 groups 408-430 us,
+  2 x 3 368-384, 2 x 4 393-435, **3 x 3 354-360 us** (at 4 x 512 x 512: 178 us against cuDNN 177) (short-scoreboard stalls on the ldmatrix -> wgmma dependency lead).
+  Tried and wrong: one m64n128/n192 instruction per input row covering two or three output rows at once (B =
+  the taps of one dx, consecutive in shared memory) gave wrong sums (max error 1.1 on outputs of 7) and was slower;
+  not kept. What would go further: the input as wgmma's B operand from shared memory too (no ldmatrix; needs a
+  transposing epilogue through stmatrix), TMA for the halo, and a producer warp so that no consumer issues copies.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+from typing import Any
+
+import cupy  # this module runs only on the GPU machine
+import numpy as np
+
+#: fused epilogues the kernels apply
+EPILOGUES = {None: 0, "relu": 1, "leaky_relu": 2}
+
+
+def _aligned(*arrays: Any) -> bool:
+    return all(a.data.ptr % 16 == 0 for a in arrays)
+
+
+_CONV64 = r"""
+#include <cuda_fp16.h>
+// 3x3 convolution of stride 1 and padding 1 from 64 to 64 channels, fp16 NHWC, fp32 accumulation on tensor cores
+// (mma.sync m16n8k16). A persistent block (8 warps) keeps all 9 x 64 x 64 weights in shared memory and walks tiles
+// of 16 x 16 output pixels; the next tile's 18 x 18 input halo loads (cp.async, zero-filled outside the image)
+// while the current one is computed. Warp w computes 4 rows (w % 4) x 16 pixels x 32 output channels (w / 4):
+// each input row's A fragment serves the up to three output rows that read it. Shared memory rows are 128 bytes
+// (64 channels) with their 16-byte chunks swizzled by the row index, so ldmatrix reads are conflict-free.
+#define TH 16
+#define TW 16
+#define HWID (TW + 2)
+#define HALO_PX ((TH + 2) * HWID)
+#define HALO_BYTES (HALO_PX * 128)
+#define W_BYTES (9 * 64 * 128)
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void cp16(unsigned dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void ldsm4(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+
+__device__ __forceinline__ void mma16816(float* d, const unsigned* a, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void load_halo(unsigned char* buf, const __half* __restrict__ x, int tile, int H, int W,
+                                          int tiles_x, int tiles_per_image) {
+    int n = tile / tiles_per_image, t = tile % tiles_per_image;
+    int y0 = (t / tiles_x) * TH - 1, x0 = (t % tiles_x) * TW - 1;
+    const __half* xn = x + (size_t)n * H * W * 64;
+    unsigned base = smem_u32(buf);
+    for (int i = threadIdx.x; i < HALO_PX * 8; i += blockDim.x) {
+        int p = i >> 3, c = i & 7;
+        int gy = y0 + p / HWID, gx = x0 + p % HWID;
+        bool ok = gy >= 0 && gy < H && gx >= 0 && gx < W;
+        const __half* src = ok ? xn + ((size_t)gy * W + gx) * 64 + c * 8 : x;
+        cp16(base + p * 128 + ((c ^ (p & 7)) << 4), src, ok);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1)
+conv3x3_c64(const __half* __restrict__ x, const __half* __restrict__ wt, const __half* __restrict__ bias,
+            int has_bias, __half* __restrict__ y, int N, int H, int W, int act, float alpha) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    unsigned char* ws = smem;
+    unsigned char* halo[2] = {smem + W_BYTES, smem + W_BYTES + HALO_BYTES};
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = warp & 3, h = warp >> 2;
+    const int tiles_x = (W + TW - 1) / TW, tiles_per_image = ((H + TH - 1) / TH) * tiles_x;
+    const int total = N * tiles_per_image;
+    {   // weights: (tap, cout) rows of 64 input channels
+        unsigned base = smem_u32(ws);
+        for (int i = threadIdx.x; i < 9 * 64 * 8; i += blockDim.x) {
+            int row = i >> 3, c = i & 7;
+            cp16(base + row * 128 + ((c ^ (row & 7)) << 4), wt + row * 64 + c * 8, true);
+        }
+    }
+    float bv[4][2];
+    #pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+        int k = h * 32 + nt * 8 + (lane & 3) * 2;
+        bv[nt][0] = has_bias ? __half2float(bias[k]) : 0.0f;
+        bv[nt][1] = has_bias ? __half2float(bias[k + 1]) : 0.0f;
+    }
+    int tile = blockIdx.x;
+    if (tile < total) load_halo(halo[0], x, tile, H, W, tiles_x, tiles_per_image);
+    asm volatile("cp.async.commit_group;\n" ::);
+    // per-lane parts of the ldmatrix addresses
+    const int a_px = lane & 15, a_chunk = lane >> 4;
+    const int b_row = h * 32 + (lane & 7) + ((lane >> 4) << 3), b_chunk = (lane >> 3) & 1;
+    const unsigned wbase = smem_u32(ws);
+    for (int it = 0; tile < total; tile += gridDim.x, ++it) {
+        int next = tile + gridDim.x;
+        if (next < total) load_halo(halo[(it + 1) & 1], x, next, H, W, tiles_x, tiles_per_image);
+        asm volatile("cp.async.commit_group;\n" ::);
+        asm volatile("cp.async.wait_group 1;\n" ::);
+        __syncthreads();
+        const unsigned hbase = smem_u32(halo[it & 1]);
+        float acc[4][4][4];
+        #pragma unroll
+        for (int r = 0; r < 4; ++r)
+            #pragma unroll
+            for (int nt = 0; nt < 4; ++nt)
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) acc[r][nt][e] = 0.0f;
+        #pragma unroll 1
+        for (int dx = 0; dx < 3; ++dx) {
+            #pragma unroll
+            for (int kc = 0; kc < 4; ++kc) {
+                unsigned b[3][4][2];
+                #pragma unroll
+                for (int dy = 0; dy < 3; ++dy) {
+                    #pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        int row = (dy * 3 + dx) * 64 + b_row + j * 16;
+                        int chunk = 2 * kc + b_chunk;
+                        ldsm4(wbase + row * 128 + ((chunk ^ (row & 7)) << 4),
+                              b[dy][2 * j][0], b[dy][2 * j][1], b[dy][2 * j + 1][0], b[dy][2 * j + 1][1]);
+                    }
+                }
+                #pragma unroll
+                for (int i = 0; i < 6; ++i) {
+                    unsigned a[4];
+                    int p = (g * 4 + i) * HWID + dx + a_px;
+                    int chunk = 2 * kc + a_chunk;
+                    ldsm4(hbase + p * 128 + ((chunk ^ (p & 7)) << 4), a[0], a[1], a[2], a[3]);
+                    #pragma unroll
+                    for (int dy = 0; dy < 3; ++dy) {
+                        const int r = i - dy;
+                        if (r >= 0 && r < 4) {
+                            #pragma unroll
+                            for (int nt = 0; nt < 4; ++nt) mma16816(acc[r][nt], a, b[dy][nt][0], b[dy][nt][1]);
+                        }
+                    }
+                }
+            }
+        }
+        // epilogue: bias, activation, fp16, straight to the output
+        int n = tile / tiles_per_image, t = tile % tiles_per_image;
+        int oy = (t / tiles_x) * TH + g * 4, ox = (t % tiles_x) * TW + (lane >> 2);
+        __half* yn = y + (size_t)n * H * W * 64;
+        #pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            int gy = oy + r;
+            if (gy >= H) break;
+            #pragma unroll
+            for (int half_ = 0; half_ < 2; ++half_) {
+                int gx = ox + half_ * 8;
+                if (gx >= W) continue;
+                __half* dst = yn + ((size_t)gy * W + gx) * 64 + h * 32 + (lane & 3) * 2;
+                #pragma unroll
+                for (int nt = 0; nt < 4; ++nt) {
+                    float v0 = acc[r][nt][half_ * 2] + bv[nt][0], v1 = acc[r][nt][half_ * 2 + 1] + bv[nt][1];
+                    if (act == 1) { v0 = v0 < 0.0f ? 0.0f : v0; v1 = v1 < 0.0f ? 0.0f : v1; }
+                    else if (act == 2) { v0 = v0 < 0.0f ? v0 * alpha : v0; v1 = v1 < 0.0f ? v1 * alpha : v1; }
+                    *(__half2*)(dst + nt * 8) = __floats2half2_rn(v0, v1);
+                }
+            }
+        }
+        __syncthreads();  // every warp is done with this halo before the next iteration loads into it
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+}
+"""
+
+_CONV64_WGMMA = r"""
+// The same convolution on Hopper's warpgroup tensor-core instructions (wgmma, sm_90a): one warpgroup (4 warps) a
+// block walks tiles of 4 output rows x 64 pixels. Weights (all taps, 128-byte rows of 64 input channels, 16-byte
+// chunks swizzled by row: the hardware's 128-byte swizzle) stay in shared memory and feed wgmma as its B operand
+// through matrix descriptors; the input halo (6 x 66 pixels, two buffers: the next tile's loads while this one
+// computes) feeds A through ldmatrix into registers. Each input row's A fragment serves the up to three output rows
+// (one accumulator set of 64 x 64 each) that read it; steps of (dx, 16 channels) are committed as groups, A
+// registers double-buffered across them. No headers: fp16 values are moved as raw 16-bit words.
+#ifndef TH
+#define TH 4
+#endif
+#ifndef GROUPS
+#define GROUPS 2
+#endif
+#define TW 64
+#define HWID (TW + 2)
+#define HALO_PX ((TH + 2) * HWID)
+#define HALO_BYTES (HALO_PX * 128)
+#define W_BYTES (9 * 64 * 128)
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void cp16(unsigned dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void ldsm4(unsigned addr, unsigned* r) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+__device__ __forceinline__ void keep(unsigned& r) { asm volatile("" : "+r"(r) :: "memory"); }
+__device__ __forceinline__ void keepf(float& r) { asm volatile("" : "+f"(r) :: "memory"); }
+
+// wgmma m64n64k16 with A from registers, B from shared memory
+__device__ __forceinline__ void wgmma_n64(float* d, const unsigned* a, unsigned long long desc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {ACC_OPS32}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : ACC_CONS32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
+__device__ __forceinline__ void load_halo(unsigned buf, const unsigned short* __restrict__ x, int tile, int H,
+                                          int W, int tiles_x, int tiles_per_image, int t128) {
+    // thread t128 of the warpgroup moves chunk t128 % 8 of pixels t128 / 8, + 16, + 32, ... (no divisions)
+    int n = tile / tiles_per_image, t = tile % tiles_per_image;
+    int y0 = (t / tiles_x) * TH - 1, x0 = (t % tiles_x) * TW - 1;
+    const unsigned short* xn = x + (size_t)n * H * W * 64;
+    const int c = t128 & 7;
+    int p = t128 >> 3, hy = 0, hx = p;
+    #pragma unroll 5
+    for (; p < HALO_PX; p += 16) {
+        int gy = y0 + hy, gx = x0 + hx;
+        bool ok = (unsigned)gy < (unsigned)H && (unsigned)gx < (unsigned)W;
+        const unsigned short* src = ok ? xn + ((size_t)gy * W + gx) * 64 + c * 8 : x;
+        cp16(buf + p * 128 + ((c ^ (p & 7)) << 4), src, ok);
+        hx += 16;
+        if (hx >= HWID) { hx -= HWID; ++hy; }
+    }
+}
+
+__device__ __forceinline__ void wg_barrier(int id) { asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory"); }
+
+template <int DX, int KC>
+__device__ __forceinline__ void step(float (&acc)[TH * 32], unsigned (&a)[TH + 2][4], unsigned hbase, int a_px,
+                                     int a_chunk, unsigned long long wdesc) {
+    #pragma unroll
+    for (int i = 0; i < TH + 2; ++i) {
+        int p = i * HWID + DX + a_px;
+        int chunk = 2 * KC + a_chunk;
+        ldsm4(hbase + p * 128 + ((chunk ^ (p & 7)) << 4), a[i]);
+    }
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    // input row i feeds output rows i - dy (dy = lo..hi); output row r's accumulators are acc[(TH - 1 - r) * 32 ...]
+    #pragma unroll
+    for (int i = 0; i < TH + 2; ++i) {
+        const int lo = i - (TH - 1) > 0 ? i - (TH - 1) : 0, hi = i < 2 ? i : 2;
+        #pragma unroll
+        for (int dy = lo; dy <= hi; ++dy)
+            wgmma_n64(acc + (TH - 1 - (i - dy)) * 32, a[i],
+                      wdesc + (unsigned long long)((((DX * 3 + dy) * 8192) + KC * 32) >> 4));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void wait_and_keep(unsigned (&a)[TH + 2][4]) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+    #pragma unroll
+    for (int i = 0; i < TH + 2; ++i)
+        #pragma unroll
+        for (int e = 0; e < 4; ++e) keep(a[i][e]);
+}
+
+extern "C" __global__ void __launch_bounds__(128 * GROUPS, 1)
+conv3x3_c64_wgmma(const unsigned short* __restrict__ x, const unsigned short* __restrict__ wt,
+                  const unsigned short* __restrict__ bias, int has_bias, unsigned short* __restrict__ y, int N, int H,
+                  int W, int act, float alpha) {
+    // GROUPS warpgroups a block, each on its own tiles with its own halo: while one loads or writes, the others'
+    // wgmma keep the tensor cores busy
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7, t128 = threadIdx.x & 127;
+    const unsigned wbase = smem_u32(smem), hbase = smem_u32(smem + W_BYTES + wg * HALO_BYTES);
+    const int tiles_x = (W + TW - 1) / TW, tiles_per_image = ((H + TH - 1) / TH) * tiles_x;
+    const int total = N * tiles_per_image;
+    for (int i = threadIdx.x; i < 9 * 64 * 8; i += blockDim.x) {
+        // global rows (dy, dx, cout) -> shared rows (dx, dy, cout): the taps of one dx in a row
+        int row = i >> 3, c = i & 7, tap = row >> 6;
+        int srow = ((tap % 3) * 3 + tap / 3) * 64 + (row & 63);
+        cp16(wbase + srow * 128 + ((c ^ (srow & 7)) << 4), wt + row * 64 + c * 8, true);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+    // B descriptors: start address, leading offset 16 (unused by 128-byte swizzled K-major), stride 1024 between
+    // groups of 8 rows, 128-byte swizzle
+    const unsigned long long wdesc = (unsigned long long)((wbase & 0x3FFFF) >> 4) | (1ull << 16)
+                                     | ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+    float bv[8][2];
+    #pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        #pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            unsigned short u = has_bias ? bias[j * 8 + (lane & 3) * 2 + e] : (unsigned short)0;
+            asm("cvt.f32.f16 %0, %1;\n" : "=f"(bv[j][e]) : "h"(u));
+        }
+    }
+    const int stride = gridDim.x * GROUPS;
+    int tile = blockIdx.x * GROUPS + wg;
+    if (tile < total) load_halo(hbase, x, tile, H, W, tiles_x, tiles_per_image, t128);
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();  // the weights, from every thread's copies
+    const int a_px = warp * 16 + (lane & 15), a_chunk = lane >> 4;
+    unsigned a0[TH + 2][4], a1[TH + 2][4];
+    for (; tile < total; tile += stride) {
+        asm volatile("cp.async.wait_group 0;\n" ::);
+        wg_barrier(1 + wg);  // this warpgroup's halo
+        float acc[TH * 32];
+        #pragma unroll
+        for (int e = 0; e < TH * 32; ++e) { acc[e] = 0.0f; keepf(acc[e]); }
+        step<0, 0>(acc, a0, hbase, a_px, a_chunk, wdesc);
+        step<0, 1>(acc, a1, hbase, a_px, a_chunk, wdesc); wait_and_keep<1>(a0);
+        step<0, 2>(acc, a0, hbase, a_px, a_chunk, wdesc); wait_and_keep<1>(a1);
+        step<0, 3>(acc, a1, hbase, a_px, a_chunk, wdesc); wait_and_keep<1>(a0);
+        step<1, 0>(acc, a0, hbase, a_px, a_chunk, wdesc); wait_and_keep<1>(a1);
+        step<1, 1>(acc, a1, hbase, a_px, a_chunk, wdesc); wait_and_keep<1>(a0);
+        step<1, 2>(acc, a0, hbase, a_px, a_chunk, wdesc); wait_and_keep<1>(a1);
+        step<1, 3>(acc, a1, hbase, a_px, a_chunk, wdesc); wait_and_keep<1>(a0);
+        step<2, 0>(acc, a0, hbase, a_px, a_chunk, wdesc); wait_and_keep<1>(a1);
+        step<2, 1>(acc, a1, hbase, a_px, a_chunk, wdesc); wait_and_keep<1>(a0);
+        step<2, 2>(acc, a0, hbase, a_px, a_chunk, wdesc); wait_and_keep<1>(a1);
+        step<2, 3>(acc, a1, hbase, a_px, a_chunk, wdesc);
+        // every warp of the group has read the halo (its last A fragments are in registers): load the next one
+        // while the last products run and the results are written
+        wg_barrier(1 + wg);
+        if (tile + stride < total) load_halo(hbase, x, tile + stride, H, W, tiles_x, tiles_per_image, t128);
+        asm volatile("cp.async.commit_group;\n" ::);
+        wait_and_keep<0>(a0);
+        wait_and_keep<0>(a1);
+        #pragma unroll
+        for (int e = 0; e < TH * 32; ++e) keepf(acc[e]);
+        // epilogue: bias, activation, fp16, straight to the output
+        int n = tile / tiles_per_image, t = tile % tiles_per_image;
+        int oy = (t / tiles_x) * TH, ox = (t % tiles_x) * TW + warp * 16 + (lane >> 2);
+        unsigned short* yn = y + (size_t)n * H * W * 64;
+        #pragma unroll
+        for (int r = 0; r < TH; ++r) {
+            int gy = oy + r;
+            if (gy >= H) break;
+            #pragma unroll
+            for (int half_ = 0; half_ < 2; ++half_) {
+                int gx = ox + half_ * 8;
+                if (gx >= W) continue;
+                unsigned short* dst = yn + ((size_t)gy * W + gx) * 64 + (lane & 3) * 2;
+                #pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    const float* ar = acc + (TH - 1 - r) * 32;
+                    float v0 = ar[4 * j + half_ * 2] + bv[j][0], v1 = ar[4 * j + half_ * 2 + 1] + bv[j][1];
+                    if (act == 1) { v0 = v0 < 0.0f ? 0.0f : v0; v1 = v1 < 0.0f ? 0.0f : v1; }
+                    else if (act == 2) { v0 = v0 < 0.0f ? v0 * alpha : v0; v1 = v1 < 0.0f ? v1 * alpha : v1; }
+                    unsigned packed;
+                    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(v1), "f"(v0));
+                    *(unsigned*)(dst + j * 8) = packed;
+                }
+            }
+        }
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+}
+""".replace("ACC_OPS32", ", ".join(f"%{i}" for i in range(32))).replace(
+    "ACC_CONS32(d)", ", ".join(f'"+f"(d[{i}])' for i in range(32)))
+
+#: shared memory of :func:`conv3x3_c64`: the weights and two input halos
+CONV64_SMEM = 9 * 64 * 128 + 2 * 18 * 18 * 128
+
+
+@functools.cache
+def _conv64() -> Any:
+    fn = cupy.RawKernel(_CONV64, "conv3x3_c64")
+    fn.max_dynamic_shared_size_bytes = CONV64_SMEM
+    return fn
+
+
+@functools.cache
+def _sm_count_and_cc() -> tuple[int, int]:
+    dev = cupy.cuda.Device()
+    return int(dev.attributes["MultiProcessorCount"]), int(dev.compute_capability)
+
+
+#: output rows a warpgroup's tile has, and warpgroups a block, of the Hopper kernel
+CONV64_WGMMA_SHAPE = (3, 3)  # the fastest variant measured
+
+
+def _wgmma_smem(rows: int, groups: int) -> int:
+    """Shared memory of the Hopper kernel: the weights, one input halo per warpgroup, the alignment slack."""
+    return 9 * 64 * 128 + groups * (rows + 2) * 66 * 128 + 1024
+
+
+@functools.cache
+def _conv64_wgmma(rows: int = 4, groups: int = 2) -> Any:
+    """The Hopper kernel, compiled by NVRTC for sm_90a (CuPy's own compilation names sm_90, which lacks wgmma);
+    None where it does not compile or load (the mma.sync kernel serves then)."""
+    try:
+        from cupy.cuda import compiler, driver, function  # noqa: PLC0415
+
+        prog = compiler._NVRTCProgram(_CONV64_WGMMA, "conv3x3_c64_wgmma.cu", method="cubin")
+        cubin, _ = prog.compile(("-arch=sm_90a", "-std=c++17", "--device-as-default-execution-space", f"-DTH={rows}",
+                                 f"-DGROUPS={groups}"))
+        module = function.Module()
+        module.load(cubin)
+        fn = module.get_function("conv3x3_c64_wgmma")
+        driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                _wgmma_smem(rows, groups))
+        return module, fn
+    except Exception:  # noqa: BLE001 - an NVRTC or driver without sm_90a: the portable kernel
+        return None
+
+
+def conv64_weights(w: Any) -> Any:
+    """Weights (logical 64, 64, 3, 3) as the fp16 (tap, K, C) array of :func:`conv3x3_c64`."""
+    return cupy.ascontiguousarray(w.transpose(2, 3, 0, 1), dtype=cupy.float16).reshape(9, 64, 64)
+
+
+def conv3x3_c64(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None, alpha: float,
+                hopper: bool | None = None) -> bool:
+    """``act(conv3x3(x) + bias)`` into ``out``: physical fp16 NHWC ``x`` and ``out`` (N, H, W, 64), ``wt`` from
+    :func:`conv64_weights`, ``bias`` fp16 or None. On an sm_90 GPU the wgmma kernel runs unless ``hopper`` is
+    False (then, and elsewhere, the mma.sync one). False when the arrays are not contiguous and aligned."""
+    if not (x.flags.c_contiguous and out.flags.c_contiguous and _aligned(x, out, wt)):
+        return False
+    if bias is not None and not (bias.dtype == cupy.float16 and bias.flags.c_contiguous):
+        return False
+    n, h, w = x.shape[:3]
+    sms, cc = _sm_count_and_cc()
+    i32 = cupy.int32
+    rows, groups = CONV64_WGMMA_SHAPE
+    hopper_fn = _conv64_wgmma(rows, groups) if cc == 90 and hopper is not False else None
+    if hopper_fn is not None:
+        tiles = n * -(-h // rows) * -(-w // 64)
+        hopper_fn[1]((min(-(-tiles // groups), sms),), (128 * groups,),
+                     (x, wt, x if bias is None else bias, i32(bias is not None), out, i32(n), i32(h), i32(w),
+                      i32(EPILOGUES[act]), cupy.float32(alpha)),
+                     shared_mem=_wgmma_smem(rows, groups), stream=cupy.cuda.get_current_stream())
+        return True
+    tiles = n * -(-h // 16) * -(-w // 16)
+    _conv64()((min(tiles, sms),), (256,),
+              (x, wt, x if bias is None else bias, i32(bias is not None), out, i32(n), i32(h), i32(w),
+               i32(EPILOGUES[act]), cupy.float32(alpha)), shared_mem=CONV64_SMEM)
+    return True
+
+
+def main() -> None:
+    from engine.backends import get_backend
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", default="1080x1920")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=50)
+    ap.add_argument("--shapes", nargs="+", default=["3x3", "2x3", "2x4", "4x2"],
+                    help="Hopper kernel variants: output rows a warpgroup x warpgroups a block")
+    a = ap.parse_args()
+    h, w = (int(v) for v in a.size.split("x"))
+    backend = get_backend("cupy", notice=None)
+    backend.activate()
+    rng = np.random.default_rng(0)
+
+    def timed(fn) -> float:
+        for _ in range(3):
+            fn()
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        for _ in range(a.repeat):
+            fn()
+        end.record()
+        end.synchronize()
+        return cupy.cuda.get_elapsed_time(start, end) / a.repeat
+
+    x = cupy.asarray(rng.standard_normal((a.batch, h, w, 64)).astype(np.float16))
+    wt = cupy.asarray((rng.standard_normal((64, 64, 3, 3)) / 24.0).astype(np.float16))
+    b = cupy.asarray(rng.standard_normal(64).astype(np.float16))
+    ours, theirs = cupy.empty_like(x), cupy.empty_like(x)
+    wl = cupy.ascontiguousarray(wt.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    w64 = conv64_weights(wt)
+    runs = {
+        "cuDNN (engine, tuned)": lambda: backend.cudnn.conv(x.transpose(0, 3, 1, 2), wl, b, theirs.transpose(0, 3, 1, 2),
+                                                             (1, 1), (1, 1), (1, 1), "relu", {}),
+        "conv3x3_c64 mma.sync": lambda: conv3x3_c64(x, w64, b, ours, "relu", 0.0, False),
+    }
+    if _sm_count_and_cc()[1] == 90:
+        def hopper(shape: tuple[int, int]):
+            def run() -> bool:
+                globals()["CONV64_WGMMA_SHAPE"] = shape
+                return conv3x3_c64(x, w64, b, ours, "relu", 0.0)
+            return run
+
+        for shape in [tuple(int(v) for v in s.split("x")) for s in a.shapes]:
+            if _conv64_wgmma(*shape) is not None:
+                runs[f"conv3x3_c64 wgmma {shape[0]} rows x {shape[1]} groups"] = hopper(shape)
+            else:
+                print(f"wgmma kernel {shape} does not compile or load")
+    runs["cuDNN (engine, tuned)"]()
+    print(f"64 -> 64 3x3 + bias + ReLU, {a.batch} x {h} x {w}, fp16 NHWC")
+    for name, fn in list(runs.items())[1:]:
+        ours[...] = cupy.nan
+        fn()
+        cupy.cuda.get_current_stream().synchronize()
+        diff = float(cupy.abs(ours.astype(cupy.float32) - theirs.astype(cupy.float32)).max())
+        scale = float(cupy.abs(theirs.astype(cupy.float32)).max())
+        print(f"  {name}: max |ours - cuDNN| {diff:.4g} (max |out| {scale:.3g})")
+    fn = _conv64()
+    print(f"  mma.sync kernel: {fn.num_regs} registers, {fn.local_size_bytes} bytes of local memory a thread")
+    flop = 2.0 * a.batch * h * w * 64 * 64 * 9
+    for name, fn in runs.items():
+        ms = timed(fn)
+        print(f"  {name:24s} {ms * 1000:8.1f} us  {flop / ms / 1e9:6.0f} TFLOP/s")
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.backends.cudnn.benchmark = True
+    tx = torch.as_tensor(x, device="cuda").permute(0, 3, 1, 2)
+    tw = torch.as_tensor(wl, device="cuda")
+    tb = torch.as_tensor(b, device="cuda")
+
+    def torch_run() -> None:
+        torch.relu_(torch.nn.functional.conv2d(tx, tw, tb, padding=1))
+
+    for _ in range(3):
+        torch_run()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(a.repeat):
+        torch_run()
+    e.record()
+    e.synchronize()
+    ms = s.elapsed_time(e) / a.repeat
+    print(f"  {'PyTorch conv2d + relu_':24s} {ms * 1000:8.1f} us  {flop / ms / 1e9:6.0f} TFLOP/s")
+
+
+if __name__ == "__main__":
+    main()
