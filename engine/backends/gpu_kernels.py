@@ -14,6 +14,14 @@
   every output channel of one pixel, reading its input channels 8 at a time, weights in shared memory.
   cuDNN pads the outputs to 8 channels and copies the result back.
 
+- A 3x3 convolution from 64 to 64 channels (stride 1, padding 1) on Hopper's warpgroup tensor-core
+  instructions (``wgmma``, sm_90a, compiled through NVRTC): a denoiser's middle layers. Each warpgroup walks a
+  strip of 96 pixels down the image keeping a ring of five input rows in shared memory (the row three below
+  the one being computed loads while it computes); one output row is 36 ``wgmma`` with the weights (A) and the
+  ring's rows (B) both read from shared memory through 128-byte-swizzled descriptors, then transposed through
+  ``stmatrix`` into a staging row written out in 16-byte stores. H100, dncnn's layer at 1080p: 293-321 us
+  against cuDNN's 341-353 (``tests/bench/bench_gpu_conv64.py`` times it with the other variants tried).
+
 Imported only by :mod:`engine.backends.cupy_kernels` (the CuPy backend's kernels by operation name)."""
 from __future__ import annotations
 
@@ -391,4 +399,229 @@ def conv_pointwise(x: Any, wp: Any, bias: Any | None, out: Any, act: str | None,
                  (x, wp, x if bias is None else bias, i32(bias is not None), out, i32(c), i32(k),
                   i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha), cupy.uint32(pixels)),
                  shared_mem=wp.size * 4)
+    return True
+
+
+#: the 64-channel Hopper kernel's strip width (pixels, wgmma's N), warpgroups a block and rows a work item
+CONV64_SHAPE = (96, 2, 8)
+
+
+_CONV64 = r"""
+#define ROWB ((NP + 2) * 128)
+#define RING 5
+#define WG_BYTES (RING * ROWB + NP * 128)
+#define W_BYTES (9 * 64 * 128)
+#define NACC (NP / 2)
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void cp16(unsigned dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void keepf(float& r) { asm volatile("" : "+f"(r) :: "memory"); }
+__device__ __forceinline__ void wg_barrier(int id) { asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory"); }
+
+// 16-byte chunk c of the 128-byte row at address a: swizzled by the row's address bits 7-9, as wgmma reads it
+__device__ __forceinline__ unsigned swz(unsigned a, int c) { return a + ((c ^ ((a >> 7) & 7)) << 4); }
+
+__device__ __forceinline__ unsigned long long desc_of(unsigned addr) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32)
+           | (1ull << 62);
+}
+
+// one input row (NP + 2 pixels from x0) into a ring slot, zeros outside the image; one commit group
+__device__ __forceinline__ void load_row(unsigned slot, const unsigned short* __restrict__ xn, int gy, int x0, int H,
+                                         int W, int t128) {
+    const bool row_ok = (unsigned)gy < (unsigned)H;
+    for (int i = t128; i < (NP + 2) * 8; i += 128) {
+        int p = i >> 3, c = i & 7, gx = x0 + p;
+        bool ok = row_ok && (unsigned)gx < (unsigned)W;
+        const unsigned short* src = ok ? xn + ((size_t)gy * W + gx) * 64 + c * 8 : xn;
+        cp16(swz(slot + p * 128, c), src, ok);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+WGMMA_SS
+
+extern "C" __global__ void __launch_bounds__(128 * GROUPS, 1)
+conv3x3_c64_rows(const unsigned short* __restrict__ x, const unsigned short* __restrict__ wt,
+                 const unsigned short* __restrict__ bias, int has_bias, unsigned short* __restrict__ y, int N, int H,
+                 int W, int act, float alpha) {
+    // each warpgroup walks strips of NP pixels down SEG rows at a time, keeping a ring of 5 input rows: the row
+    // three below the one being computed loads while it computes; one output row = 36 wgmma m64nNPk16 with the
+    // weights (A) and the ring's rows (B) both in shared memory, then transposed through stmatrix to a staging row
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7, t128 = threadIdx.x & 127;
+    const unsigned wbase = smem_u32(smem);
+    const unsigned ring = wbase + W_BYTES + wg * WG_BYTES, stage = ring + RING * ROWB;
+    for (int i = threadIdx.x; i < 9 * 64 * 8; i += blockDim.x) {
+        int row = i >> 3, c = i & 7;
+        cp16(swz(wbase + row * 128, c), wt + row * 64 + c * 8, true);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    float bv[2];
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        unsigned short u = has_bias ? bias[warp * 16 + (lane >> 2) + 8 * h] : (unsigned short)0;
+        asm("cvt.f32.f16 %0, %1;\n" : "=f"(bv[h]) : "h"(u));
+    }
+    const unsigned long long wdesc = desc_of(wbase);
+    const int strips = (W + NP - 1) / NP, segs = (H + SEG - 1) / SEG, items = N * strips * segs;
+    const int q = lane >> 3, kq = lane & 7;
+    for (int item = blockIdx.x * GROUPS + wg; item < items; item += gridDim.x * GROUPS) {
+        const int n = item / (strips * segs), rest = item % (strips * segs);
+        const int y0 = (rest / strips) * SEG, x0 = (rest % strips) * NP - 1;
+        const unsigned short* xn = x + (size_t)n * H * W * 64;
+        unsigned short* yn = y + (size_t)n * H * W * 64;
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) load_row(ring + j * ROWB, xn, y0 - 1 + j, x0, H, W, t128);
+        for (int k = 0; k < SEG && y0 + k < H; ++k) {
+            load_row(ring + ((k + 4) % RING) * ROWB, xn, y0 + k + 3, x0, H, W, t128);
+            asm volatile("cp.async.wait_group 2;\n" ::);
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            wg_barrier(1 + wg);
+            unsigned long long rdesc[3];
+            #pragma unroll
+            for (int dy = 0; dy < 3; ++dy) rdesc[dy] = desc_of(ring + ((k + dy) % RING) * ROWB);
+            float acc[NACC];
+            #pragma unroll
+            for (int e = 0; e < NACC; ++e) { acc[e] = 0.0f; keepf(acc[e]); }
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+            #pragma unroll
+            for (int dx = 0; dx < 3; ++dx)
+                #pragma unroll
+                for (int kc = 0; kc < 4; ++kc)
+                    #pragma unroll
+                    for (int dy = 0; dy < 3; ++dy)
+                        wgmma_ss(acc, wdesc + (unsigned)(((dy * 3 + dx) * 8192 + kc * 32) >> 4),
+                                 rdesc[dy] + (unsigned)((dx * 128 + kc * 32) >> 4));
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            #pragma unroll
+            for (int e = 0; e < NACC; ++e) keepf(acc[e]);
+            #pragma unroll
+            for (int j0 = 0; j0 < NP / 8; j0 += 2) {
+                unsigned pk[4];
+                #pragma unroll
+                for (int m = 0; m < 4; ++m) {
+                    const int j = j0 + (m >> 1), h = m & 1;
+                    float v0 = acc[4 * j + 2 * h] + bv[h], v1 = acc[4 * j + 2 * h + 1] + bv[h];
+                    if (act == 1) { v0 = v0 < 0.0f ? 0.0f : v0; v1 = v1 < 0.0f ? 0.0f : v1; }
+                    else if (act == 2) { v0 = v0 < 0.0f ? v0 * alpha : v0; v1 = v1 < 0.0f ? v1 * alpha : v1; }
+                    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pk[m]) : "f"(v1), "f"(v0));
+                }
+                const int pixel = 8 * (j0 + (q >> 1)) + kq;
+                asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                             :: "r"(swz(stage + pixel * 128, 2 * warp + (q & 1))), "r"(pk[0]), "r"(pk[1]),
+                                "r"(pk[2]), "r"(pk[3]) : "memory");
+            }
+            wg_barrier(1 + wg);
+            const int gy = y0 + k;
+            #pragma unroll 2
+            for (int i = t128; i < NP * 8; i += 128) {
+                int pixel = i >> 3, c = i & 7, gx = x0 + 1 + pixel;
+                if (gx < W) {
+                    uint4 v;
+                    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(swz(stage + pixel * 128, c)));
+                    *(uint4*)(yn + ((size_t)gy * W + gx) * 64 + c * 8) = v;
+                }
+            }
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::);
+        wg_barrier(1 + wg);
+    }
+}
+"""
+
+
+def wgmma_ss_wrapper(pixels: int, n: int) -> str:
+    """``wgmma_ss``: m64n{pixels}k16 with both operands from shared memory, ``n`` accumulators a thread."""
+    return (
+        "__device__ __forceinline__ void wgmma_ss(float* d, unsigned long long da, unsigned long long db) {\n"
+        f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n + 2}, 0;\\n"\n'
+        f'                 "wgmma.mma_async.sync.aligned.m64n{pixels}k16.f32.f16.f16 '
+        f'{{{", ".join(f"%{i}" for i in range(n))}}}, %{n}, %{n + 1}, p, 1, 1, 0, 0;\\n}}\\n"\n'
+        f'                 : {", ".join(f"{chr(34)}+f{chr(34)}(d[{i}])" for i in range(n))}\n'
+        '                 : "l"(da), "l"(db), "r"(1));\n}\n')
+
+
+@functools.cache
+def _sm_count_and_cc() -> tuple[int, int]:
+    dev = cupy.cuda.Device()
+    return int(dev.attributes["MultiProcessorCount"]), int(dev.compute_capability)
+
+
+def conv64_smem(pixels: int, groups: int) -> int:
+    """Shared memory of the 64-channel kernel: the weights, a ring of five input rows and a staging row per
+    warpgroup, the alignment slack."""
+    return 9 * 64 * 128 + groups * (5 * (pixels + 2) * 128 + pixels * 128) + 1024
+
+
+def compile_sm90a(source: str, name: str, smem: int) -> Any:
+    """``source`` compiled by NVRTC for sm_90a (CuPy's own compilation names sm_90, which has no ``wgmma``);
+    (module, function) with its dynamic shared memory raised to ``smem`` bytes."""
+    from cupy.cuda import compiler, driver, function  # noqa: PLC0415
+
+    cubin, _ = compiler._NVRTCProgram(source, f"{name}.cu", method="cubin").compile(
+        ("-arch=sm_90a", "-std=c++17", "--device-as-default-execution-space"))
+    module = function.Module()
+    module.load(cubin)
+    fn = module.get_function(name)
+    driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+    return module, fn
+
+
+@functools.cache
+def _conv64(pixels: int, groups: int, seg: int) -> Any:
+    """The 64-channel kernel of one shape, or None where it does not compile or load here."""
+    try:
+        source = (f"#define NP {pixels}\n#define GROUPS {groups}\n#define SEG {seg}\n"
+                  + _CONV64.replace("WGMMA_SS", wgmma_ss_wrapper(pixels, pixels // 2)))
+        return compile_sm90a(source, "conv3x3_c64_rows", conv64_smem(pixels, groups))
+    except Exception:  # noqa: BLE001 - an NVRTC or driver without sm_90a: cuDNN serves
+        return None
+
+
+def conv64_applies(x: Any, w: Any, out: Any, stride: tuple[int, int], padding: tuple[int, int],
+                   dilation: tuple[int, int], groups: int, act: str | None) -> bool:
+    """Whether :func:`conv3x3_c64` covers this convolution: fp16, 3x3 of stride 1 and padding 1 from 64 to 64
+    channels, one group, a fused activation it applies, on a Hopper GPU (compute capability 9.0)."""
+    return (groups == 1 and tuple(w.shape) == (64, 64, 3, 3) and tuple(stride) == tuple(dilation) == (1, 1)
+            and tuple(padding) == (1, 1) and act in DIRECT_EPILOGUES
+            and x.dtype == w.dtype == out.dtype == cupy.float16 and x.shape[1] == 64
+            and tuple(x.shape[2:]) == tuple(out.shape[2:]) and _sm_count_and_cc()[1] == 90)
+
+
+def conv64_weights(w: Any) -> Any:
+    """Weights (logical 64, 64, 3, 3) as the fp16 (tap, K, C) array of :func:`conv3x3_c64`."""
+    return cupy.ascontiguousarray(w.transpose(2, 3, 0, 1), dtype=cupy.float16).reshape(9, 64, 64)
+
+
+def conv3x3_c64(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None, alpha: float,
+                shape: tuple[int, int, int] | None = None) -> bool:
+    """``act(conv3x3(x) + bias)`` into ``out``: physical fp16 NHWC ``x`` and ``out`` (N, H, W, 64), ``wt`` from
+    :func:`conv64_weights`, ``bias`` fp16 or None; ``shape`` (pixels, warpgroups, rows a work item) defaults to
+    :data:`CONV64_SHAPE`. False when the arrays are not contiguous and aligned or the kernel is unavailable."""
+    if not (x.flags.c_contiguous and out.flags.c_contiguous and wt.flags.c_contiguous and _aligned(x, out, wt)):
+        return False
+    if bias is not None and not (bias.dtype == cupy.float16 and bias.flags.c_contiguous):
+        return False
+    pixels, groups, seg = shape or CONV64_SHAPE
+    kernel = _conv64(pixels, groups, seg)
+    if kernel is None:
+        return False
+    n, h, w = x.shape[:3]
+    items = n * -(-h // seg) * -(-w // pixels)
+    i32 = cupy.int32
+    kernel[1]((min(-(-items // groups), _sm_count_and_cc()[0]),), (128 * groups,),
+              (x, wt, x if bias is None else bias, i32(bias is not None), out, i32(n), i32(h), i32(w),
+               i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha)),
+              shared_mem=conv64_smem(pixels, groups), stream=cupy.cuda.get_current_stream())
     return True

@@ -15,7 +15,8 @@ would never pick them); the record of the attempt, for whoever takes the dncnn 5
   (Nsight Compute: tensor pipe 33% busy, 2.3 k instructions a warp a 256-pixel tile, 5.9 cycles each: address
   arithmetic, halo copies and the epilogue, not the products); GROUPS warpgroups a block on their own tiles with
   their own halos, the next halo issued as soon as the last A fragments are read: 4 rows x 2 groups 408-430 us,
-  2 x 3 368-384, 2 x 4 393-435, **3 x 3 354-360 us** (at 4 x 512 x 512: 178 us against cuDNN 177) (short-scoreboard stalls on the ldmatrix -> wgmma dependency lead).
+  2 x 3 368-384, 2 x 4 393-435, **3 x 3 354-360 us** (at 4 x 512 x 512: 178 us against cuDNN 177); short-scoreboard
+  stalls on the ldmatrix -> wgmma dependency lead.
   Tried and wrong: one m64n128/n192 instruction per input row covering two or three output rows at once (B =
   the taps of one dx, consecutive in shared memory) gave wrong sums (max error 1.1 on outputs of 7) and was slower;
   not kept. What would go further: the input as wgmma's B operand from shared memory too (no ldmatrix; needs a
@@ -29,6 +30,10 @@ from typing import Any
 
 import cupy  # this module runs only on the GPU machine
 import numpy as np
+
+from engine.backends import gpu_kernels
+from engine.backends.gpu_kernels import compile_sm90a
+from engine.backends.gpu_kernels import wgmma_ss_wrapper as _ss_wrapper
 
 #: fused epilogues the kernels apply
 EPILOGUES = {None: 0, "relu": 1, "leaky_relu": 2}
@@ -412,27 +417,15 @@ def _wgmma_smem(rows: int, groups: int) -> int:
 
 @functools.cache
 def _conv64_wgmma(rows: int = 4, groups: int = 2) -> Any:
-    """The Hopper kernel, compiled by NVRTC for sm_90a (CuPy's own compilation names sm_90, which lacks wgmma);
-    None where it does not compile or load (the mma.sync kernel serves then)."""
+    """The register-A Hopper kernel of one shape, or None where it does not compile or load."""
     try:
-        from cupy.cuda import compiler, driver, function  # noqa: PLC0415
-
-        prog = compiler._NVRTCProgram(_CONV64_WGMMA, "conv3x3_c64_wgmma.cu", method="cubin")
-        cubin, _ = prog.compile(("-arch=sm_90a", "-std=c++17", "--device-as-default-execution-space", f"-DTH={rows}",
-                                 f"-DGROUPS={groups}"))
-        module = function.Module()
-        module.load(cubin)
-        fn = module.get_function("conv3x3_c64_wgmma")
-        driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                _wgmma_smem(rows, groups))
-        return module, fn
-    except Exception:  # noqa: BLE001 - an NVRTC or driver without sm_90a: the portable kernel
+        return compile_sm90a(f"#define TH {rows}\n#define GROUPS {groups}\n" + _CONV64_WGMMA, "conv3x3_c64_wgmma",
+                             _wgmma_smem(rows, groups))
+    except Exception:  # noqa: BLE001
         return None
 
 
-def conv64_weights(w: Any) -> Any:
-    """Weights (logical 64, 64, 3, 3) as the fp16 (tap, K, C) array of :func:`conv3x3_c64`."""
-    return cupy.ascontiguousarray(w.transpose(2, 3, 0, 1), dtype=cupy.float16).reshape(9, 64, 64)
+conv64_weights = gpu_kernels.conv64_weights
 
 
 def conv3x3_c64(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None, alpha: float,
@@ -463,6 +456,507 @@ def conv3x3_c64(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None, al
     return True
 
 
+_SS_COMMON = r"""
+#define HWID (NP + 2)
+#define HALO_PX ((TH + 2) * HWID)
+#define HALO_BYTES (HALO_PX * 128)
+#define HALO_STRIDE ((HALO_BYTES + 1023) / 1024 * 1024)  // buffers start 1024-aligned: the swizzle follows address bits
+#define W_BYTES (9 * 64 * 128)
+#define NACC (NP / 2)
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void cp16(unsigned dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void keepf(float& r) { asm volatile("" : "+f"(r) :: "memory"); }
+__device__ __forceinline__ void wg_barrier(int id) { asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory"); }
+
+// shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart
+__device__ __forceinline__ unsigned long long desc_of(unsigned addr) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32)
+           | (1ull << 62)
+#if BASEOFF
+           | ((unsigned long long)((addr >> 7) & 7) << 49)
+#endif
+        ;
+}
+
+__device__ __forceinline__ void load_halo(unsigned buf, const unsigned short* __restrict__ x, int tile, int H,
+                                          int W, int tiles_x, int tiles_per_image, int t128) {
+    int n = tile / tiles_per_image, t = tile % tiles_per_image;
+    int y0 = (t / tiles_x) * TH - 1, x0 = (t % tiles_x) * NP - 1;
+    const unsigned short* xn = x + (size_t)n * H * W * 64;
+    const int c = t128 & 7;
+    int p = t128 >> 3, hy = 0, hx = p;
+    #pragma unroll 4
+    for (; p < HALO_PX; p += 16) {
+        int gy = y0 + hy, gx = x0 + hx;
+        bool ok = (unsigned)gy < (unsigned)H && (unsigned)gx < (unsigned)W;
+        const unsigned short* src = ok ? xn + ((size_t)gy * W + gx) * 64 + c * 8 : x;
+        cp16(buf + p * 128 + ((c ^ (p & 7)) << 4), src, ok);
+        hx += 16;
+        while (hx >= HWID) { hx -= HWID; ++hy; }
+    }
+}
+
+WGMMA_SS
+
+extern "C" __global__ void __launch_bounds__(128 * GROUPS, 1)
+conv3x3_c64_ss(const unsigned short* __restrict__ x, const unsigned short* __restrict__ wt,
+               const unsigned short* __restrict__ bias, int has_bias, unsigned short* __restrict__ y, int N, int H,
+               int W, int act, float alpha) {
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7, t128 = threadIdx.x & 127;
+    const unsigned wbase = smem_u32(smem), hbase = smem_u32(smem + W_BYTES + wg * HALO_STRIDE);
+    const int tiles_x = (W + NP - 1) / NP, tiles_per_image = ((H + TH - 1) / TH) * tiles_x;
+    const int total = N * tiles_per_image;
+    for (int i = threadIdx.x; i < 9 * 64 * 8; i += blockDim.x) {
+        int row = i >> 3, c = i & 7;
+        cp16(wbase + row * 128 + ((c ^ (row & 7)) << 4), wt + row * 64 + c * 8, true);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+    float bv[2];
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        unsigned short u = has_bias ? bias[warp * 16 + (lane >> 2) + 8 * h] : (unsigned short)0;
+        asm("cvt.f32.f16 %0, %1;\n" : "=f"(bv[h]) : "h"(u));
+    }
+    const unsigned long long wdesc = desc_of(wbase), hdesc = desc_of(hbase);
+    const int stride = gridDim.x * GROUPS;
+    int tile = blockIdx.x * GROUPS + wg;
+    if (tile < total) load_halo(hbase, x, tile, H, W, tiles_x, tiles_per_image, t128);
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    for (; tile < total; tile += stride) {
+        asm volatile("cp.async.wait_group 0;\n" ::);
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        wg_barrier(1 + wg);
+        float acc[TH * NACC];
+        #pragma unroll
+        for (int e = 0; e < TH * NACC; ++e) { acc[e] = 0.0f; keepf(acc[e]); }
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        // descriptors are linear in the address (>> 4, no carry below 256 KB): base + constant offsets
+        #pragma unroll
+        for (int dx = 0; dx < 3; ++dx)
+            #pragma unroll
+            for (int kc = 0; kc < 4; ++kc)
+                #pragma unroll
+                for (int dy = 0; dy < 3; ++dy) {
+                    const unsigned long long da = wdesc + (unsigned)(((dy * 3 + dx) * 8192 + kc * 32) >> 4);
+                    #pragma unroll
+                    for (int r = 0; r < TH; ++r)
+                        wgmma_ss(acc + r * NACC, da, hdesc + (unsigned)((((r + dy) * HWID + dx) * 128 + kc * 32) >> 4));
+                }
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        #pragma unroll
+        for (int e = 0; e < TH * NACC; ++e) keepf(acc[e]);
+        wg_barrier(1 + wg);  // the group's products are done with the halo: it becomes the staging area
+        // accumulators (cout rows, pixel columns) -> staging [pixel][64 channels], transposed by stmatrix
+        const int q = lane >> 3, k = lane & 7;
+        #pragma unroll
+        for (int r = 0; r < TH; ++r) {
+            #pragma unroll
+            for (int j0 = 0; j0 < NP / 8; j0 += 2) {
+                unsigned pk[4];
+                #pragma unroll
+                for (int m = 0; m < 4; ++m) {
+                    const int j = j0 + (m >> 1), h = m & 1;
+                    float v0 = acc[r * NACC + 4 * j + 2 * h] + bv[h], v1 = acc[r * NACC + 4 * j + 2 * h + 1] + bv[h];
+                    if (act == 1) { v0 = v0 < 0.0f ? 0.0f : v0; v1 = v1 < 0.0f ? 0.0f : v1; }
+                    else if (act == 2) { v0 = v0 < 0.0f ? v0 * alpha : v0; v1 = v1 < 0.0f ? v1 * alpha : v1; }
+                    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pk[m]) : "f"(v1), "f"(v0));
+                }
+                const int pixel = r * NP + 8 * (j0 + (q >> 1)) + k, chunk = 2 * warp + (q & 1);
+                const unsigned addr = hbase + pixel * 128 + ((chunk ^ (pixel & 7)) << 4);
+                asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                             :: "r"(addr), "r"(pk[0]), "r"(pk[1]), "r"(pk[2]), "r"(pk[3]) : "memory");
+            }
+        }
+        wg_barrier(1 + wg);
+        {
+            int n = tile / tiles_per_image, t = tile % tiles_per_image;
+            int oy = (t / tiles_x) * TH, ox = (t % tiles_x) * NP;
+            unsigned short* yn = y + (size_t)n * H * W * 64;
+            #pragma unroll 4
+            for (int i = t128; i < TH * NP * 8; i += 128) {
+                int pixel = i >> 3, c = i & 7, gy = oy + pixel / NP, gx = ox + pixel % NP;
+                if (gy < H && gx < W) {
+                    uint4 v;
+                    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                                 : "r"(hbase + pixel * 128 + ((c ^ (pixel & 7)) << 4)));
+                    *(uint4*)(yn + ((size_t)gy * W + gx) * 64 + c * 8) = v;
+                }
+            }
+        }
+        wg_barrier(1 + wg);  // staging read: the halo buffer takes the next tile
+        if (tile + stride < total) load_halo(hbase, x, tile + stride, H, W, tiles_x, tiles_per_image, t128);
+        asm volatile("cp.async.commit_group;\n" ::);
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+}
+"""
+
+
+def _ss_source(rows: int, pixels: int, groups: int, baseoff: int) -> str:
+    """The swapped-operand Hopper kernel: weights as wgmma's A and input pixels as its B, both from shared memory
+    (no ldmatrix, no A registers), N = ``pixels`` of one row, outputs transposed through stmatrix."""
+    n = pixels // 2
+    wrapper = _ss_wrapper(pixels, n)
+    head = f"#define TH {rows}\n#define NP {pixels}\n#define GROUPS {groups}\n#define BASEOFF {baseoff}\n"
+    return head + _SS_COMMON.replace("WGMMA_SS", wrapper)
+
+
+def _halo_stride(rows: int, pixels: int) -> int:
+    return -(-(rows + 2) * (pixels + 2) * 128 // 1024) * 1024
+
+
+def _ss_smem(rows: int, pixels: int, groups: int) -> int:
+    return 9 * 64 * 128 + groups * _halo_stride(rows, pixels) + 1024
+
+
+@functools.cache
+def _conv64_ss(rows: int, pixels: int, groups: int, baseoff: int) -> Any:
+    return compile_sm90a(_ss_source(rows, pixels, groups, baseoff), "conv3x3_c64_ss", _ss_smem(rows, pixels, groups))
+
+
+def conv3x3_c64_ss(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None, alpha: float,
+                   variant: tuple[int, int, int, int]) -> bool:
+    """The swapped-operand kernel ``variant`` = (rows, pixels, warpgroups, base offset on) into ``out``."""
+    rows, pixels, groups, _ = variant
+    n, h, w = x.shape[:3]
+    sms = _sm_count_and_cc()[0]
+    tiles = n * -(-h // rows) * -(-w // pixels)
+    i32 = cupy.int32
+    _conv64_ss(*variant)[1]((min(-(-tiles // groups), sms),), (128 * groups,),
+                            (x, wt, x if bias is None else bias, i32(bias is not None), out, i32(n), i32(h), i32(w),
+                             i32(EPILOGUES[act]), cupy.float32(alpha)),
+                            shared_mem=_ss_smem(rows, pixels, groups), stream=cupy.cuda.get_current_stream())
+    return True
+
+
+_SH_KERNEL = r"""
+extern "C" __global__ void __launch_bounds__(128 * GROUPS, 1)
+conv3x3_c64_sh(const unsigned short* __restrict__ x, const unsigned short* __restrict__ wt,
+               const unsigned short* __restrict__ bias, int has_bias, unsigned short* __restrict__ y, int N, int H,
+               int W, int act, float alpha) {
+    // GROUPS warpgroups share one double-buffered halo of TH = GROUPS * ROWS output rows x NP pixels: the next
+    // tile's halo loads while this one computes; the buffer just computed becomes the staging area of the outputs
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7;
+    const unsigned wbase = smem_u32(smem);
+    const unsigned hb[2] = {smem_u32(smem + W_BYTES), smem_u32(smem + W_BYTES + HALO_STRIDE)};
+    const int tiles_x = (W + NP - 1) / NP, tiles_per_image = ((H + TH - 1) / TH) * tiles_x;
+    const int total = N * tiles_per_image;
+    for (int i = threadIdx.x; i < 9 * 64 * 8; i += blockDim.x) {
+        int row = i >> 3, c = i & 7;
+        cp16(wbase + row * 128 + ((c ^ (row & 7)) << 4), wt + row * 64 + c * 8, true);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+    float bv[2];
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        unsigned short u = has_bias ? bias[warp * 16 + (lane >> 2) + 8 * h] : (unsigned short)0;
+        asm("cvt.f32.f16 %0, %1;\n" : "=f"(bv[h]) : "h"(u));
+    }
+    const unsigned long long wdesc = desc_of(wbase);
+    int tile = blockIdx.x;
+    if (tile < total) load_halo(hb[0], x, tile, H, W, tiles_x, tiles_per_image, threadIdx.x);
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    for (int it = 0; tile < total; tile += gridDim.x, ++it) {
+        const unsigned cur = hb[it & 1], nxt = hb[(it + 1) & 1];
+        if (tile + gridDim.x < total) load_halo(nxt, x, tile + gridDim.x, H, W, tiles_x, tiles_per_image, threadIdx.x);
+        asm volatile("cp.async.commit_group;\n" ::);
+        float acc[ROWS * NACC];
+        #pragma unroll
+        for (int e = 0; e < ROWS * NACC; ++e) { acc[e] = 0.0f; keepf(acc[e]); }
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        const unsigned long long hdesc = desc_of(cur + wg * ROWS * HWID * 128);
+        #pragma unroll
+        for (int dx = 0; dx < 3; ++dx)
+            #pragma unroll
+            for (int kc = 0; kc < 4; ++kc)
+                #pragma unroll
+                for (int dy = 0; dy < 3; ++dy) {
+                    const unsigned long long da = wdesc + (unsigned)(((dy * 3 + dx) * 8192 + kc * 32) >> 4);
+                    #pragma unroll
+                    for (int r = 0; r < ROWS; ++r)
+                        wgmma_ss(acc + r * NACC, da, hdesc + (unsigned)((((r + dy) * HWID + dx) * 128 + kc * 32) >> 4));
+                }
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        #pragma unroll
+        for (int e = 0; e < ROWS * NACC; ++e) keepf(acc[e]);
+        __syncthreads();  // every group is done with this halo: it becomes the staging area
+        const int q = lane >> 3, k = lane & 7;
+        #pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+            #pragma unroll
+            for (int j0 = 0; j0 < NP / 8; j0 += 2) {
+                unsigned pk[4];
+                #pragma unroll
+                for (int m = 0; m < 4; ++m) {
+                    const int j = j0 + (m >> 1), h = m & 1;
+                    float v0 = acc[r * NACC + 4 * j + 2 * h] + bv[h], v1 = acc[r * NACC + 4 * j + 2 * h + 1] + bv[h];
+                    if (act == 1) { v0 = v0 < 0.0f ? 0.0f : v0; v1 = v1 < 0.0f ? 0.0f : v1; }
+                    else if (act == 2) { v0 = v0 < 0.0f ? v0 * alpha : v0; v1 = v1 < 0.0f ? v1 * alpha : v1; }
+                    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pk[m]) : "f"(v1), "f"(v0));
+                }
+                const int pixel = (wg * ROWS + r) * NP + 8 * (j0 + (q >> 1)) + k, chunk = 2 * warp + (q & 1);
+                const unsigned addr = cur + pixel * 128 + ((chunk ^ (pixel & 7)) << 4);
+                asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                             :: "r"(addr), "r"(pk[0]), "r"(pk[1]), "r"(pk[2]), "r"(pk[3]) : "memory");
+            }
+        }
+        __syncthreads();
+        {
+            int n = tile / tiles_per_image, t = tile % tiles_per_image;
+            int oy = (t / tiles_x) * TH, ox = (t % tiles_x) * NP;
+            unsigned short* yn = y + (size_t)n * H * W * 64;
+            #pragma unroll 4
+            for (int i = threadIdx.x; i < TH * NP * 8; i += blockDim.x) {
+                int pixel = i >> 3, c = i & 7, gy = oy + pixel / NP, gx = ox + pixel % NP;
+                if (gy < H && gx < W) {
+                    uint4 v;
+                    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                                 : "r"(cur + pixel * 128 + ((c ^ (pixel & 7)) << 4)));
+                    *(uint4*)(yn + ((size_t)gy * W + gx) * 64 + c * 8) = v;
+                }
+            }
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::);
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();  // the next halo is in, the staging area is read
+    }
+}
+"""
+
+
+def _sh_source(rows: int, pixels: int, groups: int) -> str:
+    """The shared-halo variant: ``groups`` warpgroups of ``rows`` output rows each on one double-buffered halo."""
+    n = pixels // 2
+    head = (f"#define ROWS {rows}\n#define TH ({rows} * {groups})\n#define NP {pixels}\n#define GROUPS {groups}\n"
+            "#define BASEOFF 0\n")
+    common = _SS_COMMON[:_SS_COMMON.index("WGMMA_SS")]
+    common = common.replace("int t128) {", "int t128) {  // t128: the thread's index in the block").replace(
+        "p += 16)", "p += (int)blockDim.x / 8)").replace("hx += 16;", "hx += (int)blockDim.x / 8;")
+    return head + common + _ss_wrapper(pixels, n) + _SH_KERNEL
+
+
+def _sh_smem(rows: int, pixels: int, groups: int) -> int:
+    return 9 * 64 * 128 + 2 * _halo_stride(rows * groups, pixels) + 1024
+
+
+@functools.cache
+def _conv64_sh(rows: int, pixels: int, groups: int) -> Any:
+    return compile_sm90a(_sh_source(rows, pixels, groups), "conv3x3_c64_sh", _sh_smem(rows, pixels, groups))
+
+
+def conv3x3_c64_sh(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None, alpha: float,
+                   variant: tuple[int, int, int]) -> bool:
+    """The shared-halo kernel ``variant`` = (rows a warpgroup, pixels, warpgroups) into ``out``."""
+    rows, pixels, groups = variant
+    n, h, w = x.shape[:3]
+    sms = _sm_count_and_cc()[0]
+    tiles = n * -(-h // (rows * groups)) * -(-w // pixels)
+    i32 = cupy.int32
+    _conv64_sh(*variant)[1]((min(tiles, sms),), (128 * groups,),
+                            (x, wt, x if bias is None else bias, i32(bias is not None), out, i32(n), i32(h), i32(w),
+                             i32(EPILOGUES[act]), cupy.float32(alpha)),
+                            shared_mem=_sh_smem(rows, pixels, groups), stream=cupy.cuda.get_current_stream())
+    return True
+
+
+_ROWRS_KERNEL = r"""
+#define ROWB ((NP + 2) * 128)
+#define RING 5
+#define WG_BYTES (RING * ROWB + NP * 128)
+#define W_BYTES 0
+#define NACC (NP / 2)
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void cp16(unsigned dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void keepf(float& r) { asm volatile("" : "+f"(r) :: "memory"); }
+__device__ __forceinline__ void wg_barrier(int id) { asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory"); }
+
+// 16-byte chunk c of the 128-byte row at address a: swizzled by the row's address bits 7-9, as wgmma reads it
+__device__ __forceinline__ unsigned swz(unsigned a, int c) { return a + ((c ^ ((a >> 7) & 7)) << 4); }
+
+__device__ __forceinline__ unsigned long long desc_of(unsigned addr) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32)
+           | (1ull << 62);
+}
+
+// one input row (NP + 2 pixels from x0) into a ring slot, zeros outside the image; one commit group
+__device__ __forceinline__ void load_row(unsigned slot, const unsigned short* __restrict__ xn, int gy, int x0, int H,
+                                         int W, int t128) {
+    const bool row_ok = (unsigned)gy < (unsigned)H;
+    for (int i = t128; i < (NP + 2) * 8; i += 128) {
+        int p = i >> 3, c = i & 7, gx = x0 + p;
+        bool ok = row_ok && (unsigned)gx < (unsigned)W;
+        const unsigned short* src = ok ? xn + ((size_t)gy * W + gx) * 64 + c * 8 : xn;
+        cp16(swz(slot + p * 128, c), src, ok);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+WGMMA_RS
+
+extern "C" __global__ void __launch_bounds__(128 * GROUPS, 1)
+conv3x3_c64_rowsrs(const unsigned short* __restrict__ x, const unsigned short* __restrict__ wt,
+                 const unsigned short* __restrict__ bias, int has_bias, unsigned short* __restrict__ y, int N, int H,
+                 int W, int act, float alpha) {
+    // (the weights as wgmma's A operand held in registers for the whole kernel: only the input rows are read from
+    // shared memory by the tensor cores)
+    // each warpgroup walks strips of NP pixels down SEG rows at a time, keeping a ring of 5 input rows: the row
+    // three below the one being computed loads while it computes; one output row = 36 wgmma m64nNPk16 with the
+    // weights (A) and the ring's rows (B) both in shared memory, then transposed through stmatrix to a staging row
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7, t128 = threadIdx.x & 127;
+    const unsigned wbase = smem_u32(smem);
+    const unsigned ring = wbase + W_BYTES + wg * WG_BYTES, stage = ring + RING * ROWB;
+    // A fragments: warp w holds output channels 16w..16w+15 of every (tap, 16 input channels)
+    unsigned wa[9][4][4];
+    {
+        const unsigned* w32 = (const unsigned*)wt;  // (tap, cout, cin) fp16 pairs
+        const int co = warp * 16 + (lane >> 2), ci = (lane & 3) * 2;
+        #pragma unroll
+        for (int tap = 0; tap < 9; ++tap)
+            #pragma unroll
+            for (int kc = 0; kc < 4; ++kc) {
+                wa[tap][kc][0] = w32[((tap * 64 + co) * 64 + kc * 16 + ci) / 2];
+                wa[tap][kc][1] = w32[((tap * 64 + co + 8) * 64 + kc * 16 + ci) / 2];
+                wa[tap][kc][2] = w32[((tap * 64 + co) * 64 + kc * 16 + ci + 8) / 2];
+                wa[tap][kc][3] = w32[((tap * 64 + co + 8) * 64 + kc * 16 + ci + 8) / 2];
+            }
+    }
+    float bv[2];
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        unsigned short u = has_bias ? bias[warp * 16 + (lane >> 2) + 8 * h] : (unsigned short)0;
+        asm("cvt.f32.f16 %0, %1;\n" : "=f"(bv[h]) : "h"(u));
+    }
+    const int strips = (W + NP - 1) / NP, segs = (H + SEG - 1) / SEG, items = N * strips * segs;
+    const int q = lane >> 3, kq = lane & 7;
+    for (int item = blockIdx.x * GROUPS + wg; item < items; item += gridDim.x * GROUPS) {
+        const int n = item / (strips * segs), rest = item % (strips * segs);
+        const int y0 = (rest / strips) * SEG, x0 = (rest % strips) * NP - 1;
+        const unsigned short* xn = x + (size_t)n * H * W * 64;
+        unsigned short* yn = y + (size_t)n * H * W * 64;
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) load_row(ring + j * ROWB, xn, y0 - 1 + j, x0, H, W, t128);
+        for (int k = 0; k < SEG && y0 + k < H; ++k) {
+            load_row(ring + ((k + 4) % RING) * ROWB, xn, y0 + k + 3, x0, H, W, t128);
+            asm volatile("cp.async.wait_group 2;\n" ::);
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            wg_barrier(1 + wg);
+            unsigned long long rdesc[3];
+            #pragma unroll
+            for (int dy = 0; dy < 3; ++dy) rdesc[dy] = desc_of(ring + ((k + dy) % RING) * ROWB);
+            float acc[NACC];
+            #pragma unroll
+            for (int e = 0; e < NACC; ++e) { acc[e] = 0.0f; keepf(acc[e]); }
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+            #pragma unroll
+            for (int dx = 0; dx < 3; ++dx)
+                #pragma unroll
+                for (int kc = 0; kc < 4; ++kc)
+                    #pragma unroll
+                    for (int dy = 0; dy < 3; ++dy)
+                        wgmma_rs(acc, wa[dy * 3 + dx][kc], rdesc[dy] + (unsigned)((dx * 128 + kc * 32) >> 4));
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            #pragma unroll
+            for (int e = 0; e < NACC; ++e) keepf(acc[e]);
+            #pragma unroll
+            for (int j0 = 0; j0 < NP / 8; j0 += 2) {
+                unsigned pk[4];
+                #pragma unroll
+                for (int m = 0; m < 4; ++m) {
+                    const int j = j0 + (m >> 1), h = m & 1;
+                    float v0 = acc[4 * j + 2 * h] + bv[h], v1 = acc[4 * j + 2 * h + 1] + bv[h];
+                    if (act == 1) { v0 = v0 < 0.0f ? 0.0f : v0; v1 = v1 < 0.0f ? 0.0f : v1; }
+                    else if (act == 2) { v0 = v0 < 0.0f ? v0 * alpha : v0; v1 = v1 < 0.0f ? v1 * alpha : v1; }
+                    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pk[m]) : "f"(v1), "f"(v0));
+                }
+                const int pixel = 8 * (j0 + (q >> 1)) + kq;
+                asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                             :: "r"(swz(stage + pixel * 128, 2 * warp + (q & 1))), "r"(pk[0]), "r"(pk[1]),
+                                "r"(pk[2]), "r"(pk[3]) : "memory");
+            }
+            wg_barrier(1 + wg);
+            const int gy = y0 + k;
+            #pragma unroll 2
+            for (int i = t128; i < NP * 8; i += 128) {
+                int pixel = i >> 3, c = i & 7, gx = x0 + 1 + pixel;
+                if (gx < W) {
+                    uint4 v;
+                    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(swz(stage + pixel * 128, c)));
+                    *(uint4*)(yn + ((size_t)gy * W + gx) * 64 + c * 8) = v;
+                }
+            }
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::);
+        wg_barrier(1 + wg);
+    }
+}
+"""
+
+
+def _rs_wrapper(pixels: int, n: int) -> str:
+    """``wgmma_rs``: m64n{pixels}k16 with A from registers and B from shared memory."""
+    return (
+        "__device__ __forceinline__ void wgmma_rs(float* d, const unsigned* a, unsigned long long db) {\n"
+        f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n + 5}, 0;\\n"\n'
+        f'                 "wgmma.mma_async.sync.aligned.m64n{pixels}k16.f32.f16.f16 '
+        f'{{{", ".join(f"%{i}" for i in range(n))}}}, {{%{n}, %{n + 1}, %{n + 2}, %{n + 3}}}, %{n + 4}, p, 1, 1, 0;\\n}}\\n"\n'
+        f'                 : {", ".join(f"{chr(34)}+f{chr(34)}(d[{i}])" for i in range(n))}\n'
+        '                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));\n}\n')
+
+
+def _rowrs_smem(pixels: int, groups: int) -> int:
+    return groups * (5 * (pixels + 2) * 128 + pixels * 128) + 1024
+
+
+@functools.cache
+def _conv64_rowsrs(pixels: int, groups: int, seg: int) -> Any:
+    source = (f"#define NP {pixels}\n#define GROUPS {groups}\n#define SEG {seg}\n"
+              + _ROWRS_KERNEL.replace("WGMMA_RS", _rs_wrapper(pixels, pixels // 2)))
+    return compile_sm90a(source, "conv3x3_c64_rowsrs", _rowrs_smem(pixels, groups))
+
+
+def conv3x3_c64_rowsrs(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None, alpha: float,
+                       variant: tuple[int, int, int]) -> bool:
+    """The row-ring kernel with the weights in registers, ``variant`` = (pixels, warpgroups, rows a segment)."""
+    pixels, groups, seg = variant
+    n, h, w = x.shape[:3]
+    sms = _sm_count_and_cc()[0]
+    items = n * -(-h // seg) * -(-w // pixels)
+    i32 = cupy.int32
+    _conv64_rowsrs(*variant)[1]((min(-(-items // groups), sms),), (128 * groups,),
+                                (x, wt, x if bias is None else bias, i32(bias is not None), out, i32(n), i32(h),
+                                 i32(w), i32(EPILOGUES[act]), cupy.float32(alpha)),
+                                shared_mem=_rowrs_smem(pixels, groups), stream=cupy.cuda.get_current_stream())
+    return True
+
+
 def main() -> None:
     from engine.backends import get_backend
 
@@ -470,8 +964,16 @@ def main() -> None:
     ap.add_argument("--size", default="1080x1920")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=50)
-    ap.add_argument("--shapes", nargs="+", default=["3x3", "2x3", "2x4", "4x2"],
+    ap.add_argument("--shapes", nargs="*", default=["3x3", "2x3", "2x4", "4x2"],
                     help="Hopper kernel variants: output rows a warpgroup x warpgroups a block")
+    ap.add_argument("--ss", nargs="*", default=["4x64x3x0", "1x128x3x0", "2x128x2x0", "1x96x4x0"],
+                    help="swapped-operand variants: rows x pixels x warpgroups x base-offset")
+    ap.add_argument("--sh", nargs="*", default=["2x64x3", "1x96x4"],
+                    help="shared-halo variants: rows a warpgroup x pixels x warpgroups")
+    ap.add_argument("--rows", nargs="*", default=["96x2x8", "96x2x16", "64x3x8", "64x3x16", "96x2x34", "64x3x34"],
+                    help="row-ring variants: pixels a strip x warpgroups x rows a segment")
+    ap.add_argument("--rowsrs", nargs="*", default=["128x2x8", "96x2x8", "128x2x4", "64x2x8", "192x1x8"],
+                    help="row-ring variants with the weights in registers: pixels x warpgroups x rows a segment")
     a = ap.parse_args()
     h, w = (int(v) for v in a.size.split("x"))
     backend = get_backend("cupy", notice=None)
@@ -512,6 +1014,38 @@ def main() -> None:
                 runs[f"conv3x3_c64 wgmma {shape[0]} rows x {shape[1]} groups"] = hopper(shape)
             else:
                 print(f"wgmma kernel {shape} does not compile or load")
+        for v in a.ss:
+            variant = tuple(int(t) for t in v.split("x"))
+            try:
+                _conv64_ss(*variant)
+            except Exception as exc:  # noqa: BLE001
+                print(f"ss kernel {v}: {type(exc).__name__}: {str(exc)[-800:]}")
+                continue
+            runs[f"conv3x3_c64 ss {v}"] = functools.partial(conv3x3_c64_ss, x, w64, b, ours, "relu", 0.0, variant)
+        for v in a.sh:
+            variant = tuple(int(t) for t in v.split("x"))
+            try:
+                _conv64_sh(*variant)
+            except Exception as exc:  # noqa: BLE001
+                print(f"sh kernel {v}: {type(exc).__name__}: {str(exc)[-800:]}")
+                continue
+            runs[f"conv3x3_c64 sh {v}"] = functools.partial(conv3x3_c64_sh, x, w64, b, ours, "relu", 0.0, variant)
+        for v in a.rows:
+            variant = tuple(int(t) for t in v.split("x"))
+            if gpu_kernels._conv64(*variant) is None:
+                print(f"rows kernel {v} does not compile or load")
+                continue
+            runs[f"engine conv3x3_c64 rows {v}"] = functools.partial(gpu_kernels.conv3x3_c64, x, w64, b, ours, "relu",
+                                                                     0.0, variant)
+        for v in a.rowsrs:
+            variant = tuple(int(t) for t in v.split("x"))
+            try:
+                _conv64_rowsrs(*variant)
+            except Exception as exc:  # noqa: BLE001
+                print(f"rowsrs kernel {v}: {type(exc).__name__}: {str(exc)[-800:]}")
+                continue
+            runs[f"conv3x3_c64 rowsrs {v}"] = functools.partial(conv3x3_c64_rowsrs, x, w64, b, ours, "relu", 0.0,
+                                                                 variant)
     runs["cuDNN (engine, tuned)"]()
     print(f"64 -> 64 3x3 + bias + ReLU, {a.batch} x {h} x {w}, fp16 NHWC")
     for name, fn in list(runs.items())[1:]:

@@ -323,3 +323,102 @@ def test_patch_convolution_matches_reference(c, k, kernel, stride, padding, hw, 
     assert wp.shape[1] % 8 == 0 and wp.shape[2:] == (1, 1)
     assert cupy_kernels.conv_patches(backend.cudnn, xd, wp, bd, out, kernel, stride, padding, act, {})
     _close(backend, out, ref)
+
+
+def _hopper_or_skip():
+    backend_param("cupy")
+    from engine.backends import gpu_kernels
+
+    if gpu_kernels._sm_count_and_cc()[1] != 90:
+        pytest.skip("the 64-channel wgmma kernel needs a Hopper GPU (compute capability 9.0)")
+    if gpu_kernels._conv64(*gpu_kernels.CONV64_SHAPE) is None:
+        pytest.fail("the 64-channel wgmma kernel does not compile on this Hopper GPU")
+    return gpu_kernels
+
+
+def _conv64_case(n, h, w, act, bias, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, 64, h, w)).astype(np.float16)
+    wt = (rng.standard_normal((64, 64, 3, 3)) / 24.0).astype(np.float16)
+    b = rng.standard_normal(64).astype(np.float16) if bias else None
+    ref = conv2d(np, x.astype(np.float64), wt.astype(np.float64), None if b is None else b.astype(np.float64),
+                 (1, 1), (1, 1), (1, 1), 1)
+    if act == "relu":
+        ref = np.maximum(ref, 0)
+    elif act == "leaky_relu":
+        ref = np.where(ref < 0, 0.1 * ref, ref)
+    return x, wt, b, ref
+
+
+@pytest.mark.parametrize("n,h,w", [(1, 16, 16), (2, 29, 130), (3, 9, 5), (1, 1, 97), (1, 17, 200)])
+@pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [None, (64, 3, 8), (96, 2, 3)])
+def test_64_channel_wgmma_convolution_matches_reference(n, h, w, act, bias, shape):
+    """The Hopper 64 -> 64 3x3 kernel against float64 on sizes that are not whole strips or segments (the edges
+    read zeros, pixels outside the image are never written), in its default and two other shapes."""
+    import cupy
+
+    gpu_kernels = _hopper_or_skip()
+    x, wt, b, ref = _conv64_case(n, h, w, act, bias, n * 1000 + h * 10 + w)
+    xd = cupy.asarray(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
+    out = cupy.full((n, h, w, 64), np.nan, cupy.float16)
+    assert gpu_kernels.conv64_applies(xd.transpose(0, 3, 1, 2), cupy.asarray(wt), out.transpose(0, 3, 1, 2), (1, 1),
+                                      (1, 1), (1, 1), 1, act)
+    assert gpu_kernels.conv3x3_c64(xd, gpu_kernels.conv64_weights(cupy.asarray(wt)),
+                                   None if b is None else cupy.asarray(b), out, act, 0.1, shape)
+    got = cupy.asnumpy(out).transpose(0, 3, 1, 2).astype(np.float64)
+    np.testing.assert_allclose(got, ref, rtol=5e-3, atol=5e-3)
+
+
+def test_64_channel_wgmma_convolution_passes_nan_and_declines_other_shapes():
+    import cupy
+
+    gpu_kernels = _hopper_or_skip()
+    x = cupy.zeros((1, 20, 20, 64), cupy.float16)
+    x[0, 7, 9, 5] = cupy.nan
+    wt = cupy.full((64, 64, 3, 3), 0.01, cupy.float16)
+    out = cupy.zeros_like(x)
+    assert gpu_kernels.conv3x3_c64(x, gpu_kernels.conv64_weights(wt), None, out, "relu", 0.0)
+    bad = cupy.isnan(out).any(axis=3).get()
+    assert bad[0, 6:9, 8:11].all() and bad.sum() == 9  # the NaN reaches exactly its 3 x 3 neighbourhood
+    xl, ol = x.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2)
+    one = ((1, 1), (1, 1), (1, 1))
+    assert gpu_kernels.conv64_applies(xl, wt, ol, *one, 1, None)
+    assert not gpu_kernels.conv64_applies(xl, wt, ol, *one, 1, "sigmoid")
+    assert not gpu_kernels.conv64_applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
+    assert not gpu_kernels.conv64_applies(xl, wt, ol, (1, 1), (0, 0), (1, 1), 1, None)
+    assert not gpu_kernels.conv64_applies(xl, cupy.zeros((32, 64, 3, 3), cupy.float16), ol[:, :32], *one, 1, None)
+    assert not gpu_kernels.conv64_applies(xl.astype(cupy.float32), wt.astype(cupy.float32), ol.astype(cupy.float32),
+                                          *one, 1, None)
+    assert not gpu_kernels.conv3x3_c64(x[:, :, ::2], gpu_kernels.conv64_weights(wt), None, out[:, :, :10], None, 0.0)
+
+
+def test_backend_convolution_runs_the_64_channel_kernel_when_it_times_fastest(monkeypatch):
+    """The CuPy backend's conv2d offers the Hopper kernel as a timed candidate: when it times fastest it is chosen
+    (and remembered for the configuration) and its result is the convolution's."""
+    import cupy
+
+    _hopper_or_skip()
+    from engine.backends import cudnn_conv, cupy_kernels
+
+    backend = backend_param("cupy")
+    backend.activate()
+    timed: list = []
+
+    def fake_elapsed(fn, repeat=3):
+        timed.append(fn)
+        return 1.0 if fn() else None
+
+    monkeypatch.setattr(cupy_kernels, "_elapsed_ms", fake_elapsed)
+    monkeypatch.setattr(cupy_kernels, "_CHOICES", {})
+    monkeypatch.setattr(cudnn_conv, "TUNE_MIN_FLOP", 0.0)
+    x, wt, b, ref = _conv64_case(1, 24, 40, "relu", True, 7)
+    out = _nhwc(cupy, np.full(ref.shape, np.nan, np.float16))
+    cache: dict = {}
+    assert backend.kernel("conv2d")(_nhwc(cupy, x), _nhwc(cupy, wt), cupy.asarray(b), out, (1, 1), (1, 1), (1, 1),
+                                    1, "relu", {}, cache)
+    backend.synchronize()
+    assert "conv64" in cache and len(timed) >= 2  # offered and timed beside cuDNN
+    assert list(cupy_kernels._CHOICES.values()) == ["conv64"]  # ties go to the first candidate: ours
+    np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), ref, rtol=5e-3, atol=5e-3)
