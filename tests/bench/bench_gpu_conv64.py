@@ -1,26 +1,25 @@
-"""dncnn's middle layer (64 -> 64 3x3, bias + ReLU) at 1080p fp16 NHWC: two tensor-core kernels written for it in
-round 2, session 8, against cuDNN as the engine tunes it and PyTorch's channels-last convolution
-(``cudnn.benchmark``), each timed alone with CUDA events after a check of its output against cuDNN's:
-python -m tests.bench.bench_gpu_conv64 [--size 1080x1920] [--batch 1] [--shapes 3x3 2x4 ...]
+"""dncnn's middle layer (64 -> 64 3x3, bias + ReLU) at 1080p fp16 NHWC: the engine's Hopper kernel
+(``gpu_kernels.conv3x3_c64``, "rows") and the other tensor-core designs tried for it in round 2, session 8, against
+cuDNN as the engine tunes it and PyTorch's channels-last convolution (``cudnn.benchmark``); each output is checked
+against cuDNN's, then each is timed alone with CUDA events:
+python -m tests.bench.bench_gpu_conv64 [--size 1080x1920] [--batch 1] [--rows 96x2x8 ...] [--ss ...] [--sh ...]
 
-The kernels live here, not in the engine, because neither beats cuDNN on the H100 (so the engine's timed choice
-would never pick them); the record of the attempt, for whoever takes the dncnn 5 ms target up again:
+H100 figures (cuDNN 341-353 us throughout):
 
-* ``mma.sync`` (Ampere-style m16n8k16), a persistent block of 8 warps, all weights in shared memory, 16 x 16 output
-  tiles with a double-buffered cp.async halo, each input row's A fragment serving the three output rows that read
-  it: 445-495 us against cuDNN's 341-352 (H100, 1080p).
-* ``wgmma`` (Hopper, sm_90a, compiled through NVRTC since CuPy's own compilation names sm_90): B (the weights) from
-  shared memory through 128-byte-swizzled matrix descriptors, A (input rows) through ldmatrix into registers,
-  steps of (dx, 16 channels) committed as groups with the A registers double-buffered. One warpgroup: 485-508 us
-  (Nsight Compute: tensor pipe 33% busy, 2.3 k instructions a warp a 256-pixel tile, 5.9 cycles each: address
-  arithmetic, halo copies and the epilogue, not the products); GROUPS warpgroups a block on their own tiles with
-  their own halos, the next halo issued as soon as the last A fragments are read: 4 rows x 2 groups 408-430 us,
-  2 x 3 368-384, 2 x 4 393-435, **3 x 3 354-360 us** (at 4 x 512 x 512: 178 us against cuDNN 177); short-scoreboard
-  stalls on the ldmatrix -> wgmma dependency lead.
-  Tried and wrong: one m64n128/n192 instruction per input row covering two or three output rows at once (B =
-  the taps of one dx, consecutive in shared memory) gave wrong sums (max error 1.1 on outputs of 7) and was slower;
-  not kept. What would go further: the input as wgmma's B operand from shared memory too (no ldmatrix; needs a
-  transposing epilogue through stmatrix), TMA for the halo, and a producer warp so that no consumer issues copies.
+* ``mma.sync`` (Ampere-style m16n8k16), 8 warps, weights resident, 16 x 16 tiles, double-buffered cp.async halo,
+  each input row's A fragment serving the three output rows that read it: 445-495 us.
+* ``wgmma`` (sm_90a, NVRTC) with the input as A through ldmatrix into registers and the weights as B through
+  128-byte-swizzled descriptors (``--shapes``: output rows x warpgroups): one warpgroup 485-508 us (Nsight Compute:
+  tensor pipe 33% busy, issue-bound on address arithmetic, copies and the epilogue), 3 x 3 354-360 us.
+  One m64n128/n192 instruction per input row for two or three output rows gave wrong sums: accumulators of
+  different instruction shapes in flight are not ordered. Not kept.
+* Both operands from shared memory, the weights as A and the pixels as N, outputs transposed through stmatrix
+  (``--ss``: rows x pixels x warpgroups x base-offset flag; the flag must be 0: the hardware swizzles on absolute
+  address bits): per-warpgroup halos 311-352 us; ``--sh``: one double-buffered halo shared by the warpgroups
+  343-432 us; ``--rowsrs``: the weights as A held in registers 299-640 us.
+* ``--rows`` (the engine's kernel): strips of NP pixels walk down SEG rows with a ring of five input rows, the row
+  three below loading while one computes: 96 x 2 x 8 287-300 us (the default), 64 x 3 x 8 294-312.
+  Issuing the next row's products before writing the current one (two accumulator sets) was slower (398 us).
 """
 from __future__ import annotations
 
