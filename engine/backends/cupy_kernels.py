@@ -199,6 +199,11 @@ def conv2d(backend: Backend) -> Kernel:
             w64 = derived(cache, "conv64", w, lambda: gpu_kernels.conv64_weights(w))
             others["conv64"] = lambda: gpu_kernels.conv3x3_c64(
                 x.transpose(0, 2, 3, 1), w64, b, out.transpose(0, 2, 3, 1), epilogue, float(coefs.get("alpha", 0.0)))
+        if (gpu_kernels.patch64_applies(x, w, out, stride, padding, dilation, groups, epilogue) and is_nhwc_memory(x)
+                and is_nhwc_memory(out)):
+            wq = derived(cache, "patch64", w, lambda: gpu_kernels.patch64_weights(w))
+            others["patch64"] = lambda: gpu_kernels.conv3x3_patch64(
+                x.transpose(0, 2, 3, 1), wq, b, out.transpose(0, 2, 3, 1), epilogue, float(coefs.get("alpha", 0.0)))
         if cudnn is not None and s2d_applies(x, w, out, stride, dilation, groups):
             w2 = derived(cache, "s2d", w, lambda: s2d_weights(w, stride[0]))
             others["s2d"] = lambda: conv_space_to_depth(cudnn, x, w2, b, out, stride[0], padding, epilogue, coefs, cache)

@@ -541,6 +541,118 @@ conv3x3_c64_rows(const unsigned short* __restrict__ x, const unsigned short* __r
 """
 
 
+_PATCH64 = r"""
+// A 3x3 convolution (stride 1, padding 1) of an input of C <= 3 channels to 64, fp16 NHWC, on wgmma: for each
+// output row of a strip of NP pixels, the 9 x C taps of every pixel are gathered into a 128-byte shared-memory
+// row (K = 9C padded to 32; the rest of the row is never read), then two wgmma m64nNPk16 (the weights as A) give
+// the row, written out through the same stmatrix staging as the 64-channel kernel. Reads the unpadded input.
+extern "C" __global__ void __launch_bounds__(128 * GROUPS, 1)
+conv3x3_patch64(const unsigned short* __restrict__ x, const unsigned short* __restrict__ wt,
+                const unsigned short* __restrict__ bias, int has_bias, unsigned short* __restrict__ y, int N, int H,
+                int W, int C, int act, float alpha) {
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7, t128 = threadIdx.x & 127;
+    const unsigned wbase = smem_u32(smem);                       // 64 rows x 128 bytes
+    const unsigned pbuf = wbase + 8192 + wg * (2 * NP * 128), stage = pbuf + NP * 128;
+    for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
+        int row = i >> 3, c = i & 7;
+        cp16(swz(wbase + row * 128, c), wt + row * 64 + c * 8, true);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    float bv[2];
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        unsigned short u = has_bias ? bias[warp * 16 + (lane >> 2) + 8 * h] : (unsigned short)0;
+        asm("cvt.f32.f16 %0, %1;\n" : "=f"(bv[h]) : "h"(u));
+    }
+    // this thread always fills K chunk (t128 & 3) (8 taps x channels) of pixels t128 / 4, + 32, + 64
+    const int chunk = t128 & 3;
+    int dyv[8], dxv[8], cv[8];
+    #pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        int k = chunk * 8 + j, tap = k / C;
+        bool ok = k < 9 * C;
+        dyv[j] = ok ? tap / 3 - 1 : -(1 << 20);  // a padding column of K: out of the image, always zero
+        dxv[j] = ok ? tap % 3 - 1 : 0;
+        cv[j] = ok ? k % C : 0;
+    }
+    const unsigned long long wdesc = desc_of(wbase), pdesc = desc_of(pbuf);
+    const int q = lane >> 3, kq = lane & 7;
+    const int strips = (W + NP - 1) / NP, segs = (H + SEG - 1) / SEG, items = N * strips * segs;
+    for (int item = blockIdx.x * GROUPS + wg; item < items; item += gridDim.x * GROUPS) {
+        const int n = item / (strips * segs), rest = item % (strips * segs);
+        const int y0 = (rest / strips) * SEG, xs = (rest % strips) * NP;
+        const unsigned short* xn = x + (size_t)n * H * W * C;
+        unsigned short* yn = y + (size_t)n * H * W * 64;
+        for (int k = 0; k < SEG && y0 + k < H; ++k) {
+            const int gy = y0 + k;
+            for (int p = t128 >> 2; p < NP; p += 32) {
+                const int gx = xs + p;
+                unsigned v[4];
+                #pragma unroll
+                for (int j = 0; j < 8; j += 2) {
+                    unsigned short a = 0, b = 0;
+                    int iy = gy + dyv[j], ix = gx + dxv[j];
+                    if ((unsigned)iy < (unsigned)H && (unsigned)ix < (unsigned)W) a = xn[((size_t)iy * W + ix) * C + cv[j]];
+                    iy = gy + dyv[j + 1]; ix = gx + dxv[j + 1];
+                    if ((unsigned)iy < (unsigned)H && (unsigned)ix < (unsigned)W) b = xn[((size_t)iy * W + ix) * C + cv[j + 1]];
+                    v[j >> 1] = (unsigned)a | ((unsigned)b << 16);
+                }
+                asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n"
+                             :: "r"(swz(pbuf + p * 128, chunk)), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
+            }
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            wg_barrier(1 + wg);  // the patches are in; the last row's staging is written out
+            float acc[NACC];
+            #pragma unroll
+            for (int e = 0; e < NACC; ++e) { acc[e] = 0.0f; keepf(acc[e]); }
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+            wgmma_ss(acc, wdesc, pdesc);
+            wgmma_ss(acc, wdesc + 2, pdesc + 2);
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            #pragma unroll
+            for (int e = 0; e < NACC; ++e) keepf(acc[e]);
+            #pragma unroll
+            for (int j0 = 0; j0 < NP / 8; j0 += 2) {
+                unsigned pk[4];
+                #pragma unroll
+                for (int m = 0; m < 4; ++m) {
+                    const int j = j0 + (m >> 1), h = m & 1;
+                    float v0 = acc[4 * j + 2 * h] + bv[h], v1 = acc[4 * j + 2 * h + 1] + bv[h];
+                    if (act == 1) { v0 = v0 < 0.0f ? 0.0f : v0; v1 = v1 < 0.0f ? 0.0f : v1; }
+                    else if (act == 2) { v0 = v0 < 0.0f ? v0 * alpha : v0; v1 = v1 < 0.0f ? v1 * alpha : v1; }
+                    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pk[m]) : "f"(v1), "f"(v0));
+                }
+                const int pixel = 8 * (j0 + (q >> 1)) + kq;
+                asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                             :: "r"(swz(stage + pixel * 128, 2 * warp + (q & 1))), "r"(pk[0]), "r"(pk[1]),
+                                "r"(pk[2]), "r"(pk[3]) : "memory");
+            }
+            wg_barrier(1 + wg);  // staging complete; the products are done with the patches
+            #pragma unroll 2
+            for (int i = t128; i < NP * 8; i += 128) {
+                int pixel = i >> 3, c = i & 7, gx = xs + pixel;
+                if (gx < W) {
+                    uint4 v;
+                    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(swz(stage + pixel * 128, c)));
+                    *(uint4*)(yn + ((size_t)gy * W + gx) * 64 + c * 8) = v;
+                }
+            }
+        }
+    }
+}
+"""
+
+#: the few-channel kernel's strip width, warpgroups a block and rows a work item
+PATCH64_SHAPE = (96, 4, 8)
+
+
 def wgmma_ss_wrapper(pixels: int, n: int) -> str:
     """``wgmma_ss``: m64n{pixels}k16 with both operands from shared memory, ``n`` accumulators a thread."""
     return (
@@ -624,4 +736,61 @@ def conv3x3_c64(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None, al
               (x, wt, x if bias is None else bias, i32(bias is not None), out, i32(n), i32(h), i32(w),
                i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha)),
               shared_mem=conv64_smem(pixels, groups), stream=cupy.cuda.get_current_stream())
+    return True
+
+def patch64_smem(pixels: int, groups: int) -> int:
+    """Shared memory of the few-channel kernel: the weights, a patch row and a staging row per warpgroup."""
+    return 8192 + groups * 2 * pixels * 128 + 1024
+
+
+@functools.cache
+def _patch64(pixels: int, groups: int, seg: int) -> Any:
+    """The few-channel kernel of one shape, or None where it does not compile or load here."""
+    try:
+        head = _CONV64[:_CONV64.index("extern \"C\"")].replace("WGMMA_SS", wgmma_ss_wrapper(pixels, pixels // 2))
+        source = f"#define NP {pixels}\n#define GROUPS {groups}\n#define SEG {seg}\n" + head + _PATCH64
+        return compile_sm90a(source, "conv3x3_patch64", patch64_smem(pixels, groups))
+    except Exception:  # noqa: BLE001 - an NVRTC or driver without sm_90a: the other candidates serve
+        return None
+
+
+def patch64_applies(x: Any, w: Any, out: Any, stride: tuple[int, int], padding: tuple[int, int],
+                    dilation: tuple[int, int], groups: int, act: str | None) -> bool:
+    """Whether :func:`conv3x3_patch64` covers this convolution: fp16, 3x3 of stride 1 and padding 1 from at most
+    3 channels to 64 (an RGB input layer), one group, a fused activation it applies, on a Hopper GPU."""
+    return (groups == 1 and tuple(w.shape[2:]) == (3, 3) and w.shape[0] == 64 and 1 <= w.shape[1] <= 3
+            and tuple(stride) == tuple(dilation) == (1, 1) and tuple(padding) == (1, 1) and act in DIRECT_EPILOGUES
+            and x.dtype == w.dtype == out.dtype == cupy.float16 and x.shape[1] == w.shape[1]
+            and tuple(x.shape[2:]) == tuple(out.shape[2:]) and _sm_count_and_cc()[1] == 90)
+
+
+def patch64_weights(w: Any) -> Any:
+    """Weights (logical 64, C, 3, 3) as the fp16 (64, 64) rows of :func:`conv3x3_patch64`: column (dy * 3 + dx) * C
+    + c, zeros past 9C."""
+    k, c = w.shape[:2]
+    rows = cupy.zeros((64, 64), cupy.float16)
+    rows[:, :9 * c] = w.transpose(0, 2, 3, 1).reshape(k, 9 * c).astype(cupy.float16)
+    return rows
+
+
+def conv3x3_patch64(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None, alpha: float,
+                    shape: tuple[int, int, int] | None = None) -> bool:
+    """``act(conv3x3(x) + bias)`` into ``out``: physical fp16 NHWC ``x`` (N, H, W, C <= 3) and ``out`` (N, H, W, 64),
+    ``wt`` from :func:`patch64_weights`, ``bias`` fp16 or None. False when the arrays are not contiguous and
+    aligned or the kernel is unavailable."""
+    if not (x.flags.c_contiguous and out.flags.c_contiguous and wt.flags.c_contiguous and _aligned(out, wt)):
+        return False
+    if bias is not None and not (bias.dtype == cupy.float16 and bias.flags.c_contiguous):
+        return False
+    pixels, groups, seg = shape or PATCH64_SHAPE
+    kernel = _patch64(pixels, groups, seg)
+    if kernel is None:
+        return False
+    n, h, w, c = x.shape
+    items = n * -(-h // seg) * -(-w // pixels)
+    i32 = cupy.int32
+    kernel[1]((min(-(-items // groups), _sm_count_and_cc()[0]),), (128 * groups,),
+              (x, wt, x if bias is None else bias, i32(bias is not None), out, i32(n), i32(h), i32(w), i32(c),
+               i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha)),
+              shared_mem=patch64_smem(pixels, groups), stream=cupy.cuda.get_current_stream())
     return True

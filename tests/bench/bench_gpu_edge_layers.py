@@ -54,6 +54,10 @@ def main() -> None:
             wp = cupy_kernels.patch_weights(wl)
             runs["patches + cuDNN 1x1"] = lambda: cupy_kernels.conv_patches(backend.cudnn, xl, wp, b, ol, (3, 3), (1, 1),
                                                                             (1, 1), act, {}, {})
+        if gpu_kernels._sm_count_and_cc()[1] == 90 and gpu_kernels.patch64_applies(xl, wl, ol, (1, 1), (1, 1), (1, 1),
+                                                                                    1, act):
+            wq = gpu_kernels.patch64_weights(wl)
+            runs["patch64 (wgmma)"] = lambda: gpu_kernels.conv3x3_patch64(x, wq, b, out, act, 0.0)
         print(f"{c} -> {k} 3x3 at {h}x{w}:")
         for name, fn in runs.items():
             ms = timed(fn)

@@ -422,3 +422,56 @@ def test_backend_convolution_runs_the_64_channel_kernel_when_it_times_fastest(mo
     assert "conv64" in cache and len(timed) >= 2  # offered and timed beside cuDNN
     assert list(cupy_kernels._CHOICES.values()) == ["conv64"]  # ties go to the first candidate: ours
     np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), ref, rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("c", [1, 2, 3])
+@pytest.mark.parametrize("n,h,w", [(1, 16, 16), (2, 29, 130), (1, 9, 5), (1, 1, 97)])
+@pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_few_channel_wgmma_convolution_matches_reference(c, n, h, w, act, bias):
+    """The Hopper 3x3 kernel from an input of 1-3 channels to 64 (taps gathered in shared memory) against float64,
+    on sizes that are not whole strips or segments."""
+    import cupy
+
+    gpu_kernels = _hopper_or_skip()
+    if gpu_kernels._patch64(*gpu_kernels.PATCH64_SHAPE) is None:
+        pytest.fail("the few-channel wgmma kernel does not compile on this Hopper GPU")
+    rng = np.random.default_rng(c * 100 + h + w)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float16)
+    wt = (rng.standard_normal((64, c, 3, 3)) / 3.0).astype(np.float16)
+    b = rng.standard_normal(64).astype(np.float16) if bias else None
+    ref = conv2d(np, x.astype(np.float64), wt.astype(np.float64), None if b is None else b.astype(np.float64),
+                 (1, 1), (1, 1), (1, 1), 1)
+    if act == "relu":
+        ref = np.maximum(ref, 0)
+    elif act == "leaky_relu":
+        ref = np.where(ref < 0, 0.1 * ref, ref)
+    xd = cupy.asarray(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
+    out = cupy.full((n, h, w, 64), np.nan, cupy.float16)
+    assert gpu_kernels.patch64_applies(xd.transpose(0, 3, 1, 2), cupy.asarray(wt), out.transpose(0, 3, 1, 2), (1, 1),
+                                       (1, 1), (1, 1), 1, act)
+    assert gpu_kernels.conv3x3_patch64(xd, gpu_kernels.patch64_weights(cupy.asarray(wt)),
+                                       None if b is None else cupy.asarray(b), out, act, 0.1)
+    got = cupy.asnumpy(out).transpose(0, 3, 1, 2).astype(np.float64)
+    np.testing.assert_allclose(got, ref, rtol=5e-3, atol=5e-3)
+
+
+def test_few_channel_wgmma_convolution_keeps_nan_local_and_declines_other_shapes():
+    import cupy
+
+    gpu_kernels = _hopper_or_skip()
+    x = cupy.zeros((1, 20, 20, 3), cupy.float16)
+    x[0, 7, 9, 1] = cupy.nan
+    wt = cupy.full((64, 3, 3, 3), 0.01, cupy.float16)
+    out = cupy.zeros((1, 20, 20, 64), cupy.float16)
+    assert gpu_kernels.conv3x3_patch64(x, gpu_kernels.patch64_weights(wt), None, out, "relu", 0.0)
+    bad = cupy.isnan(out).any(axis=3).get()
+    assert bad[0, 6:9, 8:11].all() and bad.sum() == 9  # the NaN reaches exactly its 3 x 3 neighbourhood
+    xl, ol = x.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2)
+    one = ((1, 1), (1, 1), (1, 1))
+    assert gpu_kernels.patch64_applies(xl, wt, ol, *one, 1, None)
+    assert not gpu_kernels.patch64_applies(xl, wt, ol, *one, 1, "tanh")
+    assert not gpu_kernels.patch64_applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
+    assert not gpu_kernels.patch64_applies(xl, wt[:32], ol[:, :32], *one, 1, None)
+    x4 = cupy.zeros((1, 4, 20, 20), cupy.float16)
+    assert not gpu_kernels.patch64_applies(x4, cupy.zeros((64, 4, 3, 3), cupy.float16), ol, *one, 1, None)
