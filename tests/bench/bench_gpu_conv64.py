@@ -31,8 +31,7 @@ import cupy  # this module runs only on the GPU machine
 import numpy as np
 
 from engine.backends import gpu_kernels
-from engine.backends.gpu_kernels import compile_sm90a
-from engine.backends.gpu_kernels import wgmma_ss_wrapper as _ss_wrapper
+from engine.backends.gpu_kernels import compile_sm90a, wgmma_ss_wrapper
 
 #: fused epilogues the kernels apply
 EPILOGUES = {None: 0, "relu": 1, "leaky_relu": 2}
@@ -607,7 +606,7 @@ def _ss_source(rows: int, pixels: int, groups: int, baseoff: int) -> str:
     """The swapped-operand Hopper kernel: weights as wgmma's A and input pixels as its B, both from shared memory
     (no ldmatrix, no A registers), N = ``pixels`` of one row, outputs transposed through stmatrix."""
     n = pixels // 2
-    wrapper = _ss_wrapper(pixels, n)
+    wrapper = wgmma_ss_wrapper(pixels, n)
     head = f"#define TH {rows}\n#define NP {pixels}\n#define GROUPS {groups}\n#define BASEOFF {baseoff}\n"
     return head + _SS_COMMON.replace("WGMMA_SS", wrapper)
 
@@ -750,7 +749,7 @@ def _sh_source(rows: int, pixels: int, groups: int) -> str:
     common = _SS_COMMON[:_SS_COMMON.index("WGMMA_SS")]
     common = common.replace("int t128) {", "int t128) {  // t128: the thread's index in the block").replace(
         "p += 16)", "p += (int)blockDim.x / 8)").replace("hx += 16;", "hx += (int)blockDim.x / 8;")
-    return head + common + _ss_wrapper(pixels, n) + _SH_KERNEL
+    return head + common + wgmma_ss_wrapper(pixels, n) + _SH_KERNEL
 
 
 def _sh_smem(rows: int, pixels: int, groups: int) -> int:
@@ -777,45 +776,8 @@ def conv3x3_c64_sh(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None,
     return True
 
 
+# the engine kernel's helpers (ring rows, swizzle, descriptors), without the shared weights; then the kernel
 _ROWRS_KERNEL = r"""
-#define ROWB ((NP + 2) * 128)
-#define RING 5
-#define WG_BYTES (RING * ROWB + NP * 128)
-#define W_BYTES 0
-#define NACC (NP / 2)
-
-__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void cp16(unsigned dst, const void* src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void keepf(float& r) { asm volatile("" : "+f"(r) :: "memory"); }
-__device__ __forceinline__ void wg_barrier(int id) { asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory"); }
-
-// 16-byte chunk c of the 128-byte row at address a: swizzled by the row's address bits 7-9, as wgmma reads it
-__device__ __forceinline__ unsigned swz(unsigned a, int c) { return a + ((c ^ ((a >> 7) & 7)) << 4); }
-
-__device__ __forceinline__ unsigned long long desc_of(unsigned addr) {
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32)
-           | (1ull << 62);
-}
-
-// one input row (NP + 2 pixels from x0) into a ring slot, zeros outside the image; one commit group
-__device__ __forceinline__ void load_row(unsigned slot, const unsigned short* __restrict__ xn, int gy, int x0, int H,
-                                         int W, int t128) {
-    const bool row_ok = (unsigned)gy < (unsigned)H;
-    for (int i = t128; i < (NP + 2) * 8; i += 128) {
-        int p = i >> 3, c = i & 7, gx = x0 + p;
-        bool ok = row_ok && (unsigned)gx < (unsigned)W;
-        const unsigned short* src = ok ? xn + ((size_t)gy * W + gx) * 64 + c * 8 : xn;
-        cp16(swz(slot + p * 128, c), src, ok);
-    }
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-
-WGMMA_RS
-
 extern "C" __global__ void __launch_bounds__(128 * GROUPS, 1)
 conv3x3_c64_rowsrs(const unsigned short* __restrict__ x, const unsigned short* __restrict__ wt,
                  const unsigned short* __restrict__ bias, int has_bias, unsigned short* __restrict__ y, int N, int H,
@@ -936,8 +898,10 @@ def _rowrs_smem(pixels: int, groups: int) -> int:
 
 @functools.cache
 def _conv64_rowsrs(pixels: int, groups: int, seg: int) -> Any:
-    source = (f"#define NP {pixels}\n#define GROUPS {groups}\n#define SEG {seg}\n"
-              + _ROWRS_KERNEL.replace("WGMMA_RS", _rs_wrapper(pixels, pixels // 2)))
+    head = gpu_kernels._CONV64[:gpu_kernels._CONV64.index('extern "C"')].replace(
+        "WGMMA_SS", wgmma_ss_wrapper(pixels, pixels // 2))
+    source = (f"#define NP {pixels}\n#define GROUPS {groups}\n#define SEG {seg}\n" + head
+              + "#undef W_BYTES\n#define W_BYTES 0\n" + _rs_wrapper(pixels, pixels // 2) + _ROWRS_KERNEL)
     return compile_sm90a(source, "conv3x3_c64_rowsrs", _rowrs_smem(pixels, groups))
 
 
