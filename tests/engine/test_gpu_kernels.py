@@ -336,10 +336,12 @@ def _hopper_or_skip():
     return gpu_kernels
 
 
-def _conv64_case(n, h, w, act, bias, seed):
+def _conv64_case(n, h, w, act, bias, seed, c=64, scale=24.0):
+    """A random fp16 3x3 convolution from ``c`` channels to 64 (input, weights, bias or None) and its float64
+    result after ``act``."""
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, 64, h, w)).astype(np.float16)
-    wt = (rng.standard_normal((64, 64, 3, 3)) / 24.0).astype(np.float16)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float16)
+    wt = (rng.standard_normal((64, c, 3, 3)) / scale).astype(np.float16)
     b = rng.standard_normal(64).astype(np.float16) if bias else None
     ref = conv2d(np, x.astype(np.float64), wt.astype(np.float64), None if b is None else b.astype(np.float64),
                  (1, 1), (1, 1), (1, 1), 1)
@@ -350,6 +352,22 @@ def _conv64_case(n, h, w, act, bias, seed):
     return x, wt, b, ref
 
 
+def _check_against_reference(case, act, applies, run):
+    """``applies`` accepts the case's convolution and ``run(x, w, b, out)`` (physical NHWC on the device) writes
+    its float64 result within fp16 tolerance."""
+    import cupy
+
+    x, wt, b, ref = case
+    n, _, h, w = x.shape
+    xd = cupy.asarray(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
+    out = cupy.full((n, h, w, 64), np.nan, cupy.float16)
+    assert applies(xd.transpose(0, 3, 1, 2), cupy.asarray(wt), out.transpose(0, 3, 1, 2), (1, 1), (1, 1), (1, 1), 1,
+                   act)
+    assert run(xd, cupy.asarray(wt), None if b is None else cupy.asarray(b), out)
+    got = cupy.asnumpy(out).transpose(0, 3, 1, 2).astype(np.float64)
+    np.testing.assert_allclose(got, ref, rtol=5e-3, atol=5e-3)
+
+
 @pytest.mark.parametrize("n,h,w", [(1, 16, 16), (2, 29, 130), (3, 9, 5), (1, 1, 97), (1, 17, 200)])
 @pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
 @pytest.mark.parametrize("bias", [True, False])
@@ -357,18 +375,10 @@ def _conv64_case(n, h, w, act, bias, seed):
 def test_64_channel_wgmma_convolution_matches_reference(n, h, w, act, bias, shape):
     """The Hopper 64 -> 64 3x3 kernel against float64 on sizes that are not whole strips or segments (the edges
     read zeros, pixels outside the image are never written), in its default and two other shapes."""
-    import cupy
-
     gpu_kernels = _hopper_or_skip()
-    x, wt, b, ref = _conv64_case(n, h, w, act, bias, n * 1000 + h * 10 + w)
-    xd = cupy.asarray(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
-    out = cupy.full((n, h, w, 64), np.nan, cupy.float16)
-    assert gpu_kernels.conv64_applies(xd.transpose(0, 3, 1, 2), cupy.asarray(wt), out.transpose(0, 3, 1, 2), (1, 1),
-                                      (1, 1), (1, 1), 1, act)
-    assert gpu_kernels.conv3x3_c64(xd, gpu_kernels.conv64_weights(cupy.asarray(wt)),
-                                   None if b is None else cupy.asarray(b), out, act, 0.1, shape)
-    got = cupy.asnumpy(out).transpose(0, 3, 1, 2).astype(np.float64)
-    np.testing.assert_allclose(got, ref, rtol=5e-3, atol=5e-3)
+    _check_against_reference(
+        _conv64_case(n, h, w, act, bias, n * 1000 + h * 10 + w), act, gpu_kernels.conv64_applies,
+        lambda x, wt, b, out: gpu_kernels.conv3x3_c64(x, gpu_kernels.conv64_weights(wt), b, out, act, 0.1, shape))
 
 
 def test_64_channel_wgmma_convolution_passes_nan_and_declines_other_shapes():
@@ -431,29 +441,13 @@ def test_backend_convolution_runs_the_64_channel_kernel_when_it_times_fastest(mo
 def test_few_channel_wgmma_convolution_matches_reference(c, n, h, w, act, bias):
     """The Hopper 3x3 kernel from an input of 1-3 channels to 64 (taps gathered in shared memory) against float64,
     on sizes that are not whole strips or segments."""
-    import cupy
 
     gpu_kernels = _hopper_or_skip()
     if gpu_kernels._patch64(*gpu_kernels.PATCH64_SHAPE) is None:
         pytest.fail("the few-channel wgmma kernel does not compile on this Hopper GPU")
-    rng = np.random.default_rng(c * 100 + h + w)
-    x = rng.standard_normal((n, c, h, w)).astype(np.float16)
-    wt = (rng.standard_normal((64, c, 3, 3)) / 3.0).astype(np.float16)
-    b = rng.standard_normal(64).astype(np.float16) if bias else None
-    ref = conv2d(np, x.astype(np.float64), wt.astype(np.float64), None if b is None else b.astype(np.float64),
-                 (1, 1), (1, 1), (1, 1), 1)
-    if act == "relu":
-        ref = np.maximum(ref, 0)
-    elif act == "leaky_relu":
-        ref = np.where(ref < 0, 0.1 * ref, ref)
-    xd = cupy.asarray(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
-    out = cupy.full((n, h, w, 64), np.nan, cupy.float16)
-    assert gpu_kernels.patch64_applies(xd.transpose(0, 3, 1, 2), cupy.asarray(wt), out.transpose(0, 3, 1, 2), (1, 1),
-                                       (1, 1), (1, 1), 1, act)
-    assert gpu_kernels.conv3x3_patch64(xd, gpu_kernels.patch64_weights(cupy.asarray(wt)),
-                                       None if b is None else cupy.asarray(b), out, act, 0.1)
-    got = cupy.asnumpy(out).transpose(0, 3, 1, 2).astype(np.float64)
-    np.testing.assert_allclose(got, ref, rtol=5e-3, atol=5e-3)
+    _check_against_reference(
+        _conv64_case(n, h, w, act, bias, c * 100 + h + w, c=c, scale=3.0), act, gpu_kernels.patch64_applies,
+        lambda x, wt, b, out: gpu_kernels.conv3x3_patch64(x, gpu_kernels.patch64_weights(wt), b, out, act, 0.1))
 
 
 def test_few_channel_wgmma_convolution_keeps_nan_local_and_declines_other_shapes():
