@@ -7,7 +7,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from app.cli_batch import add_batch_parser, cmd_batch
 from app.cli_common import (
@@ -55,20 +55,31 @@ def _open(args: argparse.Namespace, profiling: bool) -> tuple[RunSpec, Model, Ne
     return spec, model, net
 
 
-def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
-    import numpy as np
-
+def _planned_outputs(args: argparse.Namespace, net: Any) -> list[tuple[str, str]]:
+    """The (output layer, path) pairs that ``--output`` / ``--output-dir`` ask for, each path checked before the
+    run: a long run must not end in an output that cannot be written."""
     from engine.atomic import check_output_file, check_output_folder
-    from engine.io import VideoWriter, write_output
-    from engine.run import format_notes, load_inputs, parse_named, resolve_names, run_timed, time_iteration
+    from engine.io import check_output_kind
+    from engine.run import parse_named, resolve_names
 
-    spec, model, net = _open(args, profiling=False)
     outputs = resolve_names(parse_named(args.output), net.output_names, "output")
     if not outputs and args.output_dir:
         check_output_folder(args.output_dir, "--output-dir folder")
         outputs = [(n, str(Path(args.output_dir) / f"{n}.npy")) for n in net.output_names]
-    for _, path in outputs:  # before running: a long run must not end in an output that cannot be written
+    for _, path in outputs:
+        check_output_kind(path)
         check_output_file(path)
+    return outputs
+
+
+def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
+    import numpy as np
+
+    from engine.io import VideoWriter, write_output
+    from engine.run import format_notes, load_inputs, run_timed, time_iteration
+
+    spec, model, net = _open(args, profiling=False)
+    outputs = _planned_outputs(args, net)
     inputs = load_inputs(net, spec)
     print(f"network {model.name} {model.version}: {len(net.order)} layers, backend {net.backend.name} "
           f"({net.backend.device_name}), format {net.fmt}", file=out)
@@ -121,7 +132,7 @@ def cmd_infer(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_profile(args: argparse.Namespace, out: TextIO) -> int:
     from engine import report as rep
     from engine.atomic import check_output_file, safe_stem
-    from engine.io import kind_of
+    from engine.io import kind_of, write_output
     from engine.run import load_inputs, make_report, parse_named, run_timed
 
     if any(kind_of(p) == "video" for _, p in parse_named(args.input)):
@@ -130,6 +141,7 @@ def cmd_profile(args: argparse.Namespace, out: TextIO) -> int:
     json_path, html_path = rep.report_paths(args.report or f"{safe_stem(model.name)}_report")
     for path in (json_path, html_path):  # before the run
         check_output_file(path, "report")
+    outputs = _planned_outputs(args, net)
     load_inputs(net, spec).close()
     result = run_timed(net, spec, progress=progress_printer(sys.stderr))
     doc = make_report(net, result, spec, model=model, model_path=args.model)
@@ -139,6 +151,9 @@ def cmd_profile(args: argparse.Namespace, out: TextIO) -> int:
     rep.write_json(doc, json_path)
     rep.write_html(doc, html_path)
     print(f"\nwrote {json_path} and {html_path}", file=out)
+    for name, path in outputs:  # the outputs of the last profiled iteration, as infer writes them
+        for f in write_output(path, net.output(name), args.png_compression):
+            print(f"wrote {name} to {f}", file=out)
     return 0
 
 
@@ -239,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("profile", parents=[common, run_opts], help="time every layer and write a report",
                         description="Profile every layer; write a JSON and an HTML report and print the layer table.")
     pr.add_argument("--report", "-r", metavar="PATH", help="report path (PATH.json and PATH.html; default MODELNAME_report)")
+    pr.add_argument("--png-compression", type=png_level, default=PNG_LEVEL, metavar="0-9", help=PNG_COMPRESSION_HELP)
     cp = sub.add_parser("compare", parents=[common], help="compare inference reports",
                         description="Compare reports layer by layer (matched by name and type).")
     cp.add_argument("reports", nargs="+", metavar="REPORT", help="report JSON files")

@@ -396,6 +396,15 @@ def load_npy(path: Path, error: type[LayerLabError], what: str) -> np.ndarray:
         raise error(f"{path}: not a readable .npy {what} ({cut(str(exc), 120)})") from None
 
 
+def check_output_kind(path: str | os.PathLike[str]) -> None:
+    """Refuse an output path of a type no writer takes (checked before a run, and again by :func:`write_output`)."""
+    p = Path(path)
+    ext = p.suffix.lower()
+    if ext != ".npy" and ext not in IMAGE_EXTS and ext not in VIDEO_EXTS:
+        raise LayerLabError(f"{p}: unsupported output file type {ext or '(none)'!r}: expected .npy or an image "
+                            f"({', '.join(IMAGE_EXTS)}), or a video for video inputs")
+
+
 def write_output(path: str | os.PathLike[str], tensor: np.ndarray, png_level: int = PNG_LEVEL) -> list[Path]:
     """Write an NCHW output as .npy (whole tensor) or as image(s), each atomically (PNG at zlib level
     ``png_level``). Returns the files written."""
@@ -413,8 +422,8 @@ def write_output(path: str | os.PathLike[str], tensor: np.ndarray, png_level: in
             atomic_write(target, lambda tmp, data=data: tmp.write_bytes(memoryview(data)), "output")
             written.append(target)
         return written
-    raise LayerLabError(f"{p}: unsupported output file type {ext or '(none)'!r}: expected .npy or an image "
-                        f"({', '.join(IMAGE_EXTS)}), or a video for video inputs")
+    check_output_kind(p)
+    raise LayerLabError(f"{p}: a {ext} file takes a video input's frames (this input is not a video)")
 
 
 class VideoWriter:

@@ -81,6 +81,7 @@ def test_check_and_layers(tmp_path, capsys):
     (["infer", MODEL, "-i", "nope=x.png"], "no input layer named 'nope'"),
     (["infer", MODEL, "-i", "missing.png"], "missing.png: no such image file"),
     (["infer", MODEL, "-o", "out.txt"], "unsupported output file type '.txt'"),
+    (["profile", MODEL, "-o", "out.txt"], "unsupported output file type '.txt'"),
     (["infer", MODEL, "-w", "/no/such/dir"], "weights folder /no/such/dir does not exist"),
     (["check", "missing.lnet"], "no such file"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
@@ -166,3 +167,21 @@ def test_fusing_rules_flag(tmp_path, capsys):
                         "--report", str(tmp_path / "plain")], capsys)
     assert code == 0 and "note: fusing rules: none applied (switched off, or nothing matched)" in out
     assert "every layer is timed unfused" in (tmp_path / "plain.html").read_text()
+
+
+def test_profile_writes_the_outputs_it_is_asked_for(tmp_path, capsys):
+    """``profile -o`` / ``--output-dir`` write the network's outputs as ``infer`` does (they used to be accepted and
+    ignored); a path that cannot be written is refused before the run, with nothing written."""
+    code, out, _ = run(["infer", MODEL, "-n", "1", "-b", "numpy", "-o", str(tmp_path / "infer.npy")], capsys)
+    assert code == 0
+    code, out, _ = run(["profile", MODEL, "-n", "2", "-b", "numpy", "--report", str(tmp_path / "rep"),
+                        "-o", str(tmp_path / "prof.npy")], capsys)
+    assert code == 0 and f"to {tmp_path / 'prof.npy'}" in out
+    np.testing.assert_allclose(np.load(tmp_path / "prof.npy"), np.load(tmp_path / "infer.npy"), rtol=1e-5, atol=1e-5)
+    code, out, _ = run(["profile", MODEL, "-n", "1", "-b", "numpy", "--report", str(tmp_path / "rep2"),
+                        "--output-dir", str(tmp_path / "outs")], capsys)
+    assert code == 0 and sorted(p.suffix for p in (tmp_path / "outs").iterdir()) == [".npy"]
+    code, _, err = run(["profile", MODEL, "-n", "1", "-b", "numpy", "--report", str(tmp_path / "rep3"),
+                        "-o", str(tmp_path / "x.txt")], capsys)
+    assert code == 2 and "unsupported output file type" in err
+    assert not (tmp_path / "rep3.json").exists() and not (tmp_path / "x.txt").exists()
