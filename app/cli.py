@@ -59,15 +59,18 @@ def _planned_outputs(args: argparse.Namespace, net: Any) -> list[tuple[str, str]
     """The (output layer, path) pairs that ``--output`` / ``--output-dir`` ask for, each path checked before the
     run: a long run must not end in an output that cannot be written."""
     from engine.atomic import check_output_file, check_output_folder
-    from engine.io import check_output_kind
+    from engine.io import check_output_kind, kind_of
     from engine.run import parse_named, resolve_names
 
     outputs = resolve_names(parse_named(args.output), net.output_names, "output")
     if not outputs and args.output_dir:
         check_output_folder(args.output_dir, "--output-dir folder")
         outputs = [(n, str(Path(args.output_dir) / f"{n}.npy")) for n in net.output_names]
+    video_input = any(kind_of(p) == "video" for _, p in parse_named(args.input))
     for _, path in outputs:
         check_output_kind(path)
+        if kind_of_safe(path) == "video" and not video_input:
+            raise CliError(f"{path}: a video output takes a video input's frames (no input is a video)")
         check_output_file(path)
     return outputs
 

@@ -82,6 +82,7 @@ def test_check_and_layers(tmp_path, capsys):
     (["infer", MODEL, "-i", "missing.png"], "missing.png: no such image file"),
     (["infer", MODEL, "-o", "out.txt"], "unsupported output file type '.txt'"),
     (["profile", MODEL, "-o", "out.txt"], "unsupported output file type '.txt'"),
+    (["infer", MODEL, "-o", "out.mp4"], "a video output takes a video input's frames"),
     (["infer", MODEL, "-w", "/no/such/dir"], "weights folder /no/such/dir does not exist"),
     (["check", "missing.lnet"], "no such file"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
