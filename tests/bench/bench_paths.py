@@ -26,7 +26,7 @@ from engine.backends import get_backend  # noqa: E402
 from engine.network import Network  # noqa: E402
 from engine.plugins import default_registry  # noqa: E402
 from engine.tensor import Dims, TensorFormat  # noqa: E402
-from tests.bench.bench_networks import GPU_SIZES, median_ms, rel_err, torch_compile_ms, torch_graph_ms  # noqa: E402
+from tests.bench.bench_networks import GPU_SIZES, interleaved_ms, median_ms, rel_err, torch_compile_ms, torch_graph_ms  # noqa: E402
 from tests.bench.networks import NETWORKS, torch_twin  # noqa: E402
 
 
@@ -67,7 +67,6 @@ def bench_path(name: str, dims: Dims, fmt_text: str, tf32: bool, repeat: int,
         net.output("output")
 
     t_engine = median_ms(engine, repeat, backend.synchronize)
-    t_h2h = median_ms(host_to_host, repeat, backend.synchronize)
     ours_bytes = net.peak_memory_bytes + sum(int(np.prod(w.shape)) * w.dtype.itemsize
                                              for n in net.order for w in net.layer(n).weights.values())
     graph_status = net.graph_status
@@ -106,7 +105,13 @@ def bench_path(name: str, dims: Dims, fmt_text: str, tf32: bool, repeat: int,
             t = torch.from_numpy(x).to("cuda").to(tdtype).contiguous(memory_format=mf)
             forward(t, tparams).float().cpu().numpy()
 
-        t_torch_h2h = median_ms(torch_h2h, repeat, torch.cuda.synchronize)
+        # in turns (a round of ours, then one of PyTorch's, ``repeat`` times): the pageable host copies (a
+        # 38 MB input at resnet18 b64) drift by 10-25% over seconds, which measured one side after the other put
+        # on whichever ran during it (b64 fp16 NHWC read 1.12 in one run and 0.86 in the next, session 8)
+        h2h = interleaved_ms({"ours": lambda: (host_to_host(), backend.synchronize()),
+                              "torch": lambda: (torch_h2h(), torch.cuda.synchronize())},
+                             repeat, settle=1, pause=0.0)
+        t_h2h, t_torch_h2h = h2h["ours"], h2h["torch"]
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
