@@ -204,6 +204,11 @@ def conv2d(backend: Backend) -> Kernel:
             wq = derived(cache, "patch64", w, lambda: gpu_kernels.patch64_weights(w))
             others["patch64"] = lambda: gpu_kernels.conv3x3_patch64(
                 x.transpose(0, 2, 3, 1), wq, b, out.transpose(0, 2, 3, 1), epilogue, float(coefs.get("alpha", 0.0)))
+        if (gpu_kernels.out64_applies(x, w, out, stride, padding, dilation, groups, epilogue) and is_nhwc_memory(x)
+                and is_nhwc_memory(out)):
+            wo = derived(cache, "out64", w, lambda: gpu_kernels.out64_weights(w))
+            others["out64"] = lambda: gpu_kernels.conv3x3_out64(
+                x.transpose(0, 2, 3, 1), wo, b, out.transpose(0, 2, 3, 1), epilogue, float(coefs.get("alpha", 0.0)))
         if cudnn is not None and s2d_applies(x, w, out, stride, dilation, groups):
             w2 = derived(cache, "s2d", w, lambda: s2d_weights(w, stride[0]))
             others["s2d"] = lambda: conv_space_to_depth(cudnn, x, w2, b, out, stride[0], padding, epilogue, coefs, cache)

@@ -655,6 +655,162 @@ conv3x3_patch64(const unsigned short* __restrict__ x, const unsigned short* __re
 #: the few-channel kernel's strip width, warpgroups a block and rows a work item
 PATCH64_SHAPE = (96, 4, 8)
 
+_OUT64 = r"""
+// A 3x3 convolution (stride 1, padding 1) from 64 channels to K <= 8, fp16 NHWC, on wgmma (an output layer to
+// RGB): the pixels are M and the outputs N. Each warpgroup walks strips of NP pixels down SEG rows with the same
+// ring of five input rows as the 64-channel kernel; one output row is NP / 64 tiles of 36 wgmma m64n8k16, A a
+// ring row shifted by dx pixels, B the tap's 8 x 64 weights. Memory-bound: the input is read once, the few
+// outputs are stored straight from the accumulators.
+extern "C" __global__ void __launch_bounds__(128 * GROUPS, 1)
+conv3x3_out64(const unsigned short* __restrict__ x, const unsigned short* __restrict__ wt,
+              const unsigned short* __restrict__ bias, int has_bias, unsigned short* __restrict__ y, int N, int H,
+              int W, int K, int act, float alpha) {
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7, t128 = threadIdx.x & 127;
+    const unsigned wbase = smem_u32(smem);                       // 9 taps x 8 outputs x 128 bytes
+    const unsigned ring = wbase + 9 * 1024 + wg * (RING * ROWB);
+    for (int i = threadIdx.x; i < 9 * 8 * 8; i += blockDim.x) {
+        int row = i >> 3, c = i & 7;
+        cp16(swz(wbase + row * 128, c), wt + row * 64 + c * 8, true);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    const int ch = 2 * (lane & 3);  // this thread's two outputs
+    float bv[2];
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        unsigned short u = (has_bias && ch + h < K) ? bias[ch + h] : (unsigned short)0;
+        asm("cvt.f32.f16 %0, %1;\n" : "=f"(bv[h]) : "h"(u));
+    }
+    const unsigned long long wdesc = desc_of(wbase);
+    const int strips = (W + NP - 1) / NP, segs = (H + SEG - 1) / SEG, items = N * strips * segs;
+    for (int item = blockIdx.x * GROUPS + wg; item < items; item += gridDim.x * GROUPS) {
+        const int n = item / (strips * segs), rest = item % (strips * segs);
+        const int y0 = (rest / strips) * SEG, x0 = (rest % strips) * NP - 1;
+        const unsigned short* xn = x + (size_t)n * H * W * 64;
+        unsigned short* yn = y + (size_t)n * H * W * K;
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) load_row(ring + j * ROWB, xn, y0 - 1 + j, x0, H, W, t128);
+        for (int k = 0; k < SEG && y0 + k < H; ++k) {
+            load_row(ring + ((k + 4) % RING) * ROWB, xn, y0 + k + 3, x0, H, W, t128);
+            asm volatile("cp.async.wait_group 2;\n" ::);
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            wg_barrier(1 + wg);
+            unsigned long long rdesc[3];
+            #pragma unroll
+            for (int dy = 0; dy < 3; ++dy) rdesc[dy] = desc_of(ring + ((k + dy) % RING) * ROWB);
+            float acc[NP / 64][4];
+            #pragma unroll
+            for (int t = 0; t < NP / 64; ++t)
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) { acc[t][e] = 0.0f; keepf(acc[t][e]); }
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+            #pragma unroll
+            for (int t = 0; t < NP / 64; ++t)
+                #pragma unroll
+                for (int dy = 0; dy < 3; ++dy)
+                    #pragma unroll
+                    for (int dx = 0; dx < 3; ++dx)
+                        #pragma unroll
+                        for (int kc = 0; kc < 4; ++kc)
+                            wgmma_ss(acc[t], rdesc[dy] + (unsigned)(((t * 64 + dx) * 128 + kc * 32) >> 4),
+                                     wdesc + (unsigned)(((dy * 3 + dx) * 1024 + kc * 32) >> 4));
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            #pragma unroll
+            for (int t = 0; t < NP / 64; ++t)
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) keepf(acc[t][e]);
+            wg_barrier(1 + wg);  // every warp is done reading the ring row the next load overwrites
+            const int gy = y0 + k;
+            #pragma unroll
+            for (int t = 0; t < NP / 64; ++t)
+                #pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const int gx = x0 + 1 + t * 64 + warp * 16 + (lane >> 2) + 8 * r;
+                    if (gx >= W) continue;
+                    unsigned short* dst = yn + ((size_t)gy * W + gx) * K + ch;
+                    #pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        if (ch + h >= K) continue;
+                        float v = acc[t][2 * r + h] + bv[h];
+                        if (act == 1) v = v < 0.0f ? 0.0f : v;
+                        else if (act == 2) v = v < 0.0f ? v * alpha : v;
+                        unsigned short u;
+                        asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(u) : "f"(v));
+                        dst[h] = u;
+                    }
+                }
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::);
+        wg_barrier(1 + wg);
+    }
+}
+"""
+
+#: the output-layer kernel's strip width (a multiple of 64), warpgroups a block and rows a work item
+OUT64_SHAPE = (64, 4, 16)
+
+
+def out64_smem(pixels: int, groups: int) -> int:
+    """Shared memory of the output-layer kernel: the weights and a ring of five input rows per warpgroup."""
+    return 9 * 1024 + groups * 5 * (pixels + 2) * 128 + 1024
+
+
+@functools.cache
+def _out64(pixels: int, groups: int, seg: int) -> Any:
+    """The output-layer kernel of one shape, or None where it does not compile or load here."""
+    try:
+        head = _CONV64[:_CONV64.index("extern \"C\"")].replace("WGMMA_SS", wgmma_ss_wrapper(8, 4))
+        source = f"#define NP {pixels}\n#define GROUPS {groups}\n#define SEG {seg}\n" + head + _OUT64
+        return compile_sm90a(source, "conv3x3_out64", out64_smem(pixels, groups))
+    except Exception:  # noqa: BLE001 - an NVRTC or driver without sm_90a: the other candidates serve
+        return None
+
+
+def out64_applies(x: Any, w: Any, out: Any, stride: tuple[int, int], padding: tuple[int, int],
+                  dilation: tuple[int, int], groups: int, act: str | None) -> bool:
+    """Whether :func:`conv3x3_out64` covers this convolution: fp16, 3x3 of stride 1 and padding 1 from 64 channels
+    to at most 8 (an output layer to RGB), one group, a fused activation it applies, on a Hopper GPU."""
+    return (groups == 1 and tuple(w.shape[1:]) == (64, 3, 3) and 1 <= w.shape[0] <= 8
+            and tuple(stride) == tuple(dilation) == (1, 1) and tuple(padding) == (1, 1) and act in DIRECT_EPILOGUES
+            and x.dtype == w.dtype == out.dtype == cupy.float16 and x.shape[1] == 64 and out.shape[1] == w.shape[0]
+            and tuple(x.shape[2:]) == tuple(out.shape[2:]) and _sm_count_and_cc()[1] == 90)
+
+
+def out64_weights(w: Any) -> Any:
+    """Weights (logical K <= 8, 64, 3, 3) as the fp16 (tap, 8, 64) array of :func:`conv3x3_out64`, zero rows past K."""
+    wz = cupy.zeros((9, 8, 64), cupy.float16)
+    wz[:, :w.shape[0]] = w.transpose(2, 3, 0, 1).reshape(9, w.shape[0], 64).astype(cupy.float16)
+    return wz
+
+
+def conv3x3_out64(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None, alpha: float,
+                  shape: tuple[int, int, int] | None = None) -> bool:
+    """``act(conv3x3(x) + bias)`` into ``out``: physical fp16 NHWC ``x`` (N, H, W, 64) and ``out`` (N, H, W, K <= 8),
+    ``wt`` from :func:`out64_weights`, ``bias`` fp16 (K) or None; ``shape`` (pixels, warpgroups, rows a work item)
+    defaults to :data:`OUT64_SHAPE`. False when the arrays are not contiguous and aligned or the kernel is
+    unavailable."""
+    if not (x.flags.c_contiguous and out.flags.c_contiguous and wt.flags.c_contiguous and _aligned(x, wt)):
+        return False
+    if bias is not None and not (bias.dtype == cupy.float16 and bias.flags.c_contiguous):
+        return False
+    pixels, groups, seg = shape or OUT64_SHAPE
+    kernel = _out64(pixels, groups, seg)
+    if kernel is None:
+        return False
+    n, h, w = x.shape[:3]
+    items = n * -(-h // seg) * -(-w // pixels)
+    i32 = cupy.int32
+    kernel[1]((min(-(-items // groups), _sm_count_and_cc()[0]),), (128 * groups,),
+              (x, wt, x if bias is None else bias, i32(bias is not None), out, i32(n), i32(h), i32(w),
+               i32(out.shape[3]), i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha)),
+              shared_mem=out64_smem(pixels, groups), stream=cupy.cuda.get_current_stream())
+    return True
+
 
 def wgmma_ss_wrapper(pixels: int, n: int) -> str:
     """``wgmma_ss``: m64n{pixels}k16 with both operands from shared memory, ``n`` accumulators a thread."""

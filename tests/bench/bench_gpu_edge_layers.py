@@ -5,7 +5,12 @@ python -m tests.bench.bench_gpu_edge_layers [--size 1080x1920]
 Two more kernels were tried on these layers (round 2, session 7, H200) and dropped: a tiled direct convolution
 (16 channels x 4 pixels a thread) 0.33-0.37 ms and a few-output 3x3 convolution with lanes sharing a pixel
 0.68-0.86 ms, against cuDNN's 0.31 and 0.36 ms; Nsight Compute showed both issue-bound (237 M and 517 M
-instructions at 2.5-3 IPC), so CUDA-core kernels do not beat cuDNN's tensor cores here even on padded channels."""
+instructions at 2.5-3 IPC), so CUDA-core kernels do not beat cuDNN's tensor cores here even on padded channels.
+
+H100 (round 2, session 9): the input layer: cuDNN 0.318 ms, patch64 (wgmma) 0.214. The output layer (64 -> 3):
+cuDNN 0.385 ms, out64 (wgmma, pixels as M, outputs as N = 8) 0.139 at (64 pixels, 4 warpgroups, 16 rows),
+0.146 at (64, 4, 8), 0.157 at (128, 2, 16), 0.164 at (64, 3, 16), 0.177 at (64, 2, 32). The layer reads
+265 MB, 0.10 ms at the measured 2.6 TB/s."""
 from __future__ import annotations
 
 import argparse
@@ -58,6 +63,11 @@ def main() -> None:
                                                                                     1, act):
             wq = gpu_kernels.patch64_weights(wl)
             runs["patch64 (wgmma)"] = lambda: gpu_kernels.conv3x3_patch64(x, wq, b, out, act, 0.0)
+        if gpu_kernels._sm_count_and_cc()[1] == 90 and gpu_kernels.out64_applies(xl, wl, ol, (1, 1), (1, 1), (1, 1),
+                                                                                  1, act):
+            wo = gpu_kernels.out64_weights(wl)
+            for shape in ((64, 4, 16), (64, 4, 8), (128, 2, 16), (64, 3, 16), (64, 2, 32)):
+                runs[f"out64 {shape}"] = (lambda sh: lambda: gpu_kernels.conv3x3_out64(x, wo, b, out, act, 0.0, sh))(shape)
         print(f"{c} -> {k} 3x3 at {h}x{w}:")
         for name, fn in runs.items():
             ms = timed(fn)

@@ -336,13 +336,13 @@ def _hopper_or_skip():
     return gpu_kernels
 
 
-def _conv64_case(n, h, w, act, bias, seed, c=64, scale=24.0):
-    """A random fp16 3x3 convolution from ``c`` channels to 64 (input, weights, bias or None) and its float64
+def _conv64_case(n, h, w, act, bias, seed, c=64, scale=24.0, k=64):
+    """A random fp16 3x3 convolution from ``c`` channels to ``k`` (input, weights, bias or None) and its float64
     result after ``act``."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, c, h, w)).astype(np.float16)
-    wt = (rng.standard_normal((64, c, 3, 3)) / scale).astype(np.float16)
-    b = rng.standard_normal(64).astype(np.float16) if bias else None
+    wt = (rng.standard_normal((k, c, 3, 3)) / scale).astype(np.float16)
+    b = rng.standard_normal(k).astype(np.float16) if bias else None
     ref = conv2d(np, x.astype(np.float64), wt.astype(np.float64), None if b is None else b.astype(np.float64),
                  (1, 1), (1, 1), (1, 1), 1)
     if act == "relu":
@@ -360,7 +360,7 @@ def _check_against_reference(case, act, applies, run):
     x, wt, b, ref = case
     n, _, h, w = x.shape
     xd = cupy.asarray(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
-    out = cupy.full((n, h, w, 64), np.nan, cupy.float16)
+    out = cupy.full((n, h, w, ref.shape[1]), np.nan, cupy.float16)
     assert applies(xd.transpose(0, 3, 1, 2), cupy.asarray(wt), out.transpose(0, 3, 1, 2), (1, 1), (1, 1), (1, 1), 1,
                    act)
     assert run(xd, cupy.asarray(wt), None if b is None else cupy.asarray(b), out)
@@ -469,3 +469,72 @@ def test_few_channel_wgmma_convolution_keeps_nan_local_and_declines_other_shapes
     assert not gpu_kernels.patch64_applies(xl, wt[:32], ol[:, :32], *one, 1, None)
     x4 = cupy.zeros((1, 4, 20, 20), cupy.float16)
     assert not gpu_kernels.patch64_applies(x4, cupy.zeros((64, 4, 3, 3), cupy.float16), ol, *one, 1, None)
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+@pytest.mark.parametrize("n,h,w", [(1, 16, 16), (2, 29, 130), (3, 9, 5), (1, 1, 97), (1, 17, 200)])
+@pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [None, (128, 2, 5)])
+def test_output_layer_wgmma_convolution_matches_reference(k, n, h, w, act, bias, shape):
+    """The Hopper 3x3 kernel from 64 channels to 1-8 (pixels as M, outputs as N) against float64, on sizes that
+    are not whole strips or segments, in its default and one other shape."""
+    gpu_kernels = _hopper_or_skip()
+    if gpu_kernels._out64(*gpu_kernels.OUT64_SHAPE) is None:
+        pytest.fail("the output-layer wgmma kernel does not compile on this Hopper GPU")
+    _check_against_reference(
+        _conv64_case(n, h, w, act, bias, k * 100 + h + w, k=k), act, gpu_kernels.out64_applies,
+        lambda x, wt, b, out: gpu_kernels.conv3x3_out64(x, gpu_kernels.out64_weights(wt), b, out, act, 0.1, shape))
+
+
+def test_output_layer_wgmma_convolution_keeps_nan_local_and_declines_other_shapes():
+    import cupy
+
+    gpu_kernels = _hopper_or_skip()
+    x = cupy.zeros((1, 20, 70, 64), cupy.float16)
+    x[0, 7, 63, 5] = cupy.nan  # next to a strip boundary (64 pixels)
+    wt = cupy.full((3, 64, 3, 3), 0.01, cupy.float16)
+    out = cupy.zeros((1, 20, 70, 3), cupy.float16)
+    assert gpu_kernels.conv3x3_out64(x, gpu_kernels.out64_weights(wt), None, out, None, 0.0)
+    bad = cupy.isnan(out).any(axis=3).get()
+    assert bad[0, 6:9, 62:65].all() and bad.sum() == 9  # the NaN reaches exactly its 3 x 3 neighbourhood
+    xl, ol = x.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2)
+    one = ((1, 1), (1, 1), (1, 1))
+    assert gpu_kernels.out64_applies(xl, wt, ol, *one, 1, None)
+    assert not gpu_kernels.out64_applies(xl, wt, ol, *one, 1, "sigmoid")
+    assert not gpu_kernels.out64_applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
+    assert not gpu_kernels.out64_applies(xl, wt, ol, (1, 1), (0, 0), (1, 1), 1, None)
+    w9 = cupy.zeros((9, 64, 3, 3), cupy.float16)
+    assert not gpu_kernels.out64_applies(xl, w9, cupy.zeros((1, 9, 20, 70), cupy.float16), *one, 1, None)
+    assert not gpu_kernels.out64_applies(xl[:, :32], wt[:, :32], ol, *one, 1, None)
+    assert not gpu_kernels.conv3x3_out64(x[:, :, ::2], gpu_kernels.out64_weights(wt), None, out[:, :, :35], None, 0.0)
+
+
+def test_backend_convolution_runs_the_output_layer_kernel_when_it_times_fastest(monkeypatch):
+    """conv2d offers the output-layer kernel as a timed candidate for 64 -> 3 (dncnn's last layer) and returns its
+    result when it is chosen."""
+    import cupy
+
+    _hopper_or_skip()
+    from engine.backends import cudnn_conv, cupy_kernels
+
+    backend = backend_param("cupy")
+    backend.activate()
+    timed: list = []
+
+    def fake_elapsed(fn, repeat=3):
+        timed.append(fn)
+        return 1.0 if fn() else None
+
+    monkeypatch.setattr(cupy_kernels, "_elapsed_ms", fake_elapsed)
+    monkeypatch.setattr(cupy_kernels, "_CHOICES", {})
+    monkeypatch.setattr(cudnn_conv, "TUNE_MIN_FLOP", 0.0)
+    x, wt, b, ref = _conv64_case(1, 24, 70, None, True, 11, k=3)
+    out = _nhwc(cupy, np.full(ref.shape, np.nan, np.float16))
+    cache: dict = {}
+    assert backend.kernel("conv2d")(_nhwc(cupy, x), _nhwc(cupy, wt), cupy.asarray(b), out, (1, 1), (1, 1), (1, 1),
+                                    1, None, {}, cache)
+    backend.synchronize()
+    assert "out64" in cache and len(timed) >= 2
+    assert list(cupy_kernels._CHOICES.values()) == ["out64"]
+    np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), ref, rtol=5e-3, atol=5e-3)
