@@ -6,13 +6,51 @@ Qt-free: sizes are plain numbers (the canvas passes its node sizes; defaults fit
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from engine.model import LayerSpec
+
+if TYPE_CHECKING:
+    from engine.registry import Registry
 
 NODE_SIZE = (180.0, 120.0)  # width, height of a node whose size is not given
 COLUMN_GAP = 90.0  # free space between columns (where the links run)
 ROW_GAP = 30.0  # free space between two layers of one column
 BAND_GAP = 160.0  # free space between two bands of a folded drawing (where the links to the next band run)
+
+
+#: an estimate of the designer's node box without fonts (canvas.nodes.node_box measures the real one): pixels a
+#: character of the 13 px bold title and of the 12 px info lines, and the fixed parts. Taken from DejaVu Sans, one
+#: of the widest default fonts (identifiers average 7.8-8.6 px a character in the title, capitals 9.8), so the
+#: real boxes are as large or smaller and the drawing never overlaps, only spreads a little on narrower fonts.
+TITLE_CHAR, INFO_CHAR, INFO_LINE, PORT_ROW, TITLE_ROW = 9.2, 7.6, 14.5, 23.0, 28.0
+
+
+def estimated_node_size(title: str, inputs: int, info: list[str]) -> tuple[float, float]:
+    """(width, height) of a node with this title, ``inputs`` input ports (one output) and these info lines, as the
+    designer would draw it (a generous estimate: see :data:`TITLE_CHAR`)."""
+    width = max(len(title) * TITLE_CHAR + 32.0, max((len(t) for t in info), default=0) * INFO_CHAR + 18.0, 120.0)
+    return width, TITLE_ROW + max(inputs, 1) * PORT_ROW + len(info) * INFO_LINE + 12.0
+
+
+def estimated_sizes(layers: Mapping[str, LayerSpec], registry: Registry) -> dict[str, tuple[float, float]]:
+    """:func:`estimated_node_size` of every layer: the info lines a node shows (its type, main parameters,
+    activation, output shape) counted from the layer's descriptor, for drawings made where there is no canvas to
+    measure (the command line's import)."""
+    sizes = {}
+    for name, spec in layers.items():
+        desc = registry.find_layer(spec.type)
+        info = [desc.display_name if desc else f"{spec.type} (unknown)"]
+        if desc is not None:
+            info += [f"{p.name}: {spec.params.get(p.name, p.default_text)}" for p in desc.params if p.main]
+        if spec.activation and spec.activation != "none":
+            info.append(f"activation: {spec.activation}")
+        if spec.permanent:
+            info.append("permanent")
+        info.append("→ 1×1024×1024×1024")  # the output shape, shown once the network is planned
+        inputs = max(len(spec.inputs), len(desc.inputs) if desc else 0) + (1 if desc and desc.infinite_input else 0)
+        sizes[name] = estimated_node_size(name, inputs, info)
+    return sizes
 
 
 class _Box:
@@ -105,6 +143,7 @@ def fold_to_aspect(positions: dict[str, tuple[float, float]], sizes: dict[str, t
 def readable_positions(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[float, float]] | None = None,
                        aspect: float = 1.6) -> dict[str, tuple[float, float]]:
     """The layered drawing of ``layers`` folded into bands for a view of width / height ``aspect``: how an imported
-    graph is placed (the designer passes its node sizes and its view's shape; the command line the defaults)."""
+    graph is placed (the designer passes its node sizes and its view's shape; the command line
+    :func:`estimated_sizes`)."""
     sizes = {n: (sizes or {}).get(n, NODE_SIZE) for n in layers}
     return fold_to_aspect(layered_positions(layers, sizes), sizes, aspect)

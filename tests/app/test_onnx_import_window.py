@@ -4,6 +4,7 @@ writing the model and its weights, the ONNX node name in tooltips and the parame
 weights used by a designer run and by analysis mode (same outputs as onnxruntime)."""
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -352,3 +353,19 @@ def test_fold_to_aspect_cuts_a_long_drawing_into_bands():
     assert len(set(folded.values())) == len(chain)
     short = {f"l{i}": (i * 200.0, 0.0) for i in range(4)}
     assert fold_to_aspect(short, dict.fromkeys(short, (150.0, 100.0)), 1.5) == short
+
+
+def test_a_network_imported_on_the_command_line_opens_in_the_designer_with_no_node_on_another(window, tmp_path):
+    """`layerlab import` has no canvas to measure its nodes: its drawing uses estimated node sizes
+    (engine.layout.estimated_sizes) that are at least the designer's, so the saved model opens with no overlap.
+    (With one fixed size for every node, the long-named downsampling convolutions sat on their neighbours.)"""
+    from app.cli import main as cli_main
+    from engine.layout import overlaps
+
+    path = deep_resnet_onnx(tmp_path / "deep_resnet.onnx")
+    assert cli_main(["import", str(path), "-o", str(tmp_path / "deep.lnet")], out=io.StringIO()) == 0
+    doc = window.open_path(tmp_path / "deep.lnet")
+    canvas = doc.canvas
+    sizes = canvas.node_sizes(canvas.nodes)
+    assert len(sizes) == len(doc.model.layers) >= 85
+    assert overlaps({n: tuple(s.position) for n, s in doc.model.layers.items()}, sizes) == []

@@ -58,3 +58,25 @@ def test_readable_positions_fold_a_long_chain_to_the_view_shape():
     assert not overlaps(pos, sizes)
     rows = sorted({y for _, y in pos.values()})
     assert len(rows) > 3 and pos["l0"][1] == rows[0] and pos["l199"][1] == rows[-1]
+
+
+def test_estimated_node_sizes_grow_with_the_title_the_ports_and_the_shown_parameters():
+    from engine.layout import NODE_SIZE, estimated_node_size, estimated_sizes
+    from engine.plugins import default_registry
+
+    short, long = estimated_node_size("c", 1, ["Convolution"]), estimated_node_size("x" * 40, 1, ["Convolution"])
+    assert short[0] >= 120.0 and long[0] > 40 * 8.0 > short[0] and long[1] == short[1]
+    assert estimated_node_size("c", 3, ["Convolution"])[1] > short[1]  # a port row each
+    assert estimated_node_size("c", 1, ["Convolution", "kernel: 3"])[1] > short[1]  # a line each
+    m = _diamond()
+    m.layers["a"].activation = "relu"
+    sizes = estimated_sizes(m.layers, default_registry())
+    conv = default_registry().find_layer("convolution")
+    main = sum(p.main for p in conv.params)
+    assert sizes["a"][1] - sizes["b"][1] == estimated_node_size("a", 1, ["x"] * 2)[1] - estimated_node_size(
+        "a", 1, ["x"])[1]  # the activation line
+    # a port for each input the descriptor has (the weights' too), a line each for the type, the main parameters
+    # and the shape
+    assert sizes["b"][1] == estimated_node_size("b", len(conv.inputs), ["x"] * (main + 2))[1]
+    assert sizes["b"][1] > NODE_SIZE[1]  # a convolution is taller than the old fixed guess
+    assert sizes["add"][1] > sizes["inp"][1]  # two inputs (and an open one)

@@ -20,7 +20,7 @@ from engine.importers.onnx import patterns
 from engine.importers.onnx.context import Context, OnnxImportError, Refusal, Unsupported, identifier
 from engine.importers.onnx.mapping import operator_table
 from engine.importers.onnx.reader import CleanModel, graph_inputs, load_clean
-from engine.layout import readable_positions
+from engine.layout import estimated_sizes, readable_positions
 from engine.model import Model
 from engine.registry import Registry
 from engine.tensor import Dims
@@ -262,7 +262,7 @@ def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int,
     if progress is not None:
         progress(len(graph.node), len(graph.node), "layout")
     model = Model(identifier(src.stem, "network"))
-    positions = readable_positions(ctx.layers)
+    positions = readable_positions(ctx.layers, estimated_sizes(ctx.layers, registry))
     for name, spec in ctx.layers.items():
         spec.position = positions.get(name, (0.0, 0.0))
         spec.note = ctx.notes.get(name, "")
