@@ -29,6 +29,7 @@ Imported only by :mod:`engine.backends.cupy_kernels` (the CuPy backend's kernels
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import cupy
@@ -446,6 +447,37 @@ __device__ __forceinline__ void load_row(unsigned slot, const unsigned short* __
     asm volatile("cp.async.commit_group;\n" ::);
 }
 
+// ``rows`` rows of 64 fp16 weights into swizzled shared memory at wbase, by the whole block, waited for
+__device__ __forceinline__ void load_weights(unsigned wbase, const unsigned short* __restrict__ wt, int rows) {
+    for (int i = threadIdx.x; i < rows * 8; i += blockDim.x) {
+        int row = i >> 3, c = i & 7;
+        cp16(swz(wbase + row * 128, c), wt + row * 64 + c * 8, true);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+}
+
+// a work item's ring: its first four input rows (y0 - 1 .. y0 + 2) into slots 0-3
+__device__ __forceinline__ void ring_start(unsigned ring, const unsigned short* __restrict__ xn, int y0, int x0, int H,
+                                           int W, int t128) {
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) load_row(ring + j * ROWB, xn, y0 - 1 + j, x0, H, W, t128);
+}
+
+// before output row y0 + k: the input row three below it starts loading, the three rows it reads are waited for
+// (visible to wgmma, the whole warpgroup past them) and their descriptors made
+__device__ __forceinline__ void ring_next(unsigned ring, const unsigned short* __restrict__ xn, int y0, int k, int x0,
+                                          int H, int W, int t128, int wg, unsigned long long* rdesc) {
+    load_row(ring + ((k + 4) % RING) * ROWB, xn, y0 + k + 3, x0, H, W, t128);
+    asm volatile("cp.async.wait_group 2;\n" ::);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    wg_barrier(1 + wg);
+    #pragma unroll
+    for (int dy = 0; dy < 3; ++dy) rdesc[dy] = desc_of(ring + ((k + dy) % RING) * ROWB);
+}
+
 WGMMA_SS
 
 extern "C" __global__ void __launch_bounds__(128 * GROUPS, 1)
@@ -460,14 +492,7 @@ conv3x3_c64_rows(const unsigned short* __restrict__ x, const unsigned short* __r
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7, t128 = threadIdx.x & 127;
     const unsigned wbase = smem_u32(smem);
     const unsigned ring = wbase + W_BYTES + wg * WG_BYTES, stage = ring + RING * ROWB;
-    for (int i = threadIdx.x; i < 9 * 64 * 8; i += blockDim.x) {
-        int row = i >> 3, c = i & 7;
-        cp16(swz(wbase + row * 128, c), wt + row * 64 + c * 8, true);
-    }
-    asm volatile("cp.async.commit_group;\n" ::);
-    asm volatile("cp.async.wait_group 0;\n" ::);
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();
+    load_weights(wbase, wt, 9 * 64);
     float bv[2];
     #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -482,16 +507,10 @@ conv3x3_c64_rows(const unsigned short* __restrict__ x, const unsigned short* __r
         const int y0 = (rest / strips) * SEG, x0 = (rest % strips) * NP - 1;
         const unsigned short* xn = x + (size_t)n * H * W * 64;
         unsigned short* yn = y + (size_t)n * H * W * 64;
-        #pragma unroll
-        for (int j = 0; j < 4; ++j) load_row(ring + j * ROWB, xn, y0 - 1 + j, x0, H, W, t128);
+        ring_start(ring, xn, y0, x0, H, W, t128);
         for (int k = 0; k < SEG && y0 + k < H; ++k) {
-            load_row(ring + ((k + 4) % RING) * ROWB, xn, y0 + k + 3, x0, H, W, t128);
-            asm volatile("cp.async.wait_group 2;\n" ::);
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            wg_barrier(1 + wg);
             unsigned long long rdesc[3];
-            #pragma unroll
-            for (int dy = 0; dy < 3; ++dy) rdesc[dy] = desc_of(ring + ((k + dy) % RING) * ROWB);
+            ring_next(ring, xn, y0, k, x0, H, W, t128, wg, rdesc);
             float acc[NACC];
             #pragma unroll
             for (int e = 0; e < NACC; ++e) { acc[e] = 0.0f; keepf(acc[e]); }
@@ -558,14 +577,7 @@ conv3x3_patch64(const unsigned short* __restrict__ x, const unsigned short* __re
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7, t128 = threadIdx.x & 127;
     const unsigned wbase = smem_u32(smem);                       // 64 rows x 128 bytes
     const unsigned pbuf = wbase + 8192 + wg * (2 * NP * 128), stage = pbuf + NP * 128;
-    for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
-        int row = i >> 3, c = i & 7;
-        cp16(swz(wbase + row * 128, c), wt + row * 64 + c * 8, true);
-    }
-    asm volatile("cp.async.commit_group;\n" ::);
-    asm volatile("cp.async.wait_group 0;\n" ::);
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();
+    load_weights(wbase, wt, 64);
     float bv[2];
     #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -655,6 +667,149 @@ conv3x3_patch64(const unsigned short* __restrict__ x, const unsigned short* __re
 #: the few-channel kernel's strip width, warpgroups a block and rows a work item
 PATCH64_SHAPE = (96, 4, 8)
 
+
+def wgmma_ss_wrapper(pixels: int, n: int) -> str:
+    """``wgmma_ss``: m64n{pixels}k16 with both operands from shared memory, ``n`` accumulators a thread."""
+    return (
+        "__device__ __forceinline__ void wgmma_ss(float* d, unsigned long long da, unsigned long long db) {\n"
+        f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n + 2}, 0;\\n"\n'
+        f'                 "wgmma.mma_async.sync.aligned.m64n{pixels}k16.f32.f16.f16 '
+        f'{{{", ".join(f"%{i}" for i in range(n))}}}, %{n}, %{n + 1}, p, 1, 1, 0, 0;\\n}}\\n"\n'
+        f'                 : {", ".join(f"{chr(34)}+f{chr(34)}(d[{i}])" for i in range(n))}\n'
+        '                 : "l"(da), "l"(db), "r"(1));\n}\n')
+
+
+@functools.cache
+def _sm_count_and_cc() -> tuple[int, int]:
+    dev = cupy.cuda.Device()
+    return int(dev.attributes["MultiProcessorCount"]), int(dev.compute_capability)
+
+
+def conv64_smem(pixels: int, groups: int) -> int:
+    """Shared memory of the 64-channel kernel: the weights, a ring of five input rows and a staging row per
+    warpgroup, the alignment slack."""
+    return 9 * 64 * 128 + groups * (5 * (pixels + 2) * 128 + pixels * 128) + 1024
+
+
+def compile_sm90a(source: str, name: str, smem: int) -> Any:
+    """``source`` compiled by NVRTC for sm_90a (CuPy's own compilation names sm_90, which has no ``wgmma``);
+    (module, function) with its dynamic shared memory raised to ``smem`` bytes."""
+    from cupy.cuda import compiler, driver, function  # noqa: PLC0415
+
+    cubin, _ = compiler._NVRTCProgram(source, f"{name}.cu", method="cubin").compile(
+        ("-arch=sm_90a", "-std=c++17", "--device-as-default-execution-space"))
+    module = function.Module()
+    module.load(cubin)
+    fn = module.get_function(name)
+    driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+    return module, fn
+
+
+@functools.cache
+def _conv64(pixels: int, groups: int, seg: int) -> Any:
+    """The 64-channel kernel of one shape, or None where it does not compile or load here."""
+    try:
+        source = (f"#define NP {pixels}\n#define GROUPS {groups}\n#define SEG {seg}\n"
+                  + _CONV64.replace("WGMMA_SS", wgmma_ss_wrapper(pixels, pixels // 2)))
+        return compile_sm90a(source, "conv3x3_c64_rows", conv64_smem(pixels, groups))
+    except Exception:  # noqa: BLE001 - an NVRTC or driver without sm_90a: cuDNN serves
+        return None
+
+
+def conv64_applies(x: Any, w: Any, out: Any, stride: tuple[int, int], padding: tuple[int, int],
+                   dilation: tuple[int, int], groups: int, act: str | None) -> bool:
+    """Whether :func:`conv3x3_c64` covers this convolution: fp16, 3x3 of stride 1 and padding 1 from 64 to 64
+    channels, one group, a fused activation it applies, on a Hopper GPU (compute capability 9.0)."""
+    return (groups == 1 and tuple(w.shape) == (64, 64, 3, 3) and tuple(stride) == tuple(dilation) == (1, 1)
+            and tuple(padding) == (1, 1) and act in DIRECT_EPILOGUES
+            and x.dtype == w.dtype == out.dtype == cupy.float16 and x.shape[1] == 64
+            and tuple(x.shape[2:]) == tuple(out.shape[2:]) and _sm_count_and_cc()[1] == 90)
+
+
+def conv64_weights(w: Any) -> Any:
+    """Weights (logical 64, 64, 3, 3) as the fp16 (tap, K, C) array of :func:`conv3x3_c64`."""
+    return cupy.ascontiguousarray(w.transpose(2, 3, 0, 1), dtype=cupy.float16).reshape(9, 64, 64)
+
+
+def conv3x3_c64(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None, alpha: float,
+                shape: tuple[int, int, int] | None = None) -> bool:
+    """``act(conv3x3(x) + bias)`` into ``out``: physical fp16 NHWC ``x`` and ``out`` (N, H, W, 64), ``wt`` from
+    :func:`conv64_weights`, ``bias`` fp16 or None; ``shape`` (pixels, warpgroups, rows a work item) defaults to
+    :data:`CONV64_SHAPE`. False when the arrays are not contiguous and aligned or the kernel is unavailable."""
+    if not _aligned(x, out, wt):
+        return False
+    return _run_strips(_conv64, conv64_smem, shape or CONV64_SHAPE, x, wt, bias, out, (), act, alpha)
+
+
+def _run_strips(compiled: Callable[[int, int, int], Any], smem: Callable[[int, int], int],
+                shape: tuple[int, int, int], x: Any, wt: Any, bias: Any | None, out: Any, extra: tuple[int, ...],
+                act: str | None, alpha: float) -> bool:
+    """Launch one of the strip-walking Hopper kernels (``compiled(pixels, groups, rows)``, dynamic shared memory
+    ``smem(pixels, groups)``) on physical NHWC ``x`` and ``out``: one block of ``groups`` warpgroups per SM at
+    most, the work items (strips of ``pixels`` down ``rows`` rows) shared out inside. ``extra``: the kernel's
+    arguments between the sizes (N, H, W) and the activation. False when an array is not contiguous, the bias not
+    fp16, or the kernel unavailable here."""
+    if not (x.flags.c_contiguous and out.flags.c_contiguous and wt.flags.c_contiguous):
+        return False
+    if bias is not None and not (bias.dtype == cupy.float16 and bias.flags.c_contiguous):
+        return False
+    pixels, groups, seg = shape
+    kernel = compiled(pixels, groups, seg)
+    if kernel is None:
+        return False
+    n, h, w = x.shape[:3]
+    items = n * -(-h // seg) * -(-w // pixels)
+    i32 = cupy.int32
+    kernel[1]((min(-(-items // groups), _sm_count_and_cc()[0]),), (128 * groups,),
+              (x, wt, x if bias is None else bias, i32(bias is not None), out, i32(n), i32(h), i32(w),
+               *(i32(v) for v in extra), i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha)),
+              shared_mem=smem(pixels, groups), stream=cupy.cuda.get_current_stream())
+    return True
+
+def patch64_smem(pixels: int, groups: int) -> int:
+    """Shared memory of the few-channel kernel: the weights, a patch row and a staging row per warpgroup."""
+    return 8192 + groups * 2 * pixels * 128 + 1024
+
+
+@functools.cache
+def _patch64(pixels: int, groups: int, seg: int) -> Any:
+    """The few-channel kernel of one shape, or None where it does not compile or load here."""
+    try:
+        head = _CONV64[:_CONV64.index("extern \"C\"")].replace("WGMMA_SS", wgmma_ss_wrapper(pixels, pixels // 2))
+        source = f"#define NP {pixels}\n#define GROUPS {groups}\n#define SEG {seg}\n" + head + _PATCH64
+        return compile_sm90a(source, "conv3x3_patch64", patch64_smem(pixels, groups))
+    except Exception:  # noqa: BLE001 - an NVRTC or driver without sm_90a: the other candidates serve
+        return None
+
+
+def patch64_applies(x: Any, w: Any, out: Any, stride: tuple[int, int], padding: tuple[int, int],
+                    dilation: tuple[int, int], groups: int, act: str | None) -> bool:
+    """Whether :func:`conv3x3_patch64` covers this convolution: fp16, 3x3 of stride 1 and padding 1 from at most
+    3 channels to 64 (an RGB input layer), one group, a fused activation it applies, on a Hopper GPU."""
+    return (groups == 1 and tuple(w.shape[2:]) == (3, 3) and w.shape[0] == 64 and 1 <= w.shape[1] <= 3
+            and tuple(stride) == tuple(dilation) == (1, 1) and tuple(padding) == (1, 1) and act in DIRECT_EPILOGUES
+            and x.dtype == w.dtype == out.dtype == cupy.float16 and x.shape[1] == w.shape[1]
+            and tuple(x.shape[2:]) == tuple(out.shape[2:]) and _sm_count_and_cc()[1] == 90)
+
+
+def patch64_weights(w: Any) -> Any:
+    """Weights (logical 64, C, 3, 3) as the fp16 (64, 64) rows of :func:`conv3x3_patch64`: column (dy * 3 + dx) * C
+    + c, zeros past 9C."""
+    k, c = w.shape[:2]
+    rows = cupy.zeros((64, 64), cupy.float16)
+    rows[:, :9 * c] = w.transpose(0, 2, 3, 1).reshape(k, 9 * c).astype(cupy.float16)
+    return rows
+
+
+def conv3x3_patch64(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None, alpha: float,
+                    shape: tuple[int, int, int] | None = None) -> bool:
+    """``act(conv3x3(x) + bias)`` into ``out``: physical fp16 NHWC ``x`` (N, H, W, C <= 3) and ``out`` (N, H, W, 64),
+    ``wt`` from :func:`patch64_weights`, ``bias`` fp16 or None. False when the arrays are not contiguous and
+    aligned or the kernel is unavailable."""
+    if not _aligned(out, wt):
+        return False
+    return _run_strips(_patch64, patch64_smem, shape or PATCH64_SHAPE, x, wt, bias, out, (x.shape[3],), act, alpha)
+
 _OUT64 = r"""
 // A 3x3 convolution (stride 1, padding 1) from 64 channels to K <= 8, fp16 NHWC, on wgmma (an output layer to
 // RGB): the pixels are M and the outputs N. Each warpgroup walks strips of NP pixels down SEG rows with the same
@@ -670,14 +825,7 @@ conv3x3_out64(const unsigned short* __restrict__ x, const unsigned short* __rest
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7, t128 = threadIdx.x & 127;
     const unsigned wbase = smem_u32(smem);                       // 9 taps x 8 outputs x 128 bytes
     const unsigned ring = wbase + 9 * 1024 + wg * (RING * ROWB);
-    for (int i = threadIdx.x; i < 9 * 8 * 8; i += blockDim.x) {
-        int row = i >> 3, c = i & 7;
-        cp16(swz(wbase + row * 128, c), wt + row * 64 + c * 8, true);
-    }
-    asm volatile("cp.async.commit_group;\n" ::);
-    asm volatile("cp.async.wait_group 0;\n" ::);
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();
+    load_weights(wbase, wt, 9 * 8);
     const int ch = 2 * (lane & 3);  // this thread's two outputs
     float bv[2];
     #pragma unroll
@@ -692,16 +840,10 @@ conv3x3_out64(const unsigned short* __restrict__ x, const unsigned short* __rest
         const int y0 = (rest / strips) * SEG, x0 = (rest % strips) * NP - 1;
         const unsigned short* xn = x + (size_t)n * H * W * 64;
         unsigned short* yn = y + (size_t)n * H * W * K;
-        #pragma unroll
-        for (int j = 0; j < 4; ++j) load_row(ring + j * ROWB, xn, y0 - 1 + j, x0, H, W, t128);
+        ring_start(ring, xn, y0, x0, H, W, t128);
         for (int k = 0; k < SEG && y0 + k < H; ++k) {
-            load_row(ring + ((k + 4) % RING) * ROWB, xn, y0 + k + 3, x0, H, W, t128);
-            asm volatile("cp.async.wait_group 2;\n" ::);
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            wg_barrier(1 + wg);
             unsigned long long rdesc[3];
-            #pragma unroll
-            for (int dy = 0; dy < 3; ++dy) rdesc[dy] = desc_of(ring + ((k + dy) % RING) * ROWB);
+            ring_next(ring, xn, y0, k, x0, H, W, t128, wg, rdesc);
             float acc[NP / 64][4];
             #pragma unroll
             for (int t = 0; t < NP / 64; ++t)
@@ -794,162 +936,6 @@ def conv3x3_out64(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None, 
     ``wt`` from :func:`out64_weights`, ``bias`` fp16 (K) or None; ``shape`` (pixels, warpgroups, rows a work item)
     defaults to :data:`OUT64_SHAPE`. False when the arrays are not contiguous and aligned or the kernel is
     unavailable."""
-    if not (x.flags.c_contiguous and out.flags.c_contiguous and wt.flags.c_contiguous and _aligned(x, wt)):
+    if not _aligned(x, wt):
         return False
-    if bias is not None and not (bias.dtype == cupy.float16 and bias.flags.c_contiguous):
-        return False
-    pixels, groups, seg = shape or OUT64_SHAPE
-    kernel = _out64(pixels, groups, seg)
-    if kernel is None:
-        return False
-    n, h, w = x.shape[:3]
-    items = n * -(-h // seg) * -(-w // pixels)
-    i32 = cupy.int32
-    kernel[1]((min(-(-items // groups), _sm_count_and_cc()[0]),), (128 * groups,),
-              (x, wt, x if bias is None else bias, i32(bias is not None), out, i32(n), i32(h), i32(w),
-               i32(out.shape[3]), i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha)),
-              shared_mem=out64_smem(pixels, groups), stream=cupy.cuda.get_current_stream())
-    return True
-
-
-def wgmma_ss_wrapper(pixels: int, n: int) -> str:
-    """``wgmma_ss``: m64n{pixels}k16 with both operands from shared memory, ``n`` accumulators a thread."""
-    return (
-        "__device__ __forceinline__ void wgmma_ss(float* d, unsigned long long da, unsigned long long db) {\n"
-        f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n + 2}, 0;\\n"\n'
-        f'                 "wgmma.mma_async.sync.aligned.m64n{pixels}k16.f32.f16.f16 '
-        f'{{{", ".join(f"%{i}" for i in range(n))}}}, %{n}, %{n + 1}, p, 1, 1, 0, 0;\\n}}\\n"\n'
-        f'                 : {", ".join(f"{chr(34)}+f{chr(34)}(d[{i}])" for i in range(n))}\n'
-        '                 : "l"(da), "l"(db), "r"(1));\n}\n')
-
-
-@functools.cache
-def _sm_count_and_cc() -> tuple[int, int]:
-    dev = cupy.cuda.Device()
-    return int(dev.attributes["MultiProcessorCount"]), int(dev.compute_capability)
-
-
-def conv64_smem(pixels: int, groups: int) -> int:
-    """Shared memory of the 64-channel kernel: the weights, a ring of five input rows and a staging row per
-    warpgroup, the alignment slack."""
-    return 9 * 64 * 128 + groups * (5 * (pixels + 2) * 128 + pixels * 128) + 1024
-
-
-def compile_sm90a(source: str, name: str, smem: int) -> Any:
-    """``source`` compiled by NVRTC for sm_90a (CuPy's own compilation names sm_90, which has no ``wgmma``);
-    (module, function) with its dynamic shared memory raised to ``smem`` bytes."""
-    from cupy.cuda import compiler, driver, function  # noqa: PLC0415
-
-    cubin, _ = compiler._NVRTCProgram(source, f"{name}.cu", method="cubin").compile(
-        ("-arch=sm_90a", "-std=c++17", "--device-as-default-execution-space"))
-    module = function.Module()
-    module.load(cubin)
-    fn = module.get_function(name)
-    driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-    return module, fn
-
-
-@functools.cache
-def _conv64(pixels: int, groups: int, seg: int) -> Any:
-    """The 64-channel kernel of one shape, or None where it does not compile or load here."""
-    try:
-        source = (f"#define NP {pixels}\n#define GROUPS {groups}\n#define SEG {seg}\n"
-                  + _CONV64.replace("WGMMA_SS", wgmma_ss_wrapper(pixels, pixels // 2)))
-        return compile_sm90a(source, "conv3x3_c64_rows", conv64_smem(pixels, groups))
-    except Exception:  # noqa: BLE001 - an NVRTC or driver without sm_90a: cuDNN serves
-        return None
-
-
-def conv64_applies(x: Any, w: Any, out: Any, stride: tuple[int, int], padding: tuple[int, int],
-                   dilation: tuple[int, int], groups: int, act: str | None) -> bool:
-    """Whether :func:`conv3x3_c64` covers this convolution: fp16, 3x3 of stride 1 and padding 1 from 64 to 64
-    channels, one group, a fused activation it applies, on a Hopper GPU (compute capability 9.0)."""
-    return (groups == 1 and tuple(w.shape) == (64, 64, 3, 3) and tuple(stride) == tuple(dilation) == (1, 1)
-            and tuple(padding) == (1, 1) and act in DIRECT_EPILOGUES
-            and x.dtype == w.dtype == out.dtype == cupy.float16 and x.shape[1] == 64
-            and tuple(x.shape[2:]) == tuple(out.shape[2:]) and _sm_count_and_cc()[1] == 90)
-
-
-def conv64_weights(w: Any) -> Any:
-    """Weights (logical 64, 64, 3, 3) as the fp16 (tap, K, C) array of :func:`conv3x3_c64`."""
-    return cupy.ascontiguousarray(w.transpose(2, 3, 0, 1), dtype=cupy.float16).reshape(9, 64, 64)
-
-
-def conv3x3_c64(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None, alpha: float,
-                shape: tuple[int, int, int] | None = None) -> bool:
-    """``act(conv3x3(x) + bias)`` into ``out``: physical fp16 NHWC ``x`` and ``out`` (N, H, W, 64), ``wt`` from
-    :func:`conv64_weights`, ``bias`` fp16 or None; ``shape`` (pixels, warpgroups, rows a work item) defaults to
-    :data:`CONV64_SHAPE`. False when the arrays are not contiguous and aligned or the kernel is unavailable."""
-    if not (x.flags.c_contiguous and out.flags.c_contiguous and wt.flags.c_contiguous and _aligned(x, out, wt)):
-        return False
-    if bias is not None and not (bias.dtype == cupy.float16 and bias.flags.c_contiguous):
-        return False
-    pixels, groups, seg = shape or CONV64_SHAPE
-    kernel = _conv64(pixels, groups, seg)
-    if kernel is None:
-        return False
-    n, h, w = x.shape[:3]
-    items = n * -(-h // seg) * -(-w // pixels)
-    i32 = cupy.int32
-    kernel[1]((min(-(-items // groups), _sm_count_and_cc()[0]),), (128 * groups,),
-              (x, wt, x if bias is None else bias, i32(bias is not None), out, i32(n), i32(h), i32(w),
-               i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha)),
-              shared_mem=conv64_smem(pixels, groups), stream=cupy.cuda.get_current_stream())
-    return True
-
-def patch64_smem(pixels: int, groups: int) -> int:
-    """Shared memory of the few-channel kernel: the weights, a patch row and a staging row per warpgroup."""
-    return 8192 + groups * 2 * pixels * 128 + 1024
-
-
-@functools.cache
-def _patch64(pixels: int, groups: int, seg: int) -> Any:
-    """The few-channel kernel of one shape, or None where it does not compile or load here."""
-    try:
-        head = _CONV64[:_CONV64.index("extern \"C\"")].replace("WGMMA_SS", wgmma_ss_wrapper(pixels, pixels // 2))
-        source = f"#define NP {pixels}\n#define GROUPS {groups}\n#define SEG {seg}\n" + head + _PATCH64
-        return compile_sm90a(source, "conv3x3_patch64", patch64_smem(pixels, groups))
-    except Exception:  # noqa: BLE001 - an NVRTC or driver without sm_90a: the other candidates serve
-        return None
-
-
-def patch64_applies(x: Any, w: Any, out: Any, stride: tuple[int, int], padding: tuple[int, int],
-                    dilation: tuple[int, int], groups: int, act: str | None) -> bool:
-    """Whether :func:`conv3x3_patch64` covers this convolution: fp16, 3x3 of stride 1 and padding 1 from at most
-    3 channels to 64 (an RGB input layer), one group, a fused activation it applies, on a Hopper GPU."""
-    return (groups == 1 and tuple(w.shape[2:]) == (3, 3) and w.shape[0] == 64 and 1 <= w.shape[1] <= 3
-            and tuple(stride) == tuple(dilation) == (1, 1) and tuple(padding) == (1, 1) and act in DIRECT_EPILOGUES
-            and x.dtype == w.dtype == out.dtype == cupy.float16 and x.shape[1] == w.shape[1]
-            and tuple(x.shape[2:]) == tuple(out.shape[2:]) and _sm_count_and_cc()[1] == 90)
-
-
-def patch64_weights(w: Any) -> Any:
-    """Weights (logical 64, C, 3, 3) as the fp16 (64, 64) rows of :func:`conv3x3_patch64`: column (dy * 3 + dx) * C
-    + c, zeros past 9C."""
-    k, c = w.shape[:2]
-    rows = cupy.zeros((64, 64), cupy.float16)
-    rows[:, :9 * c] = w.transpose(0, 2, 3, 1).reshape(k, 9 * c).astype(cupy.float16)
-    return rows
-
-
-def conv3x3_patch64(x: Any, wt: Any, bias: Any | None, out: Any, act: str | None, alpha: float,
-                    shape: tuple[int, int, int] | None = None) -> bool:
-    """``act(conv3x3(x) + bias)`` into ``out``: physical fp16 NHWC ``x`` (N, H, W, C <= 3) and ``out`` (N, H, W, 64),
-    ``wt`` from :func:`patch64_weights`, ``bias`` fp16 or None. False when the arrays are not contiguous and
-    aligned or the kernel is unavailable."""
-    if not (x.flags.c_contiguous and out.flags.c_contiguous and wt.flags.c_contiguous and _aligned(out, wt)):
-        return False
-    if bias is not None and not (bias.dtype == cupy.float16 and bias.flags.c_contiguous):
-        return False
-    pixels, groups, seg = shape or PATCH64_SHAPE
-    kernel = _patch64(pixels, groups, seg)
-    if kernel is None:
-        return False
-    n, h, w, c = x.shape
-    items = n * -(-h // seg) * -(-w // pixels)
-    i32 = cupy.int32
-    kernel[1]((min(-(-items // groups), _sm_count_and_cc()[0]),), (128 * groups,),
-              (x, wt, x if bias is None else bias, i32(bias is not None), out, i32(n), i32(h), i32(w), i32(c),
-               i32(DIRECT_EPILOGUES[act]), cupy.float32(alpha)),
-              shared_mem=patch64_smem(pixels, groups), stream=cupy.cuda.get_current_stream())
-    return True
+    return _run_strips(_out64, out64_smem, shape or OUT64_SHAPE, x, wt, bias, out, (out.shape[3],), act, alpha)

@@ -404,9 +404,10 @@ def test_64_channel_wgmma_convolution_passes_nan_and_declines_other_shapes():
     assert not gpu_kernels.conv3x3_c64(x[:, :, ::2], gpu_kernels.conv64_weights(wt), None, out[:, :, :10], None, 0.0)
 
 
-def test_backend_convolution_runs_the_64_channel_kernel_when_it_times_fastest(monkeypatch):
-    """The CuPy backend's conv2d offers the Hopper kernel as a timed candidate: when it times fastest it is chosen
-    (and remembered for the configuration) and its result is the convolution's."""
+def _backend_picks(monkeypatch, case, act, name):
+    """The CuPy backend's conv2d offers kernel ``name`` as a timed candidate for ``case``: when every candidate
+    times alike it is chosen (ties go to the first candidate: ours), remembered for the configuration, and its
+    result is the convolution's."""
     import cupy
 
     _hopper_or_skip()
@@ -423,15 +424,19 @@ def test_backend_convolution_runs_the_64_channel_kernel_when_it_times_fastest(mo
     monkeypatch.setattr(cupy_kernels, "_elapsed_ms", fake_elapsed)
     monkeypatch.setattr(cupy_kernels, "_CHOICES", {})
     monkeypatch.setattr(cudnn_conv, "TUNE_MIN_FLOP", 0.0)
-    x, wt, b, ref = _conv64_case(1, 24, 40, "relu", True, 7)
+    x, wt, b, ref = case
     out = _nhwc(cupy, np.full(ref.shape, np.nan, np.float16))
     cache: dict = {}
     assert backend.kernel("conv2d")(_nhwc(cupy, x), _nhwc(cupy, wt), cupy.asarray(b), out, (1, 1), (1, 1), (1, 1),
-                                    1, "relu", {}, cache)
+                                    1, act, {}, cache)
     backend.synchronize()
-    assert "conv64" in cache and len(timed) >= 2  # offered and timed beside cuDNN
-    assert list(cupy_kernels._CHOICES.values()) == ["conv64"]  # ties go to the first candidate: ours
+    assert name in cache and len(timed) >= 2  # offered and timed beside cuDNN
+    assert list(cupy_kernels._CHOICES.values()) == [name]
     np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), ref, rtol=5e-3, atol=5e-3)
+
+
+def test_backend_convolution_runs_the_64_channel_kernel_when_it_times_fastest(monkeypatch):
+    _backend_picks(monkeypatch, _conv64_case(1, 24, 40, "relu", True, 7), "relu", "conv64")
 
 
 @pytest.mark.parametrize("c", [1, 2, 3])
@@ -511,30 +516,5 @@ def test_output_layer_wgmma_convolution_keeps_nan_local_and_declines_other_shape
 
 
 def test_backend_convolution_runs_the_output_layer_kernel_when_it_times_fastest(monkeypatch):
-    """conv2d offers the output-layer kernel as a timed candidate for 64 -> 3 (dncnn's last layer) and returns its
-    result when it is chosen."""
-    import cupy
-
-    _hopper_or_skip()
-    from engine.backends import cudnn_conv, cupy_kernels
-
-    backend = backend_param("cupy")
-    backend.activate()
-    timed: list = []
-
-    def fake_elapsed(fn, repeat=3):
-        timed.append(fn)
-        return 1.0 if fn() else None
-
-    monkeypatch.setattr(cupy_kernels, "_elapsed_ms", fake_elapsed)
-    monkeypatch.setattr(cupy_kernels, "_CHOICES", {})
-    monkeypatch.setattr(cudnn_conv, "TUNE_MIN_FLOP", 0.0)
-    x, wt, b, ref = _conv64_case(1, 24, 70, None, True, 11, k=3)
-    out = _nhwc(cupy, np.full(ref.shape, np.nan, np.float16))
-    cache: dict = {}
-    assert backend.kernel("conv2d")(_nhwc(cupy, x), _nhwc(cupy, wt), cupy.asarray(b), out, (1, 1), (1, 1), (1, 1),
-                                    1, None, {}, cache)
-    backend.synchronize()
-    assert "out64" in cache and len(timed) >= 2
-    assert list(cupy_kernels._CHOICES.values()) == ["out64"]
-    np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), ref, rtol=5e-3, atol=5e-3)
+    """64 -> 3, dncnn's last layer."""
+    _backend_picks(monkeypatch, _conv64_case(1, 24, 70, None, True, 11, k=3), None, "out64")
