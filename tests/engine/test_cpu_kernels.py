@@ -188,6 +188,18 @@ def test_direct_panel_convolution_matches_the_reference(n, c, k, size, kernel, s
     _assert_matches_reference(call, 10, n, c, k, size, kernel, stride, padding, (1, 1), act, bias)
 
 
+@pytest.mark.parametrize("width", range(1, 14))
+@pytest.mark.parametrize("act,bias", [(None, True), ("relu", True), ("relu", False)])
+def test_direct_panels_start_from_the_bias_and_activate_in_the_micro_kernel_for_every_tile_size(width, act, bias):
+    """Without a residual and with no activation or a ReLU, the direct panels start the micro-kernel's
+    accumulators from the bias and apply the ReLU before its store (no passes over the output panel): every
+    tile size (1 to PANEL_ROWS rows: an image of one row of ``width`` pixels) against the reference."""
+    def call(x, wt, b, out):
+        ck.conv_panels(x, ck.panel_weights(wt), (3, 3), b, out, (1, 1), (1, 1), (1, 1), ck.FUSED_EPILOGUES[act], 0.0)
+    _assert_matches_reference(call, 20 + width, 1, 6, 2 * ck.PANEL, (1, width), (3, 3), (1, 1), (1, 1), (1, 1), act,
+                              bias)
+
+
 def test_backend_takes_the_direct_panels_for_an_rgb_stem_only(monkeypatch):
     be = NumpyBackend()
     rng = np.random.default_rng(11)
