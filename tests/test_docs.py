@@ -60,7 +60,7 @@ def test_template_example_loads_and_runs(registry):
 
 def _mkdocs(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(config), "-d",
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d",
                            str(site)], capture_output=True, text=True, env=env, timeout=300)
 
 
