@@ -57,7 +57,7 @@ class FusingRulesDialog(QtWidgets.QDialog):
         close.addButton(self.remove_button, QtWidgets.QDialogButtonBox.ButtonRole.ActionRole)
         lay = QtWidgets.QVBoxLayout(self)
         lay.addWidget(QtWidgets.QLabel("Checked rules apply when the network is built (Network Settings can switch "
-                                       "all fusing off). Syntax: README, Fusing rules."))
+                                       "all fusing off). Syntax: docs/fusing-rules.md."))
         lay.addWidget(self.tree, 1)
         lay.addWidget(self.text)
         lay.addWidget(QtWidgets.QLabel("Custom rule:"))

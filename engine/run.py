@@ -43,7 +43,7 @@ from engine.weights import open_weights as open_weights_path
 
 log = get_logger(__name__)
 AUTO = "auto"
-#: The tensor format ``auto`` stands for, by backend (README "Tensor formats: the default"): NHWC on both, because
+#: The tensor format ``auto`` stands for, by backend (docs/scripting.md, "Tensor formats: the default"): NHWC on both, because
 #: the GPU's tensor cores and the CPU kernels both read channels contiguously; fp16 only where the device computes
 #: in fp16 (the GPU). The NumPy backend has no fp16 arithmetic: it stores fp16 and computes in fp32, slower and
 #: less exact than fp32 itself.

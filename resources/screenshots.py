@@ -1,10 +1,10 @@
-"""Regenerate the README's screenshots (offscreen Qt): the main window with the sample, a 300-layer model at fit
+"""Regenerate the documentation's screenshots (offscreen Qt): the main window with the sample, a 300-layer model at fit
 zoom and zoomed in, an inference report and the channel inspector.
 
-    PYTHONPATH=. python -m resources.screenshots [--out resources]
+    PYTHONPATH=. python -m resources.screenshots [--out docs/images]
 
-Writes screenshot.png, screenshot_large_fit.png, screenshot_large_zoomed.png, screenshot_report.png and
-screenshot_inspector.png; prints each path."""
+Writes designer.png, large-network-fit.png, large-network-zoomed.png, report.png and
+channel-inspector.png; prints each path."""
 from __future__ import annotations
 
 import argparse
@@ -36,8 +36,8 @@ def _settle(app, ms: int = 100) -> None:  # noqa: ANN001
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Regenerate the README's screenshots")
-    ap.add_argument("--out", default=str(ROOT), help="folder for the PNG files (default: resources/)")
+    ap = argparse.ArgumentParser(description="Regenerate the documentation's screenshots")
+    ap.add_argument("--out", default=str(ROOT.parent / "docs" / "images"), help="folder for the PNGs (default: docs/images/)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     _settle(app)
     doc.canvas.fit()
     doc.canvas.select_layers(["conv1"])
-    grab(win, "screenshot.png")
+    grab(win, "designer.png")
 
     # a 300-layer network (convolution + ReLU + skip connections), fitted, then at 1:1
     big = tmp / "chain300.lnet"
@@ -80,10 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     large = win.open_path(big)
     _settle(app)
     large.canvas.fit()
-    grab(win, "screenshot_large_fit.png")
+    grab(win, "large-network-fit.png")
     large.canvas.select_layers(["conv20_a"])
     large.canvas.zoom_to("conv20_a", 1.0)
-    grab(win, "screenshot_large_zoomed.png")
+    grab(win, "large-network-zoomed.png")
     win.close_document(large)
 
     # an inference report of the sample (small input, so the run is quick)
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     _wait(app, lambda: win.current_report is not None)
     view = win.current_report
     view.select_layer("conv2")
-    grab(win, "screenshot_report.png")
+    grab(win, "report.png")
 
     # the channel inspector on the filters sample
     from app.analysis.controller import AnalysisController
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ctl.inspector.wait_ready()
     ctl.inspector.resize(1000, 560)
     ctl.inspector.show()
-    grab(ctl.inspector, "screenshot_inspector.png")
+    grab(ctl.inspector, "channel-inspector.png")
     ctl.stop()
     ctl.proxy.shutdown()
 

@@ -1,4 +1,4 @@
-"""Import rules of DESIGN.md, enforced by scanning the source (not by convention)."""
+"""Import rules of docs/design/architecture.md, enforced by scanning the source (not by convention)."""
 from __future__ import annotations
 
 import ast

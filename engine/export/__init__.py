@@ -4,7 +4,7 @@ Each layer and activation says what it exports to (``onnx_support`` / ``torch_su
 "partial: <limits>" or "no") and how (``to_onnx`` / ``to_torch``, ``Activation.to_onnx`` /
 ``torch_expr``); the exporters here walk a built network and never name a layer type, so a new layer
 is exported by writing those methods next to it. ``support`` turns the attributes into the support
-table of the README and of the layer documentation."""
+table of the documentation and of the layer documentation browser."""
 from __future__ import annotations
 
 from engine.export.common import ExportError, ExportResult, Unsupported

@@ -1,5 +1,5 @@
-"""``python -m engine.export``: print the export support tables (``python -m engine.readme --write README.md``
-rewrites them in the README; a test keeps them current)."""
+"""``python -m engine.export``: print the export support tables (``python -m engine.doc_tables --write``
+rewrites them in the documentation; a test keeps them current)."""
 from __future__ import annotations
 
 from engine.export.support import support_markdown

@@ -1,4 +1,4 @@
-"""Parameters of the vendor designer's model files that mean something LayerLab spells differently (README "Vendor
+"""Parameters of the vendor designer's model files that mean something LayerLab spells differently (docs/model-files.md, "Vendor
 model files"). Names that only differ are legacy names in the descriptors (``apply_bias`` of convolution is ``bias``);
 values with another meaning are mapped here."""
 from __future__ import annotations

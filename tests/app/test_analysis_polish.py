@@ -1,4 +1,4 @@
-"""Issue 17's analysis-mode defects, through the real controller and widgets: the status after Resume and the
+"""Analysis-mode behaviours that were easy to get wrong, through the real controller and widgets: the status after Resume and the
 single Compare Precision dialog."""
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ def test_drift_errors_are_named(planted):
         drift([model, "--candidate", "fp8"])
 
 
-# ---- per-layer formats and the mixed precision search (issue 21) -----------------------------------------
+# ---- per-layer formats and the mixed precision search ---------------------------------------------------
 def test_drift_with_a_pinned_layer_passes(planted):
     model, x = planted
     code, out = drift([model, "--input", f"inp={x}", "--layer-format", "amp=fp32"])

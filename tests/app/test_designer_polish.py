@@ -1,4 +1,4 @@
-"""Issue 17's designer defects, each driven through the real widgets: shortcuts and undo labels, read-only moves,
+"""Designer behaviours easy to get wrong, each driven through the real widgets: shortcuts and undo labels, read-only moves,
 zoom-independent node sizes, link clicks, free-port placement, paste at the cursor, the File line after Save As,
 cancelled Ctrl+W, invalid parameters, rounded positions, the zoomed-out overview."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Inference runs from the designer (issue 5), through the real widgets: Launch Inference, the worker
+"""Inference runs from the designer, through the real widgets: Launch Inference, the worker
 thread, cancel, the run logger and its command line, Network Settings, report tabs, baselines, the
 canvas <-> layer table selection and the comparison dialog. Runs are tiny (32x32 input, 2 iterations)."""
 from __future__ import annotations
@@ -446,7 +446,7 @@ def test_open_report_errors_are_shown(window, tmp_path, monkeypatch):
 # ---- screenshots -------------------------------------------------------------------------------------
 def test_render_run_report_and_compare(make_window, model_copy, qtbot, tmp_path, monkeypatch):
     """Renders the main window after a run, the report tab and the comparison (offscreen). Set
-    LAYERLAB_REPORT_SCREENSHOT=path to keep the report tab's PNG (the README's screenshot)."""
+    LAYERLAB_REPORT_SCREENSHOT=path to keep the report tab's PNG (the documentation's screenshot)."""
     import os
 
     from app.gui import apply_theme

@@ -1,6 +1,6 @@
 """Render the main window with the sample model (offscreen) and check it is a finished, readable layout.
 
-Set LAYERLAB_SCREENSHOT=path to also keep the PNG (the README's screenshot is made this way)."""
+Set LAYERLAB_SCREENSHOT=path to also keep the PNG (the documentation's screenshot is made this way)."""
 from __future__ import annotations
 
 import os

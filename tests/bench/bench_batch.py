@@ -1,8 +1,8 @@
-"""Batch throughput of `layerlab batch --engine local` against the engine alone (issue 22).
+"""Batch throughput of `layerlab batch --engine local` against the engine alone.
 
     python -m tests.bench.bench_batch [--backend numpy|cupy] [--images N] [--batch-size B] [--size HxW]
 
-GPU (the figure of the issue): ``--backend cupy`` (defaults: 256 frames of 1080x1920, batches of 8).
+GPU: ``--backend cupy`` (defaults: 256 frames of 1080x1920, batches of 8).
 CPU: ``--backend numpy`` (defaults: 48 frames of 240x320, batches of 4: the NumPy denoiser is slow at 1080p).
 
 Writes N generated PNG frames (noisy gradients, about 4 MB each at 1080p), then measures, for the denoiser sample:

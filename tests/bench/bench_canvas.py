@@ -10,7 +10,7 @@ opening and after that tour; Select All (it makes every node of a large model) a
 
 Each size runs in a fresh process (its memory is its own); a table at the end puts each figure beside its target.
 
-Targets (issue 17, 2,000 layers): shown and interactive < 3 s; edit and undo < 150 ms at any zoom;
+Targets (2,000 layers): shown and interactive < 3 s; edit and undo < 150 ms at any zoom;
 Fit to View < 0.5 s; no pan/zoom frame over 50 ms; memory < 600 MB."""
 from __future__ import annotations
 

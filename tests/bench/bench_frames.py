@@ -1,4 +1,4 @@
-"""Live analysis at video rate (issue 18): frames/s of the per-frame work (``engine.frames``) on a 1080p video with
+"""Live analysis at video rate: frames/s of the per-frame work (``engine.frames``) on a 1080p video with
 the denoiser sample, with the output view open and with a 64-channel layer's channel grid open; and, through the
 real analysis window (offscreen Qt), the time from a new frame to the views being updated minus the engine's time.
 Not collected by the test run.
@@ -9,11 +9,11 @@ Not collected by the test run.
     python -m tests.bench.bench_frames --trained                          # denoiser_trained.lnet (16 channels)
 
 The denoiser's layers have 16 channels; ``--channels 64`` (the default, random weights) widens conv1 to 64 so the
-grid shows a 64-channel 1080p layer as the issue asks (``--channels 0`` keeps the sample as it is; ``--trained``
+grid shows a 64-channel 1080p layer (``--channels 0`` keeps the sample as it is; ``--trained``
 always keeps it, its weights fit 16). Columns: ``run`` = the network alone (``time_iteration``: every layer from
 the input, synchronised); ``frame`` = the whole per-frame work through ``FramePipeline.step`` (read and decode the
-frame, upload, run, prepare the views on the device, copy their bytes to the host); ``host prep`` = what the
-session did before engine.frames for the same views (whole layer outputs copied to the host, prepared there with
+frame, upload, run, prepare the views on the device, copy their bytes to the host); ``host prep`` = the same views
+prepared without engine.frames (whole layer outputs copied to the host, prepared there with
 NumPy), for comparison. The video's frames are all due (a clock one frame period per step): nothing is dropped.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The user's whole path on the GPU (issue 18): every tensor format, strict fp32 and TF32, batches, the
+"""The user's whole path on the GPU: every tensor format, strict fp32 and TF32, batches, the
 host-array-in -> host-array-out time and peak memory, LayerLab and PyTorch measured back to back in one
 process, outputs checked against PyTorch's strict fp32 result first. Not collected by the test run.
 
@@ -107,7 +107,7 @@ def bench_path(name: str, dims: Dims, fmt_text: str, tf32: bool, repeat: int,
 
         # in turns (a round of ours, then one of PyTorch's, ``repeat`` times): the pageable host copies (a
         # 38 MB input at resnet18 b64) drift by 10-25% over seconds, which measured one side after the other put
-        # on whichever ran during it (b64 fp16 NHWC read 1.12 in one run and 0.86 in the next, session 8)
+        # on whichever ran during it (b64 fp16 NHWC read 1.12 in one run and 0.86 in the next)
         h2h = interleaved_ms({"ours": lambda: (host_to_host(), backend.synchronize()),
                               "torch": lambda: (torch_h2h(), torch.cuda.synchronize())},
                              repeat, settle=1, pause=0.0)

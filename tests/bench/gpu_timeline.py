@@ -2,7 +2,7 @@
 CuPy's and cuDNN's kernels too), then the host's issue time against the wall time of a run:
 python -m tests.bench.gpu_timeline dncnn ["fp16 nhwc"]
 
-Round 2, session 7 (H200, dncnn 1080p fp16 NHWC, CUDA graph): 40 kernels, 5.2-5.6 ms busy of a 5.2-5.6 ms span;
+On an H200 (dncnn 1080p fp16 NHWC, CUDA graph): 40 kernels, 5.2-5.6 ms busy of a 5.2-5.6 ms span;
 the 15 middle convolutions 292-298 us each (cuDNN's sm90 implicit GEMM, 256x64x32 tiles), the input layer 272-300 us
 (an sm80 kernel over channels padded to 8) after two 30 us copies (the fp16 conversion and the padding), the output
 layer 314-365 us (outputs padded to 8) then a 31 us copy back to 3 channels and the 31 us residual sum; the host

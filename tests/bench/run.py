@@ -1,7 +1,7 @@
-"""The benchmark of issue 6: LayerLab against its peers on the reference networks of BENCHMARKS.md,
-measured in one run on one machine, outputs checked first.
+"""LayerLab against its peers on the reference networks of BENCHMARKS.md, measured in one run on one machine,
+outputs checked first.
 
-    python tests/bench/run.py --device cpu|gpu [--networks dncnn,unet,resnet18] [--repeat N]
+    python tests/bench/run.py --device cpu|gpu [--networks dncnn,unet,resnet18] [--repeat N] [--json FILE]
 
 GPU: fp16 NHWC against PyTorch eager fp16 channels_last (dncnn, unet) and PyTorch eager replayed as a
 CUDA graph (resnet18); peak memory against torch.cuda.max_memory_allocated (LayerLab: tensor pool +
@@ -9,10 +9,12 @@ weights). CPU: fp32 NHWC on the NumPy backend against ONNX Runtime (2 threads, t
 LayerLab's ONNX exporter), the two timed in turns; PyTorch CPU is shown too. Where the environment pins
 OpenBLAS's kernels (OPENBLAS_CORETYPE), the CPU figures of what a user gets need
 ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python tests/bench/run.py --device cpu``.
-The last line is ``worst ratio: X (network)``."""
+The last line is ``worst ratio: X (network)``. ``--json FILE`` also writes the rows (``python -m tests.bench.store
+run MACHINE FILE`` keeps them as the machine's latest result)."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -32,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--compile", metavar="MODE", help="also time torch.compile(mode=MODE) on the GPU, e.g. max-autotune")
     ap.add_argument("--format", help="LayerLab tensor format (default: fp16 nhwc on the GPU, fp32 nhwc on the CPU)")
+    ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     a = ap.parse_args(argv)
     nets = [n.strip() for n in a.networks.split(",") if n.strip()]
     fmt = a.format or ("fp16 nhwc" if a.device == "gpu" else "fp32 nhwc")
@@ -66,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("OPENBLAS_CORETYPE"):
             print("note: OPENBLAS_CORETYPE pins OpenBLAS's kernels; unset it (and OPENBLAS_L2_SIZE) for the kernels "
                   "a user's machine runs")
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=1, default=str), encoding="utf-8")
     worst = max(rows, key=lambda r: r["peer_ratio"])
     print(f"worst ratio: {worst['peer_ratio']:.2f} ({worst['net']})")
     return 0

@@ -432,14 +432,14 @@ def test_compile_errors_name_the_line_of_the_users_code() -> None:
     assert "the compiler gave no reason" in compile_message("s2d", FP32_NCHW, code, "")
 
 
-def test_readme_custom_layer_example_loads_and_runs() -> None:
-    """The definition shown under Custom layers in the README loads, type-checks and runs as the text says."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Custom layers"):]
+def test_docs_custom_layer_example_loads_and_runs() -> None:
+    """The definition shown on the Custom layers page loads, type-checks and runs as the text says."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "custom-layers.md").read_text(encoding="utf-8")
+    section = text
     example = section.split("```xml\n")[1].split("```")[0]
     model = modelfile.loads('<network name="n"><layers><layer name="input" type="input">'
                             '<param name="dimensions" value="1x2x4x6"/></layer><layer name="c" type="custom:s2d">'
-                            f'<input index="0" source="input"/></layer></layers>{example}</network>', "README.md", REG)
+                            f'<input index="0" source="input"/></layer></layers>{example}</network>', "custom-layers.md", REG)
     assert check(model, REG) == []
     d = definitions(model)["s2d"]
     assert section.split("```\n")[1].strip() == d.shape

@@ -13,7 +13,7 @@ from engine.network import Network
 from engine.run import RunSpec, load_inputs, open_network
 from engine.typecheck import check
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "model-files.md"
 
 
 def model(layers: str) -> str:
@@ -70,7 +70,7 @@ def test_input_order_and_alpha_follow_the_file(registry, tmp_path):
 
 
 def test_readme_lists_every_vendor_mapping(registry):
-    """Each row of the README's vendor table names a layer, the vendor name and ours; each is a real legacy name."""
+    """Each row of the docs vendor table names a layer, the vendor name and ours; each is a real legacy name."""
     text = README.read_text(encoding="utf-8")
     section = text.split("## Vendor model files", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `([a-z_, ]+)` \| `([a-z_]+)` \| `([a-z_]+)` \|", section, re.M)

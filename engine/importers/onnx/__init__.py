@@ -1,8 +1,8 @@
 """ONNX import: ``import_onnx(path, input_shapes=..., placeholders=..., progress=...) -> ImportResult``.
 
 The mapping table (``mapping.operator_table()``) lists every ONNX operator the importer maps, with what
-it becomes and the attributes it handles; ``python -m engine.importers.onnx`` prints the README's table
-from it (``--write README.md`` rewrites the README section)."""
+it becomes and the attributes it handles; ``python -m engine.importers.onnx`` prints the documentation's table
+from it (``--write docs/onnx-import.md`` rewrites that page's section)."""
 from __future__ import annotations
 
 from engine.importers.onnx.context import OnnxImportError, Refusal

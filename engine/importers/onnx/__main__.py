@@ -1,4 +1,4 @@
-"""``python -m engine.importers.onnx [--write README.md]``: print (or write into the README) the table of
+"""``python -m engine.importers.onnx [--write docs/onnx-import.md]``: print (or write into that page) the table of
 imported ONNX operators."""
 from __future__ import annotations
 

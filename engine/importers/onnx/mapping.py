@@ -1,6 +1,6 @@
 """The operator mapping table: ONNX op type -> one small function turning a node into LayerLab layers
 (like the onnx reference evaluator's one operator per file). The ``ops_*`` modules register their
-functions with ``maps``; the README's support table is generated from the same entries."""
+functions with ``maps``; the documentation's support table is generated from the same entries."""
 from __future__ import annotations
 
 import importlib

@@ -1,7 +1,7 @@
-"""The README's table of imported ONNX operators, generated from the mapping table.
+"""The documentation's table of imported ONNX operators, generated from the mapping table.
 
     python -m engine.importers.onnx                    # print it
-    python -m engine.importers.onnx --write README.md  # replace it between the markers"""
+    python -m engine.importers.onnx --write docs/onnx-import.md  # replace it between the markers"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +13,7 @@ END = "<!-- onnx-import:end -->"
 
 
 def import_markdown() -> str:
-    """The markdown table between the README markers: operator, what it becomes, what is handled."""
+    """The markdown table between the documentation markers: operator, what it becomes, what is handled."""
     lines = [BEGIN, "", "| ONNX operator | becomes | attributes and limits |", "|---|---|---|"]
     for op, m in operator_table().items():
         lines.append(f"| `{op}` | {m.to} | {m.notes or '-'} |")
@@ -22,7 +22,7 @@ def import_markdown() -> str:
 
 
 def write_readme(path: str | Path) -> bool:
-    """Replace the table in the README at ``path``; True when it changed."""
+    """Replace the table in the documentation page at ``path``; True when it changed."""
     p = Path(path)
     text = p.read_text(encoding="utf-8")
     if BEGIN not in text or END not in text:

@@ -1,5 +1,5 @@
 """The export support table comes from the plugins: every layer and activation declares a valid value
-that matches what it implements, and the README shows the current table."""
+that matches what it implements, and the documentation shows the current table."""
 from __future__ import annotations
 
 from pathlib import Path

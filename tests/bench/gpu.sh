@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The GPU tests and the GPU benchmarks, on a machine with an NVIDIA GPU. Results are kept as
+# tests/bench/results/<benchmark>/<machine>.json (commit and date inside; <machine> is h100, h200, ...), and the
+# logs and raw outputs go to $OUT (default /tmp/layerlab-gpu).
+#
+# Usage (repository root): bash tests/bench/gpu.sh [tests|paths|compile|pipeline|all]
+#   tests     every GPU-marked test (pytest -m gpu), then the CPU kernels' tests on this machine's CPU
+#   paths     bench_paths: every network and format at batch 1, resnet18 at batches 32 and 64
+#   compile   bench_paths against torch.compile(max-autotune): resnet18 fp16 NHWC at batches 32 and 64 (minutes)
+#   pipeline  run.py (reference networks against PyTorch), batch (JPEG and PNG frames), precision, frames
+#   all       tests, paths, pipeline (the default)
+# Wheels the machine lacks may be put in .gpuw/ (git-excluded); they are installed into a folder of their own.
+set -uo pipefail
+OUT=${OUT:-/tmp/layerlab-gpu}; mkdir -p "$OUT"
+what=${1:-all}
+if compgen -G ".gpuw/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/layerlab-site .gpuw/*.whl || exit 5
+  export PYTHONPATH=/tmp/layerlab-site:.
+else
+  export PYTHONPATH=.
+fi
+export PYTHONUNBUFFERED=1
+device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+machine=$(python3 -c "import sys; from tests.bench.store import machine_name; print(machine_name(sys.argv[1]))" "$device")
+echo "device: $device ($machine)"
+
+keep() {  # keep BENCHMARK FILE COMMAND: store FILE as the latest result of BENCHMARK on this machine
+  [ -s "$2" ] && python3 -m tests.bench.store "$1" "$machine" "$2" --command "$3"
+}
+
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  echo "== GPU tests"
+  python3 -m pytest -q -m gpu -p no:cacheprovider -n 14 -o addopts="-ra" tests 2>&1 | tee "$OUT/gpu_tests.log" \
+    | grep -E "^FAILED|^ERROR|passed|failed" | tail -25
+  echo "== CPU kernels on this CPU"
+  python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/engine/test_cpu_kernels.py tests/engine/test_warmup.py \
+    2>&1 | tail -4
+fi
+if [ "$what" = paths ] || [ "$what" = all ]; then
+  echo "== paths, batch 1"
+  python3 -m tests.bench.bench_paths --json "$OUT/paths_b1.json" 2>&1 | tail -19
+  keep paths "$OUT/paths_b1.json" "python3 -m tests.bench.bench_paths"
+  echo "== paths, resnet18 at 32 and 64"
+  python3 -m tests.bench.bench_paths --nets resnet18 --batches 32 64 --repeat 40 --json "$OUT/paths_b32.json" 2>&1 | tail -12
+  keep paths-batch "$OUT/paths_b32.json" "python3 -m tests.bench.bench_paths --nets resnet18 --batches 32 64 --repeat 40"
+fi
+if [ "$what" = compile ]; then
+  echo "== paths against torch.compile"
+  cmd="python3 -m tests.bench.bench_paths --nets resnet18 --batches 32 64 --formats 'fp16 nhwc' --tf32 off --repeat 60 --compile max-autotune"
+  python3 -m tests.bench.bench_paths --nets resnet18 --batches 32 64 --formats "fp16 nhwc" --tf32 off --repeat 60 \
+    --compile max-autotune --json "$OUT/paths_compile.json" 2>&1 | grep -E "^network|^resnet18" | tail -3
+  keep paths-compile "$OUT/paths_compile.json" "$cmd"
+fi
+if [ "$what" = pipeline ] || [ "$what" = all ]; then
+  echo "== reference networks against PyTorch"
+  python3 tests/bench/run.py --device gpu --repeat 50 --json "$OUT/run.json" 2>&1 | tail -6
+  keep run "$OUT/run.json" "python3 tests/bench/run.py --device gpu --repeat 50"
+  echo "== batch (JPEG photographs)"
+  python3 -m tests.bench.bench_batch --backend cupy --input-format jpg 2>&1 | tail -13
+  echo "== batch (PNG frames)"
+  python3 -m tests.bench.bench_batch --backend cupy --input-format png 2>&1 | tail -13
+  echo "== precision"
+  python3 -m tests.bench.bench_precision --device gpu 2>&1 | tail -12
+  echo "== frames"
+  python3 -m tests.bench.bench_frames --device gpu --frames 30 2>&1 | tail -3
+fi
