@@ -127,10 +127,12 @@ def zoo_net(text: str) -> ZooNet:
     tv = import_torchvision()
     name, _, size = text.strip().partition("@")
     if name not in tv.models.list_models():
-        raise SystemExit(f"bench_zoo: {name!r} is not a torchvision model (e.g. {', '.join(DEFAULT_NETWORKS)})")
+        print(f"bench_zoo: {name!r} is not a torchvision model (e.g. {', '.join(DEFAULT_NETWORKS)})", file=sys.stderr)
+        raise SystemExit(2)
     seg = name in tv.models.list_models(module=tv.models.segmentation)
     if size and not size.isdigit():
-        raise SystemExit(f"bench_zoo: {text!r}: expected NAME or NAME@SIZE")
+        print(f"bench_zoo: {text!r}: expected NAME or NAME@SIZE", file=sys.stderr)
+        raise SystemExit(2)
     return ZooNet(name, int(size) if size else (512 if seg else 224), seg)
 
 
@@ -366,7 +368,9 @@ def layer_kind(net: Network, name: str) -> str:
     kind = layer.desc.name
     srcs = [s for s in net.nodes[name].inputs if s]
     ins = [net.dims(s) for s in srcs]
-    k = _kernel(layer)
+    if kind == "pooling":
+        return "global pooling" if str(layer.p.get("global", "")).lower() in ("true", "1") else "pooling"
+    k = _kernel(layer) if "conv" in kind and "deconv" not in kind else None
     if k is not None and ins:
         groups = int(layer.p.get("groups", 1) or 1)
         cin = ins[0].c
@@ -382,8 +386,6 @@ def layer_kind(net: Network, name: str) -> str:
     if kind == "element_wise" and str(layer.p.get("operation")) == "product" and len(ins) == 2 and any(
             d.h == 1 and d.w == 1 for d in ins):
         return "multiply by a per-channel scale (SE)"
-    if kind == "pooling" and str(layer.p.get("global", "")).lower() in ("true", "1"):
-        return "global pooling"
     return kind
 
 
@@ -493,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if a.device == "cpu":
         torch.set_num_threads(CPU_THREADS)
+    load_start = os.getloadavg() if hasattr(os, "getloadavg") else None  # a busy machine skews the CPU ratios
     nets = [zoo_net(t) for t in a.networks.split(",") if t.strip()]
     registry = default_registry()
     rows: list[dict[str, Any]] = []
@@ -530,6 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         timespec="seconds"), "torch": torch.__version__, "torchvision": import_torchvision().__version__,
         "onnxruntime": __import__("onnxruntime").__version__, "cpu_count": os.cpu_count(), "repeat": a.repeat,
         "command": " ".join(["python -m tests.bench.bench_zoo", *(argv if argv is not None else sys.argv[1:])]),
+        "load_average_start_end": [load_start, os.getloadavg() if hasattr(os, "getloadavg") else None],
         "exporters": exporters, "notes": notes, "rows": rows}
     out = Path(a.json) if a.json else RESULTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', machine).strip('_')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
