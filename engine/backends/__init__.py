@@ -20,22 +20,9 @@ def cupy_status() -> tuple[bool, str]:
     """(usable, reason) for the CuPy backend; never raises, cached after the first probe."""
     global _cupy_probe
     if _cupy_probe is None:
-        try:
-            import cupy  # noqa: PLC0415
+        from engine.backends.cuda.device import probe  # noqa: PLC0415
 
-            count = cupy.cuda.runtime.getDeviceCount()
-            if count < 1:
-                raise RuntimeError("no CUDA device found")
-            probe = cupy.arange(4, dtype=cupy.float32) * 2
-            if float(probe.sum()) != 12.0:
-                raise RuntimeError("a test computation on the GPU gave a wrong result")
-            name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
-            name = name.decode() if isinstance(name, bytes) else str(name)
-            _cupy_probe = (True, name)
-        except ImportError:
-            _cupy_probe = (False, "cupy is not installed (pip install 'layerlab[gpu]')")
-        except Exception as exc:  # any driver/runtime failure means "not usable", never a crash
-            _cupy_probe = (False, f"no usable CUDA GPU ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+        _cupy_probe = probe()
     return _cupy_probe
 
 
@@ -47,13 +34,9 @@ def gpu_names() -> list[str]:
     """The names of this machine's CUDA GPUs by ordinal (empty where CuPy is unusable)."""
     if not cupy_usable():
         return []
-    import cupy  # noqa: PLC0415
+    from engine.backends.cuda.device import gpu_names as names  # noqa: PLC0415
 
-    names = []
-    for i in range(cupy.cuda.runtime.getDeviceCount()):
-        name = cupy.cuda.runtime.getDeviceProperties(i)["name"]
-        names.append(name.decode() if isinstance(name, bytes) else str(name))
-    return names
+    return names()
 
 
 def check_device(device: int | None) -> int:
@@ -90,7 +73,7 @@ def get_backend(name: str = "auto", notice: TextIO | None = sys.stderr, defer_co
         if not ok:
             what = "the cupy backend" if key == "cupy" else f"device {device}"
             raise BackendError(f"{what} cannot be used here: {reason}")
-        from engine.backends.cupy_backend import CupyBackend  # noqa: PLC0415
+        from engine.backends.cuda.backend import CupyBackend  # noqa: PLC0415
 
         return CupyBackend(check_device(device))
     if notice is not None:

@@ -97,9 +97,6 @@ class Backend:
     supports_graphs: ClassVar[bool] = False
     #: the module holding the backend's kernel factories (one function per operation name, see ``kernel``)
     kernel_module: ClassVar[str | None] = None
-    #: fp32 convolutions may use TF32 tensor cores (10-bit mantissa products, float32 sums); set from the
-    #: network's ``tf32`` setting before each run. Off: strict float32, as the NumPy backend computes.
-    allow_tf32 = False
 
     def activate(self) -> None:
         """Make this backend's stream current in the calling thread (before running layers)."""

@@ -88,6 +88,8 @@ class Selector:
     def _save(self) -> None:
         if self.path is None:
             return
+        # another process may have written choices since this one loaded the file: keep them (ours win on a clash)
+        self._choices = {**self._load(), **self._choices}
         with contextlib.suppress(OSError):  # a read-only cache folder only costs timing again next time
             from engine.atomic import atomic_write_text
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """Custom layers written in the designer (no plugin): a definition (description, shape script, Python and
 CUDA code) stored in the model file, a safe shape-script evaluator, a launch-line parser, the layer that
 runs them, and the consent that code needs before it runs. CuPy appears only in
-``engine.backends.custom_kernels``."""
+``engine.backends.cuda.custom``."""
 from __future__ import annotations
 
 from engine.custom.consent import CONSENT, ConsentError, consent_message

@@ -1,5 +1,5 @@
 """The CUDA source of a custom layer variant as it is compiled, and compile logs in the user's terms. Pure
-text work (no CuPy): the CuPy backend's ``custom_kernels`` compiles what ``kernel_source`` gives."""
+text work (no CuPy): the CuPy backend's ``engine.backends.cuda.custom`` compiles what ``kernel_source`` gives."""
 from __future__ import annotations
 
 import re

@@ -2,7 +2,7 @@
 
     k_custom<16,16,8!>[1,1,1,1](out, in[0], out.c, out.h, out.w){}
 
-* ``k_custom``: the kernel's name (declare it ``extern "C" __global__`` in the code);
+* ``k_custom``: the kernel's name (a kernel entry point declared ``extern "C"`` in the code);
 * ``<X,Y,Z>``: the thread block (1 to 3 sizes; missing ones are 1). A size followed by ``!`` is fixed: its
   grid dimension is 1 whatever the tensor size (the kernel loops over that axis itself);
 * ``[n,c,h,w]`` (optional): stepping, how many elements along each axis one thread handles;

@@ -1,6 +1,6 @@
 """The layer that runs a custom layer definition: the shape script gives its output size; ``forward`` runs
 the CUDA kernel of the network's format on the CuPy backend (compiled lazily by
-``engine.backends.custom_kernels``), else the Python code (on NumPy, or on CuPy where no kernel exists).
+``engine.backends.cuda.custom``), else the Python code (on NumPy, or on CuPy where no kernel exists).
 Code runs only with the user's consent (``engine.custom.consent``); building the layer, type checking and
 shape inference never run or compile it."""
 from __future__ import annotations
@@ -45,7 +45,7 @@ class CustomLayer(Layer):
         CONSENT.require(defn)
         variant = defn.cuda_for(self.fmt) if self.backend.name == "cupy" else None
         if variant is not None and variant.code.strip():
-            from engine.backends.custom_kernels import launch  # noqa: PLC0415 - CuPy only here
+            from engine.backends.cuda.custom import launch  # noqa: PLC0415 - CuPy only here
 
             assert self.out_dims is not None
             launch(defn, variant, inputs, out, Values(self.input_dims, self.p, self.out_dims))

@@ -30,17 +30,17 @@ def _time_us(fn: Callable[[], Any], repeat: int = 200) -> float:
 def _upcat_row(rng: Any, c0: int, c1: int, h: int) -> str:
     import cupy
 
-    from engine.backends import gpu_kernels
+    from engine.backends.cuda import upsample
 
     x = cupy.asarray(rng.standard_normal((1, h, h, c0)), dtype=cupy.float16)
     skip = cupy.asarray(rng.standard_normal((1, 2 * h, 2 * h, c1)), dtype=cupy.float16)
     out = cupy.empty((1, 2 * h, 2 * h, c0 + c1), cupy.float16)
     up = cupy.empty((1, 2 * h, 2 * h, c0), cupy.float16)
-    fused = _time_us(lambda: gpu_kernels.upscale_concat(x, skip, out, (2, 2), True, True))
-    scalar = _time_us(lambda: gpu_kernels._scalar_upcat()(x, skip, 1, c0, c1, h, h, 2 * h, 2 * h, 2, 2, 1, out))
+    fused = _time_us(lambda: upsample.upscale_concat(x, skip, out, (2, 2), True, True))
+    scalar = _time_us(lambda: upsample.scalar_kernel()(x, skip, 1, c0, c1, h, h, 2 * h, 2 * h, 2, 2, 1, out))
 
     def unfused() -> None:
-        gpu_kernels.upscale_concat(x, None, up, (2, 2), True, True)
+        upsample.upscale_concat(x, None, up, (2, 2), True, True)
         out[..., :c0] = up
         out[..., c0:] = skip
 

@@ -1,4 +1,4 @@
-"""cuDNN convolutions of the CuPy backend (engine/backends/cudnn_conv.py), on the GPU."""
+"""cuDNN convolutions of the CuPy backend (engine/backends/cuda/cudnn.py), on the GPU."""
 from __future__ import annotations
 
 import numpy as np
@@ -42,7 +42,7 @@ def test_unaligned_channels_run_padded_and_match(c, k, act):
     got = cupy.asnumpy(out).astype(np.float64)
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 5e-3
     padded = any(key[0] == (1, c, 37, 50) and key[2] == (k, c, 3, 3) for key in backend.cudnn._pads)
-    direct = c <= 4 and k % 8 == 0  # the direct kernel of gpu_kernels takes these, not cuDNN
+    direct = c <= 4 and k % 8 == 0  # the direct kernel (engine/backends/cuda/conv_direct) takes these, not cuDNN
     assert padded == bool((c % 8 or k % 8) and not direct)
 
 
@@ -72,18 +72,16 @@ def test_fp32_convolutions_run_on_cudnn_strict_unless_tf32(layout, tf32):
 
     backend = _cudnn()
     backend.activate()
-    backend.allow_tf32 = tf32
-    try:
-        rng = np.random.default_rng(2)
-        x = rng.standard_normal((2, 64, 40, 56)).astype(np.float32)
-        w = (rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
-        b = rng.standard_normal(64).astype(np.float32)
-        put = (lambda a: _nhwc(cupy, a)) if layout == "nhwc" else cupy.asarray
-        out = put(np.full((2, 64, 40, 56), np.nan, np.float32))
-        assert backend.kernel("conv2d")(put(x), put(w), cupy.asarray(b), out, (1, 1), (1, 1), (1, 1), 1, "relu", {})
-        backend.synchronize()
-    finally:
-        backend.allow_tf32 = False
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 64, 40, 56)).astype(np.float32)
+    w = (rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    put = (lambda a: _nhwc(cupy, a)) if layout == "nhwc" else cupy.asarray
+    out = put(np.full((2, 64, 40, 56), np.nan, np.float32))
+    done = backend.kernel("conv2d")(put(x), put(w), cupy.asarray(b), out, (1, 1), (1, 1), (1, 1), 1, "relu", {},
+                                    tf32=tf32)
+    assert done is not None and done.candidate == "cudnn"
+    backend.synchronize()
     ref = np.maximum(conv2d(np, x.astype(np.float64), w.astype(np.float64), b.astype(np.float64),
                             (1, 1), (1, 1), (1, 1), 1), 0)
     err = np.linalg.norm(cupy.asnumpy(out).astype(np.float64) - ref) / np.linalg.norm(ref)

@@ -1,4 +1,4 @@
-"""The CUDA kernels of the CuPy backend (engine/backends/gpu_kernels.py): upsampling, upsampling fused with
+"""The CUDA kernels of the CuPy backend (engine/backends/cuda/): upsampling, upsampling fused with
 a concatenation, and the direct convolution of few-channel inputs, against float64 NumPy references."""
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _logical(a: np.ndarray, nhwc: bool) -> np.ndarray:
 def test_upscale_concat_matches_reference(dtype, nhwc, method, c0, c1, factor, extra):
     import cupy
 
-    from engine.backends import gpu_kernels
+    from engine.backends.cuda import upsample
 
     rng = np.random.default_rng(c0 * 7 + c1)
     x = rng.standard_normal((2, c0, 7, 9)).astype(dtype)
@@ -48,7 +48,7 @@ def test_upscale_concat_matches_reference(dtype, nhwc, method, c0, c1, factor, e
     out = cupy.full(out_shape, np.nan, dtype)
     xs = _physical(cupy, x, nhwc)
     ss = _physical(cupy, skip, nhwc) if skip is not None else None
-    assert gpu_kernels.upscale_concat(xs, ss, out, factor, method == "bilinear", nhwc)
+    assert upsample.upscale_concat(xs, ss, out, factor, method == "bilinear", nhwc)
     got = _logical(cupy.asnumpy(out), nhwc).astype(np.float64)
     tol = 2e-3 if dtype == np.float16 else 1e-6
     np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
@@ -57,26 +57,26 @@ def test_upscale_concat_matches_reference(dtype, nhwc, method, c0, c1, factor, e
 def test_upscale_concat_declines_what_it_does_not_cover():
     import cupy
 
-    from engine.backends import gpu_kernels
+    from engine.backends.cuda import upsample
 
     x = cupy.zeros((1, 4, 4, 8), cupy.float16)
-    assert not gpu_kernels.upscale_concat(x[:, :, :, :4], None, cupy.zeros((1, 8, 8, 4), cupy.float16), (2, 2), True, True)
-    assert not gpu_kernels.upscale_concat(x, None, cupy.zeros((1, 8, 8, 8), cupy.float64), (2, 2), True, True)
+    assert not upsample.upscale_concat(x[:, :, :, :4], None, cupy.zeros((1, 8, 8, 4), cupy.float16), (2, 2), True, True)
+    assert not upsample.upscale_concat(x, None, cupy.zeros((1, 8, 8, 8), cupy.float64), (2, 2), True, True)
     skip = cupy.zeros((1, 8, 8, 4), cupy.float16)
-    assert not gpu_kernels.upscale_concat(x, skip, cupy.zeros((1, 8, 8, 16), cupy.float16), (2, 2), True, True)
+    assert not upsample.upscale_concat(x, skip, cupy.zeros((1, 8, 8, 16), cupy.float16), (2, 2), True, True)
 
 
 def test_vector_path_is_taken_for_aligned_half_nhwc(monkeypatch):
     """fp16 NHWC with channel counts of multiples of 8 runs the 16-byte kernel, not the scalar one."""
     import cupy
 
-    from engine.backends import gpu_kernels
+    from engine.backends.cuda import upsample
 
     calls = []
-    monkeypatch.setattr(gpu_kernels, "_scalar_upcat", lambda: calls.append("scalar") or (lambda *a: None))
+    monkeypatch.setattr(upsample, "scalar_kernel", lambda: calls.append("scalar") or (lambda *a: None))
     x = cupy.ones((1, 4, 4, 16), cupy.float16)
     out = cupy.zeros((1, 8, 8, 24), cupy.float16)
-    assert gpu_kernels.upscale_concat(x, cupy.full((1, 8, 8, 8), 2, cupy.float16), out, (2, 2), True, True)
+    assert upsample.upscale_concat(x, cupy.full((1, 8, 8, 8), 2, cupy.float16), out, (2, 2), True, True)
     assert calls == []
     assert float(out[..., :16].min()) == 1.0 and float(out[..., 16:].max()) == 2.0
 
@@ -88,15 +88,15 @@ def test_aligned_fp32_nhwc_and_nchw_take_their_own_kernels(monkeypatch, dtype, n
     planes: neither runs the element-wise kernel that divides its indices out."""
     import cupy
 
-    from engine.backends import gpu_kernels
+    from engine.backends.cuda import upsample
 
-    monkeypatch.setattr(gpu_kernels, "_scalar_upcat", lambda: pytest.fail("the element-wise kernel ran"))
+    monkeypatch.setattr(upsample, "scalar_kernel", lambda: pytest.fail("the element-wise kernel ran"))
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, c0, 6, 7)).astype(dtype)
     skip = rng.standard_normal((2, c1, 12, 14)).astype(dtype)
     ref = np.concatenate([_upsampled(x, (12, 14), (2, 2), "bilinear"), skip.astype(np.float64)], axis=1)
     out = cupy.full((2, 12, 14, c0 + c1) if nhwc else (2, c0 + c1, 12, 14), np.nan, dtype)
-    assert gpu_kernels.upscale_concat(_physical(cupy, x, nhwc), _physical(cupy, skip, nhwc), out, (2, 2), True, nhwc)
+    assert upsample.upscale_concat(_physical(cupy, x, nhwc), _physical(cupy, skip, nhwc), out, (2, 2), True, nhwc)
     tol = 2e-3 if dtype == np.float16 else 1e-6
     np.testing.assert_allclose(_logical(cupy.asnumpy(out), nhwc).astype(np.float64), ref, rtol=tol, atol=tol)
 
@@ -105,11 +105,11 @@ def test_nchw_upsampling_of_more_planes_than_a_grid_holds():
     """More than 65535 channel planes (the grid's z limit): the element-wise kernel, same values."""
     import cupy
 
-    from engine.backends import gpu_kernels
+    from engine.backends.cuda import upsample
 
     x = np.random.default_rng(4).standard_normal((1, 70000, 1, 2)).astype(np.float32)
     out = cupy.full((1, 70000, 2, 4), np.nan, np.float32)
-    assert gpu_kernels.upscale_concat(cupy.asarray(x), None, out, (2, 2), False, False)
+    assert upsample.upscale_concat(cupy.asarray(x), None, out, (2, 2), False, False)
     np.testing.assert_array_equal(cupy.asnumpy(out), _upsampled(x, (2, 4), (2, 2), "nearest").astype(np.float32))
 
 
@@ -161,16 +161,16 @@ def test_direct_convolution_matches_reference(c, k, kernel, stride, padding, dil
 def test_direct_convolution_is_not_used_for_wide_inputs_or_other_activations():
     import cupy
 
-    from engine.backends import gpu_kernels
+    from engine.backends.cuda import conv_direct
 
     x = cupy.zeros((1, 3, 8, 8), cupy.float16)
     out = cupy.zeros((1, 16, 8, 8), cupy.float16)
-    assert gpu_kernels.direct_applies(x, cupy.zeros((16, 3, 3, 3), cupy.float16), out, 1, "relu")
-    assert not gpu_kernels.direct_applies(x, cupy.zeros((16, 8, 3, 3), cupy.float16), out, 1, "relu")
-    assert not gpu_kernels.direct_applies(x, cupy.zeros((12, 3, 3, 3), cupy.float16), out, 1, None)
-    assert not gpu_kernels.direct_applies(x, cupy.zeros((16, 3, 3, 3), cupy.float16), out, 1, "sigmoid")
-    assert not gpu_kernels.direct_applies(x, cupy.zeros((16, 1, 3, 3), cupy.float16), out, 3, None)
-    assert not gpu_kernels.direct_applies(x.astype(cupy.float32), cupy.zeros((16, 3, 3, 3), cupy.float32),
+    assert conv_direct.direct_applies(x, cupy.zeros((16, 3, 3, 3), cupy.float16), out, 1, "relu")
+    assert not conv_direct.direct_applies(x, cupy.zeros((16, 8, 3, 3), cupy.float16), out, 1, "relu")
+    assert not conv_direct.direct_applies(x, cupy.zeros((12, 3, 3, 3), cupy.float16), out, 1, None)
+    assert not conv_direct.direct_applies(x, cupy.zeros((16, 3, 3, 3), cupy.float16), out, 1, "sigmoid")
+    assert not conv_direct.direct_applies(x, cupy.zeros((16, 1, 3, 3), cupy.float16), out, 3, None)
+    assert not conv_direct.direct_applies(x.astype(cupy.float32), cupy.zeros((16, 3, 3, 3), cupy.float32),
                                           out.astype(cupy.float32), 1, None)
 
 
@@ -186,18 +186,18 @@ def test_pointwise_kernel_declines_other_shapes():
     import cupy
 
     backend_param("cupy")
-    from engine.backends import gpu_kernels
+    from engine.backends.cuda import conv_direct
 
     x = cupy.zeros((1, 32, 8, 8), cupy.float16)
     out = cupy.zeros((1, 3, 8, 8), cupy.float16)
     one = ((1, 1), (0, 0), (1, 1))
-    assert gpu_kernels.pointwise_applies(x, cupy.zeros((3, 32, 1, 1), cupy.float16), out, *one, 1, "relu")
-    assert not gpu_kernels.pointwise_applies(x, cupy.zeros((8, 32, 1, 1), cupy.float16), out, *one, 1, None)  # 8 outputs: cuDNN
-    assert not gpu_kernels.pointwise_applies(x, cupy.zeros((3, 32, 3, 3), cupy.float16), out, *one, 1, None)
-    assert not gpu_kernels.pointwise_applies(x, cupy.zeros((3, 32, 1, 1), cupy.float16), out, (2, 2), (0, 0), (1, 1), 1, None)
-    assert not gpu_kernels.pointwise_applies(x, cupy.zeros((3, 12, 1, 1), cupy.float16), out, *one, 1, None)  # C % 8
-    assert not gpu_kernels.pointwise_applies(x, cupy.zeros((3, 32, 1, 1), cupy.float16), out, *one, 1, "sigmoid")
-    assert not gpu_kernels.pointwise_applies(x.astype(cupy.float32), cupy.zeros((3, 32, 1, 1), cupy.float32),
+    assert conv_direct.pointwise_applies(x, cupy.zeros((3, 32, 1, 1), cupy.float16), out, *one, 1, "relu")
+    assert not conv_direct.pointwise_applies(x, cupy.zeros((8, 32, 1, 1), cupy.float16), out, *one, 1, None)  # 8 outputs: cuDNN
+    assert not conv_direct.pointwise_applies(x, cupy.zeros((3, 32, 3, 3), cupy.float16), out, *one, 1, None)
+    assert not conv_direct.pointwise_applies(x, cupy.zeros((3, 32, 1, 1), cupy.float16), out, (2, 2), (0, 0), (1, 1), 1, None)
+    assert not conv_direct.pointwise_applies(x, cupy.zeros((3, 12, 1, 1), cupy.float16), out, *one, 1, None)  # C % 8
+    assert not conv_direct.pointwise_applies(x, cupy.zeros((3, 32, 1, 1), cupy.float16), out, *one, 1, "sigmoid")
+    assert not conv_direct.pointwise_applies(x.astype(cupy.float32), cupy.zeros((3, 32, 1, 1), cupy.float32),
                                              out.astype(cupy.float32), *one, 1, None)
 
 
@@ -241,15 +241,15 @@ def _close(backend, out, ref) -> None:
 @pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
 def test_space_to_depth_convolution_matches_reference(c, k, kernel, stride, padding, hw, act):
     """A strided few-channel convolution run as a stride-1 convolution over its space-to-depth input (cuDNN)."""
-    from engine.backends import cupy_kernels
+    from engine.backends.cuda import gather
 
     backend, xd, wd, bd, out, ref = _few_channel_case(c, k, kernel, (stride, stride), padding, hw, act)
-    assert cupy_kernels.s2d_applies(xd, wd, out, (stride, stride), (1, 1), 1)
-    w2 = cupy_kernels.s2d_weights(wd, stride)
+    assert gather.s2d_applies(xd, wd, out, (stride, stride), (1, 1), 1)
+    w2 = gather.s2d_weights(wd, stride)
     assert w2.shape[1] % 8 == 0 and w2.shape[2:] == (-(-kernel[0] // stride), -(-kernel[1] // stride))
     buffers: dict = {}
     for _ in range(2):  # the second call reuses the kept transformed input
-        assert cupy_kernels.conv_space_to_depth(backend.cudnn, xd, w2, bd, out, stride, padding, act, {"alpha": 0.1},
+        assert gather.conv_space_to_depth(backend.cudnn, xd, w2, bd, out, stride, padding, act, {"alpha": 0.1},
                                                 buffers)
     assert len(buffers) == 1
     _close(backend, out, ref)
@@ -258,7 +258,7 @@ def test_space_to_depth_convolution_matches_reference(c, k, kernel, stride, padd
 def test_space_to_depth_is_not_used_where_it_does_not_pay():
     import cupy
 
-    from engine.backends import cupy_kernels
+    from engine.backends.cuda import gather
 
     def args(c, kernel, stride, dtype=cupy.float16, dilation=(1, 1), groups=1):
         x = cupy.zeros((1, 16, 16, c), dtype).transpose(0, 3, 1, 2)
@@ -266,13 +266,13 @@ def test_space_to_depth_is_not_used_where_it_does_not_pay():
         out = cupy.zeros((1, 8, 8, 8), dtype).transpose(0, 3, 1, 2)
         return x, w, out, (stride, stride), dilation, groups
 
-    assert cupy_kernels.s2d_applies(*args(3, (7, 7), 2))
-    assert not cupy_kernels.s2d_applies(*args(3, (7, 7), 1))           # stride 1
-    assert not cupy_kernels.s2d_applies(*args(8, (3, 3), 2))           # 32 channels after folding
-    assert not cupy_kernels.s2d_applies(*args(3, (2, 2), 2))           # kernel no larger than the stride
-    assert not cupy_kernels.s2d_applies(*args(3, (7, 7), 2, cupy.float32))
-    assert not cupy_kernels.s2d_applies(*args(3, (7, 7), 2, dilation=(2, 2)))
-    assert not cupy_kernels.s2d_applies(*args(3, (7, 7), 2, groups=3))
+    assert gather.s2d_applies(*args(3, (7, 7), 2))
+    assert not gather.s2d_applies(*args(3, (7, 7), 1))           # stride 1
+    assert not gather.s2d_applies(*args(8, (3, 3), 2))           # 32 channels after folding
+    assert not gather.s2d_applies(*args(3, (2, 2), 2))           # kernel no larger than the stride
+    assert not gather.s2d_applies(*args(3, (7, 7), 2, cupy.float32))
+    assert not gather.s2d_applies(*args(3, (7, 7), 2, dilation=(2, 2)))
+    assert not gather.s2d_applies(*args(3, (7, 7), 2, groups=3))
 
 
 @pytest.mark.parametrize("op", ["sum", "product", "max", "min", "sub"])
@@ -315,25 +315,25 @@ def test_element_wise_kernel_matches_numpy(op, act, dtype):
 @pytest.mark.parametrize("act", [None, "relu"])
 def test_patch_convolution_matches_reference(c, k, kernel, stride, padding, hw, act):
     """A few-channel convolution run as a 1x1 convolution over its gathered patches (cuDNN)."""
-    from engine.backends import cupy_kernels
+    from engine.backends.cuda import gather
 
     backend, xd, wd, bd, out, ref = _few_channel_case(c, k, kernel, stride, padding, hw, act)
-    assert cupy_kernels.patch_applies(xd, wd, out, (1, 1), 1) == (c * kernel[0] * kernel[1] <= 64)
-    wp = cupy_kernels.patch_weights(wd)
+    assert gather.patch_applies(xd, wd, out, (1, 1), 1) == (c * kernel[0] * kernel[1] <= 64)
+    wp = gather.patch_weights(wd)
     assert wp.shape[1] % 8 == 0 and wp.shape[2:] == (1, 1)
-    assert cupy_kernels.conv_patches(backend.cudnn, xd, wp, bd, out, kernel, stride, padding, act, {})
+    assert gather.conv_patches(backend.cudnn, xd, wp, bd, out, kernel, stride, padding, act, {})
     _close(backend, out, ref)
 
 
 def _hopper_or_skip():
     backend_param("cupy")
-    from engine.backends import gpu_kernels
+    from engine.backends.cuda import wgmma
 
-    if gpu_kernels._sm_count_and_cc()[1] != 90:
+    if not wgmma.is_hopper():
         pytest.skip("the 64-channel wgmma kernel needs a Hopper GPU (compute capability 9.0)")
-    if gpu_kernels._conv64(*gpu_kernels.CONV64_SHAPE) is None:
+    if not wgmma.available("conv64"):
         pytest.fail("the 64-channel wgmma kernel does not compile on this Hopper GPU")
-    return gpu_kernels
+    return wgmma
 
 
 def _conv64_case(n, h, w, act, bias, seed, c=64, scale=24.0, k=64):
@@ -371,72 +371,76 @@ def _check_against_reference(case, act, applies, run):
 @pytest.mark.parametrize("n,h,w", [(1, 16, 16), (2, 29, 130), (3, 9, 5), (1, 1, 97), (1, 17, 200)])
 @pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
 @pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("shape", [None, (64, 3, 8), (96, 2, 3)])
-def test_64_channel_wgmma_convolution_matches_reference(n, h, w, act, bias, shape):
+def test_64_channel_wgmma_convolution_matches_reference(n, h, w, act, bias):
     """The Hopper 64 -> 64 3x3 kernel against float64 on sizes that are not whole strips or segments (the edges
-    read zeros, pixels outside the image are never written), in its default and two other shapes."""
-    gpu_kernels = _hopper_or_skip()
+    read zeros, pixels outside the image are never written)."""
+    wgmma = _hopper_or_skip()
     _check_against_reference(
-        _conv64_case(n, h, w, act, bias, n * 1000 + h * 10 + w), act, gpu_kernels.conv64_applies,
-        lambda x, wt, b, out: gpu_kernels.conv3x3_c64(x, gpu_kernels.conv64_weights(wt), b, out, act, 0.1, shape))
+        _conv64_case(n, h, w, act, bias, n * 1000 + h * 10 + w), act, wgmma.conv64_applies,
+        lambda x, wt, b, out: wgmma.conv3x3_c64(x, wgmma.conv64_weights(wt), b, out, act, 0.1))
 
 
 def test_64_channel_wgmma_convolution_passes_nan_and_declines_other_shapes():
     import cupy
 
-    gpu_kernels = _hopper_or_skip()
+    wgmma = _hopper_or_skip()
     x = cupy.zeros((1, 20, 20, 64), cupy.float16)
     x[0, 7, 9, 5] = cupy.nan
     wt = cupy.full((64, 64, 3, 3), 0.01, cupy.float16)
     out = cupy.zeros_like(x)
-    assert gpu_kernels.conv3x3_c64(x, gpu_kernels.conv64_weights(wt), None, out, "relu", 0.0)
+    assert wgmma.conv3x3_c64(x, wgmma.conv64_weights(wt), None, out, "relu", 0.0)
     bad = cupy.isnan(out).any(axis=3).get()
     assert bad[0, 6:9, 8:11].all() and bad.sum() == 9  # the NaN reaches exactly its 3 x 3 neighbourhood
     xl, ol = x.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2)
     one = ((1, 1), (1, 1), (1, 1))
-    assert gpu_kernels.conv64_applies(xl, wt, ol, *one, 1, None)
-    assert not gpu_kernels.conv64_applies(xl, wt, ol, *one, 1, "sigmoid")
-    assert not gpu_kernels.conv64_applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
-    assert not gpu_kernels.conv64_applies(xl, wt, ol, (1, 1), (0, 0), (1, 1), 1, None)
-    assert not gpu_kernels.conv64_applies(xl, cupy.zeros((32, 64, 3, 3), cupy.float16), ol[:, :32], *one, 1, None)
-    assert not gpu_kernels.conv64_applies(xl.astype(cupy.float32), wt.astype(cupy.float32), ol.astype(cupy.float32),
+    assert wgmma.conv64_applies(xl, wt, ol, *one, 1, None)
+    assert not wgmma.conv64_applies(xl, wt, ol, *one, 1, "sigmoid")
+    assert not wgmma.conv64_applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
+    assert not wgmma.conv64_applies(xl, wt, ol, (1, 1), (0, 0), (1, 1), 1, None)
+    assert not wgmma.conv64_applies(xl, cupy.zeros((32, 64, 3, 3), cupy.float16), ol[:, :32], *one, 1, None)
+    assert not wgmma.conv64_applies(xl.astype(cupy.float32), wt.astype(cupy.float32), ol.astype(cupy.float32),
                                           *one, 1, None)
-    assert not gpu_kernels.conv3x3_c64(x[:, :, ::2], gpu_kernels.conv64_weights(wt), None, out[:, :, :10], None, 0.0)
+    assert not wgmma.conv3x3_c64(x[:, :, ::2], wgmma.conv64_weights(wt), None, out[:, :, :10], None, 0.0)
 
 
-def _backend_picks(monkeypatch, case, act, name):
+def _backend_picks(monkeypatch, tmp_path, case, act, name):
     """The CuPy backend's conv2d offers kernel ``name`` as a timed candidate for ``case``: when every candidate
-    times alike it is chosen (ties go to the first candidate: ours), remembered for the configuration, and its
-    result is the convolution's."""
+    times alike it is chosen (ties go to the first row in the table's order among those timed alike: the selector
+    keeps the first minimum), remembered for the configuration in the selector's file, and its result is the
+    convolution's."""
     import cupy
 
     _hopper_or_skip()
-    from engine.backends import cudnn_conv, cupy_kernels
+    from engine.backends.cuda import cudnn, runtime
+    from engine.backends.selection import Selector
 
     backend = backend_param("cupy")
     backend.activate()
     timed: list = []
 
     def fake_elapsed(fn, repeat=3):
-        timed.append(fn)
-        return 1.0 if fn() else None
+        done = fn()
+        timed.append(done)
+        return (0.5 if done.candidate == name else 1.0) if done is not None else None
 
-    monkeypatch.setattr(cupy_kernels, "_elapsed_ms", fake_elapsed)
-    monkeypatch.setattr(cupy_kernels, "_CHOICES", {})
-    monkeypatch.setattr(cudnn_conv, "TUNE_MIN_FLOP", 0.0)
+    monkeypatch.setattr(runtime, "elapsed_ms", fake_elapsed)
+    monkeypatch.setattr(cudnn, "TUNE_MIN_FLOP", 0.0)
+    monkeypatch.setattr(backend, "_selector", Selector(tmp_path / "choices.json", "test"))
+    monkeypatch.setattr(backend, "_kernels", {}, raising=False)
     x, wt, b, ref = case
     out = _nhwc(cupy, np.full(ref.shape, np.nan, np.float16))
     cache: dict = {}
-    assert backend.kernel("conv2d")(_nhwc(cupy, x), _nhwc(cupy, wt), cupy.asarray(b), out, (1, 1), (1, 1), (1, 1),
+    done = backend.kernel("conv2d")(_nhwc(cupy, x), _nhwc(cupy, wt), cupy.asarray(b), out, (1, 1), (1, 1), (1, 1),
                                     1, act, {}, cache)
     backend.synchronize()
+    assert done is not None and done.candidate == name
     assert name in cache and len(timed) >= 2  # offered and timed beside cuDNN
-    assert list(cupy_kernels._CHOICES.values()) == [name]
+    assert list(Selector(tmp_path / "choices.json", "test")._choices.values()) == [name]  # on disk
     np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), ref, rtol=5e-3, atol=5e-3)
 
 
-def test_backend_convolution_runs_the_64_channel_kernel_when_it_times_fastest(monkeypatch):
-    _backend_picks(monkeypatch, _conv64_case(1, 24, 40, "relu", True, 7), "relu", "conv64")
+def test_backend_convolution_runs_the_64_channel_kernel_when_it_times_fastest(monkeypatch, tmp_path):
+    _backend_picks(monkeypatch, tmp_path, _conv64_case(1, 24, 40, "relu", True, 7), "relu", "conv64")
 
 
 @pytest.mark.parametrize("c", [1, 2, 3])
@@ -447,74 +451,73 @@ def test_few_channel_wgmma_convolution_matches_reference(c, n, h, w, act, bias):
     """The Hopper 3x3 kernel from an input of 1-3 channels to 64 (taps gathered in shared memory) against float64,
     on sizes that are not whole strips or segments."""
 
-    gpu_kernels = _hopper_or_skip()
-    if gpu_kernels._patch64(*gpu_kernels.PATCH64_SHAPE) is None:
+    wgmma = _hopper_or_skip()
+    if not wgmma.available("patch64"):
         pytest.fail("the few-channel wgmma kernel does not compile on this Hopper GPU")
     _check_against_reference(
-        _conv64_case(n, h, w, act, bias, c * 100 + h + w, c=c, scale=3.0), act, gpu_kernels.patch64_applies,
-        lambda x, wt, b, out: gpu_kernels.conv3x3_patch64(x, gpu_kernels.patch64_weights(wt), b, out, act, 0.1))
+        _conv64_case(n, h, w, act, bias, c * 100 + h + w, c=c, scale=3.0), act, wgmma.patch64_applies,
+        lambda x, wt, b, out: wgmma.conv3x3_patch64(x, wgmma.patch64_weights(wt), b, out, act, 0.1))
 
 
 def test_few_channel_wgmma_convolution_keeps_nan_local_and_declines_other_shapes():
     import cupy
 
-    gpu_kernels = _hopper_or_skip()
+    wgmma = _hopper_or_skip()
     x = cupy.zeros((1, 20, 20, 3), cupy.float16)
     x[0, 7, 9, 1] = cupy.nan
     wt = cupy.full((64, 3, 3, 3), 0.01, cupy.float16)
     out = cupy.zeros((1, 20, 20, 64), cupy.float16)
-    assert gpu_kernels.conv3x3_patch64(x, gpu_kernels.patch64_weights(wt), None, out, "relu", 0.0)
+    assert wgmma.conv3x3_patch64(x, wgmma.patch64_weights(wt), None, out, "relu", 0.0)
     bad = cupy.isnan(out).any(axis=3).get()
     assert bad[0, 6:9, 8:11].all() and bad.sum() == 9  # the NaN reaches exactly its 3 x 3 neighbourhood
     xl, ol = x.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2)
     one = ((1, 1), (1, 1), (1, 1))
-    assert gpu_kernels.patch64_applies(xl, wt, ol, *one, 1, None)
-    assert not gpu_kernels.patch64_applies(xl, wt, ol, *one, 1, "tanh")
-    assert not gpu_kernels.patch64_applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
-    assert not gpu_kernels.patch64_applies(xl, wt[:32], ol[:, :32], *one, 1, None)
+    assert wgmma.patch64_applies(xl, wt, ol, *one, 1, None)
+    assert not wgmma.patch64_applies(xl, wt, ol, *one, 1, "tanh")
+    assert not wgmma.patch64_applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
+    assert not wgmma.patch64_applies(xl, wt[:32], ol[:, :32], *one, 1, None)
     x4 = cupy.zeros((1, 4, 20, 20), cupy.float16)
-    assert not gpu_kernels.patch64_applies(x4, cupy.zeros((64, 4, 3, 3), cupy.float16), ol, *one, 1, None)
+    assert not wgmma.patch64_applies(x4, cupy.zeros((64, 4, 3, 3), cupy.float16), ol, *one, 1, None)
 
 
 @pytest.mark.parametrize("k", [1, 3, 8])
 @pytest.mark.parametrize("n,h,w", [(1, 16, 16), (2, 29, 130), (3, 9, 5), (1, 1, 97), (1, 17, 200)])
 @pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
 @pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("shape", [None, (128, 2, 5)])
-def test_output_layer_wgmma_convolution_matches_reference(k, n, h, w, act, bias, shape):
+def test_output_layer_wgmma_convolution_matches_reference(k, n, h, w, act, bias):
     """The Hopper 3x3 kernel from 64 channels to 1-8 (pixels as M, outputs as N) against float64, on sizes that
-    are not whole strips or segments, in its default and one other shape."""
-    gpu_kernels = _hopper_or_skip()
-    if gpu_kernels._out64(*gpu_kernels.OUT64_SHAPE) is None:
+    are not whole strips or segments."""
+    wgmma = _hopper_or_skip()
+    if not wgmma.available("out64"):
         pytest.fail("the output-layer wgmma kernel does not compile on this Hopper GPU")
     _check_against_reference(
-        _conv64_case(n, h, w, act, bias, k * 100 + h + w, k=k), act, gpu_kernels.out64_applies,
-        lambda x, wt, b, out: gpu_kernels.conv3x3_out64(x, gpu_kernels.out64_weights(wt), b, out, act, 0.1, shape))
+        _conv64_case(n, h, w, act, bias, k * 100 + h + w, k=k), act, wgmma.out64_applies,
+        lambda x, wt, b, out: wgmma.conv3x3_out64(x, wgmma.out64_weights(wt), b, out, act, 0.1))
 
 
 def test_output_layer_wgmma_convolution_keeps_nan_local_and_declines_other_shapes():
     import cupy
 
-    gpu_kernels = _hopper_or_skip()
+    wgmma = _hopper_or_skip()
     x = cupy.zeros((1, 20, 70, 64), cupy.float16)
     x[0, 7, 63, 5] = cupy.nan  # next to a strip boundary (64 pixels)
     wt = cupy.full((3, 64, 3, 3), 0.01, cupy.float16)
     out = cupy.zeros((1, 20, 70, 3), cupy.float16)
-    assert gpu_kernels.conv3x3_out64(x, gpu_kernels.out64_weights(wt), None, out, None, 0.0)
+    assert wgmma.conv3x3_out64(x, wgmma.out64_weights(wt), None, out, None, 0.0)
     bad = cupy.isnan(out).any(axis=3).get()
     assert bad[0, 6:9, 62:65].all() and bad.sum() == 9  # the NaN reaches exactly its 3 x 3 neighbourhood
     xl, ol = x.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2)
     one = ((1, 1), (1, 1), (1, 1))
-    assert gpu_kernels.out64_applies(xl, wt, ol, *one, 1, None)
-    assert not gpu_kernels.out64_applies(xl, wt, ol, *one, 1, "sigmoid")
-    assert not gpu_kernels.out64_applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
-    assert not gpu_kernels.out64_applies(xl, wt, ol, (1, 1), (0, 0), (1, 1), 1, None)
+    assert wgmma.out64_applies(xl, wt, ol, *one, 1, None)
+    assert not wgmma.out64_applies(xl, wt, ol, *one, 1, "sigmoid")
+    assert not wgmma.out64_applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
+    assert not wgmma.out64_applies(xl, wt, ol, (1, 1), (0, 0), (1, 1), 1, None)
     w9 = cupy.zeros((9, 64, 3, 3), cupy.float16)
-    assert not gpu_kernels.out64_applies(xl, w9, cupy.zeros((1, 9, 20, 70), cupy.float16), *one, 1, None)
-    assert not gpu_kernels.out64_applies(xl[:, :32], wt[:, :32], ol, *one, 1, None)
-    assert not gpu_kernels.conv3x3_out64(x[:, :, ::2], gpu_kernels.out64_weights(wt), None, out[:, :, :35], None, 0.0)
+    assert not wgmma.out64_applies(xl, w9, cupy.zeros((1, 9, 20, 70), cupy.float16), *one, 1, None)
+    assert not wgmma.out64_applies(xl[:, :32], wt[:, :32], ol, *one, 1, None)
+    assert not wgmma.conv3x3_out64(x[:, :, ::2], wgmma.out64_weights(wt), None, out[:, :, :35], None, 0.0)
 
 
-def test_backend_convolution_runs_the_output_layer_kernel_when_it_times_fastest(monkeypatch):
+def test_backend_convolution_runs_the_output_layer_kernel_when_it_times_fastest(monkeypatch, tmp_path):
     """64 -> 3, dncnn's last layer."""
-    _backend_picks(monkeypatch, _conv64_case(1, 24, 70, None, True, 11, k=3), None, "out64")
+    _backend_picks(monkeypatch, tmp_path, _conv64_case(1, 24, 70, None, True, 11, k=3), None, "out64")

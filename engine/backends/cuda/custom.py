@@ -19,6 +19,13 @@ from engine.errors import LayerLabError
 _kernels: dict[tuple[str, str, int], Any] = {}
 
 
+def _entry_point(name: str) -> str:
+    """How a kernel called ``name`` is declared (``kernels/custom_entry.cuh``), for the error naming a missing one."""
+    from engine.backends.cuda.runtime import source  # noqa: PLC0415
+
+    return source("custom_entry.cuh").strip().replace("NAME", name)
+
+
 @functools.lru_cache(maxsize=256)
 def _spec(defn: CustomLayerDef, launch: str) -> LaunchSpec:
     return parse_launch(launch, defn.scope(has_out=True))
@@ -46,7 +53,7 @@ def kernel(defn: CustomLayerDef, variant: CudaVariant) -> Any:
     except cupy.cuda.driver.CUDADriverError as exc:
         if "NOT_FOUND" in str(exc):
             raise CustomCodeError(f"custom layer {defn.name}: the CUDA code for {variant.format} has no kernel named "
-                                  f"{spec.kernel!r}: declare it extern \"C\" __global__ void {spec.kernel}(...)") from None
+                                  f"{spec.kernel!r}: declare it {_entry_point(spec.kernel)}") from None
         raise CustomCodeError(f"custom layer {defn.name}: loading the CUDA kernel for {variant.format} failed: {exc}") from None
     _kernels[key] = k
     return k

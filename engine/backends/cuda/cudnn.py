@@ -12,6 +12,7 @@ from typing import Any
 
 import cupy
 
+from engine.backends.selection import Launched
 from engine.tensor import is_nhwc_memory
 
 #: cuDNN heuristics used to pick a plan (A: fast query; B: a learned model, slower to query)
@@ -193,22 +194,23 @@ class CudnnConvolutions:
 
     def conv(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
              dilation: tuple[int, int], act: str | None = None, coefs: dict[str, float] | None = None,
-             tf32: bool = False) -> bool:
-        """Compute into ``out``; all arrays are logical N,C,H,W (views of any layout). False when cuDNN
-        does not support this configuration (nothing was written).
+             tf32: bool = False) -> Launched | None:
+        """Compute into ``out``; all arrays are logical N,C,H,W (views of any layout). None when cuDNN
+        does not support this configuration (nothing was written). ``tf32``: fp32 convolutions may use TF32 tensor
+        cores (10-bit mantissa products, float32 sums); off, strict float32 as the NumPy backend computes.
 
         fp16 NHWC convolutions of one group whose input or output channel count is not a multiple of 8
         (an RGB input, a 3-channel output) run on zero-padded copies, so that cuDNN can use its tensor-core kernels:
         the unaligned cases otherwise fall on kernels over ten times slower."""
         coefs = coefs or {}
         if act is not None and act not in EPILOGUES:
-            return False
+            return None
         c, k = x.shape[1], w.shape[0]
         if (PAD_CHANNELS and (c % CHANNEL_ALIGN or k % CHANNEL_ALIGN) and w.shape[1] == c and x.dtype == cupy.float16
                 and all(map(is_nhwc_memory, (x, w, out)))):
             if self._conv_padded(x, w, b, out, stride, padding, dilation, act, coefs):
-                return True
-        return self._conv(x, w, b, out, stride, padding, dilation, act, coefs, tf32)
+                return Launched("cudnn")
+        return Launched("cudnn") if self._conv(x, w, b, out, stride, padding, dilation, act, coefs, tf32) else None
 
     def _conv_padded(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int],
                      padding: tuple[int, int], dilation: tuple[int, int], act: str | None,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -9,6 +10,7 @@ import cupy
 import numpy as np
 
 from engine.backends.base import Backend, Timer
+from engine.backends.selection import Selector, cache_folder, settings_key
 
 
 class _EventTimer(Timer):
@@ -37,7 +39,7 @@ class CupyBackend(Backend):
     xp = cupy
     device_kind = "gpu"
     supports_graphs = True
-    kernel_module = "engine.backends.cupy_kernels"
+    kernel_module = "engine.backends.cuda.ops"
 
     def __init__(self, device: int = 0) -> None:
         self.device = cupy.cuda.Device(device)
@@ -45,6 +47,7 @@ class CupyBackend(Backend):
             self.stream = cupy.cuda.Stream(non_blocking=True)
         self._cudnn: Any = None
         self.cudnn_status = "not loaded yet"
+        self._selector: Selector | None = None
 
     def activate(self) -> None:
         """Make this backend's GPU and stream current in the calling thread (before any work on them)."""
@@ -70,7 +73,7 @@ class CupyBackend(Backend):
         """The cuDNN convolution helper, or None when the cudnn frontend package is unusable."""
         if self._cudnn is None and self.cudnn_status == "not loaded yet":
             try:
-                from engine.backends.cudnn_conv import CudnnConvolutions  # noqa: PLC0415
+                from engine.backends.cuda.cudnn import CudnnConvolutions  # noqa: PLC0415
 
                 with self.device:
                     self._cudnn = CudnnConvolutions(self.stream)
@@ -81,9 +84,21 @@ class CupyBackend(Backend):
 
     @property
     def device_name(self) -> str:
-        props = cupy.cuda.runtime.getDeviceProperties(self.device.id)
-        name = props["name"]
-        return name.decode() if isinstance(name, bytes) else str(name)
+        from engine.backends.cuda.device import device_name  # noqa: PLC0415
+
+        return device_name(self.device.id)
+
+    @property
+    def selector(self) -> Selector:
+        """The one selector of this backend's operation tables: its choices are kept in
+        ``<cache folder>/kernel-choices/<GPU>-cc<major><minor>-driver<version>-<LayerLab version>.json``, so a second
+        process on the same GPU, driver and LayerLab does not time again."""
+        if self._selector is None:
+            major, minor = self.device.compute_capability[:-1], self.device.compute_capability[-1:]
+            gpu = re.sub(r"[^A-Za-z0-9._]+", "-", self.device_name).strip("-") or "gpu"
+            identity = f"{gpu}-cc{major}{minor}-driver{cupy.cuda.runtime.driverGetVersion()}-{settings_key()}"
+            self._selector = Selector(cache_folder() / "kernel-choices" / f"{identity}.json", identity)
+        return self._selector
 
     def available_memory(self) -> int:
         """Free device memory, plus what CuPy's pool holds unused."""

@@ -1,0 +1,167 @@
+"""The CuPy backend's operations (``Backend.kernel``: one factory per operation name): for each, its candidates as
+rows of an :class:`~engine.backends.selection.OperationTable`, chosen by the backend's one selector. A kernel
+returns :class:`~engine.backends.selection.Launched` (naming the candidate that ran) or None when no candidate
+serves the case (the caller computes it with the generic array code).
+
+``conv2d``'s rows, in order of preference where nothing is timed: our direct and pointwise kernels (few channels in
+or out), cuDNN, then the Hopper kernels (conv64, patch64, out64) and cuDNN on the space-to-depth form of a strided
+stem (s2d) or on a few-channel input's patches (patches). Where several apply, the selector times them once on the
+real buffers and keeps the fastest (ours win on small batches, cuDNN or a rewrite on large ones), on disk per GPU,
+driver and LayerLab version; it does not time during CUDA-graph capture, with autotuning off or for a small
+convolution (``cudnn.worth_tuning``): the first applicable row runs then."""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import cupy
+
+from engine.backends.base import Backend, derived
+from engine.backends.cuda import conv_direct, cudnn, elementwise, gather, pooling, runtime, wgmma
+from engine.backends.cuda import upsample as _upsample
+from engine.backends.selection import Candidate, Launched, OperationTable
+from engine.tensor import is_nhwc_memory
+
+Kernel = Callable[..., Launched | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Convolution:
+    """One ``conv2d`` call: logical NCHW views, the fused epilogue, and where the layer keeps derived weights."""
+
+    x: Any
+    w: Any
+    b: Any | None
+    out: Any
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+    groups: int
+    epilogue: str | None
+    coefs: dict[str, float]
+    cache: dict[str, Any] | None
+    cudnn: Any
+    tf32: bool
+
+    @property
+    def alpha(self) -> float:
+        return float(self.coefs.get("alpha", 0.0))
+
+    @property
+    def geometry(self) -> tuple[Any, ...]:
+        return self.x, self.w, self.out, self.stride, self.padding, self.dilation, self.groups, self.epilogue
+
+    @property
+    def nhwc(self) -> bool:
+        return is_nhwc_memory(self.x) and is_nhwc_memory(self.out)
+
+    def physical(self) -> tuple[Any, Any]:
+        """``x`` and ``out`` as physical NHWC arrays."""
+        return self.x.transpose(0, 2, 3, 1), self.out.transpose(0, 2, 3, 1)
+
+    def key(self) -> tuple[Any, ...]:
+        """What the choice among candidates depends on."""
+        x, w, out = self.x, self.w, self.out
+        return (tuple(x.shape), tuple(x.strides), str(x.dtype), tuple(w.shape), tuple(out.shape), tuple(out.strides),
+                tuple(self.stride), tuple(self.padding), tuple(self.dilation), self.groups, self.epilogue,
+                self.b is None)
+
+
+def _direct(p: Convolution, wd: Any) -> Launched | None:
+    x, out = p.physical()
+    return conv_direct.conv_direct(x, wd, p.b, out, p.w.shape[2:], p.stride, p.padding, p.dilation, p.epilogue,
+                                   p.alpha)
+
+
+def _pointwise(p: Convolution, wp: Any) -> Launched | None:
+    x, out = p.physical()
+    return conv_direct.conv_pointwise(x, wp, p.b, out, p.epilogue, p.alpha)
+
+
+def _hopper(launch: Callable[..., Launched | None]) -> Callable[[Convolution, Any], Launched | None]:
+    def run(p: Convolution, wt: Any) -> Launched | None:
+        x, out = p.physical()
+        return launch(x, wt, p.b, out, p.epilogue, p.alpha)
+    return run
+
+
+def _cudnn(p: Convolution, _prepared: Any) -> Launched | None:
+    return p.cudnn.conv(p.x, p.w, p.b, p.out, p.stride, p.padding, p.dilation, p.epilogue, p.coefs,
+                        tf32=p.tf32 and p.x.dtype == cupy.float32)
+
+
+def _s2d(p: Convolution, w2: Any) -> Launched | None:
+    return gather.conv_space_to_depth(p.cudnn, p.x, w2, p.b, p.out, p.stride[0], p.padding, p.epilogue, p.coefs,
+                                      p.cache)
+
+
+def _patches(p: Convolution, wp: Any) -> Launched | None:
+    return gather.conv_patches(p.cudnn, p.x, wp, p.b, p.out, p.w.shape[2:], p.stride, p.padding, p.epilogue, p.coefs,
+                               p.cache)
+
+
+#: the rows of ``conv2d``, in order of preference where nothing is timed
+CONV2D_CANDIDATES = (
+    Candidate("direct", lambda p: p.nhwc and conv_direct.direct_applies(p.x, p.w, p.out, p.groups, p.epilogue),
+              _direct, lambda p: conv_direct.direct_weights(p.w)),
+    Candidate("pointwise", lambda p: p.nhwc and conv_direct.pointwise_applies(*p.geometry),
+              _pointwise, lambda p: conv_direct.pointwise_weights(p.w)),
+    Candidate("cudnn", lambda p: p.cudnn is not None, _cudnn),
+    Candidate("conv64", lambda p: p.nhwc and wgmma.conv64_applies(*p.geometry),
+              _hopper(wgmma.conv3x3_c64), lambda p: wgmma.conv64_weights(p.w)),
+    Candidate("patch64", lambda p: p.nhwc and wgmma.patch64_applies(*p.geometry),
+              _hopper(wgmma.conv3x3_patch64), lambda p: wgmma.patch64_weights(p.w)),
+    Candidate("out64", lambda p: p.nhwc and wgmma.out64_applies(*p.geometry),
+              _hopper(wgmma.conv3x3_out64), lambda p: wgmma.out64_weights(p.w)),
+    Candidate("s2d", lambda p: p.cudnn is not None and gather.s2d_applies(p.x, p.w, p.out, p.stride, p.dilation,
+                                                                          p.groups),
+              _s2d, lambda p: gather.s2d_weights(p.w, p.stride[0])),
+    Candidate("patches", lambda p: p.cudnn is not None and gather.patch_applies(p.x, p.w, p.out, p.dilation, p.groups),
+              _patches, lambda p: gather.patch_weights(p.w)),
+)
+
+
+def conv2d(backend: Backend) -> Kernel:
+    """``act(conv(x, w) + b)`` into ``out`` (see ``KERNEL_OPERATIONS``); ``tf32``: fp32 convolutions may use TF32
+    tensor cores (the network's setting), else strict float32."""
+    table = OperationTable("conv2d", CONV2D_CANDIDATES, backend.selector)  # type: ignore[attr-defined]
+
+    def run(x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
+            dilation: tuple[int, int], groups: int, epilogue: str | None, coefs: dict[str, float],
+            cache: dict[str, Any] | None = None, *, tf32: bool = False) -> Launched | None:
+        if x.dtype not in (cupy.float16, cupy.float32) or not x.dtype == w.dtype == out.dtype:
+            return None  # one precision throughout (mixed: the layer's generic path, which casts)
+        p = Convolution(x, w, b, out, stride, padding, dilation, groups, epilogue, coefs, cache,
+                        backend.cudnn, tf32)  # type: ignore[attr-defined]
+
+        def prepared(c: Candidate) -> Any:
+            return None if c.prepare is None else derived(cache, c.name, w, lambda: c.prepare(p))
+
+        timed = cudnn.worth_tuning(w, out) and not runtime.capturing()
+        return table.run(p, p.key(), prepared,
+                         (lambda c, prep: runtime.elapsed_ms(lambda: c.launch(p, prep))) if timed else None)
+    return run
+
+
+def element_wise(backend: Backend) -> Kernel:
+    """``out = act(a op b)`` in one pass (see :func:`engine.backends.cuda.elementwise.element_wise`)."""
+    return elementwise.element_wise
+
+
+def upsample(backend: Backend) -> Kernel:
+    """Upsampling by integer factors (see :func:`engine.backends.cuda.upsample.upscale_concat`, without a skip)."""
+    def run(x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> Launched | None:
+        return _upsample.upscale_concat(x, None, out, factor, bilinear, nhwc)
+    return run
+
+
+def upsample_concat(backend: Backend) -> Kernel:
+    """Upsampling followed by a skip tensor's channels, in one pass."""
+    return _upsample.upscale_concat
+
+
+def pool2d(backend: Backend) -> Kernel:
+    """Max or average pooling in one pass (see :func:`engine.backends.cuda.pooling.pool2d`)."""
+    return pooling.pool2d
+
