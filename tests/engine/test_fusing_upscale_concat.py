@@ -11,9 +11,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from engine.backends import cpu_kernels as ck
-from engine.backends import numpy_kernels
-from engine.backends.numpy_backend import NumpyBackend
+from engine.backends import cpu
+from engine.backends.cpu import ops
+from engine.backends.cpu.backend import NumpyBackend
 from engine.descriptors import ParamDesc
 from engine.errors import LayerLabError
 from engine.export import export_onnx
@@ -228,7 +228,7 @@ def test_the_kernels_off_fallback_gives_the_same_outputs(monkeypatch):
     want = Network(model, REGISTRY, NumpyBackend(), fmt, fusing="off").infer(x)["out"]
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")
     calls = []
-    monkeypatch.setattr(ck, "upscale_concat", lambda *a: calls.append(a))
+    monkeypatch.setattr(cpu.upsample, "upscale_concat", lambda *a: calls.append(a))
     net = Network(model, REGISTRY, NumpyBackend(), fmt, fusing="on")
     assert net.model.layers["cat"].type == "upscale_concat"
     got = net.infer(x)["out"]
@@ -239,7 +239,7 @@ def test_the_kernels_off_fallback_gives_the_same_outputs(monkeypatch):
 @pytest.mark.parametrize("fmt", ["fp32 nchw", "fp32 nhwc"])
 def test_the_layer_uses_the_backend_kernel_when_sizes_match_and_applies_its_activation(monkeypatch, fmt):
     calls: list[bool] = []
-    make = numpy_kernels.upsample_concat
+    make = ops.upsample_concat
 
     def spy_factory(backend):
         kernel = make(backend)
@@ -249,7 +249,7 @@ def test_the_layer_uses_the_backend_kernel_when_sizes_match_and_applies_its_acti
             return calls[-1]
         return spy
 
-    monkeypatch.setattr(numpy_kernels, "upsample_concat", spy_factory)
+    monkeypatch.setattr(ops, "upsample_concat", spy_factory)
     f = TensorFormat.parse(fmt)
     model = decoder_step("bilinear", cat_act="tanh")
     x = {"inp": np.random.default_rng(3).standard_normal((1, 4, 8, 6)).astype(np.float32)}
@@ -298,7 +298,7 @@ def test_the_kernel_matches_numpy_references(nhwc, method, factor):
     taps = (upsample_taps(np, h, ho, factor[0], method, np.float32), upsample_taps(np, w, wo, factor[1], method, np.float32))
     np.testing.assert_allclose(logical[:, :c0], resample(np, x, *taps), rtol=1e-6, atol=1e-6)
     up = np.empty(phys(ref[:, :c0]).shape, np.float32)
-    ck.upsample(phys(x), up, factor, bilinear, nhwc)
+    cpu.upsample.upsample(phys(x), up, factor, bilinear, nhwc)
     np.testing.assert_array_equal(out, np.concatenate([up, phys(skip)], axis=3 if nhwc else 1))
 
 
