@@ -14,6 +14,7 @@ import pytest
 from engine.backends import cpu
 from engine.backends.cpu import ops
 from engine.backends.cpu.backend import NumpyBackend
+from engine.backends.selection import Launched
 from engine.descriptors import ParamDesc
 from engine.errors import LayerLabError
 from engine.export import export_onnx
@@ -238,7 +239,7 @@ def test_the_kernels_off_fallback_gives_the_same_outputs(monkeypatch):
 
 @pytest.mark.parametrize("fmt", ["fp32 nchw", "fp32 nhwc"])
 def test_the_layer_uses_the_backend_kernel_when_sizes_match_and_applies_its_activation(monkeypatch, fmt):
-    calls: list[bool] = []
+    calls: list[Launched | None] = []
     make = ops.upsample_concat
 
     def spy_factory(backend):
@@ -254,7 +255,7 @@ def test_the_layer_uses_the_backend_kernel_when_sizes_match_and_applies_its_acti
     model = decoder_step("bilinear", cat_act="tanh")
     x = {"inp": np.random.default_rng(3).standard_normal((1, 4, 8, 6)).astype(np.float32)}
     got = Network(model, REGISTRY, NumpyBackend(), f, fusing="on").infer(x)["out"]
-    assert calls == [True]
+    assert calls == [Launched("upsample_concat")]
     want = Network(model, REGISTRY, NumpyBackend(), f, fusing="off").infer(x)["out"]
     _close(got, want, f, "tanh after the kernel")
 
@@ -323,8 +324,7 @@ def test_the_backend_declines_what_the_kernel_does_not_cover(case):
 
 def test_the_backend_declines_when_the_kernels_are_off(monkeypatch):
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")
-    x, skip, out = np.ones((1, 4, 4, 2), np.float32), np.ones((1, 8, 8, 3), np.float32), np.empty((1, 8, 8, 5), np.float32)
-    assert not NumpyBackend().kernel("upsample_concat")(x, skip, out, (2, 2), False, True)
+    assert NumpyBackend().kernel("upsample_concat") is None  # the plain NumPy path: no kernel offered
 
 
 # ---- export ---------------------------------------------------------------------------------------------
