@@ -901,8 +901,8 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def start_kernel_warmup(self) -> None:
         """At the first start after installing, compile the CPU kernels in another process
-        (``engine.backends.warmup``), so that the first CPU inference starts at once; the status bar says so."""
-        from engine.backends import warmup  # noqa: PLC0415
+        (``engine.backends.cpu.warmup``), so that the first CPU inference starts at once; the status bar says so."""
+        from engine.backends.cpu import warmup  # noqa: PLC0415
 
         try:
             self.warmup_process = warmup.start_in_background()

@@ -71,7 +71,7 @@ class BoundActivation:
         return self.impl.apply(xp, x, self.coefs)
 
 
-#: ``forward`` methods whose ``self._replay``, when they set one, is all they did (see ``Layer.replay_call``)
+#: ``forward`` methods whose offered replay (``Layer.offer_replay``), when they offer one, is all they did
 REPLAYABLE_FORWARDS: set[Callable[..., None]] = set()
 
 
@@ -114,6 +114,10 @@ class Layer:
         self.input_dims: list[Dims | None] = []
         self.out_dims: Dims | None = None
         self.reshape_count = 0
+        #: the network's ``tf32`` setting: fp32 convolutions may use TF32 tensor cores where the backend has them
+        self.tf32 = False
+        #: the prepared kernel call the latest forward offered (``offer_replay``), until the network asks for it
+        self._replay: Callable[[], None] | None = None
         self.validate()
 
     # ---- helpers for implementations -------------------------------------------------------------
@@ -193,13 +197,19 @@ class Layer:
         """Apply the layer's activation (for layers that fuse it into their own computation)."""
         return self.activation(self.xp, y) if self.activation is not None else y
 
+    def offer_replay(self, call: Callable[[], None] | None) -> None:
+        """Offer ``call`` (a kernel's prepared call, ``Launched.replay``) as the whole of this forward for the buffers
+        it was given, or withdraw an offer (None). A forward that does more than one kernel call offers None."""
+        self._replay = call
+
     def replay_call(self) -> Callable[[], None] | None:
         """The one prepared kernel call that did this layer's whole latest forward for the buffers it was given,
         which the network may run again instead of ``forward`` while those buffers and the layer's weight arrays
         stay the same (``Network._run_replay``); None when the forward did anything else. A forward offers its call
-        by setting ``self._replay``, and only a ``forward`` listed in ``REPLAYABLE_FORWARDS`` counts (a subclass
-        with a forward of its own, doing more, does not inherit it). Asked once after each recorded forward."""
-        call = self.__dict__.pop("_replay", None)
+        through ``offer_replay``, and only a ``forward`` listed in ``REPLAYABLE_FORWARDS`` counts (a subclass
+        with a forward of its own, doing more, does not inherit it). Asked once after each recorded forward: the
+        offer is taken."""
+        call, self._replay = self._replay, None
         return call if call is not None and type(self).forward in REPLAYABLE_FORWARDS else None
 
     @property

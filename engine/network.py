@@ -169,6 +169,7 @@ class Network:
             layer = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs,
                                 registry, self.fmt_of(name), self.backend)
             layer.fused = name in fused_names
+            layer.tf32 = self.tf32
             log.debug("layer %s: %s%s", name, spec.type, " (fused)" if layer.fused else "")
             self.nodes[name] = _Node(name, layer, list(spec.inputs), spec.permanent)
             self._check_inputs_connected(name)
@@ -539,7 +540,6 @@ class Network:
         for cb in self.hooks.before_inference:
             cb(self)
         key = tuple(n for n in self.order if n in todo)
-        self.backend.allow_tf32 = self.tf32
         with self.backend.running():
             if key and self.graph_capture and not (self.hooks.before_layer or self.hooks.after_layer):
                 self._run_graph(key)

@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _cpu_kernels_compiled():
     """Compile the CPU kernels once, before any test, as the designer does at its first start: on a clean clone
     Numba takes about half a minute, which tests waiting on a worker thread with a timeout must not spend."""
-    from engine.backends import warmup
+    from engine.backends.cpu import warmup
 
     if warmup.needed():
         warmup.warm()

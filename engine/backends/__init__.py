@@ -9,7 +9,7 @@ import sys
 from typing import Any, TextIO
 
 from engine.backends.base import Backend
-from engine.backends.numpy_backend import NumpyBackend
+from engine.backends.cpu.backend import NumpyBackend
 from engine.errors import BackendError
 
 BACKENDS = ("auto", "numpy", "cupy")
@@ -94,18 +94,18 @@ def _numpy_backend(notice: TextIO | None, defer_compile: bool = False) -> Backen
     ``notice`` only when that compile starts (not while another process is compiling them already). Otherwise
     Numba compiles on first use (half a minute more; it caches them on disk), and ``notice`` hears of it only
     when Numba actually compiles, not when it loads the kernels from its cache."""
-    from engine.backends.numpy_backend import cpu_kernels  # noqa: PLC0415
+    from engine.backends.cpu import compile_cache  # noqa: PLC0415
+    from engine.backends.cpu.backend import cpu_kernels  # noqa: PLC0415
 
-    kernels = cpu_kernels()
     backend = NumpyBackend()
-    if kernels is None:
+    if cpu_kernels() is None:
         return backend
-    if defer_compile and not kernels.compiled_before():
+    if defer_compile and not compile_cache.compiled_before():
         backend.use_cpu_kernels = False
-        if not kernels.compile_under_way():
-            # ``python -m engine.backends.warmup`` in its own session: it outlives this command; one started
+        if not compile_cache.compile_under_way():
+            # ``python -m engine.backends.cpu.warmup`` in its own session: it outlives this command; one started
             # meanwhile sees this one's lock and exits (started by name: that module imports the network)
-            subprocess.Popen([sys.executable, "-m", "engine.backends.warmup"], stdout=subprocess.DEVNULL,
+            subprocess.Popen([sys.executable, "-m", "engine.backends.cpu.warmup"], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
             if notice is not None:
                 print("layerlab: compiling the CPU kernels for this machine in the background (once, about half a "
@@ -119,7 +119,7 @@ def _numpy_backend(notice: TextIO | None, defer_compile: bool = False) -> Backen
 def _say_when_numba_compiles(notice: TextIO) -> None:
     """Say once on ``notice`` (the latest caller's stream) when Numba starts compiling something."""
     if not _compile_notice:
-        from numba.core import event  # noqa: PLC0415 - cpu_kernels imported numba already
+        from numba.core import event  # noqa: PLC0415 - the CPU kernels imported numba already
 
         class _FirstCompile(event.Listener):
             def on_start(self, ev: event.Event) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.layer_kernels import backend_convolve, physical_weight
+from engine.backends.selection import Launched
 from engine.descriptors import InputDesc, InputKind, ParamDesc
 from engine.layer import REPLAYABLE_FORWARDS, Layer
 from engine.tensor import Dims, nchw_view
@@ -239,7 +240,7 @@ class ConvolutionBase(Layer):
         """``act(conv(x, w) + b)`` into ``out``: the backend's fused kernel (cuDNN) when it has one for
         this case, otherwise im2col + a matrix product (BLAS / cuBLAS) and the activation (left out when
         ``activation`` is False)."""
-        self._replay = None
+        self.offer_replay(None)
         s, p, d = (self.p[n] for n in ("stride", "padding", "dilation"))
         geometry = ((s.h, s.w), (p.h, p.w), (d.h, d.w))
         has_kernel = self.backend.kernel("conv2d") is not None
@@ -252,7 +253,7 @@ class ConvolutionBase(Layer):
                     return
             geometry = ((s.h, s.w), (p.h, p.w, e.h, e.w), (d.h, d.w))
         elif has_kernel and (done := self._backend_conv(x, w, b, out, geometry, cacheable, activation=activation)):
-            self._replay = done if callable(done) else None
+            self.offer_replay(done.replay)
             return
         y = conv2d(self.xp, self.nchw(x), w, b, *geometry, self.p["groups"])
         self.store(out, self.activate(y) if activation else y)
@@ -265,19 +266,19 @@ class ConvolutionBase(Layer):
         if (not is_asymmetric(self.p) and residual.shape == out.shape and residual.dtype == out.dtype
                 and (done := self._backend_conv(x, w, b, out, ((s.h, s.w), (p.h, p.w), (d.h, d.w)), cacheable,
                                                 residual=residual))):
-            self._replay = done if callable(done) else None
+            self.offer_replay(done.replay)
             return
-        self._replay = None  # (the convolution below records its own call: the sum pass is more work)
+        self.offer_replay(None)  # (the convolution below offers its own call: the sum pass is more work)
         conv_dims = ConvolutionBase.output_dims(self, self.input_dims)
         if tuple(conv_dims) != tuple(self.output_dims(self.input_dims)):  # the residual broadcasts the result
             shape = (conv_dims.n, conv_dims.h, conv_dims.w, conv_dims.c) if self.hw_axes == (1, 2) else tuple(conv_dims)
             y = self.xp.empty(shape, dtype=out.dtype)
             self.convolve(x, w, b, y, cacheable, activation=False)
-            self._replay = None
+            self.offer_replay(None)
             self.store(out, self.activate(self.nchw(y) + self.nchw(residual)))
             return
         self.convolve(x, w, b, out, cacheable, activation=False)
-        self._replay = None
+        self.offer_replay(None)
         act = self.activation
         kernel = self.backend.kernel("element_wise") if residual.shape == out.shape else None
         if kernel is not None and (act is None or act.epilogue is not None) and kernel(
@@ -286,10 +287,10 @@ class ConvolutionBase(Layer):
         self.store(out, self.activate(self.nchw(out) + self.nchw(residual)))
 
     def _backend_conv(self, x: Any, w: Any, b: Any | None, out: Any, geometry: tuple[Any, ...], cacheable: bool,
-                      residual: Any = None, activation: bool = True) -> Any:
+                      residual: Any = None, activation: bool = True) -> Launched | None:
         # fp16 tensors with float32 weights: the CPU's fp16 storage (it computes in float32); otherwise one dtype
         if x.dtype != w.dtype and not (x.dtype == np.float16 and w.dtype == self.cdtype == np.float32):
-            return False
+            return None
         return backend_convolve(self, nchw_view(x, self.fmt), physical_weight(self, w, cacheable), b,
                                 nchw_view(out, self.fmt), geometry, self.p["groups"], cacheable,
                                 None if residual is None else nchw_view(residual, self.fmt), activation)

@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.layer_kernels import backend_convolve, physical_weight
+from engine.backends.selection import Launched
 from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import REPLAYABLE_FORWARDS, Layer
@@ -75,39 +76,39 @@ class FullyConnected(Layer):
         return output.elements * (2 * x.c * x.h * x.w + extra)
 
     def forward(self, inputs: list[Any], out: Any) -> None:
-        self._replay = None
+        self.offer_replay(None)
         w = self.weight("weights", inputs)
         b = self.weight("bias", inputs) if self.p["bias"] else None
         if self.backend.device_kind == "gpu" and self._backend_fc(inputs, w, b, out):
             return
         if done := self._backend_dense(inputs, w, b, out):
-            if callable(done) and not self.weights_from_inputs(inputs):
-                self._replay = done
+            if not self.weights_from_inputs(inputs):
+                self.offer_replay(done.replay)
             return
         self.store(out, self.activate(fully_connected(self.xp, self.nchw(inputs[0]), w, b)))
 
-    def _backend_dense(self, inputs: list[Any], w: Any, b: Any | None, out: Any) -> Any:
+    def _backend_dense(self, inputs: list[Any], w: Any, b: Any | None, out: Any) -> Launched | None:
         """The backend's matrix-vector kernel for small batches (the CPU's), the activation fused when it can be;
         its prepared call where it is the whole forward and reads the input in place (``Layer.replay_call``)."""
         kernel = self.backend.kernel("dense")
         act = self.activation
         if kernel is None or out.dtype != w.dtype or (act is not None and act.epilogue is None):
-            return False
+            return None
         if not out.flags.c_contiguous:
-            return False
+            return None
         n = out.shape[0]
         x = self.xp.ascontiguousarray(self.nchw(inputs[0]).reshape(n, -1))  # C, H, W order: a view when H = W = 1
         y = out.reshape(n, -1)  # (N, O, 1, 1) or (N, 1, 1, O) memory: a view
         done = kernel(x, w, b, y, act.epilogue if act is not None else None, act.coefs if act is not None else {})
-        if callable(done) and not np.may_share_memory(x, inputs[0]):
-            return True  # the input was copied: the call reads that copy, not next run's input
+        if done is not None and not np.may_share_memory(x, inputs[0]):
+            return Launched(done.candidate)  # the input was copied: the call reads that copy, not next run's input
         return done
 
-    def _backend_fc(self, inputs: list[Any], w: Any, b: Any | None, out: Any) -> bool:
+    def _backend_fc(self, inputs: list[Any], w: Any, b: Any | None, out: Any) -> Launched | None:
         """On the GPU: a convolution whose kernel covers the whole input (cuDNN, fused epilogue)."""
         x = self.nchw(inputs[0])
         if x.dtype != w.dtype:
-            return False
+            return None
         n, c, h, wd = x.shape
         wk = physical_weight(self, w, not self.weights_from_inputs(inputs), (w.shape[0], c, h, wd))
         return backend_convolve(self, x, wk, b, nchw_view(out, self.fmt), ((1, 1), (0, 0), (1, 1)), 1)

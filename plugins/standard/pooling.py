@@ -106,7 +106,7 @@ class Pooling(Layer):
         return pool + output.elements * int(self.activation is not None)
 
     def forward(self, inputs: list[Any], out: Any) -> None:
-        self._replay = None
+        self.offer_replay(None)
         x = inputs[0]
         nhwc = self.hw_axes == (1, 2)
         if self.p["global"]:
@@ -137,8 +137,9 @@ class Pooling(Layer):
         self.store_physical(out, self.activate_physical(y))
 
     def _offer_replay(self, done: Any) -> None:
-        """The kernel's prepared call (the CPU's) is the whole forward where no activation pass follows it."""
-        self._replay = done if callable(done) and self.activation is None else None
+        """The kernel's prepared call (``Launched.replay``: the CPU's) is the whole forward where no activation pass
+        follows it (a kernel that answers with a bool has none)."""
+        self.offer_replay(getattr(done, "replay", None) if self.activation is None else None)
 
     onnx_support = "yes"
     torch_support = "yes"

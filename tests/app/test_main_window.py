@@ -328,7 +328,7 @@ def test_keyboard_delete_and_undo(window, sample_path, qtbot):
 
 
 def test_first_start_compiles_the_cpu_kernels_in_another_process(window, qtbot, monkeypatch):
-    from engine.backends import warmup
+    from engine.backends.cpu import warmup
 
     class Process:
         rc = None
@@ -347,7 +347,7 @@ def test_first_start_compiles_the_cpu_kernels_in_another_process(window, qtbot, 
 
 
 def test_kernel_warmup_says_nothing_when_compiled_and_reports_a_failure(window, qtbot, monkeypatch):
-    from engine.backends import warmup
+    from engine.backends.cpu import warmup
 
     monkeypatch.setattr(warmup, "start_in_background", lambda: None)
     window.statusBar().showMessage("ready")

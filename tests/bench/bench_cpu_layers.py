@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-import engine.backends.cpu_kernels  # noqa: F401  (before onnxruntime: see bench_networks)
+import engine.backends.cpu.runtime  # noqa: F401  (before onnxruntime: see bench_networks)
 from engine.backends import get_backend
 from engine.export.onnx_export import OnnxOptions, build_onnx
 from engine.network import Network

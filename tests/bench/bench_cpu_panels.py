@@ -17,8 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-import engine.backends.cpu_kernels as ck
-import engine.backends.numpy_kernels as nk
+from engine.backends.cpu import elementwise, im2col, microkernel, ops, panels, runtime, winograd
 
 #: (input channels, outputs, image size, kernel, stride): resnet18's layers and its stem
 SHAPES = [(64, 64, 56, 3, 1), (64, 128, 56, 3, 2), (64, 128, 56, 1, 2), (128, 128, 28, 3, 1), (128, 256, 28, 3, 2),
@@ -50,28 +49,27 @@ def _paths(x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, st: int
            residual: np.ndarray | None = None) -> dict[str, Callable[[], None]]:
     ks = w.shape[2]
     geometry = ((st, st), (ks // 2, ks // 2), (1, 1), 1, 0.0)
-    paths = {"im2col": ck.conv_nhwc_plan(x, ck.gemm_weights(w), (ks, ks), b, out, *geometry, residual)}
-    if ck.panels_available() and w.shape[0] % ck.PANEL == 0:
-        paths["panels"] = ck.conv_panels_plan(x, ck.panel_weights(w), (ks, ks), b, out, *geometry, residual)
+    paths = {"im2col": im2col.conv_nhwc_plan(x, im2col.gemm_weights(w), (ks, ks), b, out, *geometry, residual)}
+    if microkernel.panels_available() and w.shape[0] % microkernel.PANEL == 0:
+        paths["panels"] = panels.conv_panels_plan(x, panels.panel_weights(w), (ks, ks), b, out, *geometry, residual)
     if ks == 3 and st == 1:
-        paths["winograd"] = ck.winograd_plan(x, ck.transform_weights(w, True), b, out, (1, 1), 1, 0.0, residual)
+        paths["winograd"] = winograd.winograd_plan(x, winograd.transform_weights(w, True), b, out, (1, 1), 1, 0.0, residual)
     return paths
 
 
 def _chosen(x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, st: int) -> str:
     ks = w.shape[2]
-    plan = nk._conv2d_plan(ck, x, w, b, out, (st, st), (ks // 2, ks // 2), (1, 1), 1, 0.0, None)
-    return {"conv_nhwc_plan": "im2col", "conv_panels_plan": "panels", "winograd_plan": "winograd"}.get(
-        plan.__qualname__.split(".")[0], plan.__qualname__)
+    problem = ops.ConvProblem.of(x, w, b, out, (st, st), (ks // 2, ks // 2), (1, 1), 1, 0.0, None, None)
+    return next((c.name for c in ops.CONV2D_CANDIDATES if c.applies(problem)), "none")
 
 
 def paths() -> None:
     rng = np.random.default_rng(0)
-    print(f"micro-kernel: {ck.PANEL_ROWS} rows x {ck.PANEL} channels" if ck.panels_available()
+    print(f"micro-kernel: {microkernel.PANEL_ROWS} rows x {microkernel.PANEL} channels" if microkernel.panels_available()
           else "no micro-kernel on this CPU")
     for c, k, hw, ks, st in SHAPES:
         x, w, b, out = _operands(rng, c, k, hw, ks, st)
-        with ck.single_threaded_blas():
+        with runtime.single_threaded_blas():
             runs = _paths(x, w, b, out, st)
             res: dict[str, list[float]] = {name: [] for name in runs}
             for _ in range(3):
@@ -88,7 +86,7 @@ def residual() -> None:
         r = rng.standard_normal(out.shape).astype(np.float32)
         r = np.ascontiguousarray(r.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
         summed = np.empty_like(r)
-        with ck.single_threaded_blas():
+        with runtime.single_threaded_blas():
             chosen = _chosen(x, w, b, out, 1)
             conv = _paths(x, w, b, out, 1)[chosen]
             fused = _paths(x, w, b, out, 1, r)[chosen]
@@ -96,7 +94,7 @@ def residual() -> None:
 
             def separate(conv: Callable[[], None] = conv, nhwc: tuple[np.ndarray, ...] = nhwc) -> None:
                 conv()
-                ck.element_wise(*nhwc, 0, 1)
+                elementwise.element_wise(*nhwc, 0, 1)
 
             res: dict[str, list[float]] = {"fused": [], "conv + add": [], "conv alone": []}
             for _ in range(4):

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-import engine.backends.cpu_kernels  # noqa: F401  (before onnxruntime: see bench_networks)
+import engine.backends.cpu.runtime  # noqa: F401  (before onnxruntime: see bench_networks)
 from engine.backends import get_backend
 from engine.export.onnx_export import OnnxOptions, build_onnx
 from engine.network import Network

@@ -21,9 +21,9 @@ import numpy as np
 
 # The user's path: `layerlab` and the designer never import PyTorch, so LayerLab's CPU kernels start Numba's
 # OpenMP layer themselves. Imported here, before the peers import torch: with torch's OpenMP runtime loaded first
-# the kernels fall back to Numba's work-queue threads (engine/backends/cpu_kernels.py), which is what a script
+# the kernels fall back to Numba's work-queue threads (engine/backends/cpu/runtime.py), which is what a script
 # importing torch first gets, not what the command line does (resnet18 on 2 cores: 15.5 ms against 26.3 ms).
-import engine.backends.cpu_kernels  # noqa: F401, E402  (import order matters, see above)
+import engine.backends.cpu.runtime  # noqa: F401, E402  (import order matters, see above)
 from engine.backends import get_backend
 from engine.network import Network
 from engine.plugins import default_registry

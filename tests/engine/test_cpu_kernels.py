@@ -1,4 +1,4 @@
-"""The NumPy backend's Numba kernels (engine/backends/cpu_kernels.py): Winograd and im2col convolutions
+"""The NumPy backend's Numba kernels (engine/backends/cpu/): Winograd and im2col convolutions
 and upsampling against float64 references and against the generic NumPy path they replace."""
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.backends import numpy_backend
-from engine.backends.numpy_backend import NumpyBackend, cpu_kernels
+from engine.backends import cpu
+from engine.backends.cpu import backend as cpu_backend
+from engine.backends.cpu.backend import NumpyBackend, cpu_kernels
 from plugins.standard._common_conv import conv2d
 from plugins.standard._common_resample import resample, upsample_taps
 
-ck = pytest.importorskip("engine.backends.cpu_kernels", reason="Numba is not installed")
+pytest.importorskip("engine.backends.cpu.ops", reason="Numba is not installed")
+EPILOGUES = cpu.epilogue.FUSED_EPILOGUES
 
 
 def _ref_conv(x, w, b, stride, padding, dilation, act=None, alpha=0.0):
@@ -43,11 +45,11 @@ def _rel(a, b):
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
-def _spy(monkeypatch, name):
-    """The calls (input shapes) of kernel ``name`` of cpu_kernels, with the panel kernels available."""
-    monkeypatch.setattr(ck, "panels_available", lambda: True)
-    calls, real = [], getattr(ck, name)
-    monkeypatch.setattr(ck, name, lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
+def _spy(monkeypatch, module, name):
+    """The calls (input shapes) of kernel ``name`` of ``module``, with the panel kernels available."""
+    monkeypatch.setattr(cpu.microkernel, "panels_available", lambda: True)
+    calls, real = [], getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
     return calls
 
 
@@ -67,10 +69,10 @@ def _assert_matches_reference(call, seed, n, c, k, size, kernel, stride, padding
 #: the Winograd forms: F(4x4, 3x3) products by OpenBLAS (either layout), and for NHWC F(2x2, 3x3) and the products
 #: on the panel micro-kernel (weights in panels)
 WINOGRAD_FORMS = {
-    "F4": lambda wt, nhwc: ck.transform_weights(wt, nhwc),
-    "F2": lambda wt, nhwc: ck.transform_weights(wt, True, 2),
-    "F4-panels": lambda wt, nhwc: ck.winograd_panels(ck.transform_weights(wt, True)),
-    "F2-panels": lambda wt, nhwc: ck.winograd_panels(ck.transform_weights(wt, True, 2)),
+    "F4": lambda wt, nhwc: cpu.winograd.transform_weights(wt, nhwc),
+    "F2": lambda wt, nhwc: cpu.winograd.transform_weights(wt, True, 2),
+    "F4-panels": lambda wt, nhwc: cpu.winograd.winograd_panels(cpu.winograd.transform_weights(wt, True)),
+    "F2-panels": lambda wt, nhwc: cpu.winograd.winograd_panels(cpu.winograd.transform_weights(wt, True, 2)),
 }
 
 
@@ -80,7 +82,7 @@ def _winograd_form(form: str, wt: np.ndarray, nhwc: bool) -> np.ndarray:
 
 #: (form, NHWC memory): the NCHW kernels take F(4x4) weights only; panels where this CPU has the micro-kernel
 FORM_LAYOUTS = [("F4", False), ("F4", True), ("F2", True)] + (
-    [("F4-panels", True), ("F2-panels", True)] if ck.panels_available() else [])
+    [("F4-panels", True), ("F2-panels", True)] if cpu.microkernel.panels_available() else [])
 FORM_IDS = [f"{f}-{'nhwc' if n else 'nchw'}" for f, n in FORM_LAYOUTS]
 #: (n, c, k, h, w, padding): odd sizes, no padding and 2, a 14x13 image (F(2x2)'s size), batches
 WINOGRAD_SHAPES = [(1, 16, 24, 17, 23, 1), (2, 32, 8, 20, 20, 0), (1, 20, 20, 9, 31, 2), (1, 64, 64, 64, 64, 1),
@@ -88,7 +90,7 @@ WINOGRAD_SHAPES = [(1, 16, 24, 17, 23, 1), (2, 32, 8, 20, 20, 0), (1, 20, 20, 9,
 #: the panel forms take outputs in whole panels
 WINOGRAD_CASES = [pytest.param(form, nhwc, *shape, id=f"{fid}-{'x'.join(map(str, shape))}")
                   for (form, nhwc), fid in zip(FORM_LAYOUTS, FORM_IDS) for shape in WINOGRAD_SHAPES
-                  if not form.endswith("panels") or shape[2] % ck.PANEL == 0]
+                  if not form.endswith("panels") or shape[2] % cpu.microkernel.PANEL == 0]
 
 
 @pytest.mark.parametrize("form,nhwc,n,c,k,h,w,pad", WINOGRAD_CASES)
@@ -100,7 +102,7 @@ def test_winograd_matches_the_direct_convolution(form, nhwc, n, c, k, h, w, pad,
     b = rng.standard_normal(k).astype(np.float32)
     ho, wo = h + 2 * pad - 2, w + 2 * pad - 2
     out = _out(n, k, ho, wo, nhwc)
-    ck.winograd_conv3x3(x, _winograd_form(form, wt, nhwc), b, out, (pad, pad), ck.FUSED_EPILOGUES[act], 0.1)
+    cpu.winograd.winograd_conv3x3(x, _winograd_form(form, wt, nhwc), b, out, (pad, pad), EPILOGUES[act], 0.1)
     ref = _ref_conv(x, wt, b, (1, 1), (pad, pad), (1, 1), act, 0.1)
     assert np.isfinite(out).all(), "every output pixel written"
     assert _rel(out, ref) < 1e-5
@@ -121,7 +123,7 @@ def test_im2col_nhwc_matches_the_reference(kernel, stride, padding, dilation, c)
     b = rng.standard_normal(12).astype(np.float32)
     ref = _ref_conv(x, wt, b, stride, padding, dilation, "relu")
     out = _out(2, 12, *ref.shape[2:], nhwc=True)
-    ck.conv_nhwc(x, ck.gemm_weights(wt), kernel, b, out, stride, padding, dilation, ck.FUSED_EPILOGUES["relu"])
+    cpu.im2col.conv_nhwc(x, cpu.im2col.gemm_weights(wt), kernel, b, out, stride, padding, dilation, EPILOGUES["relu"])
     assert _rel(out, ref) < 1e-5
 
 
@@ -135,8 +137,8 @@ def test_im2col_nhwc_matches_the_reference(kernel, stride, padding, dilation, c)
 @pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("leaky_relu", True)])
 def test_few_output_convolution_matches_the_reference(k, kernel, stride, padding, dilation, c, act, bias):
     def call(x, wt, b, out):
-        ck.conv_few_outputs(x, ck.few_output_weights(wt), kernel, b, out, stride, padding, dilation,
-                            ck.FUSED_EPILOGUES[act], 0.2)
+        cpu.few_outputs.conv_few_outputs(x, cpu.few_outputs.few_output_weights(wt), kernel, b, out, stride, padding, dilation,
+                            EPILOGUES[act], 0.2)
     _assert_matches_reference(call, 3, 2, c, k, (21, 18), kernel, stride, padding, dilation, act, bias)
 
 
@@ -151,7 +153,7 @@ def test_few_output_convolution_matches_the_reference(k, kernel, stride, padding
 @pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("leaky_relu", True)])
 def test_panel_product_convolution_matches_the_reference(n, c, k, size, kernel, stride, padding, dilation, act, bias):
     def call(x, wt, b, out):
-        ck.conv_panels(x, ck.panel_weights(wt), kernel, b, out, stride, padding, dilation, ck.FUSED_EPILOGUES[act],
+        cpu.panels.conv_panels(x, cpu.panels.panel_weights(wt), kernel, b, out, stride, padding, dilation, EPILOGUES[act],
                        0.2)
     _assert_matches_reference(call, 8, n, c, k, (size, size), kernel, stride, padding, dilation, act, bias)
 
@@ -162,18 +164,18 @@ def test_panel_product_tiles_every_row_count_exactly(m):
     tile before it): every row of ``y`` written once, rows outside it left alone."""
     rng = np.random.default_rng(m)
     a = rng.standard_normal((m, 40)).astype(np.float32)
-    w = rng.standard_normal((2 * ck.PANEL, 40, 1, 1)).astype(np.float32)
-    b = rng.standard_normal(2 * ck.PANEL).astype(np.float32)
-    y = np.full((m + 1, 2 * ck.PANEL), np.nan, np.float32)  # one row more than the product writes
-    ck._panel_par(a, ck.panel_weights(w), y[:m], y[:m], False, b, 0, np.float32(0))
+    w = rng.standard_normal((2 * cpu.microkernel.PANEL, 40, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(2 * cpu.microkernel.PANEL).astype(np.float32)
+    y = np.full((m + 1, 2 * cpu.microkernel.PANEL), np.nan, np.float32)  # one row more than the product writes
+    cpu.panels._panel_par(a, cpu.panels.panel_weights(w), y[:m], y[:m], False, b, 0, np.float32(0))
     ref = a.astype(np.float64) @ w[:, :, 0, 0].T.astype(np.float64) + b
     assert _rel(y[:m], ref) < 1e-6
     assert np.isnan(y[m]).all()
     sizes, left = [], m
     while left:
-        sizes.append(ck._tile_rows(left))
+        sizes.append(cpu.microkernel.tile_rows(left))
         left -= sizes[-1]
-    assert max(sizes) <= ck.PANEL_ROWS and (m < 3 or min(sizes) >= 3)  # no tile of one or two rows but where m is
+    assert max(sizes) <= cpu.microkernel.PANEL_ROWS and (m < 3 or min(sizes) >= 3)  # no tile of one or two rows but where m is
 
 
 @pytest.mark.parametrize("n,c,k,size,kernel,stride,padding", [
@@ -184,7 +186,7 @@ def test_panel_product_tiles_every_row_count_exactly(m):
 @pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("leaky_relu", True)])
 def test_direct_panel_convolution_matches_the_reference(n, c, k, size, kernel, stride, padding, act, bias):
     def call(x, wt, b, out):
-        ck.conv_panels(x, ck.panel_weights(wt), kernel, b, out, stride, padding, (1, 1), ck.FUSED_EPILOGUES[act], 0.2)
+        cpu.panels.conv_panels(x, cpu.panels.panel_weights(wt), kernel, b, out, stride, padding, (1, 1), EPILOGUES[act], 0.2)
     _assert_matches_reference(call, 10, n, c, k, size, kernel, stride, padding, (1, 1), act, bias)
 
 
@@ -195,15 +197,15 @@ def test_direct_panels_start_from_the_bias_and_activate_in_the_micro_kernel_for_
     accumulators from the bias and apply the ReLU before its store (no passes over the output panel): every
     tile size (1 to PANEL_ROWS rows: an image of one row of ``width`` pixels) against the reference."""
     def call(x, wt, b, out):
-        ck.conv_panels(x, ck.panel_weights(wt), (3, 3), b, out, (1, 1), (1, 1), (1, 1), ck.FUSED_EPILOGUES[act], 0.0)
-    _assert_matches_reference(call, 20 + width, 1, 6, 2 * ck.PANEL, (1, width), (3, 3), (1, 1), (1, 1), (1, 1), act,
+        cpu.panels.conv_panels(x, cpu.panels.panel_weights(wt), (3, 3), b, out, (1, 1), (1, 1), (1, 1), EPILOGUES[act], 0.0)
+    _assert_matches_reference(call, 20 + width, 1, 6, 2 * cpu.microkernel.PANEL, (1, width), (3, 3), (1, 1), (1, 1), (1, 1), act,
                               bias)
 
 
 def test_backend_takes_the_direct_panels_for_an_rgb_stem_only(monkeypatch):
     be = NumpyBackend()
     rng = np.random.default_rng(11)
-    calls = _spy(monkeypatch, "conv_panels_plan")
+    calls = _spy(monkeypatch, cpu.panels, "conv_panels_plan")
     stem = rng.standard_normal((64, 3, 7, 7)).astype(np.float32)
     x = _tensors(rng, 1, 3, 40, 40, nhwc=True)
     out = _out(1, 64, 20, 20, nhwc=True)
@@ -222,8 +224,8 @@ def test_panel_product_keeps_nan_and_leaves_other_pixels_alone():
     x[0, 3, 3, 5] = np.nan
     wt = np.ones((32, 32, 3, 3), np.float32)
     out = _out(1, 32, 7, 7, nhwc=True)
-    ck.conv_panels(x.transpose(0, 3, 1, 2), ck.panel_weights(wt), (3, 3), None, out, (1, 1), (1, 1), (1, 1),
-                   ck.FUSED_EPILOGUES["relu"])
+    cpu.panels.conv_panels(x.transpose(0, 3, 1, 2), cpu.panels.panel_weights(wt), (3, 3), None, out, (1, 1), (1, 1), (1, 1),
+                   EPILOGUES["relu"])
     assert np.isnan(out[0, :, 2:5, 2:5]).all()
     assert (out[0, :, 0, 0] == 0).all() and (out[0, :, 6, 6] == 0).all()
 
@@ -231,8 +233,8 @@ def test_panel_product_keeps_nan_and_leaves_other_pixels_alone():
 def test_backend_takes_the_panel_product_for_small_nhwc_images(monkeypatch):
     be = NumpyBackend()
     rng = np.random.default_rng(9)
-    calls = _spy(monkeypatch, "conv_panels_plan")
-    monkeypatch.setattr(ck, "WINOGRAD_BEFORE_PANELS", False)  # AVX2 sends this 14x14 3x3 to Winograd (see below)
+    calls = _spy(monkeypatch, cpu.panels, "conv_panels_plan")
+    monkeypatch.setattr(cpu.ops, "WINOGRAD_BEFORE_PANELS", False)  # AVX2 sends this 14x14 3x3 to Winograd (see below)
     wt = rng.standard_normal((64, 48, 3, 3)).astype(np.float32)
     x = _tensors(rng, 1, 48, 14, 14, nhwc=True)
     out, cache = _out(1, 64, 14, 14, nhwc=True), {}
@@ -247,12 +249,13 @@ def test_backend_takes_the_panel_product_for_small_nhwc_images(monkeypatch):
                                (1, 1), 1, None, {})
     assert len(calls) == 1
     # where Winograd goes first (AVX2), a 3x3 stride-1 image of enough tiles takes it; a 7x7 one keeps the panels
-    monkeypatch.setattr(ck, "WINOGRAD_BEFORE_PANELS", True)
+    monkeypatch.setattr(cpu.ops, "WINOGRAD_BEFORE_PANELS", True)
     assert be.kernel("conv2d")(x, wt, None, _out(1, 64, 14, 14, nhwc=True), (1, 1), (1, 1), (1, 1), 1, None, {})
     small = _tensors(rng, 1, 48, 7, 7, nhwc=True)
     assert be.kernel("conv2d")(small, wt, None, _out(1, 64, 7, 7, nhwc=True), (1, 1), (1, 1), (1, 1), 1, None, {})
     assert calls == [(1, 48, 14, 14), (1, 48, 7, 7)]
-    monkeypatch.setattr(ck, "panels_available", lambda: False)  # no FMA vectors (neither AVX-512 nor AVX2): OpenBLAS as before
+    # no FMA vectors (neither AVX-512 nor AVX2): OpenBLAS as before
+    monkeypatch.setattr(cpu.microkernel, "panels_available", lambda: False)
     assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, None, {})
     assert len(calls) == 2
 
@@ -264,8 +267,8 @@ def test_few_output_convolution_keeps_nan_and_inf():
     xv = x.transpose(0, 3, 1, 2)
     wt = np.ones((3, 16, 3, 3), np.float32)
     out = _out(1, 3, 12, 12, nhwc=True)
-    ck.conv_few_outputs(xv, ck.few_output_weights(wt), (3, 3), None, out, (1, 1), (1, 1), (1, 1),
-                        ck.FUSED_EPILOGUES["relu"])
+    cpu.few_outputs.conv_few_outputs(xv, cpu.few_outputs.few_output_weights(wt), (3, 3), None, out, (1, 1), (1, 1), (1, 1),
+                        EPILOGUES["relu"])
     assert np.isnan(out[0, :, 4:7, 4:7]).all()
     assert np.isposinf(out[0, :, 8:11, 1:4]).all()
     assert (out[0, :, 0, 8] == 0).all()
@@ -276,8 +279,8 @@ def test_backend_takes_the_few_output_kernel_for_nhwc_only(monkeypatch):
     rng = np.random.default_rng(6)
     wt = rng.standard_normal((3, 64, 3, 3)).astype(np.float32)
     calls = []
-    real = ck.conv_few_outputs_plan
-    monkeypatch.setattr(ck, "conv_few_outputs_plan", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    real = cpu.few_outputs.conv_few_outputs_plan
+    monkeypatch.setattr(cpu.few_outputs, "conv_few_outputs_plan", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     x = _tensors(rng, 1, 64, 30, 30, nhwc=True)
     out, cache = _out(1, 3, 30, 30, nhwc=True), {}
     assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "relu", {}, cache)
@@ -299,11 +302,11 @@ def test_relu_keeps_nan_in_both_kernels():
     x[0, 3, 5, 5] = np.nan
     wt = np.ones((4, 16, 3, 3), np.float32)
     out = _out(1, 4, 12, 12, nhwc=False)
-    ck.winograd_conv3x3(x, ck.transform_weights(wt, False), None, out, (1, 1), ck.FUSED_EPILOGUES["relu"])
+    cpu.winograd.winograd_conv3x3(x, cpu.winograd.transform_weights(wt, False), None, out, (1, 1), EPILOGUES["relu"])
     assert np.isnan(out[0, :, 5, 5]).all()
     xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
     outh = _out(1, 4, 12, 12, nhwc=True)
-    ck.conv_nhwc(xh, ck.gemm_weights(wt), (3, 3), None, outh, (1, 1), (1, 1), (1, 1), ck.FUSED_EPILOGUES["relu"])
+    cpu.im2col.conv_nhwc(xh, cpu.im2col.gemm_weights(wt), (3, 3), None, outh, (1, 1), (1, 1), (1, 1), EPILOGUES["relu"])
     assert np.isnan(outh[0, :, 5, 5]).all()
     assert not np.isnan(outh[0, :, 0, 0]).any()
 
@@ -318,7 +321,7 @@ def test_upsample_matches_the_generic_resampling(nhwc, method, factor):
     h, w = (shape[1], shape[2]) if nhwc else (shape[2], shape[3])
     ho, wo = h * factor[0], w * factor[1]
     out = np.empty((2, ho, wo, 5) if nhwc else (2, 5, ho, wo), np.float32)
-    ck.upsample(x, out, factor, method == "bilinear", nhwc)
+    cpu.upsample.upsample(x, out, factor, method == "bilinear", nhwc)
     taps = (upsample_taps(np, h, ho, factor[0], method, np.float32), upsample_taps(np, w, wo, factor[1], method, np.float32))
     ref = resample(np, x, *taps, (1, 2) if nhwc else (2, 3))
     np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
@@ -357,17 +360,20 @@ def test_new_weights_replace_the_cached_transform():
 
 
 def test_kernels_can_be_switched_off_or_missing(monkeypatch):
-    assert cpu_kernels() is ck
+    assert cpu_kernels() is cpu.runtime
+    be = NumpyBackend()
+    made = be.kernel("upsample")  # made while the kernels are in use
+    x = np.ones((1, 16, 20, 20), np.float32)
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")
     assert cpu_kernels() is None
+    assert be.kernel("conv2d") is None  # the plain NumPy path
+    assert made(x, np.empty((1, 16, 40, 40), np.float32), (2, 2), True, False) is None  # switched off at once
     monkeypatch.delenv("LAYERLAB_CPU_KERNELS")
-    monkeypatch.setitem(sys.modules, "engine.backends.cpu_kernels", None)  # as if Numba could not be imported
-    assert numpy_backend.cpu_kernels() is None
-    be = NumpyBackend()
-    x = np.ones((1, 16, 20, 20), np.float32)
-    assert not be.kernel("conv2d")(x, np.ones((4, 16, 3, 3), np.float32), None, np.empty((1, 4, 20, 20), np.float32),
-                         (1, 1), (1, 1), (1, 1), 1, None, {})
-    assert not be.kernel("upsample")(x, np.empty((1, 16, 40, 40), np.float32), (2, 2), True, False)
+    monkeypatch.setitem(sys.modules, "engine.backends.cpu.runtime", None)  # as if Numba could not be imported
+    assert cpu_backend.cpu_kernels() is None
+    assert NumpyBackend().kernel("conv2d") is None and NumpyBackend().kernel("upsample") is None
+    with pytest.raises(ValueError, match="unknown kernel operation"):
+        NumpyBackend().kernel("conv3d")
 
 
 @pytest.mark.parametrize("net", ["dncnn", "unet", "resnet18"])
@@ -396,7 +402,7 @@ def test_reference_networks_agree_with_and_without_kernels(monkeypatch, net, fmt
                                              (64, (1, 1), (1, 1))])
 def test_small_layers_split_by_output_channels_match(monkeypatch, cores, k, kernel, stride):
     """One block of pixels (a 7x7 image) is cut by output channels over the cores instead."""
-    monkeypatch.setattr(ck, "_cores", lambda: cores)
+    monkeypatch.setattr(cpu.runtime, "cores", lambda: cores)
     rng = np.random.default_rng(5)
     c = 24
     x = _tensors(rng, 1, c, 7, 7, nhwc=True)
@@ -405,10 +411,10 @@ def test_small_layers_split_by_output_channels_match(monkeypatch, cores, k, kern
     pad = (kernel[0] // 2, kernel[1] // 2)
     ref = _ref_conv(x, wt, b, stride, pad, (1, 1), "leaky_relu", 0.2)
     out = _out(1, k, *ref.shape[2:], nhwc=True)
-    parts = ck._share_columns(k)
+    parts = cpu.im2col.share_columns(k)
     assert 1 < len(parts) <= cores and all((s.stop - s.start) % 16 == 0 for s in parts[:-1])
     assert parts[0].start == 0 and parts[-1].stop == k and all(a.stop == b.start for a, b in zip(parts, parts[1:]))
-    ck.conv_nhwc(x, ck.gemm_weights(wt), kernel, b, out, stride, pad, (1, 1), ck.FUSED_EPILOGUES["leaky_relu"], 0.2)
+    cpu.im2col.conv_nhwc(x, cpu.im2col.gemm_weights(wt), kernel, b, out, stride, pad, (1, 1), EPILOGUES["leaky_relu"], 0.2)
     assert _rel(out, ref) < 1e-5
 
 
@@ -417,14 +423,14 @@ def test_small_layers_split_by_output_channels_match(monkeypatch, cores, k, kern
 def test_winograd_of_one_block_matches_on_one_or_more_threads(monkeypatch, nhwc, cores, form):
     """A 7x7 image is one block: on one thread it runs as such, on more each of its three steps (transforms by
     tile rows, the 36 or 16 products) is shared out over the threads instead; with a residual added."""
-    monkeypatch.setattr(ck, "_cores", lambda: cores)
+    monkeypatch.setattr(cpu.runtime, "cores", lambda: cores)
     rng = np.random.default_rng(6)
     x = _tensors(rng, 1, 32, 7, 7, nhwc)
     wt = (rng.standard_normal((64, 32, 3, 3)) / np.sqrt(9 * 32)).astype(np.float32)  # whole panels of 16 or 32
     b = rng.standard_normal(64).astype(np.float32)
     out = _out(1, 64, 7, 7, nhwc)
     r = _tensors(rng, 1, 64, 7, 7, nhwc)
-    ck.winograd_conv3x3(x, _winograd_form(form, wt, nhwc), b, out, (1, 1), ck.FUSED_EPILOGUES["relu"], residual=r)
+    cpu.winograd.winograd_conv3x3(x, _winograd_form(form, wt, nhwc), b, out, (1, 1), EPILOGUES["relu"], residual=r)
     ref = np.maximum(_ref_conv(x, wt, b, (1, 1), (1, 1), (1, 1), None) + r, 0)
     assert _rel(out, ref) < 1e-5
 
@@ -433,9 +439,10 @@ def test_panel_and_small_image_winograd_weights_refuse_nchw_tensors():
     rng = np.random.default_rng(7)
     x = _tensors(rng, 1, 16, 8, 8, nhwc=False)
     wt = rng.standard_normal((64, 16, 3, 3)).astype(np.float32)
-    for u in (ck.transform_weights(wt, True, 2), ck.winograd_panels(ck.transform_weights(wt, True))):
+    transform = cpu.winograd.transform_weights
+    for u in (transform(wt, True, 2), cpu.winograd.winograd_panels(transform(wt, True))):
         with pytest.raises(ValueError, match="NHWC"):
-            ck.winograd_conv3x3(x, u, None, _out(1, 64, 8, 8, nhwc=False), (1, 1))
+            cpu.winograd.winograd_conv3x3(x, u, None, _out(1, 64, 8, 8, nhwc=False), (1, 1))
 
 
 @pytest.mark.parametrize("size,key", [(14, "winograd2"), (28, "winograd4")])
@@ -451,8 +458,8 @@ def test_backend_takes_f2_winograd_for_small_nhwc_images(size, key, k):
     out = _out(1, k, size, size, nhwc=True)
     cache: dict = {}
     assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "relu", {}, cache)
-    panels = ck.panels_available() and k % ck.PANEL == 0
-    if panels and size == 14 and not ck.WINOGRAD_BEFORE_PANELS:
+    panels = cpu.microkernel.panels_available() and k % cpu.microkernel.PANEL == 0
+    if panels and size == 14 and not cpu.ops.WINOGRAD_BEFORE_PANELS:
         assert "gemm_panels" in cache
     else:
         expected = f"{key}_panels" if panels else f"{key}_nhwc"
@@ -461,13 +468,13 @@ def test_backend_takes_f2_winograd_for_small_nhwc_images(size, key, k):
 
 
 def test_the_kernels_call_the_blas_numpy_uses():
-    sgemm = ck.blas_sgemm()
+    sgemm = cpu.runtime.blas_sgemm()
     assert sgemm is not None, "NumPy's BLAS exports no 64-bit cblas_sgemm: every fast convolution is off"
     rng = np.random.default_rng(8)
     x = _tensors(rng, 1, 8, 9, 9, nhwc=True)
     wt = rng.standard_normal((16, 8, 1, 1)).astype(np.float32)
     out = _out(1, 16, 9, 9, nhwc=True)
-    ck.conv_nhwc(x, ck.gemm_weights(wt), (1, 1), None, out, (1, 1), (0, 0), (1, 1))  # a bare product
+    cpu.im2col.conv_nhwc(x, cpu.im2col.gemm_weights(wt), (1, 1), None, out, (1, 1), (0, 0), (1, 1))  # a bare product
     assert _rel(out, _ref_conv(x, wt, None, (1, 1), (0, 0), (1, 1))) < 1e-6
 
 
@@ -481,7 +488,7 @@ def test_an_output_that_is_not_contiguous_nhwc_takes_the_generic_convolution():
 
 
 def test_without_a_cblas_the_backend_uses_the_generic_convolution(monkeypatch):
-    monkeypatch.setattr(ck, "blas_sgemm", lambda: None)
+    monkeypatch.setattr(cpu.runtime, "blas_sgemm", lambda: None)
     rng = np.random.default_rng(9)
     x = _tensors(rng, 1, 16, 12, 12, nhwc=True)
     wt = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
@@ -502,13 +509,13 @@ def test_concurrent_inferences_from_two_threads_are_each_right():
     errors = []
 
     def work(x, wt, ref):
-        u, wm = ck.transform_weights(wt, True), ck.gemm_weights(wt)
+        u, wm = cpu.winograd.transform_weights(wt, True), cpu.im2col.gemm_weights(wt)
         for i in range(20):
             out = _out(1, 32, 30, 30, nhwc=True)
             if i % 2:
-                ck.winograd_conv3x3(x, u, None, out, (1, 1))
+                cpu.winograd.winograd_conv3x3(x, u, None, out, (1, 1))
             else:
-                ck.conv_nhwc(x, wm, (3, 3), None, out, (1, 1), (1, 1), (1, 1))
+                cpu.im2col.conv_nhwc(x, wm, (3, 3), None, out, (1, 1), (1, 1), (1, 1))
             errors.append(_rel(out, ref))
 
     threads = [threading.Thread(target=work, args=case) for case in cases]
@@ -532,9 +539,9 @@ def test_element_wise_matches_numpy(op, act, size):
     elif act == "leaky_relu":
         ref = np.where(ref > 0, ref, ref * np.float32(0.1))
     out = np.full(size, 7.0, np.float32)
-    ck.element_wise(a, b, out, ck.ELEMENT_WISE_OPS[op], ck.FUSED_EPILOGUES[act], 0.1)
+    cpu.elementwise.element_wise(a, b, out, cpu.elementwise.ELEMENT_WISE_OPS[op], EPILOGUES[act], 0.1)
     np.testing.assert_array_equal(out, ref)  # NaN where NumPy has NaN
-    ck.element_wise(a, b, a, ck.ELEMENT_WISE_OPS[op], ck.FUSED_EPILOGUES[act], 0.1)  # into an input
+    cpu.elementwise.element_wise(a, b, a, cpu.elementwise.ELEMENT_WISE_OPS[op], EPILOGUES[act], 0.1)  # into an input
     np.testing.assert_array_equal(a, ref)
 
 
@@ -558,7 +565,7 @@ def test_blas_is_held_to_one_thread_during_an_inference_only():
     before = blas_threads()
     with NumpyBackend().running():
         assert set(blas_threads()) <= {1}
-        with ck.single_threaded_blas():  # nested: still held
+        with cpu.runtime.single_threaded_blas():  # nested: still held
             assert set(blas_threads()) <= {1}
         assert set(blas_threads()) <= {1}
     assert blas_threads() == before
@@ -580,7 +587,7 @@ def test_pool_nhwc_matches_the_generic_pooling(pool_type, kernel, stride, paddin
     x[1, 10, 10, 5], x[1, 20, 20, :] = np.inf, -np.inf
     ref = pool2d(np, x, pool_type, kernel, stride, padding, include_pad, axes=(1, 2))
     out = np.full(ref.shape, -7.0, np.float32)
-    ck.pool_nhwc(x, out, pool_type == "max", kernel, stride, padding, include_pad)
+    cpu.pooling.pool_nhwc(x, out, pool_type == "max", kernel, stride, padding, include_pad)
     np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)  # NaN where the reference has NaN
     assert np.isnan(out[0]).any() and not np.isnan(out[1]).any()
 
@@ -601,10 +608,10 @@ def test_the_compile_notice_comes_only_when_numba_compiles():
     from engine.backends import get_backend
 
     x, u, _, out_w, pad = _small_winograd()
-    ck.winograd_conv3x3(x, u, None, out_w, pad)  # compiled (or loaded from the disk cache) by now
+    cpu.winograd.winograd_conv3x3(x, u, None, out_w, pad)  # compiled (or loaded from the disk cache) by now
     out = io.StringIO()
     get_backend("numpy", notice=out)
-    ck.winograd_conv3x3(x, u, None, out_w, pad)
+    cpu.winograd.winograd_conv3x3(x, u, None, out_w, pad)
     assert "compiling" not in out.getvalue()  # nothing compiled: nothing said
 
     @numba.njit
@@ -619,7 +626,7 @@ def _small_winograd():
     rng = np.random.default_rng(12)
     x = _tensors(rng, 1, 16, 12, 12, nhwc=True)
     wt = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
-    return x, ck.transform_weights(wt, True), None, _out(1, 16, 12, 12, nhwc=True), (1, 1)
+    return x, cpu.winograd.transform_weights(wt, True), None, _out(1, 16, 12, 12, nhwc=True), (1, 1)
 
 
 @pytest.mark.parametrize("kernel,stride", [((3, 3), (1, 1)), ((3, 3), (2, 2)), ((1, 1), (1, 1))])
@@ -678,10 +685,11 @@ def test_a_prepared_call_replays_on_new_data_and_is_remade_for_other_arrays(monk
     conv = be.kernel("conv2d_sum" if residual else "conv2d")
     rng = np.random.default_rng(size + stride)
     plans = []
-    for name in ("conv_panels_plan", "winograd_plan", "conv_nhwc_plan"):
-        real = getattr(ck, name)
-        monkeypatch.setattr(ck, name, lambda *a, _real=real, **kw: plans.append(1) or _real(*a, **kw))
-    monkeypatch.setattr(ck, "panels_available", lambda: True)
+    for module, name in ((cpu.panels, "conv_panels_plan"), (cpu.winograd, "winograd_plan"),
+                         (cpu.im2col, "conv_nhwc_plan")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, **kw: plans.append(1) or _real(*a, **kw))
+    monkeypatch.setattr(cpu.microkernel, "panels_available", lambda: True)
     wt = rng.standard_normal((32, 16, kernel, kernel)).astype(np.float32)
     b = rng.standard_normal(32).astype(np.float32)
     pad = kernel // 2
@@ -717,7 +725,7 @@ def test_a_prepared_padded_call_copies_the_new_input_inside_a_zero_border():
     x = _tensors(rng, 1, 16, 7, 7, nhwc=True)
     wt = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
     out = _out(1, 32, 7, 7, nhwc=True)
-    run = ck.conv_panels_plan(x, ck.panel_weights(wt), (3, 3), None, out, (1, 1), (1, 1), (1, 1), 0)
+    run = cpu.panels.conv_panels_plan(x, cpu.panels.panel_weights(wt), (3, 3), None, out, (1, 1), (1, 1), (1, 1), 0)
     for _ in range(2):
         x[...] = rng.standard_normal(x.shape) * 1e3
         run()
@@ -731,12 +739,12 @@ def test_dense_matches_the_matrix_product(n, k, o, act):
     x, w = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal((o, k)).astype(np.float32)
     b = rng.standard_normal(o).astype(np.float32)
     y = np.full((n, o), np.nan, np.float32)
-    ck.dense(x, w, b, y, ck.FUSED_EPILOGUES[act], 0.1)
+    cpu.dense.dense(x, w, b, y, EPILOGUES[act], 0.1)
     ref = x.astype(np.float64) @ w.T.astype(np.float64) + b
     ref = np.maximum(ref, 0) if act == "relu" else np.where(ref > 0, ref, 0.1 * ref) if act == "leaky_relu" else ref
     assert _rel(y, ref) < 1e-6
     x[0, 3] = np.nan
-    ck.dense(x, w, None, y, 0)
+    cpu.dense.dense(x, w, None, y, 0)
     assert np.isnan(y[0]).all() and (n == 1 or np.isfinite(y[1:]).all())
 
 
@@ -745,8 +753,8 @@ def test_fully_connected_on_the_cpu_takes_the_dense_kernel_for_small_batches(mon
     from tests.harness import run_layer
 
     calls = []
-    real = ck.dense
-    monkeypatch.setattr(ck, "dense", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
+    real = cpu.dense.dense
+    monkeypatch.setattr(cpu.dense, "dense", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
     rng = np.random.default_rng(8)
     for fmt in (f for f in FORMATS if f.precision.name == "FP32"):
         for n in (1, 9):
@@ -762,25 +770,25 @@ def test_cores_left_to_other_busy_processes(monkeypatch, others, expected):
     """The kernels share their work over the cores this process may use less those other processes kept busy
     (more than half of one) since the last look: CPU ticks of the whole machine less this process's own time."""
     clock = {"now": 100.0, "ticks": 50_000, "own": 3.0}
-    monkeypatch.setattr(ck.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    monkeypatch.setattr(ck.time, "monotonic", lambda: clock["now"])
-    monkeypatch.setattr(ck, "_busy_ticks", lambda: clock["ticks"])
-    monkeypatch.setattr(ck.os, "times", lambda: (clock["own"], 0.0, 0.0, 0.0, 0.0))
-    monkeypatch.setattr(ck, "_cores_seen", [0.0, -1e9])
-    monkeypatch.setattr(ck, "_load_seen", [])
-    assert ck._cores() == 4  # the first look has nothing to compare with
+    monkeypatch.setattr(cpu.runtime.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(cpu.runtime.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(cpu.runtime, "_busy_ticks", lambda: clock["ticks"])
+    monkeypatch.setattr(cpu.runtime.os, "times", lambda: (clock["own"], 0.0, 0.0, 0.0, 0.0))
+    monkeypatch.setattr(cpu.runtime, "_cores_seen", [0.0, -1e9])
+    monkeypatch.setattr(cpu.runtime, "_load_seen", [])
+    assert cpu.runtime.cores() == 4  # the first look has nothing to compare with
     clock["now"] += 2.0  # two seconds: this process used 1.5 CPU seconds, the others `others` cores' worth
     clock["own"] += 1.5
-    clock["ticks"] += round((1.5 + 2.0 * others) * ck._CLOCK_TICKS)
-    assert ck._cores() == expected
-    clock["now"] += 0.1 * ck.CORES_TTL  # within the time a count is kept: not looked at again
+    clock["ticks"] += round((1.5 + 2.0 * others) * cpu.runtime._CLOCK_TICKS)
+    assert cpu.runtime.cores() == expected
+    clock["now"] += 0.1 * cpu.runtime.CORES_TTL  # within the time a count is kept: not looked at again
     clock["ticks"] += 10**6
-    assert ck._cores() == expected
+    assert cpu.runtime.cores() == expected
 
 
 def test_cores_without_proc_stat_are_the_affinity(monkeypatch):
-    monkeypatch.setattr(ck, "_busy_ticks", lambda: None)
-    monkeypatch.setattr(ck, "_cores_seen", [0.0, -1e9])
-    monkeypatch.setattr(ck.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
-    assert ck._cores() == 3
-    assert ck._cores_taken() == 0.0
+    monkeypatch.setattr(cpu.runtime, "_busy_ticks", lambda: None)
+    monkeypatch.setattr(cpu.runtime, "_cores_seen", [0.0, -1e9])
+    monkeypatch.setattr(cpu.runtime.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert cpu.runtime.cores() == 3
+    assert cpu.runtime._cores_taken() == 0.0

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from engine.backends.numpy_backend import NumpyBackend
+from engine.backends.cpu.backend import NumpyBackend
 from engine.formats import (
     CONVERSION_TYPE,
     FormatConversion,

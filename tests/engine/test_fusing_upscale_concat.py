@@ -11,9 +11,10 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from engine.backends import cpu_kernels as ck
-from engine.backends import numpy_kernels
-from engine.backends.numpy_backend import NumpyBackend
+from engine.backends import cpu
+from engine.backends.cpu import ops
+from engine.backends.cpu.backend import NumpyBackend
+from engine.backends.selection import Launched
 from engine.descriptors import ParamDesc
 from engine.errors import LayerLabError
 from engine.export import export_onnx
@@ -228,7 +229,7 @@ def test_the_kernels_off_fallback_gives_the_same_outputs(monkeypatch):
     want = Network(model, REGISTRY, NumpyBackend(), fmt, fusing="off").infer(x)["out"]
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")
     calls = []
-    monkeypatch.setattr(ck, "upscale_concat", lambda *a: calls.append(a))
+    monkeypatch.setattr(cpu.upsample, "upscale_concat", lambda *a: calls.append(a))
     net = Network(model, REGISTRY, NumpyBackend(), fmt, fusing="on")
     assert net.model.layers["cat"].type == "upscale_concat"
     got = net.infer(x)["out"]
@@ -238,8 +239,8 @@ def test_the_kernels_off_fallback_gives_the_same_outputs(monkeypatch):
 
 @pytest.mark.parametrize("fmt", ["fp32 nchw", "fp32 nhwc"])
 def test_the_layer_uses_the_backend_kernel_when_sizes_match_and_applies_its_activation(monkeypatch, fmt):
-    calls: list[bool] = []
-    make = numpy_kernels.upsample_concat
+    calls: list[Launched | None] = []
+    make = ops.upsample_concat
 
     def spy_factory(backend):
         kernel = make(backend)
@@ -249,12 +250,12 @@ def test_the_layer_uses_the_backend_kernel_when_sizes_match_and_applies_its_acti
             return calls[-1]
         return spy
 
-    monkeypatch.setattr(numpy_kernels, "upsample_concat", spy_factory)
+    monkeypatch.setattr(ops, "upsample_concat", spy_factory)
     f = TensorFormat.parse(fmt)
     model = decoder_step("bilinear", cat_act="tanh")
     x = {"inp": np.random.default_rng(3).standard_normal((1, 4, 8, 6)).astype(np.float32)}
     got = Network(model, REGISTRY, NumpyBackend(), f, fusing="on").infer(x)["out"]
-    assert calls == [True]
+    assert calls == [Launched("upsample_concat")]
     want = Network(model, REGISTRY, NumpyBackend(), f, fusing="off").infer(x)["out"]
     _close(got, want, f, "tanh after the kernel")
 
@@ -298,7 +299,7 @@ def test_the_kernel_matches_numpy_references(nhwc, method, factor):
     taps = (upsample_taps(np, h, ho, factor[0], method, np.float32), upsample_taps(np, w, wo, factor[1], method, np.float32))
     np.testing.assert_allclose(logical[:, :c0], resample(np, x, *taps), rtol=1e-6, atol=1e-6)
     up = np.empty(phys(ref[:, :c0]).shape, np.float32)
-    ck.upsample(phys(x), up, factor, bilinear, nhwc)
+    cpu.upsample.upsample(phys(x), up, factor, bilinear, nhwc)
     np.testing.assert_array_equal(out, np.concatenate([up, phys(skip)], axis=3 if nhwc else 1))
 
 
@@ -323,8 +324,7 @@ def test_the_backend_declines_what_the_kernel_does_not_cover(case):
 
 def test_the_backend_declines_when_the_kernels_are_off(monkeypatch):
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")
-    x, skip, out = np.ones((1, 4, 4, 2), np.float32), np.ones((1, 8, 8, 3), np.float32), np.empty((1, 8, 8, 5), np.float32)
-    assert not NumpyBackend().kernel("upsample_concat")(x, skip, out, (2, 2), False, True)
+    assert NumpyBackend().kernel("upsample_concat") is None  # the plain NumPy path: no kernel offered
 
 
 # ---- export ---------------------------------------------------------------------------------------------

@@ -7,8 +7,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine.backends import NumpyBackend, numpy_kernels
+from engine.backends import NumpyBackend
 from engine.backends.base import KERNEL_OPERATIONS, Backend
+from engine.backends.cpu import ops
 from engine.descriptors import ActivationDesc, CoefDesc
 from engine.model import Model
 from engine.network import Network
@@ -19,13 +20,13 @@ from plugins.activations.relu import Relu
 
 def test_a_backend_offers_every_operation_it_has_and_memoizes_it(monkeypatch):
     made: list[str] = []
-    original = numpy_kernels.pool2d
+    original = ops.pool2d
 
     def counting(backend):
         made.append("pool2d")
         return original(backend)
 
-    monkeypatch.setattr(numpy_kernels, "pool2d", counting)
+    monkeypatch.setattr(ops, "pool2d", counting)
     be = NumpyBackend()
     assert made == []  # nothing is made before it is asked for
     first = be.kernel("pool2d")
@@ -58,7 +59,7 @@ def test_a_new_activation_declaring_an_epilogue_is_fused_by_the_kernels(monkeypa
     reg = load_plugins()
     reg.register_plugin(PluginMeta("mine", "1", "tests", "an activation of its own"), lambda r: r.activation(MyRelu), "tests")
     seen: list[str | None] = []
-    make = numpy_kernels.element_wise
+    make = ops.element_wise
 
     def spy_factory(backend):
         kernel = make(backend)
@@ -68,7 +69,7 @@ def test_a_new_activation_declaring_an_epilogue_is_fused_by_the_kernels(monkeypa
             return kernel(op, a, b, out, epilogue, coefs)
         return spy
 
-    monkeypatch.setattr(numpy_kernels, "element_wise", spy_factory)
+    monkeypatch.setattr(ops, "element_wise", spy_factory)
     m = Model("m")
     m.add_layer("input", "inp", params={"dimensions": "1x4x6x6"})
     m.add_layer("element_wise", "add", params={"operation": "sub"}, inputs=["inp", "inp"], activation="my_relu")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.backends.numpy_backend import NumpyBackend, cpu_kernels
+from engine.backends.cpu.backend import NumpyBackend, cpu_kernels
 from engine.model import Model
 from engine.network import Network
 from engine.plugins import default_registry

@@ -1,4 +1,4 @@
-"""engine/backends/warmup.py: the small network that compiles every CPU kernel path ahead of use."""
+"""engine/backends/cpu/warmup.py: the small network that compiles every CPU kernel path ahead of use."""
 from __future__ import annotations
 
 import sys
@@ -6,21 +6,22 @@ import sys
 import numpy as np
 import pytest
 
-from engine.backends import warmup
-from engine.backends.numpy_backend import NumpyBackend
+from engine.backends import cpu
+from engine.backends.cpu import compile_cache, warmup
+from engine.backends.cpu.backend import NumpyBackend
 from engine.network import Network
 from engine.tensor import TensorFormat
 
-ck = pytest.importorskip("engine.backends.cpu_kernels", reason="Numba is not installed")
+pytest.importorskip("engine.backends.cpu.ops", reason="Numba is not installed")
 
 
 @pytest.mark.parametrize("fmt", ["fp32 nhwc", "fp32 nchw"])
 def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypatch, registry, fmt):
     """On 2 cores, as CI and this machine have (which paths a layer takes depends on how many blocks go round)."""
-    monkeypatch.setattr(ck, "_cores", lambda: 2)
+    monkeypatch.setattr(cpu.runtime, "cores", lambda: 2)
     launches = []
-    real = ck._launch
-    monkeypatch.setattr(ck, "_launch", lambda kernel, *args: launches.append((kernel.__name__, args[:3])) or (
+    real = cpu.runtime.launch
+    monkeypatch.setattr(cpu.runtime, "launch", lambda kernel, *args: launches.append((kernel.__name__, args[:3])) or (
         kernel.__name__ == "_wino_par" and weights.add(args[8].shape[:1] + (args[8].ndim,))) or real(kernel, *args))
     weights: set[tuple[int, int]] = set()  # the Winograd launches' weights: (products, dimensions)
     x = np.random.default_rng(1).random((1, 3, 40, 40), dtype=np.float32)
@@ -33,7 +34,7 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
     if fmt.endswith("nhwc"):  # im2col convolutions, pooling and element-wise kernels are NHWC ones
         assert {("_conv_par", 0), ("_conv_par", 1), ("_conv_par", 2), ("_pool", None), ("_element_wise", None),
                 ("_few_par", None)} <= kinds
-        if ck.panels_available():  # AVX-512 or AVX2: small images' products over packed weight panels
+        if cpu.microkernel.panels_available():  # AVX-512 or AVX2: small images' products over packed weight panels
             assert {("_panel_windows_par", None), ("_im2col_par", None), ("_panel_par", None)} <= kinds
             assert {(16, 3), (36, 4)} <= weights  # F(2x2) by OpenBLAS, F(4x4) on the panels
         else:
@@ -56,7 +57,7 @@ def test_start_in_background_only_when_needed(monkeypatch):
     assert warmup.start_in_background() is None and not started
     monkeypatch.setattr(warmup, "needed", lambda: True)
     assert warmup.start_in_background() == "process"
-    assert started == [[sys.executable, "-m", "engine.backends.warmup"]]
+    assert started == [[sys.executable, "-m", "engine.backends.cpu.warmup"]]
 
 
 def test_main_says_when_there_is_nothing_to_do(monkeypatch, capsys):
@@ -75,14 +76,14 @@ def test_a_run_path_backend_defers_compiling_to_a_background_process(monkeypatch
     from engine.backends import get_backend
 
     started, launches = [], []
-    monkeypatch.setattr(ck, "compiled_before", lambda: False)
+    monkeypatch.setattr(compile_cache, "compiled_before", lambda: False)
     monkeypatch.setattr(warmup.subprocess, "Popen", lambda argv, **kw: started.append((argv, kw)) or "process")
-    real = ck._launch
-    monkeypatch.setattr(ck, "_launch", lambda kernel, *args: launches.append(kernel.__name__) or real(kernel, *args))
+    real = cpu.runtime.launch
+    monkeypatch.setattr(cpu.runtime, "launch", lambda kernel, *args: launches.append(kernel.__name__) or real(kernel, *args))
     out = io.StringIO()
     backend = get_backend("numpy", notice=out, defer_compile=True)
     assert "in the background" in out.getvalue()
-    assert started and started[0][0][-1] == "engine.backends.warmup" and started[0][1]["start_new_session"]
+    assert started and started[0][0][-1] == "engine.backends.cpu.warmup" and started[0][1]["start_new_session"]
     assert backend.cpu_kernels() is None
     x = np.random.default_rng(2).random((1, 3, 40, 40), dtype=np.float32)
     net = Network(warmup.warmup_model(), registry, backend, TensorFormat.parse("fp32 nhwc"))
@@ -108,16 +109,16 @@ def test_no_second_background_compile_and_no_notice_while_one_runs(monkeypatch, 
     from engine.backends import get_backend
 
     started = []
-    monkeypatch.setattr(ck, "compiled_before", lambda: False)
-    monkeypatch.setattr(ck, "warmup_lock_path", lambda: tmp_path / "w.lock")
+    monkeypatch.setattr(compile_cache, "compiled_before", lambda: False)
+    monkeypatch.setattr(compile_cache, "warmup_lock_path", lambda: tmp_path / "w.lock")
     monkeypatch.setattr(warmup.subprocess, "Popen", lambda argv, **kw: started.append(argv) or "process")
     out = io.StringIO()
     with open(tmp_path / "w.lock", "a+b") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        assert ck.compile_under_way()
+        assert compile_cache.compile_under_way()
         backend = get_backend("numpy", notice=out, defer_compile=True)
     assert not started and out.getvalue() == "" and backend.cpu_kernels() is None
-    assert not ck.compile_under_way()
+    assert not compile_cache.compile_under_way()
     backend = get_backend("numpy", notice=out, defer_compile=True)  # the lock is free: this one starts it
     assert len(started) == 1 and "in the background" in out.getvalue() and backend.cpu_kernels() is None
 
@@ -126,7 +127,7 @@ def test_two_warmups_never_compile_at_once(monkeypatch, capsys, tmp_path):
     import fcntl
 
     monkeypatch.setattr(warmup, "needed", lambda: True)
-    monkeypatch.setattr(warmup, "_lock_file", lambda: tmp_path / "w.lock")
+    monkeypatch.setattr(compile_cache, "warmup_lock_path", lambda: tmp_path / "w.lock")
     monkeypatch.setattr(warmup, "warm", lambda: 1.0)
     with open(tmp_path / "w.lock", "a+b") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -55,16 +55,18 @@ def test_no_compile_notice_when_nothing_is_compiled(case):
 def test_compile_notice_when_the_kernels_are_compiled(case):
     """An empty kernel cache: the first run starts the background compile and says so once; once that compile
     has finished, the next run compiles nothing and says nothing."""
-    kernels = pytest.importorskip("engine.backends.cpu_kernels", reason="Numba is not installed")
+    pytest.importorskip("engine.backends.cpu.ops", reason="Numba is not installed")
+    from engine.backends.cpu import compile_cache
+
     env = {"NUMBA_CACHE_DIR": str(case.dir / "numba")}
     res = case.expect(0, None, "infer", str(SAMPLE), "-n", "1", env=env, timeout=600)
     assert res.err.count(COMPILE_NOTICE) == 1
-    probe = "from engine.backends import cpu_kernels as k; print(k.compiled_before())"
+    probe = "from engine.backends.cpu import compile_cache as k; print(k.compiled_before())"
     deadline = time.monotonic() + 600
     while True:  # the background compile (a detached process) has finished: its kernels cached, its lock free
         done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, **env, "PYTHONPATH": str(REPO)},
                               capture_output=True, text=True).stdout.strip() == "True"
-        if done and not kernels.compile_under_way():
+        if done and not compile_cache.compile_under_way():
             break
         assert time.monotonic() < deadline, "the background compile did not finish in 10 minutes"
         time.sleep(3)

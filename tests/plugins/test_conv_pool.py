@@ -127,11 +127,15 @@ def test_flops_are_those_of_the_unfused_chain():
 def test_fp32_nhwc_on_the_cpu_runs_the_convolution_and_pooling_kernels(monkeypatch, pool):
     """As the unfused chain does (an imported ResNet's stem, BatchNormalization folded by the exporter, becomes
     conv_pool): the backend's convolution and the NHWC pooling kernel, not the generic NumPy code."""
-    ck = pytest.importorskip("engine.backends.cpu_kernels", reason="Numba is not installed")
+    pytest.importorskip("engine.backends.cpu.ops", reason="Numba is not installed")
+    from engine.backends import cpu
+
     calls = []
-    for name in ("pool_nhwc", "conv_nhwc_plan", "conv_panels_plan", "winograd_plan"):
-        real = getattr(ck, name)
-        monkeypatch.setattr(ck, name, lambda *a, _real=real, _name=name, **kw: calls.append(_name) or _real(*a, **kw))
+    for module, name in ((cpu.pooling, "pool_nhwc"), (cpu.im2col, "conv_nhwc_plan"), (cpu.panels, "conv_panels_plan"),
+                         (cpu.winograd, "winograd_plan")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name,
+                            lambda *a, _real=real, _name=name, **kw: calls.append(_name) or _real(*a, **kw))
     params = dict(num_output_channels=8, kernel_size=7, stride=2, padding=3) | pool
     x = np.random.default_rng(4).standard_normal((1, 3, 32, 32)).astype(np.float32)
     fmt = next(f for f in FORMATS if str(f) == "fp32|nhwc")

@@ -120,10 +120,10 @@ def test_what_does_not_fuse():
 def test_the_cpu_adds_the_residual_inside_the_convolution_kernels(monkeypatch):
     """fp32 NHWC on the CPU: each kernel path (panels, Winograd, im2col) takes the residual, and no element-wise
     pass runs after it; the result equals the unfused chain's."""
-    ck = pytest.importorskip("engine.backends.cpu_kernels", reason="Numba is not installed")
+    elementwise = pytest.importorskip("engine.backends.cpu.elementwise", reason="Numba is not installed")
     passes = []
-    real = ck.element_wise
-    monkeypatch.setattr(ck, "element_wise", lambda *a, **kw: passes.append(1) or real(*a, **kw))
+    real = elementwise.element_wise
+    monkeypatch.setattr(elementwise, "element_wise", lambda *a, **kw: passes.append(1) or real(*a, **kw))
     fmt = TensorFormat.parse("fp32 nhwc")
     for size, stride, kernel in ((7, 1, 3), (20, 1, 3), (20, 2, 3), (16, 1, 1)):
         m = Model("block")

@@ -1,6 +1,6 @@
 """Compile the NumPy backend's CPU kernels ahead of their first use.
 
-``python -m engine.backends.warmup`` runs a small network that takes every kernel path (Winograd in blocks
+``python -m engine.backends.cpu.warmup`` runs a small network that takes every kernel path (Winograd in blocks
 and shared out, F(2x2) for a small image, its products by OpenBLAS and over weight panels, im2col by pixels
 and by output channels, 1x1, pooling, element-wise, upsampling alone and with a concatenation, few output
 channels, products over packed weight panels) in fp32 NHWC and NCHW, so that Numba's on-disk cache holds
@@ -13,10 +13,10 @@ import fcntl
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
+from engine.backends.cpu import compile_cache
 from engine.model import Model
 
 
@@ -79,7 +79,7 @@ def warmup_model() -> Model:
 
 def warm() -> float:
     """Run :func:`warmup_model` in fp32 NHWC and NCHW on the NumPy backend; returns the seconds it took."""
-    from engine.backends.numpy_backend import NumpyBackend  # noqa: PLC0415
+    from engine.backends.cpu.backend import NumpyBackend  # noqa: PLC0415
     from engine.network import Network  # noqa: PLC0415
     from engine.plugins import default_registry  # noqa: PLC0415
     from engine.tensor import TensorFormat  # noqa: PLC0415
@@ -95,33 +95,26 @@ def warm() -> float:
 
 def needed() -> bool:
     """True when the kernels are in use here and have not been compiled on this machine yet."""
-    from engine.backends.numpy_backend import cpu_kernels  # noqa: PLC0415
+    from engine.backends.cpu.backend import cpu_kernels  # noqa: PLC0415
 
-    kernels = cpu_kernels()
-    return kernels is not None and not kernels.compiled_before()
+    return cpu_kernels() is not None and not compile_cache.compiled_before()
 
 
 def start_in_background(detached: bool = False) -> subprocess.Popen[bytes] | None:
-    """Start ``python -m engine.backends.warmup`` in another process when :func:`needed`; None otherwise.
+    """Start ``python -m engine.backends.cpu.warmup`` in another process when :func:`needed`; None otherwise.
     ``detached``: in its own session, so it finishes after the command that started it has exited. Two of
     them never compile at once (the second sees the first's lock and exits)."""
     if not needed():
         return None
-    return subprocess.Popen([sys.executable, "-m", "engine.backends.warmup"], stdout=subprocess.DEVNULL,
+    return subprocess.Popen([sys.executable, "-m", "engine.backends.cpu.warmup"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=detached)
-
-
-def _lock_file() -> Path:
-    from engine.backends import cpu_kernels  # noqa: PLC0415
-
-    return cpu_kernels.warmup_lock_path()
 
 
 def main() -> int:
     if not needed():
         print("layerlab: the CPU kernels are compiled already")
         return 0
-    with open(_lock_file(), "a+b") as lock:
+    with open(compile_cache.warmup_lock_path(), "a+b") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

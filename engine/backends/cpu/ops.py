@@ -1,0 +1,307 @@
+"""The operations of the NumPy backend by name (``Backend.kernel``): adapters from the layers' calls to the Numba
+kernel families of this package, and the convolution's candidates as rows of one
+:class:`~engine.backends.selection.OperationTable`.
+
+Each function named after an operation makes that operation's kernel for a backend. A kernel returns a
+:class:`~engine.backends.selection.Launched` (the candidate that ran and, where it is one prepared call, that call to
+run again on the same arrays) or None for what it does not serve (then the layer computes it with NumPy). The
+kernels ask the backend on every call whether its Numba kernels are in use (``backend.cpu_kernels()``), so
+``LAYERLAB_CPU_KERNELS=off`` takes effect at once. The CPU's choices are heuristic: the first applicable row of a
+table, never timed."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from engine.backends.base import Backend, derived
+from engine.backends.cpu import dense as dense_kernels
+from engine.backends.cpu import elementwise, few_outputs, im2col, panels, pooling, runtime, winograd
+from engine.backends.cpu import microkernel as mk
+from engine.backends.cpu import upsample as upsample_kernels
+from engine.backends.cpu.epilogue import FUSED_EPILOGUES
+from engine.backends.selection import Candidate, Launched, OperationTable, Selector
+from engine.tensor import is_nhwc_memory
+
+Kernel = Callable[..., Launched | None]
+
+#: smallest input channel count and tile count (4x4 output pixels each) worth a Winograd convolution
+WINOGRAD_MIN_CHANNELS = 16
+WINOGRAD_MIN_TILES = 12
+#: most F(4x4, 3x3) tiles of an NHWC image computed as F(2x2, 3x3) instead (fewer weight bytes, more products)
+WINOGRAD2_MAX_TILES = 16
+
+#: whether a 3x3 convolution of stride 1 that Winograd takes (WINOGRAD_MIN_TILES) goes there before the panels: on
+#: AVX2 (8-wide micro-kernel, Zen 3) resnet18's 14x14 256 -> 256 layer took 0.90 ms by Winograd against 1.35 by
+#: panels (tests/bench/bench_cpu_panels.py), while the 7x7 ones (4 tiles) stay on panels (1.8 against 3.9); on
+#: AVX-512 the panels were measured against im2col only and keep their place
+WINOGRAD_BEFORE_PANELS = mk.PANEL_VECTOR < 16
+
+
+def pool2d(backend: Backend) -> Kernel:
+    def run(x: Any, out: Any, is_max: bool, kernel: tuple[int, int], stride: tuple[int, int],
+            padding: tuple[int, int], count_include_pad: bool, nhwc: bool) -> Launched | None:
+        if backend.cpu_kernels() is None or not nhwc or not (  # type: ignore[attr-defined]
+                x.dtype == out.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        call = functools.partial(pooling.pool_nhwc, x, out, is_max, kernel, stride, padding, count_include_pad)
+        call()
+        return Launched("pool_nhwc", call)  # ready to run again on the same arrays (``Layer.replay_call``)
+    return run
+
+
+def element_wise(backend: Backend) -> Kernel:
+    def run(op: str, a: Any, b: Any, out: Any, epilogue: str | None, coefs: dict[str, float]) -> Launched | None:
+        if backend.cpu_kernels() is None or op not in elementwise.ELEMENT_WISE_OPS or epilogue not in FUSED_EPILOGUES:  # type: ignore[attr-defined]
+            return None
+        dtypes = {a.dtype, b.dtype, out.dtype}
+        if np.float16 in dtypes and np.float32 in dtypes and dtypes <= {np.dtype(np.float16), np.dtype(np.float32)}:
+            # a conversion fused into an fp32 layer: the float32 kernel on widened inputs, rounded once at the end
+            f32 = [v if v.dtype == np.float32 else v.astype(np.float32) for v in (a, b)]
+            out32 = out if out.dtype == np.float32 else np.empty_like(out, dtype=np.float32)
+            if run(op, f32[0], f32[1], out32, epilogue, coefs) is None:
+                return None
+            if out32 is not out:
+                out[...] = out32
+            return Launched("element_wise")
+        if not (a.dtype == b.dtype == out.dtype == np.float32 and a.shape == b.shape == out.shape):
+            return None
+        if not (a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        elementwise.element_wise(a, b, out, elementwise.ELEMENT_WISE_OPS[op], FUSED_EPILOGUES[epilogue],
+                                 float(coefs.get("alpha", 0.0)))
+        return Launched("element_wise")
+    return run
+
+
+def dense(backend: Backend) -> Kernel:
+    def run(x: Any, w: Any, b: Any | None, out: Any, epilogue: str | None,
+            coefs: dict[str, float]) -> Launched | None:
+        if (backend.cpu_kernels() is None or epilogue not in FUSED_EPILOGUES  # type: ignore[attr-defined]
+                or x.shape[0] > dense_kernels.DENSE_MAX_ITEMS):
+            return None
+        arrays = (x, w, out) if b is None else (x, w, b, out)
+        if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays):
+            return None
+        call = functools.partial(dense_kernels.dense, x, w, b, out, FUSED_EPILOGUES[epilogue],
+                                 float(coefs.get("alpha", 0.0)))
+        call()
+        return Launched("dense", call)  # ready to run again on the same arrays (``Layer.replay_call``)
+    return run
+
+
+def upsample(backend: Backend) -> Kernel:
+    def run(x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> Launched | None:
+        if backend.cpu_kernels() is None or not (  # type: ignore[attr-defined]
+                x.dtype == out.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        upsample_kernels.upsample(x, out, factor, bilinear, nhwc)
+        return Launched("upsample")
+    return run
+
+
+def upsample_concat(backend: Backend) -> Kernel:
+    def run(x: Any, skip: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> Launched | None:
+        if backend.cpu_kernels() is None or x.ndim != 4 or not x.dtype == skip.dtype == out.dtype == np.float32:  # type: ignore[attr-defined]
+            return None
+        if not (x.flags.c_contiguous and skip.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        h_axis, c_axis = (1, 3) if nhwc else (2, 1)
+        n, c0, h, w = x.shape[0], x.shape[c_axis], x.shape[h_axis], x.shape[h_axis + 1]
+        expected = list(skip.shape)
+        expected[c_axis] += c0
+        if (skip.shape[0], skip.shape[h_axis], skip.shape[h_axis + 1]) != (n, h * factor[0], w * factor[1]):
+            return None  # crop or edge extension to the skip size: the generic path
+        if out.shape != tuple(expected):
+            return None
+        upsample_kernels.upscale_concat(x, skip, out, factor, bilinear, nhwc)
+        return Launched("upsample_concat")
+    return run
+
+
+# ---- convolution: the candidates, one row each ---------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConvProblem:
+    """One float32 convolution as the candidates see it: logical NCHW views, the epilogue's code and slope, the
+    layer's kernel cache (None: the weights change between runs), a residual of ``out``'s shape and strides (or
+    None), and what the rows' tests share."""
+
+    x: Any
+    w: Any
+    b: Any | None
+    out: Any
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+    code: int
+    alpha: float
+    cache: dict[str, Any] | None
+    residual: Any
+    #: NHWC memory, and rows of (pixels, K) the NHWC kernels write
+    nhwc: bool
+    pixel_rows: bool
+    #: 4x4 output tiles, and whether a Winograd convolution is worth it
+    tiles: int
+    winograd: bool
+
+    @classmethod
+    def of(cls, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
+           dilation: tuple[int, int], code: int, alpha: float, cache: dict[str, Any] | None,
+           residual: Any) -> ConvProblem:
+        nhwc = is_nhwc_memory(out)
+        ho, wo = out.shape[2:]
+        tiles = -(-ho // 4) * -(-wo // 4)
+        winograd = (w.shape[2:] == (3, 3) and stride == dilation == (1, 1)
+                    and w.shape[1] >= WINOGRAD_MIN_CHANNELS and tiles >= WINOGRAD_MIN_TILES)
+        pixel_rows = nhwc and out.transpose(0, 2, 3, 1).flags.c_contiguous
+        return cls(x, w, b, out, stride, padding, dilation, code, alpha, cache, residual, nhwc, pixel_rows, tiles,
+                   winograd)
+
+    @property
+    def geometry(self) -> tuple[Any, ...]:
+        return self.stride, self.padding, self.dilation, self.code, self.alpha
+
+
+def _few_outputs_shape(p: ConvProblem) -> bool:
+    """Few output channels over enough input channels: the few-outputs kernel's case (which takes no residual:
+    the layer adds it then)."""
+    return (p.pixel_rows and p.w.shape[0] <= few_outputs.FEW_OUTPUTS_MAX
+            and p.w.shape[1] >= few_outputs.FEW_OUTPUTS_MIN_CHANNELS)
+
+
+def _few_outputs_applies(p: ConvProblem) -> bool:
+    return _few_outputs_shape(p) and p.residual is None
+
+
+def _few_outputs_launch(p: ConvProblem, wr: Any) -> Launched:
+    return _ran("few_outputs", few_outputs.conv_few_outputs_plan(p.x, wr, p.w.shape[2:], p.b, p.out, *p.geometry))
+
+
+def _panels_applies(p: ConvProblem) -> bool:
+    pixels = p.out.shape[2] * p.out.shape[3]
+    return (p.pixel_rows and not _few_outputs_shape(p) and not (p.winograd and WINOGRAD_BEFORE_PANELS)
+            and (panels.panels_apply(pixels, p.w.shape[0]) or panels.stem_panels_apply(p.w.shape, p.dilation, pixels)))
+
+
+def _panels_launch(p: ConvProblem, wp: Any) -> Launched:
+    return _ran("panels", panels.conv_panels_plan(p.x, wp, p.w.shape[2:], p.b, p.out, *p.geometry, p.residual))
+
+
+def _winograd_tile(p: ConvProblem) -> int:
+    """F(2x2, 3x3) for a small NHWC image, else F(4x4, 3x3)."""
+    return 2 if p.nhwc and p.tiles <= WINOGRAD2_MAX_TILES else 4
+
+
+def _winograd_row(tile: int) -> Candidate:
+    """The Winograd F(``tile`` x ``tile``, 3x3) candidate: its products on the micro-kernel (weights in panels)
+    where it takes them, else BLAS."""
+    def applies(p: ConvProblem) -> bool:
+        return p.winograd and not _few_outputs_shape(p) and not _panels_applies(p) and _winograd_tile(p) == tile
+
+    def prepare(p: ConvProblem) -> Any:
+        w = p.w
+        if p.nhwc and winograd.winograd_panels_apply(w.shape[0]):
+            return derived(p.cache, f"winograd{tile}_panels", w,
+                           lambda: winograd.winograd_panels(winograd.transform_weights(w, True, tile)))
+        return derived(p.cache, f"winograd{tile}_{'nhwc' if p.nhwc else 'nchw'}", w,
+                       lambda: winograd.transform_weights(w, p.nhwc, tile))
+
+    def launch(p: ConvProblem, u: Any) -> Launched:
+        return _ran(f"winograd_f{tile}x{tile}",
+                    winograd.winograd_plan(p.x, u, p.b, p.out, p.padding, p.code, p.alpha, p.residual))
+
+    return Candidate(f"winograd_f{tile}x{tile}", applies, launch, prepare)
+
+
+def _im2col_applies(p: ConvProblem) -> bool:
+    return p.pixel_rows and not p.winograd and not _few_outputs_shape(p) and not _panels_applies(p)
+
+
+def _im2col_launch(p: ConvProblem, wm: Any) -> Launched:
+    return _ran("im2col", im2col.conv_nhwc_plan(p.x, wm, p.w.shape[2:], p.b, p.out, *p.geometry, p.residual))
+
+
+def _ran(name: str, call: Callable[[], None]) -> Launched:
+    call()
+    return Launched(name, call)
+
+
+#: the float32 convolution's candidates, in order of preference (the first applicable one runs)
+CONV2D_CANDIDATES = (
+    Candidate("few_outputs", _few_outputs_applies, _few_outputs_launch,
+              lambda p: derived(p.cache, "few_outputs", p.w, lambda: few_outputs.few_output_weights(p.w))),
+    Candidate("panels", _panels_applies, _panels_launch,
+              lambda p: derived(p.cache, "gemm_panels", p.w, lambda: panels.panel_weights(p.w))),
+    _winograd_row(2),
+    _winograd_row(4),
+    Candidate("im2col", _im2col_applies, _im2col_launch,
+              lambda p: derived(p.cache, "gemm_nhwc", p.w, lambda: im2col.gemm_weights(p.w))),
+)
+
+
+def conv2d(backend: Backend) -> Kernel:
+    """The convolution: a :class:`Launched` whose ``replay`` is the whole convolution ready to run again on the
+    same arrays where the layer gave its kernel cache, without one where it gave none; None where no kernel
+    serves the case. ``tf32`` is accepted for the GPU's sake: the CPU computes strict float32."""
+    table = OperationTable("conv2d", CONV2D_CANDIDATES, Selector(None, "cpu"))
+
+    def prepared(problem: ConvProblem) -> Callable[[Candidate], Any]:
+        return lambda c: c.prepare(problem) if c.prepare is not None else None
+
+    def run(x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
+            dilation: tuple[int, int], groups: int, epilogue: str | None, coefs: dict[str, float],
+            cache: dict[str, Any] | None = None, *, memo: bool = True, residual: Any = None,
+            tf32: bool = False) -> Launched | None:
+        if (backend.cpu_kernels() is None or epilogue not in FUSED_EPILOGUES  # type: ignore[attr-defined]
+                or groups != 1 or runtime.blas_sgemm() is None):
+            return None
+        if residual is not None and (residual.dtype != np.float32 or residual.shape != out.shape
+                                     or residual.strides != out.strides):
+            return None  # fp16 storage or another layout: the layer adds it in a pass of its own
+        if np.float16 in (x.dtype, out.dtype) and w.dtype == np.float32:
+            # fp16 storage (an fp16 layer, or a conversion fused into an fp32 one): float32 kernels, one rounding
+            out32 = out if out.dtype == np.float32 else np.empty_like(out, dtype=np.float32)  # same memory layout
+            x32 = x if x.dtype == np.float32 else x.astype(np.float32)
+            done = run(x32, w, b, out32, stride, padding, dilation, groups, epilogue, coefs, cache, memo=False)
+            if done is None:
+                return None
+            if out32 is not out:
+                out[...] = out32
+            return Launched(done.candidate)
+        if not x.dtype == out.dtype == np.float32 or w.dtype != np.float32:
+            return None
+        code, alpha = FUSED_EPILOGUES[epilogue], float(coefs.get("alpha", 0.0))
+        key = None
+        if cache is not None and memo:  # the same arrays as last run (a network's buffers): the prepared call, no Python work
+            key = (_address(x), x.shape, x.strides, _address(out), out.shape, out.strides, id(w), id(b), stride,
+                   padding, dilation, code, alpha, None if residual is None else _address(residual))
+            ready = cache.get("conv2d_call")
+            if ready is not None and ready[0] == key:
+                ready[1].replay()
+                return ready[1]
+        problem = ConvProblem.of(x, w, b, out, stride, padding, dilation, code, alpha, cache, residual)
+        done = table.run(problem, None, prepared(problem))
+        if done is None:
+            return None
+        if key is None:
+            return Launched(done.candidate)
+        cache["conv2d_call"] = (key, done, w, b)  # keeps w and b alive, so that their ids in the key stay theirs
+        return done  # the whole convolution, ready to run again on these arrays (``Layer.replay_call``)
+    return run
+
+
+def _address(a: Any) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def conv2d_sum(backend: Backend) -> Kernel:
+    def run(x: Any, w: Any, b: Any | None, residual: Any, out: Any, stride: tuple[int, int], padding: tuple[int, int],
+            dilation: tuple[int, int], groups: int, epilogue: str | None, coefs: dict[str, float],
+            cache: dict[str, Any] | None = None, *, tf32: bool = False) -> Launched | None:
+        return backend.kernel("conv2d")(x, w, b, out, stride, padding, dilation, groups,  # type: ignore[misc]
+                                        epilogue, coefs, cache, residual=residual)
+    return run

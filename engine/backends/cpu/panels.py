@@ -1,0 +1,207 @@
+"""Convolutions as products over weights packed once in panels of PANEL output channels, through the
+micro-kernel (:mod:`engine.backends.cpu.microkernel`): small images (where OpenBLAS, packing the weights on every
+call, is slow) and RGB stems; every kernel row of an output pixel's window read in place, no im2col."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numba import njit, prange
+
+from engine.backends.cpu import microkernel as mk
+from engine.backends.cpu import runtime as rt
+from engine.backends.cpu.epilogue import activate
+from engine.backends.cpu.im2col import gemm_weights, im2col_nhwc, nhwc_operands, pixel_rows
+from engine.backends.cpu.microkernel import PANEL, PANEL_KBLOCK, PANEL_ROWS, tile_bias_n, tile_n, tile_rows
+
+#: largest output (pixels per image) the panel product takes: there OpenBLAS, which packs the weights on every
+#: call, ran 1.4-1.7x slower (7x7, 4608 -> 512: 0.97 against 0.58 ms; 14x14, 2304 -> 256: 0.76 against 0.53); from
+#: 28x28 on it is as fast and stays
+PANEL_MAX_PIXELS = 256
+
+
+@njit(cache=True, nogil=True)
+def _panel_fill(y, r, has_res, k0, b):  # pragma: no cover - compiled
+    """Columns k0..k0+PANEL of every row of ``y`` (rows, K) set to the bias, plus the residual ``r`` (rows, K)
+    when ``has_res`` (the micro-kernel adds to them). Row by row through slices: indexing ``y[q, k0 + j]`` here
+    kept LLVM from vectorising (resnet18's stem, 448 such passes, 2.75 instead of 2.2 ms)."""
+    bb = b[k0:k0 + PANEL]
+    if has_res:
+        for q in range(y.shape[0]):
+            row, rr = y[q][k0:k0 + PANEL], r[q][k0:k0 + PANEL]
+            for j in range(PANEL):
+                row[j] = bb[j] + rr[j]
+        return
+    for q in range(y.shape[0]):
+        row = y[q][k0:k0 + PANEL]
+        for j in range(PANEL):
+            row[j] = bb[j]
+
+
+@njit(cache=True, nogil=True)
+def _panel_activate(y, k0, act, alpha):  # pragma: no cover - compiled
+    """Columns k0..k0+PANEL of every row of ``y`` activated in place (nothing to do for ``act`` 0); row slices,
+    as in :func:`_panel_fill`."""
+    if act == 0:
+        return
+    for q in range(y.shape[0]):
+        row = y[q][k0:k0 + PANEL]
+        for j in range(PANEL):
+            row[j] = activate(row[j], act, alpha)
+
+
+def panel_weights(w: np.ndarray) -> np.ndarray:
+    """Weights (K, C, KH, KW), K a multiple of PANEL, as the (K / PANEL, KH*KW*C, PANEL) float32 panels of
+    :func:`conv_panels`: each panel's rows contiguous, read once per pass with no packing."""
+    wm = gemm_weights(w)
+    kk, k = wm.shape
+    return np.ascontiguousarray(wm.reshape(kk, k // PANEL, PANEL).transpose(1, 0, 2))
+
+
+def panels_apply(pixels: int, k: int) -> bool:
+    """Whether :func:`conv_panels` takes a convolution of ``pixels`` output pixels per image and ``k`` outputs."""
+    return pixels <= PANEL_MAX_PIXELS and k % PANEL == 0 and mk.panels_available()
+
+
+def conv_panels(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None, out: np.ndarray,
+                stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int], act: int = 0,
+                alpha: float = 0.0) -> None:
+    """``act(conv(x) + bias)`` into ``out`` for NHWC tensors (logical NCHW views, ``out`` contiguous NHWC; see
+    :func:`panels_apply` and :func:`stem_panels_apply`) through the micro-kernel, weights ``wp`` from
+    :func:`panel_weights`. Without dilation every kernel row of an output pixel's window is one contiguous run of
+    KW*C input values (the input copied once with its padding where the layer pads), read in place: no im2col.
+    A small image goes one panel of PANEL output channels per thread; a large one (an RGB stem) by output rows,
+    every panel of them. Dilated windows go through an im2col first. (The micro-kernel over an im2col of
+    larger images ran no faster than OpenBLAS's: 213 GFLOP/s a core on resnet18's stem.)"""
+    conv_panels_plan(x, wp, kernel, bias, out, stride, padding, dilation, act, alpha)()
+
+
+def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None,
+                     out: np.ndarray, stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int],
+                     act: int = 0, alpha: float = 0.0, residual: np.ndarray | None = None) -> Callable[[], None]:
+    """:func:`conv_panels` made ready to run (see ``winograd.winograd_plan``); a padded input is a buffer of the plan
+    whose border stays zero, its inside copied at each call. ``residual`` (as ``out``) is where the sums start
+    from (with the bias), so it costs no pass of its own."""
+    n, c, h, w = x.shape
+    k, ho, wo = out.shape[1:]
+    kh, kw = kernel
+    live, ys, b = nhwc_operands(x, out, bias)
+    rs, has_res = (ys, False) if residual is None else (pixel_rows(residual), True)
+    al = np.float32(alpha)
+    if dilation == (1, 1):
+        ph, pw = padding
+        step = ho * wo if ho * wo <= PANEL_MAX_PIXELS else wo  # a small image whole, a large one by rows
+        if not (ph or pw):
+            return lambda: rt.launch(_panel_windows_par, live(), wp, ys, rs, has_res, b, act, al, kh, kw, *stride, wo,
+                                   step)
+        xpad = np.zeros((n, h + 2 * ph, w + 2 * pw, c), np.float32)
+        inside = xpad[:, ph:ph + h, pw:pw + w]
+        xv = x.transpose(0, 2, 3, 1)
+
+        def run() -> None:
+            inside[...] = xv
+            rt.launch(_panel_windows_par, xpad, wp, ys, rs, has_res, b, act, al, kh, kw, *stride, wo, step)
+        return run
+
+    def run_im2col() -> None:
+        xs = live()
+        cols = rt.scratch(0, (ho * wo, wp.shape[1]))
+        for i in range(n):
+            rt.launch(_im2col_par, xs[i], cols, rt.threads(), wo, kh, kw, *stride, *padding, *dilation)
+            rt.launch(_panel_par, cols, wp, ys[i], rs[i], has_res, b, act, al)
+    return run_im2col
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _panel_windows_par(x, wp, ys, rs, has_res, b, act, alpha, kh, kw, sh, sw, wo, step):  # pragma: no cover - compiled
+    """``ys`` (N, P, K) = act(conv(``x``) + ``b``) for the (padded) images ``x`` (N, Hp, Wp, C), one block of
+    ``step`` output pixels of one panel of PANEL output channels per iteration (the panels of a block one after the
+    other): tiles of up to PANEL_ROWS output pixels whose windows the micro-kernel reads in place, every kernel row
+    of them in one call (no im2col: at 7x7 x 512 channels, 0.9 MB of it a layer)."""
+    n, m, k = ys.shape
+    c = x.shape[3]
+    span, kk, panels = kw * c, wp.shape[1], wp.shape[0]
+    row_bytes, pix_bytes = x.strides[1], x.strides[2]
+    blocks = (m + step - 1) // step
+    for job in prange(n * blocks * panels):
+        i, blk, p = job // (blocks * panels), job // panels % blocks, job % panels
+        q0, q1 = blk * step, min(m, blk * step + step)
+        y = ys[i][q0:q1]
+        k0 = p * PANEL
+        fused = not has_res and act <= 1  # the bias and a ReLU inside the micro-kernel: no passes over the panel
+        if not fused:
+            _panel_fill(y, rs[i][q0:q1], has_res, k0, b)
+        rows_a = np.empty(PANEL_ROWS, np.int64)
+        rows_c = np.empty(PANEL_ROWS, np.int64)
+        panel = wp.ctypes.data + 4 * p * kk * PANEL
+        image = x[i].ctypes.data
+        bias = b.ctypes.data + 4 * k0
+        t0 = q0
+        while t0 < q1:
+            nr = tile_rows(q1 - t0)
+            for t in range(nr):
+                q = t0 + t
+                rows_a[t] = image + (q // wo) * sh * row_bytes + (q % wo) * sw * pix_bytes
+                rows_c[t] = y.ctypes.data + 4 * ((q - q0) * k + k0)
+            if fused:
+                tile_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes, bias, act)
+            else:
+                tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes)
+            t0 += nr
+        if not fused:
+            _panel_activate(y, k0, act, alpha)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _im2col_par(x, cols, shares, wo, kh, kw, sh, sw, ph, pw, dh, dw):  # pragma: no cover - compiled
+    total = cols.shape[0]
+    for q in prange(shares):
+        im2col_nhwc(x, cols, 0, total * q // shares, total * (q + 1) // shares, wo, kh, kw, sh, sw, ph, pw, dh, dw)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _panel_par(a, wp, y, r, has_res, b, act, alpha):  # pragma: no cover - compiled
+    """``y`` (P, K) = act(``a`` (P, KK) @ panels ``wp`` + ``b``), one panel of PANEL output channels per iteration."""
+    for p in prange(wp.shape[0]):
+        panel_product(a, wp, y, r, has_res, p, b, act, alpha)
+
+
+@njit(cache=True, nogil=True)
+def panel_product(a, wp, y, r, has_res, p, b, act, alpha):  # pragma: no cover - compiled
+    """Columns of panel ``p`` of ``y`` (M, K) = act(``a`` (M, KK) @ ``wp[p]`` + bias): bias first, then passes of
+    PANEL_KBLOCK input values (a block of ``a`` and of the panel in L2), each over tiles of at most PANEL_ROWS rows
+    (:func:`tile_rows`), then the activation. Rows of ``a`` and ``y`` may have any stride."""
+    m, kk = a.shape
+    k0 = p * PANEL
+    lda, ldy = a.strides[0], y.strides[0]
+    _panel_fill(y, r, has_res, k0, b)
+    rows_a = np.empty(PANEL_ROWS, np.int64)
+    rows_c = np.empty(PANEL_ROWS, np.int64)
+    for d0 in range(0, kk, PANEL_KBLOCK):
+        depth = min(kk, d0 + PANEL_KBLOCK) - d0
+        panel = wp.ctypes.data + 4 * (p * kk + d0) * PANEL
+        m0 = 0
+        while m0 < m:
+            nr = tile_rows(m - m0)
+            for r in range(nr):
+                rows_a[r] = a.ctypes.data + (m0 + r) * lda + 4 * d0
+                rows_c[r] = y.ctypes.data + (m0 + r) * ldy + 4 * k0
+            tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, depth, 1, 0)
+            m0 += nr
+    _panel_activate(y, k0, act, alpha)
+
+
+def stem_panels_apply(w_shape: tuple[int, ...], dilation: tuple[int, int], pixels: int) -> bool:
+    """Whether :func:`conv_panels` takes a large image too, for weights ``w_shape`` (K, C, KH, KW): few input
+    channels (an RGB stem, whose im2col is mostly copying) and a window of at least STEM_PANEL_MIN_WINDOW values,
+    no dilation, outputs a multiple of PANEL, AVX-512 or AVX2. resnet18's 7x7 stem: 0.7 instead of 0.9-1.1 ms
+    through im2col and OpenBLAS (AVX-512)."""
+    k, c, kh, kw = w_shape
+    return (c <= STEM_PANEL_MAX_CHANNELS and c * kh * kw >= STEM_PANEL_MIN_WINDOW and dilation == (1, 1)
+            and k % PANEL == 0 and pixels > PANEL_MAX_PIXELS and mk.panels_available())
+
+
+#: most input channels of a stem for :func:`conv_panels`, and fewest values in its window: a 3x3 RGB window (27)
+#: made too short a sum per call of the micro-kernel (dncnn's first layer: 1.64 against 1.39 ms through im2col)
+STEM_PANEL_MAX_CHANNELS = 4
+STEM_PANEL_MIN_WINDOW = 64

@@ -1,0 +1,245 @@
+"""What every CPU kernel runs on: the OpenMP start-up settings read before Numba loads, the cores the kernels
+share their work over (counted from /proc), the threads of the parallel kernels and one launch at a time, BLAS's
+``cblas_sgemm`` through ctypes (called by the kernels themselves, without the GIL) and BLAS held to one thread
+meanwhile, and per-thread work buffers.
+
+Every layer is one launch of a parallel Numba kernel (``prange``): its threads call BLAS themselves, so that a
+layer costs no Python thread hand-offs (~50 us each on 2 cores, where an OpenMP launch costs ~2 us). BLAS is held
+to one thread meanwhile: one thread per core in all. Imported only when Numba is installed."""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+# GNU OpenMP threads spin this many times waiting for the next launch before they sleep (read when Numba first
+# loads its OpenMP layer; set it yourself to override). resnet18 on 2 cores (tests/bench), median ms idle / with
+# another process busy on one core: 10000 spins 19.2 / 64-66, 3000 20-23 / 46-52, 1000 20.6-24 / 41, the
+# Python worker threads this replaced 28.7 / 50. Spinning threads count as busy, so the scheduler makes them wait
+# behind other programs; the default (300000) also kept them spinning against the BLAS calls of the next layer.
+os.environ.setdefault("GOMP_SPINCOUNT", "1000")
+
+
+def _openmp_started_before() -> bool:
+    """Whether a GNU or Intel OpenMP runtime was loaded before this module (PyTorch imported first, say): Numba's
+    OpenMP layer would then run on that runtime, started with the default spin count (``GOMP_SPINCOUNT`` is read
+    once, when the runtime starts), and its threads spin against the BLAS calls of the next layer: resnet18 on
+    2 cores took 364 ms instead of 29-36 ms with ``import torch`` first."""
+    if os.environ.get("OMP_WAIT_POLICY", "").lower() == "passive" or os.environ.get("NUMBA_THREADING_LAYER"):
+        return False
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            return any("libgomp" in line or "libiomp" in line for line in maps)
+    except OSError:  # not Linux
+        return False
+
+
+if _openmp_started_before():  # Numba's own work-queue threads instead (57 ms in the case above)
+    os.environ["NUMBA_THREADING_LAYER"] = "workqueue"
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+
+if os.environ.get("NUMBA_THREADING_LAYER") == "workqueue":  # Numba imported earlier read its settings then
+    numba.config.THREADING_LAYER = "workqueue"
+
+#: a pooling of fewer output values (x 16), or a few-outputs convolution of fewer, runs as one job
+SPLIT_MIN_PIXELS = 1024
+
+#: reordered float32 sums (vectorised, as BLAS's) for the kernels compiled with them; NaN and Inf kept
+REORDERED_SUMS = {"reassoc", "contract"}
+
+_local = threading.local()
+
+
+def scratch(slot: int, shape: tuple[int, ...]) -> np.ndarray:
+    """A float32 work array of ``shape`` for the calling thread, reused between calls."""
+    bufs = _local.__dict__.setdefault("bufs", {})
+    size = math.prod(shape)
+    buf = bufs.get(slot)
+    if buf is None or buf.size < size:
+        buf = bufs[slot] = np.empty(size, np.float32)
+    return buf[:size].reshape(shape)
+
+
+def share(total: int, size: int, images: int) -> int:
+    """A block size no larger than ``size`` that splits ``total`` units (over ``images`` images) into at
+    least one block per core and a multiple of the core count, so that no core idles."""
+    count = cores()
+    per_image = total // images
+    blocks = -(-per_image // size) * images
+    blocks = max(count, -(-blocks // count) * count)
+    return max(1, -(-per_image // max(1, blocks // images)))
+
+
+#: seconds a count of the cores is used for (each layer asks; the system calls cost microseconds on a VM)
+CORES_TTL = 1.0
+#: share of a core other processes must have used over the last CORES_TTL for the kernels to leave it to them
+CORE_TAKEN = 0.5
+_cores_seen: list[float] = [0.0, -1e9]
+#: the last look at the machine: (monotonic time, busy clock ticks of all CPUs, this process's CPU seconds)
+_load_seen: list[tuple[float, int, float]] = []
+
+
+def _busy_ticks() -> int | None:
+    """Clock ticks all CPUs spent running something (user, nice, system, interrupts) since boot, None without
+    /proc/stat. Time the hypervisor gave other machines (steal) is not counted: no thread count gets it back."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu" or len(fields) < 8:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[1:8])
+    return user + nice + system + irq + softirq
+
+
+def _cores_taken() -> float:
+    """Cores' worth of CPU time other processes used since the last call (0 on the first call, or without
+    /proc/stat): everything the machine ran less this process's own CPU time."""
+    ticks = _busy_ticks()
+    if ticks is None:
+        return 0.0
+    now, own = time.monotonic(), sum(os.times()[:2])
+    last = _load_seen[0] if _load_seen else None
+    _load_seen[:] = [(now, ticks, own)]
+    if last is None or now - last[0] <= 0:
+        return 0.0
+    others = (ticks - last[1]) / _CLOCK_TICKS - (own - last[2])
+    return max(0.0, others / (now - last[0]))
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cores() -> int:
+    """Cores the kernels share their work over: those this process may run on, less those other processes kept
+    busy (more than CORE_TAKEN of one) over the last CORES_TTL seconds. Waiting OpenMP threads spin
+    (GOMP_SPINCOUNT), and a thread spinning on a core another program needs makes both slow; one thread fewer
+    leaves that core alone (a kernel run on one thread wakes no other)."""
+    count, when = _cores_seen
+    now = time.monotonic()
+    if now - when < CORES_TTL:
+        return int(count)
+    try:
+        count = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        count = os.cpu_count() or 1
+    count = max(1, count - int(_cores_taken() + 1.0 - CORE_TAKEN))
+    _cores_seen[:] = [count, now]
+    return int(count)
+
+
+_launch_lock = threading.Lock()
+
+
+def threads() -> int:
+    """Threads of the parallel kernels: one per core this process may use (set for the calling thread; Numba's
+    count is per thread, remembered here so that each layer does not ask Numba again)."""
+    n = min(numba.config.NUMBA_NUM_THREADS, cores())
+    if _local.__dict__.get("threads") != n:
+        numba.set_num_threads(n)
+        _local.threads = n
+    return n
+
+
+def launch(kernel: Any, *args: Any) -> None:
+    """Run a parallel kernel with BLAS held to one thread, one launch at a time in the process (Numba's
+    fallback threading layer, used where neither OpenMP nor TBB can be loaded, refuses concurrent ones).
+    Inside :func:`single_threaded_blas` (a network's run) no context manager is entered: a launch's Python
+    work between kernels is a network's cost per layer."""
+    if _held.depth:
+        with _launch_lock:
+            kernel(*args)
+        return
+    with _launch_lock, _blas_single_thread():
+        kernel(*args)
+
+
+
+
+@functools.cache
+def blas_sgemm() -> Any:
+    """``cblas_sgemm`` (64-bit integers) of the BLAS library NumPy uses, as a ctypes function the kernels
+    call without the GIL; None when there is none (the backend then has no fast convolution)."""
+    try:
+        from threadpoolctl import threadpool_info  # noqa: PLC0415
+    except ImportError:
+        return None
+    for info in threadpool_info():
+        if info.get("user_api") != "blas":
+            continue
+        try:
+            lib = ctypes.CDLL(info["filepath"])
+        except OSError:
+            continue
+        for name in ("scipy_cblas_sgemm64_", "cblas_sgemm64_", "cblas_sgemm_64"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                i64, f32, ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
+                fn.restype = None
+                fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, i64, i64, i64, f32, ptr, i64, ptr, i64, f32,
+                               ptr, i64]
+                return fn
+    return None
+
+
+@contextlib.contextmanager
+def _blas_single_thread() -> Iterator[None]:
+    """BLAS limited to one thread (threadpoolctl) while the worker threads run, when it can be; a no-op
+    inside :func:`single_threaded_blas` (already limited)."""
+    global _controller
+    if _held.depth:
+        yield
+        return
+    if _controller is None:
+        try:
+            from threadpoolctl import ThreadpoolController  # noqa: PLC0415
+
+            _controller = ThreadpoolController()
+        except Exception:  # no threadpoolctl: BLAS keeps its threads
+            _controller = False
+    if not _controller:
+        yield
+        return
+    with _controller.limit(limits=1, user_api="blas"):
+        yield
+
+
+class _Held(threading.local):
+    depth = 0
+
+
+_held = _Held()
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """BLAS held to one thread for a whole inference, every product being spread over the cores by the
+    workers instead. Switching OpenBLAS between 1 and 2 threads around each layer, with a multi-threaded
+    product in between, left its helper thread spinning against the workers (2 cores: the resnet18 stem
+    took 4.7-5.4 ms instead of 2.4-2.9)."""
+    with _blas_single_thread():
+        _held.depth += 1
+        try:
+            yield
+        finally:
+            _held.depth -= 1
+
+
+_controller: Any = None
+
+
+def live_contiguous(v: np.ndarray) -> Callable[[], np.ndarray]:
+    """A function giving ``v`` as a C-contiguous array when called: ``v`` itself when it is one, else a copy made
+    then (its memory may have changed since)."""
+    if v.flags.c_contiguous:
+        return lambda: v
+    return lambda: np.ascontiguousarray(v)

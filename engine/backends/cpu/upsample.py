@@ -1,0 +1,95 @@
+"""Upsampling by integer factors (nearest, or bilinear with half-pixel centres), alone or followed by the
+channels of a skip connection (a fused concatenation), written in one pass."""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from engine.backends.cpu import runtime as rt
+
+
+@njit(cache=True, nogil=True)
+def _column_taps(w, wo, fw, bilinear):  # pragma: no cover - compiled
+    """For each output column: the left and right source columns and the right one's weight (nearest: the
+    source column, weight 0). Half-pixel centres, edge columns extended."""
+    x0s = np.empty(wo, np.int64)
+    x1s = np.empty(wo, np.int64)
+    lxs = np.zeros(wo, np.float32)
+    half, zero = np.float32(0.5), np.float32(0)
+    for ow in range(wo):
+        if not bilinear:
+            x0s[ow] = x1s[ow] = min(ow // fw, w - 1)
+            continue
+        fx = max((ow + half) / np.float32(fw) - half, zero)
+        x0 = int(fx)
+        x0s[ow], x1s[ow] = x0, min(x0 + 1, w - 1)
+        lxs[ow] = np.float32(fx - x0)
+    return x0s, x1s, lxs
+
+
+@njit(cache=True, nogil=True)
+def _upsample_rows(x, skip, y, r0, r1, fh, fw, bilinear):  # pragma: no cover - compiled
+    """Rows r0..r1 (counted over all images) of ``y`` (B, Ho, Wo, C0 + C1): the channels of ``x`` (B, H, W, C0)
+    upsampled (nearest, or bilinear with half-pixel centres and edge pixels extended: the CUDA kernel's
+    arithmetic), then those of ``skip`` (B, Ho, Wo, C1; C1 may be 0)."""
+    h, w, c0n = x.shape[1:]
+    ho, wo = y.shape[1], y.shape[2]
+    c1n = skip.shape[3]
+    half, one, zero = np.float32(0.5), np.float32(1), np.float32(0)
+    x0s, x1s, lxs = _column_taps(w, wo, fw, bilinear)
+    for t in range(r0, r1):
+        bi, oh = t // ho, t % ho
+        if bilinear:
+            fy = max((oh + half) / np.float32(fh) - half, zero)
+            y0 = int(fy)
+            y1, ly = min(y0 + 1, h - 1), np.float32(fy - y0)
+        else:
+            y0 = y1 = min(oh // fh, h - 1)
+            ly = zero
+        for ow in range(wo):
+            xa, xb, lx = x0s[ow], x1s[ow], lxs[ow]
+            if bilinear:
+                for c in range(c0n):
+                    top = (one - lx) * x[bi, y0, xa, c] + lx * x[bi, y0, xb, c]
+                    bottom = (one - lx) * x[bi, y1, xa, c] + lx * x[bi, y1, xb, c]
+                    y[bi, oh, ow, c] = (one - ly) * top + ly * bottom
+            else:
+                for c in range(c0n):
+                    y[bi, oh, ow, c] = x[bi, y0, xa, c]
+            if c1n:
+                dst, src = y[bi, oh, ow][c0n:], skip[bi, oh, ow]  # indexed from 0: no wrap-around tests
+                for c in range(c1n):
+                    dst[c] = src[c]
+
+
+def upsample(x: np.ndarray, out: np.ndarray, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> None:
+    """Upsampling by integer factors of the C-contiguous physical array ``x`` into ``out`` (same dtype,
+    float32 or float16), in one pass spread over the cores."""
+    upscale_concat(x, None, out, factor, bilinear, nhwc)
+
+
+def upscale_concat(x: np.ndarray, skip: np.ndarray | None, out: np.ndarray, factor: tuple[int, int], bilinear: bool,
+                   nhwc: bool) -> None:
+    """``out`` = channels of ``x`` upsampled by integer factors, followed by the channels of ``skip`` (None:
+    upsampling alone), written once; C-contiguous physical arrays of one dtype and layout, the skip of the
+    upsampled size (the caller checks)."""
+    if nhwc:
+        parts = [(x, skip if skip is not None else out[:, :, :, :0], out)]
+    else:  # every channel as an image of one channel; the skip channels are one contiguous block per image
+        n, c0, h, w = x.shape
+        ho, wo = out.shape[2:]
+        none = np.empty((c0, ho, wo, 0), out.dtype)
+        parts = [(x[i].reshape(c0, h, w, 1), none, out[i, :c0].reshape(c0, ho, wo, 1)) for i in range(n)]
+        if skip is not None:
+            out[:, c0:] = skip
+    threads = rt.threads()
+    for xs, ss, ys in parts:
+        rt.launch(_upsample, xs, ss, ys, factor[0], factor[1], bilinear, threads)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _upsample(x, skip, y, fh, fw, bilinear, parts):  # pragma: no cover - compiled
+    total = y.shape[0] * y.shape[1]
+    for q in prange(parts):
+        _upsample_rows(x, skip, y, total * q // parts, total * (q + 1) // parts, fh, fw, bilinear)
+
