@@ -30,8 +30,8 @@ def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geom
         kernel = layer.backend.kernel("conv2d_sum")
         if kernel is None or out.dtype != layer.fmt.dtype or (act is not None and act.epilogue is None):
             return None
-        return _launched(kernel(x, w, bv, residual, out, *geometry, groups, epilogue, coefs,
-                                kernel_cache(layer) if cacheable else None))
+        return kernel(x, w, bv, residual, out, *geometry, groups, epilogue, coefs,
+                      kernel_cache(layer) if cacheable else None)
     kernel = layer.backend.kernel("conv2d")
     if kernel is None:
         return None
@@ -44,22 +44,14 @@ def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geom
         return Launched(done.candidate)
     cache = kernel_cache(layer) if cacheable else None
     if act is None or act.epilogue is not None:
-        done = _launched(kernel(x, w, bv, out, *geometry, groups, epilogue, coefs, cache, tf32=layer.tf32))
+        done = kernel(x, w, bv, out, *geometry, groups, epilogue, coefs, cache, tf32=layer.tf32)
         if done is not None:
             return done
-    if act is not None and (done := _launched(kernel(x, w, bv, out, *geometry, groups, None, {}, cache,
-                                                     tf32=layer.tf32))) is not None:
+    if act is not None and (done := kernel(x, w, bv, out, *geometry, groups, None, {}, cache,
+                                           tf32=layer.tf32)) is not None:
         act.impl.apply_inplace(layer.xp, out, act.coefs)  # no fused epilogue for it: one more pass
         return Launched(done.candidate)
     return None
-
-
-def _launched(done: Any) -> Launched | None:
-    """A kernel's result as :class:`Launched` or None. Kernels return one of those; a kernel that still answers
-    with a bool (or its prepared call) is read by its truth."""
-    if done is None or isinstance(done, Launched):
-        return done
-    return Launched("conv2d", done if callable(done) else None) if done else None
 
 
 def physical_weight(layer: Layer, w: Any, cacheable: bool, shape: tuple[int, ...] | None = None) -> Any:

@@ -138,8 +138,8 @@ class Pooling(Layer):
 
     def _offer_replay(self, done: Any) -> None:
         """The kernel's prepared call (``Launched.replay``: the CPU's) is the whole forward where no activation pass
-        follows it (a kernel that answers with a bool has none)."""
-        self.offer_replay(getattr(done, "replay", None) if self.activation is None else None)
+        follows it."""
+        self.offer_replay(done.replay if done is not None and self.activation is None else None)
 
     onnx_support = "yes"
     torch_support = "yes"
