@@ -10,20 +10,19 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.cli_common import PNG_COMPRESSION_HELP, png_level, seed_value
+from app.cli.common import PNG_COMPRESSION_HELP, CliError, png_level, seed_value
 from engine.batch.stages import SAVE_AS
 from engine.io import PNG_LEVEL
 
+DESCRIPTION = ("Run a network over every image, video and .npy file of a dataset and write the outputs under the "
+               "output folder with the same relative names. Inputs of the same size run in batches; nothing is "
+               "resized. A manifest in the output folder records every finished output, so running the same command "
+               "again resumes an interrupted run. Exit status 1 when some inputs failed (the summary lists them with "
+               "their reasons).")
 
-def add_batch_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    """Add the ``batch`` subcommand to the ``layerlab`` subparsers."""
-    b = sub.add_parser(
-        "batch", parents=parents, help="run a network over a dataset (resumable; local or on a Ray cluster)",
-        description="Run a network over every image, video and .npy file of a dataset and write the outputs "
-                    "under the output folder with the same relative names. Inputs of the same size run in "
-                    "batches; nothing is resized. A manifest in the output folder records every finished output, "
-                    "so running the same command again resumes an interrupted run. Exit status 1 when some "
-                    "inputs failed (the summary lists them with their reasons).")
+
+def add_arguments(b: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    """The model, the dataset, the output folder, the run's settings and the engine (local or Ray)."""
     b.add_argument("model", help="model file (.lnet)")
     b.add_argument("--inputs", nargs="+", action="extend", required=True, metavar="DIR|GLOB|LIST.txt",
                    help="folders (searched recursively), glob patterns (quote them), .txt lists of paths, or files")
@@ -53,7 +52,6 @@ def add_batch_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpar
                    help="start again: forget the manifest and rewrite every output")
     b.add_argument("--summary", metavar="PATH", help="also write the JSON summary here "
                                                     "(it is always written as DIR/layerlab-summary.json)")
-    return b
 
 
 class _Bar:
@@ -92,9 +90,8 @@ class _Bar:
             self._line(self.latest)
 
 
-def cmd_batch(args: argparse.Namespace, out: TextIO) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run the batch; print where the outputs and the summary are; exit status 1 when inputs failed."""
-    from app.cli_common import CliError
     from engine.batch import BatchJob, BatchOptions, NetworkSpec, run_job
     from engine.batch.manifest import write_json_atomic
     from engine.importers import is_importable
