@@ -10,9 +10,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.cli.common import PNG_COMPRESSION_HELP, CliError, png_level, seed_value
+from app.cli.common import CliError, add_png_compression_option, seed_value
 from engine.batch.stages import SAVE_AS
-from engine.io import PNG_LEVEL
 
 DESCRIPTION = ("Run a network over every image, video and .npy file of a dataset and write the outputs under the "
                "output folder with the same relative names. Inputs of the same size run in batches; nothing is "
@@ -39,7 +38,7 @@ def add_arguments(b: argparse.ArgumentParser, common: argparse.ArgumentParser) -
     b.add_argument("--seed", type=seed_value, default=0, help="seed of random weights (default 0)")
     b.add_argument("--fusing-rules", default="on", metavar="on|off|FILE", help="fusing rules, as for infer")
     b.add_argument("--input-layout", choices=("nchw", "nhwc"), default="nchw", help="layout of .npy inputs")
-    b.add_argument("--png-compression", type=png_level, default=PNG_LEVEL, metavar="0-9", help=PNG_COMPRESSION_HELP)
+    add_png_compression_option(b)
     b.add_argument("--workers", type=int, default=1, metavar="N",
                    help="networks run side by side: on the CPU N worker processes (local) or N actors (ray); "
                         "with cupy N worker processes, one per GPU (local; default: two networks on the current GPU) "

@@ -71,7 +71,7 @@ def at_least(minimum: int) -> Callable[[str], int]:
 #: the argparse type of ``--seed``
 seed_value = at_least(0)
 
-#: the help of ``--png-compression`` (``infer`` and ``batch``)
+#: the help of ``--png-compression``
 PNG_COMPRESSION_HELP = ("zlib level of PNG outputs, 0-9 (default 1: fast, OpenCV's own setting; 0: stored, the "
                         "fastest to write and the largest files; 2-9: smaller files, several times slower)")
 
@@ -85,6 +85,14 @@ def png_level(text: str) -> int:
         return check_png_level(at_least(0)(text))
     except InputError:
         raise argparse.ArgumentTypeError(f"must be from 0 to 9, got {text[:40]}") from None
+
+
+def add_png_compression_option(parser: argparse.ArgumentParser) -> None:
+    """``--png-compression 0-9``: the zlib level of PNG outputs (``infer``, ``profile``, ``batch``)."""
+    from engine.io import PNG_LEVEL  # noqa: PLC0415
+
+    parser.add_argument("--png-compression", type=png_level, default=PNG_LEVEL, metavar="0-9",
+                        help=PNG_COMPRESSION_HELP)
 
 
 def open_registry(args: argparse.Namespace) -> Registry:

@@ -7,9 +7,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from app.cli.common import PNG_COMPRESSION_HELP, CliError, add_run_options, png_level
+from app.cli.common import CliError, add_png_compression_option, add_run_options
 from app.cli.running import is_video_path, open_run, planned_outputs
-from engine.io import PNG_LEVEL
 
 DESCRIPTION = "Run a network, print the average time per iteration and write outputs."
 
@@ -17,8 +16,7 @@ DESCRIPTION = "Run a network, print the average time per iteration and write out
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     """The run flags and ``--png-compression``."""
     add_run_options(parser)
-    parser.add_argument("--png-compression", type=png_level, default=PNG_LEVEL, metavar="0-9",
-                        help=PNG_COMPRESSION_HELP)
+    add_png_compression_option(parser)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:

@@ -6,9 +6,8 @@ import argparse
 import sys
 from typing import TextIO
 
-from app.cli.common import PNG_COMPRESSION_HELP, CliError, add_run_options, png_level, progress_printer
+from app.cli.common import CliError, add_png_compression_option, add_run_options, progress_printer
 from app.cli.running import open_run, planned_outputs
-from engine.io import PNG_LEVEL
 
 DESCRIPTION = "Profile every layer; write a JSON and an HTML report and print the layer table."
 
@@ -18,8 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     add_run_options(parser)
     parser.add_argument("--report", "-r", metavar="PATH",
                         help="report path (PATH.json and PATH.html; default MODELNAME_report)")
-    parser.add_argument("--png-compression", type=png_level, default=PNG_LEVEL, metavar="0-9",
-                        help=PNG_COMPRESSION_HELP)
+    add_png_compression_option(parser)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
