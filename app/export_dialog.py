@@ -2,7 +2,7 @@
 the result dialog (success or each error and warning, with a Details section holding the equivalent
 command line), and ``add_export_menu`` which adds the File > Export submenu to a main window.
 
-The dialog only collects an ``app.cli_export.ExportRequest``; the export itself is the same code the
+The dialog only collects an ``app.services.export.ExportRequest``; the export itself is the same code the
 ``layerlab export`` command runs (``run_export``), in a background thread on a copy of the model, so the
 designer stays responsive (an export builds the network and its weights, which can take seconds)."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.cli_export import DEFAULT_FUSING, KINDS, TITLES, ExportRequest, run_export
+from app.services.export import DEFAULT_FUSING, KINDS, TITLES, ExportRequest, run_export
 from engine.errors import LayerLabError
 from engine.model import Model
 from engine.registry import Registry

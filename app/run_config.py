@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.cli_common import command_line as spec_command_line
+from app.services.commandline import command_line as spec_command_line
 from engine.backends import BACKENDS
 from engine.errors import LayerLabError
 from engine.model import Model

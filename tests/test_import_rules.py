@@ -84,16 +84,16 @@ def _type_checking_only(node: ast.AST) -> bool:
                                          or getattr(test, "attr", None) == "TYPE_CHECKING")
 
 
-def runtime_imports(path: Path, module: str) -> list[tuple[int, str]]:
+def runtime_imports(path: Path, module: str, type_checking: bool = False) -> list[tuple[int, str]]:
     """(line, module) of every import ``module`` (the file ``path``) can execute: at the top, in functions (lazy
-    imports count: they still close a circle) and through importlib; not those under ``if TYPE_CHECKING:``.
-    Relative imports are resolved; ``from package import name`` gives ``package.name``."""
+    imports count: they still close a circle) and through importlib; those under ``if TYPE_CHECKING:`` only with
+    ``type_checking``. Relative imports are resolved; ``from package import name`` gives ``package.name``."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: list[tuple[int, str]] = []
 
     def visit(node: ast.AST) -> None:
-        if _type_checking_only(node):
+        if _type_checking_only(node) and not type_checking:
             for child in getattr(node, "orelse", []):
                 visit(child)
             return
@@ -186,6 +186,30 @@ def canvas_importing_app(root: Path) -> list[str]:
     return bad
 
 
+def _is_cli(module: str) -> bool:
+    return module == "app.cli" or module.startswith("app.cli.")
+
+
+def designer_importing_cli(root: Path) -> list[str]:
+    """Imports of the command line (``app.cli``) from the designer (app/ outside app/cli/ and the ``python -m app``
+    entry point, and canvas/), lazy and ``TYPE_CHECKING`` ones included: both sides share ``app.services`` instead."""
+    bad = []
+    for module, path in module_names(root, ("app", "canvas")).items():
+        if _is_cli(module) or module == "app.__main__":
+            continue
+        bad += [f"{path.relative_to(root)}:{line} imports {name}"
+                for line, name in runtime_imports(path, module, type_checking=True) if _is_cli(name)]
+    return bad
+
+
+def test_cli_and_services_import_no_qt():
+    assert violations("app/cli", QT) + violations("app/services", QT) == []
+
+
+def test_designer_imports_no_cli():
+    assert designer_importing_cli(ROOT) == []
+
+
 def test_no_import_circle_in_app_canvas_engine_or_plugins():
     assert import_circles(import_graph(ROOT)) == []
 
@@ -231,3 +255,17 @@ def test_planted_cupy_import_and_canvas_app_import_are_found(tmp_path):
     assert cupy_outside_backends(root) == ["engine/network.py:2 imports cupy",
                                            "plugins/standard/pooling.py:1 imports cupyx"]
     assert canvas_importing_app(root) == ["canvas/graph.py:2 imports app.params"]
+
+
+def test_planted_designer_imports_of_the_cli_are_found(tmp_path):
+    root = _plant(tmp_path, {
+        "app/__init__.py": "", "app/__main__.py": "from app.cli import main\n",
+        "app/cli/__init__.py": "from app.cli.export import run\n", "app/cli/export.py": "from app.services import x\n",
+        "app/services/export.py": "import shlex\n", "app/cli_like.py": "import app.client\n",
+        "app/export_dialog.py": "def start():\n    from app.cli.export import run_export\n",
+        "app/run_config.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from app import cli\n",
+        "canvas/__init__.py": "", "canvas/menu.py": "import app.cli.commands\n",
+    })
+    assert designer_importing_cli(root) == ["app/export_dialog.py:2 imports app.cli.export.run_export",
+                                            "app/run_config.py:3 imports app.cli",
+                                            "canvas/menu.py:1 imports app.cli.commands"]

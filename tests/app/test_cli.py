@@ -73,6 +73,20 @@ def test_check_and_layers(tmp_path, capsys):
     assert "leaky_relu" in out
 
 
+def test_every_command_module_is_a_row_of_the_command_table_and_has_its_help(capsys):
+    import app.cli
+    from app.cli import COMMANDS
+
+    folder = Path(app.cli.__file__).parent
+    modules = {p.stem for p in folder.glob("*.py") if "\ndef run(" in p.read_text(encoding="utf-8")}
+    assert modules == {c.run.__module__.rpartition(".")[2] for c in COMMANDS}
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    listed = capsys.readouterr().out
+    assert all(f"    {c.name} " in listed and c.help.split()[0] in listed for c in COMMANDS)
+
+
 @pytest.mark.parametrize("args,message", [
     (["infer", "missing.lnet"], "missing.lnet: no such file"),
     (["infer", MODEL, "-n", "0"], "argument --iterations/-n: must be at least 1, got 0"),

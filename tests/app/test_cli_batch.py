@@ -172,7 +172,7 @@ def test_killed_at_random_points_then_resumed_loses_and_duplicates_nothing(tmp_p
 
 
 def test_progress_is_a_bar_on_a_terminal_and_plain_lines_otherwise(tmp_path, data, capsys):
-    from app.cli_batch import _Bar
+    from app.cli.batch import _Bar
     from engine.batch import Progress
 
     class Terminal(io.StringIO):

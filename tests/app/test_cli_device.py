@@ -14,7 +14,8 @@ import pytest
 
 from app import run_config
 from app.cli import build_parser, main
-from app.cli_common import command_line, spec_from_args
+from app.cli.common import spec_from_args
+from app.services.commandline import command_line
 from engine.backends import cupy_usable, get_backend
 from engine.errors import BackendError
 from engine.export import ProjectOptions, export_project

@@ -1,4 +1,4 @@
-"""`layerlab drift`: the subcommand built from app/cli_drift.py, run end to end on model files."""
+"""`layerlab drift`: the subcommand built from app/cli/drift.py, run end to end on model files."""
 from __future__ import annotations
 
 import argparse
@@ -8,20 +8,15 @@ import json
 import numpy as np
 import pytest
 
-from app.cli import CliError, _Parser
-from app.cli_drift import add_drift_parser, cmd_drift
+from app.cli import CliError, build_parser
+from app.cli.drift import run as cmd_drift
 from engine.model import Model
 from engine.modelfile import save
 from resources import SAMPLES
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--plugins", action="append")
-    p = _Parser(prog="layerlab")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser)
-    add_drift_parser(sub, [common])
-    return p.parse_args(["drift", *argv])
+    return build_parser().parse_args(["drift", *argv])
 
 
 def drift(argv: list[str]) -> tuple[int, str]:

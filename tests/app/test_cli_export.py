@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from app.cli import main
-from app.cli_export import ExportRequest
+from app.services.export import ExportRequest
 from engine.modelfile import load
 from engine.network import Network
 from engine.plugins import default_registry

@@ -6,7 +6,7 @@ import json
 import numpy as np
 
 from app.cli import main
-from app.cli_common import command_line
+from app.services.commandline import command_line
 from engine.model import Model
 from engine.modelfile import save
 from engine.run import RunSpec

@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 
 from app.cli import main
-from app.cli_common import verbosity
+from app.cli.common import verbosity
 from engine.model import Model
 from engine.modelfile import save
 

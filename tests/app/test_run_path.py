@@ -14,7 +14,8 @@ import pytest
 from app import run_config
 from app.cli import build_parser
 from app.cli import main as cli_main
-from app.cli_common import command_line, spec_from_args
+from app.cli.common import spec_from_args
+from app.services.commandline import command_line
 from engine import modelfile
 from engine.model import Model
 from engine.network import Network

@@ -7,11 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from app.cli.common import CliError, open_registry
 
-def add_import_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("import", parents=parents, help="import an ONNX model as a .lnet model and its weights",
-                       description="Import an ONNX model: writes MODEL.lnet and its weights as one .safetensors file "
-                                   "next to it (referenced by the model's weights setting).")
+DESCRIPTION = ("Import an ONNX model: writes MODEL.lnet and its weights as one .safetensors file next to it "
+               "(referenced by the model's weights setting).")
+
+
+def add_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    """The ONNX file, the model and weights files to write, input sizes and the import's options."""
     p.add_argument("model", help="ONNX file to import")
     p.add_argument("--output", "-o", metavar="MODEL.lnet", help="model file to write (default: the ONNX file's name "
                                                                  "with .lnet)")
@@ -41,9 +44,8 @@ def _progress(out: TextIO) -> Any:
     return show
 
 
-def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run ``layerlab import``: import, write the model and weights atomically, print the summary."""
-    from app.cli_common import CliError, open_registry
     from engine.importers.onnx import import_onnx, parse_input_shape
 
     src = Path(args.model)

@@ -10,20 +10,18 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.cli_common import PNG_COMPRESSION_HELP, png_level, seed_value
+from app.cli.common import CliError, add_png_compression_option, seed_value
 from engine.batch.stages import SAVE_AS
-from engine.io import PNG_LEVEL
+
+DESCRIPTION = ("Run a network over every image, video and .npy file of a dataset and write the outputs under the "
+               "output folder with the same relative names. Inputs of the same size run in batches; nothing is "
+               "resized. A manifest in the output folder records every finished output, so running the same command "
+               "again resumes an interrupted run. Exit status 1 when some inputs failed (the summary lists them with "
+               "their reasons).")
 
 
-def add_batch_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    """Add the ``batch`` subcommand to the ``layerlab`` subparsers."""
-    b = sub.add_parser(
-        "batch", parents=parents, help="run a network over a dataset (resumable; local or on a Ray cluster)",
-        description="Run a network over every image, video and .npy file of a dataset and write the outputs "
-                    "under the output folder with the same relative names. Inputs of the same size run in "
-                    "batches; nothing is resized. A manifest in the output folder records every finished output, "
-                    "so running the same command again resumes an interrupted run. Exit status 1 when some "
-                    "inputs failed (the summary lists them with their reasons).")
+def add_arguments(b: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    """The model, the dataset, the output folder, the run's settings and the engine (local or Ray)."""
     b.add_argument("model", help="model file (.lnet)")
     b.add_argument("--inputs", nargs="+", action="extend", required=True, metavar="DIR|GLOB|LIST.txt",
                    help="folders (searched recursively), glob patterns (quote them), .txt lists of paths, or files")
@@ -40,7 +38,7 @@ def add_batch_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpar
     b.add_argument("--seed", type=seed_value, default=0, help="seed of random weights (default 0)")
     b.add_argument("--fusing-rules", default="on", metavar="on|off|FILE", help="fusing rules, as for infer")
     b.add_argument("--input-layout", choices=("nchw", "nhwc"), default="nchw", help="layout of .npy inputs")
-    b.add_argument("--png-compression", type=png_level, default=PNG_LEVEL, metavar="0-9", help=PNG_COMPRESSION_HELP)
+    add_png_compression_option(b)
     b.add_argument("--workers", type=int, default=1, metavar="N",
                    help="networks run side by side: on the CPU N worker processes (local) or N actors (ray); "
                         "with cupy N worker processes, one per GPU (local; default: two networks on the current GPU) "
@@ -53,7 +51,6 @@ def add_batch_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpar
                    help="start again: forget the manifest and rewrite every output")
     b.add_argument("--summary", metavar="PATH", help="also write the JSON summary here "
                                                     "(it is always written as DIR/layerlab-summary.json)")
-    return b
 
 
 class _Bar:
@@ -92,9 +89,8 @@ class _Bar:
             self._line(self.latest)
 
 
-def cmd_batch(args: argparse.Namespace, out: TextIO) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run the batch; print where the outputs and the summary are; exit status 1 when inputs failed."""
-    from app.cli_common import CliError
     from engine.batch import BatchJob, BatchOptions, NetworkSpec, run_job
     from engine.batch.manifest import write_json_atomic
     from engine.importers import is_importable

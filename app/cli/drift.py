@@ -8,17 +8,25 @@ import json
 import math
 from typing import Any, TextIO
 
-from app.cli_common import add_layer_format_option, seed_value
+from app.cli.common import (
+    CliError,
+    add_layer_format_option,
+    layer_formats_of,
+    load_model,
+    open_registry,
+    progress_printer,
+    seed_value,
+)
+from app.cli.trust import require_custom_consent
+
+DESCRIPTION = ("Run the same inputs and weights twice, as a reference (default fp32 on NumPy) and a candidate "
+               "(default fp16), compare every layer's output (relative L2 error) and name the first layer over the "
+               "threshold. Exit status 1 when some layer is over it. Fusing rules are off so that every layer of the "
+               "model is compared.")
 
 
-def add_drift_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    """Add the ``drift`` subcommand to the ``layerlab`` subparsers."""
-    d = sub.add_parser(
-        "drift", parents=parents, help="find the first layer whose output drifts in fp16 (or on another backend)",
-        description="Run the same inputs and weights twice, as a reference (default fp32 on NumPy) and a candidate "
-                    "(default fp16), compare every layer's output (relative L2 error) and name the first layer "
-                    "over the threshold. Exit status 1 when some layer is over it. Fusing rules are off so that "
-                    "every layer of the model is compared.")
+def add_arguments(d: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    """Inputs, weights, the reference and candidate runs, the threshold, and ``--fix`` with its flags."""
     d.add_argument("model", help="model file (.lnet)")
     d.add_argument("--input", "-i", action="append", metavar="[NAME=]PATH",
                    help="input file for input layer NAME: image, .npy, or a video (its first frame)")
@@ -43,13 +51,10 @@ def add_drift_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argpar
     d.add_argument("--iterations", "-n", type=int, default=10, help="with --fix: timed iterations (default 10)")
     d.add_argument("--backend", "-b", default=None, choices=("auto", "numpy", "cupy"),
                    help="with --fix: backend of the timings (default: the candidate's)")
-    return d
 
 
-def cmd_drift(args: argparse.Namespace, out: TextIO) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
     """Print the per-layer drift table; exit status 1 when a layer exceeds the threshold."""
-    from app.cli_common import CliError, layer_formats_of, load_model, open_registry
-    from app.cli_custom import require_custom_consent
     from engine.analysis import Variant, compare_precision
     from engine.atomic import atomic_write_text, check_output_file
     from engine.run import RunSpec, open_network, open_weights, parse_named, read_inputs, with_model_weights
@@ -100,7 +105,6 @@ def _fix(args: argparse.Namespace, out: TextIO, model: Any, reg: Any, inputs: di
     """``drift --fix``: the search, its timings, and with ``--write`` the pins stored in the model file."""
     from dataclasses import replace
 
-    from app.cli_common import CliError, progress_printer
     from engine.atomic import atomic_write_text
     from engine.errors import LayerLabError
     from engine.modelfile import save

@@ -1,5 +1,6 @@
-"""`layerlab export onnx|torch|project|preprocessed MODEL -o PATH [options]`, and the export request the
-designer's export dialog shares with it (same options, same code path, same command line). Imports no Qt.
+"""An export request and the one function that does it: the designer's export dialog and ``layerlab export``
+(``app.cli.export``) both describe an export as an ``ExportRequest`` and run it with ``run_export``, so they share
+options, code path and command line. Imports no Qt. The command line of a request:
 
     layerlab export onnx MODEL -o OUT.onnx [--placeholders] [--fp16 [--fp32-compute]] [--explicit-sizes]
     layerlab export torch MODEL -o OUT_DIR [--stubs]                     (alias: pytorch)
@@ -11,12 +12,9 @@ Every exporter also takes --weights DIR (default: the seeded random weights of -
 --fusing-rules on|off|FILE (default on; off for torch, whose module then mirrors the design)."""
 from __future__ import annotations
 
-import argparse
 import shlex
 from dataclasses import dataclass
-from typing import Any, TextIO
-
-from app.cli_common import seed_value
+from typing import Any
 
 KINDS = ("onnx", "torch", "project", "preprocessed")
 TITLES = {"onnx": "ONNX Model", "torch": "PyTorch Module", "project": "Standalone Project",
@@ -120,89 +118,3 @@ def run_export(request: ExportRequest, model: Any, registry: Any) -> Any:
     fmt = TensorFormat.parse(request.format_text)
     return export_preprocessed(model, registry, request.output, fmt, fusing, weights, request.seed,
                                request.write_weights)
-
-
-def add_export_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    """Add ``export`` (with its four exporters) to the ``layerlab`` subparsers; ``parents`` (the common
-    flags) go to each exporter's parser."""
-    e = sub.add_parser("export", help="export to ONNX, PyTorch, a standalone project or the preprocessed model",
-                       description="Export a model file: an ONNX model, a PyTorch module, a standalone Python project "
-                                   "running on the LayerLab engine, or the preprocessed model (templates expanded, "
-                                   "fusing rules applied).")
-    kinds = e.add_subparsers(dest="exporter", metavar="{onnx,torch,project,preprocessed}", parser_class=type(e))
-    kinds.required = True
-
-    def common(name: str, help_text: str, output: str, aliases: tuple[str, ...] = ()) -> argparse.ArgumentParser:
-        p = kinds.add_parser(name, parents=parents, help=help_text, description=help_text, aliases=list(aliases))
-        p.set_defaults(exporter=name)
-        p.add_argument("model", help="model file (.lnet)")
-        p.add_argument("--output", "-o", required=True, metavar="PATH", help=output)
-        p.add_argument("--weights", "-w", metavar="PATH", help="weights folder (NAME_WEIGHT.npy files) or .safetensors file")
-        p.add_argument("--seed", type=seed_value, default=0, help="seed of the random weights used without --weights (default 0)")
-        p.add_argument("--fusing-rules", default=None, metavar="on|off|FILE",
-                       help=f"fusing rules applied before export (default {DEFAULT_FUSING[name]})")
-        return p
-
-    o = common("onnx", "Write an ONNX model (opset 17) with the weights as initializers.", "ONNX file to write")
-    o.add_argument("--placeholders", action="store_true",
-                   help="write layers without an ONNX equivalent as layerlab.placeholders nodes (else: fail listing them)")
-    o.add_argument("--fp16", action="store_true",
-                   help="compute in fp16 as the engine does: FLOAT16 tensors and weights, layers pinned to fp32 in "
-                        "FLOAT between explicit Cast nodes")
-    o.add_argument("--fp32-compute", action="store_true",
-                   help="with --fp16: FLOAT16 inputs, outputs and weights, but compute in float32 (for runtimes "
-                        "without float16 kernels)")
-    o.add_argument("--explicit-sizes", action="store_true",
-                   help="write tensor sizes (else N, H and W are dimension names: resolution-independent)")
-    t = common("torch", "Write a PyTorch module (one nn.Module class) and its weights (.npz).",
-               "folder to write NAME.py and NAME_weights.npz into", aliases=("pytorch",))
-    t.add_argument("--stubs", action="store_true",
-                   help="write stub classes with a TODO for layers without a PyTorch equivalent (else: fail listing them)")
-    p = common("project", "Write a standalone Python project that builds and runs the network on the LayerLab engine.",
-               "project folder")
-    p.add_argument("--builder", required=True, metavar="NAME", help="name of the network builder function")
-    p.add_argument("--package", metavar="NAME", help="package name (default: the network name)")
-    p.add_argument("--no-sample", action="store_true", help="no command-line sample (__main__.py)")
-    p.add_argument("--no-pyproject", action="store_true", help="no pyproject.toml")
-    p.add_argument("--format", "-f", nargs="+", default=["auto"], metavar="TOKEN",
-                   help="the builder's default tensor format (default auto: fp16 nhwc on cupy, fp32 nhwc on numpy)")
-    r = common("preprocessed", "Write the model after the preprocessor (.lnet: template instances expanded into their "
-                               "layers, fusing rules applied) and its weights folder.",
-               "model file to write (.lnet)")
-    r.add_argument("--format", "-f", nargs="+", default=["fp32", "nchw"], metavar="TOKEN",
-                   help="tensor format the fusing rules are applied for (default fp32 nchw)")
-    r.add_argument("--no-weights", action="store_true", help="do not write the weights folder")
-    return e
-
-
-def request_from_args(args: argparse.Namespace) -> ExportRequest:
-    kind = "torch" if args.exporter == "pytorch" else args.exporter
-    req = ExportRequest(kind, args.output, args.weights, args.seed, args.fusing_rules)
-    if kind == "onnx":
-        req.placeholders, req.fp16, req.explicit_sizes = args.placeholders, args.fp16, args.explicit_sizes
-        req.fp32_compute = args.fp32_compute
-    elif kind == "torch":
-        req.stubs = args.stubs
-    elif kind == "project":
-        req.builder, req.package = args.builder, args.package
-        req.sample, req.pyproject = not args.no_sample, not args.no_pyproject
-        req.tensor_format = " ".join(args.format)
-    else:
-        req.tensor_format, req.write_weights = " ".join(args.format), not args.no_weights
-    return req
-
-
-def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
-    """Run ``layerlab export ...``: print what was written and any warning."""
-    import sys
-
-    from app.cli_common import load_model, open_registry
-
-    request = request_from_args(args)
-    registry = open_registry(args)
-    model = load_model(args.model, registry)
-    result = run_export(request, model, registry)
-    for w in result.warnings:
-        print(f"layerlab: warning: {w}", file=sys.stderr)
-    print(result.summary, file=out)
-    return 0

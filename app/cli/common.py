@@ -1,12 +1,10 @@
-"""What the ``layerlab`` commands share (``app.cli``, ``app.cli_drift``, ``app.cli_export``) and what the designer
-shares with them (``app.run_config``): the user-error type, loading plugins and models with their warnings, the
-run flags and the ``RunSpec`` they make, and the command line that reproduces a run. Imports no Qt and no other
-``app`` module."""
+"""What the ``layerlab`` commands share: the user-error type and the parser that raises it, the log flags,
+loading plugins and models with their warnings, and the run flags and the ``RunSpec`` they make. Imports no Qt and
+no other ``app`` module (the designer shares ``app.services`` with the command line, never this)."""
 from __future__ import annotations
 
 import argparse
 import logging
-import shlex
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
@@ -47,6 +45,14 @@ class CliError(Exception):
     """A user error found by the command line itself (bad flag value, missing file)."""
 
 
+class Parser(argparse.ArgumentParser):
+    """The parser of ``layerlab`` and its commands: a bad argument is one line and exit status 2 (a CliError),
+    not a usage dump."""
+
+    def error(self, message: str) -> None:
+        raise CliError(f"{message} (see '{self.prog} --help')")
+
+
 def at_least(minimum: int) -> Callable[[str], int]:
     """An argparse type: a whole number of at least ``minimum`` (argparse names the flag in its error)."""
 
@@ -65,7 +71,7 @@ def at_least(minimum: int) -> Callable[[str], int]:
 #: the argparse type of ``--seed``
 seed_value = at_least(0)
 
-#: the help of ``--png-compression`` (``infer`` and ``batch``)
+#: the help of ``--png-compression``
 PNG_COMPRESSION_HELP = ("zlib level of PNG outputs, 0-9 (default 1: fast, OpenCV's own setting; 0: stored, the "
                         "fastest to write and the largest files; 2-9: smaller files, several times slower)")
 
@@ -79,6 +85,14 @@ def png_level(text: str) -> int:
         return check_png_level(at_least(0)(text))
     except InputError:
         raise argparse.ArgumentTypeError(f"must be from 0 to 9, got {text[:40]}") from None
+
+
+def add_png_compression_option(parser: argparse.ArgumentParser) -> None:
+    """``--png-compression 0-9``: the zlib level of PNG outputs (``infer``, ``profile``, ``batch``)."""
+    from engine.io import PNG_LEVEL  # noqa: PLC0415
+
+    parser.add_argument("--png-compression", type=png_level, default=PNG_LEVEL, metavar="0-9",
+                        help=PNG_COMPRESSION_HELP)
 
 
 def open_registry(args: argparse.Namespace) -> Registry:
@@ -152,35 +166,6 @@ def spec_from_args(args: argparse.Namespace, profiling: bool) -> RunSpec:
                    profiling=profiling, plugins=tuple(getattr(args, "plugins", None) or ()),
                    tf32=bool(getattr(args, "tf32", False)), device=getattr(args, "device", None),
                    layer_formats=layer_formats_of(args)).check()
-
-
-def command_line(spec: RunSpec, model_file: str, report: str | None = None) -> str:
-    """The ``layerlab profile ...`` command (``layerlab infer ...`` when profiling is off, which times whole
-    iterations and writes no report) that runs ``model_file`` as ``spec`` says, quoted for a POSIX shell."""
-    from engine.run import AUTO, normalize_format  # noqa: PLC0415
-
-    parts = ["layerlab", "profile" if spec.profiling else "infer", model_file]
-    for name, path in spec.inputs:
-        parts += ["--input", f"{name}={path}" if name else path]
-    if spec.format != AUTO:
-        parts += ["--format", *normalize_format(spec.format).split()]
-    parts += ["--iterations", str(spec.iterations), "--warmup", str(spec.warmup), "--backend", spec.backend,
-              "--seed", str(spec.seed), "--fusing-rules", spec.fusing]
-    if spec.weights:
-        parts += ["--weights", spec.weights]
-    if report and spec.profiling:
-        parts += ["--report", report]
-    if spec.input_layout != "nchw":
-        parts += ["--input-layout", spec.input_layout]
-    if spec.tf32:
-        parts += ["--tf32"]
-    if spec.device is not None:
-        parts += ["--device", str(spec.device)]
-    for folder in spec.plugins:
-        parts += ["--plugins", folder]
-    for name, fmt in spec.layer_formats:
-        parts += ["--layer-format", f"{name}={fmt.replace(' ', ',') or 'default'}"]
-    return " ".join(shlex.quote(p) for p in parts)
 
 
 def progress_printer(out: TextIO) -> Callable[[int, int], None]:
