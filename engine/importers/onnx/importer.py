@@ -3,7 +3,7 @@
 Steps: read and check the file, fix the input sizes, clean the graph up with onnxslim, then walk the
 nodes in order: patterns first (``patterns.py``), else the operator's mapping (``mapping.OPS``). A node
 that cannot be mapped is refused with its reason; without placeholders the import then fails listing
-every refused node, with them each becomes a ``placeholder`` layer. Layers are laid out by grandalf."""
+every refused node, with them each becomes a ``placeholder`` layer. Layers are laid out by engine.layout."""
 from __future__ import annotations
 
 import json
