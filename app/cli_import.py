@@ -22,6 +22,8 @@ def add_import_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--weights-file", metavar="PATH", help="weights file to write (default: MODEL.safetensors next "
                                                           "to the model)")
     p.add_argument("--no-clean", action="store_true", help="skip the graph clean-up (onnxslim) before mapping")
+    p.add_argument("--max-nodes", type=int, metavar="N", default=None,
+                   help="refuse models of more than N ONNX nodes before any work (default 100,000)")
 
 
 def _progress(out: TextIO) -> Any:
@@ -60,7 +62,8 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     shapes = dict(parse_input_shape(t) for t in args.input_shape)
     reg = open_registry(args)
     result = import_onnx(src, input_shapes=shapes, placeholders=args.placeholders, progress=_progress(sys.stderr),
-                         registry=reg, clean=not args.no_clean)
+                         registry=reg, clean=not args.no_clean,
+                         **({"max_nodes": args.max_nodes} if args.max_nodes is not None else {}))
     for n in result.notices:
         print(f"layerlab: notice: {n}", file=sys.stderr)
     for r in result.refused:
