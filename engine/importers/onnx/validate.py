@@ -62,9 +62,19 @@ def check_tensor(t: Any, what: str, where: str) -> None:
         raise MalformedModel(f"{where}: {what} claims {shape} = {count:,} values but holds {held:,}")
 
 
+def _check_text(node: Any, index: int, where: str) -> None:
+    """Names and types that are text (protobuf hands over strings that are not valid UTF-8 as bytes)."""
+    for what, value in (("operator", node.op_type), ("domain", node.domain), ("name", node.name),
+                        *(("input", t) for t in node.input), *(("output", t) for t in node.output),
+                        *(("attribute name", a.name) for a in node.attribute)):
+        if not isinstance(value, str):
+            raise MalformedModel(f"{where}: node #{index} has an {what} that is not valid UTF-8 text ({value[:40]!r})")
+
+
 def _check_node(node: Any, index: int, opset: int, where: str) -> None:
     import onnx  # noqa: PLC0415
 
+    _check_text(node, index, where)
     label = f"{node.op_type} node {node.name or f'#{index}'!r}"
     for a in node.attribute:
         if a.type == onnx.AttributeProto.TENSOR:
@@ -76,7 +86,7 @@ def _check_node(node: Any, index: int, opset: int, where: str) -> None:
                              "value")
     try:
         schema = onnx.defs.get_schema(node.op_type, opset, "")
-    except onnx.defs.SchemaError:
+    except (onnx.defs.SchemaError, TypeError):
         return  # not an ONNX operator (of this opset): the mapping refuses it by name
     seen = set()
     for a in node.attribute:
@@ -118,6 +128,10 @@ def validate(proto: Any, opset: int, where: str, max_nodes: int = MAX_NODES) -> 
     producer: dict[str, str] = {}
     for i in graph.input:
         producer[i.name] = f"graph input {i.name!r}"
+    for t in [*graph.input, *graph.output, *graph.initializer]:
+        if not isinstance(t.name, str):
+            raise MalformedModel(f"{where}: a graph input, output or initializer has a name that is not valid UTF-8 "
+                                 f"text ({t.name[:40]!r})")
     for t in graph.initializer:
         if t.name in producer and not producer[t.name].startswith("graph input"):
             raise MalformedModel(f"{where}: initializer {t.name!r} is defined twice")
