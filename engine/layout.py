@@ -1,11 +1,15 @@
-"""Automatic canvas layout: a layered (Sugiyama) drawing by grandalf, flowing left to right.
+"""Automatic canvas layout: a layered (Sugiyama) drawing, flowing left to right, computed by igraph's compiled
+Sugiyama layout (ranking with cycles broken, crossing reduction, dummy vertices on long links).
 
-Each layer's column follows its depth in the graph; inside a column, grandalf orders the layers to reduce link
-crossings. Used by the designer's Arrange command and by importers, whose graphs come without positions.
-Qt-free: sizes are plain numbers (the canvas passes its node sizes; defaults fit a typical node)."""
+Each layer's column follows its rank in the graph; inside a column, layers and the lanes of the links passing
+through it are stacked in igraph's order without overlapping. The work grows about linearly with the number of
+layers and links, and nothing recurses per layer, so graphs of any depth (a 10,000-layer chain) lay out. Used by
+the designer's Arrange command and by importers, whose graphs come without positions. Qt-free: sizes are plain
+numbers (the canvas passes its node sizes; defaults fit a typical node)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from engine.model import LayerSpec
@@ -16,7 +20,9 @@ if TYPE_CHECKING:
 NODE_SIZE = (180.0, 120.0)  # width, height of a node whose size is not given
 COLUMN_GAP = 90.0  # free space between columns (where the links run)
 ROW_GAP = 30.0  # free space between two layers of one column
+LANE = 12.0  # room a link passing through a column takes there (between the layers of that column)
 BAND_GAP = 160.0  # free space between two bands of a folded drawing (where the links to the next band run)
+CROSSING_SWEEPS = 10  # igraph's crossing-reduction iterations (its default of 100 takes seconds on densenet121)
 
 
 #: an estimate of the designer's node box without fonts (canvas.nodes.node_box measures the real one): pixels a
@@ -24,8 +30,6 @@ BAND_GAP = 160.0  # free space between two bands of a folded drawing (where the 
 #: of the widest default fonts (identifiers average 7.8-8.6 px a character in the title, capitals 9.8), so the
 #: real boxes are as large or smaller and the drawing never overlaps, only spreads a little on narrower fonts.
 TITLE_CHAR, INFO_CHAR, INFO_LINE, PORT_ROW, TITLE_ROW = 9.2, 7.6, 14.5, 23.0, 28.0
-
-
 def estimated_node_size(title: str, inputs: int, info: list[str]) -> tuple[float, float]:
     """(width, height) of a node with this title, ``inputs`` input ports (one output) and these info lines, as the
     designer would draw it (a generous estimate: see :data:`TITLE_CHAR`)."""
@@ -53,54 +57,111 @@ def estimated_sizes(layers: Mapping[str, LayerSpec], registry: Registry) -> dict
     return sizes
 
 
-class _Box:
-    """What grandalf lays out: in its top-to-bottom drawing ``w`` runs across the flow, ``h`` along it."""
+@dataclass
+class Drawing:
+    """A layered drawing: the top-left (x, y) of every layer, and for each link that spans more than one column
+    (``(source, target)``) the points it should pass through, one per column crossed, in lanes kept free of
+    layers (where a link drawn straight would run behind the layers between its ends)."""
 
-    def __init__(self, width: float, height: float) -> None:
-        self.w, self.h = height, width
-        self.xy = (0.0, 0.0)
+    positions: dict[str, tuple[float, float]] = field(default_factory=dict)
+    bends: dict[tuple[str, str], list[tuple[float, float]]] = field(default_factory=dict)
+
+
+def _links(layers: Mapping[str, LayerSpec]) -> list[tuple[str, str]]:
+    """Distinct (source, target) links between different layers of ``layers``."""
+    return [(src, name) for name, spec in layers.items() for src in dict.fromkeys(spec.inputs)
+            if src is not None and src != name and src in layers]
+
+
+def layered_drawing(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[float, float]] | None = None,
+                    origin: tuple[float, float] = (0.0, 0.0)) -> Drawing:
+    """The left-to-right layered drawing of ``layers`` (see :func:`layered_positions`) with the bend points of its
+    long links."""
+    import igraph  # noqa: PLC0415 - imported when a layout is asked for
+
+    sizes = sizes or {}
+    names = list(layers)
+    index = {n: i for i, n in enumerate(names)}
+    links = _links(layers)
+    graph = igraph.Graph(n=len(names), edges=[(index[s], index[t]) for s, t in links], directed=True)
+    drawing = Drawing()
+    top = origin[1]
+    for members in sorted(graph.connected_components(mode="weak"), key=min):  # in the order of the layers
+        sub = graph.induced_subgraph(members, implementation="create_from_scratch") if len(members) < len(names) \
+            else graph
+        if sub.ecount():
+            coords, paths = igraph.GraphBase._layout_sugiyama(sub, None, None, 1, 1, CROSSING_SWEEPS)
+        else:
+            coords, paths = [[0.0, 0.0]], []
+        vertex_names = [names[v] for v in members]  # induced_subgraph keeps the vertices' order
+        top = _place(sub, vertex_names, coords, paths, sizes, origin[0], top, drawing) + 2 * ROW_GAP
+    return drawing
+
+
+def _place(sub: object, vertex_names: list[str], coords: list[list[float]], paths: list[list[list[float]]],
+           sizes: Mapping[str, tuple[float, float]], left: float, top: float, drawing: Drawing) -> float:
+    """Columns from igraph's ranks (as wide as their widest layer); inside a column, layers and lanes in igraph's
+    order, each as near the middle of what links into it from the left as the items above it allow (one pass
+    over the columns, left to right). Adds to ``drawing``; returns the bottom of the component."""
+    edges = sub.get_edgelist()  # type: ignore[attr-defined]
+    n = len(vertex_names)
+    rank = [int(r) for _, r in coords]
+    across = [a for a, _ in coords]
+    height = [sizes.get(name, NODE_SIZE)[1] for name in vertex_names]
+    ups: list[list[int]] = [[] for _ in range(n)]
+    lanes: list[list[int]] = []  # per edge, its lane items
+    for e, points in enumerate(paths):
+        s, t = edges[e]
+        chain = [s]
+        for a, r in points:
+            chain.append(len(rank))
+            rank.append(int(r))
+            across.append(a)
+            height.append(LANE)
+            ups.append([])
+        chain.append(t)
+        lanes.append(chain[1:-1])
+        if rank[s] > rank[t]:  # a link reversed to break a cycle: its lanes run from the target
+            chain.reverse()
+        for lo, hi in zip(chain, chain[1:]):
+            ups[hi].append(lo)
+    for s, t in edges:
+        if abs(rank[s] - rank[t]) == 1:
+            ups[max(s, t, key=rank.__getitem__)].append(min(s, t, key=rank.__getitem__))
+    columns: dict[int, list[int]] = {}
+    for item in sorted(range(len(rank)), key=lambda i: (rank[i], across[i])):
+        columns.setdefault(rank[item], []).append(item)
+    column_x, widths, x = {}, {}, left
+    for r in sorted(columns):
+        column_x[r] = x
+        widths[r] = max((sizes.get(vertex_names[i], NODE_SIZE)[0] for i in columns[r] if i < n), default=LANE)
+        x += widths[r] + COLUMN_GAP
+    centre = [0.0] * len(rank)
+    bottom = top
+    for r in sorted(columns):
+        free = top
+        for item in columns[r]:
+            placed = [centre[u] for u in ups[item] if rank[u] < r]
+            y = max(free, sum(placed) / len(placed) - height[item] / 2 if placed else top)
+            centre[item] = y + height[item] / 2
+            free = y + height[item] + (ROW_GAP if item < n else LANE / 2)  # a lane's neighbours: half a lane
+            bottom = max(bottom, y + height[item])
+            if item < n:
+                drawing.positions[vertex_names[item]] = (round(column_x[r], 1), round(y, 1))
+    for e, items in enumerate(lanes):
+        if items:
+            s, t = edges[e]
+            bend = [(round(column_x[rank[i]] + widths[rank[i]] / 2, 1), round(centre[i], 1)) for i in items]
+            drawing.bends[(vertex_names[s], vertex_names[t])] = bend if rank[s] < rank[t] else bend[::-1]
+    return bottom
 
 
 def layered_positions(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[float, float]] | None = None,
                       origin: tuple[float, float] = (0.0, 0.0)) -> dict[str, tuple[float, float]]:
     """Top-left (x, y) of every layer in a left-to-right layered drawing, rounded to 0.1; ``sizes`` gives
     (width, height) per layer. Unlinked groups of layers are stacked one under another; cycles are allowed
-    (grandalf reverses a link of each to rank them)."""
-    from grandalf.graphs import Edge, Graph, Vertex  # noqa: PLC0415 - imported when a layout is asked for
-    from grandalf.layouts import SugiyamaLayout  # noqa: PLC0415
-
-    sizes = sizes or {}
-    vertices = {name: Vertex(name) for name in layers}
-    for name, v in vertices.items():
-        v.view = _Box(*sizes.get(name, NODE_SIZE))
-    edges = [Edge(vertices[src], vertices[name]) for name, spec in layers.items() for src in dict.fromkeys(spec.inputs)
-             if src is not None and src in vertices and src != name]
-    graph = Graph(list(vertices.values()), edges)
-    positions: dict[str, tuple[float, float]] = {}
-    top = origin[1]
-    for component in sorted(graph.C, key=lambda c: min(list(layers).index(v.data) for v in c.sV)):
-        sug = SugiyamaLayout(component)
-        sug.yspace = ROW_GAP  # grandalf's spacing across the flow (our rows)
-        sug.init_all()
-        sug.draw(N=1)
-        ranks = {v.data: sug.grx[v].rank for v in component.sV}
-        widths: dict[int, float] = {}
-        for v in component.sV:
-            widths[ranks[v.data]] = max(widths.get(ranks[v.data], 0.0), v.view.h)
-        column_x, x = {}, origin[0]
-        for rank in sorted(widths):
-            column_x[rank] = x
-            x += widths[rank] + COLUMN_GAP
-        low = min(v.view.xy[0] - v.view.w / 2 for v in component.sV)
-        bottom = top
-        for v in component.sV:
-            y = top + v.view.xy[0] - v.view.w / 2 - low
-            positions[v.data] = (round(column_x[ranks[v.data]], 1), round(y, 1))
-            bottom = max(bottom, y + v.view.w)
-        top = bottom + 2 * ROW_GAP
-    return positions
-
-
+    (a link of each is reversed to rank them)."""
+    return layered_drawing(layers, sizes, origin).positions
 def overlaps(positions: Mapping[str, tuple[float, float]], sizes: Mapping[str, tuple[float, float]]) -> list[tuple[str, str]]:
     """Pairs of layers whose boxes overlap (for checks and tests)."""
     boxes = sorted((p[0], p[1], p[0] + sizes.get(n, NODE_SIZE)[0], p[1] + sizes.get(n, NODE_SIZE)[1], n)

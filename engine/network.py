@@ -20,6 +20,8 @@ import numpy as np
 
 from engine.backends import NumpyBackend
 from engine.backends.base import Backend
+from engine.device_errors import device_errors
+from engine.device_errors import translate as translate_device_error
 from engine.errors import GraphError, InputError, LayerLabError, ParameterError, PluginError, ShapeError, WeightsError
 from engine.formats import CONVERSION_TYPE, fused_conversions
 from engine.graph import execution_order
@@ -476,7 +478,8 @@ class Network:
         check_allocation(f"network {self.model_name}: its tensor buffers", sum(capacity),
                          self.backend.available_memory() + held, self.backend.device_name)
         self._slots = []  # the old buffers go before the new ones come
-        self._slots = [self.backend.alloc_bytes(c) for c in capacity]
+        with device_errors(f"network {self.model_name}: its tensor buffers", f"{sum(capacity):,} bytes"):
+            self._slots = [self.backend.alloc_bytes(c) for c in capacity]
         self._owner = [None] * len(capacity)
         self._slot_of = {n: slot_of[roots[n]] for n in self.order}
         self._roots = roots
@@ -652,7 +655,10 @@ class Network:
             ins = [self._views[s] if s is not None else None for s in nd.inputs]
             try:  # plugin_code's handling, inline: this runs for every layer of every inference
                 nd.layer.forward(ins, out)
-            except Exception:
+            except Exception as exc:
+                gpu = translate_device_error(exc, f"layer {name}", "x".join(map(str, out.shape)))
+                if gpu is not None:
+                    raise gpu from None
                 with plugin_code(name, nd.layer, "forward"):
                     raise
             act = nd.layer.activation

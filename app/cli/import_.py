@@ -25,6 +25,8 @@ def add_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -
     p.add_argument("--weights-file", metavar="PATH", help="weights file to write (default: MODEL.safetensors next "
                                                           "to the model)")
     p.add_argument("--no-clean", action="store_true", help="skip the graph clean-up (onnxslim) before mapping")
+    p.add_argument("--max-nodes", type=int, metavar="N", default=None,
+                   help="refuse models of more than N ONNX nodes before any work (default 100,000)")
 
 
 def _progress(out: TextIO) -> Any:
@@ -62,7 +64,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     shapes = dict(parse_input_shape(t) for t in args.input_shape)
     reg = open_registry(args)
     result = import_onnx(src, input_shapes=shapes, placeholders=args.placeholders, progress=_progress(sys.stderr),
-                         registry=reg, clean=not args.no_clean)
+                         registry=reg, clean=not args.no_clean,
+                         **({"max_nodes": args.max_nodes} if args.max_nodes is not None else {}))
     for n in result.notices:
         print(f"layerlab: notice: {n}", file=sys.stderr)
     for r in result.refused:

@@ -80,3 +80,47 @@ def test_estimated_node_sizes_grow_with_the_title_the_ports_and_the_shown_parame
     assert sizes["b"][1] == estimated_node_size("b", len(conv.inputs), ["x"] * (main + 2))[1]
     assert sizes["b"][1] > NODE_SIZE[1]  # a convolution is taller than the old fixed guess
     assert sizes["add"][1] > sizes["inp"][1]  # two inputs (and an open one)
+
+
+def _chain(n: int, skip: bool = False) -> dict:
+    from engine.model import LayerSpec
+
+    layers = {f"l{i}": LayerSpec(f"l{i}", "convolution", inputs=[f"l{i - 1}"] if i else []) for i in range(n)}
+    if skip:  # the sample's skip connection: the last layer reads the first one too
+        layers[f"l{n - 1}"].inputs.append("l0")
+    return layers
+
+
+def test_a_deep_chain_is_laid_out_without_recursion():
+    """A 5,000-layer chain: one column per layer, in order, with the recursion limit lowered so that anything
+    recursing once per layer would fail."""
+    import sys
+
+    from engine.layout import layered_positions
+
+    layers = _chain(5000)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(300)
+    try:
+        pos = layered_positions(layers)
+    finally:
+        sys.setrecursionlimit(limit)
+    xs = [pos[f"l{i}"][0] for i in range(5000)]
+    assert xs == sorted(xs) and len(set(xs)) == 5000
+    assert len({y for _, y in pos.values()}) == 1  # a straight line
+
+
+def test_a_long_link_bends_through_lanes_free_of_layers():
+    """A skip connection over six layers passes each column it crosses at a point no layer box covers (not
+    behind the chain), and the layers keep clear of each other."""
+    from engine.layout import NODE_SIZE, layered_drawing
+
+    layers = _chain(8, skip=True)
+    drawing = layered_drawing(layers)
+    bends = drawing.bends[("l0", "l7")]
+    assert len(bends) == 6 and [b[0] for b in bends] == sorted(b[0] for b in bends)
+    for bx, by in bends:
+        for x, y in drawing.positions.values():
+            assert not (x <= bx <= x + NODE_SIZE[0] and y <= by <= y + NODE_SIZE[1]), (bx, by, x, y)
+    assert not overlaps(drawing.positions, dict.fromkeys(layers, NODE_SIZE))
+    assert set(drawing.bends) == {("l0", "l7")}  # links between neighbouring columns need no bend

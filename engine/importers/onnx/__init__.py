@@ -8,5 +8,7 @@ from __future__ import annotations
 from engine.importers.onnx.context import OnnxImportError, Refusal
 from engine.importers.onnx.importer import ImportResult, import_onnx
 from engine.importers.onnx.reader import MAX_OPSET, parse_input_shape
+from engine.importers.onnx.validate import MAX_NODES, MalformedModel
 
-__all__ = ["MAX_OPSET", "ImportResult", "OnnxImportError", "Refusal", "import_onnx", "parse_input_shape"]
+__all__ = ["MAX_NODES", "MAX_OPSET", "ImportResult", "MalformedModel", "OnnxImportError", "Refusal", "import_onnx",
+           "parse_input_shape"]

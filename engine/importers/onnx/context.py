@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -72,6 +73,41 @@ def attributes(node: Any) -> dict[str, Any]:
     return out
 
 
+class _Sources(dict):
+    """ONNX tensor -> :class:`Source`, with the tensors bound to each layer kept at hand (so asking what a layer
+    computes does not read every tensor of the graph)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.of_layer: dict[str, dict[str, None]] = {}
+
+    def __setitem__(self, tensor: str, source: Source) -> None:
+        if tensor in self:
+            self.of_layer[self[tensor].layer].pop(tensor, None)
+        super().__setitem__(tensor, source)
+        self.of_layer.setdefault(source.layer, {})[tensor] = None
+
+    def __delitem__(self, tensor: str) -> None:
+        self.of_layer[self[tensor].layer].pop(tensor, None)
+        super().__delitem__(tensor)
+
+
+class _Marks(dict):
+    """An ordered set of node ids (what was added last can be taken back)."""
+
+    def add(self, key: int) -> None:
+        self[key] = None
+
+    def update(self, keys: Any) -> None:  # type: ignore[override]
+        for k in keys:
+            self[k] = None
+
+
+def _newest(d: dict, before: int) -> list[Any]:
+    """The keys added to ``d`` since it had ``before`` keys (dicts keep their insertion order)."""
+    return list(islice(reversed(d), max(len(d) - before, 0)))[::-1]
+
+
 @dataclass
 class Context:
     """One import in progress (see the module documentation)."""
@@ -83,16 +119,18 @@ class Context:
     shapes: dict[str, tuple[int, ...]]
     layers: dict[str, LayerSpec] = field(default_factory=dict)
     weights: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
-    sources: dict[str, Source] = field(default_factory=dict)
+    sources: dict[str, Source] = field(default_factory=_Sources)
     consumers: dict[str, list[Any]] = field(default_factory=dict)
     graph_outputs: set[str] = field(default_factory=set)
-    consumed: set[int] = field(default_factory=set)  # id() of nodes a pattern has taken
+    consumed: _Marks = field(default_factory=_Marks)  # id() of nodes a pattern has taken
     folded: list[str] = field(default_factory=list)
     mapped: list[tuple[str, str, str]] = field(default_factory=list)  # (op, node, layer)
     node: Any = None  # the node being mapped
+    where: str = ""  # the file, for messages
     notes: dict[str, str] = field(default_factory=dict)  # layer -> the ONNX node it came from
     notices: list[str] = field(default_factory=list)  # for the user (layout changes...)
     _dims: dict[str, Dims] = field(default_factory=dict)  # layer -> its output dimensions
+    _next: dict[str, int] = field(default_factory=dict)  # base name -> the next suffix to try
 
     def __post_init__(self) -> None:
         for n in self.graph.node:
@@ -212,11 +250,38 @@ class Context:
 
     # ---- making layers ---------------------------------------------------------------------------------
     def unique(self, base: str) -> str:
-        name, k = base, 2
-        while name in self.layers:
-            name = f"{base}_{k}"
+        """``base``, or ``base_2``, ``base_3``... the first not taken (each base remembers where it got to, so
+        thousands of nodes of one name cost no more than thousands of names)."""
+        if base not in self.layers:
+            return base
+        k = self._next.get(base, 2)
+        while f"{base}_{k}" in self.layers:
             k += 1
-        return name
+        self._next[base] = k
+        return f"{base}_{k}"
+
+    # ---- taking back a mapping that failed half-way -----------------------------------------------------
+    def mark(self) -> tuple[int, int, int, int]:
+        """Where the import stands (see :meth:`rollback`)."""
+        return len(self.layers), len(self.sources), len(self.folded), len(self.consumed)
+
+    def added_layers(self, mark: tuple[int, int, int, int]) -> list[str]:
+        """Layers made since ``mark``, in order."""
+        return _newest(self.layers, mark[0])
+
+    def rollback(self, mark: tuple[int, int, int, int]) -> None:
+        """Remove the layers, tensor bindings, folds and taken nodes added since ``mark``."""
+        added = self.added_layers(mark)
+        for name in added:
+            del self.layers[name]
+            self.weights.pop(name, None)
+        if added:
+            self._next.clear()  # names were freed: search again from the start
+        for t in _newest(self.sources, mark[1]):
+            del self.sources[t]
+        del self.folded[mark[2]:]
+        for k in _newest(self.consumed, mark[3]):
+            del self.consumed[k]
 
     def add(self, layer_type: str, params: dict[str, Any], inputs: list[str | None], output: str | None = None,
             weights: dict[str, np.ndarray] | None = None, activation: tuple[str, dict[str, float]] | None = None,
@@ -299,9 +364,7 @@ class Context:
         def absorbed(node: Any) -> bool:
             return all(o in self.sources and self.sources[o].layer == layer for o in node.output if o)
 
-        for t, s in self.sources.items():
-            if s.layer != layer:
-                continue
+        for t in list(self.sources.of_layer.get(layer, ())):
             if t in self.graph_outputs or any(id(r) not in mine and not absorbed(r) for r in self.readers(t)):
                 return False
         return True

@@ -3,7 +3,7 @@
 Steps: read and check the file, fix the input sizes, clean the graph up with onnxslim, then walk the
 nodes in order: patterns first (``patterns.py``), else the operator's mapping (``mapping.OPS``). A node
 that cannot be mapped is refused with its reason; without placeholders the import then fails listing
-every refused node, with them each becomes a ``placeholder`` layer. Layers are laid out by grandalf."""
+every refused node, with them each becomes a ``placeholder`` layer. Layers are laid out by engine.layout."""
 from __future__ import annotations
 
 import json
@@ -20,6 +20,7 @@ from engine.importers.onnx import patterns
 from engine.importers.onnx.context import Context, OnnxImportError, Refusal, Unsupported, identifier
 from engine.importers.onnx.mapping import operator_table
 from engine.importers.onnx.reader import CleanModel, graph_inputs, load_clean
+from engine.importers.onnx.validate import MAX_NODES, MalformedModel
 from engine.layout import estimated_sizes, readable_positions
 from engine.model import Model
 from engine.registry import Registry
@@ -168,8 +169,7 @@ def _map_nodes(ctx: Context, placeholders: bool, progress: Progress | None) -> l
             if node.domain not in ("", "ai.onnx") or node.op_type not in table:
                 refused.append(Refusal(node.op_type, ctx.node_name, "no LayerLab equivalent"))
             continue
-        layers_before, sources_before = set(ctx.layers), set(ctx.sources)
-        folded_before, consumed_before = len(ctx.folded), set(ctx.consumed)
+        mark = ctx.mark()
         try:
             if node.domain not in ("", "ai.onnx"):
                 raise Unsupported(f"operator domain {node.domain!r} is not the standard ONNX one")
@@ -178,21 +178,15 @@ def _map_nodes(ctx: Context, placeholders: bool, progress: Progress | None) -> l
                 if mapping is None:
                     raise Unsupported("no LayerLab equivalent")
                 mapping.fn(ctx)
-        except (Unsupported, KeyError, ValueError, IndexError) as exc:
+        except (Unsupported, KeyError, ValueError, IndexError, TypeError, ArithmeticError) as exc:
             reason = str(exc) if isinstance(exc, Unsupported) else \
                 f"attributes or inputs not understood ({type(exc).__name__}: {exc})"
-            for name in set(ctx.layers) - layers_before:  # undo a mapping that failed half-way
-                del ctx.layers[name]
-                ctx.weights.pop(name, None)
-            for t in set(ctx.sources) - sources_before:
-                del ctx.sources[t]
-            del ctx.folded[folded_before:]
-            ctx.consumed = consumed_before
+            ctx.rollback(mark)  # undo a mapping that failed half-way
             refused.append(Refusal(node.op_type, ctx.node_name, reason))
             if not (placeholders and _placeholder(ctx, node)):
                 dead.update(node.output)
             continue
-        for name in sorted(set(ctx.layers) - layers_before):
+        for name in sorted(ctx.added_layers(mark)):
             ctx.mapped.append((node.op_type, ctx.node_name, name))
     return refused
 
@@ -215,6 +209,17 @@ def _check_sizes(model: Model, registry: Registry, expected: dict[str, Dims], wh
                           "please report this importer bug with the model")
 
 
+def _malformed_by_checker(proto: Any, where: str) -> None:
+    """MalformedModel with the ONNX checker's first complaint about ``proto``, if it has one."""
+    import onnx  # noqa: PLC0415
+
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except Exception as exc:  # noqa: BLE001 - the checker raises ValidationError, shape inference others
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise MalformedModel(f"{where}: the model breaks ONNX's rules: {first}") from None
+
+
 def _refusal_message(where: str, refused: list[Refusal]) -> str:
     listed = "; ".join(str(r) for r in refused)
     return (f"{where}: {len(refused)} node(s) have no LayerLab equivalent: {listed}. Import with --placeholders to "
@@ -223,12 +228,13 @@ def _refusal_message(where: str, refused: list[Refusal]) -> str:
 
 def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int, ...]] | None = None,
                 placeholders: bool = False, progress: Progress | None = None, registry: Registry | None = None,
-                clean: bool = True) -> ImportResult:
+                clean: bool = True, max_nodes: int = MAX_NODES) -> ImportResult:
     """Import the ONNX model at ``path`` (see the module documentation).
 
     ``input_shapes``: N x C x H x W of inputs whose sizes are symbolic; ``placeholders``: keep unsupported
     nodes as placeholder layers instead of failing; ``progress(done, total, stage)``; ``registry``: the
-    layer collections to map to (default: the installed plugins); ``clean``: run onnxslim first.
+    layer collections to map to (default: the installed plugins); ``clean``: run onnxslim first; ``max_nodes``:
+    the largest graph imported (a larger one is refused before any work).
     Raises OnnxImportError with one message naming every problem. Runs no Qt and may run off the GUI thread."""
     if registry is None:
         from engine.plugins import default_registry  # noqa: PLC0415
@@ -237,9 +243,9 @@ def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int,
     src = Path(path)
     if progress is not None:
         progress(0, 1, "reading")
-    cm: CleanModel = load_clean(src, input_shapes, clean)
+    cm: CleanModel = load_clean(src, input_shapes, clean, max_nodes)
     graph = cm.proto.graph
-    ctx = Context(graph, cm.opset, registry, cm.consts, cm.shapes)
+    ctx = Context(graph, cm.opset, registry, cm.consts, cm.shapes, where=str(src))
     inputs, outputs = {}, {}
     for inp in graph_inputs(cm.proto):
         ctx.node = None
@@ -268,7 +274,11 @@ def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int,
         spec.note = ctx.notes.get(name, "")
         model.layers[name] = spec
     model.path = None
-    _check_sizes(model, registry, {n: d for n, d in ctx._dims.items() if n in model.layers}, str(src))
+    try:
+        _check_sizes(model, registry, {n: d for n, d in ctx._dims.items() if n in model.layers}, str(src))
+    except ImporterBug:
+        _malformed_by_checker(cm.proto, str(src))  # a malformed model the checks before mapping let through
+        raise
     used = {n for n in model.layers}
     weights = {k: v for k, v in ctx.weights.items() if k in used}
     if progress is not None:

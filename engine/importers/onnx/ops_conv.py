@@ -8,6 +8,7 @@ import numpy as np
 from engine.importers.onnx._common import padding_params, pair, spatial_pads
 from engine.importers.onnx.context import Context, Unsupported
 from engine.importers.onnx.mapping import maps
+from engine.importers.onnx.validate import MalformedModel
 from engine.tensor import Dims
 
 
@@ -23,6 +24,11 @@ def _conv_operands(ctx: Context, what: str) -> tuple[str, Any, Any, dict[str, An
       "asymmetric pads (`padding_end`), bias; 2-D only, weights must be constants")
 def conv(ctx: Context) -> None:
     x, w, b, a = _conv_operands(ctx, "convolutions")
+    group, channels = int(a.get("group", 1)), ctx.shape(x)[1] if ctx.rank(x) > 1 else 0
+    if group < 1 or w.shape[0] % group or w.shape[1] * group != channels:
+        raise MalformedModel(f"{ctx.where}: Conv node {ctx.node_name!r}: group {group} does not fit its {channels} "
+                             f"input channels and weights of shape {'x'.join(map(str, w.shape))} (the input channels "
+                             "must be the weights' second dim times group, the output channels a multiple of group)")
     kernel = pair(a.get("kernel_shape"), 0, "kernel_shape") if "kernel_shape" in a else (w.shape[2], w.shape[3])
     stride, dilation = pair(a.get("strides"), 1, "strides"), pair(a.get("dilations"), 1, "dilations")
     pads = spatial_pads(ctx, x, kernel, stride, dilation, a)
@@ -37,6 +43,10 @@ def conv(ctx: Context) -> None:
 def conv_transpose(ctx: Context) -> None:
     x, w, b, a = _conv_operands(ctx, "transposed convolutions")
     group = int(a.get("group", 1))
+    if group < 1 or w.shape[0] % group or (ctx.rank(x) > 1 and ctx.shape(x)[1] != w.shape[0]):
+        raise MalformedModel(f"{ctx.where}: ConvTranspose node {ctx.node_name!r}: group {group} and weights of shape "
+                             f"{'x'.join(map(str, w.shape))} do not fit its input of shape "
+                             f"{'x'.join(map(str, ctx.shape(x)))}")
     kernel = (w.shape[2], w.shape[3])
     stride, dilation = pair(a.get("strides"), 1, "strides"), pair(a.get("dilations"), 1, "dilations")
     out_pad = pair(a.get("output_padding"), 0, "output_padding")

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from engine.importers.onnx.context import OnnxImportError
+from engine.importers.onnx.validate import MAX_NODES, validate
 
 #: newest default-domain opset the mapping table was written and tested against (the ONNX node tests of
 #: onnx 1.23); an older installed onnx lowers it to what it knows
@@ -24,6 +25,14 @@ KEPT_APART = ["FusionConvBN", "FusionConvTransposeBN", "FusionConvMul", "FusionC
 #: onnxslim passes left out: weight tying (sharing equal initializers) compares every pair of constants, which
 #: takes seconds on a 1,000-node model and changes nothing LayerLab keeps (each layer has its own weights)
 SKIPPED = ["weight_tying"]
+#: graphs of more nodes than this skip onnxslim when it has nothing to do in them (see :func:`needs_clean`)
+SLIM_NODES = 1_000
+#: operators that onnxslim folds, removes or fuses (shape computations, identities, views, MatMul+Add, Pad+Conv,
+#: GELU's pieces, reductions)
+SLIM_WORK = {"Shape", "Size", "Identity", "Dropout", "ConstantOfShape", "Cast", "CastLike", "Reshape", "Flatten",
+             "Squeeze", "Unsqueeze", "Gather", "GatherElements", "Concat", "Slice", "Split", "Transpose", "Expand",
+             "Range", "Tile", "Pad", "MatMul", "Gemm", "Erf", "Where", "Equal", "ReduceSum", "ReduceMean", "Pow",
+             "Sqrt", "Neg"}
 
 
 @dataclass
@@ -240,17 +249,45 @@ def constants(proto: Any) -> dict[str, np.ndarray]:
     return out
 
 
+def needs_clean(proto: Any) -> bool:
+    """True when onnxslim has work in the graph: a node it folds, removes, merges or fuses (one pass, by
+    operator and by constant inputs). onnxslim's time grows faster than the graph (a 10,000-node chain takes
+    about half a minute), so a large graph with nothing for it skips it."""
+    consts = {t.name for t in proto.graph.initializer}
+    consts.update(o for n in proto.graph.node if n.op_type == "Constant" for o in n.output)
+    seen = set()
+    for n in proto.graph.node:
+        if n.op_type == "Constant":
+            continue
+        if n.op_type in SLIM_WORK or n.domain not in ("", "ai.onnx"):
+            return True
+        inputs = [t for t in n.input if t]
+        if inputs and all(t in consts for t in inputs):  # folded to a constant
+            return True
+        if n.op_type in ("Add", "Sub", "Mul", "Div") and any(t in consts for t in inputs):  # fused into a producer
+            return True
+        key = (n.op_type, tuple(n.input), tuple(a.SerializeToString() for a in n.attribute))
+        if key in seen:  # a repeated computation, merged
+            return True
+        seen.add(key)
+    return False
+
+
 def load_clean(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int, ...]] | None = None,
-               clean: bool = True) -> CleanModel:
-    """Read, check, fix the input sizes, clean up (``clean``) and infer every tensor's static shape."""
+               clean: bool = True, max_nodes: int = MAX_NODES) -> CleanModel:
+    """Read, check, fix the input sizes, clean up (``clean``) and infer every tensor's static shape. Models of more
+    than ``max_nodes`` nodes are refused before any of that work."""
     where = str(path)
     proto = read(path)
-    check(proto, where)
+    opset = check(proto, where)
+    validate(proto, opset, where, max_nodes)
     shapes_in, notices = fix_input_shapes(proto, dict(input_shapes or {}), where)
     notices += [f"input {i.name} is float16 in the ONNX model; LayerLab inputs are float32 (run with --format fp16 "
                 "for float16 rounding)" for i in graph_inputs(proto)
                 if i.type.tensor_type.elem_type == _onnx().TensorProto.FLOAT16]
-    if clean:
+    if clean and len(proto.graph.node) > SLIM_NODES and not needs_clean(proto):
+        notices.append(f"graph clean-up (onnxslim) skipped: {len(proto.graph.node):,} nodes and nothing to fold")
+    elif clean:
         proto, notice = simplify(proto)
         if notice:
             notices.append(notice)

@@ -1,0 +1,76 @@
+"""GPU memory and faults: errors shaped like CuPy's become one-line user errors naming the layer and sizes (CPU
+tests with fake errors), and on a GPU a network that does not fit fails with exit status 2."""
+from __future__ import annotations
+
+import pytest
+
+from engine.device_errors import GpuFault, GpuOutOfMemory, device_errors, translate
+from engine.errors import LayerLabError
+
+
+class OutOfMemoryError(MemoryError):
+    """Shaped like cupy.cuda.memory.OutOfMemoryError."""
+
+
+class CUDARuntimeError(RuntimeError):
+    """Shaped like cupy_backends.cuda.api.runtime.CUDARuntimeError."""
+
+
+def test_out_of_memory_names_the_layer_and_sizes():
+    err = translate(OutOfMemoryError("Out of memory allocating 68,719,476,736 bytes (allocated so far: 0 bytes)."),
+                    "layer conv1", "1x64x16384x16384")
+    assert isinstance(err, GpuOutOfMemory) and isinstance(err, LayerLabError)
+    assert str(err).startswith("layer conv1 (1x64x16384x16384): out of GPU memory: Out of memory allocating")
+    assert isinstance(translate(CUDARuntimeError("cudaErrorMemoryAllocation: out of memory"), "x"), GpuOutOfMemory)
+
+
+def test_an_illegal_address_says_gpu_runs_need_a_restart():
+    with pytest.raises(GpuFault, match="layer bad_kernel .*restart of the application") as info:
+        with device_errors("layer bad_kernel", "1x3x8x8"):
+            raise CUDARuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
+    assert info.value.context_lost and "\n" not in str(info.value)
+
+
+def test_other_errors_pass_through():
+    assert translate(ValueError("cudaError? no"), "x") is None
+    with pytest.raises(KeyError):
+        with device_errors("layer a"):
+            raise KeyError("k")
+
+
+def test_a_layer_faulting_in_a_network_run_names_the_layer():
+    """The network's run translates the error of a layer's forward (a fake kernel raising CuPy's fault)."""
+    from engine.model import Model
+    from engine.network import Network
+    from engine.plugins import default_registry
+
+    m = Model("m")
+    m.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
+    m.add_layer("convolution", "conv", inputs=["inp"], params={"num_output_channels": "4"})
+    m.add_layer("output", "out", inputs=["conv"])
+    net = Network(m, default_registry())
+
+    def fault(ins, out):
+        raise CUDARuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
+
+    net.nodes["conv"].layer.forward = fault
+    with pytest.raises(GpuFault, match="layer conv \\(1x4x8x8\\).*restart"):
+        net.infer()
+
+
+@pytest.mark.gpu
+def test_a_network_larger_than_the_gpu_fails_with_exit_status_2(tmp_path):
+    """1x64x16384x16384 (64 GiB a tensor) on the CuPy backend: one line naming the layer and the sizes."""
+    from tests.hostile.inprocess import layerlab
+
+    model = tmp_path / "big.lnet"
+    model.write_text('<?xml version="1.0" encoding="utf-8"?>\n<network format-version="1" name="big" version="1.0">\n'
+                     '<layers>\n<layer name="inp" type="input"><param name="dimensions" value="1x64x16384x16384" />'
+                     '</layer>\n<layer name="conv" type="convolution"><param name="num_output_channels" value="64" />'
+                     '<input index="0" source="inp" /></layer>\n<layer name="out" type="output">'
+                     '<input index="0" source="conv" /></layer>\n</layers>\n</network>\n', encoding="utf-8")
+    assert layerlab(["check", model]).rc == 0  # a valid model: only its size is the problem
+    res = layerlab(["infer", model, "--backend", "cupy", "-n", "1"], timeout=300)
+    errors = [line for line in res.err.splitlines() if line.startswith("layerlab: error:")]
+    assert res.rc == 2 and len(errors) == 1 and ("GPU" in errors[0] or "memory" in errors[0]), res.err
+    assert "16384" in errors[0]
