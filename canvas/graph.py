@@ -1062,7 +1062,7 @@ class ModelCanvas(NodeGraph):
         self.select_layers(list(self.nodes))
 
     def arrange(self, names: Iterable[str] | None = None) -> int:
-        """Lay out ``names`` (default: every layer) left to right by depth (engine.layout, grandalf), from the
+        """Lay out ``names`` (default: every layer) left to right by depth (engine.layout, igraph), from the
         top-left corner they occupy now, as one undo step; returns how many layers moved."""
         wanted = set(names) if names is not None else set(self.nodes)
         layers = {n: s for n, s in self.net_model.layers.items() if n in wanted and n in self.nodes}
