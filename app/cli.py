@@ -146,11 +146,17 @@ def cmd_profile(args: argparse.Namespace, out: TextIO) -> int:
         check_output_file(path, "report")
     outputs = _planned_outputs(args, net)
     load_inputs(net, spec).close()
+    if args.measure_peaks:  # measured again now; the profile then takes them from the cache
+        from engine.profiling import network_peaks
+
+        network_peaks(net, remeasure=True)
     result = run_timed(net, spec, progress=progress_printer(sys.stderr))
     doc = make_report(net, result, spec, model=model, model_path=args.model)
     print(rep.summary(doc), file=out)
     print("", file=out)
     print(rep.layer_table(doc), file=out)
+    if kernels := rep.kernel_table(doc, args.kernels):
+        print(f"\nkernels of the {args.kernels} slowest layers:\n{kernels}", file=out)
     rep.write_json(doc, json_path)
     rep.write_html(doc, html_path)
     print(f"\nwrote {json_path} and {html_path}", file=out)
@@ -167,7 +173,7 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     labels = [f"{Path(p).name}: {d['model']['name']} {d['run']['backend']} {d['run']['format']}"
               for p, d in zip(args.reports, docs)]
     c = rep.compare(docs, labels, args.base)
-    print(rep.comparison_text(c), file=out)
+    print(rep.comparison_text(c, kernels=not args.no_kernels), file=out)
     if args.html:
         from engine.atomic import atomic_write_text
 
@@ -237,6 +243,16 @@ def cmd_gui(args: argparse.Namespace, out: TextIO) -> int:
     return int(gui.run(args.model, plugins=list(args.plugins or [])))
 
 
+def _kernel_count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of layers, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more layers, got {n}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     add_log_options(common)
@@ -258,11 +274,16 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Profile every layer; write a JSON and an HTML report and print the layer table.")
     pr.add_argument("--report", "-r", metavar="PATH", help="report path (PATH.json and PATH.html; default MODELNAME_report)")
     pr.add_argument("--png-compression", type=png_level, default=PNG_LEVEL, metavar="0-9", help=PNG_COMPRESSION_HELP)
+    pr.add_argument("--measure-peaks", action="store_true",
+                    help="measure the device's peaks for the roofline again (they are cached per machine with the date)")
+    pr.add_argument("--kernels", type=_kernel_count, default=10, metavar="N",
+                    help="print the kernels of the N slowest layers (0: none; default 10)")
     cp = sub.add_parser("compare", parents=[common], help="compare inference reports",
                         description="Compare reports layer by layer (matched by name and type).")
     cp.add_argument("reports", nargs="+", metavar="REPORT", help="report JSON files")
     cp.add_argument("--base", type=int, default=0, help="index of the base report (default 0)")
     cp.add_argument("--html", metavar="PATH", help="also write an HTML comparison")
+    cp.add_argument("--no-kernels", action="store_true", help="leave out the kernels listed under each layer")
     c = sub.add_parser("check", parents=[common], help="type-check a model",
                        description="Print the type-check diagnostics; exit status 1 if there is any error.")
     c.add_argument("model")

@@ -303,9 +303,14 @@ def profile(net: Network, iterations: int = 10, warmup: int = 1,
     else:
         result = _profile_host(net, iterations, warmup, progress, check)
     if measure_device:
-        compute = net.fmt.dtype if backend.name != "numpy" else np.float32  # NumPy computes fp16 layers in fp32
-        result.peaks = device_peaks(backend, compute, remeasure_peaks)
+        result.peaks = network_peaks(net, remeasure_peaks)
     return result
+
+
+def network_peaks(net: Network, remeasure: bool = False) -> DevicePeaks:
+    """The peaks of ``net``'s device in the precision its layers compute in (``device_peaks``)."""
+    compute = net.fmt.dtype if net.backend.name != "numpy" else np.float32  # NumPy computes fp16 layers in fp32
+    return device_peaks(net.backend, compute, remeasure)
 
 
 def _restart(net: Network) -> None:

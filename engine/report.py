@@ -285,10 +285,14 @@ def kernel_lines(layer: dict[str, Any], indent: str = "    ", limit: int | None 
     for k in kernels[:limit]:
         shape = f" grid {_dims(k.get('grid'))} block {_dims(k.get('block'))}" if k.get("grid") else ""
         served = f"  [{k['candidate']}]" if k.get("candidate") else ""
-        out.append(f"{indent}{k['ms']:.4f} ms  {k.get('kind', 'kernel'):<6} {cut(k['name'], 70)}{shape}{served}")
+        out.append(f"{indent}{k['ms']:.4f} ms  {k.get('kind', 'kernel'):<6} {_short(k['name'], 70)}{shape}{served}")
     if limit is not None and len(kernels) > limit:
         out.append(f"{indent}... {len(kernels) - limit} more")
     return out
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n - 1] + "\u2026"
 
 
 def _dims(d: Any) -> str:
@@ -394,8 +398,9 @@ def _kernels_cell(x: dict[str, Any]) -> str:
         f"<tr><td>{k['ms']:.4f} ms</td><td>{_e(k.get('kind', 'kernel'))}</td><td>{_e(k['name'])}</td>"
         f"<td>{_e(_dims(k.get('grid')) + ' / ' + _dims(k.get('block'))) if k.get('grid') else ''}</td>"
         f"<td>{_e(k.get('candidate', ''))}</td></tr>" for k in kernels)
-    label = _e(kernels[0]["name"] if len(kernels) == 1 else f"{len(kernels)} kernels")
-    return (f"<td data-v='{len(kernels)}'><details><summary>{cut(label, 40)}</summary><table class='k'>"
+    label = kernels[0]["name"] if len(kernels) == 1 else f"{len(kernels)} kernels"
+    label = _short(label, 40)
+    return (f"<td data-v='{len(kernels)}'><details><summary>{_e(label)}</summary><table class='k'>"
             f"<tr><th>time</th><th>kind</th><th>name</th><th>grid / block</th><th>candidate</th></tr>{rows}"
             "</table></details></td>")
 
