@@ -306,7 +306,7 @@ def kernel_table(report: dict[str, Any], limit: int | None = 10) -> str:
     for r in rows:
         if r.get("kernels"):
             gap = f", gaps {r['gap_ms']:.4f} ms" if r.get("gap_ms") is not None else ""
-            lines.append(f"{r['name']} ({layer_type_text(r)}): {r['time_ms']['mean']:.4f} ms{gap}")
+            lines.append(f"layer {r['name']} ({layer_type_text(r)}): {r['time_ms']['mean']:.4f} ms{gap}")
             lines += kernel_lines(r)
     return "\n".join(lines)
 
