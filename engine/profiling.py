@@ -415,13 +415,20 @@ def _profile_traced(net: Network, tracer: Any, iterations: int, warmup: int,
                     progress: Callable[[int, int], None] | None, check: Callable[..., None]) -> ProfileResult:
     """GPU with CUPTI: plain runs (graph replays where captured) traced, records matched to layers."""
     backend = net.backend
+    net.run()  # plans shapes, weights and memory
+    costs = layer_costs(net)
+    by_name = {c.name: c for c in costs}
+    for _ in range(max(warmup, 2)):  # an eager run, then the capture
+        check()
+        _plain_iteration(net)
+    net_times = []
+    for _ in range(iterations):  # the network's time: plain runs, untraced (tracing slows launches)
+        check()
+        net_times.append(_plain_iteration(net))
     tracer.start()
     try:
-        net.run()  # plans shapes, weights and memory
-        costs = layer_costs(net)
-        by_name = {c.name: c for c in costs}
         net._drop_graph()  # captured again while tracing is on, as CUPTI follows graphs instantiated under it
-        for _ in range(max(warmup, 2)):  # an eager run, then the capture
+        for _ in range(2):
             check()
             _plain_iteration(net)
         tracer.take()
@@ -436,12 +443,6 @@ def _profile_traced(net: Network, tracer: Any, iterations: int, warmup: int,
 
         served = _served_per_layer(net, check, after)
         tracer.take()
-        tracer.stop()
-        net_times = []
-        for _ in range(iterations):
-            check()
-            net_times.append(_plain_iteration(net))
-        tracer.start()
         traced: list[list[Any]] = []
         for i in range(iterations):
             check()
@@ -452,6 +453,7 @@ def _profile_traced(net: Network, tracer: Any, iterations: int, warmup: int,
     finally:
         tracer.stop()
     replayed = net.graph_capture and net.graph_status.startswith("captured")
+    net._drop_graph()  # the next plain run captures a graph of its own, without the tracer's instrumentation
     kernel_sums: dict[str, list[list[float]]] = {}
     shapes: dict[str, list[Any]] = {}
     unmatched = 0

@@ -36,7 +36,7 @@ def build(name: str, backend: Any, fmt: str, tmp: Path) -> Any:
     return Network(res.model, reg, backend, TensorFormat.parse(fmt), weights=res.weights_source())
 
 
-def measure(net: Any, iterations: int) -> dict[str, Any]:
+def measure(net: Any, iterations: int, reports: str = "") -> dict[str, Any]:
     from engine import report as rep
     from engine.profiling import profile
     from engine.run import time_iteration
@@ -51,6 +51,9 @@ def measure(net: Any, iterations: int) -> dict[str, Any]:
     doc = rep.build_report(result, model_name=net.model_name, model_version="", model_path=None,
                            backend=net.backend.name, device=net.backend.device_name, fmt=str(net.fmt),
                            iterations=iterations, warmup=2, notes=result.notes)
+    if reports:
+        rep.write_json(doc, Path(reports) / f"{net.model_name}.json")
+        rep.write_html(doc, Path(reports) / f"{net.model_name}.html")
     n = doc["network"]
     top = sorted(doc["layers"], key=lambda r: -r["time_ms"]["mean"])[:3]
     return {"plain_ms": sum(plain) / len(plain), "plain_median_ms": plain[len(plain) // 2],
@@ -70,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--format", default="fp16 nhwc")
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--json", default="")
+    ap.add_argument("--reports", default="", help="also write each network's report (JSON and HTML) into this folder")
     a = ap.parse_args(argv)
     backend = get_backend("cupy", notice=None)
     tmp = Path(tempfile.mkdtemp())
@@ -77,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'network':<18} {'plain ms':>9} {'profile avg':>12} {'sum layers':>11} {'device':>8} {'gaps':>8}  timing")
     for name in a.networks.split(","):
         try:
-            row = measure(build(name, backend, a.format, tmp), a.iterations)
+            row = measure(build(name, backend, a.format, tmp), a.iterations, a.reports)
         except Exception as exc:  # one network's failure must not hide the others'
             traceback.print_exc()
             rows["networks"][name] = {"error": f"{type(exc).__name__}: {exc}"}
