@@ -316,8 +316,9 @@ _CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{bor
 th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}th{cursor:pointer;background:#f3f3f3}
 td:first-child,td:nth-child(2),th:first-child,th:nth-child(2){text-align:left}h1{font-size:20px}h2{font-size:16px;margin-top:28px}
 .kv td{text-align:left}svg text{font-size:11px}.bar{fill:#4a7bd0}.mem{fill:#e08a2e}.cmp{fill:#2ea37a}
-.wide{overflow-x:auto;max-width:100%}td:first-child{max-width:26em;overflow-wrap:anywhere}
-details{text-align:left}summary{cursor:pointer}table.k{font-size:12px;margin:2px 0}table.k td{border:none;padding:1px 6px}
+.wide{overflow-x:auto;max-width:100%}td:first-child{min-width:14em;max-width:24em;overflow-wrap:anywhere}
+details{text-align:left}summary{cursor:pointer}table.k{font-size:12px;margin:2px 0}
+table.k td,table.k th{border:none;padding:1px 6px;text-align:left;white-space:nowrap}
 .warn{color:#b32;font-weight:600}"""
 
 _SORT_JS = """document.querySelectorAll('table.sortable>thead th').forEach((th,i)=>th.addEventListener('click',()=>{
@@ -399,7 +400,7 @@ def _kernels_cell(x: dict[str, Any]) -> str:
         f"<td>{_e(_dims(k.get('grid')) + ' / ' + _dims(k.get('block'))) if k.get('grid') else ''}</td>"
         f"<td>{_e(k.get('candidate', ''))}</td></tr>" for k in kernels)
     label = kernels[0]["name"] if len(kernels) == 1 else f"{len(kernels)} kernels"
-    label = _short(label, 40)
+    label = _short(label, 28)
     return (f"<td data-v='{len(kernels)}'><details><summary>{_e(label)}</summary><table class='k'>"
             f"<tr><th>time</th><th>kind</th><th>name</th><th>grid / block</th><th>candidate</th></tr>{rows}"
             "</table></details></td>")
@@ -427,17 +428,18 @@ def to_html(report: dict[str, Any]) -> str:
     rows = []
     for x in report["layers"]:
         t = x["time_ms"]
-        rows.append(
-            f"<tr><td>{_e(x['name'])}</td><td>{_e(layer_type_text(x))}</td><td>{_e(x['output_dims'])}</td>"
-            f"<td data-v='{x['output_bytes']}'>{human_bytes(x['output_bytes'])}</td><td>{t['mean']:.4f}</td>"
-            f"<td>{t['median']:.4f}</td><td>{t['min']:.4f}</td><td>{t['max']:.4f}</td><td data-v='{x['share']}'>"
-            f"{100 * x['share']:.1f}%</td><td data-v='{x['flops']}'>{human_rate(x['flops'], '')}</td>"
+        rows.append(  # the time, its split and the kernels first: they fit the default window's width
+            f"<tr><td>{_e(x['name'])}</td><td>{_e(layer_type_text(x))}</td><td>{t['mean']:.4f}</td>"
+            f"<td data-v='{x['share']}'>{100 * x['share']:.1f}%</td><td>{_ms(x.get('device_ms'))}</td>"
+            f"<td>{_ms(x.get('gap_ms'))}</td>{_kernels_cell(x)}<td>{_e(x['output_dims'])}</td>"
+            f"<td data-v='{x['output_bytes']}'>{human_bytes(x['output_bytes'])}</td>"
+            f"<td>{t['median']:.4f}</td><td>{t['min']:.4f}</td><td>{t['max']:.4f}</td>"
+            f"<td data-v='{x['flops']}'>{human_rate(x['flops'], '')}</td>"
             f"<td data-v='{x['achieved_flops_per_s']}'>{human_rate(x['achieved_flops_per_s'], 'FLOP/s')}</td>"
             f"<td data-v='{x['achieved_bytes_per_s']}'>{human_rate(x['achieved_bytes_per_s'], 'B/s')}</td>"
-            f"<td>{_e(x['bound'])}{' &#9650;' if x.get('above_roof') else ''}</td>"
-            f"<td>{_ms(x.get('device_ms'))}</td><td>{_ms(x.get('gap_ms'))}</td>{_kernels_cell(x)}</tr>")
-    heads = ["Layer", "Type", "Output", "Output size", "Mean ms", "Median ms", "Min ms", "Max ms", "Share", "FLOPs",
-             "FLOP/s", "Bytes/s", "Bound", "Device ms", "Gaps ms", "Kernels"]
+            f"<td>{_e(x['bound'])}{' &#9650;' if x.get('above_roof') else ''}</td></tr>")
+    heads = ["Layer", "Type", "Mean ms", "Share", "Device ms", "Gaps ms", "Kernels", "Output", "Output size",
+             "Median ms", "Min ms", "Max ms", "FLOPs", "FLOP/s", "Bytes/s", "Bound"]
     by_time = sorted(((x["name"], x["time_ms"]["mean"]) for x in report["layers"]), key=lambda a: -a[1])
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>LayerLab report: {_e(m['name'])}</title>"
             f"<style>{_CSS}</style></head><body><h1>Inference report: {_e(m['name'])}</h1>"

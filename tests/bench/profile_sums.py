@@ -50,7 +50,8 @@ def measure(net: Any, iterations: int, reports: str = "") -> dict[str, Any]:
     wall = time.perf_counter() - t0
     doc = rep.build_report(result, model_name=net.model_name, model_version="", model_path=None,
                            backend=net.backend.name, device=net.backend.device_name, fmt=str(net.fmt),
-                           iterations=iterations, warmup=2, notes=result.notes)
+                           iterations=iterations, warmup=2, notes=result.notes,
+                           graph_capture=net.graph_status.startswith("captured"))
     if reports:
         rep.write_json(doc, Path(reports) / f"{net.model_name}.json")
         rep.write_html(doc, Path(reports) / f"{net.model_name}.html")
