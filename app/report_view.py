@@ -201,7 +201,8 @@ class ReportView(QtWidgets.QWidget):
         per_col = 5
         for i, (k, v) in enumerate(summary_pairs(report)):
             key = QtWidgets.QLabel(f"<span style='color:#9aa4b0'>{html.escape(k)}</span>")
-            val = QtWidgets.QLabel(html.escape(v))
+            val = QtWidgets.QLabel(v)
+            val.setTextFormat(QtCore.Qt.TextFormat.PlainText)  # shown as written ("->" stays "->")
             val.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
             self.summary_grid.addWidget(key, i % per_col, 2 * (i // per_col))
             self.summary_grid.addWidget(val, i % per_col, 2 * (i // per_col) + 1)
@@ -212,7 +213,8 @@ class ReportView(QtWidgets.QWidget):
         notes = list(r.get("notes", []))
         if path:
             notes.append(f"file: {path}")
-        self.notes.setText(" · ".join(html.escape(x, quote=False) for x in notes))
+        self.notes.setTextFormat(QtCore.Qt.TextFormat.PlainText)  # escaped text would show "&gt;" literally
+        self.notes.setText(" · ".join(notes))
         self.notes.setToolTip("\n".join(notes))
         self.notes.setVisible(bool(notes))
         self._fill_table()

@@ -48,6 +48,10 @@ class Hooks:
     after_inference: list[NetHook] = field(default_factory=list)
     before_layer: list[LayerHook] = field(default_factory=list)
     after_layer: list[LayerHook] = field(default_factory=list)
+    #: called with a layer's name as soon as it is computed, on every run path but a CUDA graph's replay (which runs
+    #: no Python per layer); unlike the layer hooks these leave the replay of recorded kernel calls on (the profile's
+    #: clock: the timed runs take the plain run's path)
+    layer_done: list[Callable[[str], None]] = field(default_factory=list)
 
 
 @dataclass
@@ -599,6 +603,8 @@ class Network:
                     with plugin_code(name, layer, "forward"):
                         raise
                 self._owner[self._slot_of[name]] = name
+                for done in self.hooks.layer_done:
+                    done(name)
             return
         recorded = []
         for name in key:
@@ -666,6 +672,8 @@ class Network:
                 target = out if act.impl.elementwise else nchw_view(out, self.fmt_of(name))
                 act.impl.apply_inplace(self.xp, target, act.coefs)
             self._owner[self._slot_of[name]] = name
+        for done in self.hooks.layer_done:
+            done(name)
         for cb in self.hooks.after_layer:
             cb(self, name, out)
 

@@ -417,12 +417,7 @@ def run_timed(net: Network, spec: RunSpec, progress: Callable[[int, int], None] 
 # ---- reports ------------------------------------------------------------------------------------------------
 def run_notes(net: Network, per_layer: bool) -> list[str]:
     """The report's notes on how the run was timed and what it executed."""
-    if not per_layer:
-        notes = ["per-layer profiling was off: whole iterations timed, layer times not measured"]
-    elif net.backend.device_kind == "cpu":
-        notes = ["per-layer timing synchronises after every layer on the CPU"]
-    else:
-        notes = ["per-layer times from CUDA events"]
+    notes = [] if per_layer else ["per-layer profiling was off: whole iterations timed, layer times not measured"]
     if net.backend.name == "numpy" and net.fmt.precision.value == "fp16":
         notes.append("fp16 on the NumPy backend: float16 storage, float32 arithmetic rounded to float16")
     return notes + rep.execution_notes(net, per_layer=per_layer)
@@ -437,7 +432,7 @@ def make_report(net: Network, result: ProfileResult, spec: RunSpec, *, model: Mo
                            backend=backend.name, device=backend.device_name, fmt=str(net.fmt),
                            iterations=spec.iterations, warmup=spec.warmup, seed=spec.seed,
                            fusing=bool(net.fused and net.fused.applied),
-                           graph_capture=not spec.profiling and net.graph_status.startswith("captured"),
+                           graph_capture=net.graph_status.startswith("captured"),
                            notes=[*notes, *format_notes(net), *fusing_notes(net), *run_notes(net, spec.profiling)])
     doc["run"]["profiling"] = spec.profiling
     return doc

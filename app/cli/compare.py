@@ -14,6 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     parser.add_argument("reports", nargs="+", metavar="REPORT", help="report JSON files")
     parser.add_argument("--base", type=int, default=0, help="index of the base report (default 0)")
     parser.add_argument("--html", metavar="PATH", help="also write an HTML comparison")
+    parser.add_argument("--no-kernels", action="store_true", help="leave out the kernels listed under each layer")
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
@@ -24,7 +25,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     labels = [f"{Path(p).name}: {d['model']['name']} {d['run']['backend']} {d['run']['format']}"
               for p, d in zip(args.reports, docs)]
     c = rep.compare(docs, labels, args.base)
-    print(rep.comparison_text(c), file=out)
+    print(rep.comparison_text(c, kernels=not args.no_kernels), file=out)
     if args.html:
         from engine.atomic import atomic_write_text
 

@@ -18,6 +18,20 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     parser.add_argument("--report", "-r", metavar="PATH",
                         help="report path (PATH.json and PATH.html; default MODELNAME_report)")
     add_png_compression_option(parser)
+    parser.add_argument("--measure-peaks", action="store_true",
+                        help="measure the device's peaks for the roofline again (they are cached per machine with the date)")
+    parser.add_argument("--kernels", type=_kernel_count, default=10, metavar="N",
+                        help="print the kernels of the N slowest layers (0: none; default 10)")
+
+
+def _kernel_count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of layers, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more layers, got {n}")
+    return n
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
@@ -35,11 +49,17 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         check_output_file(path, "report")
     outputs = planned_outputs(args, net)
     load_inputs(net, spec).close()
+    if args.measure_peaks:  # measured again now; the profile then takes them from the cache
+        from engine.profiling import network_peaks
+
+        network_peaks(net, remeasure=True)
     result = run_timed(net, spec, progress=progress_printer(sys.stderr))
     doc = make_report(net, result, spec, model=model, model_path=args.model)
     print(rep.summary(doc), file=out)
     print("", file=out)
     print(rep.layer_table(doc), file=out)
+    if kernels := rep.kernel_table(doc, args.kernels):
+        print(f"\nkernels of the {args.kernels} slowest layers:\n{kernels}", file=out)
     rep.write_json(doc, json_path)
     rep.write_html(doc, html_path)
     print(f"\nwrote {json_path} and {html_path}", file=out)

@@ -11,11 +11,12 @@ second process does not time again."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import json
 import os
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,28 @@ class Launched:
 
     candidate: str
     replay: Callable[[], None] | None = None
+
+
+_served: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("served_candidates", default=None)
+
+
+@contextlib.contextmanager
+def served_candidates() -> Iterator[list[str]]:
+    """Collect the names of the candidates that serve operations run inside the block, in order: how a profile
+    learns which candidate computed a layer (layers never know)."""
+    names: list[str] = []
+    token = _served.set(names)
+    try:
+        yield names
+    finally:
+        _served.reset(token)
+
+
+def note_served(candidate: str) -> None:
+    """Tell an open ``served_candidates`` block (if any) that ``candidate`` served an operation."""
+    names = _served.get()
+    if names is not None:
+        names.append(candidate)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,5 +176,6 @@ class OperationTable:
         for cand in order:
             done = cand.launch(problem, prepared(cand))
             if done is not None:
+                note_served(done.candidate)
                 return done
         return None
