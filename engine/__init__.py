@@ -6,7 +6,7 @@ document do not load the network, the backends or the plugins."""
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 __version__ = "0.1.0"
 
@@ -25,17 +25,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "save_model": ("engine.modelfile", "save"),
 }
 
-__all__ = sorted(_EXPORTS)
-
-if TYPE_CHECKING:
-    from engine.backends import get_backend
-    from engine.errors import LayerLabError
-    from engine.model import LayerSpec, Model
-    from engine.modelfile import load as load_model
-    from engine.modelfile import save as save_model
-    from engine.network import Network
-    from engine.plugins import default_registry, load_plugins
-    from engine.tensor import Dims, TensorFormat
+__all__ = ["Dims", "LayerLabError", "LayerSpec", "Model", "Network", "TensorFormat", "default_registry",
+           "get_backend", "load_model", "load_plugins", "save_model"]
 
 
 def __getattr__(name: str) -> Any:
