@@ -3,6 +3,7 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import os
+import re
 import sys
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -45,7 +46,7 @@ def pytest_make_collect_report(collector: pytest.Collector):
     report = yield
     if not HAVE_QT and report.failed and isinstance(collector, pytest.Module):
         text = str(report.longrepr)
-        missing = [p for p in QT_PACKAGES if f"No module named '{p}" in text]
+        missing = [p for p in QT_PACKAGES if re.search(rf"ModuleNotFoundError: .*\b{p}\b", text)]
         if missing:
             report.outcome = "skipped"
             report.longrepr = (str(collector.path), 0, f"Skipped: qt: needs {missing[0]}, which is not installed")
