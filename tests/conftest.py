@@ -32,9 +32,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The ``qt`` marker on the tests that need Qt (``-m "not qt"`` runs the Qt-free ones); GPU tests skipped
     where no CUDA GPU is usable."""
     gpu_skip = None if cupy_usable() else pytest.mark.skip(reason="no usable CUDA GPU (CuPy backend)")
+    qt_skip = None if HAVE_QT else pytest.mark.skip(reason="qt: needs PySide6, which is not installed")
     for item in items:
         if _needs_qt(item):
             item.add_marker(pytest.mark.qt)
+            if qt_skip is not None:
+                item.add_marker(qt_skip)
         if gpu_skip is not None and "gpu" in item.keywords:
             item.add_marker(gpu_skip)
 
