@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import LayerLabError
-from engine.formats import fused_note
+from engine.format_conversion import fused_note
 from engine.model import Model
 from engine.network import Network
 from engine.registry import Registry

@@ -212,11 +212,6 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, what: str = "file
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), what)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, what: str = "file") -> Path:
-    """:func:`atomic_write` of bytes."""
-    return atomic_write(path, lambda tmp: tmp.write_bytes(data), what)
-
-
 @contextlib.contextmanager
 def staged_folder(path: str | os.PathLike[str], what: str = "output folder") -> Iterator[Path]:
     """Build a folder's content in a temporary sibling; on success it replaces ``path`` (an older folder of

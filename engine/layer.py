@@ -95,7 +95,7 @@ class Layer:
     fused = False
     #: why this layer cannot run (a placeholder of an imported operator); the type checker reports it
     not_runnable: ClassVar[str] = ""
-    #: the precision conversions the network may fuse into this layer (``engine.formats.fused_conversions``):
+    #: the precision conversions the network may fuse into this layer (``engine.format_conversion.fused_conversions``):
     #: ``"read"``: ``forward`` reads an input stored in the other precision (same layout) exactly, widening it to its
     #: compute dtype as it reads (``nchw``, ``physical``, ``weight``); ``"write"``: ``forward`` computes its result
     #: in its own precision and writes it once, activation included, into an output buffer of the other precision

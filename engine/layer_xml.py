@@ -12,7 +12,7 @@ from defusedxml.ElementTree import DefusedXMLParser
 
 from engine.descriptors import LayerDesc, is_identifier
 from engine.errors import ModelFileError, ParameterError
-from engine.format_settings import LayerFormatError, canonical
+from engine.formats import LayerFormatError, canonical
 from engine.limits import MAX_INPUT_INDEX, MAX_XML_DEPTH, cut
 from engine.model import LayerSpec
 

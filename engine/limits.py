@@ -106,9 +106,3 @@ def check_layer_memory(what: str, dims: Any, weight_shapes: dict[str, tuple[int,
         check_allocation(f"{what}: its {part}" + (" (with its other tensors)" if total > max(out, *weights.values(), 0)
                                                   else ""), total, available, where)
     return total
-
-
-def check_depth(depth: int, limit: int, what: str) -> None:
-    """Refuse nesting deeper than ``limit`` (``what`` says what is nested)."""
-    if depth > limit:
-        raise LimitError(f"{what} is nested more than {limit} levels deep")

@@ -35,7 +35,7 @@ from engine.events import (
     TemplateChanged,
     TemplateRemoved,
 )
-from engine.format_settings import canonical
+from engine.formats import canonical
 
 FILE_FORMAT_VERSION = 1
 

@@ -23,7 +23,7 @@ from engine.backends.base import Backend
 from engine.device_errors import device_errors
 from engine.device_errors import translate as translate_device_error
 from engine.errors import GraphError, InputError, LayerLabError, ParameterError, PluginError, ShapeError, WeightsError
-from engine.formats import CONVERSION_TYPE, fused_conversions
+from engine.format_conversion import CONVERSION_TYPE, fused_conversions
 from engine.graph import execution_order
 from engine.io import ImageOptions, images_to_tensor, tensors_to_images
 from engine.layer import BoundActivation, Layer
@@ -130,7 +130,7 @@ class Network:
         another, or its type does not implement it); the preprocessor inserted a ``format_conversion`` layer on
         every link between layers of different formats, and memory is planned per layer format. With
         ``fuse_conversions`` the precision conversions a neighbouring layer can do are fused into it
-        (``engine.formats.fused_conversions``; ``fused_conversions`` says which, into what): a conversion to fp16 into
+        (``engine.format_conversion.fused_conversions``; ``fused_conversions`` says which, into what): a conversion to fp16 into
         its producer, which then keeps its own output in fp16 (unless it is an output, permanent, protected, or the
         network keeps every output: ``reuse_buffers`` off), a conversion to fp32 into its readers.
 

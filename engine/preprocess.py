@@ -7,11 +7,11 @@
    named ``<layer>__<inner>``, their weights read through its own weights source;
 3. ``templates``: every template instance replaced by its layers (``engine.templates.expand``), named
    ``<instance>__<layer>``, so fusing rules apply across instance boundaries;
-4. ``formats``: every layer's format decided (``engine.formats.layer_formats``: the network's, the layer's own
+4. ``formats``: every layer's format decided (``engine.format_conversion.layer_formats``: the network's, the layer's own
    setting, or the nearest format its type implements) and written on the layers that differ from the network;
 5. ``fusing``: the fusing rules, matched per layer format (``engine.fusing.apply_rules``);
 6. ``conversions``: a ``format_conversion`` layer on every link between layers of different formats
-   (``engine.formats.insert_conversions``).
+   (``engine.format_conversion.insert_conversions``).
 
 Each pass is a function ``(result, options) -> None`` that replaces ``result.model`` and records what it
 did on the result, so a later step (custom layers resolved, per-layer format conversions inserted) is one
@@ -25,7 +25,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.formats import Conversions, apply_overrides, insert_conversions, layer_formats
+from engine.format_conversion import Conversions, apply_overrides, insert_conversions, layer_formats
 from engine.fusing import FusedModel, FusingRule, MappedWeights, apply_rules, rules_from
 from engine.log import get_logger
 from engine.model import Model

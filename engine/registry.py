@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from engine.descriptor_checks import activation_desc_problems, layer_desc_problems
 from engine.descriptors import ActivationDesc, LayerDesc
 from engine.errors import LayerLabError, PluginError
-from engine.formats import ENGINE_LAYERS
+from engine.format_conversion import ENGINE_LAYERS
 from engine.layer import Activation, Layer
 from engine.limits import cut
 

@@ -30,24 +30,27 @@ from engine import report as rep
 from engine.backends import BACKENDS, get_backend
 from engine.backends.base import Backend
 from engine.errors import InputError, LayerLabError
-from engine.formats import LayerFormatError, canonical, fused_note
+from engine.format_conversion import fused_note
+from engine.formats import (
+    AUTO,
+    DEFAULT_FORMATS,
+    FormatSettings,
+    LayerFormat,
+    LayerFormatError,
+    normalize_format,
+    parse_network_format,
+    tensor_format,
+)
 from engine.io import ImageOptions, VideoReader, image_to_tensor, kind_of, read_input
 from engine.log import get_logger
 from engine.model import Model
 from engine.network import Network, random_input
 from engine.profiling import Cancelled, ProfileResult, layer_costs, profile
 from engine.registry import Registry
-from engine.tensor import TensorFormat
 from engine.weights import RandomWeights, WeightsSource
 from engine.weights import open_weights as open_weights_path
 
 log = get_logger(__name__)
-AUTO = "auto"
-#: The tensor format ``auto`` stands for, by backend (docs/scripting.md, "Tensor formats: the default"): NHWC on both, because
-#: the GPU's tensor cores and the CPU kernels both read channels contiguously; fp16 only where the device computes
-#: in fp16 (the GPU). The NumPy backend has no fp16 arithmetic: it stores fp16 and computes in fp32, slower and
-#: less exact than fp32 itself.
-DEFAULT_FORMATS: dict[str, str] = {"cupy": "fp16 nhwc", "numpy": "fp32 nhwc"}
 LAYOUTS = ("nchw", "nhwc")
 
 
@@ -88,9 +91,14 @@ class RunSpec:
 
     def check(self) -> RunSpec:
         """Raise RunSpecError naming the first invalid setting; returns the spec."""
+        self.checked_formats()
+        return self
+
+    def checked_formats(self) -> FormatSettings:
+        """``check()``, and the format settings it read (parsed once: what the run path passes on)."""
         if (self.backend or AUTO).lower() not in BACKENDS:
             raise RunSpecError(f"unknown backend {self.backend!r}: expected one of {', '.join(BACKENDS)}")
-        normalize_format(self.format)
+        network = parse_network_format(self.format)
         if self.iterations < 1:
             raise RunSpecError(f"iterations must be at least 1, got {self.iterations}")
         if self.warmup < 0:
@@ -101,9 +109,10 @@ class RunSpec:
             raise RunSpecError(f"input layout {self.input_layout!r} is not allowed (expected nchw or nhwc)")
         if not self.fusing:
             raise RunSpecError("fusing rules: expected on, off or a rules file")
+        layers: list[tuple[str, LayerFormat]] = []
         for name, text in self.layer_formats:
             try:
-                canonical(text, f"layer {name}: format")
+                layers.append((name, LayerFormat.parse(text, f"layer {name}: format")))
             except LayerFormatError as exc:
                 raise RunSpecError(str(exc)) from None
         if self.device is not None:
@@ -112,7 +121,7 @@ class RunSpec:
             if (self.backend or AUTO).lower() == "numpy":
                 raise RunSpecError(f"device {self.device}: the numpy backend runs on the CPU; a device chooses the GPU "
                                    "of the cupy backend")
-        return self
+        return FormatSettings(network, tuple(layers))
 
     def with_inputs(self, pairs: Iterable[tuple[str | None, str]]) -> RunSpec:
         """A copy with these (input layer, file) pairs."""
@@ -120,20 +129,6 @@ class RunSpec:
 
 
 # ---- settings -----------------------------------------------------------------------------------------------
-def normalize_format(text: str | None) -> str:
-    """``auto`` for an empty or ``auto`` format, else the canonical ``fp16 nhwc`` spelling (raises for a bad one)."""
-    if not text or text.strip().lower() == AUTO:
-        return AUTO
-    fmt = TensorFormat.parse(text)
-    return f"{fmt.precision.value} {fmt.layout.value}"
-
-
-def tensor_format(text: str | None, backend_name: str) -> TensorFormat:
-    """The tensor format a run uses: ``text``, or for ``auto`` the default of the backend (the one rule)."""
-    name = normalize_format(text)
-    return TensorFormat.parse(DEFAULT_FORMATS.get(backend_name, DEFAULT_FORMATS["numpy"]) if name == AUTO else name)
-
-
 def open_registry(spec: RunSpec) -> Registry:
     """The built-in and installed plugins plus those of ``spec.plugins`` (failures are in ``registry.failures``)."""
     from engine.plugins import load_plugins  # noqa: PLC0415
@@ -146,6 +141,10 @@ def open_backend(spec: RunSpec, notice: TextIO | None = None, always_notice: boo
     ``notice`` (once per machine unless ``always_notice``); asking for CuPy where it is unusable is an error. The
     CuPy backend runs on GPU ``spec.device`` (out of range: an error naming the GPUs there are)."""
     spec.check()
+    return _backend(spec, notice, always_notice)
+
+
+def _backend(spec: RunSpec, notice: TextIO | None, always_notice: bool) -> Backend:
     return get_backend(spec.backend, notice=notice, defer_compile=True, device=spec.device,
                        always_notice=always_notice)
 
@@ -178,6 +177,10 @@ def open_weights(spec: RunSpec, model: Model | None = None) -> WeightsSource:
 
     The one place that chooses a weights source for a run; ``engine.weights.open_weights`` reads the path."""
     spec.check()
+    return _weights(spec, model)
+
+
+def _weights(spec: RunSpec, model: Model | None) -> WeightsSource:
     if spec.weights:
         return open_weights_path(spec.weights)
     if model is not None and model.weights_source is not None:
@@ -193,10 +196,10 @@ def open_network(model: Model, spec: RunSpec, registry: Registry | None = None, 
     ``weights``, an already open source) and fusing rules. ``registry`` defaults to ``open_registry(spec)``;
     ``notice`` receives the one-line backend notice (``always_notice``: even where it was given before on this
     machine); the other options go to the Network."""
-    spec.check()
-    backend = backend or open_backend(spec, notice, always_notice)
+    formats = spec.checked_formats()  # the one reading of the format settings
+    backend = backend or _backend(spec, notice, always_notice)
     return Network(model, registry if registry is not None else open_registry(spec), backend,
-                   tensor_format(spec.format, backend.name), weights=weights or open_weights(spec, model), seed=spec.seed,
+                   formats.for_backend(backend.name), weights=weights or _weights(spec, model), seed=spec.seed,
                    reuse_buffers=reuse_buffers, fusing=spec.fusing, protected=protected, graph_capture=graph_capture,
                    tf32=spec.tf32, layer_formats=dict(spec.layer_formats))
 

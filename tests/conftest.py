@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import fcntl
+import importlib.util
 import os
+import re
+import sys
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -8,32 +12,79 @@ import pytest  # noqa: E402
 
 from engine.backends import cupy_usable  # noqa: E402
 
-try:  # the GPU machine has no Qt: GUI tests are collected only where PySide6 imports
-    import PySide6  # noqa: F401
+#: the packages a test needs Qt for (the GPU machine has none of them)
+QT_PACKAGES = ("PySide6", "NodeGraphQt", "pyqtgraph")
+HAVE_QT = importlib.util.find_spec("PySide6") is not None
 
-    collect_ignore_glob: list[str] = []
-except ImportError:
-    collect_ignore = ["canvas"]
-    collect_ignore_glob = ["app/test_[!c]*.py", "app/test_c[!l]*.py"]
+
+def _needs_qt(item: pytest.Item) -> bool:
+    """A test needs Qt when it asks for a QApplication (``qtbot``, directly or through a fixture) or its module
+    holds a name from the Qt packages."""
+    if "qtbot" in getattr(item, "fixturenames", ()):
+        return True
+    module = getattr(item, "module", None)
+    return module is not None and any(
+        (getattr(v, "__module__", None) or getattr(v, "__name__", "") or "").split(".")[0] in QT_PACKAGES
+        for v in vars(module).values() if not isinstance(v, (str, int, float, bytes)))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if cupy_usable():
-        return
-    skip = pytest.mark.skip(reason="no usable CUDA GPU (CuPy backend)")
+    """The ``qt`` marker on the tests that need Qt (``-m "not qt"`` runs the Qt-free ones); GPU tests skipped
+    where no CUDA GPU is usable."""
+    gpu_skip = None if cupy_usable() else pytest.mark.skip(reason="no usable CUDA GPU (CuPy backend)")
+    qt_skip = None if HAVE_QT else pytest.mark.skip(reason="qt: needs PySide6, which is not installed")
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        if _needs_qt(item):
+            item.add_marker(pytest.mark.qt)
+            if qt_skip is not None:
+                item.add_marker(qt_skip)
+        if gpu_skip is not None and "gpu" in item.keywords:
+            item.add_marker(gpu_skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    """Where Qt is not installed (the GPU machine), a test module that cannot import a Qt package is skipped as
+    ``qt`` instead of failing to collect."""
+    report = yield
+    if not HAVE_QT and report.failed and isinstance(collector, pytest.Module):
+        text = str(report.longrepr)
+        missing = [p for p in QT_PACKAGES if re.search(rf"ModuleNotFoundError: .*\b{p}\b", text)]
+        if missing:
+            report.outcome = "skipped"
+            report.longrepr = (str(collector.path), 0, f"Skipped: qt: needs {missing[0]}, which is not installed")
+    return report
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _cpu_kernels_compiled():
     """Compile the CPU kernels once, before any test, as the designer does at its first start: on a clean clone
-    Numba takes about half a minute, which tests waiting on a worker thread with a timeout must not spend."""
+    Numba takes about half a minute, which tests waiting on a worker thread with a timeout must not spend.
+    Parallel test processes take turns (the background compile's lock): the first compiles, the others then
+    find the kernels in Numba's cache."""
     from engine.backends.cpu import warmup
+    from engine.backends.cpu.backend import cpu_kernels
+    from engine.backends.cpu.compile_cache import warmup_lock_path
 
-    if warmup.needed():
-        warmup.warm()
+    kernels = cpu_kernels()
+    if kernels is None or not warmup.needed():
+        return
+    with open(warmup_lock_path(), "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if warmup.needed():
+                warmup.warm()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def _own_cache_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test process its own user cache folder (notices given, timing choices): tests neither read what the
+    user's runs or a parallel test process left there nor write into the user's."""
+    cache = tmp_path_factory.getbasetemp() / "user-cache"
+    cache.mkdir(exist_ok=True)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +100,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Clear the clipboard and destroy every widget while the QApplication still exists: a clipboard
     still holding our mime data when Qt shuts down (offscreen platform) ends the process with a segfault."""
     import gc
-    import sys
 
     if "PySide6.QtWidgets" not in sys.modules:
         return

@@ -1,10 +1,14 @@
-"""Import rules of docs/design/architecture.md, enforced by scanning the source (not by convention)."""
+"""Import rules of the design (who may import whom), enforced by scanning the source (not by convention); each rule is
+also shown firing on a planted violation."""
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN_IN_ENGINE = ("PySide6", "PyQt5", "PyQt6", "shiboken6", "NodeGraphQt", "pyqtgraph", "app", "canvas", "plugins")
@@ -25,22 +29,31 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def violations(folder: str, forbidden: tuple[str, ...]) -> list[str]:
+def violations(folder: str, forbidden: tuple[str, ...], root: Path = ROOT) -> list[str]:
     bad = []
-    for path in sorted((ROOT / folder).rglob("*.py")):
+    for path in sorted((root / folder).rglob("*.py")):
         for line, mod in imported_modules(path):
             if mod.split(".")[0] in forbidden:
-                bad.append(f"{path.relative_to(ROOT)}:{line} imports {mod}")
+                bad.append(f"{path.relative_to(root)}:{line} imports {mod}")
     return bad
 
 
+def engine_violations(root: Path = ROOT) -> list[str]:
+    """Imports of Qt, app/, canvas/ or plugins/ from engine/ (the engine is Qt-free and finds plugins by its loader)."""
+    return violations("engine", FORBIDDEN_IN_ENGINE, root)
+
+
+def plugin_violations(root: Path = ROOT) -> list[str]:
+    """Imports of Qt, app/ or canvas/ from plugins/, outside a collection's ``qt.py``."""
+    return [v for v in violations("plugins", QT + ("app", "canvas"), root) if not v.split(":")[0].endswith("qt.py")]
+
+
 def test_engine_imports_no_qt_app_canvas_or_plugins():
-    assert violations("engine", FORBIDDEN_IN_ENGINE) == []
+    assert engine_violations() == []
 
 
 def test_plugins_import_no_qt_app_or_canvas_outside_qt_modules():
-    bad = [v for v in violations("plugins", QT + ("app", "canvas")) if not v.split(":")[0].endswith("qt.py")]
-    assert bad == []
+    assert plugin_violations() == []
 
 
 def test_scanner_catches_a_forbidden_import(tmp_path):
@@ -78,25 +91,15 @@ def module_names(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, 
     return found
 
 
-def _type_checking_only(node: ast.AST) -> bool:
-    test = getattr(node, "test", None)
-    return isinstance(node, ast.If) and (getattr(test, "id", None) == "TYPE_CHECKING"
-                                         or getattr(test, "attr", None) == "TYPE_CHECKING")
-
-
-def runtime_imports(path: Path, module: str, type_checking: bool = False) -> list[tuple[int, str]]:
-    """(line, module) of every import ``module`` (the file ``path``) can execute: at the top, in functions (lazy
-    imports count: they still close a circle) and through importlib; those under ``if TYPE_CHECKING:`` only with
-    ``type_checking``. Relative imports are resolved; ``from package import name`` gives ``package.name``."""
+def module_imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, module) of every import in ``module`` (the file ``path``): at the top, in functions (lazy imports
+    close a circle too), under ``if TYPE_CHECKING:`` (a circle that only the type checker sees is still two
+    modules that need each other) and through importlib. Relative imports are resolved; ``from package import
+    name`` gives ``package.name``."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: list[tuple[int, str]] = []
-
-    def visit(node: ast.AST) -> None:
-        if _type_checking_only(node) and not type_checking:
-            for child in getattr(node, "orelse", []):
-                visit(child)
-            return
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.extend((node.lineno, a.name) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -108,10 +111,6 @@ def runtime_imports(path: Path, module: str, type_checking: bool = False) -> lis
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
                 "import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
             found.append((node.lineno, str(node.args[0].value)))
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(tree)
     return found
 
 
@@ -126,7 +125,7 @@ def import_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, 
 
     graph = {}
     for module, path in modules.items():
-        targets = {resolve(name) for _, name in runtime_imports(path, module)}
+        targets = {resolve(name) for _, name in module_imports(path, module)}
         graph[module] = {t for t in targets if t is not None and t != module}
     return graph
 
@@ -198,7 +197,7 @@ def designer_importing_cli(root: Path) -> list[str]:
         if _is_cli(module) or module == "app.__main__":
             continue
         bad += [f"{path.relative_to(root)}:{line} imports {name}"
-                for line, name in runtime_imports(path, module, type_checking=True) if _is_cli(name)]
+                for line, name in module_imports(path, module) if _is_cli(name)]
     return bad
 
 
@@ -210,8 +209,32 @@ def test_designer_imports_no_cli():
     assert designer_importing_cli(ROOT) == []
 
 
+#: the circle the designer's window is still part of (its dialogs import it, under TYPE_CHECKING too)
+KNOWN_APP_CIRCLE = ["app.collections_dialog", "app.main_window", "app.netlayers_ui", "app.template_editing"]
+
+
 def test_no_import_circle_in_app_canvas_engine_or_plugins():
-    assert import_circles(import_graph(ROOT)) == []
+    assert [c for c in import_circles(import_graph(ROOT)) if c != KNOWN_APP_CIRCLE] == []
+
+
+@pytest.mark.xfail(strict=True, reason="being removed by the designer split")
+def test_no_import_circle_through_the_main_window():
+    assert KNOWN_APP_CIRCLE not in import_circles(import_graph(ROOT))
+
+
+def eager_engine_imports(root: Path = ROOT) -> list[str]:
+    """What ``import engine`` loads beyond the light modules: the network, the backends, the plugins, the model
+    file, NumPy (``import engine`` and every ``import engine.x`` run engine/__init__.py first)."""
+    heavy = ("engine.network", "engine.backends", "engine.plugins", "engine.modelfile", "numpy", "plugins")
+    code = f"import sys, engine\nprint(sorted(m for m in sys.modules if m.startswith({heavy!r})))"
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    res = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return ast.literal_eval(res.stdout.strip().splitlines()[-1])
+
+
+def test_import_engine_is_light():
+    assert eager_engine_imports() == []
 
 
 def test_cupy_is_imported_only_inside_engine_backends():
@@ -237,11 +260,31 @@ def test_planted_circle_is_found_even_through_lazy_and_relative_imports(tmp_path
         "app/run_config.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from app.cli import x\n",
         "engine/__init__.py": "", "engine/a.py": "from . import b\n", "engine/b.py": "import engine.c\n",
         "engine/c.py": "from engine.a import thing\n", "engine/d.py": "from engine import a\n",
+        "canvas/__init__.py": "", "canvas/view.py": "from canvas.menus import Menu\n",
+        "canvas/menus.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from canvas.view import View\n",
     })
     circles = import_circles(import_graph(root))
-    assert circles == [["app.cli", "app.cli_drift"], ["engine.a", "engine.b", "engine.c"]]
-    (root / "app" / "cli_drift.py").write_text("def cmd():\n    pass\n")  # cut it: only engine's is left
-    assert import_circles(import_graph(root)) == [["engine.a", "engine.b", "engine.c"]]
+    assert circles == [["app.cli", "app.cli_drift"], ["canvas.menus", "canvas.view"], ["engine.a", "engine.b", "engine.c"]]
+    (root / "app" / "cli_drift.py").write_text("def cmd():\n    pass\n")  # cut it: the others are left
+    assert import_circles(import_graph(root)) == [["canvas.menus", "canvas.view"], ["engine.a", "engine.b", "engine.c"]]
+
+
+def test_planted_qt_imports_in_engine_and_plugins_are_found(tmp_path):
+    root = _plant(tmp_path, {
+        "engine/__init__.py": "", "engine/report.py": "def show():\n    from PySide6 import QtWidgets\n",
+        "engine/registry.py": "import plugins.standard\n",
+        "plugins/standard/__init__.py": "", "plugins/standard/params.py": "from app.params import ParamWidget\n",
+        "plugins/standard/qt.py": "from PySide6 import QtWidgets\n",  # a collection's Qt extras: allowed
+    })
+    assert engine_violations(root) == ["engine/registry.py:1 imports plugins.standard",
+                                       "engine/report.py:2 imports PySide6"]
+    assert plugin_violations(root) == ["plugins/standard/params.py:1 imports app.params"]
+
+
+def test_planted_eager_import_in_engine_is_found(tmp_path):
+    root = _plant(tmp_path, {"engine/__init__.py": "from engine.network import Network\n",
+                             "engine/network.py": "class Network:\n    pass\n"})
+    assert eager_engine_imports(root) == ["engine.network"]
 
 
 def test_planted_cupy_import_and_canvas_app_import_are_found(tmp_path):

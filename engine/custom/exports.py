@@ -17,14 +17,15 @@ from engine.export.codegen import camel_case, py_literal
 from engine.export.codegen import plain_value as _plain
 
 if TYPE_CHECKING:
-    from engine.custom.layer import CustomLayer
+    from engine.custom.definition import CustomLayerDef
+    from engine.layer import Layer
 
 CUSTOM_DOMAIN = "layerlab.custom"
 
 
-def onnx_node(layer: CustomLayer, g: Any, inputs: list[str | None]) -> str:
-    """The ``layerlab.custom`` node of a custom layer (through the exporter's OnnxGraph ``g``)."""
-    return g.placeholder(inputs, op=layer.definition.name, domain=CUSTOM_DOMAIN)
+def onnx_node(defn: CustomLayerDef, g: Any, inputs: list[str | None]) -> str:
+    """The ``layerlab.custom`` node of a layer of custom layer ``defn`` (through the exporter's OnnxGraph ``g``)."""
+    return g.placeholder(inputs, op=defn.name, domain=CUSTOM_DOMAIN)
 
 
 _TORCH = '''def custom_{name}_code():
@@ -51,9 +52,9 @@ class {cls}(nn.Module):
         return torch.from_numpy(np.ascontiguousarray(y, dtype=np.float32)).to(device)'''
 
 
-def torch_module(layer: CustomLayer, t: Any, inputs: list[str | None]) -> str:
-    """A module running the custom layer's Python code (through the exporter's TorchModuleWriter ``t``)."""
-    defn = layer.definition
+def torch_module(layer: Layer, defn: CustomLayerDef, t: Any, inputs: list[str | None]) -> str:
+    """A module running the Python code of ``layer``, a layer of custom layer ``defn`` (through the exporter's
+    TorchModuleWriter ``t``)."""
     if not defn.python.strip():
         raise layer.export_unsupported("custom layer without Python code: write the module yourself (a stub has a TODO)")
     cls = f"Custom{camel_case(defn.name)}"

@@ -67,14 +67,14 @@ class CustomLayer(Layer):
         self.store(out, y)
 
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
-        from engine.custom.exports import onnx_node  # noqa: PLC0415
+        from engine.custom.exports import onnx_node  # noqa: PLC0415 - the exporters import the network
 
-        return onnx_node(self, g, inputs)
+        return onnx_node(self.definition, g, inputs)
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
-        from engine.custom.exports import torch_module  # noqa: PLC0415
+        from engine.custom.exports import torch_module  # noqa: PLC0415 - the exporters import the network
 
-        return torch_module(self, t, inputs)
+        return torch_module(self, self.definition, t, inputs)
 
     onnx_support: ClassVar[str] = "partial: a node of the layerlab.custom domain (a placeholder to implement)"
     torch_support: ClassVar[str] = "partial: the Python code run through NumPy, or a stub"

@@ -43,7 +43,7 @@ DESC = LayerDesc(
 
 class BatchNormalization(Layer):
     desc = DESC
-    #: reads through nchw/physical (widening), computes in its own precision, writes once (engine.formats)
+    #: reads through nchw/physical (widening), computes in its own precision, writes once (engine.format_conversion)
     conversion_fusion = frozenset({"read", "write"})
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:

@@ -49,7 +49,7 @@ DESC = LayerDesc(
 class Convolution(ConvolutionBase):
     desc = DESC
     #: the CPU kernel widens an fp16 input and rounds an fp16 output once; the GPU's (cuDNN, fp16 kernels) take one
-    #: precision throughout, so on the GPU conversions stay unfused here (engine.formats)
+    #: precision throughout, so on the GPU conversions stay unfused here (engine.format_conversion)
     conversion_fusion = frozenset({"read", "write"})
 
     def fuses_conversion(self, kind: str) -> bool:

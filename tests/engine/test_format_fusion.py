@@ -1,4 +1,4 @@
-"""Format conversions fused into a neighbouring layer (engine.formats.fused_conversions): a conversion to fp16 into
+"""Format conversions fused into a neighbouring layer (engine.format_conversion.fused_conversions): a conversion to fp16 into
 its producer's write, a conversion to fp32 into its readers' reads. Fused and unfused networks give identical
 values on every backend; values that fit fp16 pass exactly; the overview, the notes and the report name each
 conversion and where it went; layers that cannot fuse (or must keep their own output) keep the conversion."""

@@ -8,14 +8,8 @@ import numpy as np
 import pytest
 
 from engine.backends.cpu.backend import NumpyBackend
-from engine.formats import (
-    CONVERSION_TYPE,
-    FormatConversion,
-    LayerFormat,
-    LayerFormatError,
-    nearest_supported,
-    parse_assignments,
-)
+from engine.format_conversion import CONVERSION_TYPE, FormatConversion
+from engine.formats import LayerFormat, LayerFormatError, nearest_supported, parse_assignments
 from engine.model import Model
 from engine.modelfile import dumps as model_to_text
 from engine.modelfile import loads

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from engine.errors import InputError, LayerLabError, WeightsError
+from engine.formats import LayerFormat
 from engine.io import VideoWriter, image_to_tensor, read_image
 from engine.model import Model
 from engine.network import Network, random_input
@@ -63,6 +64,20 @@ def test_auto_format_is_one_rule_per_backend():
     assert normalize_format(" AUTO ") == "auto" and normalize_format("nhwc,fp16") == "fp16 nhwc"
     with pytest.raises(LayerLabError, match="fp8"):
         normalize_format("fp8")
+
+
+def test_a_run_reads_its_format_settings_once(registry, monkeypatch):
+    """open_network reads the run's format and layer settings once and passes the result on."""
+    spec = RunSpec(backend="numpy", format="FP16,nchw", layer_formats=(("conv", "fp32"),))
+    settings = spec.checked_formats()
+    assert settings.network == TensorFormat.parse("fp16 nchw") and settings.overrides() == {"conv": LayerFormat.parse("fp32")}
+    assert RunSpec(format="auto").checked_formats().for_backend("cupy") == TensorFormat.parse("fp16 nhwc")
+    read: list[str] = []
+    parse = TensorFormat.parse.__func__
+    monkeypatch.setattr(TensorFormat, "parse", classmethod(lambda cls, text: read.append(text) or parse(cls, text)))
+    net = open_network(small_model(), spec, registry)
+    assert read.count("FP16,nchw") == 1
+    assert net.fmt == TensorFormat.parse("fp16 nchw")
 
 
 @pytest.mark.parametrize("change,words", [
