@@ -84,16 +84,16 @@ def _type_checking_only(node: ast.AST) -> bool:
                                          or getattr(test, "attr", None) == "TYPE_CHECKING")
 
 
-def runtime_imports(path: Path, module: str) -> list[tuple[int, str]]:
+def runtime_imports(path: Path, module: str, type_checking: bool = False) -> list[tuple[int, str]]:
     """(line, module) of every import ``module`` (the file ``path``) can execute: at the top, in functions (lazy
-    imports count: they still close a circle) and through importlib; not those under ``if TYPE_CHECKING:``.
-    Relative imports are resolved; ``from package import name`` gives ``package.name``."""
+    imports count: they still close a circle) and through importlib; those under ``if TYPE_CHECKING:`` only with
+    ``type_checking``. Relative imports are resolved; ``from package import name`` gives ``package.name``."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: list[tuple[int, str]] = []
 
     def visit(node: ast.AST) -> None:
-        if _type_checking_only(node):
+        if _type_checking_only(node) and not type_checking:
             for child in getattr(node, "orelse", []):
                 visit(child)
             return
@@ -115,8 +115,9 @@ def runtime_imports(path: Path, module: str) -> list[tuple[int, str]]:
     return found
 
 
-def import_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
-    """Module -> the modules of ``packages`` it imports (a name resolves to its longest known module prefix)."""
+def import_graph(root: Path, packages: tuple[str, ...] = PACKAGES, type_checking: bool = False) -> dict[str, set[str]]:
+    """Module -> the modules of ``packages`` it imports (a name resolves to its longest known module prefix);
+    with ``type_checking``, the imports under ``if TYPE_CHECKING:`` count too."""
     modules = module_names(root, packages)
 
     def resolve(name: str) -> str | None:
@@ -126,7 +127,7 @@ def import_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, 
 
     graph = {}
     for module, path in modules.items():
-        targets = {resolve(name) for _, name in runtime_imports(path, module)}
+        targets = {resolve(name) for _, name in runtime_imports(path, module, type_checking)}
         graph[module] = {t for t in targets if t is not None and t != module}
     return graph
 
@@ -166,6 +167,35 @@ def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(circles)
 
 
+DESIGNER = ("app", "canvas")
+MAX_CLASS_LINES = 400
+MAX_FILE_LINES = 800
+MAIN_WINDOW = "app.designer.main_window"
+START_UP = ("app.gui",)  # the application start-up: the one module that may build the main window
+
+
+def main_window_importers(root: Path) -> list[str]:
+    """Modules of app/ and canvas/ other than the start-up that import the main window, even under
+    ``TYPE_CHECKING`` or inside a function (its parts get a ``DesignerContext`` instead)."""
+    graph = import_graph(root, DESIGNER, type_checking=True)
+    return sorted(m for m, targets in graph.items() if MAIN_WINDOW in targets and m not in START_UP)
+
+
+def oversized(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
+    """Files over ``MAX_FILE_LINES`` lines and classes over ``MAX_CLASS_LINES`` lines in ``packages``."""
+    bad = []
+    for path in module_names(root, packages).values():
+        text = path.read_text(encoding="utf-8")
+        name = path.relative_to(root).as_posix()
+        lines = len(text.splitlines())
+        if lines > MAX_FILE_LINES:
+            bad.append(f"{name}: {lines} lines")
+        for node in ast.walk(ast.parse(text, str(path))):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
+                bad.append(f"{name}: class {node.name} {node.end_lineno - node.lineno + 1} lines")
+    return sorted(bad)
+
+
 def cupy_outside_backends(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
     """Imports of cupy anywhere but engine/backends/ (the CuPy backend owns the GPU)."""
     bad = []
@@ -188,6 +218,18 @@ def canvas_importing_app(root: Path) -> list[str]:
 
 def test_no_import_circle_in_app_canvas_engine_or_plugins():
     assert import_circles(import_graph(ROOT)) == []
+
+
+def test_no_import_circle_in_app_or_canvas_even_through_type_checking_imports():
+    assert import_circles(import_graph(ROOT, DESIGNER, type_checking=True)) == []
+
+
+def test_only_the_start_up_imports_the_main_window():
+    assert main_window_importers(ROOT) == []
+
+
+def test_no_class_over_400_and_no_file_over_800_lines_in_app_or_canvas():
+    assert oversized(ROOT, DESIGNER) == []
 
 
 def test_cupy_is_imported_only_inside_engine_backends():
@@ -231,3 +273,29 @@ def test_planted_cupy_import_and_canvas_app_import_are_found(tmp_path):
     assert cupy_outside_backends(root) == ["engine/network.py:2 imports cupy",
                                            "plugins/standard/pooling.py:1 imports cupyx"]
     assert canvas_importing_app(root) == ["canvas/graph.py:2 imports app.params"]
+
+
+def test_planted_type_checking_circle_and_main_window_import_are_found(tmp_path):
+    root = _plant(tmp_path, {
+        "app/__init__.py": "", "app/gui.py": "from app.designer.main_window import MainWindow\n",
+        "app/designer/__init__.py": "",
+        "app/designer/main_window.py": "from app.designer.netlayers_ui import NetworkLayers\n",
+        "app/designer/netlayers_ui.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                        "    from app.designer.main_window import MainWindow\n",
+        "canvas/__init__.py": "", "canvas/graph.py": "def menu():\n    from canvas import menus\n",
+        "canvas/menus.py": "import canvas.graph\n",
+    })
+    assert import_circles(import_graph(root, DESIGNER)) == [["canvas.graph", "canvas.menus"]]  # runtime only
+    assert import_circles(import_graph(root, DESIGNER, type_checking=True)) == [
+        ["app.designer.main_window", "app.designer.netlayers_ui"], ["canvas.graph", "canvas.menus"]]
+    assert main_window_importers(root) == ["app.designer.netlayers_ui"]  # the start-up app.gui may
+
+
+def test_planted_big_class_and_big_file_are_found(tmp_path):
+    body = "".join(f"    def m{i}(self):\n        return {i}\n" for i in range(200))  # 401 lines with its header
+    root = _plant(tmp_path, {
+        "app/__init__.py": "", "app/big.py": "class Big:\n" + body,
+        "app/small.py": "class Small:\n" + body[: body.index("    def m150")],
+        "canvas/__init__.py": "", "canvas/long.py": "x = 1\n" * 801, "canvas/fine.py": "x = 1\n" * 800,
+    })
+    assert oversized(root, DESIGNER) == ["app/big.py: class Big 401 lines", "canvas/long.py: 801 lines"]
