@@ -8,12 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from NodeGraphQt import NodeGraph
+from NodeGraphQt.qgraphics.port import PortItem
 from PySide6 import QtCore, QtGui
 
 from canvas.bridge import ModelBridge
 from canvas.constants import (
     DRAG_PREFIX,
     EAGER_LAYERS,
+    PRESSES,
     STRUCTURE_EVENTS,
     TEXT,
     compact_dims,
@@ -131,6 +133,39 @@ class ModelCanvas(CanvasEditingMixin, CanvasMenusMixin, GesturesMixin, LazyCanva
     def get_unique_name(self, name: str) -> str:
         """Node titles are layer names, which the Model keeps unique (NodeGraphQt's own search is quadratic)."""
         return name
+
+    # Qt calls an event filter of the QObject's own class (not one inherited from a plain mixin)
+    def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:
+        kind = event.type()
+        if kind == QtCore.QEvent.Type.Paint and obj is self.viewer().viewport():
+            self._before_paint()
+        elif kind in PRESSES and obj is self.viewer().viewport():
+            self._fitted = True
+            self._materialize_at(self.viewer().mapToScene(event.position().toPoint()))
+        elif kind == QtCore.QEvent.Type.MouseMove and obj is self.viewer().viewport():
+            self._materialize_in_band(event.position().toPoint())
+        elif kind in (QtCore.QEvent.Type.Wheel, QtCore.QEvent.Type.KeyPress):
+            self._fitted = True
+        if event.type() == QtCore.QEvent.Type.FocusOut and obj is self.viewer():
+            self.reset_modifiers()
+        if event.type() == QtCore.QEvent.Type.MouseButtonPress and event.button() == QtCore.Qt.MouseButton.LeftButton \
+                and event.modifiers() == QtCore.Qt.KeyboardModifier.NoModifier:
+            pipe = self.pipe_at(self.viewer().mapToScene(event.position().toPoint()))
+            if pipe is not None:  # a click on a link selects it (NodeGraphQt only selects links by rubber band)
+                self.clear_selection()
+                self.viewer().scene().clearSelection()
+                pipe.setSelected(True)
+                self.selection_changed.emit([])
+                self.status_message.emit("Link selected: Delete removes it")
+                return True
+        if event.type() == QtCore.QEvent.Type.MouseButtonDblClick and event.button() == QtCore.Qt.MouseButton.LeftButton:
+            scene_pos = self.viewer().mapToScene(event.position().toPoint())
+            for item in self.viewer().scene().items(scene_pos):
+                if isinstance(item, PortItem):
+                    if self.add_layer_at_port(item):
+                        return True
+                    break
+        return super().eventFilter(obj, event)
 
     # ---- queries ---------------------------------------------------------------------------------
     def layer_of(self, node: Any) -> str | None:

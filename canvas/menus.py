@@ -1,5 +1,5 @@
-"""The canvas's right-click menus (the layer menu and the background menu, filled with the designer's actions) and the
-event filter that routes clicks on links, wheel and key presses."""
+"""The canvas's right-click menus: the layer menu and the background menu, filled with the designer's actions, and
+what a right-click or a click on a link finds under the cursor."""
 from __future__ import annotations
 
 import warnings
@@ -11,7 +11,6 @@ from PySide6 import QtCore, QtGui
 
 from canvas.constants import (
     LINK_PICK_PX,
-    PRESSES,
 )
 from canvas.nodes import (
     LayerNode,
@@ -87,36 +86,3 @@ class CanvasMenusMixin:
         viewer = self.viewer()
         viewer.ALT_state = viewer.CTRL_state = viewer.SHIFT_state = False
         viewer._cursor_text.setVisible(False)
-
-    def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:
-        kind = event.type()
-        if kind == QtCore.QEvent.Type.Paint and obj is self.viewer().viewport():
-            self._before_paint()
-        elif kind in PRESSES and obj is self.viewer().viewport():
-            self._fitted = True
-            self._materialize_at(self.viewer().mapToScene(event.position().toPoint()))
-        elif kind == QtCore.QEvent.Type.MouseMove and obj is self.viewer().viewport():
-            self._materialize_in_band(event.position().toPoint())
-        elif kind in (QtCore.QEvent.Type.Wheel, QtCore.QEvent.Type.KeyPress):
-            self._fitted = True
-        if event.type() == QtCore.QEvent.Type.FocusOut and obj is self.viewer():
-            self.reset_modifiers()
-        if event.type() == QtCore.QEvent.Type.MouseButtonPress and event.button() == QtCore.Qt.MouseButton.LeftButton \
-                and event.modifiers() == QtCore.Qt.KeyboardModifier.NoModifier:
-            pipe = self.pipe_at(self.viewer().mapToScene(event.position().toPoint()))
-            if pipe is not None:  # a click on a link selects it (NodeGraphQt only selects links by rubber band)
-                self.clear_selection()
-                self.viewer().scene().clearSelection()
-                pipe.setSelected(True)
-                self.selection_changed.emit([])
-                self.status_message.emit("Link selected: Delete removes it")
-                return True
-        if event.type() == QtCore.QEvent.Type.MouseButtonDblClick and event.button() == QtCore.Qt.MouseButton.LeftButton:
-            scene_pos = self.viewer().mapToScene(event.position().toPoint())
-            for item in self.viewer().scene().items(scene_pos):
-                if isinstance(item, PortItem):
-                    if self.add_layer_at_port(item):
-                        return True
-                    break
-        return super().eventFilter(obj, event)
-
