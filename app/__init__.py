@@ -1,1 +1,2 @@
-"""LayerLab's application layer: the Qt designer (app.gui, app.main_window) and the `layerlab` command line (app.cli, Qt-free)."""
+"""LayerLab's application layer: the Qt designer (app.gui starts app.designer) and the `layerlab` command line
+(app.cli, Qt-free)."""

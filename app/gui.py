@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.main_window import SAMPLE, MainWindow
+from app.designer.main_window import SAMPLE, MainWindow
 from engine.log import collect
 from engine.plugins import load_plugins
 from engine.registry import Registry
@@ -81,9 +81,9 @@ def run(path: str | None = None, argv: list[str] | None = None, plugins: list[st
     window = MainWindow(registry=registry)
     window.log_panel.add_records(loading)
     target = path or default_model()
-    if target is None or (window.open_path(target) is None and not window.onnx_import.running):
-        window.new_model()  # nothing opened (an .onnx file is being imported: its tab comes when it ends)
+    if target is None or (window.files.open_path(target) is None and not window.onnx_import.running):
+        window.workspace.new_model()  # nothing opened (an .onnx file is being imported: its tab comes when it ends)
     window.show()
-    QtCore.QTimer.singleShot(0, window.offer_recovery)
-    QtCore.QTimer.singleShot(0, window.start_kernel_warmup)
+    QtCore.QTimer.singleShot(0, window.autosave.offer_recovery)
+    QtCore.QTimer.singleShot(0, window.warmup.start)
     return app.exec()

@@ -5,36 +5,34 @@ the canvas itself changes only in answer to Model events coming through the Mode
 undo stack is never used, so undo/redo is the Model's alone."""
 from __future__ import annotations
 
-import os
-import time
-import warnings
-from collections.abc import Iterable
 from typing import Any
 
 from NodeGraphQt import NodeGraph
-from NodeGraphQt.constants import ViewerEnum
-from NodeGraphQt.qgraphics.pipe import PipeItem
 from NodeGraphQt.qgraphics.port import PortItem
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore, QtGui
 
 from canvas.bridge import ModelBridge
-from canvas.clipboard import clipboard_templates, copy_layers, paste_specs
+from canvas.constants import (
+    DRAG_PREFIX,
+    EAGER_LAYERS,
+    PRESSES,
+    STRUCTURE_EVENTS,
+    TEXT,
+    compact_dims,
+    dims_text,
+)
+from canvas.editing import CanvasEditingMixin
+from canvas.gestures import GesturesMixin
 from canvas.lazy import BoxIndex, LazyNodes, NodeGeom
+from canvas.lazy_canvas import LazyCanvasMixin
+from canvas.menus import CanvasMenusMixin
 from canvas.nodes import (
     LayerNode,
-    LayerNodeItem,
     Run,
-    category_color,
-    info_size,
-    input_port_center,
-    input_port_name,
     make_node_class,
-    node_box,
-    output_port_center,
 )
-from canvas.overview import OVERVIEW_LOD, OverviewItem
+from canvas.overview import OverviewItem
 from engine.descriptors import InputKind, LayerDesc
-from engine.errors import LayerLabError
 from engine.events import (
     ActivationChanged,
     CustomLayerChanged,
@@ -50,58 +48,14 @@ from engine.events import (
     TemplateEvent,
 )
 from engine.formats import LayerFormat
-from engine.layout import layered_positions
 from engine.model import Model
 from engine.registry import Registry
 from engine.templates import find_desc, template_name, template_type
 from engine.tensor import Dims
 from engine.typecheck import Diagnostic
 
-#: text/plain payload of a palette drag: ``layerlab-layer:<type>``
-DRAG_PREFIX = "layerlab-layer:"
-NODE_SIZE_GUESS = (180.0, 90.0)
-TEXT = "#d8d8d8"
-LINK_PICK_PX = 5.0  # a click this close to a link (on screen) selects it
-POSITION_DECIMALS = 1  # positions are kept to a tenth of a scene unit (what the canvas can show)
-FREE_GAP = 60.0  # space left between a new layer and its neighbours
-#: models of up to this many layers get every node at once; larger ones get nodes as they are needed (canvas.lazy);
-#: LAYERLAB_EAGER_LAYERS=0 makes every canvas lazy (to run the tests through that path)
-EAGER_LAYERS = int(os.environ.get("LAYERLAB_EAGER_LAYERS", "300"))
-PREFETCH_BUDGET_S = 0.005  # idle time spent per turn of the event loop making nodes near the view
-BULK_UNINDEXED = 100  # making this many nodes at once, the scene's index is rebuilt once at the end
 
-#: the scale ``focus_layer`` zooms in to from further out: nodes drawn in full (``canvas.nodes.DETAIL_LOD``)
-FOCUS_SCALE = 0.8
-
-
-def snap_position(pos: tuple[float, float]) -> tuple[float, float]:
-    """A canvas position as stored in the model and the file (no 13-decimal noise from the view transform)."""
-    return (round(float(pos[0]), POSITION_DECIMALS), round(float(pos[1]), POSITION_DECIMALS))
-#: model events after which the overview (zoomed-out drawing) recomputes its boxes and lines
-STRUCTURE_EVENTS = (LayerEvent, TemplateEvent, CustomLayerChanged)
-
-
-_PRESSES = (QtCore.QEvent.Type.MouseButtonPress, QtCore.QEvent.Type.MouseButtonDblClick)
-
-
-def _dims_text(d: Dims) -> str:
-    return "×".join(str(v) for v in d)
-
-
-def _compact_dims(p: Any, text: str) -> str:
-    """``1x1x3x3`` -> ``3×3`` (leading 1s of N and C dropped) for the node label."""
-    try:
-        d = list(p.parse(text))
-    except ValueError:
-        return text
-    while len(d) > 2 and d[0] == 1:
-        d.pop(0)
-    if len(d) == 2 and d[0] == d[1]:
-        return str(d[0]) if p.name != "dimensions" else "×".join(map(str, d))
-    return "×".join(map(str, d))
-
-
-class ModelCanvas(NodeGraph):
+class ModelCanvas(CanvasEditingMixin, CanvasMenusMixin, GesturesMixin, LazyCanvasMixin, NodeGraph):
     """Node graph showing ``model``; emits ``selection_changed(list[str])`` and ``status_message(str)``."""
 
     selection_changed = QtCore.Signal(list)
@@ -176,142 +130,42 @@ class ModelCanvas(NodeGraph):
         self.scene().addItem(self.overview)
         self.overview.invalidate()
 
-    @property
-    def lazy(self) -> bool:
-        """Whether nodes are made as they are needed (a large model) rather than all at once."""
-        return not self._eager
-
-    @property
-    def making_nodes(self) -> bool:
-        """Whether idle time is still making the nodes near the view."""
-        return self._prefetch.isActive()
-
-    def created_count(self) -> int:
-        """How many layers have their node items now."""
-        return len(self.nodes.created_items())
-
-    def _reader_index(self) -> dict[str, list[str]]:
-        """Layer -> the layers that read it (kept until the links change)."""
-        if self._readers is None:
-            index: dict[str, list[str]] = {}
-            for name, spec in self.net_model.layers.items():
-                for src in spec.inputs:
-                    if src and name not in index.setdefault(src, []):
-                        index[src].append(name)
-            self._readers = index
-        return self._readers
-
-    def _neighbours(self, name: str) -> list[str]:
-        """The layers ``name`` reads and the layers reading it."""
-        spec = self.net_model.layers.get(name)
-        sources = [s for s in spec.inputs if s] if spec is not None else []
-        return sources + self._reader_index().get(name, [])
-
-    def _materialize(self, name: str) -> LayerNode:
-        """Make ``name``'s node (and its neighbours', so that every link of it is drawn)."""
-        if name not in self.net_model.layers:
-            raise KeyError(name)
-        self._materialize_many([name])
-        return self.nodes.created(name)
-
-    def _materialize_many(self, names: Iterable[str], neighbours: bool = True) -> list[str]:
-        """Make the nodes of ``names`` that have none (with ``neighbours``, of the layers linked to them too), in
-        one bulk pass: items, one layout each, then their links to every node that exists. Returns the names
-        made."""
-        wanted = [n for n in names if n in self.nodes and self.nodes.created(n) is None and n in self.net_model.layers]
-        if neighbours and wanted:
-            more = [other for name in wanted for other in self._neighbours(name)
-                    if other in self.nodes and self.nodes.created(other) is None]
-            wanted = list(dict.fromkeys(wanted + more))
-        if not wanted:
-            return []
-        self._bulk = True
-        LayerNodeItem.defer_layout = True
-        scene = self.scene()
-        reindex = len(wanted) >= BULK_UNINDEXED  # many items placed at once: one index rebuild, not one per move
-        if reindex:
-            scene.setItemIndexMethod(QtWidgets.QGraphicsScene.ItemIndexMethod.NoIndex)
-            QtWidgets.QApplication.setOverrideCursor(QtCore.Qt.CursorShape.WaitCursor)
-        try:
-            made = [self._create_node(name) for name in wanted]
-            for name in wanted:
-                self._sync_ports(name)
-            LayerNodeItem.defer_layout = False
-            for node in made:
-                node.view.draw_node()
-                node.place_badge()
-            fresh = set(wanted)
-            readers = self._reader_index()
-            for name in wanted:  # links last: each is drawn once, between placed ports
-                self._sync_links(name)
-            for reader in dict.fromkeys(r for name in wanted for r in readers.get(name, ()) if r not in fresh):
-                if self.nodes.created(reader) is not None:
-                    self._sync_links(reader)
-        finally:
-            self._bulk = False
-            LayerNodeItem.defer_layout = False
-            if reindex:
-                scene.setItemIndexMethod(QtWidgets.QGraphicsScene.ItemIndexMethod.BspTreeIndex)
-                QtWidgets.QApplication.restoreOverrideCursor()
-        if self.overview is not None:
-            self.overview.adopt(wanted, made)
-        return wanted
-
-    def _geometry(self, name: str) -> NodeGeom:
-        """Where ``name``'s node is: measured from its items when it has them (they may be being dragged), else
-        from the model (position) and the layout rule (size)."""
-        node = self.nodes.created(name)
-        if node is not None:
-            view = node.view
-            outs = node.output_ports()
-            return NodeGeom(view.sceneBoundingRect(), tuple(view.color[:3]), view,
-                            outs[0].view.sceneBoundingRect().center() if outs else None,
-                            [p.view.sceneBoundingRect().center() for p in node.input_ports()])
-        return self._predicted(name)
-
-    def _predicted(self, name: str) -> NodeGeom:
-        """``name``'s box from the model and the layout rule (kept until the layer changes)."""
-        geom = self._geo.get(name)
-        if geom is None:
-            geom = self._geo[name] = self._measure(name)
-        return geom
-
-    def _measure(self, name: str) -> NodeGeom:
-        """The box a node for ``name`` would have (the layout rule of its items, without making them)."""
-        spec = self.net_model.layers[name]
-        desc = self._desc(name)
-        n_in = self._wanted_ports(name)
-        has_out = desc is None or desc.generates_output
-        w, h = node_box(name, [input_port_name(desc, i) for i in range(n_in)], [None] if has_out else [],
-                        info_size(self._info_lines(name)))
-        x, y = spec.position
-        out = QtCore.QPointF(x + output_port_center(w)[0], y + output_port_center(w)[1]) if has_out else None
-        ins = [QtCore.QPointF(x + input_port_center(i)[0], y + input_port_center(i)[1]) for i in range(n_in)]
-        return NodeGeom(QtCore.QRectF(x, y, w, h), category_color(desc), None, out, ins)
-
-    def node_rect(self, name: str) -> QtCore.QRectF:
-        """``name``'s node box on the scene (whether or not its items exist yet)."""
-        return self._geometry(name).rect
-
-    def _desc(self, name: str) -> LayerDesc | None:
-        node = self.nodes.created(name)
-        return node.desc if node is not None else self._node_class(self.net_model.layers[name].type).desc
-
-    def _overview_detail(self, name: str) -> str:
-        """The line under a layer's name on the zoomed-out canvas: its output shape, else its type."""
-        shape = self._shapes.get(name)
-        if shape is not None:
-            return _dims_text(shape)
-        desc = self._desc(name) if name in self.net_model.layers else None
-        return desc.display_name if desc is not None else ""
-
-    def _links(self) -> list[tuple[str, str, int]]:
-        """Every link of the model: (source, target, input index)."""
-        return [(src, name, i) for name, spec in self.net_model.layers.items() for i, src in enumerate(spec.inputs) if src]
-
     def get_unique_name(self, name: str) -> str:
         """Node titles are layer names, which the Model keeps unique (NodeGraphQt's own search is quadratic)."""
         return name
+
+    # Qt calls an event filter of the QObject's own class (not one inherited from a plain mixin)
+    def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:
+        kind = event.type()
+        if kind == QtCore.QEvent.Type.Paint and obj is self.viewer().viewport():
+            self._before_paint()
+        elif kind in PRESSES and obj is self.viewer().viewport():
+            self._fitted = True
+            self._materialize_at(self.viewer().mapToScene(event.position().toPoint()))
+        elif kind == QtCore.QEvent.Type.MouseMove and obj is self.viewer().viewport():
+            self._materialize_in_band(event.position().toPoint())
+        elif kind in (QtCore.QEvent.Type.Wheel, QtCore.QEvent.Type.KeyPress):
+            self._fitted = True
+        if event.type() == QtCore.QEvent.Type.FocusOut and obj is self.viewer():
+            self.reset_modifiers()
+        if event.type() == QtCore.QEvent.Type.MouseButtonPress and event.button() == QtCore.Qt.MouseButton.LeftButton \
+                and event.modifiers() == QtCore.Qt.KeyboardModifier.NoModifier:
+            pipe = self.pipe_at(self.viewer().mapToScene(event.position().toPoint()))
+            if pipe is not None:  # a click on a link selects it (NodeGraphQt only selects links by rubber band)
+                self.clear_selection()
+                self.viewer().scene().clearSelection()
+                pipe.setSelected(True)
+                self.selection_changed.emit([])
+                self.status_message.emit("Link selected: Delete removes it")
+                return True
+        if event.type() == QtCore.QEvent.Type.MouseButtonDblClick and event.button() == QtCore.Qt.MouseButton.LeftButton:
+            scene_pos = self.viewer().mapToScene(event.position().toPoint())
+            for item in self.viewer().scene().items(scene_pos):
+                if isinstance(item, PortItem):
+                    if self.add_layer_at_port(item):
+                        return True
+                    break
+        return super().eventFilter(obj, event)
 
     # ---- queries ---------------------------------------------------------------------------------
     def layer_of(self, node: Any) -> str | None:
@@ -464,14 +318,14 @@ class ModelCanvas(NodeGraph):
                 if p.main:
                     value = spec.params.get(p.name, p.default_text)
                     if p.type == "dimension":
-                        value = _compact_dims(p, value)
+                        value = compact_dims(p, value)
                     lines.append([(f"{p.name}: ", TEXT, False, False), (value, TEXT, True, False)])
         if spec.activation and spec.activation != "none":
             lines.append([("activation: ", TEXT, False, False), (spec.activation, TEXT, True, False)])
         if spec.permanent:
             lines.append([("permanent", TEXT, False, True)])
         shape = self._shapes.get(name)
-        lines.append([(f"→ {_dims_text(shape)}", "#8fd18f", False, False)] if shape is not None
+        lines.append([(f"→ {dims_text(shape)}", "#8fd18f", False, False)] if shape is not None
                      else [("→ ?", "#777777", False, False)])
         return lines
 
@@ -586,552 +440,6 @@ class ModelCanvas(NodeGraph):
             node = self.nodes.created(ev.layer)
             if tuple(node.pos()) != (x, y):
                 node.set_pos(x, y)
-
-    # ---- user gestures -> Model commands ---------------------------------------------------------
-    def _port_ref(self, item: PortItem) -> tuple[str, int | None] | None:
-        """(layer, input index or None for the output) of a port view item."""
-        name = self.layer_of(item.node)
-        if name is None:
-            return None
-        if item.port_type == "out":
-            return name, None
-        views = [p.view for p in self.nodes[name].input_ports()]
-        return (name, views.index(item)) if item in views else None
-
-    def _on_connection_changed(self, disconnected: list, connected: list) -> None:  # noqa: D401 (NodeGraphQt slot)
-        """The viewer reports links the user made or removed; apply them to the Model."""
-        touched: set[str] = set()
-        links = []
-        for a, b in connected:
-            ra, rb = self._port_ref(a), self._port_ref(b)
-            if not ra or not rb:
-                continue
-            (src, _), (dst, idx) = (ra, rb) if ra[1] is None else (rb, ra)
-            links.append((src, dst, idx))
-            touched.add(dst)
-        cuts = []
-        for a, b in disconnected:
-            ra, rb = self._port_ref(a), self._port_ref(b)
-            if not ra or not rb:
-                continue
-            dst, idx = ra if ra[1] is not None else rb
-            touched.add(dst)
-            if not any(d == dst and i == idx for _, d, i in links):
-                cuts.append((dst, idx))
-        refused = [(src, dst) for src, dst, _ in links if self.net_model.depends_on(src, dst)]
-        if refused:
-            src, dst = refused[0]
-            self.status_message.emit(f"Link refused: linking {src} to {dst} would create a cycle")
-        else:
-            try:
-                with self.net_model.macro("Connect" if links else "Disconnect"):
-                    for dst, idx in cuts:
-                        self.net_model.disconnect(dst, idx)
-                    for src, dst, idx in links:
-                        self.net_model.connect(src, dst, idx)
-            except LayerLabError as exc:
-                self.status_message.emit(f"Link refused: {exc}")
-        for dst in touched:
-            self._sync_links(dst)
-
-    def _on_connection_sliced(self, ports: list) -> None:
-        self._on_connection_changed(ports, [])
-
-    def _on_insert_node(self, pipe: Any, node_id: str, prev_node_pos: dict) -> None:
-        pass  # dropping a node onto a link does nothing; links are made explicitly
-
-    def _on_nodes_moved(self, node_data: dict) -> None:
-        moves = []
-        for view in node_data:
-            name = self.layer_of(view)
-            if name is not None:
-                moves.append((name, tuple(view.xy_pos)))
-        if not moves:
-            return
-        try:
-            with self.net_model.macro("Move " + ", ".join(n for n, _ in moves)):
-                for name, pos in moves:
-                    self.net_model.move_layer(name, snap_position(pos))
-        except LayerLabError as exc:  # a read-only model (analysis mode): the nodes go back where they were
-            for name, _ in moves:
-                x, y = self.net_model.layers[name].position
-                self.nodes[name].set_pos(x, y)
-            self.status_message.emit(f"Move refused: {exc}")
-
-    def _on_node_name_changed(self, node_id: str, name: str) -> None:
-        node = self.get_node_by_id(node_id)
-        old = self.layer_of(node)
-        if old is None or old == name:
-            return
-        try:
-            self.net_model.rename_layer(old, name)
-        except LayerLabError as exc:
-            self.status_message.emit(f"Rename refused: {exc}")
-            node.view.name = old
-            node.view.draw_node()
-
-    def _on_search_triggered(self, node_type: str, pos: tuple) -> None:
-        for layer_type, cls in self._classes.items():
-            if cls.type_ == node_type:
-                self.add_layer(layer_type, (pos[0], pos[1]))
-
-    def _on_node_data_dropped(self, mimedata: QtCore.QMimeData, pos: QtCore.QPoint) -> None:
-        files = [u.toLocalFile() for u in mimedata.urls() if u.isLocalFile()] if mimedata.hasUrls() else []
-        if files:
-            self.files_dropped.emit(files)
-            return
-        text = mimedata.text() if mimedata.hasText() else ""
-        if text.startswith(DRAG_PREFIX):
-            self.add_layer(text[len(DRAG_PREFIX):], (float(pos.x()), float(pos.y())))
-
-    def _on_selection(self, selected: list, deselected: list) -> None:
-        self.selection_changed.emit(self.selected_layers())
-
-    # ---- right-click menus -----------------------------------------------------------------------
-    def set_context_actions(self, node_items: list[tuple[str, QtGui.QAction] | None],
-                            graph_items: list[tuple[str, QtGui.QAction] | None]) -> None:
-        """Fill NodeGraphQt's context menus: ``node_items`` on a node (or the selection), ``graph_items`` on
-        the empty canvas; each (label, action) command triggers the application's own action, so a menu
-        entry and the main menu do the same thing; None is a separator. Before a menu shows, a node that is
-        right-clicked outside the selection becomes the selection, and each command takes its action's
-        enabled state."""
-        nodes_menu = self.get_context_menu("nodes")
-        graph_menu = self.get_context_menu("graph")
-        with warnings.catch_warnings():  # NodeGraphQt compares Qt versions with distutils' deprecated LooseVersion
-            warnings.filterwarnings("ignore", "distutils Version classes are deprecated", DeprecationWarning)
-            self._add_commands(nodes_menu, graph_menu, node_items, graph_items)
-
-    def _add_commands(self, nodes_menu: Any, graph_menu: Any, node_items: list[tuple[str, QtGui.QAction] | None],
-                      graph_items: list[tuple[str, QtGui.QAction] | None]) -> None:
-        for items, menu in ((node_items, nodes_menu), (graph_items, graph_menu)):
-            for item in items:
-                if item is None:
-                    qmenu = nodes_menu.qmenu.get_menu(LayerNode.__name__) if menu is nodes_menu else graph_menu.qmenu
-                    if qmenu is not None:
-                        qmenu.addSeparator()
-                    continue
-                label, action = item
-                if menu is nodes_menu:
-                    cmd = menu.add_command(label, lambda _graph, _node, a=action: a.trigger(), node_class=LayerNode)
-                else:
-                    cmd = menu.add_command(label, lambda _graph, a=action: a.trigger())
-                cmd.qaction.setStatusTip(action.statusTip())
-                self._menu_commands.append((cmd, action))
-
-    def context_command(self, label: str, menu: str = "nodes") -> Any:
-        """The NodeGraphQt command labelled ``label`` in context menu ``menu`` (``nodes`` or ``graph``)."""
-        return self.get_context_menu(menu).get_command(label)
-
-    def _on_context_menu(self, menu: Any, node: Any) -> None:
-        name = self.layer_of(node) if node is not None else None
-        if name is not None and name not in self.selected_layers():
-            self.select_layers([name])
-        for cmd, action in self._menu_commands:
-            cmd.qaction.setEnabled(action.isEnabled())
-
-    def pipe_at(self, scene_pos: QtCore.QPointF) -> Any:
-        """The link drawn within a few screen pixels of ``scene_pos`` (None where there is a node or a port, or
-        no link)."""
-        viewer = self.viewer()
-        tol = LINK_PICK_PX / max(viewer.transform().m11(), 1e-6)
-        area = QtCore.QRectF(scene_pos.x() - tol, scene_pos.y() - tol, 2 * tol, 2 * tol)
-        near = viewer.scene().items(area)
-        if any(isinstance(i, (PortItem, LayerNodeItem)) and i.sceneBoundingRect().contains(scene_pos) for i in near):
-            return None
-        stroker = QtGui.QPainterPathStroker()
-        stroker.setWidth(2 * tol)
-        for item in near:
-            if isinstance(item, PipeItem) and item.input_port and item.output_port and \
-                    stroker.createStroke(item.path()).contains(scene_pos):
-                return item
-        return None
-
-    def reset_modifiers(self) -> None:
-        """Forget the modifier keys the viewer believes held (a dialog took the key release: without this the
-        canvas stays in Ctrl-deselect mode with its hint drawn)."""
-        viewer = self.viewer()
-        viewer.ALT_state = viewer.CTRL_state = viewer.SHIFT_state = False
-        viewer._cursor_text.setVisible(False)
-
-    def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:
-        kind = event.type()
-        if kind == QtCore.QEvent.Type.Paint and obj is self.viewer().viewport():
-            self._before_paint()
-        elif kind in _PRESSES and obj is self.viewer().viewport():
-            self._fitted = True
-            self._materialize_at(self.viewer().mapToScene(event.position().toPoint()))
-        elif kind == QtCore.QEvent.Type.MouseMove and obj is self.viewer().viewport():
-            self._materialize_in_band(event.position().toPoint())
-        elif kind in (QtCore.QEvent.Type.Wheel, QtCore.QEvent.Type.KeyPress):
-            self._fitted = True
-        if event.type() == QtCore.QEvent.Type.FocusOut and obj is self.viewer():
-            self.reset_modifiers()
-        if event.type() == QtCore.QEvent.Type.MouseButtonPress and event.button() == QtCore.Qt.MouseButton.LeftButton \
-                and event.modifiers() == QtCore.Qt.KeyboardModifier.NoModifier:
-            pipe = self.pipe_at(self.viewer().mapToScene(event.position().toPoint()))
-            if pipe is not None:  # a click on a link selects it (NodeGraphQt only selects links by rubber band)
-                self.clear_selection()
-                self.viewer().scene().clearSelection()
-                pipe.setSelected(True)
-                self.selection_changed.emit([])
-                self.status_message.emit("Link selected: Delete removes it")
-                return True
-        if event.type() == QtCore.QEvent.Type.MouseButtonDblClick and event.button() == QtCore.Qt.MouseButton.LeftButton:
-            scene_pos = self.viewer().mapToScene(event.position().toPoint())
-            for item in self.viewer().scene().items(scene_pos):
-                if isinstance(item, PortItem):
-                    if self.add_layer_at_port(item):
-                        return True
-                    break
-        return super().eventFilter(obj, event)
-
-    # ---- nodes made as they are needed (large models) ---------------------------------------------
-    def _view_rect(self) -> QtCore.QRectF:
-        viewer = self.viewer()
-        return viewer.mapToScene(viewer.viewport().rect()).boundingRect()
-
-    def _pending_in(self, area: QtCore.QRectF) -> list[tuple[str, bool, float]]:
-        """Layers without a node whose box, or a link of which, crosses ``area``: (name, whether its box does,
-        distance from the area's centre), nearest first."""
-        pending = self.nodes.pending()
-        if not pending:
-            return []
-        if self._index is not None and self._stale and not self._index.update(self._stale, self._predicted):
-            self._index = None
-        self._stale.clear()
-        if self._index is None:
-            self._index = BoxIndex(list(self.nodes), self._predicted, self._links())
-        return self._index.crossing(area, set(pending))
-
-    def _make(self, found: list[tuple[str, bool, float]]) -> None:
-        """Make the nodes ``_pending_in`` found: those whose box is in the area with their neighbours (every link
-        of a shown node drawn), those only reached by a link crossing it alone (the link drawn, nothing more)."""
-        self._materialize_many([n for n, by_box, _ in found if by_box])
-        self._materialize_many([n for n, by_box, _ in found if not by_box], neighbours=False)
-
-    def _forget(self, name: str) -> None:
-        """``name``'s box may have changed: measured again when it is needed."""
-        self._geo.pop(name, None)
-        self._stale.add(name)
-        self._covered = QtCore.QRectF()
-
-    def _before_paint(self) -> None:
-        """Before the canvas paints: pick the drawing mode for the scale, and, zoomed in, make the nodes in view
-        that have none yet (and their neighbours, so that their links are drawn); then look for more to make
-        near the view while idle."""
-        if self._eager:
-            return
-        scale = self.viewer().transform().m11()
-        if self.overview is not None:
-            self.overview.set_active(scale < OVERVIEW_LOD)
-        if not self._fitted or not self.nodes.pending():
-            return
-        if scale >= OVERVIEW_LOD:
-            view = self._view_rect()
-            if not self._covered.contains(view):
-                self._make(self._pending_in(view))
-                self._covered = view
-        if not self._prefetch.isActive():
-            self._prefetch.start()
-
-    def _prefetch_tick(self) -> None:
-        """Idle time: make the nodes nearest the view centre, within what one zoom-in to detail reaches, for at
-        most PREFETCH_BUDGET_S per turn of the event loop (so a gesture waits at most that long)."""
-        try:
-            self._prefetch_near_view()
-        except RuntimeError:  # the canvas was closed before the timer came due
-            pass
-
-    def _prefetch_near_view(self) -> None:
-        if self._eager or not self._fitted or not self.nodes.pending():
-            return
-        viewer = self.viewer()
-        vp = viewer.viewport().rect()
-        scale = max(viewer.transform().m11(), OVERVIEW_LOD)
-        size = QtCore.QSizeF(2.0 * vp.width() / scale, 2.0 * vp.height() / scale)
-        # around the view centre (Zoom In, the keyboard) and the mouse pointer (the wheel zooms at the pointer)
-        centers = [viewer.mapToScene(vp.center())]
-        cursor = viewer.viewport().mapFromGlobal(QtGui.QCursor.pos())
-        if vp.contains(cursor):
-            centers.append(viewer.mapToScene(cursor))
-        step = size.width() / 8  # the list is redone when the view moved by an eighth of the region or more
-        key = (tuple((round(c.x() / step), round(c.y() / step)) for c in centers), round(size.width()), len(self.nodes))
-        if key != self._todo_key:  # the view moved: what is near it now, nearest first
-            self._todo_key = key
-            found: dict[str, tuple[str, bool, float]] = {}
-            for c in centers:
-                for item in self._pending_in(QtCore.QRectF(c.x() - size.width() / 2, c.y() - size.height() / 2,
-                                                           size.width(), size.height())):
-                    if item[0] not in found or item[2] < found[item[0]][2]:
-                        found[item[0]] = item
-            self._todo = sorted(found.values(), key=lambda t: t[2])
-        start = time.perf_counter()
-        while self._todo and time.perf_counter() - start < PREFETCH_BUDGET_S:
-            self._make(self._todo[:2])
-            self._todo = [t for t in self._todo[2:] if self.nodes.created(t[0]) is None and t[0] in self.nodes]
-        if self._todo:
-            self._prefetch.start()
-
-    def _materialize_at(self, pos: QtCore.QPointF) -> None:
-        """A press at ``pos``: make the nodes under it and the links near it first, so the press reaches them."""
-        if self._eager or not self.nodes.pending():
-            return
-        tol = max(LINK_PICK_PX, 12.0) / max(self.viewer().transform().m11(), 1e-6)
-        self._make(self._pending_in(QtCore.QRectF(pos.x() - tol, pos.y() - tol, 2 * tol, 2 * tol)))
-
-    def _materialize_in_band(self, pos: QtCore.QPoint) -> None:
-        """While a rubber band is drawn, the nodes it covers get their items (so that it selects them)."""
-        viewer = self.viewer()
-        if self._eager or not (viewer.LMB_state and viewer._rubber_band.isActive) or not self.nodes.pending():
-            return
-        rect = QtCore.QRect(viewer._origin_pos, pos).normalized()
-        area = viewer.mapToScene(rect).boundingRect()
-        pending = [n for n in self.nodes.pending() if self._geometry(n).rect.intersects(area)]
-        self._materialize_many(pending, neighbours=False)
-
-    # ---- editing operations (menus and tests call these) -----------------------------------------
-    def view_center(self) -> tuple[float, float]:
-        vp = self.viewer().viewport().rect().center()
-        p = self.viewer().mapToScene(vp)
-        return snap_position((p.x() - NODE_SIZE_GUESS[0] / 2, p.y() - NODE_SIZE_GUESS[1] / 2))
-
-    def free_center(self) -> tuple[float, float]:
-        """Where a new layer goes: the view centre, or the first free place below it (never on another node)."""
-        return self.free_spot(*self.view_center())
-
-    def add_layer(self, layer_type: str, pos: tuple[float, float] | None = None) -> str | None:
-        """Add a layer of ``layer_type`` (a plugin layer or ``template:NAME``; at the view centre by default),
-        select it, return its name."""
-        if find_desc(self.net_model, self.registry, layer_type) is None:
-            self.status_message.emit(f"Unknown layer type {layer_type!r}")
-            return None
-        name = self.net_model.add_layer(layer_type, position=pos or self.free_center())
-        self.select_layers([name])
-        self.status_message.emit(f"Added {name}")
-        return name
-
-    def free_spot(self, x: float, y: float, size: tuple[float, float] = NODE_SIZE_GUESS,
-                  step: float | None = None) -> tuple[float, float]:
-        """The first position from (x, y) downwards where a node of ``size`` overlaps no other node."""
-        step = step or size[1] + FREE_GAP / 2
-        column = QtCore.QRectF(x, y, *size).adjusted(-FREE_GAP / 4, -FREE_GAP / 4, FREE_GAP / 4, 200 * step)
-        boxes = [r for r in (self.node_rect(n) for n in self.nodes) if r.intersects(column)]
-        for i in range(200):
-            rect = QtCore.QRectF(x, y + i * step, *size).adjusted(-FREE_GAP / 4, -FREE_GAP / 4, FREE_GAP / 4, FREE_GAP / 4)
-            if not any(r.intersects(rect) for r in boxes):
-                return snap_position((x, y + i * step))
-        return snap_position((x, y))
-
-    def add_layer_at_port(self, item: PortItem) -> str | None:
-        """Double-click on a free port: create an input (output) layer linked to it, in free space beside the
-        port (left of an input, right of the output)."""
-        ref = self._port_ref(item)
-        if ref is None or item.connected_pipes:
-            return None
-        name, idx = ref
-        layer_type = "output" if idx is None else "input"
-        if self.registry.find_layer(layer_type) is None:
-            return None
-        node_rect = self.nodes[name].view.sceneBoundingRect()
-        port_y = item.sceneBoundingRect().center().y() - NODE_SIZE_GUESS[1] / 2
-        if idx is None:
-            pos = self.free_spot(node_rect.right() + FREE_GAP, port_y)
-        else:
-            pos = self.free_spot(node_rect.left() - FREE_GAP - NODE_SIZE_GUESS[0], port_y)
-        with self.net_model.macro(f"Add {layer_type} for {name}"):
-            new = self.net_model.add_layer(layer_type, position=pos)
-            if idx is None:
-                self.net_model.connect(name, new, 0)
-            else:
-                self.net_model.connect(new, name, idx)
-        self.select_layers([new])
-        self.status_message.emit(f"Added {new} linked to {name}")
-        return new
-
-    def select_layers(self, names: Iterable[str]) -> None:
-        """Select exactly ``names`` (their nodes are made if they have none yet)."""
-        wanted = [n for n in dict.fromkeys(names) if n in self.nodes]
-        self._materialize_many(wanted)
-        self.clear_selection()
-        for name in wanted:
-            self.nodes[name].view.selected = True  # (not set_selected: it pushes onto NodeGraphQt's unused undo stack)
-        self.selection_changed.emit(self.selected_layers())
-
-    def focus_layer(self, name: str) -> None:
-        """Select ``name`` and centre the view on it, zoomed in to where its ports and parameters are drawn when
-        the view was zoomed out further (a Type Check row of a large model, a report's layer)."""
-        if name in self.nodes:
-            self._fitted = True
-            self.select_layers([name])
-            if self.viewer().transform().m11() < FOCUS_SCALE:
-                self.zoom_to(name, FOCUS_SCALE)
-            else:
-                self.center_on([self.nodes[name]])
-
-    def delete_selection(self) -> None:
-        """Delete the selected nodes, or else the selected links."""
-        names = self.selected_layers()
-        if names:
-            self.net_model.remove_layers(names)
-            self.status_message.emit(f"Deleted {len(names)} layer(s)")
-            return
-        cuts = []
-        for pipe in self.viewer().selected_pipes():
-            ref = self._port_ref(pipe.input_port)
-            if ref and ref[1] is not None:
-                cuts.append(ref)
-        if cuts:
-            with self.net_model.macro("Delete links"):
-                for dst, idx in cuts:
-                    self.net_model.disconnect(dst, idx)
-            for dst, _ in cuts:
-                self._sync_links(dst)
-
-    def copy_selection(self) -> str | None:
-        names = self.selected_layers()
-        if not names:
-            return None
-        text = copy_layers(self.net_model, names)
-        mime = QtCore.QMimeData()
-        mime.setData("application/x-layerlab-layers", text.encode())
-        mime.setText(text)
-        QtGui.QGuiApplication.clipboard().setMimeData(mime)
-        return text
-
-    def cut_selection(self) -> None:
-        names = self.selected_layers()
-        if self.copy_selection():
-            with self.net_model.macro("Cut"):
-                self.net_model.remove_layers(names)
-
-    def cursor_scene_pos(self) -> QtCore.QPointF | None:
-        """Where the mouse pointer is on the canvas (None when it is outside the canvas)."""
-        viewer = self.viewer()
-        local = viewer.viewport().mapFromGlobal(QtGui.QCursor.pos())
-        return viewer.mapToScene(local) if viewer.viewport().rect().contains(local) else None
-
-    def paste(self, text: str | None = None, at: tuple[float, float] | None = None) -> list[str]:
-        """Paste layers (from the clipboard by default) with their top-left corner at ``at``: by default at the
-        mouse pointer when it is on the canvas, else beside the copied layers' own places (never on top of
-        them); returns the new names."""
-        if text is None:
-            mime = QtGui.QGuiApplication.clipboard().mimeData()
-            text = bytes(mime.data("application/x-layerlab-layers")).decode() if mime else ""
-            text = text or QtGui.QGuiApplication.clipboard().text()
-        try:
-            specs = paste_specs(self.net_model, text, (0.0, 0.0))
-        except (ValueError, TypeError, KeyError):
-            self.status_message.emit("Nothing to paste: the clipboard holds no layers")
-            return []
-        if not specs:
-            return []
-        left = min(sp.position[0] for sp in specs)
-        top = min(sp.position[1] for sp in specs)
-        if at is None:
-            cursor = self.cursor_scene_pos()
-            if cursor is not None:
-                at = (cursor.x(), cursor.y())
-            else:
-                right = max(sp.position[0] for sp in specs) + NODE_SIZE_GUESS[0]
-                at = self.free_spot(right + FREE_GAP, top)
-        for sp in specs:
-            sp.position = snap_position((sp.position[0] - left + at[0], sp.position[1] - top + at[1]))
-        needed = clipboard_templates(text)
-        kept = [n for n, t in needed.items() if n in self.net_model.templates and self.net_model.templates[n] != t]
-        custom = clipboard_templates(text, "custom-layers")
-        kept += [n for n, t in custom.items() if self.net_model.custom_layers.get(n, t) != t]
-        with self.net_model.macro("Paste"):
-            for n, t in custom.items():
-                if n not in self.net_model.custom_layers:
-                    self.net_model.set_custom_layer(n, t)
-            for n, t in needed.items():
-                if n not in self.net_model.templates:
-                    self.net_model.add_template(n, t)
-            self.net_model.add_layers(specs, "Paste")
-        names = [s.name for s in specs]
-        self.select_layers(names)
-        note = f" (this network's own definition of {', '.join(kept)} used)" if kept else ""
-        self.status_message.emit(f"Pasted {len(names)} layer(s){note}")
-        return names
-
-    def duplicate_selection(self) -> list[str]:
-        names = self.selected_layers()
-        return self.paste(copy_layers(self.net_model, names)) if names else []
-
-    def select_all_layers(self) -> None:
-        self.select_layers(list(self.nodes))
-
-    def arrange(self, names: Iterable[str] | None = None) -> int:
-        """Lay out ``names`` (default: every layer) left to right by depth (engine.layout, igraph), from the
-        top-left corner they occupy now, as one undo step; returns how many layers moved."""
-        wanted = set(names) if names is not None else set(self.nodes)
-        layers = {n: s for n, s in self.net_model.layers.items() if n in wanted and n in self.nodes}
-        if not layers:
-            return 0
-        sizes = self.node_sizes(layers)
-        origin = (min(s.position[0] for s in layers.values()), min(s.position[1] for s in layers.values()))
-        positions = layered_positions(layers, sizes, origin)
-        moves = [(n, p) for n, p in positions.items() if tuple(layers[n].position) != p]
-        if moves:
-            with self.net_model.macro("Arrange " + (f"{len(moves)} layers" if names is not None else "network")):
-                for name, pos in moves:
-                    self.net_model.move_layer(name, pos)
-        self.status_message.emit(f"Arranged {len(layers)} layer(s)" if moves else "Already arranged")
-        return len(moves)
-
-    def node_sizes(self, names: Iterable[str]) -> dict[str, tuple[float, float]]:
-        """(width, height) of the nodes of ``names`` (whether or not their items exist yet)."""
-        return {n: (r.width(), r.height()) for n, r in ((n, self.node_rect(n)) for n in names)}
-
-    def fit(self) -> None:
-        """Frame the whole network (never magnified beyond 1:1)."""
-        if not self.nodes:
-            return
-        self._fitted = True
-        viewer = self.viewer()
-        rect = QtCore.QRectF()
-        for name in self.nodes:
-            rect = rect.united(self.node_rect(name))
-        rect = rect.adjusted(-40, -40, 40, 40)
-        vp = viewer.viewport().size()
-        if rect.width() < vp.width() and rect.height() < vp.height():
-            center = rect.center()
-            rect = QtCore.QRectF(0, 0, vp.width(), vp.height())
-            rect.moveCenter(center)
-        viewer._scene_range = rect
-        viewer._update_scene()
-        self._follow_zoom()
-
-    def zoom_to(self, name: str, scale: float = 1.0) -> None:
-        """Show layer ``name`` at the centre of the view at ``scale`` (1.0: one scene unit per pixel)."""
-        viewer = self.viewer()
-        vp = viewer.viewport().size()
-        rect = QtCore.QRectF(0, 0, vp.width() / scale, vp.height() / scale)
-        rect.moveCenter(self.node_rect(name).center())
-        self._fitted = True
-        viewer._scene_range = rect
-        viewer._update_scene()
-        self._follow_zoom()
-
-    def _follow_zoom(self) -> None:
-        """Pick the drawing mode for the new scale now (wheel zooms are caught when the overview paints)."""
-        if self.overview is not None:
-            self.overview.set_active(self.viewer().transform().m11() < OVERVIEW_LOD)
-
-    def zoom(self, steps: int) -> None:
-        """Zoom in (positive) or out (negative) by 10% steps around the view centre."""
-        self._fitted = True
-        for _ in range(abs(steps)):
-            self.viewer()._set_viewer_zoom(1.0 if steps > 0 else -1.0, 0.0)
-        self._follow_zoom()
-
-    def show_grid(self, on: bool) -> None:
-        self._grid = on
-        self.set_grid_mode(ViewerEnum.GRID_DISPLAY_LINES.value if on else ViewerEnum.GRID_DISPLAY_NONE.value)
-
-    @property
-    def grid_shown(self) -> bool:
-        return self._grid
 
 
 def layer_desc_inputs(desc: LayerDesc) -> list[str]:

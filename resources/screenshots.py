@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6 import QtCore, QtWidgets
 
+    from app.designer.main_window import SAMPLE, MainWindow
     from app.gui import apply_theme
-    from app.main_window import SAMPLE, MainWindow
     from engine import modelfile
     from tests.bench.bench_canvas import chain_model
 
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     # the sample, fitted, one layer selected
     model = tmp / "denoiser.lnet"
     model.write_bytes(SAMPLE.read_bytes())
-    doc = win.open_path(model)
+    doc = win.files.open_path(model)
     _settle(app)
     doc.canvas.fit()
     doc.canvas.select_layers(["conv1"])
@@ -77,24 +77,24 @@ def main(argv: list[str] | None = None) -> int:
     # a 300-layer network (convolution + ReLU + skip connections), fitted, then at 1:1
     big = tmp / "chain300.lnet"
     modelfile.save(chain_model(300), big)
-    large = win.open_path(big)
+    large = win.files.open_path(big)
     _settle(app)
     large.canvas.fit()
     grab(win, "large-network-fit.png")
     large.canvas.select_layers(["conv20_a"])
     large.canvas.zoom_to("conv20_a", 1.0)
     grab(win, "large-network-zoomed.png")
-    win.close_document(large)
+    win.files.close_document(large)
 
     # an inference report of the sample (small input, so the run is quick)
     win.tabs.setCurrentWidget(doc.canvas.widget)
     with doc.model.macro("small"):
         doc.model.set_param("input", "dimensions", "1x3x96x128")
         doc.model.set_setting("iterations", "2")
-    win.save(doc)
-    win.launch_inference(doc)
-    _wait(app, lambda: win.current_report is not None)
-    view = win.current_report
+    win.files.save(doc)
+    win.runs.launch_inference(doc)
+    _wait(app, lambda: win.reports.current_report is not None)
+    view = win.reports.current_report
     view.select_layer("conv2")
     grab(win, "report.png")
 

@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN_IN_ENGINE = ("PySide6", "PyQt5", "PyQt6", "shiboken6", "NodeGraphQt", "pyqtgraph", "app", "canvas", "plugins")
 QT = ("PySide6", "PyQt5", "PyQt6", "shiboken6", "NodeGraphQt", "pyqtgraph")
@@ -115,7 +113,8 @@ def module_imports(path: Path, module: str) -> list[tuple[int, str]]:
 
 
 def import_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
-    """Module -> the modules of ``packages`` it imports (a name resolves to its longest known module prefix)."""
+    """Module -> the modules of ``packages`` it imports (a name resolves to its longest known module prefix),
+    the imports under ``if TYPE_CHECKING:`` and inside functions included."""
     modules = module_names(root, packages)
 
     def resolve(name: str) -> str | None:
@@ -165,6 +164,35 @@ def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(circles)
 
 
+DESIGNER = ("app", "canvas")
+MAX_CLASS_LINES = 400
+MAX_FILE_LINES = 800
+MAIN_WINDOW = "app.designer.main_window"
+START_UP = ("app.gui",)  # the application start-up: the one module that may build the main window
+
+
+def main_window_importers(root: Path) -> list[str]:
+    """Modules of app/ and canvas/ other than the start-up that import the main window, even under
+    ``TYPE_CHECKING`` or inside a function (its parts get a ``DesignerContext`` instead)."""
+    graph = import_graph(root, DESIGNER)
+    return sorted(m for m, targets in graph.items() if MAIN_WINDOW in targets and m not in START_UP)
+
+
+def oversized(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
+    """Files over ``MAX_FILE_LINES`` lines and classes over ``MAX_CLASS_LINES`` lines in ``packages``."""
+    bad = []
+    for path in module_names(root, packages).values():
+        text = path.read_text(encoding="utf-8")
+        name = path.relative_to(root).as_posix()
+        lines = len(text.splitlines())
+        if lines > MAX_FILE_LINES:
+            bad.append(f"{name}: {lines} lines")
+        for node in ast.walk(ast.parse(text, str(path))):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
+                bad.append(f"{name}: class {node.name} {node.end_lineno - node.lineno + 1} lines")
+    return sorted(bad)
+
+
 def cupy_outside_backends(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
     """Imports of cupy anywhere but engine/backends/ (the CuPy backend owns the GPU)."""
     bad = []
@@ -209,17 +237,8 @@ def test_designer_imports_no_cli():
     assert designer_importing_cli(ROOT) == []
 
 
-#: the circle the designer's window is still part of (its dialogs import it, under TYPE_CHECKING too)
-KNOWN_APP_CIRCLE = ["app.collections_dialog", "app.main_window", "app.netlayers_ui", "app.template_editing"]
-
-
 def test_no_import_circle_in_app_canvas_engine_or_plugins():
-    assert [c for c in import_circles(import_graph(ROOT)) if c != KNOWN_APP_CIRCLE] == []
-
-
-@pytest.mark.xfail(strict=True, reason="being removed by the designer split")
-def test_no_import_circle_through_the_main_window():
-    assert KNOWN_APP_CIRCLE not in import_circles(import_graph(ROOT))
+    assert import_circles(import_graph(ROOT)) == []
 
 
 def eager_engine_imports(root: Path = ROOT) -> list[str]:
@@ -235,6 +254,14 @@ def eager_engine_imports(root: Path = ROOT) -> list[str]:
 
 def test_import_engine_is_light():
     assert eager_engine_imports() == []
+
+
+def test_only_the_start_up_imports_the_main_window():
+    assert main_window_importers(ROOT) == []
+
+
+def test_no_class_over_400_and_no_file_over_800_lines_in_app_or_canvas():
+    assert oversized(ROOT, DESIGNER) == []
 
 
 def test_cupy_is_imported_only_inside_engine_backends():
@@ -312,3 +339,28 @@ def test_planted_designer_imports_of_the_cli_are_found(tmp_path):
     assert designer_importing_cli(root) == ["app/export_dialog.py:2 imports app.cli.export.run_export",
                                             "app/run_config.py:3 imports app.cli",
                                             "canvas/menu.py:1 imports app.cli.commands"]
+
+
+def test_planted_type_checking_circle_and_main_window_import_are_found(tmp_path):
+    root = _plant(tmp_path, {
+        "app/__init__.py": "", "app/gui.py": "from app.designer.main_window import MainWindow\n",
+        "app/designer/__init__.py": "",
+        "app/designer/main_window.py": "from app.designer.netlayers_ui import NetworkLayers\n",
+        "app/designer/netlayers_ui.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                        "    from app.designer.main_window import MainWindow\n",
+        "canvas/__init__.py": "", "canvas/graph.py": "def menu():\n    from canvas import menus\n",
+        "canvas/menus.py": "import canvas.graph\n",
+    })
+    assert import_circles(import_graph(root, DESIGNER)) == [
+        ["app.designer.main_window", "app.designer.netlayers_ui"], ["canvas.graph", "canvas.menus"]]
+    assert main_window_importers(root) == ["app.designer.netlayers_ui"]  # the start-up app.gui may
+
+
+def test_planted_big_class_and_big_file_are_found(tmp_path):
+    body = "".join(f"    def m{i}(self):\n        return {i}\n" for i in range(200))  # 401 lines with its header
+    root = _plant(tmp_path, {
+        "app/__init__.py": "", "app/big.py": "class Big:\n" + body,
+        "app/small.py": "class Small:\n" + body[: body.index("    def m150")],
+        "canvas/__init__.py": "", "canvas/long.py": "x = 1\n" * 801, "canvas/fine.py": "x = 1\n" * 800,
+    })
+    assert oversized(root, DESIGNER) == ["app/big.py: class Big 401 lines", "canvas/long.py: 801 lines"]

@@ -15,7 +15,7 @@ def make_window(qtbot, registry, tmp_path, monkeypatch):
     monkeypatch.setattr(QtWidgets.QMessageBox, "about", staticmethod(lambda *a, **k: None))
 
     def make(**kw):
-        from app.main_window import MainWindow
+        from app.designer.main_window import MainWindow
 
         settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat)
         w = MainWindow(registry=registry, settings=settings, autosave_dir=str(tmp_path / "autosave"), **kw)
@@ -34,7 +34,7 @@ def window(make_window):
 
 @pytest.fixture
 def sample_path():
-    from app.main_window import SAMPLE
+    from app.designer.main_window import SAMPLE
 
     return SAMPLE
 

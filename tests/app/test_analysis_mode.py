@@ -28,8 +28,8 @@ def test_menus_and_actions(make_window):
 
 def test_launch_read_only_breakpoint_and_stop(make_window, qtbot):
     w = make_window()
-    other = w.open_path(SAMPLES / "edges.lnet")
-    doc = w.open_path(SAMPLES / "filters.lnet")
+    other = w.files.open_path(SAMPLES / "edges.lnet")
+    doc = w.files.open_path(SAMPLES / "filters.lnet")
     assert w.current is doc
     mode = w.analysis
     with qtbot.waitSignal(mode.proxy.ran, timeout=WAIT):
@@ -43,7 +43,7 @@ def test_launch_read_only_breakpoint_and_stop(make_window, qtbot):
     # every open model is read-only: edits are refused with a status-bar message
     before = [d.model.content() for d in (doc, other)]
     doc.canvas.select_layers(["photo"])
-    w.act_delete.trigger()
+    w.editing.act_delete.trigger()
     with pytest.raises(Exception, match="read-only"):  # the other open model is locked too
         other.model.set_param("photo", "scale", "2")
     w.act_undo.trigger()
@@ -72,7 +72,7 @@ def test_launch_read_only_breakpoint_and_stop(make_window, qtbot):
 
 def test_video_follows_the_debugger_and_closing_while_paused(make_window, qtbot):
     w = make_window()
-    w.open_path(SAMPLES / "filters.lnet")
+    w.files.open_path(SAMPLES / "filters.lnet")
     mode = w.analysis
     with qtbot.waitSignal(mode.proxy.ran, timeout=WAIT):
         mode.act_launch.trigger()

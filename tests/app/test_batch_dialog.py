@@ -6,7 +6,7 @@ import json
 import pytest
 from PySide6 import QtCore
 
-from app.batch_dialog import BatchDialog
+from app.designer.batch_dialog import BatchDialog
 from engine.modelfile import load
 from resources import SAMPLES
 from tests.engine.batch.dataset import make_dataset
@@ -95,7 +95,7 @@ def test_tools_menu_opens_the_dialog_on_the_current_model(make_window, qtbot):
     assert w.act_batch in w.tools_menu.actions()
     w.act_batch.trigger()  # no model open: a status message, no dialog
     assert getattr(w, "batch_dialog", None) is None
-    w.open_path(str(MODEL))
+    w.files.open_path(str(MODEL))
     w.act_batch.trigger()
     dlg = w.batch_dialog
     assert isinstance(dlg, BatchDialog) and dlg.isVisible() and dlg.model is w.current.model

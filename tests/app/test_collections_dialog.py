@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from PySide6 import QtCore, QtWidgets
 
-from app.collections_dialog import FOLDERS_KEY, UNLOADED_KEY, ManageCollectionsDialog
+from app.designer.collections_dialog import FOLDERS_KEY, UNLOADED_KEY, ManageCollectionsDialog
 from engine.model import Model
 from engine.modelfile import save
 from engine.plugins import load_plugins
@@ -36,7 +36,7 @@ def gains(path):
 @pytest.fixture
 def own_window(qtbot, tmp_path, monkeypatch):
     """A MainWindow over a registry of its own (the dialog changes it), with its own settings file."""
-    from app.main_window import MainWindow
+    from app.designer.main_window import MainWindow
 
     monkeypatch.setattr(QtWidgets.QMessageBox, "question",
                         staticmethod(lambda *a, **k: QtWidgets.QMessageBox.StandardButton.Discard))
@@ -59,12 +59,12 @@ def errors_of(doc):
 def test_unload_and_load_the_sample_collection_with_the_mouse(own_window, qtbot, tmp_path):
     registry = load_plugins()
     window = own_window(registry)
-    doc = window.open_path(gains(tmp_path / "gains.lnet"))
+    doc = window.files.open_path(gains(tmp_path / "gains.lnet"))
     assert not errors_of(doc) and window.palette.item_for("sample_gain") is not None
-    fusing = window.fusing_rules()
+    fusing = window.runs.fusing_rules()
     assert any(src == "plugin sample" or "sample" in src for _t, src, _on in fusing.rule_rows())
-    window.show_docs()
-    assert "layer:sample_gain" in window.docs_browser.visible_keys()
+    window.help.show_docs()
+    assert "layer:sample_gain" in window.help.docs_browser.visible_keys()
 
     tools = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Tools")
     next(a for a in tools.actions() if a.text() == "Manage &Collections…").trigger()
@@ -82,7 +82,7 @@ def test_unload_and_load_the_sample_collection_with_the_mouse(own_window, qtbot,
     assert window.palette.item_for("sample_gain") is None
     assert "unknown layer type 'sample_gain'" in errors_of(doc)["g1"]  # an error, no crash
     assert not any("sample" in src for _t, src, _on in fusing.rule_rows())
-    assert "layer:sample_gain" not in window.docs_browser.visible_keys()
+    assert "layer:sample_gain" not in window.help.docs_browser.visible_keys()
     assert window.settings.value(UNLOADED_KEY) in (["sample"], "sample")
 
     second = own_window(load_plugins())  # the same settings file: the choice is remembered

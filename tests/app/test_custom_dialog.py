@@ -55,7 +55,7 @@ def retype(qtbot, line: QtWidgets.QLineEdit, text: str) -> None:
 
 def test_add_a_custom_layer_with_the_dialog(make_window, qtbot, registry, tmp_path):
     window = make_window()
-    doc = window.new_model()
+    doc = window.workspace.new_model()
     edit_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Edit")
     entries = [a.text() for a in edit_menu.actions()]
     assert {"Add Custom &Layer…", "&Edit Custom Layer…", "Import Custom Layer…", "Export Custom Layer…"} <= set(entries)
@@ -106,7 +106,7 @@ def test_add_a_custom_layer_with_the_dialog(make_window, qtbot, registry, tmp_pa
     assert window.act_undo.text() == f"&Undo Add {instance}"
     item = window.palette.item_for("custom:s2d_custom")
     assert item is not None and item.text(0) == "My space to depth" and item.parent().text(0) == "Custom"
-    browser = window.show_docs(f"layer:{custom_type('s2d_custom')}")
+    browser = window.help.show_docs(f"layer:{custom_type('s2d_custom')}")
     assert "in.n, in.c * 4, in.h / 2, in.w / 2" in browser.page.toPlainText()
     # it type-checks and runs like any layer (the user wrote it: no consent prompt)
     m.add_layer("input", "input", {"dimensions": "1x2x4x6"})
@@ -117,10 +117,10 @@ def test_add_a_custom_layer_with_the_dialog(make_window, qtbot, registry, tmp_pa
     assert window.custom.ensure_consent(doc, lambda: None) is True and window.custom.prompt is None
     # remembered as the user's own code: after saving, a later session does not ask either
     path = tmp_path / "mine.lnet"
-    assert window.save_as(doc, str(path))
+    assert window.files.save_as(doc, str(path))
     CONSENT.clear()
     later = make_window()
-    assert later.custom.ensure_consent(later.open_path(path), lambda: None) is True and later.custom.prompt is None
+    assert later.custom.ensure_consent(later.files.open_path(path), lambda: None) is True and later.custom.prompt is None
 
 
 def test_code_editors_highlight_python_and_cuda(window, qtbot):
@@ -163,13 +163,13 @@ def two_models(window, tmp_path):
         model.set_custom_layer("s2d", s2d().to_xml())
         path = tmp_path / f"net{i}.lnet"
         modelfile.save(model, path)
-        docs.append(window.open_path(path))
+        docs.append(window.files.open_path(path))
     return docs
 
 
 def test_edit_a_definition_with_instances_on_the_canvas_and_undo(window, two_models, qtbot):
     first, second = two_models
-    other = window.new_model()  # its own, different layer named softsign: not this definition, left alone
+    other = window.workspace.new_model()  # its own, different layer named softsign: not this definition, left alone
     other.model.set_custom_layer("softsign", replace(softsign(), display_name="Not the same").to_xml())
     window.tabs.setCurrentWidget(first.canvas.widget)
     first.canvas.select_layers(["custom"])
@@ -219,7 +219,7 @@ def test_palette_menu_of_a_custom_layer(window, two_models, qtbot):
     menu.close()
     assert [n for n, s in first.model.layers.items() if s.type == "custom:s2d"] == ["s2d_1"]
     window.palette.custom_menu("softsign").actions()[3].trigger()
-    assert "still used by custom, second" in window.message_box.text()
+    assert "still used by custom, second" in window.context.message_box.text()
     window.palette.custom_menu("s2d").actions()[1].trigger()
     assert window.custom.dialog.isVisible() and window.custom.dialog.windowTitle() == "Edit Custom Layer s2d"
     window.custom.dialog.reject()
@@ -236,14 +236,14 @@ def test_export_and_import_a_definition(window, two_models, tmp_path, qtbot):
     fd.fileSelected.emit(str(target))
     fd.close()
     assert target.read_text().startswith('<?xml version="1.0" encoding="utf-8"?>\n<custom-layer name="softsign"')
-    fresh = window.new_model()
+    fresh = window.workspace.new_model()
     assert window.custom.import_definition(target) == "softsign"
     assert definitions(fresh.model)["softsign"] == softsign()
     assert window.custom.import_definition(target) is None
-    assert "already exists" in window.message_box.text()
+    assert "already exists" in window.context.message_box.text()
     bad = tmp_path / "bad.xml"
     bad.write_text("<custom-layer name='x'>")
-    assert window.custom.import_definition(bad) is None and "bad.xml" in window.message_box.text()
+    assert window.custom.import_definition(bad) is None and "bad.xml" in window.context.message_box.text()
     # the dialog's own Export… / Import… buttons
     window.custom.add()
     dlg = window.custom.dialog
@@ -273,9 +273,9 @@ def _prompt_button(box: QtWidgets.QMessageBox, text: str) -> QtWidgets.QAbstract
 
 def test_running_asks_for_consent_and_remembers_it(make_window, custom_file, qtbot):
     window = make_window()
-    doc = window.open_path(custom_file)
+    doc = window.files.open_path(custom_file)
     n = len(window.logger.entries)
-    assert window.launch_inference(doc) is None  # asks first; nothing runs yet
+    assert window.runs.launch_inference(doc) is None  # asks first; nothing runs yet
     box = window.custom.prompt
     assert box.isVisible() and "s2d" in box.text() and "executes this Python and CUDA code" in box.text()
     click(qtbot, _prompt_button(box, "Cancel"))
@@ -293,21 +293,21 @@ def test_running_asks_for_consent_and_remembers_it(make_window, custom_file, qtb
     assert cli_main(argv[1:], out=io.StringIO()) == 0
     # remembered for this content: another window with the same settings does not ask again
     CONSENT.clear()
-    window.close_document(doc)
-    again = window.open_path(custom_file)
+    window.files.close_document(doc)
+    again = window.files.open_path(custom_file)
     assert window.custom.ensure_consent(again, lambda: None) is True and window.custom.prompt is None
     # changed code asks again
     CONSENT.clear()
     model = modelfile.load(custom_file)
     model.set_custom_layer("s2d", s2d(python=True).to_xml().replace("x = inputs[0]", "x = inputs[0] * 1"))
     modelfile.save(model, custom_file.with_name("changed.lnet"))
-    changed = window.open_path(custom_file.with_name("changed.lnet"))
+    changed = window.files.open_path(custom_file.with_name("changed.lnet"))
     assert window.custom.ensure_consent(changed, lambda: None) is False and window.custom.prompt.isVisible()
     window.custom.prompt.reject()
 
 
 def test_the_run_computes_the_custom_layer(window, custom_file, qtbot, tmp_path):
-    doc = window.open_path(custom_file)
+    doc = window.files.open_path(custom_file)
     ran = []
     assert window.custom.ensure_consent(doc, lambda: ran.append(True)) is False
     click(qtbot, _prompt_button(window.custom.prompt, "Run the Code"))
@@ -322,12 +322,12 @@ def test_the_run_computes_the_custom_layer(window, custom_file, qtbot, tmp_path)
 def test_saved_model_round_trips_from_the_designer(window, two_models, tmp_path):
     first, _ = two_models
     text = Path(first.path).read_text()
-    assert window.save_as(first, str(tmp_path / "again.lnet"))
+    assert window.files.save_as(first, str(tmp_path / "again.lnet"))
     assert (tmp_path / "again.lnet").read_text() == text
 
 
 def test_analysis_mode_asks_for_consent_first(window, custom_file, qtbot):
-    doc = window.open_path(custom_file)
+    doc = window.files.open_path(custom_file)
     mode = window.analysis
     assert mode.launch() is False and not mode.active
     click(qtbot, _prompt_button(window.custom.prompt, "Cancel"))
@@ -343,9 +343,9 @@ def test_analysis_mode_asks_for_consent_first(window, custom_file, qtbot):
 def test_a_custom_layer_can_be_grouped_into_a_template_and_runs(window, custom_file, qtbot, registry):
     from engine.network import Network
 
-    doc = window.open_path(custom_file)
+    doc = window.files.open_path(custom_file)
     doc.canvas.select_layers(["custom"])
-    instance = window.group_selection("block")
+    instance = window.templates.group_selection("block")
     assert instance == "block_1" and doc.model.layers[instance].type == "template:block"
     wait_checked(qtbot, doc)
     assert doc.diagnostics == [] and doc.shapes[instance] == (1, 8, 2, 3)
@@ -360,9 +360,9 @@ def test_copy_paste_carries_the_definition_to_another_model(window, two_models, 
     first, _ = two_models
     window.tabs.setCurrentWidget(first.canvas.widget)
     first.canvas.select_layers(["custom"])
-    window.act_copy.trigger()
-    fresh = window.new_model()
-    window.act_paste.trigger()
+    window.editing.act_copy.trigger()
+    fresh = window.workspace.new_model()
+    window.editing.act_paste.trigger()
     assert [s.type for s in fresh.model.layers.values()] == ["custom:softsign"]
     assert definitions(fresh.model) == {"softsign": softsign()}  # s2d is not used by the copy: not carried
     wait_checked(qtbot, fresh)

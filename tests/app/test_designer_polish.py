@@ -16,7 +16,7 @@ def _shortcut_keys(window, seq: str) -> list:
 
 
 def test_redo_shortcuts_are_bound_once_each_and_work(window, sample_path, qtbot):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     assert _shortcut_keys(window, "Ctrl+Shift+Z") == [window.act_redo]
     assert _shortcut_keys(window, "Ctrl+Y") == [window.act_redo]
     doc.model.set_param("conv1", "num_output_channels", "24")
@@ -31,7 +31,7 @@ def test_redo_shortcuts_are_bound_once_each_and_work(window, sample_path, qtbot)
 
 
 def test_undo_labels_follow_every_edit_and_the_toolbar_keeps_short_texts(window, sample_path, qtbot):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     doc.canvas.select_layers(["conv1"])
     dims = window.params.rows["param.kernel_size"].editor
     dims.boxes[0].setValue(5)  # a dimensions edit from the parameter window
@@ -51,7 +51,7 @@ def test_undo_labels_follow_every_edit_and_the_toolbar_keeps_short_texts(window,
 
 
 def test_read_only_model_refuses_a_drag_without_traceback(window, sample_path, qtbot):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     canvas = doc.canvas
     before = canvas.net_model.layers["conv1"].position
     doc.model.read_only = "while analysis runs"
@@ -65,7 +65,7 @@ def test_read_only_model_refuses_a_drag_without_traceback(window, sample_path, q
 
 
 def test_node_sizes_do_not_depend_on_the_zoom(window, sample_path, qtbot):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     canvas = doc.canvas
     sizes = {n: node.view.boundingRect().size() for n, node in canvas.nodes.items()}
     canvas.zoom(-14)  # far out: nodes are drawn as boxes
@@ -79,7 +79,7 @@ def test_node_sizes_do_not_depend_on_the_zoom(window, sample_path, qtbot):
 
 
 def test_zoomed_out_canvas_draws_an_overview_and_keeps_selection_working(window, sample_path, qtbot):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     canvas = doc.canvas
     canvas.zoom(-14)
     canvas.viewer().viewport().repaint()
@@ -104,7 +104,7 @@ def _click(qtbot, canvas, scene_pos: QtCore.QPointF) -> None:
 
 
 def test_a_click_on_a_link_selects_it_and_delete_removes_it(window, sample_path, qtbot):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     canvas = doc.canvas
     canvas.focus_layer("conv1")
     canvas.clear_selection()
@@ -118,7 +118,7 @@ def test_a_click_on_a_link_selects_it_and_delete_removes_it(window, sample_path,
 
 
 def test_free_port_double_click_places_the_new_layer_in_free_space(window, qtbot):
-    doc = window.new_model()
+    doc = window.workspace.new_model()
     m = doc.model
     conv = m.add_layer("convolution", "conv", position=(0.0, 0.0))
     m.add_layer("convolution", "blocker_left", position=(-240.0, -30.0))
@@ -134,7 +134,7 @@ def test_free_port_double_click_places_the_new_layer_in_free_space(window, qtbot
 
 
 def test_paste_goes_to_the_cursor_or_beside_the_originals(window, sample_path, qtbot, monkeypatch):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     canvas = doc.canvas
     canvas.select_layers(["conv1"])
     text = canvas.copy_selection()
@@ -147,29 +147,29 @@ def test_paste_goes_to_the_cursor_or_beside_the_originals(window, sample_path, q
 
 
 def test_file_line_follows_save_as(window, tmp_path):
-    doc = window.new_model()
+    doc = window.workspace.new_model()
     window.params.set_target(doc, [])
     labels = lambda: [w.text() for w in window.params.findChildren(QtWidgets.QLabel)]  # noqa: E731
     assert any("not saved yet" in t for t in labels())
     target = tmp_path / "saved.lnet"
-    assert window.save_as(doc, str(target))
+    assert window.files.save_as(doc, str(target))
     assert not any("not saved yet" in t for t in labels()) and any(str(target.resolve()) in t for t in labels())
 
 
 def test_cancelled_close_leaves_no_ctrl_mode(window, sample_path, qtbot, monkeypatch):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     doc.model.set_param("conv1", "num_output_channels", "20")
     viewer = doc.canvas.viewer()
     viewer.CTRL_state = True  # what the viewer's own Ctrl press handler sets, with its hint shown
     viewer._cursor_text.setVisible(True)
     monkeypatch.setattr(QtWidgets.QMessageBox, "question",
                         staticmethod(lambda *a, **k: QtWidgets.QMessageBox.StandardButton.Cancel))
-    assert not window.close_document(doc)
+    assert not window.files.close_document(doc)
     assert not viewer.CTRL_state and not viewer._cursor_text.isVisible()
 
 
 def test_invalid_kernel_size_is_shown_and_not_applied(window, sample_path):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     doc.canvas.select_layers(["conv1"])
     before = doc.model.layers["conv1"].params.get("kernel_size")
     row = window.params.rows["param.kernel_size"]
@@ -179,7 +179,7 @@ def test_invalid_kernel_size_is_shown_and_not_applied(window, sample_path):
 
 
 def test_dragged_positions_are_saved_rounded(window, sample_path, tmp_path):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     view = doc.canvas.nodes["conv1"].view
     old = tuple(view.xy_pos)
     view.xy_pos = [old[0] + 10.123456789012, old[1] + 3.98765432109876]
@@ -187,7 +187,7 @@ def test_dragged_positions_are_saved_rounded(window, sample_path, tmp_path):
     x, y = doc.model.layers["conv1"].position
     assert (x, y) == (round(old[0] + 10.123456789012, 1), round(old[1] + 3.98765432109876, 1))
     out = tmp_path / "r.lnet"
-    assert window.save_as(doc, str(out))
+    assert window.files.save_as(doc, str(out))
     assert "10.123456" not in out.read_text() and modelfile.load(out, window.registry).layers["conv1"].position == (x, y)
 
 
@@ -197,7 +197,7 @@ def test_a_large_model_opens_with_every_node_and_link(window, qtbot, tmp_path, n
 
     path = tmp_path / "chain.lnet"
     modelfile.save(chain_model(n), path)
-    doc = window.open_path(path)
+    doc = window.files.open_path(path)
     canvas = doc.canvas
     assert len(canvas.nodes) == len(doc.model.layers) >= n
     assert canvas.snapshot()["output"]["inputs"] == [list(doc.model.layers)[-2]]
@@ -208,14 +208,14 @@ def test_a_large_model_opens_with_every_node_and_link(window, qtbot, tmp_path, n
 def test_arrange_lays_out_without_overlaps_as_one_undo_step(window, qtbot):
     from engine.layout import overlaps
 
-    doc = window.new_model()
+    doc = window.workspace.new_model()
     m = doc.model
     m.add_layer("input", "inp", position=(500.0, 500.0))
     m.add_layer("convolution", "a", inputs=["inp"], position=(510.0, 505.0))  # piled up
     m.add_layer("convolution", "b", inputs=["inp"], position=(520.0, 510.0))
     m.add_layer("element_wise", "add", inputs=["a", "b"], position=(505.0, 515.0))
     before = {n: s.position for n, s in m.layers.items()}
-    window.act_arrange.trigger()
+    window.editing.act_arrange.trigger()
     canvas = doc.canvas
     rects = {n: node.view.sceneBoundingRect() for n, node in canvas.nodes.items()}
     pos = {n: (r.x(), r.y()) for n, r in rects.items()}
@@ -237,7 +237,7 @@ def test_type_check_rows_carry_the_whole_message_in_tooltips(window):
 
 
 def test_docs_browser_tree_shows_whole_names(window, qtbot):
-    browser = window.show_docs()
+    browser = window.help.show_docs()
     qtbot.waitExposed(browser)
     tree = browser.tree
     widest = max(tree.visualItemRect(it).width() for it in tree.findItems("", QtCore.Qt.MatchFlag.MatchContains
@@ -264,7 +264,7 @@ def _a_report(window, qtbot, tmp_path, sample_path):
     shutil.copy(sample_path, dst)
     open_small(window, dst)
     run_and_wait(window, qtbot)
-    return window.current_report
+    return window.reports.current_report
 
 
 def test_opening_a_report_keeps_the_window_size_and_open_html_says_why_it_fails(window, qtbot, tmp_path,
@@ -287,7 +287,7 @@ def test_opening_a_report_keeps_the_window_size_and_open_html_says_why_it_fails(
 
 
 def test_roofline_labels_do_not_overlap():
-    from app.charts import label_without_overlaps
+    from app.designer.charts import label_without_overlaps
 
     pts = [(0.0, 0.0, "conv1", 5.0, False), (0.01, 0.0, "residual", 9.0, False), (3.0, 3.0, "far", 1.0, False),
            (0.02, 0.01, "chosen", 1.0, True)]

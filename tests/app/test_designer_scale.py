@@ -15,7 +15,7 @@ from tests.bench.bench_canvas import chain_model
 def _open_large(window, tmp_path: Path, layers: int = 602):
     path = tmp_path / "large.lnet"
     modelfile.save(chain_model(layers), path)
-    doc = window.open_path(path)
+    doc = window.files.open_path(path)
     QtCore.QCoreApplication.processEvents()  # the queued Fit to View
     doc.canvas.viewer().viewport().repaint()
     return doc
@@ -58,7 +58,7 @@ def test_large_model_type_check_row_finds_edits_and_undoes_a_layer_not_made_yet(
     doc.run_check()
     assert canvas.badge_severity(reader) == "" and node.view.boundingRect().size() == size
 
-    window.act_fit.trigger()
+    window.editing.act_fit.trigger()
     viewer = canvas.viewer()
     area = viewer.mapToScene(viewer.viewport().rect()).boundingRect()
     assert all(area.contains(canvas.node_rect(n)) for n in canvas.nodes)
@@ -68,7 +68,7 @@ def test_the_designer_opens_the_trained_sample_with_its_weights(window):
     from app.gui import TRAINED_SAMPLE, default_model
 
     assert default_model() == str(TRAINED_SAMPLE) and TRAINED_SAMPLE.is_file()
-    doc = window.open_path(default_model())
+    doc = window.files.open_path(default_model())
     weights = doc.model.settings["weights"]
     assert (TRAINED_SAMPLE.parent / weights).is_dir() and any((TRAINED_SAMPLE.parent / weights).glob("*.npy"))
     assert doc.title == "denoiser_trained.lnet" and not doc.canvas.lazy

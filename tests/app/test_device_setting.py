@@ -4,12 +4,12 @@ from __future__ import annotations
 from PySide6 import QtCore, QtWidgets
 
 from app import run_config
-from app.network_settings import NetworkSettingsDialog
+from app.designer.network_settings import NetworkSettingsDialog
 from engine.model import Model
 
 
 def test_device_entry_round_trips_through_the_model_settings(window, qtbot):
-    doc = window.new_model()
+    doc = window.workspace.new_model()
     doc.model.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
     window.act_net_settings.trigger()
     dlg = window.findChildren(NetworkSettingsDialog)[-1]

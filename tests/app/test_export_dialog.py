@@ -5,7 +5,7 @@ import onnx
 import pytest
 from PySide6 import QtCore, QtWidgets
 
-from app.export_dialog import ExportDialog, ExportResultDialog, add_export_menu
+from app.designer.export_dialog import ExportDialog, ExportResultDialog, add_export_menu
 from engine.model import Model
 from engine.modelfile import load
 from resources import SAMPLES
@@ -117,7 +117,7 @@ def test_file_export_menu(window, sample_path, qtbot, tmp_path):
                                                   "P&reprocessed Model…"]
     window.export_actions["preprocessed"].trigger()  # no model open: a status message, no dialog
     assert "Open a model to export it" in window.statusBar().currentMessage()
-    window.open_path(sample_path)
+    window.files.open_path(sample_path)
     window.export_actions["preprocessed"].trigger()
     dlg = window.export_dialog
     assert dlg.isVisible() and dlg.kind == "preprocessed" and dlg.output.text().endswith("denoiser_preprocessed.lnet")
@@ -132,7 +132,7 @@ def test_export_runs_in_the_background_on_a_copy_of_the_model(dialog, qtbot, tmp
     export, and an edit made meanwhile does not reach the exported file."""
     import threading
 
-    import app.export_dialog as export_dialog
+    import app.designer.export_dialog as export_dialog
 
     release = threading.Event()
     real = export_dialog.run_export

@@ -12,7 +12,7 @@ CONV_BN = "*|*|conv_bn = batch_normalization {convolution[act == 'none']}"
 
 
 def conv_bn_model(window):
-    doc = window.new_model()
+    doc = window.workspace.new_model()
     m = doc.model
     m.add_layer("input", "inp", params={"dimensions": "1x3x16x16"})
     m.add_layer("convolution", "conv", params={"num_output_channels": "8"}, inputs=["inp"])
@@ -30,7 +30,7 @@ def open_from_menu(window):
     action = next(a for a in window.tools_menu.actions() if a.text() == "&Fusing Rules…")
     assert action.isEnabled()
     action.trigger()
-    dlg = window.fusing_dialog
+    dlg = window.runs.fusing_dialog
     assert dlg is not None and dlg.isVisible()
     return dlg
 
@@ -88,7 +88,7 @@ def test_the_dialog_follows_the_current_tab(window, sample_path):
     first = conv_bn_model(window)
     dlg = open_from_menu(window)
     assert dlg.model is first.model
-    second = window.open_path(sample_path)
+    second = window.files.open_path(sample_path)
     assert dlg.model is second.model and "denoiser" in dlg.windowTitle()
     dlg.close()
     assert dlg.model is None

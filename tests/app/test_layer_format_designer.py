@@ -10,7 +10,7 @@ def choose(combo, text):
 
 
 def test_precision_and_layout_rows_set_the_layer_format_undoably(window, sample_path):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     doc.canvas.select_layers(["conv1"])
     precision = window.params.rows["precision"].editor.combo
     assert precision.currentText() == "network default"
@@ -28,10 +28,10 @@ def test_precision_and_layout_rows_set_the_layer_format_undoably(window, sample_
 
 
 def test_the_right_click_menu_pins_every_selected_layer_in_one_step(window, sample_path):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     names = [n for n in doc.model.layers if n.startswith("conv")][:2]
     doc.canvas.select_layers(names)
-    labels = {text: action for text, action in window.format_menu_items()}
+    labels = {text: action for text, action in window.editing.format_menu_items()}
     assert set(labels) == {*(f"Precision: {c}" for c in lf.PRECISION_CHOICES), *(f"Layout: {c}" for c in lf.LAYOUT_CHOICES)}
     assert doc.canvas.context_command("Precision: fp32") is not None
     labels["Precision: fp32"].trigger()

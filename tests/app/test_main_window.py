@@ -44,7 +44,7 @@ def test_palette_lists_all_layers_and_filters(window, registry):
 
 
 def test_drag_from_palette_creates_node(window, qtbot):
-    doc = window.new_model()
+    doc = window.workspace.new_model()
     item = window.palette.item_for("convolution")
     mime = window.palette.tree.mimeData([item])
     viewer = doc.canvas.viewer()
@@ -62,7 +62,7 @@ def test_drag_from_palette_creates_node(window, qtbot):
 
 
 def test_double_click_palette_adds_at_centre_and_undo(window, qtbot):
-    doc = window.new_model()
+    doc = window.workspace.new_model()
     item = window.palette.item_for("element_wise")
     window.palette.tree.scrollToItem(item)
     double_click(qtbot, window.palette.tree, item)
@@ -75,7 +75,7 @@ def test_double_click_palette_adds_at_centre_and_undo(window, qtbot):
 
 # ---- parameter window --------------------------------------------------------------------------------
 def test_parameter_edits_valid_and_invalid(window, sample_path, qtbot):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     doc.canvas.select_layers(["conv1"])
     rows = window.params.rows
     spin = rows["param.num_output_channels"].editor.box
@@ -110,7 +110,7 @@ def test_parameter_edits_valid_and_invalid(window, sample_path, qtbot):
 
 
 def test_invalid_float_shown_in_red(window, sample_path):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     doc.canvas.select_layers(["input"])
     row = window.params.rows["param.scale"]
     row.editor.edit.setText("abc")
@@ -124,7 +124,7 @@ def test_invalid_float_shown_in_red(window, sample_path):
 
 
 def test_activation_and_coefficients(window, sample_path):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     doc.canvas.select_layers(["conv1"])
     combo = window.params.rows["activation"].editor.combo
     combo.setCurrentText("leaky_relu")
@@ -141,7 +141,7 @@ def test_activation_and_coefficients(window, sample_path):
 
 
 def test_multi_select_edit_is_one_undo_step(window, sample_path):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     doc.canvas.select_layers(["conv1", "conv2", "conv3"])
     assert "name" not in window.params.rows  # no rename with several layers
     window.params.rows["param.num_output_channels"].editor.box.setValue(8)
@@ -153,7 +153,7 @@ def test_multi_select_edit_is_one_undo_step(window, sample_path):
 
 
 def test_network_parameters_when_nothing_selected(window, sample_path):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     doc.canvas.select_layers([])
     row = window.params.rows["network.name"]
     row.editor.edit.setText("bad name")
@@ -170,7 +170,7 @@ def test_network_parameters_when_nothing_selected(window, sample_path):
 
 # ---- type check list ---------------------------------------------------------------------------------
 def test_type_check_list_updates_and_selects(window, sample_path, qtbot):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     assert window.checks.tree.topLevelItemCount() == 0
     doc.model.set_param("residual", "num_output_channels", "5")
     wait_checked(qtbot, doc)
@@ -189,7 +189,7 @@ def test_type_check_list_updates_and_selects(window, sample_path, qtbot):
 
 # ---- files -------------------------------------------------------------------------------------------
 def test_save_and_reopen_gives_same_model_and_positions(window, sample_path, tmp_path, monkeypatch, registry):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     doc.canvas.add_layer("convolution", (123.0, 456.0))
     assert window.isWindowModified() and window.tabs.tabText(0).endswith("*")
     target = tmp_path / "copy.lnet"
@@ -200,10 +200,10 @@ def test_save_and_reopen_gives_same_model_and_positions(window, sample_path, tmp
     expected = doc.model.content()
     window.act_close.trigger()
     assert window.docs == []
-    reopened = window.open_path(target)
+    reopened = window.files.open_path(target)
     assert reopened.model.content() == expected
     assert reopened.canvas.snapshot()["convolution_1"]["position"] == (123.0, 456.0)
-    assert str(target.resolve()) in window.recent_files()
+    assert str(target.resolve()) in window.recent.files()
 
 
 def test_open_bad_file_shows_error(window, tmp_path, monkeypatch):
@@ -211,14 +211,14 @@ def test_open_bad_file_shows_error(window, tmp_path, monkeypatch):
     bad.write_text("<network><layers><layer name='x'/></layers></network>")
     shown = []
     monkeypatch.setattr(QtWidgets.QMessageBox, "critical", staticmethod(lambda *a: shown.append(a[2])))
-    assert window.open_path(bad) is None
+    assert window.files.open_path(bad) is None
     assert shown and "bad.lnet" in shown[0]
 
 
 def test_unsaved_changes_prompt(window, sample_path, monkeypatch, tmp_path):
     path = tmp_path / "m.lnet"
     shutil.copy(sample_path, path)
-    doc = window.open_path(path)
+    doc = window.files.open_path(path)
     doc.model.set_param("conv1", "num_output_channels", "4")
     asked = answer(monkeypatch, QtWidgets.QMessageBox.StandardButton.Cancel)
     window.act_close.trigger()
@@ -226,7 +226,7 @@ def test_unsaved_changes_prompt(window, sample_path, monkeypatch, tmp_path):
     answer(monkeypatch, QtWidgets.QMessageBox.StandardButton.Save)
     window.act_close.trigger()
     assert window.docs == [] and 'value="4"' in path.read_text()
-    doc = window.open_path(path)
+    doc = window.files.open_path(path)
     doc.model.set_param("conv1", "num_output_channels", "5")
     answer(monkeypatch, QtWidgets.QMessageBox.StandardButton.Discard)
     assert window.close()
@@ -234,31 +234,31 @@ def test_unsaved_changes_prompt(window, sample_path, monkeypatch, tmp_path):
 
 
 def test_edit_menu_cut_copy_paste_delete_select_all(window, sample_path):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     doc.canvas.select_layers(["conv2"])
-    window.act_copy.trigger()
-    window.act_paste.trigger()
+    window.editing.act_copy.trigger()
+    window.editing.act_paste.trigger()
     assert "conv2_1" in doc.model.layers
-    window.act_select_all.trigger()
+    window.editing.act_select_all.trigger()
     assert len(doc.canvas.selected_layers()) == len(doc.model.layers)
-    window.act_delete.trigger()
+    window.editing.act_delete.trigger()
     assert doc.model.layers == {}
     window.act_undo.trigger()
     assert len(doc.model.layers) == 8
     doc.canvas.select_layers(["conv3"])
-    window.act_cut.trigger()
+    window.editing.act_cut.trigger()
     assert "conv3" not in doc.model.layers
-    window.act_paste.trigger()
+    window.editing.act_paste.trigger()
     assert "conv3_1" in doc.model.layers
 
 
 def test_tabs_grid_and_layouts(window, sample_path):
-    a = window.open_path(sample_path)
-    b = window.new_model()
+    a = window.files.open_path(sample_path)
+    b = window.workspace.new_model()
     assert window.tabs.count() == 2 and window.current is b
     window.tabs.setCurrentIndex(0)
     assert window.current is a and window.params.doc is a
-    window.act_grid.trigger()
+    window.editing.act_grid.trigger()
     assert not a.canvas.grid_shown and not b.canvas.grid_shown
     window.check_dock.hide()
     window.act_save_layout.trigger()
@@ -277,7 +277,7 @@ def test_last_layout_restored_at_start(make_window):
 
 
 def test_docs_browser_searchable(window):
-    browser = window.show_docs("layer:convolution")
+    browser = window.help.show_docs("layer:convolution")
     assert "Convolution" in browser.page.toPlainText() and "num_output_channels" in browser.page.toPlainText()
     browser.search.setText("LeakyRelu")
     assert browser.visible_keys() == ["activation:leaky_relu"]
@@ -287,12 +287,12 @@ def test_docs_browser_searchable(window):
 
 # ---- autosave ----------------------------------------------------------------------------------------
 def test_autosave_and_recovery(make_window, sample_path, tmp_path, monkeypatch):
-    import app.autosave as autosave
+    import app.designer.autosave as autosave
 
     w = make_window()
-    doc = w.open_path(sample_path)
+    doc = w.files.open_path(sample_path)
     doc.model.set_param("conv1", "num_output_channels", "7")
-    w.autosave_now()
+    w.autosave.autosave_now()
     files = list((tmp_path / "autosave").glob("*.lnet"))
     assert len(files) == 1
     # simulate a crash: the writing process is gone
@@ -302,7 +302,7 @@ def test_autosave_and_recovery(make_window, sample_path, tmp_path, monkeypatch):
     monkeypatch.setattr(autosave, "_alive", lambda pid: pid != 999999999)
     w2 = make_window()
     asked = answer(monkeypatch, QtWidgets.QMessageBox.StandardButton.Yes)
-    recovered = w2.offer_recovery()
+    recovered = w2.autosave.offer_recovery()
     assert asked and len(recovered) == 1
     rec = recovered[0]
     assert rec.model.layers["conv1"].params["num_output_channels"] == "7"
@@ -313,7 +313,7 @@ def test_autosave_and_recovery(make_window, sample_path, tmp_path, monkeypatch):
 
 
 def test_keyboard_delete_and_undo(window, sample_path, qtbot):
-    doc = window.open_path(sample_path)
+    doc = window.files.open_path(sample_path)
     window.activateWindow()
     viewer = doc.canvas.viewer()
     viewer.setFocus()
@@ -338,8 +338,8 @@ def test_first_start_compiles_the_cpu_kernels_in_another_process(window, qtbot, 
 
     proc = Process()
     monkeypatch.setattr(warmup, "start_in_background", lambda: proc)
-    window.start_kernel_warmup()
-    assert window.warmup_process is proc and "Compiling the CPU kernels" in window.statusBar().currentMessage()
+    window.warmup.start()
+    assert window.warmup.process is proc and "Compiling the CPU kernels" in window.statusBar().currentMessage()
     qtbot.wait(600)
     assert "Compiling the CPU kernels" in window.statusBar().currentMessage()  # still running
     proc.rc = 0
@@ -351,13 +351,13 @@ def test_kernel_warmup_says_nothing_when_compiled_and_reports_a_failure(window, 
 
     monkeypatch.setattr(warmup, "start_in_background", lambda: None)
     window.statusBar().showMessage("ready")
-    window.start_kernel_warmup()
-    assert window.warmup_process is None and window.statusBar().currentMessage() == "ready"
+    window.warmup.start()
+    assert window.warmup.process is None and window.statusBar().currentMessage() == "ready"
 
     class Failed:
         def poll(self):
             return 3
 
     monkeypatch.setattr(warmup, "start_in_background", lambda: Failed())
-    window.start_kernel_warmup()
+    window.warmup.start()
     qtbot.waitUntil(lambda: "failed (exit status 3)" in window.statusBar().currentMessage(), timeout=5000)

@@ -1,4 +1,4 @@
-"""The ONNX import in the designer (app.onnx_import): File > Open and File > Import ONNX Model…, drops on the
+"""The ONNX import in the designer (app.designer.onnx_import): File > Open and File > Import ONNX Model…, drops on the
 window and the canvas, the progress/result dialog, errors shown in one message with nothing opened, Save As
 writing the model and its weights, the ONNX node name in tooltips and the parameter window, and the imported
 weights used by a designer run and by analysis mode (same outputs as onnxruntime)."""
@@ -74,7 +74,7 @@ def test_file_open_imports_an_onnx_file_into_a_new_unsaved_tab(window, qtbot, tm
     assert doc is not None and doc.path is None and doc.modified and doc.model.name == "tiny"
     assert window.tabs.tabText(window.tabs.currentIndex()).endswith("*")
     assert doc.model.weights_source is not None
-    assert window.recent_files()[0] == str(path.resolve())
+    assert window.recent.files()[0] == str(path.resolve())
     assert sorted(doc.model.weights_source.arrays) == ["conv1", "conv2"]
     # the result dialog: sections with the nodes, and the command line
     mapped = dlg.section("Mapped")
@@ -150,12 +150,12 @@ def test_unsupported_and_corrupt_models_give_one_message_and_open_nothing(window
     bad = unsupported_model(tmp_path / "erf.onnx")
     corrupt = tmp_path / "corrupt.onnx"
     corrupt.write_bytes(b"\x08\x07this is not a protobuf" * 10)
-    window.open_path(bad)
+    window.files.open_path(bad)
     dlg = finish(window, qtbot)
     assert dlg.ok is False and window.docs == [] and dlg.isVisible()
     assert "Erf node 'erf1'" in dlg.message.text() and "placeholder" in dlg.message.text()
     assert dlg.heading.text().startswith("<b>Cannot import erf.onnx</b>") and not dlg.tree.isVisible()
-    window.open_path(corrupt)
+    window.files.open_path(corrupt)
     dlg = finish(window, qtbot, 2)
     assert dlg.ok is False and window.docs == [] and "not a readable ONNX model" in dlg.message.text()
     assert "Cannot import" in window.statusBar().currentMessage()
@@ -177,12 +177,12 @@ def test_save_as_writes_the_model_and_its_weights(window, qtbot, tmp_path, regis
     from engine.weights import open_weights
 
     path = tiny_model(tmp_path / "tiny.onnx")
-    window.open_path(path)
+    window.files.open_path(path)
     finish(window, qtbot)
     doc = window.current
     out = tmp_path / "saved" / "mine.lnet"
     out.parent.mkdir()
-    assert window.save_as(doc, str(out))
+    assert window.files.save_as(doc, str(out))
     wfile = out.with_suffix(".safetensors")
     assert out.is_file() and wfile.is_file() and not doc.modified and doc.path == str(out.resolve())
     assert doc.model.settings["weights"] == "mine.safetensors"
@@ -195,7 +195,7 @@ def test_save_as_writes_the_model_and_its_weights(window, qtbot, tmp_path, regis
     assert rel_l2(got.reshape(ref.shape), ref) < 1e-4
     # saved again elsewhere: the weights follow the model
     other = tmp_path / "other.lnet"
-    assert window.save_as(doc, str(other))
+    assert window.files.save_as(doc, str(other))
     assert other.with_suffix(".safetensors").is_file() and doc.model.settings["weights"] == "other.safetensors"
 
 
@@ -210,12 +210,12 @@ def test_a_designer_run_of_the_imported_model_matches_onnxruntime(window, qtbot,
     path = tiny_model(tmp_path / "tiny.onnx")
     x = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
-    window.open_path(path)
+    window.files.open_path(path)
     finish(window, qtbot)
     doc = window.current
     _fp32_numpy_settings(doc, tmp_path / "x.npy")
     with qtbot.waitSignal(window.runner.worker.run_finished, timeout=60_000):
-        assert window.launch_inference(doc) is not None
+        assert window.runs.launch_inference(doc) is not None
     got = window.runner.worker.net.output("y", TensorFormat.parse("fp32 nchw"))
     ref = reference(path, {"x": x})[0]
     assert rel_l2(got.reshape(ref.shape), ref) < 1e-4
@@ -227,7 +227,7 @@ def test_an_imported_model_opens_in_analysis_mode(window, qtbot, tmp_path):
     path = tiny_model(tmp_path / "tiny.onnx")
     x = np.random.default_rng(2).standard_normal((1, 3, 8, 8)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
-    window.open_path(path)
+    window.files.open_path(path)
     finish(window, qtbot)
     _fp32_numpy_settings(window.current, tmp_path / "x.npy")
     mode = window.analysis
@@ -280,7 +280,7 @@ def test_a_200_node_network_opens_fitted_and_readable(make_window, qtbot, tmp_pa
     apply_theme(QtWidgets.QApplication.instance())
     w = make_window()
     w.resize(1500, 900)
-    w.open_path(path)
+    w.files.open_path(path)
     dlg = finish(w, qtbot)
     assert dlg.ok
     doc = w.current
@@ -305,7 +305,7 @@ def test_a_200_node_network_opens_fitted_and_readable(make_window, qtbot, tmp_pa
 
 def test_file_export_of_an_unsaved_import_uses_the_imported_weights(window, qtbot, tmp_path):
     path = tiny_model(tmp_path / "tiny.onnx")
-    window.open_path(path)
+    window.files.open_path(path)
     finish(window, qtbot)
     window.export_actions["onnx"].trigger()
     dlg = window.export_dialog
@@ -320,13 +320,13 @@ def test_file_export_of_an_unsaved_import_uses_the_imported_weights(window, qtbo
 
 
 def test_closing_the_window_while_an_import_runs(qtbot, tmp_path, registry):
-    from app.main_window import MainWindow
+    from app.designer.main_window import MainWindow
 
     path = deep_resnet_onnx(tmp_path / "deep.onnx")
     settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat)
     w = MainWindow(registry=registry, settings=settings, autosave_dir=str(tmp_path / "autosave"))
     w.show()
-    w.open_path(path)
+    w.files.open_path(path)
     importer = w.onnx_import
     jobs = list(importer._jobs.values())
     assert importer.running and len(jobs) == 1
@@ -364,7 +364,7 @@ def test_a_network_imported_on_the_command_line_opens_in_the_designer_with_no_no
 
     path = deep_resnet_onnx(tmp_path / "deep_resnet.onnx")
     assert cli_main(["import", str(path), "-o", str(tmp_path / "deep.lnet")], out=io.StringIO()) == 0
-    doc = window.open_path(tmp_path / "deep.lnet")
+    doc = window.files.open_path(tmp_path / "deep.lnet")
     canvas = doc.canvas
     sizes = canvas.node_sizes(canvas.nodes)
     assert len(sizes) == len(doc.model.layers) >= 85

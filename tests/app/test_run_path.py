@@ -42,7 +42,7 @@ def model_file(tmp_path, registry):
 
 
 def test_designer_run_and_its_command_line_agree_on_format_and_outputs(qtbot, registry, model_file, tmp_path):
-    from app.worker import RunRequest, Worker
+    from app.designer.worker import RunRequest, Worker
 
     model = modelfile.load(model_file, registry)
     cfg = run_config.from_model(model, str(model_file))

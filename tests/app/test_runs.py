@@ -15,9 +15,9 @@ import pytest
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app import run_config
-from app.charts import BAR_COLOUR, SELECTED_COLOUR
 from app.cli import main as cli_main
-from app.network_settings import NetworkSettingsDialog
+from app.designer.charts import BAR_COLOUR, SELECTED_COLOUR
+from app.designer.network_settings import NetworkSettingsDialog
 from engine import modelfile
 from engine import report as rep
 from engine.backends import cupy_usable
@@ -37,13 +37,13 @@ def model_copy(tmp_path, sample_path):
 
 def open_small(window, path, save=True, **settings):
     """Open the sample copy with a 32x32 input and tiny run settings (saved, so runs name the file)."""
-    doc = window.open_path(path)
+    doc = window.files.open_path(path)
     with doc.model.macro("small"):
         doc.model.set_param("input", "dimensions", "1x3x32x32")
         for k, v in {**SMALL, **settings}.items():
             doc.model.set_setting(k, v)
     if save:
-        assert window.save(doc)
+        assert window.files.save(doc)
     return doc
 
 
@@ -52,7 +52,7 @@ def run_and_wait(window, qtbot, doc=None, status="done", timeout=30_000, via_act
     if via_action:
         window.act_run.trigger()
     else:
-        window.launch_inference(doc)
+        window.runs.launch_inference(doc)
     assert len(window.logger.entries) == n + 1
     entry = window.logger.entries[max(window.logger.entries)]
     qtbot.waitUntil(lambda: entry.status != "running" and not window.runner.busy, timeout=timeout)
@@ -61,14 +61,14 @@ def run_and_wait(window, qtbot, doc=None, status="done", timeout=30_000, via_act
 
 
 def table_column(view, title):
-    from app.report_view import COLUMNS
+    from app.designer.report_view import COLUMNS
 
     col = COLUMNS.index(title)
     return [view.proxy.index(r, col).data() for r in range(view.proxy.rowCount())]
 
 
 def click_row(qtbot, view, name, double=False):
-    from app.report_view import NAME_ROLE
+    from app.designer.report_view import NAME_ROLE
 
     for r in range(view.proxy.rowCount()):
         idx = view.proxy.index(r, 0)
@@ -130,26 +130,26 @@ def test_gui_stays_responsive_during_a_long_run_and_cancel_stops_it(window, mode
     timer.start()
     window.act_run.trigger()
     assert window.runner.busy and window.act_cancel.isEnabled() and not window.act_run.isEnabled()
-    qtbot.waitUntil(lambda: "iteration" in window.run_label.text(), timeout=20_000)
-    assert re.search(r"iteration \d+ of 100000", window.run_label.text())
+    qtbot.waitUntil(lambda: "iteration" in window.runs.label.text(), timeout=20_000)
+    assert re.search(r"iteration \d+ of 100000", window.runs.label.text())
     n0 = len(ticks)
     qtbot.wait(400)
     assert window.runner.busy
     assert len(ticks) - n0 >= 10  # the event loop kept processing while the worker ran
     # menus, canvas and panels keep working during the run; edits do not reach the running copy
     doc.canvas.select_layers(["conv1"])
-    assert window.params.rows and window.act_copy.isEnabled()
+    assert window.params.rows and window.editing.act_copy.isEnabled()
     doc.model.set_param("conv1", "num_output_channels", "8")
-    progressed = window.run_label.text()
-    qtbot.waitUntil(lambda: window.run_label.text() != progressed, timeout=5000)
+    progressed = window.runs.label.text()
+    qtbot.waitUntil(lambda: window.runs.label.text() != progressed, timeout=5000)
     # a second launch is refused while one is running
-    assert window.launch_inference() is None and len(window.logger.entries) == 1
+    assert window.runs.launch_inference() is None and len(window.logger.entries) == 1
     t0 = time.perf_counter()
     window.act_cancel.trigger()
     entry = window.logger.entries[1]
     qtbot.waitUntil(lambda: entry.status == "cancelled", timeout=5000)
     assert time.perf_counter() - t0 < 2.0
-    assert not window.runner.busy and window.act_run.isEnabled() and not window.run_progress.isVisible()
+    assert not window.runner.busy and window.act_run.isEnabled() and not window.runs.progress.isVisible()
     assert "cancelled" in window.statusBar().currentMessage()
     timer.stop()
     # the worker is ready for the next run
@@ -170,7 +170,7 @@ def test_network_kept_between_runs_while_the_model_is_unchanged(window, model_co
     doc.model.set_param("conv2", "num_output_channels", "8")
     run_and_wait(window, qtbot)
     assert worker.builds == 2
-    report = window.current_report.report
+    report = window.reports.current_report.report
     assert [x["output_dims"] for x in report["layers"] if x["name"] == "conv2"] == [str(Dims(1, 8, 32, 32))]
 
 
@@ -178,7 +178,7 @@ def test_closing_the_window_during_a_run_stops_the_worker(make_window, model_cop
     w = make_window()
     open_small(w, model_copy, iterations="100000")
     w.act_run.trigger()
-    qtbot.waitUntil(lambda: "iteration" in w.run_label.text(), timeout=20_000)
+    qtbot.waitUntil(lambda: "iteration" in w.runs.label.text(), timeout=20_000)
     t0 = time.perf_counter()
     assert w.close()
     assert not w.runner.worker_thread.isRunning() and time.perf_counter() - t0 < 5
@@ -189,7 +189,7 @@ def test_unsaved_model_reports_in_the_reports_folder_with_a_model_snapshot(make_
     w = make_window(reports_dir=str(tmp_path / "appdata"))
     model = modelfile.load(sample_path, registry)
     model.path = None
-    doc = w.add_document(model)
+    doc = w.workspace.add_document(model)
     with doc.model.macro("small"):
         doc.model.set_param("input", "dimensions", "1x3x16x16")
         doc.model.set_setting("iterations", "2")
@@ -205,14 +205,14 @@ def test_unsaved_model_reports_in_the_reports_folder_with_a_model_snapshot(make_
 def test_bad_settings_missing_input_and_failed_run_are_logged_not_raised(window, model_copy, qtbot):
     doc = open_small(window, model_copy)
     doc.model.set_setting("iterations", "many")
-    assert window.launch_inference() is None
+    assert window.runs.launch_inference() is None
     e = window.logger.entries[1]
     assert e.status == "failed" and "iterations" in e.reason and "'many'" in e.reason
     assert "iterations" in window.statusBar().currentMessage()
     assert window.logger.table.item(0, 2).text().startswith("failed: network setting iterations")
     doc.model.set_setting("iterations", "2")
     doc.model.set_setting("input.input", "nowhere/missing.png")
-    assert window.launch_inference() is None
+    assert window.runs.launch_inference() is None
     assert "does not exist" in window.logger.entries[2].reason and "input layer input" in window.logger.entries[2].reason
     doc.model.set_setting("input.input", None)
     # a failure inside the worker: an input file that is not an image
@@ -225,7 +225,7 @@ def test_bad_settings_missing_input_and_failed_run_are_logged_not_raised(window,
     # a type-check error stops the run before the worker
     doc.model.set_setting("input.input", None)
     doc.model.disconnect("conv2", 0)
-    assert window.launch_inference() is None
+    assert window.runs.launch_inference() is None
     assert "type-check error" in window.logger.entries[4].reason
     doc.model.undo()
     if not cupy_usable():  # asking for CuPy without a GPU fails in the worker with the backend's reason
@@ -241,7 +241,7 @@ def test_bad_settings_missing_input_and_failed_run_are_logged_not_raised(window,
 # ---- network settings ----------------------------------------------------------------------------------
 def test_settings_dialog_round_trips_into_model_settings_and_file(window, model_copy, sample_path, qtbot, monkeypatch,
                                                                   registry):
-    doc = window.open_path(model_copy)
+    doc = window.files.open_path(model_copy)
     before = dict(doc.model.settings)
     window.act_net_settings.trigger()
     dlg = window.findChildren(NetworkSettingsDialog)[-1]
@@ -273,18 +273,18 @@ def test_settings_dialog_round_trips_into_model_settings_and_file(window, model_
     doc.model.undo()
     assert doc.model.settings == before
     doc.model.redo()
-    assert window.save(doc)
+    assert window.files.save(doc)
     assert modelfile.load(model_copy, registry).settings == expected
     # the dialog shows the stored values again; Cancel changes nothing
-    dlg2 = window.network_settings()
+    dlg2 = window.runs.network_settings()
     assert dlg2.backend.currentData() == "numpy" and dlg2.iterations.value() == 3 and not dlg2.profiling.isChecked()
     assert dlg2.inputs["input"].text() == str(image)
     dlg2.iterations.setValue(99)
     dlg2.reject()
     assert doc.model.settings["iterations"] == "3"
     # unchanged defaults are not written into a model that does not set them
-    fresh = window.new_model()
-    dlg3 = window.network_settings(fresh)
+    fresh = window.workspace.new_model()
+    dlg3 = window.runs.network_settings(fresh)
     dlg3.accept()
     assert fresh.model.settings == {} and not fresh.model.modified
 
@@ -303,7 +303,7 @@ def test_profiling_off_times_whole_iterations_and_uses_infer_command(window, mod
 def test_report_tab_table_sorting_and_selection_both_ways(window, model_copy, qtbot):
     doc = open_small(window, model_copy)
     run_and_wait(window, qtbot)
-    view = window.current_report
+    view = window.reports.current_report
     assert view is not None and window.tabs.currentWidget() is view and window.current is None
     names = list(doc.model.layers)
     assert table_column(view, "Layer") == names
@@ -335,18 +335,18 @@ def test_report_tab_table_sorting_and_selection_both_ways(window, model_copy, qt
     # the tab closes without touching the model tab; the logger reopens it
     window.tabs.setCurrentWidget(view)
     window.act_close.trigger()
-    assert view not in window.reports and window.current is doc
+    assert view not in window.reports.reports and window.current is doc
     window.logger.table.selectRow(0)
     window.logger.open_button.click()
-    reopened = window.current_report
+    reopened = window.reports.current_report
     assert reopened is not None and reopened.path == window.logger.entries[1].report_path
-    assert window.doc_for_report(reopened) is doc  # linked by the model file
+    assert window.reports.doc_for_report(reopened) is doc  # linked by the model file
 
 
 def test_baselines_add_and_clear(window, model_copy, qtbot):
     open_small(window, model_copy)
     run_and_wait(window, qtbot)
-    view = window.current_report
+    view = window.reports.current_report
     names = view.layer_names()
 
     def bar_colours():
@@ -390,7 +390,7 @@ def test_compare_dialog_with_two_reports(window, model_copy, qtbot, monkeypatch,
     _, a, b = two_reports(window, model_copy, qtbot)
     monkeypatch.setattr(QtWidgets.QFileDialog, "getOpenFileNames", staticmethod(lambda *a_, **k: ([a, b], "")))
     window.act_compare.trigger()
-    dlg = window.compare_dialogs[-1]
+    dlg = window.reports.compare_dialogs[-1]
     assert dlg.isVisible() and len(dlg.reports) == 2
     assert [dlg.summary.item(r, 3).text() for r in range(2)] == ["fp32|nchw", "fp16|nhwc"]
     ra, rb = rep.load(a), rep.load(b)
@@ -426,11 +426,11 @@ def test_compare_dialog_with_two_reports(window, model_copy, qtbot, monkeypatch,
 
 def test_compare_button_in_a_report_tab(window, model_copy, qtbot, monkeypatch):
     _, a, b = two_reports(window, model_copy, qtbot)
-    view = window.current_report
+    view = window.reports.current_report
     assert view.path == str(Path(b))
     monkeypatch.setattr(QtWidgets.QFileDialog, "getOpenFileNames", staticmethod(lambda *a_, **k: ([a], "")))
     qtbot.mouseClick(view.compare_button, QtCore.Qt.MouseButton.LeftButton)
-    dlg = window.compare_dialogs[-1]
+    dlg = window.reports.compare_dialogs[-1]
     assert [Path(p) for p in dlg.paths] == [Path(b).resolve(), Path(a).resolve()]
 
 
@@ -439,7 +439,7 @@ def test_open_report_errors_are_shown(window, tmp_path, monkeypatch):
     monkeypatch.setattr(QtWidgets.QMessageBox, "critical", staticmethod(lambda *a: shown.append(a[2])))
     bad = tmp_path / "bad.json"
     bad.write_text("{\"schema\": \"other\"}")
-    assert window.open_report(bad) is None
+    assert window.reports.open_report(bad) is None
     assert shown and "not a LayerLab report" in shown[0]
 
 
@@ -456,11 +456,11 @@ def test_render_run_report_and_compare(make_window, model_copy, qtbot, tmp_path,
     w.resize(1500, 900)
     doc = open_small(w, model_copy, format="fp32 nchw")
     doc.model.set_param("input", "dimensions", "1x3x96x128")
-    w.save(doc)
+    w.files.save(doc)
     run_and_wait(w, qtbot)
     doc.model.set_setting("format", "fp16 nhwc")
     run_and_wait(w, qtbot)
-    view = w.current_report
+    view = w.reports.current_report
     click_row(qtbot, view, "conv2")
     view.add_baseline("conv1")
     view.add_baseline("residual")
@@ -479,12 +479,12 @@ def test_render_run_report_and_compare(make_window, model_copy, qtbot, tmp_path,
     w.tabs.setCurrentWidget(doc.canvas.widget)
     qtbot.wait(20)
     assert w.grab().save(str(tmp_path / "main_after_run.png"))
-    settings = w.network_settings(doc)
+    settings = w.runs.network_settings(doc)
     qtbot.wait(20)
     assert settings.grab().save(str(tmp_path / "settings.png"))
     settings.reject()
     paths = [e.report_path for e in w.logger.entries.values()]
-    dlg = w.compare_reports(paths)
+    dlg = w.reports.compare_reports(paths)
     qtbot.wait(50)
     assert dlg.grab().save(os.environ.get("LAYERLAB_COMPARE_SCREENSHOT") or str(tmp_path / "compare.png"))
     if os.environ.get("LAYERLAB_SETTINGS_SCREENSHOT"):
@@ -493,7 +493,7 @@ def test_render_run_report_and_compare(make_window, model_copy, qtbot, tmp_path,
 
 # ---- the worker and the run settings without the window ------------------------------------------------
 def test_worker_unknown_command_and_cancel_before_the_run_starts(qtbot, registry, sample_path, tmp_path):
-    from app.worker import RunController, RunRequest
+    from app.designer.worker import RunController, RunRequest
 
     ctl = RunController()
     try:

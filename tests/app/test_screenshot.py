@@ -27,7 +27,7 @@ def render_window(make_window, qtbot, open_doc, selected: list[str], out: str):
 
 def test_render_main_window_with_sample(make_window, sample_path, tmp_path, qtbot):
     out = os.environ.get("LAYERLAB_SCREENSHOT") or str(tmp_path / "main_window.png")
-    w, doc = render_window(make_window, qtbot, lambda w: w.open_path(sample_path), ["conv1"], out)
+    w, doc = render_window(make_window, qtbot, lambda w: w.files.open_path(sample_path), ["conv1"], out)
     img = QtGui.QImage(out)
     assert img.width() >= 1400 and img.height() >= 850
     # docks sit beside the canvas, never on top of it

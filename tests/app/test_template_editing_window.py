@@ -11,9 +11,9 @@ from engine.templates import get_template, set_exposed
 
 
 def grouped(window, path, registry):
-    doc = window.open_path(path)
+    doc = window.files.open_path(path)
     doc.canvas.select_layers(["conv2", "conv3"])
-    instance = window.group_selection("feat")
+    instance = window.templates.group_selection("feat")
     set_exposed(doc.model, "feat", ["conv2.num_output_channels", "conv3.kernel_size"], registry)
     doc.model.set_param(instance, "conv3.kernel_size", "5")
     return doc, instance
@@ -36,7 +36,7 @@ def test_double_click_edit_and_save_updates_every_open_model(window, qtbot, samp
 
     double_click_node(qtbot, doc_a, inst)
     tab = window.current
-    assert tab is not doc_a and window.template_editing.handles(tab)
+    assert tab is not doc_a and window.templates.handles(tab)
     assert list(tab.model.layers) == ["conv1", "conv2", "conv3", "output"]  # input conv1 of the template
     assert tab.model.layers["conv1"].params["dimensions"] == "1x16x96x128"  # what feeds the instance
     double_click_node(qtbot, doc_a, inst)  # the same tab again, not a second one
@@ -52,7 +52,7 @@ def test_double_click_edit_and_save_updates_every_open_model(window, qtbot, samp
         defn = get_template(doc.model, "feat")
         assert list(defn.layers) == ["conv2"] and [e.key for e in defn.exposed] == ["conv2.num_output_channels"]
         assert doc.model.undo_text() == "Edit template feat"
-    assert "conv3.kernel_size" in window.message_box.text() and "dropped" in window.message_box.text()
+    assert "conv3.kernel_size" in window.context.message_box.text() and "dropped" in window.context.message_box.text()
     assert doc_a.model.layers[inst].params == {}
     qtbot.waitUntil(lambda: doc_a.shapes.get(inst) is not None and doc_a.shapes[inst][1] == 8, timeout=3000)
     doc_a.model.undo()  # one undo step per model
@@ -67,8 +67,8 @@ def test_palette_right_click_edit_template(window, sample_path, tmp_path, regist
     menu = window.palette.template_menu("feat")
     next(a for a in menu.actions() if a.text() == "Edit Template").trigger()
     tab = window.current
-    assert window.template_editing.handles(tab) and "conv3" in tab.model.layers
+    assert window.templates.handles(tab) and "conv3" in tab.model.layers
     tab.model.add_layer("output", "second", inputs=["conv2"])  # two outputs: cannot be a template
     window.act_save.trigger()
-    assert "2 output layers" in window.message_box.text() and tab.model.modified
+    assert "2 output layers" in window.context.message_box.text() and tab.model.modified
     assert "conv3" in get_template(doc.model, "feat").layers

@@ -32,20 +32,20 @@ def sample(sample_path, tmp_path):
 
 
 def grouped(window, sample, name="feat"):
-    doc = window.open_path(sample)
+    doc = window.files.open_path(sample)
     doc.canvas.select_layers(["conv2", "conv3"])
-    assert window.group_selection(name) == f"{name}_1"
+    assert window.templates.group_selection(name) == f"{name}_1"
     return doc
 
 
 def test_group_from_the_context_menu_with_the_name_dialog(window, sample, registry, qtbot):
-    doc = window.open_path(sample)
+    doc = window.files.open_path(sample)
     before = doc.model.content()
     want = Network(doc.model, registry).infer()["output"]
     doc.canvas.select_layers(["conv2", "conv3"])
     entries = dict(right_click(doc.canvas, "conv3", "Group as Template…"))
     assert entries["Group as Template…"] and not entries["Ungroup"] and entries["Delete"]
-    dlg = window.template_dialog
+    dlg = window.templates.template_dialog
     assert dlg.isVisible() and dlg.textValue() == "template1"  # open(): the menu action returned at once
     dlg.setTextValue("feat")
     dlg.accept()
@@ -82,11 +82,11 @@ def test_ungroup_from_the_context_menu_and_the_edit_menu(window, sample):
 
 
 def test_group_refusal_is_a_message_that_does_not_block(window, sample):
-    doc = window.open_path(sample)
+    doc = window.files.open_path(sample)
     before = doc.model.content()
     doc.canvas.select_layers(["residual", "output"])
-    assert window.group_selection("bad") is None
-    box = window.message_box
+    assert window.templates.group_selection("bad") is None
+    box = window.context.message_box
     assert box.isVisible() and "input and output layers stay in the network" in box.text()
     assert doc.model.content() == before
     box.close()
@@ -102,7 +102,7 @@ def test_palette_lists_the_templates_of_the_current_model(window, sample, qtbot)
     double_click(qtbot, window.palette.tree, item)
     assert doc.model.layers["feat_2"].type == "template:feat" and doc.canvas.selected_layers() == ["feat_2"]
     assert [p.name() for p in doc.canvas.nodes["feat_2"].input_ports()] == ["conv1"]
-    window.new_model()
+    window.workspace.new_model()
     assert window.palette.item_for("template:feat") is None
     window.tabs.setCurrentIndex(0)
     assert window.palette.item_for("template:feat") is not None
@@ -152,25 +152,25 @@ def test_import_model_as_template(window, sample, tmp_path, monkeypatch, registr
     part.add_layer("convolution", "c", params={"num_output_channels": "16"}, inputs=["x"], activation="relu")
     part.add_layer("output", "y", inputs=["c"])
     modelfile.save(part, tmp_path / "stage.lnet")
-    doc = window.open_path(sample)
+    doc = window.files.open_path(sample)
     monkeypatch.setattr(QtWidgets.QFileDialog, "getOpenFileName",
                         staticmethod(lambda *a, **k: (str(tmp_path / "stage.lnet"), "")))
     window.act_import_template.trigger()
     assert "stage" in doc.model.templates and window.palette.item_for("template:stage") is not None
     assert "Imported stage.lnet as template stage" in window.statusBar().currentMessage()
-    name = window.add_layer("template:stage")
+    name = window.editing.add_layer("template:stage")
     doc.model.connect("conv1", name, 0)
     assert Network(doc.model, registry).infer()  # runs with the new instance
     part.add_layer("output", "y2", inputs=["x"])
     modelfile.save(part, tmp_path / "two.lnet")
-    assert window.import_template(tmp_path / "two.lnet") is None
-    assert "2 output layers" in window.message_box.text()
+    assert window.templates.import_template(tmp_path / "two.lnet") is None
+    assert "2 output layers" in window.context.message_box.text()
 
 
 def test_docs_browser_has_the_template_page(window, sample):
     doc = grouped(window, sample)
     doc.canvas.select_layers(["feat_1"])
-    browser = window.show_docs()
+    browser = window.help.show_docs()
     assert "layer:template:feat" in browser.visible_keys()
     text = browser.page.toPlainText()
     assert "feat" in text and "conv2" in text and "conv2.num_output_channels" in text
@@ -180,9 +180,9 @@ def test_report_rows_of_expanded_layers_select_the_instance(window, sample, tmp_
     from app.cli import main
 
     doc = grouped(window, sample)
-    window.save(doc)
+    window.files.save(doc)
     assert main(["profile", str(sample), "-b", "numpy", "-n", "1", "-r", str(tmp_path / "rep")], out=io.StringIO()) == 0
-    view = window.open_report(tmp_path / "rep.json")
+    view = window.reports.open_report(tmp_path / "rep.json")
     view.layer_selected.emit("feat_1__conv3")
     assert doc.canvas.selected_layers() == ["feat_1"]
     doc.canvas.select_layers(["conv1"])
@@ -194,10 +194,10 @@ def test_save_and_reopen_keeps_templates(window, sample, registry):
     doc = grouped(window, sample)
     doc.canvas.select_layers(["feat_1"])
     window.params.rows["param.conv3.num_output_channels"].editor.box.setValue(12)
-    assert window.save(doc)
+    assert window.files.save(doc)
     saved = doc.model.content()
-    window.close_document(doc)
-    again = window.open_path(sample)
+    window.files.close_document(doc)
+    again = window.files.open_path(sample)
     assert again.model.content() == saved and "feat" in again.model.templates
     assert modelfile.load(sample, registry) == again.model
 
@@ -249,15 +249,15 @@ def test_palette_template_menu_deletes_unused_templates(window, sample, qtbot):
     assert list(actions) == ["Add Instance", "Exposed Parameters…", "Rename Template…", "Edit Template", "Delete Template"]
     actions["Delete Template"].trigger()
     menu.close()
-    assert "feat" in doc.model.templates and "still used by feat_1" in window.message_box.text()
+    assert "feat" in doc.model.templates and "still used by feat_1" in window.context.message_box.text()
     window.palette.template_menu("feat").actions()[0].trigger()
     assert doc.model.layers["feat_2"].type == "template:feat"
     window.palette.template_menu("feat").actions()[1].trigger()
     assert window.params.exposed_dialog.isVisible()
     window.params.exposed_dialog.reject()
     doc.canvas.select_layers(["feat_1", "feat_2"])
-    window.act_delete.trigger()
-    assert window.delete_template("feat")
+    window.editing.act_delete.trigger()
+    assert window.templates.delete_template("feat")
     assert window.palette.item_for("template:feat") is None and "feat" not in doc.model.templates
     window.act_undo.trigger()
     assert window.palette.item_for("template:feat") is not None
@@ -269,7 +269,7 @@ def test_rename_template_from_the_palette_menu(window, sample, qtbot):
     menu = window.palette.template_menu("feat")
     rename = next(a for a in menu.actions() if a.text() == "Rename Template…")
     rename.trigger()  # opens the name dialog without blocking
-    dlg = window.template_dialog
+    dlg = window.templates.template_dialog
     assert dlg.isVisible() and dlg.textValue() == "feat"
     dlg.setTextValue("features")
     dlg.accept()

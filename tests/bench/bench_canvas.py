@@ -90,7 +90,7 @@ def frame_ms(app, view) -> float:  # noqa: ANN001
 def bench(n_layers: int) -> dict[str, float]:
     from PySide6 import QtCore, QtWidgets
 
-    from app.main_window import MainWindow
+    from app.designer.main_window import MainWindow
     from engine import modelfile
 
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv)
@@ -105,7 +105,7 @@ def bench(n_layers: int) -> dict[str, float]:
     out: dict[str, float] = {"layers": n_layers, "rss_before_mb": rss_mb()}
 
     t0, c0 = time.perf_counter(), time.process_time()
-    doc = win.open_path(path)
+    doc = win.files.open_path(path)
     app.processEvents()  # the queued Fit to View and the first paint
     view = doc.canvas.viewer()
     view.viewport().repaint()
@@ -142,7 +142,7 @@ def bench(n_layers: int) -> dict[str, float]:
         assert doc.shapes[target][1] == 16
 
     t = time.perf_counter()
-    win.act_fit.trigger()
+    win.editing.act_fit.trigger()
     view.viewport().repaint()
     app.processEvents()
     out["fit_at_open_s"] = time.perf_counter() - t
@@ -168,7 +168,7 @@ def bench(n_layers: int) -> dict[str, float]:
     assert not doc.canvas.overview.active and target in doc.canvas.nodes
     edit_and_undo("1to1")
     t = time.perf_counter()
-    win.act_fit.trigger()  # Fit to View from 1:1
+    win.editing.act_fit.trigger()  # Fit to View from 1:1
     view.viewport().repaint()
     app.processEvents()
     out["fit_s"] = time.perf_counter() - t
@@ -183,11 +183,11 @@ def bench(n_layers: int) -> dict[str, float]:
     out["rss_mb"] = rss_mb()
     out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
     t = time.perf_counter()
-    win.act_select_all.trigger()  # every node made
+    win.editing.act_select_all.trigger()  # every node made
     app.processEvents()
     out["select_all_s"] = time.perf_counter() - t
     out["rss_all_nodes_mb"] = rss_mb()
-    win.close_document(doc)
+    win.files.close_document(doc)
     win.close()
     app.processEvents()
     return out

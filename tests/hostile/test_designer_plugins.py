@@ -11,7 +11,7 @@ pytest.importorskip("PySide6")
 def test_designer_survives_plugins_that_exit_or_interrupt(qtbot, tmp_path):
     from PySide6 import QtCore
 
-    from app.main_window import MainWindow
+    from app.designer.main_window import MainWindow
     from engine.plugins import load_plugins
 
     folder = tmp_path / "plugins"

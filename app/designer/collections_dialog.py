@@ -16,7 +16,7 @@ from engine.log import get_logger
 from engine.plugin_collections import Collection, CollectionManager
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from app.designer.context import DesignerContext
 
 UNLOADED_KEY = "collections/unloaded"
 FOLDERS_KEY = "collections/folders"
@@ -32,28 +32,29 @@ def _strings(value: Any) -> list[str]:
 
 
 class Collections(QtCore.QObject):
-    """The main window's collections: the manager over its registry, the remembered choices and the refresh."""
+    """The designer's collections: the manager over its registry, the remembered choices and the refresh
+    (``changed``: the documentation browser and the fusing-rules window follow it)."""
 
     changed = QtCore.Signal()
 
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
-        self.window = window
-        self.manager = CollectionManager(window.registry)
+    def __init__(self, ctx: DesignerContext) -> None:
+        super().__init__(ctx.parent)
+        self.ctx = ctx
+        self.manager = CollectionManager(ctx.registry)
         self.dialog: ManageCollectionsDialog | None = None
-        self.act_manage = QtGui.QAction("Manage &Collections…", window)
+        self.act_manage = QtGui.QAction("Manage &Collections…", ctx.parent)
         self.act_manage.setStatusTip("Load and unload layer collections (plugins); add a plugin folder")
         self.act_manage.triggered.connect(lambda: self.show_dialog())
-        unloaded, folders = _strings(window.settings.value(UNLOADED_KEY)), _strings(window.settings.value(FOLDERS_KEY))
+        unloaded, folders = _strings(ctx.settings.value(UNLOADED_KEY)), _strings(ctx.settings.value(FOLDERS_KEY))
         for note in self.manager.apply(unloaded, folders):
             log.warning("%s", note)
         if unloaded or folders:
-            window.palette.rebuild()
+            ctx.palette.rebuild()
 
     def show_dialog(self) -> ManageCollectionsDialog:
         """Open the dialog (non-modal)."""
         if self.dialog is None:
-            self.dialog = ManageCollectionsDialog(self, self.window)
+            self.dialog = ManageCollectionsDialog(self, self.ctx.parent)
         self.dialog.fill()
         self.dialog.show()
         self.dialog.raise_()
@@ -65,11 +66,11 @@ class Collections(QtCore.QObject):
         try:
             self.manager.set_loaded(name, loaded)
         except LayerLabError as exc:
-            self.window.statusBar().showMessage(str(exc), 10000)
+            self.ctx.status(str(exc), 10000)
             return False
         self._remember()
         self.refresh(set(self.manager.collection(name).layers))
-        self.window.statusBar().showMessage(f"{'Loaded' if loaded else 'Unloaded'} collection {name}", 6000)
+        self.ctx.status(f"{'Loaded' if loaded else 'Unloaded'} collection {name}", 6000)
         return True
 
     def add_folder(self, folder: str) -> list[str]:
@@ -77,30 +78,20 @@ class Collections(QtCore.QObject):
         added = self.manager.add_folder(folder)
         self._remember()
         self.refresh({n for name in added for n in self.manager.collection(name).layers})
-        self.window.statusBar().showMessage(f"Plugin folder {folder}: {len(added)} collection(s) loaded", 8000)
+        self.ctx.status(f"Plugin folder {folder}: {len(added)} collection(s) loaded", 8000)
         return added
 
     def _remember(self) -> None:
         unloaded, folders = self.manager.choices()
-        self.window.settings.setValue(UNLOADED_KEY, unloaded)
-        self.window.settings.setValue(FOLDERS_KEY, folders)
+        self.ctx.settings.setValue(UNLOADED_KEY, unloaded)
+        self.ctx.settings.setValue(FOLDERS_KEY, folders)
 
     def refresh(self, layer_types: set[str]) -> None:
         """What the registry offers changed (``layer_types`` came or went): palette, documentation, fusing rules,
         canvas nodes and every open model's type check follow."""
-        window = self.window
-        window.palette.rebuild()
-        browser = window.docs_browser
-        if browser is not None:
-            visible = browser.isVisible()
-            browser.close()
-            browser.deleteLater()
-            window.docs_browser = None
-            if visible:
-                window.show_docs()
-        if window.fusing_dialog is not None:
-            window.fusing_dialog.refresh()
-        for doc in window.docs:
+        ctx = self.ctx
+        ctx.palette.rebuild()
+        for doc in ctx.documents.docs:
             for ltype in sorted({s.type for s in doc.model.layers.values()} & layer_types):
                 doc.canvas.refresh_nodes_of_type(ltype)
             doc.run_check()

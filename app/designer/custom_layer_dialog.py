@@ -10,7 +10,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
-from app.code_editor import CodeEditor
+from app.designer.code_editor import CodeEditor
 from engine.custom.definition import (
     DEFAULT_CATEGORY,
     INPUT_KINDS,

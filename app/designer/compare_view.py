@@ -11,7 +11,7 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.charts import REPORT_COLOURS, BarChart, colour_icon
+from app.designer.charts import REPORT_COLOURS, BarChart, colour_icon
 from engine import report as rep
 from engine.errors import LayerLabError
 

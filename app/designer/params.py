@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from PySide6 import QtCore, QtWidgets
 
-from app.document import Document
+from app.designer.document import Document
 from engine.backends import NumpyBackend
 from engine.descriptors import ActivationDesc, CoefDesc, LayerDesc, ParamDesc, is_identifier
 from engine.errors import LayerLabError

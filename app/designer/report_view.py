@@ -13,7 +13,7 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.charts import BAR_COLOUR, BASELINE_COLOURS, SELECTED_COLOUR, BarChart, RooflineChart, colour_icon
+from app.designer.charts import BAR_COLOUR, BASELINE_COLOURS, SELECTED_COLOUR, BarChart, RooflineChart, colour_icon
 from engine.report import human_bytes, human_rate, layer_type_text
 
 SORT_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1

@@ -22,7 +22,8 @@ from engine.layout import readable_positions
 from engine.weights import ArrayWeights, save_safetensors
 
 if TYPE_CHECKING:
-    from app.document import Document
+    from app.designer.context import DesignerContext
+    from app.designer.document import Document
     from engine.importers.onnx import ImportResult
     from engine.registry import Registry
 
@@ -324,34 +325,33 @@ class ImportDialog(QtWidgets.QDialog):
 
 
 class OnnxImport(QtCore.QObject):
-    """Wires the ONNX import into a MainWindow: File > Import ONNX Model…, ``.onnx`` in File > Open, drops on
-    the window and its canvases, and the weights file written when an imported model is saved."""
+    """Wires the ONNX import into the designer: File > Import ONNX Model… (after ``open_action``), ``.onnx`` in
+    File > Open, drops on the window and its canvases, and the weights file written when an imported model is saved."""
 
     imported = QtCore.Signal(object)  # the Document an import opened
 
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)
-        self.window = window
+    def __init__(self, ctx: DesignerContext, open_action: QtGui.QAction) -> None:
+        super().__init__(ctx.parent)
+        self.ctx = ctx
         self.dialogs: list[ImportDialog] = []  # imports shown (the latest last)
         self.options_dialog: ImportOptionsDialog | None = None
         self._jobs: dict[ImportDialog, _Job] = {}
         self._weights_files: dict[int, Path] = {}  # document id -> the weights file its last save wrote
-        self.act_import = QtGui.QAction("&Import ONNX Model…", window)
+        self.act_import = QtGui.QAction("&Import ONNX Model…", ctx.parent)
         self.act_import.setStatusTip("Import an ONNX model (input sizes, placeholders) into a new tab")
         self.act_import.triggered.connect(lambda _checked=False: self.open_options())
-        file_menu = next((a.menu() for a in window.menuBar().actions()
-                          if a.text().replace("&", "") == "File" and a.menu()), None)
+        file_menu = ctx.menu("File")
         if file_menu is not None:
             acts = file_menu.actions()
-            after = acts.index(window.act_open) + 1 if window.act_open in acts else len(acts)
+            after = acts.index(open_action) + 1 if open_action in acts else len(acts)
             before = acts[after] if after < len(acts) else None
             file_menu.insertAction(before, self.act_import)
-        window.setAcceptDrops(True)  # drops on the docks and tabs come to the window
-        window.installEventFilter(self)
+        ctx.parent.setAcceptDrops(True)  # drops on the docks and tabs come to the window
+        ctx.parent.installEventFilter(self)
 
     @property
     def registry(self) -> Registry:
-        return self.window.registry
+        return self.ctx.registry
 
     @property
     def running(self) -> bool:
@@ -361,7 +361,7 @@ class OnnxImport(QtCore.QObject):
     # ---- starting imports ------------------------------------------------------------------------
     def open_options(self, path: str = "") -> ImportOptionsDialog:
         """File > Import ONNX Model…: the options dialog (non-modal)."""
-        dlg = ImportOptionsDialog(self, path, self.window)
+        dlg = ImportOptionsDialog(self, path, self.ctx.parent)
         dlg.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
         dlg.destroyed.connect(lambda _o=None: setattr(self, "options_dialog", None))
         self.options_dialog = dlg
@@ -376,7 +376,7 @@ class OnnxImport(QtCore.QObject):
 
         path = str(Path(path).resolve())
         registry = self.registry
-        dlg = ImportDialog(path, self.window)
+        dlg = ImportDialog(path, self.ctx.parent)
         job = _Job(lambda progress: import_onnx(path, input_shapes=dict(input_shapes or {}), placeholders=placeholders,
                                                 progress=progress, registry=registry))
         job.progress.connect(dlg.set_progress)
@@ -386,7 +386,7 @@ class OnnxImport(QtCore.QObject):
         self.dialogs.append(dlg)
         dlg.finished.connect(lambda _r, d=dlg: self.dialogs.remove(d) if d in self.dialogs and d.ok is not None else None)
         dlg.show()
-        self.window.statusBar().showMessage(f"Importing {path}…")
+        self.ctx.status(f"Importing {path}…")
         job.start("layerlab-onnx-import")
         return dlg
 
@@ -397,29 +397,29 @@ class OnnxImport(QtCore.QObject):
 
     def _failed(self, dlg: ImportDialog, message: str) -> None:
         self._end(dlg)
-        if not (isValid(self.window) and isValid(dlg)):
+        if not (isValid(self.ctx.parent) and isValid(dlg)):
             return  # the window was closed meanwhile
         dlg.show_failure(message)
-        self.window.statusBar().showMessage(f"Cannot import: {message}", 15000)
+        self.ctx.status(f"Cannot import: {message}", 15000)
         dlg.show()
         dlg.raise_()
 
     def _done(self, dlg: ImportDialog, result: ImportResult) -> None:
         self._end(dlg)
-        if not (isValid(self.window) and isValid(dlg)):
+        if not (isValid(self.ctx.parent) and isValid(dlg)):
             return  # the window was closed meanwhile
         model = result.model
         model.weights_source = result.weights_source()
-        doc = self.window.add_document(model, None)
+        doc = self.ctx.documents.add_document(model, None)
         try:
             self.arrange(doc)
         except LayerLabError as exc:  # the importer's own layout stays
-            self.window.statusBar().showMessage(f"Could not lay the imported network out again: {exc}", 10000)
+            self.ctx.status(f"Could not lay the imported network out again: {exc}", 10000)
         doc.recovered = True  # a new model not saved yet: closing asks, Save asks for a file
-        self.window._doc_state_changed(doc)  # noqa: SLF001 - the tab shows it unsaved
-        self.window._add_recent(dlg.path)  # noqa: SLF001 - Open Recent imports it again
+        doc.state_changed.emit()  # the tab shows it unsaved
+        self.ctx.add_recent(dlg.path)  # Open Recent imports it again
         dlg.show_result(result)
-        self.window.statusBar().showMessage(f"Imported {Path(dlg.path).name}: {result.summary()}", 15000)
+        self.ctx.status(f"Imported {Path(dlg.path).name}: {result.summary()}", 15000)
         self.imported.emit(doc)
 
     @staticmethod
@@ -450,11 +450,11 @@ class OnnxImport(QtCore.QObject):
             if is_importable(p):
                 self.import_file(p)
             elif Path(p).suffix.lower() == ".lnet":
-                self.window.open_path(p)
+                self.ctx.open_path(p)
             else:
                 refused.append(Path(p).name)
         if refused:
-            self.window.statusBar().showMessage(f"Cannot open {', '.join(refused)}: drop .lnet or .onnx model files",
+            self.ctx.status(f"Cannot open {', '.join(refused)}: drop .lnet or .onnx model files",
                                                 10000)
 
     @staticmethod
@@ -470,7 +470,7 @@ class OnnxImport(QtCore.QObject):
         doc.canvas.files_dropped.connect(self.open_files)
 
     def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802 (Qt API)
-        if obj is self.window:
+        if obj is self.ctx.parent:
             kind = event.type()
             if kind in (QtCore.QEvent.Type.DragEnter, QtCore.QEvent.Type.DragMove):
                 if self.dropped_files(event.mimeData()):  # type: ignore[attr-defined]
