@@ -1,8 +1,8 @@
 """The squeeze-excitation and depthwise kernels of the CuPy backend against cuDNN and PyTorch on the layer shapes of
 mobilenet_v2, mobilenet_v3_large and efficientnet_b0: each depthwise convolution (fp16 NHWC at batch 1 and 32, strict
 fp32 NCHW at batch 1) by our kernel, cuDNN's heuristic plan, cuDNN's timed plan and PyTorch (channels-last,
-``cudnn.benchmark``; TF32 off for fp32), then global average pooling and the gated channel scale. Device times, each
-from a CUDA graph of ``repeat`` calls:
+``cudnn.benchmark``; TF32 off for fp32), then global average pooling and the gated channel scale. Device times: the
+kernels' durations from CUPTI (torch.profiler), as tests/bench/zoo_kernels.py measures networks:
 python -m tests.bench.bench_gpu_depthwise [--repeat 50]"""
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ def main() -> None:
     from engine.backends import get_backend
     from engine.backends.cuda import cudnn, depthwise, pooling
     from engine.backends.cuda.channel_scale import channel_scale
+    from tests.bench.zoo_kernels import kernel_table, profiled
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=20)
@@ -46,46 +47,15 @@ def main() -> None:
         torch = None
 
     def timed(fn) -> float | None:
-        """Device time of one ``fn()`` in milliseconds: ``repeat`` calls captured as one CUDA graph and replayed
-        (launching from Python costs more than these kernels take); None where ``fn`` cannot be captured."""
-        fn()  # compiles, builds and tunes outside the capture
-        stream.synchronize()
-        stream.begin_capture()
-        try:
-            for _ in range(a.repeat):
-                fn()
-        except Exception:  # e.g. an allocation, which capture forbids
-            with contextlib.suppress(Exception):
-                stream.end_capture()
-            return None
-        graph = stream.end_capture()
-        graph.launch(stream)
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(stream)
-        graph.launch(stream)
-        end.record(stream)
-        end.synchronize()
-        return cupy.cuda.get_elapsed_time(start, end) / a.repeat
-
-    def torch_timed(fn) -> float | None:
+        """Device time of one ``fn()`` in milliseconds: the durations of the kernels it launched (CUPTI, through
+        torch.profiler) over ``repeat`` calls; launching from Python costs more than these kernels take."""
         if torch is None:
             return None
-        side = torch.cuda.Stream()
-        with torch.cuda.stream(side):
-            fn()
-            fn()
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(a.repeat):
-                fn()
-        graph.replay()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / a.repeat
+        _, total, _ = kernel_table(profiled(fn, a.repeat))
+        return total / a.repeat / 1000.0
+
+    def torch_timed(fn) -> float | None:
+        return timed(fn)
 
     heuristic = cudnn.CudnnConvolutions(stream)
     tuned = cudnn.CudnnConvolutions(stream)
