@@ -57,6 +57,10 @@ KERNEL_OPERATIONS: dict[str, str] = {
     "dense": "(x, w, b, out, epilogue, coefs): out (N, O) = act(x (N, K) @ w (O, K) transposed + b), 2-D arrays",
     "pool2d": "(x, out, is_max, kernel, stride, padding, count_include_pad, nhwc): max or average pooling of "
               "physical x (averages over the real cells of a window unless count_include_pad)",
+    "global_pool": "(x, out, is_max, nhwc): max or average over all pixels of each channel of physical x into out "
+                   "(N x C values, physical N,1,1,C or N,C,1,1)",
+    "channel_scale": "(x, g, out, nhwc, epilogue, coefs): out = x * act(g[n, c]) for physical x and out of one "
+                     "shape and g of N x C values (a squeeze-excitation gate; act the gate's epilogue or None)",
 }
 
 

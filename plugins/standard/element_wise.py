@@ -75,6 +75,8 @@ class ElementWise(Layer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         present = [x for x in inputs if x is not None]
         act = self.activation
+        if act is None and self.p["operation"] == "product" and len(present) == 2 and self._channel_scale(*present, out):
+            return
         kernel = self.backend.kernel("element_wise") if len(present) == 2 else None
         if kernel is not None and (act is None or act.epilogue is not None) and kernel(
                 self.p["operation"], present[0], present[1], out, act.epilogue if act is not None else None,
@@ -96,6 +98,16 @@ class ElementWise(Layer):
             return
         arrays = [self.nchw(x) for x in present]
         self.store(out, self.activate(element_wise(self.xp, arrays, self.p["operation"])))
+
+    def _channel_scale(self, a: Any, b: Any, out: Any) -> bool:
+        """A product of a tensor and an N x C x 1 x 1 gate (a squeeze-excitation block's end) in one pass, where the
+        backend has the ``channel_scale`` kernel."""
+        gate_shape = tuple(1 if axis in self.hw_axes else d for axis, d in enumerate(out.shape))
+        pair = (a, b) if b.shape == gate_shape else (b, a) if a.shape == gate_shape else None
+        if pair is None or pair[0].shape != out.shape or gate_shape == out.shape:
+            return False
+        kernel = self.backend.kernel("channel_scale")
+        return kernel is not None and kernel(*pair, out, self.hw_axes == (1, 2), None, {}) is not None
 
     onnx_support = "yes"
     torch_support = "yes"

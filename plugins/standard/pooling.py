@@ -110,6 +110,8 @@ class Pooling(Layer):
         x = inputs[0]
         nhwc = self.hw_axes == (1, 2)
         if self.p["global"]:
+            if self._global_reduction(x, out, nhwc):
+                return
             h, w = (x.shape[1], x.shape[2]) if nhwc else (x.shape[2], x.shape[3])
             kernel = self.backend.kernel("pool2d") if h * w <= GLOBAL_KERNEL_MAX_CELLS else None
             if kernel is not None and (done := kernel(x, out, self.p["pool_type"] == "max", (h, w), (1, 1), (0, 0),
@@ -126,6 +128,9 @@ class Pooling(Layer):
                            self.p["ceil_mode"], self.p["count_include_pad"], self.hw_axes)
             self.store_physical(out, self.activate_physical(y))
             return
+        if (k.h, k.w) == ((x.shape[1], x.shape[2]) if nhwc else (x.shape[2], x.shape[3])) and (p.h, p.w) == (0, 0) \
+                and self._global_reduction(x, out, nhwc):  # one window covering the whole image
+            return
         kernel = self.backend.kernel("pool2d")
         if kernel is not None and (done := kernel(x, out, self.p["pool_type"] == "max", (k.h, k.w), (s.h, s.w),
                                                   (p.h, p.w), self.p["count_include_pad"], nhwc)):
@@ -135,6 +140,16 @@ class Pooling(Layer):
         y = pool2d(self.xp, self.physical(x), self.p["pool_type"], (k.h, k.w), (s.h, s.w), (p.h, p.w),
                    self.p["count_include_pad"], self.hw_axes)
         self.store_physical(out, self.activate_physical(y))
+
+    def _global_reduction(self, x: Any, out: Any, nhwc: bool) -> bool:
+        """Pooling over the whole image as the backend's ``global_pool`` reduction, where it has one."""
+        kernel = self.backend.kernel("global_pool")
+        done = kernel(x, out, self.p["pool_type"] == "max", nhwc) if kernel is not None else None
+        if done is None:
+            return False
+        self._offer_replay(done)
+        self.activate_inplace(out)
+        return True
 
     def _offer_replay(self, done: Any) -> None:
         """The kernel's prepared call (``Launched.replay``: the CPU's) is the whole forward where no activation pass

@@ -15,6 +15,7 @@ CASES = [
     ((2, 4, 16, 15), dict(num_output_channels=6, kernel_size="3x5", stride="2x1", padding="1x2")),
     ((1, 6, 13, 11), dict(num_output_channels=6, groups=3, dilation=2, padding=2)),
     ((1, 4, 9, 9), dict(num_output_channels=4, groups=4, kernel_size=3, padding=0, bias="false")),
+    ((2, 12, 11, 10), dict(num_output_channels=12, groups=12, kernel_size=5, stride=2, padding=2)),  # depthwise
     ((2, 5, 8, 10), dict(num_output_channels=7, kernel_size=1, padding=0)),
     ((1, 2, 7, 6), dict(num_output_channels=3, kernel_size="2", stride=3, padding=1)),
     # asymmetric padding: TensorFlow SAME (extra row/column at the end), SAME_LOWER, one axis only

@@ -3,12 +3,14 @@ rows of an :class:`~engine.backends.selection.OperationTable`, chosen by the bac
 returns :class:`~engine.backends.selection.Launched` (naming the candidate that ran) or None when no candidate
 serves the case (the caller computes it with the generic array code).
 
-``conv2d``'s rows, in order of preference where nothing is timed: our direct and pointwise kernels (few channels in
-or out), cuDNN, then the Hopper kernels (conv64, patch64, out64) and cuDNN on the space-to-depth form of a strided
-stem (s2d) or on a few-channel input's patches (patches). Where several apply, the selector times them once on the
-real buffers and keeps the fastest (ours win on small batches, cuDNN or a rewrite on large ones), on disk per GPU,
-driver and LayerLab version; it does not time during CUDA-graph capture, with autotuning off or for a small
-convolution (``cudnn.worth_tuning``): the first applicable row runs then."""
+``conv2d``'s rows, in order of preference where nothing is timed: our depthwise kernel (one filter per channel),
+our direct and pointwise kernels (few channels in or out), cuDNN, then the Hopper kernels (conv64, patch64, out64)
+and cuDNN on the space-to-depth form of a strided stem (s2d) or on a few-channel input's patches (patches). Where
+several apply, the selector times them once on the real buffers and keeps the fastest (ours win on small batches,
+cuDNN or a rewrite on large ones), on disk per GPU, driver and LayerLab version; it does not time during CUDA-graph
+capture, with autotuning off or for a small convolution (``cudnn.worth_tuning``; grouped convolutions are always
+worth it): the first applicable row runs then. ``global_pool`` and ``channel_scale`` (a squeeze-excitation block's
+pooling and gating) have one row each."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,7 +20,8 @@ from typing import Any
 import cupy
 
 from engine.backends.base import Backend, derived
-from engine.backends.cuda import conv_direct, cudnn, elementwise, gather, pooling, runtime, wgmma
+from engine.backends.cuda import channel_scale as _channel_scale
+from engine.backends.cuda import conv_direct, cudnn, depthwise, elementwise, gather, pooling, runtime, wgmma
 from engine.backends.cuda import upsample as _upsample
 from engine.backends.selection import Candidate, Launched, OperationTable
 from engine.tensor import is_nhwc_memory
@@ -74,6 +77,10 @@ def _direct(p: Convolution, wd: Any) -> Launched | None:
                                    p.alpha)
 
 
+def _depthwise(p: Convolution, wd: Any) -> Launched | None:
+    return depthwise.conv_depthwise(p.x, wd, p.b, p.out, p.w.shape[2:], p.stride, p.padding, p.epilogue, p.coefs)
+
+
 def _pointwise(p: Convolution, wp: Any) -> Launched | None:
     x, out = p.physical()
     return conv_direct.conv_pointwise(x, wp, p.b, out, p.epilogue, p.alpha)
@@ -103,6 +110,7 @@ def _patches(p: Convolution, wp: Any) -> Launched | None:
 
 #: the rows of ``conv2d``, in order of preference where nothing is timed
 CONV2D_CANDIDATES = (
+    Candidate("depthwise", lambda p: depthwise.applies(*p.geometry), _depthwise, lambda p: depthwise.weights(p.w)),
     Candidate("direct", lambda p: p.nhwc and conv_direct.direct_applies(p.x, p.w, p.out, p.groups, p.epilogue),
               _direct, lambda p: conv_direct.direct_weights(p.w)),
     Candidate("pointwise", lambda p: p.nhwc and conv_direct.pointwise_applies(*p.geometry),
@@ -138,7 +146,7 @@ def conv2d(backend: Backend) -> Kernel:
         def prepared(c: Candidate) -> Any:
             return None if c.prepare is None else derived(cache, c.name, w, lambda: c.prepare(p))
 
-        timed = cudnn.worth_tuning(w, out) and not runtime.capturing()
+        timed = cudnn.worth_tuning(w, out, groups) and not runtime.capturing()
         return table.run(p, p.key(), prepared,
                          (lambda c, prep: runtime.elapsed_ms(lambda: c.launch(p, prep))) if timed else None)
     return run
@@ -165,3 +173,13 @@ def pool2d(backend: Backend) -> Kernel:
     """Max or average pooling in one pass (see :func:`engine.backends.cuda.pooling.pool2d`)."""
     return pooling.pool2d
 
+
+
+def global_pool(backend: Backend) -> Kernel:
+    """Global max or average pooling as a reduction (see :func:`engine.backends.cuda.pooling.global_pool`)."""
+    return pooling.global_pool
+
+
+def channel_scale(backend: Backend) -> Kernel:
+    """``x * act(g)`` with a per-channel gate (see :func:`engine.backends.cuda.channel_scale.channel_scale`)."""
+    return _channel_scale.channel_scale
