@@ -657,8 +657,10 @@ class Network:
                     raise
             act = nd.layer.activation
             if act is not None and not nd.layer.fuses_activation:
-                target = out if act.impl.elementwise else nchw_view(out, self.fmt_of(name))
-                act.impl.apply_inplace(self.xp, target, act.coefs)
+                if act.impl.elementwise:
+                    act.apply_inplace(self.backend, out)
+                else:
+                    act.impl.apply_inplace(self.xp, nchw_view(out, self.fmt_of(name)), act.coefs)
             self._owner[self._slot_of[name]] = name
         for cb in self.hooks.after_layer:
             cb(self, name, out)

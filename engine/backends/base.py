@@ -57,6 +57,10 @@ KERNEL_OPERATIONS: dict[str, str] = {
     "dense": "(x, w, b, out, epilogue, coefs): out (N, O) = act(x (N, K) @ w (O, K) transposed + b), 2-D arrays",
     "pool2d": "(x, out, is_max, kernel, stride, padding, count_include_pad, nhwc): max or average pooling of "
               "physical x (averages over the real cells of a window unless count_include_pad)",
+    "activation": "(x, out, epilogue, coefs): out = act(x) in one pass for the fused epilogue ``epilogue`` "
+                  "(``engine.epilogues``), physical arrays of one shape and dtype; out may be x",
+    "scale_shift": "(x, scale, shift, out, nhwc, epilogue, coefs): out = act(x * scale[c] + shift[c]) in one pass, "
+                   "c the channel of physical 4-D x (NHWC when nhwc), scale and shift float32 vectors; out may be x",
 }
 
 

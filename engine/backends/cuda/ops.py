@@ -18,9 +18,10 @@ from typing import Any
 import cupy
 
 from engine.backends.base import Backend, derived
-from engine.backends.cuda import conv_direct, cudnn, elementwise, gather, pooling, runtime, wgmma
+from engine.backends.cuda import conv_direct, cudnn, elementwise, gather, pointwise, pooling, runtime, wgmma
 from engine.backends.cuda import upsample as _upsample
 from engine.backends.selection import Candidate, Launched, OperationTable
+from engine.epilogues import coefficients
 from engine.tensor import is_nhwc_memory
 
 Kernel = Callable[..., Launched | None]
@@ -46,7 +47,7 @@ class Convolution:
 
     @property
     def alpha(self) -> float:
-        return float(self.coefs.get("alpha", 0.0))
+        return coefficients(self.epilogue, self.coefs)[0]
 
     @property
     def geometry(self) -> tuple[Any, ...]:
@@ -165,3 +166,13 @@ def pool2d(backend: Backend) -> Kernel:
     """Max or average pooling in one pass (see :func:`engine.backends.cuda.pooling.pool2d`)."""
     return pooling.pool2d
 
+
+
+def activation(backend: Backend) -> Kernel:
+    """An activation by its fused epilogue in one pass (see :func:`engine.backends.cuda.pointwise.activation`)."""
+    return pointwise.activation
+
+
+def scale_shift(backend: Backend) -> Kernel:
+    """Per-channel ``act(x * scale + shift)`` in one pass (see :func:`engine.backends.cuda.pointwise.scale_shift`)."""
+    return pointwise.scale_shift
