@@ -38,7 +38,8 @@ def conv_few_outputs(x: np.ndarray, wr: np.ndarray, kernel: tuple[int, int], bia
 
 def conv_few_outputs_plan(x: np.ndarray, wr: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None,
                           out: np.ndarray, stride: tuple[int, int], padding: tuple[int, int],
-                          dilation: tuple[int, int], act: int = 0, alpha: float | tuple[float, float] = 0.0) -> Callable[[], None]:
+                          dilation: tuple[int, int], act: int = 0,
+                          alpha: float | tuple[float, float] = 0.0) -> Callable[[], None]:
     """:func:`conv_few_outputs` made ready to run (see ``winograd.winograd_plan``)."""
     n, k, ho, wo = out.shape
     live = rt.live_contiguous(x.transpose(0, 2, 3, 1))
