@@ -5,10 +5,10 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.layer_kernels import kernel_cache
 from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.errors import WeightsError
-from engine.backends.layer_kernels import kernel_cache
 from engine.layer import Layer
 from engine.tensor import Dims, Layout
 from plugins.standard._common_norm import (
