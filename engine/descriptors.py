@@ -196,8 +196,8 @@ class ActivationDesc:
             missing = [c for c in EPILOGUE_TABLE[self.epilogue].coefficients
                        if c not in {d.name for d in self.coefficients}]
             if missing:
-                raise ValueError(f"activation {self.name}: the {self.epilogue} epilogue needs coefficients named "
-                                 f"{', '.join(missing)}")
+                raise ValueError(f"activation {self.name}: the {self.epilogue} epilogue needs a coefficient named "
+                                 f"{' and '.join(missing)}")
 
     def coefficient_values(self, given: dict[str, Any], owner: str = "") -> dict[str, float]:
         """Coefficients with defaults filled in; raises ParameterError for unknown or bad values."""

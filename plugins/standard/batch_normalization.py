@@ -87,7 +87,7 @@ class BatchNormalization(Layer):
         backend has no kernel for the case (the generic path then runs)."""
         kernel = self.backend.kernel("scale_shift")
         act = self.activation
-        if kernel is None or x.ndim != 4 or x.dtype != out.dtype or (act is not None and act.epilogue is None):
+        if kernel is None or x.ndim != 4 or (act is not None and act.epilogue is None):
             return False
         cache = kernel_cache(self) if cacheable else {}
         key = (*stats, self.p["epsilon"])
@@ -97,7 +97,13 @@ class BatchNormalization(Layer):
             cache["scale_shift"] = found
         mul, add = found[1]
         epilogue, coefs = (act.epilogue, act.coefs) if act is not None else (None, {})
-        return kernel(x, mul, add, out, self.fmt.layout is Layout.NHWC, epilogue, coefs) is not None
+        # a precision conversion fused into the layer: computed in the compute dtype as unfused, rounded once
+        y = out if out.dtype == self.cdtype else self.xp.empty_like(out, dtype=self.cdtype)
+        if kernel(self.physical(x), mul, add, y, self.fmt.layout is Layout.NHWC, epilogue, coefs) is None:
+            return False
+        if y is not out:
+            out[...] = y
+        return True
 
     onnx_support = "yes"
     torch_support = "partial: statistics from secondary inputs are not exported"

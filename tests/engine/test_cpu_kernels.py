@@ -551,7 +551,8 @@ def test_backend_element_wise_declines_what_it_cannot_do():
     be = NumpyBackend()
     a = np.ones((1, 4, 4, 8), np.float32)
     assert be.kernel("element_wise")("sum", a, a, np.empty_like(a), "relu", {})
-    assert not be.kernel("element_wise")("sum", a, a, np.empty_like(a), "sigmoid", {})  # not a fused activation
+    assert be.kernel("element_wise")("sum", a, a, np.empty_like(a), "sigmoid", {})  # every epilogue is fused
+    assert not be.kernel("element_wise")("sum", a, a, np.empty_like(a), "softmax", {})  # not an epilogue
     assert not be.kernel("element_wise")("sum", a, a[:, :, :, :1], np.empty_like(a), None, {})  # broadcasting
     assert not be.kernel("element_wise")("sum", a, a.astype(np.float16), np.empty_like(a), None, {})
     assert not be.kernel("element_wise")("sum", a, a.transpose(0, 3, 1, 2), np.empty_like(a).transpose(0, 3, 1, 2), None, {})
