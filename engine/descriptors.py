@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from engine.epilogues import EPILOGUE_TABLE
 from engine.errors import ParameterError
 from engine.limits import cut
 from engine.tensor import FORMATS, Dims, TensorFormat
@@ -167,15 +168,10 @@ class CoefDesc:
     max: float | None = None
 
 
-#: Fused epilogues: what a hand-written kernel may apply to its result before writing it (name -> the function).
-#: An activation that computes one of them says so (``ActivationDesc.epilogue``), so kernels fuse it without
-#: knowing its name; ``leaky_relu`` reads the activation's coefficient ``alpha``.
-EPILOGUES: dict[str, str] = {
-    "relu": "max(x, 0)",
-    "leaky_relu": "x if x >= 0 else alpha * x",
-    "sigmoid": "1 / (1 + exp(-x))",
-    "tanh": "tanh(x)",
-}
+#: Fused epilogues: what a hand-written kernel may apply to its result before writing it (name -> the function), from
+#: the one table of ``engine.epilogues``. An activation that computes one of them says so (``ActivationDesc.epilogue``),
+#: so kernels fuse it without knowing its name; the epilogue reads the activation's coefficients it names.
+EPILOGUES: dict[str, str] = {name: e.formula for name, e in EPILOGUE_TABLE.items()}
 
 
 @dataclass(frozen=True)
@@ -196,8 +192,12 @@ class ActivationDesc:
         if self.epilogue is not None and self.epilogue not in EPILOGUES:
             raise ValueError(f"activation {self.name}: unknown fused epilogue {self.epilogue!r} "
                              f"(known: {', '.join(EPILOGUES)})")
-        if self.epilogue == "leaky_relu" and "alpha" not in {c.name for c in self.coefficients}:
-            raise ValueError(f"activation {self.name}: the leaky_relu epilogue needs a coefficient named alpha")
+        if self.epilogue is not None:
+            missing = [c for c in EPILOGUE_TABLE[self.epilogue].coefficients
+                       if c not in {d.name for d in self.coefficients}]
+            if missing:
+                raise ValueError(f"activation {self.name}: the {self.epilogue} epilogue needs a coefficient named "
+                                 f"{' and '.join(missing)}")
 
     def coefficient_values(self, given: dict[str, Any], owner: str = "") -> dict[str, float]:
         """Coefficients with defaults filled in; raises ParameterError for unknown or bad values."""

@@ -70,6 +70,16 @@ class BoundActivation:
     def __call__(self, xp: Any, x: Any) -> Any:
         return self.impl.apply(xp, x, self.coefs)
 
+    def apply_inplace(self, backend: Any, x: Any) -> None:
+        """Apply to ``x`` (physical, elementwise activations) in place after a layer that did not fuse it: the
+        backend's one-pass ``activation`` kernel where the activation has a fused epilogue and the backend serves the
+        array, else the activation's own ``apply_inplace`` (a chain of array operations)."""
+        if self.epilogue is not None:
+            kernel = backend.kernel("activation")
+            if kernel is not None and kernel(x, x, self.epilogue, self.coefs) is not None:
+                return
+        self.impl.apply_inplace(backend.xp, x, self.coefs)
+
 
 #: ``forward`` methods whose offered replay (``Layer.offer_replay``), when they offer one, is all they did
 REPLAYABLE_FORWARDS: set[Callable[..., None]] = set()
@@ -185,7 +195,7 @@ class Layer:
         if act is None:
             return
         if act.impl.elementwise:
-            act.impl.apply_inplace(self.xp, out, act.coefs)
+            act.apply_inplace(self.backend, out)
         else:
             out[...] = self.activate_physical(out)
 

@@ -669,8 +669,10 @@ class Network:
                     raise
             act = nd.layer.activation
             if act is not None and not nd.layer.fuses_activation:
-                target = out if act.impl.elementwise else nchw_view(out, self.fmt_of(name))
-                act.impl.apply_inplace(self.xp, target, act.coefs)
+                if act.impl.elementwise:
+                    act.apply_inplace(self.backend, out)
+                else:
+                    act.impl.apply_inplace(self.xp, nchw_view(out, self.fmt_of(name)), act.coefs)
             self._owner[self._slot_of[name]] = name
         for done in self.hooks.layer_done:
             done(name)

@@ -61,6 +61,10 @@ KERNEL_OPERATIONS: dict[str, str] = {
                    "(N x C values, physical N,1,1,C or N,C,1,1)",
     "channel_scale": "(x, g, out, nhwc, epilogue, coefs): out = x * act(g[n, c]) for physical x and out of one "
                      "shape and g of N x C values (a squeeze-excitation gate; act the gate's epilogue or None)",
+    "activation": "(x, out, epilogue, coefs): out = act(x) in one pass for the fused epilogue ``epilogue`` "
+                  "(``engine.epilogues``), physical arrays of one shape and dtype; out may be x",
+    "scale_shift": "(x, scale, shift, out, nhwc, epilogue, coefs): out = act(x * scale[c] + shift[c]) in one pass, "
+                   "c the channel of physical 4-D x (NHWC when nhwc), scale and shift float32 vectors; out may be x",
 }
 
 

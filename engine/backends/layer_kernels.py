@@ -49,7 +49,7 @@ def backend_convolve(layer: Layer, x: Any, w: Any, b: Any | None, out: Any, geom
             return done
     if act is not None and (done := kernel(x, w, bv, out, *geometry, groups, None, {}, cache,
                                            tf32=layer.tf32)) is not None:
-        act.impl.apply_inplace(layer.xp, out, act.coefs)  # no fused epilogue for it: one more pass
+        act.apply_inplace(layer.backend, out)  # no fused epilogue for it: one more pass
         return Launched(done.candidate)
     return None
 

@@ -47,6 +47,7 @@ class Clamp(Activation):
             "<p>ONNX: <code>Clip(x, min, max)</code> (opset 11 or later, min and max as inputs).</p>"
         ),
         legacy_names=("relu6", "clip"),
+        epilogue="clamp",
     )
 
     @staticmethod

@@ -21,6 +21,7 @@ class Elu(Activation):
             "<ul><li><b>alpha</b>: default 1.0, at least 0; outputs never go below -alpha.</li></ul>"
             "<p>ONNX: <code>Elu(x, alpha)</code>.</p>"
         ),
+        epilogue="elu",
     )
 
     @staticmethod

@@ -51,6 +51,7 @@ class Gelu(Activation):
             "<p>ONNX: <code>Gelu(x, approximate=\"none\")</code> (opset 20); before opset 20: "
             "<code>Mul(Mul(x, 0.5), Add(Erf(Div(x, sqrt(2))), 1))</code>.</p>"
         ),
+        epilogue="gelu",
     )
 
     @staticmethod

@@ -34,6 +34,7 @@ class GeluTanh(Activation):
             "<code>gelu(approximate='tanh')</code>; it differs from the exact <b>gelu</b> by less than 5e-4.</p>"
             "<p>ONNX: <code>Gelu(x, approximate=\"tanh\")</code> (opset 20).</p>"
         ),
+        epilogue="gelu_tanh",
     )
 
     @staticmethod

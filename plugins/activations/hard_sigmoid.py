@@ -25,6 +25,7 @@ class HardSigmoid(Activation):
             "<li><b>beta</b>: default 0.5.</li></ul>"
             "<p>ONNX: <code>HardSigmoid(x, alpha, beta)</code>.</p>"
         ),
+        epilogue="hard_sigmoid",
     )
 
     @staticmethod

@@ -22,6 +22,7 @@ class HardSwish(Activation):
             "0 for x &lt;= -3, x for x &gt;= 3, a parabola between (MobileNetV3).</p>"
             "<p>ONNX: <code>HardSwish(x)</code> (opset 14).</p>"
         ),
+        epilogue="hardswish",
     )
 
     @staticmethod

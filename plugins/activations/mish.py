@@ -25,6 +25,7 @@ class Mish(Activation):
             "<p>ONNX: <code>Mish(x)</code> (opset 18); the exporter (opset 17) writes "
             "<code>Mul(x, Tanh(Softplus(x)))</code>. PyTorch: <code>F.mish(x)</code>.</p>"
         ),
+        epilogue="mish",
     )
 
     @staticmethod

@@ -21,6 +21,7 @@ class Silu(Activation):
             "<p><code>y = x * sigmoid(x) = x / (1 + exp(-x))</code>; also called swish (with beta = 1).</p>"
             "<p>ONNX: <code>Mul(x, Sigmoid(x))</code>.</p>"
         ),
+        epilogue="silu",
     )
 
     @staticmethod

@@ -21,6 +21,7 @@ class Softplus(Activation):
             "always positive.</p>"
             "<p>ONNX: <code>Softplus(x)</code>. PyTorch: <code>F.softplus(x)</code>.</p>"
         ),
+        epilogue="softplus",
     )
 
     @staticmethod

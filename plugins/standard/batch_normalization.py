@@ -5,12 +5,19 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.layer_kernels import kernel_cache
 from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.errors import WeightsError
 from engine.layer import Layer
-from engine.tensor import Dims
-from plugins.standard._common_norm import BN_WEIGHTS, batch_norm, bn_init_weight, variance_problem
+from engine.tensor import Dims, Layout
+from plugins.standard._common_norm import (
+    BN_WEIGHTS,
+    batch_norm,
+    batch_norm_coefficients,
+    bn_init_weight,
+    variance_problem,
+)
 
 DESC = LayerDesc(
     name="batch_normalization",
@@ -69,8 +76,34 @@ class BatchNormalization(Layer):
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         mean, var, scale, bias = (self.weight(w, inputs) for w in BN_WEIGHTS)
+        if self._scale_shift(inputs[0], out, (mean, var, scale, bias), not self.weights_from_inputs(inputs)):
+            return
         y = batch_norm(self.xp, self.nchw(inputs[0]), mean, var, scale, bias, self.p["epsilon"])
         self.store(out, self.activate(y))
+
+    def _scale_shift(self, x: Any, out: Any, stats: tuple[Any, ...], cacheable: bool) -> bool:
+        """``act(x * mul + add)`` in one pass of the backend's ``scale_shift`` kernel, in the tensor's own precision,
+        with ``mul`` and ``add`` folded from the statistics in float32 once per weight arrays; False where the
+        backend has no kernel for the case (the generic path then runs)."""
+        kernel = self.backend.kernel("scale_shift")
+        act = self.activation
+        if kernel is None or x.ndim != 4 or (act is not None and act.epilogue is None):
+            return False
+        cache = kernel_cache(self) if cacheable else {}
+        key = (*stats, self.p["epsilon"])
+        found = cache.get("scale_shift")
+        if found is None or len(found[0]) != len(key) or not all(a is b for a, b in zip(found[0], key)):
+            found = (key, batch_norm_coefficients(self.xp, *stats, self.p["epsilon"], np.float32))
+            cache["scale_shift"] = found
+        mul, add = found[1]
+        epilogue, coefs = (act.epilogue, act.coefs) if act is not None else (None, {})
+        # a precision conversion fused into the layer: computed in the compute dtype as unfused, rounded once
+        y = out if out.dtype == self.cdtype else self.xp.empty_like(out, dtype=self.cdtype)
+        if kernel(self.physical(x), mul, add, y, self.fmt.layout is Layout.NHWC, epilogue, coefs) is None:
+            return False
+        if y is not out:
+            out[...] = y
+        return True
 
     onnx_support = "yes"
     torch_support = "partial: statistics from secondary inputs are not exported"

@@ -339,8 +339,10 @@ def test_backend_picks_a_kernel_or_declines():
     assert _rel(out, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1), "relu")) < 1e-5
     # NCHW with no Winograd case: the generic path
     assert not be.kernel("conv2d")(x, wt[:, :, :1, :1], None, out, (1, 1), (0, 0), (1, 1), 1, None, {})
-    # an activation the kernels do not fuse, grouped convolutions and fp16: declined
-    assert not be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "sigmoid", {})
+    # every fused epilogue (engine.epilogues) is the kernels' own: sigmoid too
+    assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "sigmoid", {})
+    assert _rel(out, 1 / (1 + np.exp(-_ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1))))) < 1e-5
+    # grouped convolutions and fp16: declined
     assert not be.kernel("conv2d")(x, wt[:, :16], None, out, (1, 1), (1, 1), (1, 1), 2, None, {})
     conv = be.kernel("conv2d")
     assert not conv(x.astype(np.float16), wt.astype(np.float16), None, out.astype(np.float16), (1, 1), (1, 1), (1, 1),
@@ -549,7 +551,8 @@ def test_backend_element_wise_declines_what_it_cannot_do():
     be = NumpyBackend()
     a = np.ones((1, 4, 4, 8), np.float32)
     assert be.kernel("element_wise")("sum", a, a, np.empty_like(a), "relu", {})
-    assert not be.kernel("element_wise")("sum", a, a, np.empty_like(a), "sigmoid", {})  # not a fused activation
+    assert be.kernel("element_wise")("sum", a, a, np.empty_like(a), "sigmoid", {})  # every epilogue is fused
+    assert not be.kernel("element_wise")("sum", a, a, np.empty_like(a), "softmax", {})  # not an epilogue
     assert not be.kernel("element_wise")("sum", a, a[:, :, :, :1], np.empty_like(a), None, {})  # broadcasting
     assert not be.kernel("element_wise")("sum", a, a.astype(np.float16), np.empty_like(a), None, {})
     assert not be.kernel("element_wise")("sum", a, a.transpose(0, 3, 1, 2), np.empty_like(a).transpose(0, 3, 1, 2), None, {})

@@ -78,3 +78,24 @@ def test_non_positive_variance_is_a_weights_error():
 def test_negative_epsilon_is_rejected():
     with pytest.raises(ParameterError, match=r"batch_normalization L: parameter epsilon: '-1' is not a number >= 0"):
         run_layer("batch_normalization", dict(epsilon=-1), [np.zeros((1, 1, 2, 2), np.float32)], FORMATS[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("activation,coefs,act", [
+    ("clamp", {"min": "-0.25", "max": "0.5"}, lambda y: np.clip(y, -0.25, 0.5)),
+    ("hardswish", None, lambda y: y * np.clip(y / 6 + 0.5, 0, 1)),
+])
+def test_batch_normalization_folds_statistics_once(backend, fmt, activation, coefs, act):
+    """Scale and shift are folded once per weights (the layer's kernel cache) and the fused activation applied in
+    the same pass; a second run gives the same result."""
+    x = np.random.default_rng(6).standard_normal((2, 4, 5, 3)).astype(np.float32) * 2
+    out, w, net = run_layer("batch_normalization", {}, [x], fmt, backend, activation=activation, coefs=coefs)
+    ref = onnx_bn(round_like(x, fmt), {k: round_like(v, fmt) for k, v in w.items()}, 1e-5)
+    assert_close(out, act(ref.astype(np.float64)), fmt)
+    layer = net.nodes["L"].layer
+    served = backend == "cupy" or net.backend.cpu_kernels() is not None  # the CPU computes fp16 formats in fp32
+    assert ("scale_shift" in layer.__dict__.get("_kernel_cache", {})) == served
+    net.set_input("in0", x)
+    net.run()
+    assert_close(net.output("out"), out, fmt)

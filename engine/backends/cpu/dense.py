@@ -14,7 +14,7 @@ DENSE_MAX_ITEMS = 8
 
 
 def dense(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, out: np.ndarray, act: int = 0,
-          alpha: float = 0.0) -> None:
+          alpha: float | tuple[float, float] = 0.0) -> None:
     """``out`` (N, O) = act(``x`` (N, K) @ ``w`` (O, K) transposed + ``bias``), float32 C-contiguous, N at most
     DENSE_MAX_ITEMS: blocks of outputs over the cores, each output one dot product along K for every item
     (the weights, read once, are the traffic: resnet18's 512 -> 1000 layer took 0.3 ms as one BLAS

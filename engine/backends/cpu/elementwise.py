@@ -40,7 +40,8 @@ def _element_wise_range(a, b, y, i0, i1, op, act, alpha):  # pragma: no cover - 
                 z[i] = activate(u[i] - v[i], act, alpha)
 
 
-def element_wise(a: np.ndarray, b: np.ndarray, out: np.ndarray, op: int, act: int = 0, alpha: float = 0.0) -> None:
+def element_wise(a: np.ndarray, b: np.ndarray, out: np.ndarray, op: int, act: int = 0,
+                 alpha: float | tuple[float, float] = 0.0) -> None:
     """``out = act(a op b)`` (codes of :data:`ELEMENT_WISE_OPS` and :data:`FUSED_EPILOGUES`) in one pass,
     spread over the cores; float32 C-contiguous arrays of one shape (``out`` may be ``a`` or ``b``)."""
     fy = out.reshape(-1)

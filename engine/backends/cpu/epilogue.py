@@ -1,21 +1,112 @@
-"""The activation every CPU kernel fuses into its write (``FUSED_EPILOGUES``), compiled inline into each."""
+"""The activation every CPU kernel fuses into its write (``FUSED_EPILOGUES``, the codes of ``engine.epilogues``),
+compiled inline into each."""
 from __future__ import annotations
 
-import numpy as np
-from numba import njit
+import math
 
-#: fused epilogues the output transform applies itself (``ActivationDesc.epilogue`` -> code used by the kernel)
-FUSED_EPILOGUES = {None: 0, "relu": 1, "leaky_relu": 2}
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+from engine.epilogues import EPILOGUE_TABLE, coefficients
+
+#: fused epilogues the kernels apply themselves (``ActivationDesc.epilogue`` -> code used by the kernel): every
+#: epilogue of ``engine.epilogues``
+FUSED_EPILOGUES: dict[str | None, int] = {None: 0, **{name: e.code for name, e in EPILOGUE_TABLE.items()}}
+
+
+def epilogue_alpha(epilogue: str | None, coefs: dict[str, float]) -> float | tuple[float, float]:
+    """What a kernel's ``alpha`` argument carries for ``epilogue``: its one coefficient as a float, or both as a
+    pair (clamp's min and max, hard_sigmoid's alpha and beta). ``activate`` reads either."""
+    a, b = coefficients(epilogue, coefs)
+    if epilogue is not None and len(EPILOGUE_TABLE[epilogue].coefficients) == 2:
+        return a, b
+    return a
+
+
+def _first(alpha):  # pragma: no cover - replaced by the overload in compiled code
+    raise NotImplementedError
+
+
+def _second(alpha):  # pragma: no cover - replaced by the overload in compiled code
+    raise NotImplementedError
+
+
+@overload(_first, inline="always")
+def _first_of(alpha):  # numba compares these parameters with the lambdas': no annotations
+    if isinstance(alpha, (types.BaseTuple, types.Array)):
+        return lambda alpha: np.float32(alpha[0])
+    return lambda alpha: np.float32(alpha)
+
+
+@overload(_second, inline="always")
+def _second_of(alpha):  # as _first_of
+    if isinstance(alpha, (types.BaseTuple, types.Array)):
+        return lambda alpha: np.float32(alpha[1])
+    return lambda alpha: np.float32(0)
+
+
+@njit(inline="always")
+def _unit(g):  # pragma: no cover - compiled
+    return np.minimum(np.maximum(g, np.float32(0)), np.float32(1))
+
+
+@njit(inline="always")
+def _softplus(v):  # pragma: no cover - compiled
+    return np.maximum(v, np.float32(0)) + np.float32(math.log1p(math.exp(-abs(v))))
+
+
+@njit(inline="always")
+def _sigmoid(v):  # pragma: no cover - compiled
+    return np.float32(1) / (np.float32(1) + np.float32(math.exp(-v)))
+
+
+@njit(inline="always")
+def _gelu(v):  # pragma: no cover - compiled
+    return np.float32(0.5) * v * np.float32(math.erfc(-0.70710678118654752 * v))
+
+
+@njit(inline="always")
+def _gelu_tanh(v):  # pragma: no cover - compiled
+    c = np.minimum(np.maximum(v, np.float32(-10)), np.float32(10))
+    inner = np.float32(math.tanh(np.float32(0.79788456080286536) * (c + np.float32(0.044715) * c * c * c)))
+    return np.float32(0.5) * v * (np.float32(1) + inner)
 
 
 @njit(inline="always")
 def activate(val, act, alpha):  # pragma: no cover - compiled
-    """ReLU (1) or leaky ReLU (2) of ``val``; NaN stays NaN. Written with maximum and minimum, not as a select
-    on ``val > 0``: activating in place, ``y = val if val > 0 else ...`` is a store only where the test fails,
-    which LLVM turns into AVX2's masked store (vmaskmovps), microcoded on AMD's Zen: a 64-channel ReLU pass ran
-    4x slower than NumPy's there."""
+    """The epilogue of code ``act`` (``FUSED_EPILOGUES``) of ``val``, its coefficients in ``alpha`` (a float, or a
+    pair or array of two: see :func:`epilogue_alpha`); NaN stays NaN. ReLU and the clamps are written with maximum
+    and minimum, not as a select on ``val > 0``: activating in place, ``y = val if val > 0 else ...`` is a store
+    only where the test fails, which LLVM turns into AVX2's masked store (vmaskmovps), microcoded on AMD's Zen: a
+    64-channel ReLU pass ran 4x slower than NumPy's there."""
+    zero = np.float32(0)
+    if act == 0:
+        return val
     if act == 1:
-        return np.maximum(val, np.float32(0))
+        return np.maximum(val, zero)
     if act == 2:
-        return np.maximum(val, np.float32(0)) + alpha * np.minimum(val, np.float32(0))
+        return np.maximum(val, zero) + _first(alpha) * np.minimum(val, zero)
+    if act == 3:
+        return _sigmoid(val)
+    if act == 4:
+        return np.float32(math.tanh(val))
+    if act == 5:
+        return np.minimum(np.maximum(val, _first(alpha)), _second(alpha))
+    if act == 6:
+        return val * _unit(val * np.float32(1.0 / 6.0) + np.float32(0.5))
+    if act == 7:
+        return _unit(val * _first(alpha) + _second(alpha))
+    if act == 8:
+        return val * _sigmoid(val)
+    if act == 9:
+        return _gelu(val)
+    if act == 10:
+        return _gelu_tanh(val)
+    if act == 11:
+        return np.maximum(val, zero) + _first(alpha) * np.float32(math.expm1(np.minimum(val, zero)))
+    if act == 12:
+        return _softplus(val)
+    if act == 13:
+        return val * np.float32(math.tanh(_softplus(val)))
     return val

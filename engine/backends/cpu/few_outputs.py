@@ -27,7 +27,7 @@ def few_output_weights(w: np.ndarray) -> np.ndarray:
 
 def conv_few_outputs(x: np.ndarray, wr: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None, out: np.ndarray,
                      stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int], act: int = 0,
-                     alpha: float = 0.0) -> None:
+                     alpha: float | tuple[float, float] = 0.0) -> None:
     """``act(conv(x) + bias)`` into ``out`` (at most FEW_OUTPUTS_MAX output channels) for NHWC tensors (logical
     NCHW views, ``out`` contiguous NHWC): per output pixel, four dot products along each kernel row's KW*C input
     values at once, by blocks of output rows over the cores. Winograd and im2col spend their products on
@@ -38,7 +38,8 @@ def conv_few_outputs(x: np.ndarray, wr: np.ndarray, kernel: tuple[int, int], bia
 
 def conv_few_outputs_plan(x: np.ndarray, wr: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None,
                           out: np.ndarray, stride: tuple[int, int], padding: tuple[int, int],
-                          dilation: tuple[int, int], act: int = 0, alpha: float = 0.0) -> Callable[[], None]:
+                          dilation: tuple[int, int], act: int = 0,
+                          alpha: float | tuple[float, float] = 0.0) -> Callable[[], None]:
     """:func:`conv_few_outputs` made ready to run (see ``winograd.winograd_plan``)."""
     n, k, ho, wo = out.shape
     live = rt.live_contiguous(x.transpose(0, 2, 3, 1))

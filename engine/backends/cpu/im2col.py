@@ -98,7 +98,7 @@ def gemm_weights(w: np.ndarray) -> np.ndarray:
 
 def conv_nhwc(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None, out: np.ndarray,
               stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int], act: int = 0,
-              alpha: float = 0.0) -> None:
+              alpha: float | tuple[float, float] = 0.0) -> None:
     """``act(conv(x) + bias)`` into ``out`` for NHWC tensors (logical NCHW views, ``out`` contiguous
     NHWC): im2col by cache-sized blocks of output pixels straight into one matrix product per block,
     whose result lands in ``out`` itself; a 1x1 convolution of stride 1 needs no im2col at all. A layer
@@ -108,7 +108,7 @@ def conv_nhwc(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias: np.n
 
 def conv_nhwc_plan(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None, out: np.ndarray,
                    stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int], act: int = 0,
-                   alpha: float = 0.0, residual: np.ndarray | None = None) -> Callable[[], None]:
+                   alpha: float | tuple[float, float] = 0.0, residual: np.ndarray | None = None) -> Callable[[], None]:
     """:func:`conv_nhwc` made ready to run (see ``winograd.winograd_plan``), ``residual`` (as ``out``) added before the
     activation in each block's epilogue."""
     n, c, h, w = x.shape

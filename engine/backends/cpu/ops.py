@@ -19,10 +19,10 @@ import numpy as np
 
 from engine.backends.base import Backend, derived
 from engine.backends.cpu import dense as dense_kernels
-from engine.backends.cpu import elementwise, few_outputs, im2col, panels, pooling, runtime, winograd
+from engine.backends.cpu import elementwise, few_outputs, im2col, panels, pointwise, pooling, runtime, winograd
 from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import upsample as upsample_kernels
-from engine.backends.cpu.epilogue import FUSED_EPILOGUES
+from engine.backends.cpu.epilogue import FUSED_EPILOGUES, epilogue_alpha
 from engine.backends.selection import Candidate, Launched, OperationTable, Selector
 from engine.tensor import is_nhwc_memory
 
@@ -72,7 +72,7 @@ def element_wise(backend: Backend) -> Kernel:
         if not (a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
             return None
         elementwise.element_wise(a, b, out, elementwise.ELEMENT_WISE_OPS[op], FUSED_EPILOGUES[epilogue],
-                                 float(coefs.get("alpha", 0.0)))
+                                 epilogue_alpha(epilogue, coefs))
         return Launched("element_wise")
     return run
 
@@ -87,7 +87,7 @@ def dense(backend: Backend) -> Kernel:
         if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays):
             return None
         call = functools.partial(dense_kernels.dense, x, w, b, out, FUSED_EPILOGUES[epilogue],
-                                 float(coefs.get("alpha", 0.0)))
+                                 epilogue_alpha(epilogue, coefs))
         call()
         return Launched("dense", call)  # ready to run again on the same arrays (``Layer.replay_call``)
     return run
@@ -126,7 +126,7 @@ def upsample_concat(backend: Backend) -> Kernel:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ConvProblem:
-    """One float32 convolution as the candidates see it: logical NCHW views, the epilogue's code and slope, the
+    """One float32 convolution as the candidates see it: logical NCHW views, the epilogue's code and coefficients, the
     layer's kernel cache (None: the weights change between runs), a residual of ``out``'s shape and strides (or
     None), and what the rows' tests share."""
 
@@ -138,7 +138,8 @@ class ConvProblem:
     padding: tuple[int, int]
     dilation: tuple[int, int]
     code: int
-    alpha: float
+    #: the epilogue's coefficients (``epilogue.epilogue_alpha``: one, or a pair)
+    alpha: float | tuple[float, float]
     cache: dict[str, Any] | None
     residual: Any
     #: NHWC memory, and rows of (pixels, K) the NHWC kernels write
@@ -150,7 +151,7 @@ class ConvProblem:
 
     @classmethod
     def of(cls, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
-           dilation: tuple[int, int], code: int, alpha: float, cache: dict[str, Any] | None,
+           dilation: tuple[int, int], code: int, alpha: float | tuple[float, float], cache: dict[str, Any] | None,
            residual: Any) -> ConvProblem:
         nhwc = is_nhwc_memory(out)
         ho, wo = out.shape[2:]
@@ -274,7 +275,7 @@ def conv2d(backend: Backend) -> Kernel:
             return Launched(done.candidate)
         if not x.dtype == out.dtype == np.float32 or w.dtype != np.float32:
             return None
-        code, alpha = FUSED_EPILOGUES[epilogue], float(coefs.get("alpha", 0.0))
+        code, alpha = FUSED_EPILOGUES[epilogue], epilogue_alpha(epilogue, coefs)
         key = None
         if cache is not None and memo:  # the same arrays as last run (a network's buffers): the prepared call, no Python work
             key = (_address(x), x.shape, x.strides, _address(out), out.shape, out.strides, id(w), id(b), stride,
@@ -304,4 +305,34 @@ def conv2d_sum(backend: Backend) -> Kernel:
             cache: dict[str, Any] | None = None, *, tf32: bool = False) -> Launched | None:
         return backend.kernel("conv2d")(x, w, b, out, stride, padding, dilation, groups,  # type: ignore[misc]
                                         epilogue, coefs, cache, residual=residual)
+    return run
+
+
+def _float32_arrays(*arrays: Any) -> bool:
+    return all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)
+
+
+def activation(backend: Backend) -> Kernel:
+    """An activation by its fused epilogue in one pass (see :func:`engine.backends.cpu.pointwise.activation`)."""
+    def run(x: Any, out: Any, epilogue: str | None, coefs: dict[str, float]) -> Launched | None:
+        if (backend.cpu_kernels() is None or epilogue is None or epilogue not in FUSED_EPILOGUES  # type: ignore[attr-defined]
+                or x.shape != out.shape or not _float32_arrays(x, out)):
+            return None
+        pointwise.activation(x, out, epilogue, coefs)
+        return Launched("activation")
+    return run
+
+
+def scale_shift(backend: Backend) -> Kernel:
+    """Per-channel ``act(x * scale + shift)`` in one pass (see :func:`engine.backends.cpu.pointwise.scale_shift`)."""
+    def run(x: Any, scale: Any, shift: Any, out: Any, nhwc: bool, epilogue: str | None,
+            coefs: dict[str, float]) -> Launched | None:
+        if (backend.cpu_kernels() is None or epilogue not in FUSED_EPILOGUES  # type: ignore[attr-defined]
+                or x.ndim != 4 or x.shape != out.shape or not _float32_arrays(x, out, scale, shift)):
+            return None
+        c = x.shape[3] if nhwc else x.shape[1]
+        if scale.size != c or shift.size != c:
+            return None
+        pointwise.scale_shift(x, scale, shift, out, nhwc, epilogue, coefs)
+        return Launched("scale_shift")
     return run

@@ -65,7 +65,7 @@ def panels_apply(pixels: int, k: int) -> bool:
 
 def conv_panels(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None, out: np.ndarray,
                 stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int], act: int = 0,
-                alpha: float = 0.0) -> None:
+                alpha: float | tuple[float, float] = 0.0) -> None:
     """``act(conv(x) + bias)`` into ``out`` for NHWC tensors (logical NCHW views, ``out`` contiguous NHWC; see
     :func:`panels_apply` and :func:`stem_panels_apply`) through the micro-kernel, weights ``wp`` from
     :func:`panel_weights`. Without dilation every kernel row of an output pixel's window is one contiguous run of
@@ -78,7 +78,8 @@ def conv_panels(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np
 
 def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None,
                      out: np.ndarray, stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int],
-                     act: int = 0, alpha: float = 0.0, residual: np.ndarray | None = None) -> Callable[[], None]:
+                     act: int = 0, alpha: float | tuple[float, float] = 0.0,
+                     residual: np.ndarray | None = None) -> Callable[[], None]:
     """:func:`conv_panels` made ready to run (see ``winograd.winograd_plan``); a padded input is a buffer of the plan
     whose border stays zero, its inside copied at each call. ``residual`` (as ``out``) is where the sums start
     from (with the bias), so it costs no pass of its own."""

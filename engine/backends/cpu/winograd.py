@@ -113,7 +113,8 @@ def _in_nchw(x, v, ty0, nty, ntx, ph, pw, i0):  # pragma: no cover - compiled
 @njit(cache=True, nogil=True)
 def _out_nchw(m, y, bias, act, alpha, ty0, nty, ntx, i0):  # pragma: no cover - compiled
     """Products ``m`` (36, K, tiles) of tile rows ty0..ty0+nty (from tile ``i0`` of ``m`` on) back to pixels
-    (A^T m A), plus bias, activated (0 none, 1 relu, 2 leaky relu of slope ``alpha``), into ``y`` (K, Ho, Wo)."""
+    (A^T m A), plus bias, activated (the epilogue of code ``act``, coefficients ``alpha``: ``epilogue.activate``),
+    into ``y`` (K, Ho, Wo)."""
     k_n, ho, wo = y.shape
     t = np.empty((4, 6, ntx), np.float32)
     row = np.empty(4 * ntx, np.float32)
@@ -150,9 +151,9 @@ def _nhwc_transforms(m: int) -> tuple[Any, Any]:
     fallback loop at run time, 3.6x slower (1.17 against 0.32 us a tile of 64 channels).
 
     ``output(m_, y, bias, act, alpha, ty0, nty, ntx, i0)``: products ``m_`` ((m + 2)^2, tiles, K) of those tile
-    rows back to pixels (A^T m A), plus bias, activated (0 none, 1 relu, 2 leaky relu of slope ``alpha``), into
-    ``y`` (Ho, Wo, K). Rows of each product tile first, then columns into ``y`` (the other order ran the scalar
-    fallback loop, 3.5x slower)."""
+    rows back to pixels (A^T m A), plus bias, activated (the epilogue of code ``act``, coefficients ``alpha``:
+    ``epilogue.activate``), into ``y`` (Ho, Wo, K). Rows of each product tile first, then columns into ``y`` (the
+    other order ran the scalar fallback loop, 3.5x slower)."""
     a = m + 2  # input tile side
 
     @njit(cache=True, nogil=True)
@@ -251,7 +252,7 @@ def winograd_panels_apply(k: int) -> bool:
 
 
 def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
-                     padding: tuple[int, int], act: int = 0, alpha: float = 0.0,
+                     padding: tuple[int, int], act: int = 0, alpha: float | tuple[float, float] = 0.0,
                      residual: np.ndarray | None = None) -> None:
     """``act(conv3x3(x) + bias)`` into ``out`` (stride 1, no dilation, one group).
 
@@ -267,7 +268,7 @@ def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out:
 
 
 def winograd_plan(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
-                  padding: tuple[int, int], act: int = 0, alpha: float = 0.0,
+                  padding: tuple[int, int], act: int = 0, alpha: float | tuple[float, float] = 0.0,
                   residual: np.ndarray | None = None) -> Callable[[], None]:
     """:func:`winograd_conv3x3` made ready to run: a function of no arguments computing it for the same arrays
     (their memory read when it is called), all the per-call work in Python done once."""

@@ -7,7 +7,8 @@ from typing import Any
 
 import cupy
 
-from engine.backends.cuda import act, runtime
+from engine import epilogues
+from engine.backends.cuda import runtime
 from engine.backends.selection import Launched
 
 _TYPES = {cupy.dtype(cupy.float16): "__half", cupy.dtype(cupy.float32): "float"}
@@ -18,7 +19,7 @@ def channel_scale(x: Any, g: Any, out: Any, nhwc: bool, epilogue: str | None,
     """``out = x * act(g)``: physical ``x`` and ``out`` of one shape (N, H, W, C when ``nhwc``, else N, C, H, W),
     ``g`` the gate of N x C values (physical N, 1, 1, C or N, C, 1, 1), one precision (fp16 or fp32), C-contiguous.
     None for anything else (nothing written)."""
-    code = act.code(epilogue)
+    code = epilogues.code(epilogue)
     if code is None or x.ndim != 4 or x.shape != out.shape or not (x.dtype == g.dtype == out.dtype in _TYPES):
         return None
     n, c = x.shape[0], x.shape[3] if nhwc else x.shape[1]
@@ -32,7 +33,7 @@ def channel_scale(x: Any, g: Any, out: Any, nhwc: bool, epilogue: str | None,
     vec = next((v for v in (4, 2) if inner % v == 0 and all(a.data.ptr % (v * a.dtype.itemsize) == 0
                                                             for a in (x, out))), 1)
     total = x.size // vec
-    ca, cb = act.coefficients(epilogue, coefs)
+    ca, cb = epilogues.coefficients(epilogue, coefs)
     i32 = cupy.int32
     runtime.function("channel_scale.cu", f"channel_scale<{_TYPES[x.dtype]},{vec},{int(nhwc)}>")(
         (runtime.blocks(total),), (runtime.THREADS,),

@@ -16,9 +16,11 @@ import cupy
 
 from engine.backends.cuda import runtime
 from engine.backends.selection import Launched
+from engine.epilogues import code, single_coefficient
 
-#: fused epilogues our convolutions apply themselves (``ActivationDesc.epilogue`` -> the kernels' ``act``)
-EPILOGUES = {None: 0, "relu": 1, "leaky_relu": 2}
+#: fused epilogues our convolutions apply themselves (``ActivationDesc.epilogue`` -> the kernels' ``act``): those of
+#: at most one coefficient (the kernels take one, ``alpha``), numbered as in ``engine.epilogues``
+EPILOGUES = {None: 0, **{name: code(name) for name in sorted(single_coefficient())}}
 
 #: most input channels, and most weight values (shared memory, float32), of the direct convolution
 DIRECT_MAX_CHANNELS = 4

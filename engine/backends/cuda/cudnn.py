@@ -45,8 +45,29 @@ _TUNING = threading.Lock()
 CHANNEL_ALIGN = 8
 PAD_CHANNELS = os.environ.get("LAYERLAB_CUDNN_PAD_CHANNELS", "on").lower() not in ("off", "0", "no", "false")
 
-#: fused epilogues (``ActivationDesc.epilogue``) the cuDNN graph computes itself
-EPILOGUES = ("relu", "leaky_relu", "sigmoid", "tanh")
+#: fused epilogues (``ActivationDesc.epilogue``) the cuDNN graph computes itself, each as one pointwise node of the
+#: graph (:func:`_epilogue_node`); a graph that the installed frontend cannot build declines, and the epilogue then
+#: runs as one kernel after the convolution (``activation``)
+EPILOGUES = ("relu", "leaky_relu", "sigmoid", "tanh", "clamp", "silu", "gelu", "gelu_tanh", "softplus", "elu")
+
+
+def _epilogue_node(g: Any, y: Any, act: str, coefs: dict[str, float]) -> Any:
+    """The pointwise node of ``g`` computing epilogue ``act`` of ``y``: ReLU with a slope or clipping bounds (leaky
+    ReLU, clamp), or the frontend's activation of that name (silu is its swish of beta 1, gelu its erf form). ELU is
+    fused only with alpha = 1 (the node takes no alpha); raises ValueError for what no node computes."""
+    if act == "relu":
+        return g.relu(name="act", input=y)
+    if act == "leaky_relu":
+        return g.relu(name="act", input=y, negative_slope=float(coefs["alpha"]))
+    if act == "clamp":  # ReLU's clipping: max(lower, min(upper, x))
+        return g.relu(name="act", input=y, lower_clip=float(coefs["min"]), upper_clip=float(coefs["max"]))
+    if act == "elu" and float(coefs["alpha"]) != 1.0:
+        raise ValueError("cuDNN's ELU node has alpha 1")
+    method = {"sigmoid": "sigmoid", "tanh": "tanh", "silu": "swish", "gelu": "gelu", "gelu_tanh": "gelu_approx_tanh",
+              "softplus": "softplus", "elu": "elu"}.get(act)
+    if method is None:
+        raise ValueError(f"no cuDNN node for the {act} epilogue")
+    return getattr(g, method)(name="act", input=y)
 
 
 def _dims_strides(a: Any) -> tuple[list[int], list[int]]:
@@ -96,14 +117,8 @@ class CudnnConvolutions:
             B = g.tensor(name="B", dim=[1, k, 1, 1], stride=[k, 1, k, k], data_type=io)
             Y = g.bias(name="bias", input=Y, bias=B)
             tensors["B"] = B
-        if act == "relu":
-            Y = g.relu(name="act", input=Y)
-        elif act == "leaky_relu":
-            Y = g.relu(name="act", input=Y, negative_slope=float(coefs["alpha"]))
-        elif act == "sigmoid":
-            Y = g.sigmoid(name="act", input=Y)
-        elif act == "tanh":
-            Y = g.tanh(name="act", input=Y)
+        if act is not None:
+            Y = _epilogue_node(g, Y, act, coefs)
         od, os_ = _dims_strides(out)
         Y.set_output(True).set_data_type(io).set_dim(od).set_stride(os_)
         tensors["Y"] = Y

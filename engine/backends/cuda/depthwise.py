@@ -12,7 +12,8 @@ from typing import Any
 
 import cupy
 
-from engine.backends.cuda import act, runtime
+from engine import epilogues
+from engine.backends.cuda import runtime
 from engine.backends.selection import Launched
 from engine.tensor import is_nhwc_memory
 
@@ -39,7 +40,7 @@ def applies(x: Any, w: Any, out: Any, stride: tuple[int, int], padding: tuple[in
     k, per_group, r, s = w.shape
     return (groups == x.shape[1] == k and per_group == 1 and r <= MAX_KERNEL and s <= MAX_KERNEL
             and tuple(dilation) == (1, 1) and stride[0] in (1, 2) and stride[1] in (1, 2)
-            and min(padding) >= 0 and act.code(epilogue) is not None
+            and min(padding) >= 0 and epilogues.code(epilogue) is not None
             and x.dtype == w.dtype == out.dtype and x.dtype in _TYPES
             and x.size < 2**31 and out.size < 2**31 and _layout(x, out) is not None)
 
@@ -71,13 +72,13 @@ def conv_depthwise(x: Any, wd: Any, bias: Any | None, out: Any, kernel: tuple[in
     """``act(depthwise_conv(x) + bias)`` into ``out`` (logical NCHW views of dense NHWC or NCHW arrays), ``wd``
     from :func:`weights`, ``bias`` of the arrays' precision or None. None where the kernel does not serve the case
     (nothing written)."""
-    layout, code = _layout(x, out), act.code(epilogue)
+    layout, code = _layout(x, out), epilogues.code(epilogue)
     if layout is None or code is None or (bias is not None and not (bias.dtype == x.dtype and bias.flags.c_contiguous)):
         return None
     n, c, h, w = x.shape
     ho, wo = out.shape[2:]
     (r, s), (sh, sw), (ph, pw) = kernel, stride, padding
-    ca, cb = act.coefficients(epilogue, coefs)
+    ca, cb = epilogues.coefficients(epilogue, coefs)
     t = _TYPES[x.dtype]
     i32 = cupy.int32
     if layout == "nhwc":

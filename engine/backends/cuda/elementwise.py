@@ -8,16 +8,18 @@ import cupy
 
 from engine.backends.cuda import runtime
 from engine.backends.selection import Launched
+from engine.epilogues import EPILOGUE_TABLE, coefficients
 
-#: the operations and fused epilogues the kernel computes (their numbers in element_wise.cuh)
+#: the operations the kernel computes (their numbers in element_wise.cuh); it fuses every epilogue of
+#: ``engine.epilogues``
 OPERATIONS = {"sum": 0, "product": 1, "sub": 2, "max": 3, "min": 4}
-EPILOGUES = {None: 0, "relu": 1, "leaky_relu": 2, "sigmoid": 3, "tanh": 4}
+EPILOGUES = {None: 0, **{name: e.code for name, e in EPILOGUE_TABLE.items()}}
 
 
 def _kernel(op: str, epilogue: str | None) -> Any:
     return runtime.element_wise(
-        "T a, T b, float32 alpha", "T y",
-        f"y = (T)layerlab_element_wise<{OPERATIONS[op]}, {EPILOGUES[epilogue]}>((float)a, (float)b, alpha);",
+        "T a, T b, float32 alpha, float32 beta", "T y",
+        f"y = (T)layerlab_element_wise<{OPERATIONS[op]}, {EPILOGUES[epilogue]}>((float)a, (float)b, alpha, beta);",
         f"layerlab_ew_{op}_{epilogue or 'none'}", ("element_wise.cuh",))
 
 
@@ -30,5 +32,6 @@ def element_wise(op: str, a: Any, b: Any, out: Any, epilogue: str | None, coefs:
         return None
     if not (a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
         return None
-    _kernel(op, epilogue)(a, b, cupy.float32(coefs.get("alpha", 0.0)), out)
+    alpha, beta = coefficients(epilogue, coefs)
+    _kernel(op, epilogue)(a, b, cupy.float32(alpha), cupy.float32(beta), out)
     return Launched("element_wise")

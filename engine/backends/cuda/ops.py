@@ -21,9 +21,20 @@ import cupy
 
 from engine.backends.base import Backend, derived
 from engine.backends.cuda import channel_scale as _channel_scale
-from engine.backends.cuda import conv_direct, cudnn, depthwise, elementwise, gather, pooling, runtime, wgmma
+from engine.backends.cuda import (
+    conv_direct,
+    cudnn,
+    depthwise,
+    elementwise,
+    gather,
+    pointwise,
+    pooling,
+    runtime,
+    wgmma,
+)
 from engine.backends.cuda import upsample as _upsample
 from engine.backends.selection import Candidate, Launched, OperationTable
+from engine.epilogues import coefficients
 from engine.tensor import is_nhwc_memory
 
 Kernel = Callable[..., Launched | None]
@@ -49,7 +60,7 @@ class Convolution:
 
     @property
     def alpha(self) -> float:
-        return float(self.coefs.get("alpha", 0.0))
+        return coefficients(self.epilogue, self.coefs)[0]
 
     @property
     def geometry(self) -> tuple[Any, ...]:
@@ -183,3 +194,13 @@ def global_pool(backend: Backend) -> Kernel:
 def channel_scale(backend: Backend) -> Kernel:
     """``x * act(g)`` with a per-channel gate (see :func:`engine.backends.cuda.channel_scale.channel_scale`)."""
     return _channel_scale.channel_scale
+
+
+def activation(backend: Backend) -> Kernel:
+    """An activation by its fused epilogue in one pass (see :func:`engine.backends.cuda.pointwise.activation`)."""
+    return pointwise.activation
+
+
+def scale_shift(backend: Backend) -> Kernel:
+    """Per-channel ``act(x * scale + shift)`` in one pass (see :func:`engine.backends.cuda.pointwise.scale_shift`)."""
+    return pointwise.scale_shift

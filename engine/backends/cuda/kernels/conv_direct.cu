@@ -1,6 +1,7 @@
 // A direct convolution for inputs of few channels (an RGB image), fp16 NHWC: one thread computes 8 output
 // channels of one pixel from float32 weights (R, S, C, K) held in shared memory, reading the unpadded input.
 #include <cuda_fp16.h>
+#include "epilogue.cuh"
 extern "C" __global__ void conv_direct_h8(const __half* __restrict__ x, const float* __restrict__ w,
         const __half* __restrict__ bias, int has_bias, __half* __restrict__ y, int H, int W, int C, int Ho, int Wo, int K,
         int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw, int act, float alpha, unsigned int total) {
@@ -37,8 +38,8 @@ extern "C" __global__ void conv_direct_h8(const __half* __restrict__ x, const fl
     #pragma unroll
     for (int j = 0; j < 4; ++j) {
         float a = acc[2 * j], b = acc[2 * j + 1];
-        if (act == 1) { a = fmaxf(a, 0.0f); b = fmaxf(b, 0.0f); }
-        else if (act == 2) { a = a < 0.0f ? a * alpha : a; b = b < 0.0f ? b * alpha : b; }
+        a = layerlab_act(act, a, alpha, 0.0f);
+        b = layerlab_act(act, b, alpha, 0.0f);
         h[j] = __floats2half2_rn(a, b);
     }
     ((uint4*)y)[i] = out;

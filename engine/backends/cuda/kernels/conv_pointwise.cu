@@ -1,4 +1,5 @@
 #include <cuda_fp16.h>
+#include "epilogue.cuh"
 // y (P, K) = act(x (P, C) w (C, K) + b) for fp16 NHWC pixels, K <= 7 outputs, C a multiple of 8: one thread
 // per pixel reads its channels 16 bytes at a time; weights (float32, C x K) and bias live in shared memory.
 extern "C" __global__ void conv1x1_few(const __half* __restrict__ x, const float* __restrict__ w,
@@ -28,9 +29,6 @@ extern "C" __global__ void conv1x1_few(const __half* __restrict__ x, const float
     #pragma unroll
     for (int j = 0; j < 7; ++j) {
         if (j >= K) break;
-        float a = acc[j];
-        if (act == 1) a = fmaxf(a, 0.0f);
-        else if (act == 2) a = a < 0.0f ? a * alpha : a;
-        y[(size_t)p * K + j] = __float2half_rn(a);
+        y[(size_t)p * K + j] = __float2half_rn(layerlab_act(act, acc[j], alpha, 0.0f));
     }
 }

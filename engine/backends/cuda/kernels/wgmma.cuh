@@ -3,6 +3,7 @@
 // (the N of wgmma_ss) defined on the command line.
 #ifndef LAYERLAB_WGMMA_CUH
 #define LAYERLAB_WGMMA_CUH
+#include "epilogue.cuh"
 #define ROWB ((NP + 2) * 128)
 #define RING 5
 #define WG_BYTES (RING * ROWB + NP * 128)
@@ -91,12 +92,8 @@ __device__ __forceinline__ void wgmma_ss(float* d, unsigned long long da, unsign
 #endif
 
 
-// The fused activation every kernel of the family applies (act: 0 none, 1 relu, 2 leaky_relu); NaN passes through
-__device__ __forceinline__ float activate(float v, int act, float alpha) {
-    if (act == 1) return v < 0.0f ? 0.0f : v;
-    if (act == 2) return v < 0.0f ? v * alpha : v;
-    return v;
-}
+// The fused activation every kernel of the family applies (act: an epilogue of one coefficient, epilogue.cuh)
+__device__ __forceinline__ float activate(float v, int act, float alpha) { return layerlab_act(act, v, alpha, 0.0f); }
 
 // this thread's bias values for output channels warp * 16 + lane / 4 and 8 further (the rows of its accumulators)
 __device__ __forceinline__ void load_bias2(float* bv, const unsigned short* __restrict__ bias, int has_bias, int warp,

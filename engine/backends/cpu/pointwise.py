@@ -1,0 +1,67 @@
+"""One-pass pointwise kernels of the NumPy backend (Numba, every core): an activation by its fused epilogue (an
+activation no producer fused), and the per-channel ``act(x * scale + shift)`` of batch normalization."""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from engine.backends.cpu import runtime as rt
+from engine.backends.cpu.epilogue import FUSED_EPILOGUES, activate
+from engine.epilogues import coefficients
+
+#: values a thread handles at least (fewer threads for small tensors)
+MIN_PER_THREAD = 16384
+
+
+def _parts(size: int) -> int:
+    return max(1, min(rt.threads(), size // MIN_PER_THREAD))
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _activation(x, y, act, a, b, parts):  # pragma: no cover - compiled
+    step = (x.size + parts - 1) // parts
+    ab = (a, b)
+    for q in prange(parts):
+        for i in range(min(x.size, q * step), min(x.size, (q + 1) * step)):
+            y[i] = activate(x[i], act, ab)
+
+
+def activation(x: np.ndarray, out: np.ndarray, epilogue: str, coefs: dict[str, float]) -> None:
+    """``out = act(x)`` over float32 C-contiguous arrays of one shape (``out`` may be ``x``)."""
+    a, b = coefficients(epilogue, coefs)
+    rt.launch(_activation, x.reshape(-1), out.reshape(-1), FUSED_EPILOGUES[epilogue], np.float32(a), np.float32(b),
+              _parts(x.size))
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _scale_shift_rows(x, y, scale, shift, act, a, b):  # pragma: no cover - compiled
+    """Rows (pixels, C) of NHWC memory: channel = column."""
+    ab = (a, b)
+    for p in prange(x.shape[0]):
+        for c in range(x.shape[1]):
+            y[p, c] = activate(x[p, c] * scale[c] + shift[c], act, ab)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _scale_shift_planes(x, y, scale, shift, act, a, b):  # pragma: no cover - compiled
+    """Planes (N, C, H*W) of NCHW memory."""
+    ab = (a, b)
+    for q in prange(x.shape[0] * x.shape[1]):
+        n, c = q // x.shape[1], q % x.shape[1]
+        s, t = scale[c], shift[c]
+        for i in range(x.shape[2]):
+            y[n, c, i] = activate(x[n, c, i] * s + t, act, ab)
+
+
+def scale_shift(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, out: np.ndarray, nhwc: bool,
+                epilogue: str | None, coefs: dict[str, float]) -> None:
+    """``out = act(x * scale[c] + shift[c])`` per channel of physical 4-D float32 C-contiguous ``x`` (``out`` alike,
+    may be ``x``)."""
+    a, b = (np.float32(v) for v in coefficients(epilogue, coefs))
+    act = FUSED_EPILOGUES[epilogue]
+    if nhwc:
+        c = x.shape[3]
+        rt.launch(_scale_shift_rows, x.reshape(-1, c), out.reshape(-1, c), scale, shift, act, a, b)
+    else:
+        n, c = x.shape[:2]
+        rt.launch(_scale_shift_planes, x.reshape(n, c, -1), out.reshape(n, c, -1), scale, shift, act, a, b)

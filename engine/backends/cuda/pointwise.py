@@ -1,0 +1,55 @@
+"""One-pass pointwise kernels of the CuPy backend: an activation by its fused epilogue (``kernels/epilogue.cuh``, an
+activation that no producer fused runs as one kernel instead of a chain of CuPy operations), and the per-channel
+``act(x * scale + shift)`` of batch normalization (``kernels/scale_shift.cuh``), in the tensor's own precision."""
+from __future__ import annotations
+
+from typing import Any
+
+import cupy
+
+from engine.backends.cuda import runtime
+from engine.backends.selection import Launched
+from engine.epilogues import EPILOGUE_TABLE, code, coefficients
+
+_FLOATS = (cupy.float16, cupy.float32)
+
+
+def _activation_kernel(epilogue: str) -> Any:
+    return runtime.element_wise("T x, float32 a, float32 b", "T y",
+                                f"y = (T)layerlab_act({code(epilogue)}, (float)x, a, b);",
+                                f"layerlab_act_{epilogue}", ("epilogue.cuh",))
+
+
+def activation(x: Any, out: Any, epilogue: str | None, coefs: dict[str, float]) -> Launched | None:
+    """``out = act(x)`` (``out`` may be ``x``) in float32 arithmetic, rounded once, for arrays of one shape and
+    precision (fp16 or fp32) in any strides; None for an epilogue not in ``engine.epilogues`` or other dtypes."""
+    if epilogue not in EPILOGUE_TABLE or not (x.dtype == out.dtype and x.dtype in _FLOATS and x.shape == out.shape):
+        return None
+    a, b = coefficients(epilogue, coefs)
+    _activation_kernel(epilogue)(x, cupy.float32(a), cupy.float32(b), out)
+    return Launched("activation")
+
+
+def _scale_shift_kernel() -> Any:
+    return runtime.element_wise(
+        "T x, raw float32 scale, raw float32 shift, int32 nhwc, int64 C, int64 HW, int32 act, float32 alpha, "
+        "float32 beta", "T y", "scale_shift.cuh", "layerlab_scale_shift", ("epilogue.cuh",))
+
+
+def scale_shift(x: Any, scale: Any, shift: Any, out: Any, nhwc: bool, epilogue: str | None,
+                coefs: dict[str, float]) -> Launched | None:
+    """``out = act(x * scale[c] + shift[c])`` per channel ``c`` of physical 4-D ``x`` (C-contiguous, fp16 or fp32;
+    ``out`` of the same shape, dtype and layout, may be ``x``), ``scale`` and ``shift`` float32 vectors of C values;
+    None otherwise."""
+    if epilogue is not None and epilogue not in EPILOGUE_TABLE:
+        return None
+    if not (x.ndim == 4 and x.dtype == out.dtype and x.dtype in _FLOATS and x.shape == out.shape
+            and x.flags.c_contiguous and out.flags.c_contiguous):
+        return None
+    c = x.shape[3] if nhwc else x.shape[1]
+    if not (scale.dtype == shift.dtype == cupy.float32 and scale.size == shift.size == c):
+        return None
+    a, b = coefficients(epilogue, coefs)
+    _scale_shift_kernel()(x, scale, shift, int(nhwc), c, x.shape[2] * x.shape[3], code(epilogue),
+                          cupy.float32(a), cupy.float32(b), out)
+    return Launched("scale_shift")

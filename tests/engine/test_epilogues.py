@@ -1,0 +1,180 @@
+"""The fused epilogues (engine/epilogues.py): the generated CUDA header is current, every activation that names an
+epilogue computes the same as the epilogue kernels of both backends (NaN and infinities included), and the
+per-channel ``scale_shift`` operation."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine import epilogues
+from engine.backends.cpu import epilogue as cpu_epilogue
+from engine.descriptors import EPILOGUES
+from plugins.activations import ACTIVATION_MODULES
+
+#: coefficients other than the defaults, so that each reaches the kernels
+COEFS = {"clamp": {"min": -1.5, "max": 2.25}, "leaky_relu": {"alpha": 0.1}, "hard_sigmoid": {"alpha": 1 / 6, "beta": 0.5},
+         "elu": {"alpha": 0.7}}
+
+
+def _fused_activations():
+    import importlib
+
+    found = []
+    for name in ACTIVATION_MODULES:
+        impl = importlib.import_module(f"plugins.activations.{name}").ACTIVATION
+        if impl.desc.epilogue is not None:
+            found.append(impl)
+    return found
+
+
+FUSED = _fused_activations()
+
+
+def _values() -> np.ndarray:
+    rng = np.random.default_rng(3)
+    special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 3.0, -3.0, 6.0, 20.0, -20.0, 100.0, -100.0, 1e-3]
+    return np.concatenate([rng.standard_normal(997) * 4, np.linspace(-12, 12, 241), special]).astype(np.float32)
+
+
+def _reference(impl, x: np.ndarray) -> np.ndarray:
+    """The activation's own implementation in float64. GELU at -inf is -inf * Phi(-inf): NaN in float32 (the
+    plugin's own float32 result too) but -inf in float64, whose Phi stays above 0: that value is the float32 one."""
+    coefs = impl.desc.coefficient_values(COEFS.get(impl.desc.name, {}))
+    with np.errstate(all="ignore"):
+        ref = impl.apply(np, x.astype(np.float64), coefs)
+        if impl.desc.name == "gelu":
+            ref[x == -np.inf] = impl.apply(np, x[x == -np.inf], coefs)
+    return ref
+
+
+def _close(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> None:
+    got = got.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def test_header_is_generated_from_the_table():
+    assert epilogues.main(["--check"]) == 0, "run: python -m engine.epilogues --write"
+
+
+def test_every_epilogue_has_an_activation_and_a_cpu_code():
+    assert set(EPILOGUES) == {impl.desc.epilogue for impl in FUSED}
+    assert {k for k in cpu_epilogue.FUSED_EPILOGUES if k} == set(EPILOGUES)
+    assert len({e.code for e in epilogues.EPILOGUE_TABLE.values()}) == len(epilogues.EPILOGUE_TABLE)
+    for impl in FUSED:  # the coefficients the epilogue reads are the activation's
+        names = {c.name for c in impl.desc.coefficients}
+        assert set(epilogues.EPILOGUE_TABLE[impl.desc.epilogue].coefficients) <= names
+
+
+@pytest.mark.parametrize("impl", FUSED, ids=lambda i: i.desc.name)
+def test_cpu_epilogue_matches_the_activation(impl):
+    from engine.backends.cpu import pointwise
+
+    x = _values()
+    out = np.empty_like(x)
+    pointwise.activation(x, out, impl.desc.epilogue, impl.desc.coefficient_values(COEFS.get(impl.desc.name, {})))
+    _close(out, _reference(impl, x), 2e-6, 1e-6)
+
+
+@pytest.mark.parametrize("impl", FUSED, ids=lambda i: i.desc.name)
+def test_cpu_epilogue_in_place_and_as_a_pair(impl):
+    """In place (out is x), and fused into another kernel (the element-wise one) with the coefficients as its
+    ``alpha`` argument carries them (one float, or a pair)."""
+    from engine.backends.cpu import elementwise, pointwise
+
+    coefs = impl.desc.coefficient_values(COEFS.get(impl.desc.name, {}))
+    x = _values()
+    ref = _reference(impl, x)
+    inplace = x.copy()
+    pointwise.activation(inplace, inplace, impl.desc.epilogue, coefs)
+    _close(inplace, ref, 2e-6, 1e-6)
+    fused = np.empty_like(x)
+    elementwise.element_wise(x, np.zeros_like(x), fused, elementwise.ELEMENT_WISE_OPS["sum"],
+                             cpu_epilogue.FUSED_EPILOGUES[impl.desc.epilogue],
+                             cpu_epilogue.epilogue_alpha(impl.desc.epilogue, coefs))
+    _close(fused, ref, 2e-6, 1e-6)
+
+
+def _scale_shift_case(nhwc: bool, dtype=np.float32):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 6, 5, 7)).astype(dtype)
+    x[0, 1, 2, 3] = np.nan
+    scale = rng.standard_normal(6).astype(np.float32)
+    shift = rng.standard_normal(6).astype(np.float32)
+    ref = np.clip(x.astype(np.float64) * scale[None, :, None, None] + shift[None, :, None, None], -0.5, 1.0)
+    phys = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if nhwc else x
+    return phys, scale, shift, ref
+
+
+def _logical(a, nhwc: bool):
+    return a.transpose(0, 3, 1, 2) if nhwc else a
+
+
+@pytest.mark.parametrize("nhwc", [False, True])
+def test_cpu_scale_shift(nhwc):
+    from engine.backends.cpu import pointwise
+
+    x, scale, shift, ref = _scale_shift_case(nhwc)
+    out = np.empty_like(x)
+    pointwise.scale_shift(x, scale, shift, out, nhwc, "clamp", {"min": -0.5, "max": 1.0})
+    _close(_logical(out, nhwc), ref, 1e-6, 1e-6)
+    plain = _logical(x, nhwc).astype(np.float64) * scale[None, :, None, None] + shift[None, :, None, None]
+    pointwise.scale_shift(x, scale, shift, x, nhwc, None, {})  # in place, no activation
+    _close(_logical(x, nhwc), plain, 1e-6, 1e-6)
+
+
+def test_cpu_operations_decline_what_they_do_not_serve():
+    from engine.backends import get_backend
+
+    backend = get_backend("numpy")
+    act, ss = backend.kernel("activation"), backend.kernel("scale_shift")
+    x16 = np.zeros((1, 2, 3, 4), np.float16)
+    assert act(x16, x16, "relu", {}) is None  # float16: the activation's own code
+    assert act(np.zeros(4, np.float32), np.zeros(4, np.float32), None, {}) is None
+    assert ss(np.zeros((1, 2, 3, 4), np.float32), np.ones(3, np.float32), np.zeros(3, np.float32),
+              np.zeros((1, 2, 3, 4), np.float32), False, None, {}) is None  # 3 values for 2 channels
+
+
+# ---- GPU -----------------------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("impl", FUSED, ids=lambda i: i.desc.name)
+def test_gpu_epilogue_matches_the_activation(impl, dtype):
+    import cupy
+
+    from engine.backends import get_backend
+
+    backend = get_backend("cupy")
+    coefs = impl.desc.coefficient_values(COEFS.get(impl.desc.name, {}))
+    x = _values()
+    if dtype == np.float16:
+        x = x[np.abs(x) < 60000].astype(np.float16)
+    ref = _reference(impl, x.astype(np.float32))
+    dx = cupy.asarray(x)
+    assert backend.kernel("activation")(dx, dx, impl.desc.epilogue, coefs) is not None
+    tol = (2e-6, 1e-6) if dtype == np.float32 else (2e-3, 2e-3)
+    _close(cupy.asnumpy(dx), ref.astype(dtype).astype(np.float64) if dtype == np.float16 else ref, *tol)
+    # the element-wise kernel fuses the same epilogue
+    out = cupy.empty_like(dx)
+    dx = cupy.asarray(x)
+    assert backend.kernel("element_wise")("sum", dx, cupy.zeros_like(dx), out, impl.desc.epilogue, coefs) is not None
+    _close(cupy.asnumpy(out), ref.astype(dtype).astype(np.float64) if dtype == np.float16 else ref, *tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("nhwc", [False, True])
+def test_gpu_scale_shift(nhwc, dtype):
+    import cupy
+
+    from engine.backends import get_backend
+
+    x, scale, shift, ref = _scale_shift_case(nhwc, dtype)
+    dx = cupy.asarray(x)
+    out = cupy.empty_like(dx)
+    done = get_backend("cupy").kernel("scale_shift")(dx, cupy.asarray(scale), cupy.asarray(shift), out, nhwc, "clamp",
+                                                     {"min": -0.5, "max": 1.0})
+    assert done is not None
+    tol = 1e-6 if dtype == np.float32 else 2e-3
+    _close(_logical(cupy.asnumpy(out), nhwc), ref, tol, tol)
