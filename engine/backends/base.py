@@ -57,6 +57,10 @@ KERNEL_OPERATIONS: dict[str, str] = {
     "dense": "(x, w, b, out, epilogue, coefs): out (N, O) = act(x (N, K) @ w (O, K) transposed + b), 2-D arrays",
     "pool2d": "(x, out, is_max, kernel, stride, padding, count_include_pad, nhwc): max or average pooling of "
               "physical x (averages over the real cells of a window unless count_include_pad)",
+    "global_pool": "(x, out, is_max, nhwc): the maximum or average of every channel of each image of physical x "
+                   "(N, H, W, C when nhwc, else N, C, H, W) into out (N, 1, 1, C or N, C, 1, 1)",
+    "channel_scale": "(x, g, out, nhwc, epilogue, coefs): out = x * act(g), the gate g (one value per image and "
+                     "channel: N x C values) broadcast over the pixels of physical x and out",
 }
 
 
