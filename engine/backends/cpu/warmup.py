@@ -67,7 +67,7 @@ def warmup_model() -> Model:
     res = conv("res", wide, 16, act="none")
     m.add_layer("element_wise", "res_add", params={"operation": "sum"}, inputs=[res, wide], activation="relu")
     m.add_layer("pooling", "gap", params={"pool_type": "average", "global": "true"}, inputs=["res_add"])
-    m.add_layer("fully_connected", "fc_big", params={"num_outputs": "4096"}, inputs=["gap"], activation="relu")
+    m.add_layer("fully_connected", "fc_big", params={"num_outputs": "16384"}, inputs=["gap"], activation="relu")
     m.add_layer("fully_connected", "fc_small", params={"num_outputs": "3"}, inputs=["fc_big"])
     m.add_layer("output", "classes", inputs=["fc_small"])
     # 20x20x96 values out: a pooling large enough to be cut over the cores (the ones above run on this thread)
