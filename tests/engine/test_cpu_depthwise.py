@@ -212,3 +212,21 @@ def test_global_pool_and_channel_scale_decline_what_they_do_not_serve(monkeypatc
     assert scale(x, np.ones(8, np.float32), np.empty_like(x), True, "no such epilogue", {}) is None
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")
     assert NumpyBackend().kernel("global_pool") is None and NumpyBackend().kernel("channel_scale") is None
+
+
+@pytest.mark.parametrize("fmt", ["fp32 nhwc", "fp32 nchw"])
+def test_the_squeeze_excitation_product_takes_the_channel_scale_kernel(monkeypatch, fmt):
+    """An element-wise product of a tensor and a per-image, per-channel gate without an activation of its own."""
+    from engine.tensor import TensorFormat
+    from tests.harness import run_layer
+
+    calls = []
+    real = cpu.channels.channel_scale
+    monkeypatch.setattr(cpu.channels, "channel_scale", lambda *a: calls.append(a[3]) or real(*a))
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 24, 9, 7)).astype(np.float32)
+    gate = rng.uniform(0, 1, (2, 24, 1, 1)).astype(np.float32)
+    for order in ([x, gate], [gate, x]):
+        out, _, _ = run_layer("element_wise", {"operation": "product"}, order, TensorFormat.parse(fmt))
+        assert _rel(out, x.astype(np.float64) * gate) < 1e-6
+    assert calls == [fmt.endswith("nhwc")] * 2
