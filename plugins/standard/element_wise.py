@@ -75,12 +75,12 @@ class ElementWise(Layer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         present = [x for x in inputs if x is not None]
         act = self.activation
-        if act is None and self.p["operation"] == "product" and len(present) == 2 and self._channel_scale(*present, out):
-            return
         kernel = self.backend.kernel("element_wise") if len(present) == 2 else None
         if kernel is not None and (act is None or act.epilogue is not None) and kernel(
                 self.p["operation"], present[0], present[1], out, act.epilogue if act is not None else None,
                 act.coefs if act is not None else {}):
+            return
+        if self.p["operation"] == "product" and act is None and len(present) == 2 and self._channel_scale(present, out):
             return
         if len(present) > 1 and all(x.shape == out.shape and x.dtype == out.dtype == self.cdtype for x in present):
             # one pass per input straight into the output buffer (no temporaries)
@@ -99,15 +99,18 @@ class ElementWise(Layer):
         arrays = [self.nchw(x) for x in present]
         self.store(out, self.activate(element_wise(self.xp, arrays, self.p["operation"])))
 
-    def _channel_scale(self, a: Any, b: Any, out: Any) -> bool:
-        """A product of a tensor and an N x C x 1 x 1 gate (a squeeze-excitation block's end) in one pass, where the
-        backend has the ``channel_scale`` kernel."""
-        gate_shape = tuple(1 if axis in self.hw_axes else d for axis, d in enumerate(out.shape))
-        pair = (a, b) if b.shape == gate_shape else (b, a) if a.shape == gate_shape else None
-        if pair is None or pair[0].shape != out.shape or gate_shape == out.shape:
+    def _channel_scale(self, present: list[Any], out: Any) -> bool:
+        """A tensor times one value per image and channel (a squeeze-excitation gate, 1x1 pixels) by the backend's
+        ``channel_scale`` kernel where it has one: one pass, no broadcast temporaries."""
+        if out.ndim != 4:
+            return False
+        nhwc = self.hw_axes == (1, 2)
+        big, gate = present if present[0].shape == out.shape else present[::-1]
+        n, c = out.shape[0], out.shape[3 if nhwc else 1]
+        if big.shape != out.shape or gate.shape != ((n, 1, 1, c) if nhwc else (n, c, 1, 1)):
             return False
         kernel = self.backend.kernel("channel_scale")
-        return kernel is not None and kernel(*pair, out, self.hw_axes == (1, 2), None, {}) is not None
+        return kernel is not None and kernel(big, gate, out, nhwc, None, {}) is not None
 
     onnx_support = "yes"
     torch_support = "yes"

@@ -113,6 +113,11 @@ class Pooling(Layer):
             if self._global_reduction(x, out, nhwc):
                 return
             h, w = (x.shape[1], x.shape[2]) if nhwc else (x.shape[2], x.shape[3])
+            kernel = self.backend.kernel("global_pool")
+            if kernel is not None and (done := kernel(x, out, self.p["pool_type"] == "max", nhwc)):
+                self._offer_replay(done)
+                self.activate_inplace(out)
+                return
             kernel = self.backend.kernel("pool2d") if h * w <= GLOBAL_KERNEL_MAX_CELLS else None
             if kernel is not None and (done := kernel(x, out, self.p["pool_type"] == "max", (h, w), (1, 1), (0, 0),
                                                       True, nhwc)):

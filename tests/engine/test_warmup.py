@@ -33,7 +33,7 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
     assert {("_wino_par", -1), ("_wino_par", 0), ("_wino_par", 1), ("_wino_par", 2)} <= kinds  # blocks, steps
     if fmt.endswith("nhwc"):  # im2col convolutions, pooling and element-wise kernels are NHWC ones
         assert {("_conv_par", 0), ("_conv_par", 1), ("_conv_par", 2), ("_pool", None), ("_element_wise", None),
-                ("_few_par", None)} <= kinds
+                ("_few_par", None), ("_depthwise_flat_par", None)} <= kinds
         if cpu.microkernel.panels_available():  # AVX-512 or AVX2: small images' products over packed weight panels
             assert {("_panel_windows_par", None), ("_im2col_par", None), ("_panel_par", None)} <= kinds
             assert {(16, 3), (36, 4)} <= weights  # F(2x2) by OpenBLAS, F(4x4) on the panels
@@ -48,6 +48,9 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
     plain.run()
     ref = plain.output("output")
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5
+    for name in ("depthwise", "squeezed"):  # the depthwise and few-pixel 1x1 kernels against the generic path
+        fast, slow = net.output(name), plain.output(name)
+        assert np.linalg.norm(fast - slow) / np.linalg.norm(slow) < 1e-5
 
 
 def test_start_in_background_only_when_needed(monkeypatch):

@@ -18,8 +18,19 @@ from typing import Any
 import numpy as np
 
 from engine.backends.base import Backend, derived
+from engine.backends.cpu import (
+    channels,
+    depthwise,
+    elementwise,
+    few_outputs,
+    im2col,
+    panels,
+    pointwise,
+    pooling,
+    runtime,
+    winograd,
+)
 from engine.backends.cpu import dense as dense_kernels
-from engine.backends.cpu import elementwise, few_outputs, im2col, panels, pointwise, pooling, runtime, winograd
 from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import upsample as upsample_kernels
 from engine.backends.cpu.epilogue import FUSED_EPILOGUES, epilogue_alpha
@@ -50,6 +61,37 @@ def pool2d(backend: Backend) -> Kernel:
         call = functools.partial(pooling.pool_nhwc, x, out, is_max, kernel, stride, padding, count_include_pad)
         call()
         return Launched("pool_nhwc", call)  # ready to run again on the same arrays (``Layer.replay_call``)
+    return run
+
+
+def global_pool(backend: Backend) -> Kernel:
+    def run(x: Any, out: Any, is_max: bool, nhwc: bool) -> Launched | None:
+        if backend.cpu_kernels() is None or x.ndim != 4 or not (  # type: ignore[attr-defined]
+                x.dtype == out.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        n, c = x.shape[0], x.shape[3 if nhwc else 1]
+        if out.size != n * c:
+            return None
+        call = functools.partial(channels.global_pool, x, out, is_max, nhwc)
+        call()
+        return Launched("global_pool", call)  # ready to run again on the same arrays (``Layer.replay_call``)
+    return run
+
+
+def channel_scale(backend: Backend) -> Kernel:
+    def run(x: Any, g: Any, out: Any, nhwc: bool, epilogue: str | None,
+            coefs: dict[str, float]) -> Launched | None:
+        if backend.cpu_kernels() is None or epilogue not in FUSED_EPILOGUES or x.ndim != 4:  # type: ignore[attr-defined]
+            return None
+        if not (x.dtype == g.dtype == out.dtype == np.float32 and x.shape == out.shape
+                and x.flags.c_contiguous and g.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        if g.size != x.shape[0] * x.shape[3 if nhwc else 1]:
+            return None
+        call = functools.partial(channels.channel_scale, x, g, out, nhwc, FUSED_EPILOGUES[epilogue],
+                                 epilogue_alpha(epilogue, coefs))
+        call()
+        return Launched("channel_scale", call)  # ready to run again on the same arrays (``Layer.replay_call``)
     return run
 
 
@@ -148,29 +190,57 @@ class ConvProblem:
     #: 4x4 output tiles, and whether a Winograd convolution is worth it
     tiles: int
     winograd: bool
+    #: the convolution's groups (the rows of a plain convolution take 1 only)
+    groups: int = 1
 
     @classmethod
     def of(cls, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
            dilation: tuple[int, int], code: int, alpha: float | tuple[float, float], cache: dict[str, Any] | None,
-           residual: Any) -> ConvProblem:
+           residual: Any, groups: int = 1) -> ConvProblem:
         nhwc = is_nhwc_memory(out)
         ho, wo = out.shape[2:]
         tiles = -(-ho // 4) * -(-wo // 4)
-        winograd = (w.shape[2:] == (3, 3) and stride == dilation == (1, 1)
+        winograd = (groups == 1 and w.shape[2:] == (3, 3) and stride == dilation == (1, 1)
                     and w.shape[1] >= WINOGRAD_MIN_CHANNELS and tiles >= WINOGRAD_MIN_TILES)
         pixel_rows = nhwc and out.transpose(0, 2, 3, 1).flags.c_contiguous
         return cls(x, w, b, out, stride, padding, dilation, code, alpha, cache, residual, nhwc, pixel_rows, tiles,
-                   winograd)
+                   winograd, groups)
 
     @property
     def geometry(self) -> tuple[Any, ...]:
         return self.stride, self.padding, self.dilation, self.code, self.alpha
 
 
+def _depthwise_applies(p: ConvProblem) -> bool:
+    """One filter per channel, NHWC memory whose input is C-contiguous too, no residual (the layer adds it)."""
+    return (p.pixel_rows and p.residual is None and depthwise.depthwise_applies(p.w.shape, p.groups, p.x.shape[1])
+            and p.x.transpose(0, 2, 3, 1).flags.c_contiguous)
+
+
+def _depthwise_launch(p: ConvProblem, wd: Any) -> Launched:
+    return _ran("depthwise", depthwise.depthwise_plan(p.x, wd, p.b, p.out, *p.geometry))
+
+
+def _pixels_dense_applies(p: ConvProblem) -> bool:
+    """A 1x1 convolution over a few pixels in all (squeeze-excitation's 1x1 images): a fully connected layer of
+    the pixels as items, the weights (the traffic) read once."""
+    n, _, h, w = p.x.shape
+    return (p.pixel_rows and p.groups == 1 and p.residual is None and p.w.shape[2:] == (1, 1)
+            and p.stride == (1, 1) and p.padding == (0, 0) and n * h * w <= dense_kernels.DENSE_MAX_ITEMS
+            and p.x.transpose(0, 2, 3, 1).flags.c_contiguous)
+
+
+def _pixels_dense_launch(p: ConvProblem, wm: Any) -> Launched:
+    c, k = p.x.shape[1], p.w.shape[0]
+    x2, y2 = p.x.transpose(0, 2, 3, 1).reshape(-1, c), p.out.transpose(0, 2, 3, 1).reshape(-1, k)
+    b = None if p.b is None else np.ascontiguousarray(p.b, dtype=np.float32)
+    return _ran("pixels_dense", functools.partial(dense_kernels.dense, x2, wm, b, y2, p.code, p.alpha))
+
+
 def _few_outputs_shape(p: ConvProblem) -> bool:
     """Few output channels over enough input channels: the few-outputs kernel's case (which takes no residual:
     the layer adds it then)."""
-    return (p.pixel_rows and p.w.shape[0] <= few_outputs.FEW_OUTPUTS_MAX
+    return (p.pixel_rows and p.groups == 1 and p.w.shape[0] <= few_outputs.FEW_OUTPUTS_MAX
             and p.w.shape[1] >= few_outputs.FEW_OUTPUTS_MIN_CHANNELS)
 
 
@@ -184,7 +254,7 @@ def _few_outputs_launch(p: ConvProblem, wr: Any) -> Launched:
 
 def _panels_applies(p: ConvProblem) -> bool:
     pixels = p.out.shape[2] * p.out.shape[3]
-    return (p.pixel_rows and not _few_outputs_shape(p) and not (p.winograd and WINOGRAD_BEFORE_PANELS)
+    return (p.pixel_rows and p.groups == 1 and not _few_outputs_shape(p) and not (p.winograd and WINOGRAD_BEFORE_PANELS)
             and (panels.panels_apply(pixels, p.w.shape[0]) or panels.stem_panels_apply(p.w.shape, p.dilation, pixels)))
 
 
@@ -219,7 +289,8 @@ def _winograd_row(tile: int) -> Candidate:
 
 
 def _im2col_applies(p: ConvProblem) -> bool:
-    return p.pixel_rows and not p.winograd and not _few_outputs_shape(p) and not _panels_applies(p)
+    return (p.pixel_rows and p.groups == 1 and not p.winograd and not _few_outputs_shape(p)
+            and not _panels_applies(p))
 
 
 def _im2col_launch(p: ConvProblem, wm: Any) -> Launched:
@@ -233,6 +304,11 @@ def _ran(name: str, call: Callable[[], None]) -> Launched:
 
 #: the float32 convolution's candidates, in order of preference (the first applicable one runs)
 CONV2D_CANDIDATES = (
+    Candidate("depthwise", _depthwise_applies, _depthwise_launch,
+              lambda p: derived(p.cache, "depthwise", p.w, lambda: depthwise.depthwise_weights(p.w))),
+    Candidate("pixels_dense", _pixels_dense_applies, _pixels_dense_launch,
+              lambda p: derived(p.cache, "pixels_dense", p.w,
+                                lambda: np.ascontiguousarray(p.w[:, :, 0, 0], dtype=np.float32))),
     Candidate("few_outputs", _few_outputs_applies, _few_outputs_launch,
               lambda p: derived(p.cache, "few_outputs", p.w, lambda: few_outputs.few_output_weights(p.w))),
     Candidate("panels", _panels_applies, _panels_launch,
@@ -258,8 +334,10 @@ def conv2d(backend: Backend) -> Kernel:
             cache: dict[str, Any] | None = None, *, memo: bool = True, residual: Any = None,
             tf32: bool = False) -> Launched | None:
         if (backend.cpu_kernels() is None or epilogue not in FUSED_EPILOGUES  # type: ignore[attr-defined]
-                or groups != 1 or runtime.blas_sgemm() is None):
+                or runtime.blas_sgemm() is None):
             return None
+        if groups != 1 and not depthwise.depthwise_applies(w.shape, groups, x.shape[1]):
+            return None  # grouped convolutions other than depthwise: the generic path
         if residual is not None and (residual.dtype != np.float32 or residual.shape != out.shape
                                      or residual.strides != out.strides):
             return None  # fp16 storage or another layout: the layer adds it in a pass of its own
@@ -284,7 +362,7 @@ def conv2d(backend: Backend) -> Kernel:
             if ready is not None and ready[0] == key:
                 ready[1].replay()
                 return ready[1]
-        problem = ConvProblem.of(x, w, b, out, stride, padding, dilation, code, alpha, cache, residual)
+        problem = ConvProblem.of(x, w, b, out, stride, padding, dilation, code, alpha, cache, residual, groups)
         done = table.run(problem, None, prepared(problem))
         if done is None:
             return None

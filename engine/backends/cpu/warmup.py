@@ -67,13 +67,21 @@ def warmup_model() -> Model:
     res = conv("res", wide, 16, act="none")
     m.add_layer("element_wise", "res_add", params={"operation": "sum"}, inputs=[res, wide], activation="relu")
     m.add_layer("pooling", "gap", params={"pool_type": "average", "global": "true"}, inputs=["res_add"])
-    m.add_layer("fully_connected", "fc_big", params={"num_outputs": "4096"}, inputs=["gap"], activation="relu")
+    m.add_layer("fully_connected", "fc_big", params={"num_outputs": "16384"}, inputs=["gap"], activation="relu")
     m.add_layer("fully_connected", "fc_small", params={"num_outputs": "3"}, inputs=["fc_big"])
     m.add_layer("output", "classes", inputs=["fc_small"])
     # 20x20x96 values out: a pooling large enough to be cut over the cores (the ones above run on this thread)
     m.add_layer("pooling", "big_pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
                 inputs=["big"])
     m.add_layer("output", "pooled", inputs=["big_pool"])
+    # a mobile network's block: depthwise convolutions (stride 1 by whole rows over the cores, stride 2 pixel by
+    # pixel on this thread), a 1x1 convolution of the 1x1 pooled image (the dense kernel)
+    for name, src, kernel, stride in (("dw_rows", wide, 3, 1), ("dw_pixels", "dw_rows", 5, 2)):
+        m.add_layer("convolution", name, params={"num_output_channels": "16", "kernel_size": str(kernel),
+                                                 "stride": str(stride), "padding": str(kernel // 2), "groups": "16"},
+                    inputs=[src], activation="relu")
+    m.add_layer("output", "depthwise", inputs=["dw_pixels"])
+    m.add_layer("output", "squeezed", inputs=[conv("squeeze", "gap", 8, kernel=1)])
     return m
 
 

@@ -1,0 +1,159 @@
+"""Depthwise convolutions (one filter per channel: groups == input channels == output channels) of NHWC tensors,
+the bias and the activation fused, by blocks of output rows over the cores.
+
+These layers do two multiply-adds per value they read, so they are bound by memory, not arithmetic: a product
+over the channels (im2col, panels) has nothing to gain, and the grouped path of the generic code made one small
+product per channel (0.05-0.25 GFLOP/s). Here every output pixel is a sum of R x S rows of channels, each read from
+cache, the channels vectorised."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import njit, prange
+
+from engine.backends.cpu import runtime as rt
+from engine.backends.cpu.epilogue import activate
+from engine.backends.cpu.runtime import REORDERED_SUMS
+
+#: largest filter (either side) the depthwise kernel takes
+DEPTHWISE_MAX_KERNEL = 7
+#: a convolution of stride 1 goes by whole rows (:func:`_depthwise_rows_flat`) where it has fewer channels than
+#: this (from 64 on, pixel by pixel was as fast or faster on one Zen 3 core: 72 channels at 56x56 0.28 against
+#: 0.34 ms, 480 at 14x14 0.085 against 0.12) and its filters repeated along an output row (:func:`tiled_weights`,
+#: read once per output row) take at most FLAT_MAX_BYTES
+FLAT_MAX_CHANNELS = 64
+FLAT_MAX_BYTES = 256 * 1024
+
+
+def depthwise_weights(w: np.ndarray) -> np.ndarray:
+    """The filters of a depthwise convolution, logical (C, 1, R, S), as the kernel reads them: (R, S, C)
+    float32, C-contiguous (one row of channels per filter cell)."""
+    return np.ascontiguousarray(w[:, 0].transpose(1, 2, 0), dtype=np.float32)
+
+
+def tiled_weights(wd: np.ndarray, width: int) -> np.ndarray:
+    """Filters ``wd`` (R, S, C) repeated ``width`` times along each cell's channels: (R, S, width * C)."""
+    return np.ascontiguousarray(np.tile(wd, (1, 1, width)))
+
+
+@njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)
+def _depthwise_rows(x, w, b, y, r0, r1, sh, sw, ph, pw, dh, dw, act, alpha):  # pragma: no cover - compiled
+    """Output rows r0..r1 of ``y`` (Ho, Wo, C) = act(depthwise(``x`` (H, W, C), ``w`` (R, S, C)) + ``b``), any
+    stride and dilation.
+
+    Each output pixel's channels are summed in place over the filter cells inside the image (its row of channels
+    stays in L1), one loop over all the channels per cell: LLVM vectorises such a loop, testing at run time that
+    the rows do not overlap; loops over fixed blocks of 8 channels were left scalar (4 instead of 12-19 GFLOP/s on
+    one Zen 3 core)."""
+    h, wi, c = x.shape
+    kh, kw = w.shape[0], w.shape[1]
+    wo = y.shape[1]
+    for oh in range(r0, r1):
+        yr = y[oh]
+        ih0 = oh * sh - ph
+        for ow in range(wo):
+            dst = yr[ow]
+            iw0 = ow * sw - pw
+            for k in range(c):
+                dst[k] = b[k]
+            for i in range(kh):
+                ih = ih0 + i * dh
+                if ih < 0 or ih >= h:
+                    continue
+                xr = x[ih]
+                wr = w[i]
+                for j in range(kw):
+                    iw = iw0 + j * dw
+                    if iw < 0 or iw >= wi:
+                        continue
+                    src = xr[iw]
+                    wv = wr[j]
+                    for k in range(c):
+                        dst[k] += src[k] * wv[k]
+            for k in range(c):
+                dst[k] = activate(dst[k], act, alpha)
+
+
+@njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)
+def _depthwise_rows_flat(x, wt, b, y, r0, r1, ph, pw, dh, dw, act, alpha):  # pragma: no cover - compiled
+    """:func:`_depthwise_rows` of stride 1, each filter cell one pass along a whole output row: the input row
+    shifted by the cell is then one contiguous run of pixels and channels, multiplied by the cell's filter repeated
+    along the row (``wt`` (R, S, Wo * C), from :func:`tiled_weights`). One long loop instead of one per pixel: a
+    16-channel layer at 112x112 took 0.43 instead of 0.75 ms on one Zen 3 core."""
+    h, wi, c = x.shape
+    kh, kw = wt.shape[0], wt.shape[1]
+    wo = y.shape[1]
+    for oh in range(r0, r1):
+        yr = y[oh].reshape(wo * c)
+        for ow in range(wo):
+            for k in range(c):
+                yr[ow * c + k] = b[k]
+        for i in range(kh):
+            ih = oh - ph + i * dh
+            if ih < 0 or ih >= h:
+                continue
+            xr = x[ih].reshape(wi * c)
+            for j in range(kw):
+                lo = max(0, pw - j * dw)  # output columns whose cell j lies inside the row
+                hi = min(wo, wi + pw - j * dw)
+                if hi <= lo:
+                    continue
+                d = yr[lo * c:hi * c]
+                src = xr[(lo - pw + j * dw) * c:(hi - pw + j * dw) * c]
+                v = wt[i, j, lo * c:hi * c]
+                for k in range(d.size):
+                    d[k] += src[k] * v[k]
+        for k in range(wo * c):
+            yr[k] = activate(yr[k], act, alpha)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _depthwise_par(x, w, b, y, rows, sh, sw, ph, pw, dh, dw, act, alpha):  # pragma: no cover - compiled
+    n, ho = y.shape[:2]
+    per_image = (ho + rows - 1) // rows
+    for j in prange(n * per_image):
+        i, r0 = j // per_image, (j % per_image) * rows
+        _depthwise_rows(x[i], w, b, y[i], r0, min(ho, r0 + rows), sh, sw, ph, pw, dh, dw, act, alpha)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _depthwise_flat_par(x, wt, b, y, rows, ph, pw, dh, dw, act, alpha):  # pragma: no cover - compiled
+    n, ho = y.shape[:2]
+    per_image = (ho + rows - 1) // rows
+    for j in prange(n * per_image):
+        i, r0 = j // per_image, (j % per_image) * rows
+        _depthwise_rows_flat(x[i], wt, b, y[i], r0, min(ho, r0 + rows), ph, pw, dh, dw, act, alpha)
+
+
+def depthwise_applies(w_shape: tuple[int, ...], groups: int, channels: int) -> bool:
+    """Whether a convolution of logical weights ``w_shape`` (K, C/groups, R, S) over ``channels`` input channels
+    is one the depthwise kernel takes: one filter per channel, filters up to DEPTHWISE_MAX_KERNEL a side."""
+    k, per_group, r, s = w_shape
+    return (groups == channels == k and per_group == 1 and r <= DEPTHWISE_MAX_KERNEL
+            and s <= DEPTHWISE_MAX_KERNEL)
+
+
+def depthwise_plan(x: np.ndarray, wd: np.ndarray, bias: np.ndarray | None, out: np.ndarray, stride: tuple[int, int],
+                   padding: tuple[int, int], dilation: tuple[int, int], act: int, alpha: float):  # noqa: ANN201
+    """The depthwise convolution of logical NCHW views ``x`` and ``out`` of NHWC float32 memory (C-contiguous
+    as N, H, W, C), filters ``wd`` from :func:`depthwise_weights`, as a call ready to run (again) on these arrays:
+    one job on the calling thread for a small output, else blocks of output rows over the cores."""
+    xp, yp = x.transpose(0, 2, 3, 1), out.transpose(0, 2, 3, 1)
+    b = np.zeros(wd.shape[2], np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
+    n, ho, wo, c = yp.shape
+    flat = stride == (1, 1) and c < FLAT_MAX_CHANNELS and wd.shape[0] * wd.shape[1] * wo * c * 4 <= FLAT_MAX_BYTES
+    if flat:
+        kernel, one, filters = _depthwise_flat_par, _depthwise_rows_flat, tiled_weights(wd, wo)
+        geometry = (*padding, *dilation, act, np.float32(alpha))
+    else:
+        kernel, one, filters = _depthwise_par, _depthwise_rows, wd
+        geometry = (*stride, *padding, *dilation, act, np.float32(alpha))
+    rows = rt.share(ho * n, ho, n) if yp.size >= rt.SPLIT_MIN_PIXELS * 16 else ho
+    if n == 1 and rows >= ho:  # a small output: one job on this thread, no parallel region to wake
+        return functools.partial(one, xp[0], filters, b, yp[0], 0, ho, *geometry)
+
+    def call() -> None:
+        rt.threads()  # the cores this process may use now, and Numba's thread count with them
+        rt.launch(kernel, xp, filters, b, yp, rt.share(ho * n, ho, n), *geometry)
+    return call
