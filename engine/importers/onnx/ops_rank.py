@@ -31,9 +31,13 @@ def _or_any_rank(op: str, to: str, notes: str) -> Callable[[Callable[[Context], 
             mark = ctx.mark()
             try:
                 before.fn(ctx)
-            except Unsupported:
+            except Unsupported as first:
                 ctx.rollback(mark)
-                fn(ctx)
+                try:
+                    fn(ctx)
+                except Unsupported:
+                    ctx.rollback(mark)
+                    raise first from None  # the N x C x H x W mapping's reason says what is missing
         OPS[op] = OpMapping(op, f"{before.to}, else {to}", f"{before.notes}; otherwise {notes}", either)
         return fn
     return register
