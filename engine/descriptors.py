@@ -11,7 +11,7 @@ from typing import Any
 from engine.epilogues import EPILOGUE_TABLE
 from engine.errors import ParameterError
 from engine.limits import cut
-from engine.tensor import FORMATS, Dims, TensorFormat
+from engine.tensor import FORMATS, MAX_RANK, MIN_RANK, Dims, TensorFormat
 
 PARAM_TYPES = ("string", "uint", "int", "float", "enum", "dimension", "bool")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -51,6 +51,9 @@ class ParamDesc:
     max: float | None = None
     legacy_names: tuple[str, ...] = ()
     main: bool = False  # shown on the canvas node
+    #: a dimension parameter whose sizes are taken as written, of any rank 1 to 6 (an input's size), instead of
+    #: a spatial HxW or single size when one or two are given
+    any_rank: bool = False
 
     def __post_init__(self) -> None:
         if self.type not in PARAM_TYPES:
@@ -66,6 +69,8 @@ class ParamDesc:
             return "true or false"
         if self.type == "dimension":
             low = f" (each at least {_num(self.min)})" if self.min is not None and self.min < 0 else ""
+            if self.any_rank:
+                return f"dimensions NxCxHxW or {MIN_RANK} to {MAX_RANK} sizes of another rank" + low
             return "dimensions NxCxHxW, HxW or a single size" + low
         if self.type == "string":
             return "text"
@@ -107,11 +112,11 @@ class ParamDesc:
                 vals = [int(p) for p in parts]
                 if any(v < (self.min if self.min is not None and self.min < 0 else 0) for v in vals):
                     raise ValueError
-                if len(vals) == 1:
+                if not self.any_rank and len(vals) == 1:
                     return Dims(1, 1, vals[0], vals[0])
-                if len(vals) == 2:
+                if not self.any_rank and len(vals) == 2:
                     return Dims(1, 1, vals[0], vals[1])
-                if len(vals) == 4:
+                if MIN_RANK <= len(vals) <= MAX_RANK:
                     return Dims(*vals)
                 raise ValueError
             if self.type in ("uint", "int"):
@@ -138,7 +143,7 @@ class ParamDesc:
         if self.type == "dimension":
             if isinstance(value, str):
                 return value
-            d = Dims(*value) if len(value) == 4 else Dims(1, 1, *value)
+            d = Dims(1, 1, *value) if len(value) == 2 and not self.any_rank else Dims(*value)
             return str(d)
         if self.type == "float":
             return _num(float(value))
@@ -153,6 +158,18 @@ class ParamDesc:
         """A dimension parameter about H and W only (kernel size, stride, padding, factors): its default
         has N = C = 1. Editors show and write it as ``HxW``."""
         return self.type == "dimension" and isinstance(self.default, Dims) and self.default.n == self.default.c == 1
+
+
+#: every rank a tensor may have (a layer's ``ranks`` when it takes any)
+ANY_RANK = tuple(range(MIN_RANK, MAX_RANK + 1))
+
+
+def ranks_text(ranks: tuple[int, ...]) -> str:
+    """The ranks in words: "tensors of rank 4 (N x C x H x W)", "tensors of any rank"."""
+    if tuple(ranks) == ANY_RANK:
+        return "tensors of any rank"
+    words = ", ".join(map(str, ranks))
+    return f"tensors of rank {words}" + (" (N x C x H x W)" if tuple(ranks) == (4,) else "")
 
 
 def _num(v: float) -> str:
@@ -239,6 +256,18 @@ class LayerDesc:
     legacy_names: tuple[str, ...] = ()
     collection: str = ""
     weights: tuple[str, ...] = field(default=())  # names of the weights the layer may need
+    #: the tensor ranks the layer's inputs may have (4: N x C x H x W); the type checker refuses others
+    ranks: tuple[int, ...] = (4,)
+
+    def rank_problem(self, inputs: list[Dims | None], sources: list[str | None]) -> str | None:
+        """Why input dimensions ``inputs`` (read from the layers ``sources``) have a rank this layer does not
+        take, naming the source layer; None when every rank is accepted."""
+        for i, d in enumerate(inputs):
+            if d is not None and len(d) not in self.ranks:
+                src = sources[i] if i < len(sources) else None
+                return (f"input {i}{f' (from layer {src})' if src else ''} is a tensor of rank {len(d)} ({d}), but "
+                        f"{self.name} takes {ranks_text(self.ranks)}")
+        return None
 
     def param(self, name: str) -> ParamDesc:
         for p in self.params:

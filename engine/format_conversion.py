@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.categories import Category
-from engine.descriptors import InputDesc, LayerDesc, ParamDesc
+from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
 from engine.formats import LayerFormat, LayerFormatError, canonical, nearest_supported
 from engine.layer import Layer
 from engine.model import LayerSpec, Model
@@ -204,6 +204,7 @@ DESC = LayerDesc(
     inputs=(InputDesc("input", doc="N x C x H x W tensor in the source format"),),
     params=(ParamDesc("source", "enum", "fp32|nchw", "format of the input", enum_values=_FORMAT_NAMES),
             ParamDesc("target", "enum", "fp16|nchw", "format of the output", enum_values=_FORMAT_NAMES)),
+    ranks=ANY_RANK,
 )
 
 

@@ -32,7 +32,7 @@ from engine.log import get_logger
 from engine.model import Model
 from engine.preprocess import preprocess
 from engine.registry import Registry
-from engine.tensor import FP32_NCHW, Dims, TensorFormat, convert, nchw_view
+from engine.tensor import FP32_NCHW, MAX_RANK, MIN_RANK, Dims, TensorFormat, convert, nchw_view
 from engine.weights import RandomWeights, WeightsSource
 
 log = get_logger(__name__)
@@ -293,15 +293,16 @@ class Network:
 
     # ---- inputs ----------------------------------------------------------------------------------
     def set_input(self, name: str, array: Any, fmt: TensorFormat | None = None) -> None:
-        """Give input layer ``name`` a tensor (4-D, in ``fmt``, default fp32 NCHW): a host array, or an array
-        already on the network's device (e.g. a frame converted there)."""
+        """Give input layer ``name`` a tensor (4-D in ``fmt``, default fp32 NCHW, or of another rank 1 to 6): a host array,
+        or an array already on the network's device (e.g. a frame converted there)."""
         self._check_input(name)
         self.backend.activate()  # the upload and conversion go on the network's stream, ordered with its kernels
         xp = self.backend.xp
         on_device = xp is not np and isinstance(array, xp.ndarray)
         arr = array if on_device else np.asarray(array)
-        if arr.ndim != 4:
-            raise InputError(f"input {name}: expected a 4-D tensor (N, C, H, W), got shape {arr.shape}")
+        if not MIN_RANK <= arr.ndim <= MAX_RANK:
+            raise InputError(f"input {name}: expected a tensor of rank {MIN_RANK} to {MAX_RANK} (4-D: N, C, H, W), "
+                             f"got shape {arr.shape}")
         if arr.dtype.kind not in "fiu":
             raise InputError(f"input {name}: expected numbers, got dtype {arr.dtype}")
         if min(arr.shape) < 1:
@@ -391,6 +392,9 @@ class Network:
             ins = [dims[s] if s is not None else None for s in nd.inputs]
             if name in input_dims:
                 nd.layer.requested_dims = input_dims[name]  # type: ignore[attr-defined]
+            problem = nd.layer.desc.rank_problem(ins, nd.inputs)
+            if problem:
+                raise ShapeError(f"{nd.layer.desc.name} {name}: {problem}")
             with plugin_code(name, nd.layer, "output size"):
                 out = nd.layer.output_dims(ins)
             dims[name], in_dims[name] = out, ins

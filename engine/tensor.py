@@ -1,38 +1,79 @@
 """Tensor formats (fp32/fp16 x NCHW/NHWC), tensor dimensions and conversions between formats."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, NamedTuple
+from operator import itemgetter
+from typing import Any
 
 import numpy as np
 
 from engine.errors import LayerLabError
 
+#: the ranks a tensor may have (N x C x H x W is rank 4; tokens, matrices and windows need the others)
+MIN_RANK, MAX_RANK = 1, 6
 
-class Dims(NamedTuple):
-    """Logical tensor dimensions, always in N, C, H, W order whatever the memory layout."""
 
-    n: int
-    c: int
-    h: int
-    w: int
+class Dims(tuple):
+    """Logical tensor dimensions of rank 1 to 6, in logical order whatever the memory layout.
+
+    Rank 4 is N, C, H, W (``.n .c .h .w``, valid for rank 4 only), what every image layer reads; the other ranks
+    are plain sizes in order. Built positionally (``Dims(1, 3, 64, 64)``), compared and hashed as a tuple."""
+
+    __slots__ = ()
+
+    def __new__(cls, *sizes: int) -> Dims:
+        if not MIN_RANK <= len(sizes) <= MAX_RANK:
+            raise LayerLabError(f"a tensor has rank {MIN_RANK} to {MAX_RANK}, got {len(sizes)} sizes {sizes}")
+        return tuple.__new__(cls, sizes)
+
+    def __getnewargs__(self) -> tuple[int, ...]:  # pickles (and copies) as Dims(*sizes)
+        return tuple(self)
+
+    n = property(itemgetter(0), doc="batch size (rank 4)")
+    c = property(itemgetter(1), doc="channels (rank 4)")
+    h = property(itemgetter(2), doc="height (rank 4)")
+    w = property(itemgetter(3), doc="width (rank 4)")
+
+    @property
+    def rank(self) -> int:
+        return len(self)
 
     @property
     def elements(self) -> int:
-        return self.n * self.c * self.h * self.w
+        return math.prod(self)
 
     def __str__(self) -> str:
-        return f"{self.n}x{self.c}x{self.h}x{self.w}"
+        return "x".join(map(str, self))
+
+    def __repr__(self) -> str:
+        return f"Dims({', '.join(map(str, self))})"
 
     @classmethod
     def parse(cls, text: str) -> Dims:
-        """Parse "NxCxHxW" (also accepts ',' or '×' as separators)."""
+        """Parse "NxCxHxW", or 1 to 6 sizes of any other rank ("8x64", "1x49x96"); also accepts ',' or '×'
+        as separators."""
         parts = [p for p in re.split(r"[x×,\s]+", str(text).strip()) if p]
-        if len(parts) != 4 or not all(p.isdigit() for p in parts):
-            raise LayerLabError(f"bad dimensions {text!r}: expected N x C x H x W, e.g. 1x3x256x256")
+        if not MIN_RANK <= len(parts) <= MAX_RANK or not all(p.isascii() and p.isdigit() for p in parts):
+            raise LayerLabError(f"bad dimensions {text!r}: expected N x C x H x W (e.g. 1x3x256x256), or 1 to 6 "
+                                "sizes of another rank (e.g. 1x49x96)")
         return cls(*(int(p) for p in parts))
+
+
+def broadcast_dims(dims: list[Dims]) -> Dims:
+    """The dimensions of tensors of ``dims`` combined element by element as ONNX and NumPy broadcast them: sizes
+    aligned from the last axis, missing leading ones taken as 1, a size 1 stretched. ValueError when they do not
+    broadcast."""
+    rank = max(len(d) for d in dims)
+    out = [1] * rank
+    for d in dims:
+        for i, size in enumerate(d, rank - len(d)):
+            if size != out[i] and 1 not in (size, out[i]):
+                raise ValueError(f"sizes {size} and {out[i]} on axis {i}")
+            out[i] = max(size, out[i]) if size != 1 else out[i]
+    return Dims(*out)
 
 
 class Precision(str, Enum):
@@ -63,8 +104,11 @@ class TensorFormat:
     def __str__(self) -> str:
         return f"{self.precision.value}|{self.layout.value}"
 
-    def shape(self, dims: Dims) -> tuple[int, int, int, int]:
-        """Array shape of a tensor of these dimensions in this layout."""
+    def shape(self, dims: Dims) -> tuple[int, ...]:
+        """Array shape of a tensor of these dimensions in this layout (the layout orders rank 4 only: the other
+        ranks are stored in logical order)."""
+        if len(dims) != 4:
+            return tuple(dims)
         if self.layout is Layout.NHWC:
             return (dims.n, dims.h, dims.w, dims.c)
         return (dims.n, dims.c, dims.h, dims.w)
@@ -72,7 +116,7 @@ class TensorFormat:
     def dims_of(self, array: Any) -> Dims:
         """Logical dimensions of an array stored in this layout."""
         s = array.shape
-        if self.layout is Layout.NHWC:
+        if self.layout is Layout.NHWC and len(s) == 4:
             return Dims(s[0], s[3], s[1], s[2])
         return Dims(*s)
 
@@ -97,8 +141,8 @@ FP32_NCHW = TensorFormat(Precision.FP32, Layout.NCHW)
 
 
 def nchw_view(array: Any, fmt: TensorFormat) -> Any:
-    """The array seen in logical NCHW order (a view, no copy)."""
-    return array.transpose(0, 3, 1, 2) if fmt.layout is Layout.NHWC else array
+    """The array seen in logical NCHW order (a view, no copy); a tensor of another rank is already in logical order."""
+    return array.transpose(0, 3, 1, 2) if fmt.layout is Layout.NHWC and array.ndim == 4 else array
 
 
 def is_nhwc_memory(array: Any) -> bool:
@@ -107,8 +151,8 @@ def is_nhwc_memory(array: Any) -> bool:
 
 
 def from_nchw_view(array: Any, fmt: TensorFormat) -> Any:
-    """A logical NCHW array seen in the layout of ``fmt`` (a view, no copy)."""
-    return array.transpose(0, 2, 3, 1) if fmt.layout is Layout.NHWC else array
+    """A logical NCHW array seen in the layout of ``fmt`` (a view, no copy); other ranks stay in logical order."""
+    return array.transpose(0, 2, 3, 1) if fmt.layout is Layout.NHWC and array.ndim == 4 else array
 
 
 def convert(array: Any, src: TensorFormat, dst: TensorFormat, xp: Any = np) -> Any:

@@ -185,6 +185,9 @@ def _layer_shapes(layer: Layer, name: str, spec: Any,
     """One layer's output shape (None: unknown), its shape problems and what it logged, given its input shapes."""
     problems: list[str] = []
     out: Dims | None = None
+    rank = layer.desc.rank_problem(ins, spec.inputs)
+    if rank:
+        return None, (rank,), ()
     with collect() as records:
         try:
             out = layer.output_dims(ins)
@@ -253,6 +256,8 @@ def _shapes(model: Model, registry: Registry):
                 layer = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs, registry,
                                     FP32_NCHW, backend)
                 ins = [dims[s] if s else None for s in spec.inputs]
+                if layer.desc.rank_problem(ins, spec.inputs):
+                    continue
                 dims[name] = layer.output_dims(ins)
             except Exception:  # noqa: BLE001 - shown as unknown; check() reports the reason
                 continue

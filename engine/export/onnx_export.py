@@ -278,7 +278,7 @@ class OnnxGraph:
     def _symbolic(self, name: str, role: str) -> list[Any]:
         """Dimensions written for a graph input/output or a layer output."""
         d = self.net.dims(name)
-        if self.options.explicit_sizes:
+        if self.options.explicit_sizes or len(d) != 4:  # a tensor of another rank: its sizes as they are
             return list(d)
         if role == "input":  # weights that depend on the input size fix it
             return ["N", d.c, d.h, d.w] if self._fixed_size else ["N", d.c, f"{name}_height", f"{name}_width"]

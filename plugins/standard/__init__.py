@@ -50,6 +50,13 @@ LAYER_MODULES = (
     "placeholder",
     "prelu",
     "group_normalization",
+    "transpose",
+    "reshape",
+    "layer_normalization",
+    "softmax",
+    "reduce",
+    "matmul",
+    "unary",
 )
 
 

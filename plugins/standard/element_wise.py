@@ -4,9 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine.categories import Category
-from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
+from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
-from engine.tensor import Dims
+from engine.tensor import Dims, broadcast_dims
 
 OPERATIONS = ("sum", "product", "max", "min", "sub", "div", "mean")
 _UFUNCS = {"sum": lambda xp: xp.add, "product": lambda xp: xp.multiply, "max": lambda xp: xp.maximum,
@@ -48,9 +48,12 @@ DESC = LayerDesc(
         "as in IEEE arithmetic) or <code>mean</code> (the sum divided by the number of inputs); default sum. "
         "ONNX: Sum, Mul, Max, Min, Sub, Div, Mean.</p>"
         "<p>Inputs (primary, any number, at least one) must have the same dimensions, except that a "
-        "dimension of size 1 is broadcast (e.g. a 1x1x1x1 tensor scales a whole image).</p>"
+        "dimension of size 1 is broadcast (e.g. a 1x1x1x1 tensor scales a whole image). Tensors of other "
+        "ranks broadcast as in ONNX and NumPy: sizes aligned from the last axis, the missing leading ones taken as 1 "
+        "(a tensor of 96 values adds to every row of 1x49x96).</p>"
     ),
     inputs=(InputDesc("inputs", InputKind.PRIMARY_INFINITE),),
+    ranks=ANY_RANK,
     params=(ParamDesc("operation", "enum", "sum", "how inputs combine", enum_values=OPERATIONS, main=True,
                       legacy_names=("op",)),),
 )
@@ -63,14 +66,20 @@ class ElementWise(Layer):
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         present = [d for d in inputs if d is not None]
-        out = list(present[0])
-        for d in present[1:]:
-            for axis, (a, b) in enumerate(zip(out, d)):
-                if a != b and 1 not in (a, b):
-                    raise self.shape_error(
-                        f"inputs of dimensions {Dims(*present[0])} and {d} differ in {'NCHW'[axis]} ({a} vs {b})")
-                out[axis] = max(a, b)
-        return Dims(*out)
+        if all(len(d) == 4 for d in present):
+            out = list(present[0])
+            for d in present[1:]:
+                for axis, (a, b) in enumerate(zip(out, d)):
+                    if a != b and 1 not in (a, b):
+                        raise self.shape_error(
+                            f"inputs of dimensions {Dims(*present[0])} and {d} differ in {'NCHW'[axis]} ({a} vs {b})")
+                    out[axis] = max(a, b)
+            return Dims(*out)
+        try:
+            return broadcast_dims(present)
+        except ValueError:
+            raise self.shape_error("inputs of dimensions " + ", ".join(map(str, present)) + " do not broadcast "
+                                   "(sizes aligned from the last axis must be equal or 1)") from None
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         present = [x for x in inputs if x is not None]

@@ -25,14 +25,16 @@ DESC = LayerDesc(
         "an RGBA image keeps its alpha channel unless <b>use_alpha</b> is false (the vendor's default: zeroed), "
         "channels are zero-padded up to <b>min_channels</b>, and H and W are zero-padded on the "
         "bottom/right up to a multiple of <b>tiling</b>. NPY tensors are passed as they are.</p>"
-        "<ul><li><b>dimensions</b>: NxCxHxW, default 1x3x64x64</li>"
+        "<ul><li><b>dimensions</b>: NxCxHxW, default 1x3x64x64 (or the sizes of a tensor of another rank, 1 to 6 "
+        "of them: <code>1x49x96</code>)</li>"
         "<li><b>scale</b>: default 1</li><li><b>shift</b>: default 0</li>"
         "<li><b>min_channels</b>: default 0 (no padding)</li><li><b>tiling</b>: default 1, range 1..4096</li>"
         "<li><b>order</b>: scale_shift (default) or shift_scale</li><li><b>use_alpha</b>: default true</li></ul>"
     ),
     inputs=(),
     params=(
-        ParamDesc("dimensions", "dimension", Dims(1, 3, 64, 64), "size for type checking and random inputs", main=True),
+        ParamDesc("dimensions", "dimension", Dims(1, 3, 64, 64), "size for type checking and random inputs", main=True,
+                  any_rank=True),
         ParamDesc("scale", "float", 1.0, "image values are multiplied by this"),
         ParamDesc("shift", "float", 0.0, "then this is added"),
         ParamDesc("min_channels", "uint", 0, "images are zero-padded to at least this many channels", max=4096),

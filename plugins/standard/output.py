@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.categories import Category
-from engine.descriptors import InputDesc, LayerDesc
+from engine.descriptors import ANY_RANK, InputDesc, LayerDesc
 from engine.layer import Layer
 from engine.tensor import Dims
 
@@ -19,6 +19,7 @@ DESC = LayerDesc(
         "<ul><li><b>input</b> (primary): the tensor to output.</li></ul>"
     ),
     inputs=(InputDesc("input"),),
+    ranks=ANY_RANK,
 )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from engine.categories import Category
-from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
+from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.errors import LayerLabError
 from engine.layer import Layer
 from engine.tensor import Dims
@@ -36,6 +36,7 @@ DESC = LayerDesc(
         "(N x K outputs as N x K x 1 x 1).</li></ul>"
     ),
     inputs=(InputDesc("inputs", InputKind.PRIMARY_INFINITE, doc="the node's tensor inputs"),),
+    ranks=ANY_RANK,
     params=(
         ParamDesc("op_type", "string", "Identity", "ONNX operator", main=True),
         ParamDesc("domain", "string", "", "ONNX operator domain (empty: standard)"),

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.errors import GraphError, InputError, LayerLabError, WeightsError
+from engine.errors import GraphError, InputError, LayerLabError, ShapeError, WeightsError
 from engine.model import Model
 from engine.network import Network
 from engine.tensor import FORMATS, FP32_NCHW, Dims, TensorFormat, convert
@@ -130,8 +130,13 @@ def test_set_input_validation(registry):
     net = Network(branchy(), registry)
     with pytest.raises(InputError, match="no input layer 'x'"):
         net.set_input("x", np.zeros((1, 3, 4, 4)))
-    with pytest.raises(InputError, match="expected a 4-D tensor"):
-        net.set_input("inp", np.zeros((3, 4, 4)))
+    with pytest.raises(InputError, match="expected a tensor of rank 1 to 6"):
+        net.set_input("inp", np.zeros((1,) * 7))
+    net.set_input("inp", np.zeros((3, 4, 4)))  # a rank the input takes, but not its readers: refused when planned
+    with pytest.raises(ShapeError, match=r"input 0 \(from layer inp\) is a tensor of rank 3 \(3x4x4\), but "
+                                         r"convolution takes tensors of rank 4"):
+        net.run()
+    net = Network(branchy(), registry)
     bad = np.zeros((1, 3, 4, 4), np.float32)
     bad[0, 0, 0, 0] = np.nan
     with pytest.raises(InputError, match="NaN"):

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import itertools
+import pickle
 
 import numpy as np
 import pytest
 
 from engine.errors import LayerLabError
-from engine.tensor import FORMATS, Dims, Layout, Precision, TensorFormat, convert
+from engine.tensor import FORMATS, Dims, Layout, Precision, TensorFormat, broadcast_dims, convert
 
 
 @pytest.mark.parametrize("src,dst", list(itertools.product(FORMATS, FORMATS)), ids=str)
@@ -27,5 +28,26 @@ def test_parse_formats_and_dims():
     assert Dims.parse("1x3x8x9") == Dims(1, 3, 8, 9) and str(Dims(1, 3, 8, 9)) == "1x3x8x9"
     with pytest.raises(LayerLabError, match="unknown tensor format 'fp64'"):
         TensorFormat.parse("fp64")
+    with pytest.raises(LayerLabError, match="or 1 to 6 sizes of another rank"):
+        Dims.parse("1x2x3x4x5x6x7")
     with pytest.raises(LayerLabError, match="expected N x C x H x W"):
-        Dims.parse("3x8")
+        Dims.parse("3xa")
+
+
+def test_dims_of_any_rank():
+    """Rank 4 keeps its N, C, H, W names; other ranks are plain sizes, stored in logical order in every layout."""
+    d = Dims(1, 49, 96)
+    assert Dims.parse("1x49x96") == d and str(d) == "1x49x96" and d.rank == 3 and d.elements == 49 * 96
+    assert Dims(2, 3, 4, 5).w == 5 and Dims(2, 3, 4, 5).elements == 120
+    assert pickle.loads(pickle.dumps(Dims(1, 2, 3, 4, 5))) == Dims(1, 2, 3, 4, 5)
+    nhwc = TensorFormat(Precision.FP16, Layout.NHWC)
+    assert nhwc.shape(d) == (1, 49, 96) and nhwc.shape(Dims(1, 3, 8, 9)) == (1, 8, 9, 3)
+    x = np.arange(49 * 96, dtype=np.float32).reshape(1, 49, 96)
+    assert nhwc.dims_of(x) == d
+    np.testing.assert_array_equal(convert(x, TensorFormat(), nhwc), x.astype(np.float16))
+    assert broadcast_dims([Dims(1, 49, 96), Dims(96)]) == Dims(1, 49, 96)
+    assert broadcast_dims([Dims(2, 1, 5), Dims(3, 1)]) == Dims(2, 3, 5)
+    with pytest.raises(ValueError, match="sizes 5 and 4 on axis 0"):
+        broadcast_dims([Dims(4), Dims(5)])
+    with pytest.raises(LayerLabError, match="rank 1 to 6"):
+        Dims()

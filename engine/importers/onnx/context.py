@@ -131,6 +131,7 @@ class Context:
     notices: list[str] = field(default_factory=list)  # for the user (layout changes...)
     _dims: dict[str, Dims] = field(default_factory=dict)  # layer -> its output dimensions
     _next: dict[str, int] = field(default_factory=dict)  # base name -> the next suffix to try
+    _views: dict[tuple[str, tuple[int, ...]], str] = field(default_factory=dict)  # (tensor, dims) -> its reshape
 
     def __post_init__(self) -> None:
         for n in self.graph.node:
@@ -203,11 +204,39 @@ class Context:
             return Dims(s[0], s[1], 1, 1)
         raise Unsupported(f"tensor {tensor!r} has rank {len(s)} (shape {s}); LayerLab tensors are N x C x H x W")
 
+    def full_dims(self, tensor: str) -> Dims:
+        """The dimensions of a tensor as they are, of any rank 1 to 6 (what the layers of any rank read)."""
+        s = self.shape(tensor)
+        if not 1 <= len(s) <= 6:
+            raise Unsupported(f"tensor {tensor!r} has rank {len(s)} (shape {s}); LayerLab tensors have rank 1 to 6")
+        return Dims(*s)
+
+    def ranked(self, tensor: str) -> str:
+        """The layer computing an ONNX tensor with its own dimensions (any rank): the producing layer, or a reshape
+        of it where LayerLab holds the values under other dimensions (N x K as N x K x 1 x 1, a flattened view)."""
+        want = self.full_dims(tensor)
+        src = self.source(tensor)
+        if not src.flat and self.layer_dims(src.layer) == want:
+            return src.layer
+        return self._reshaped(tensor, src.layer, want)
+
+    def _reshaped(self, tensor: str, layer: str, dims: Dims) -> str:
+        """A reshape layer giving ``layer``'s values the dimensions ``dims`` (made once per tensor and dimensions)."""
+        key = (tensor, tuple(dims))
+        made = self._views.get(key)
+        if made is not None and made in self.layers:
+            return made
+        made = self.add("reshape", {"shape": ",".join(map(str, dims))}, [layer], dims=dims, name=f"{layer}_view")
+        self._views[key] = made
+        return made
+
     def tensor(self, tensor: str) -> str:
         """The layer computing an ONNX tensor of rank 4, or of rank 2 whose LayerLab layer holds the same
         values as N x K x 1 x 1 (any element-wise work may read it)."""
         self.dims(tensor)
         src = self.source(tensor)
+        if len(self.layer_dims(src.layer)) != 4:  # a layer of another rank: its values seen as N x C x H x W
+            return self._reshaped(tensor, src.layer, self.dims(tensor))
         if src.flat and self.layer_dims(src.layer) != self.dims(tensor):
             raise Unsupported(f"tensor {tensor!r} is a flattened N x C x H x W tensor; only fully connected layers "
                               "read those")
@@ -307,7 +336,7 @@ class Context:
         if weights:
             self.weights[lname] = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()}
         if dims is None and output is not None:
-            dims = self.dims(output)
+            dims = self.dims(output) if self.rank(output) in (2, 4) else self.full_dims(output)
         if dims is not None:
             self._dims[lname] = dims
         if output is not None:
@@ -343,8 +372,11 @@ class Context:
         Returns the layer name."""
         if not self.has_activation(name):
             raise Unsupported(f"the loaded collections have no {name} activation")
+        if self.rank(tensor) in (2, 4):
+            self.tensor(tensor)
+        else:
+            self.ranked(tensor)
         src = self.source(tensor)
-        self.tensor(tensor)
         spec = self.layers[src.layer]
         fusable = (spec.type not in ("input", "placeholder") and spec.activation == "none"
                    and self.single_use(src.layer, tensor, {id(self.node), *map(id, pattern)}))
@@ -355,6 +387,8 @@ class Context:
             ops = "+".join(n.op_type for n in (self.node, *pattern))
             self.folded.append(f"{ops} {self.node_name} -> activation {name} of layer {src.layer}")
             return src.layer
+        if self.rank(tensor) not in (2, 4) or len(self.layer_dims(src.layer)) != 4:
+            return self.add("unary", {"operation": "identity"}, [self.ranked(tensor)], output, activation=(name, coefs))
         return self.add("affine", {"mode": "per_tensor", "scale": 1.0, "shift": 0.0}, [src.layer], output,
                         activation=(name, coefs))
 

@@ -97,7 +97,8 @@ def _dense(ctx: Context, x: str, weights: np.ndarray, bias: np.ndarray | None, o
     src = ctx.source(x)
     params = {"num_outputs": weights.shape[0], "bias": bias is not None}
     ws = {"weights": weights} | ({"bias": bias} if bias is not None else {})
-    ctx.add("fully_connected", params, [src.layer], output, ws)
+    layer = src.layer if len(ctx.layer_dims(src.layer)) == 4 else ctx.tensor(x)  # a rank-2 layer: as N x K x 1 x 1
+    ctx.add("fully_connected", params, [layer], output, ws)
 
 
 def _bias(value: np.ndarray | None, n: int) -> np.ndarray | None:

@@ -207,6 +207,40 @@ class ActivationZoo(nn.Module):
         return self.layers(self.first(x) * 4.0)
 
 
+class ChannelShuffle(nn.Module):
+    """ShuffleNet v2's channel shuffle: a reshape to five dimensions, a transpose and a reshape back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Conv2d(3, 8, 3, padding=1)
+        self.last = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.first(x)
+        n, c, h, w = y.shape
+        y = y.view(n, 2, c // 2, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+        return self.last(torch.relu(y))
+
+
+class ConvNeXtBlock(nn.Module):
+    """A ConvNeXt block: depthwise convolution, channels-last LayerNorm and MLP (Linear, exact GELU, Linear), layer
+    scale and the residual sum."""
+
+    def __init__(self, c: int = 8) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, padding=1)
+        self.dw = nn.Conv2d(c, c, 7, padding=3, groups=c)
+        self.norm = nn.LayerNorm(c, eps=1e-6)
+        self.up, self.act, self.down = nn.Linear(c, 4 * c), nn.GELU(), nn.Linear(4 * c, c)
+        self.scale = nn.Parameter(torch.rand(c, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.down(self.act(self.up(self.norm(y)))).permute(0, 3, 1, 2)
+        return x + self.scale * y
+
+
 #: name -> (constructor, input shape N x C x H x W)
 ARCHITECTURES: dict[str, tuple[Callable[[], nn.Module], tuple[int, int, int, int]]] = {
     "resnet18": (ResNet18, (1, 3, 64, 64)),
@@ -218,6 +252,8 @@ ARCHITECTURES: dict[str, tuple[Callable[[], nn.Module], tuple[int, int, int, int
     "segmentation_head": (SegmentationHead, (1, 3, 40, 56)),
     "prelu_net": (PReLUNet, (1, 3, 32, 32)),
     "activation_zoo": (ActivationZoo, (1, 3, 16, 16)),
+    "channel_shuffle": (ChannelShuffle, (1, 3, 12, 10)),
+    "convnext_block": (ConvNeXtBlock, (2, 3, 14, 12)),
 }
 
 

@@ -1,0 +1,118 @@
+"""layer_normalization: normalize over the trailing axes, or over the channels of N x C x H x W (ConvNeXt)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.categories import Category
+from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
+from engine.layer import Layer
+from engine.tensor import Dims
+from plugins.standard._common_rank import axis_index
+
+OVER = ("trailing", "channels")
+
+
+def layer_norm(xp: Any, x: Any, axes: tuple[int, ...], scale: Any, bias: Any, epsilon: float) -> Any:
+    """``(x - mean) / sqrt(var + epsilon) * scale + bias``, mean and (biased) variance over ``axes`` of the logical
+    array ``x``, computed in float32; ``scale`` and ``bias`` broadcast against ``x``."""
+    xf = x.astype(np.float32)
+    mean = xf.mean(axis=axes, keepdims=True)
+    d = xf - mean
+    var = (d * d).mean(axis=axes, keepdims=True)
+    return (d / xp.sqrt(var + np.float32(epsilon)) * scale.astype(np.float32) + bias.astype(np.float32)).astype(x.dtype)
+
+
+DESC = LayerDesc(
+    name="layer_normalization",
+    display_name="Layer normalization",
+    summary="Normalize over the trailing axes (ONNX LayerNormalization), or over the channels of each pixel.",
+    categories=(Category.NORMALIZATION,),
+    documentation=(
+        "<p><code>y = (x - mean) / sqrt(var + epsilon) * scale + bias</code>. With <b>over</b> "
+        "<code>trailing</code>, mean and variance are taken over the axes from <b>axis</b> to the last (ONNX "
+        "LayerNormalization, torch.nn.LayerNorm); <b>scale</b> and <b>bias</b> have the sizes of those axes. With "
+        "<code>channels</code>, over the channels of each pixel of N x C x H x W (ConvNeXt's channels-first "
+        "LayerNorm2d); scale and bias have C values.</p>"
+        "<p><b>Inputs</b>: <b>input</b> (primary), a tensor of any rank (rank 4 for <code>channels</code>).</p>"
+        "<ul><li><b>over</b>: trailing (default) or channels.</li><li><b>axis</b>: the first normalized axis "
+        "(negative: from the end), default -1.</li><li><b>epsilon</b>: default 1e-5.</li></ul>"
+        "<p><b>Weights</b>: scale, bias.</p>"
+    ),
+    inputs=(InputDesc("input"),),
+    params=(
+        ParamDesc("over", "enum", "trailing", "trailing axes (from axis) or the channels of each pixel",
+                  enum_values=OVER, main=True),
+        ParamDesc("axis", "int", -1, "first normalized axis (trailing); negative: from the end", min=-6, max=5),
+        ParamDesc("epsilon", "float", 1e-5, "added to the variance", min=0.0),
+    ),
+    weights=("scale", "bias"),
+    ranks=ANY_RANK,
+)
+
+
+class LayerNormalization(Layer):
+    desc = DESC
+
+    def _axes(self, x: Dims) -> tuple[int, ...]:
+        if self.p["over"] == "channels":
+            if len(x) != 4:
+                raise self.shape_error(f"over channels takes N x C x H x W, got a tensor of rank {len(x)} ({x})")
+            return (1,)
+        try:
+            first = axis_index(self.p["axis"], len(x))
+        except ValueError as exc:
+            raise self.shape_error(str(exc)) from None
+        return tuple(range(first, len(x)))
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        x = self.primary(inputs)
+        self._axes(x)
+        return x
+
+    def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
+        x = self.primary(inputs)
+        shape = tuple(x[a] for a in self._axes(x))
+        return {"scale": shape, "bias": shape}
+
+    def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        return np.ones(shape, np.float32) if weight == "scale" else np.zeros(shape, np.float32)
+
+    def _broadcast(self, w: Any, rank: int) -> Any:
+        return w.reshape(w.shape + (1, 1)) if self.p["over"] == "channels" else w
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        x = self.nchw(inputs[0])
+        axes = self._axes(Dims(*x.shape))
+        scale, bias = (self._broadcast(self.weight(w, inputs), x.ndim) for w in ("scale", "bias"))
+        self.store(out, self.activate(layer_norm(self.xp, x, axes, scale, bias, self.p["epsilon"])))
+
+    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
+        return output.elements * 8
+
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        x = inputs[0]
+        if self.p["over"] == "channels":
+            t = g.node("Transpose", [x], "to_last", perm=[0, 2, 3, 1])
+            y = g.node("LayerNormalization", [t, g.weight("scale", inputs), g.weight("bias", inputs)], "norm",
+                       axis=-1, epsilon=float(self.p["epsilon"]))
+            return g.node("Transpose", [y], perm=[0, 3, 1, 2])
+        first = self._axes(self.input_dims[0])[0]
+        return g.node("LayerNormalization", [x, g.weight("scale", inputs), g.weight("bias", inputs)],
+                      axis=first, epsilon=float(self.p["epsilon"]))
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        t.no_weight_inputs(inputs)
+        state = {"weight": t.weight("scale"), "bias": t.weight("bias")}
+        shape = tuple(state["weight"].shape)
+        ref = t.module(f"nn.LayerNorm({shape}, eps={float(self.p['epsilon'])!r})", state)
+        if self.p["over"] == "channels":
+            return f"{ref}({inputs[0]}.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)"
+        return f"{ref}({inputs[0]})"
+
+
+LAYER = LayerNormalization

@@ -1,0 +1,103 @@
+"""matmul: batched matrix product of two tensors, or of a tensor and a weight matrix (ONNX MatMul, Gemm)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.categories import Category
+from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamDesc
+from engine.layer import Layer
+from engine.tensor import Dims, broadcast_dims
+
+
+def matmul(xp: Any, a: Any, b: Any, bias: Any | None = None) -> Any:
+    """``a @ b (+ bias)`` with NumPy's batched matrix product rules (fp16 on the GPU: tensor cores)."""
+    y = xp.matmul(a, b.astype(a.dtype, copy=False))
+    return y if bias is None else y + bias.astype(y.dtype, copy=False)
+
+
+DESC = LayerDesc(
+    name="matmul",
+    display_name="Matrix product",
+    summary="Batched matrix product of two tensors, or of a tensor and a weight matrix (ONNX MatMul, a Linear layer).",
+    categories=(Category.ARITHMETIC,),
+    documentation=(
+        "<p><code>y = a @ b (+ bias)</code> over the last two axes, the leading ones broadcast (ONNX MatMul, "
+        "numpy.matmul). Without a second input, <b>b</b> is the weight <b>weights</b> of <b>num_outputs</b> columns "
+        "(K x num_outputs, K the input's last size): a linear layer on the last axis, as a transformer's or "
+        "ConvNeXt's channels-last MLP; <b>bias</b> adds a bias of num_outputs values.</p>"
+        "<p><b>Inputs</b>: <b>a</b> (primary), <b>b</b> (secondary), tensors of any rank (a rank-1 <b>b</b> "
+        "is a vector, as in ONNX).</p><p><b>Weights</b>: weights, bias (when <b>b</b> is not connected).</p>"
+    ),
+    inputs=(InputDesc("a"), InputDesc("b", InputKind.SECONDARY, doc="the right-hand matrix (else the weights)")),
+    params=(
+        ParamDesc("num_outputs", "uint", 1, "columns of the weight matrix (without input b)", min=1, max=1 << 24,
+                  main=True),
+        ParamDesc("bias", "bool", False, "add a bias of num_outputs values (without input b)"),
+    ),
+    weights=("weights", "bias"),
+    ranks=ANY_RANK,
+)
+
+
+class MatMul(Layer):
+    desc = DESC
+
+    def _b(self, inputs: list[Dims | None]) -> tuple[int, ...]:
+        a = self.primary(inputs)
+        return tuple(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else (a[-1], self.p["num_outputs"])
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        a, b = tuple(self.primary(inputs)), self._b(inputs)
+        a2 = (1,) + a if len(a) == 1 else a
+        b2 = b + (1,) if len(b) == 1 else b
+        if a2[-1] != b2[-2]:
+            raise self.shape_error(f"a {'x'.join(map(str, a))} and b {'x'.join(map(str, b))}: {a2[-1]} columns of a "
+                                   f"against {b2[-2]} rows of b")
+        try:
+            batch = tuple(broadcast_dims([Dims(*a2[:-2] or (1,)), Dims(*b2[:-2] or (1,))])) if \
+                len(a2) > 2 or len(b2) > 2 else ()
+        except ValueError:
+            raise self.shape_error(f"the batch axes of a {a} and b {b} do not broadcast") from None
+        out = batch + (a2[-2],) * (len(a) > 1) + (b2[-1],) * (len(b) > 1)
+        return Dims(*(out or (1,)))
+
+    def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
+        if len(inputs) > 1 and inputs[1] is not None:
+            return {}
+        shapes = {"weights": self._b(inputs)}
+        if self.p["bias"]:
+            shapes["bias"] = (self.p["num_outputs"],)
+        return shapes
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        a = self.nchw(inputs[0])
+        if len(inputs) > 1 and inputs[1] is not None:
+            y = matmul(self.xp, a, self.nchw(inputs[1]))
+        else:
+            y = matmul(self.xp, a, self.weights["weights"], self.weights.get("bias"))
+        self.store(out, self.activate(y.reshape(self.out_dims)))
+
+    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
+        return 2 * output.elements * self.primary(inputs)[-1]
+
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        if len(inputs) > 1 and inputs[1] is not None:
+            return g.node("MatMul", [inputs[0], inputs[1]])
+        y = g.node("MatMul", [inputs[0], g.weight("weights")], "matmul" if self.p["bias"] else "")
+        return g.node("Add", [y, g.weight("bias")]) if self.p["bias"] else y
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        if len(inputs) > 1 and inputs[1] is not None:
+            return f"torch.matmul({inputs[0]}, {inputs[1]})"
+        w = t.weight("weights")
+        state = {"weight": np.ascontiguousarray(w.T)} | ({"bias": t.weight("bias")} if self.p["bias"] else {})
+        ref = t.module(f"nn.Linear({w.shape[0]}, {w.shape[1]}, bias={bool(self.p['bias'])})", state)
+        return f"{ref}({inputs[0]})"
+
+
+LAYER = MatMul
