@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from engine.descriptor_checks import activation_desc_problems, layer_desc_problems
 from engine.descriptors import ActivationDesc, LayerDesc
@@ -98,41 +100,16 @@ class Registry:
         return info
 
     def _add_layer(self, cls: type[Layer], info: PluginInfo) -> None:
-        desc = getattr(cls, "desc", None)
-        if not isinstance(cls, type) or not issubclass(cls, Layer):
-            raise PluginError(f"plugin {info.meta.name}: {cut(cls)} is not a Layer class")
-        if not isinstance(desc, LayerDesc):
-            raise PluginError(f"plugin {info.meta.name}: layer class {cls.__name__} has no LayerDesc 'desc'")
-        problems = layer_desc_problems(desc)
-        if problems:
-            more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-            raise PluginError(f"plugin {info.meta.name}: layer {cut(desc.name)} ({cls.__name__}): {problems[0]}{more}")
+        desc = _checked_desc(cls, info, Layer, LayerDesc, "layer", layer_desc_problems)
         if desc.name in self._layers:
             raise LayerLabError(f"layer type {desc.name!r} is already registered by {self._layers[desc.name].desc.collection}")
-        cls.desc = replace(desc, collection=info.meta.name)
-        self._layers[desc.name] = cls
-        for legacy in desc.legacy_names:
-            self._layer_alias[legacy] = desc.name
-        info.layers.append(desc.name)
+        self._layers[desc.name] = _claim(cls, desc, info, self._layer_alias, info.layers)
 
     def _add_activation(self, cls: type[Activation], info: PluginInfo) -> None:
-        desc = getattr(cls, "desc", None)
-        if not isinstance(cls, type) or not issubclass(cls, Activation):
-            raise PluginError(f"plugin {info.meta.name}: {cut(cls)} is not an Activation class")
-        if not isinstance(desc, ActivationDesc):
-            raise PluginError(f"plugin {info.meta.name}: activation class {cls.__name__} has no ActivationDesc 'desc'")
-        problems = activation_desc_problems(desc)
-        if problems:
-            more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-            raise PluginError(f"plugin {info.meta.name}: activation {cut(desc.name)} ({cls.__name__}): "
-                              f"{problems[0]}{more}")
+        desc = _checked_desc(cls, info, Activation, ActivationDesc, "activation", activation_desc_problems)
         if desc.name in self._activations or desc.name == "none":
             raise LayerLabError(f"activation {desc.name!r} is already registered")
-        cls.desc = replace(desc, collection=info.meta.name)
-        self._activations[desc.name] = cls
-        for legacy in desc.legacy_names:
-            self._act_alias[legacy] = desc.name
-        info.activations.append(desc.name)
+        self._activations[desc.name] = _claim(cls, desc, info, self._act_alias, info.activations)
 
     def _drop(self, info: PluginInfo) -> None:
         for n in info.layers:
@@ -189,3 +166,32 @@ class Registry:
         if len(names) <= 20:
             return "known layer types: " + ", ".join(names)
         return f"known layer types: {', '.join(names[:20])}... ({len(names)} in all: see `layerlab layers`)"
+
+
+def _checked_desc(cls: type, info: PluginInfo, base: type, desc_type: type, kind: str,
+                  problems_of: Callable[[Any], list[str]]) -> Any:
+    """The ``desc`` of a class a plugin registers as a ``kind`` (layer or activation), once the class is a ``base``
+    with a ``desc_type`` descriptor free of problems; else one PluginError naming the plugin, the class and the
+    first problem."""
+    plugin = f"plugin {info.meta.name}"
+    if not isinstance(cls, type) or not issubclass(cls, base):
+        article = "an" if base.__name__[0] in "AEIOU" else "a"
+        raise PluginError(f"{plugin}: {cut(cls)} is not {article} {base.__name__} class")
+    desc = getattr(cls, "desc", None)
+    if not isinstance(desc, desc_type):
+        raise PluginError(f"{plugin}: {kind} class {cls.__name__} has no {desc_type.__name__} 'desc'")
+    problems = problems_of(desc)
+    if problems:
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        raise PluginError(f"{plugin}: {kind} {cut(desc.name)} ({cls.__name__}): {problems[0]}{more}")
+    return desc
+
+
+def _claim(cls: type, desc: Any, info: PluginInfo, aliases: dict[str, str], names: list[str]) -> type:
+    """``cls`` with its descriptor marked as the plugin's, its legacy names added to ``aliases`` and its name to the
+    plugin's ``names``."""
+    cls.desc = replace(desc, collection=info.meta.name)  # type: ignore[attr-defined]
+    for legacy in desc.legacy_names:
+        aliases[legacy] = desc.name
+    names.append(desc.name)
+    return cls

@@ -24,6 +24,12 @@ BACKENDS = ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)]
 FORMAT_IDS = [str(f) for f in FORMATS]
 
 
+def each_backend_and_format(test: Any) -> Any:
+    """Runs ``test`` once per backend (the GPU one marked ``gpu``) and tensor format, given as its arguments
+    ``backend`` (a name) and ``fmt``: the sweep every layer's reference check makes."""
+    return pytest.mark.parametrize("backend", BACKENDS)(pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)(test))
+
+
 def backend_param(name: str):
     return get_backend(name, notice=None)
 
@@ -78,6 +84,23 @@ def run_layer(layer_type: str, params: dict[str, Any] | None, inputs: list[np.nd
     net.run()
     out = net.output("out")
     return out, src.used.get("L", {}), net
+
+
+def run_unfused(x: np.ndarray, chain: list[tuple[str, str, dict[str, Any], str]],
+                weights: dict[str, dict[str, np.ndarray]], fmt: TensorFormat, backend: str = "numpy") -> np.ndarray:
+    """Run ``x`` through ``chain`` (layer type, name, parameters, activation; each reading the one before) with
+    fusing rules off, checking that no layer was fused: the plain chain a fused layer must equal."""
+    m = Model("chain")
+    m.add_layer("input", "in0", params={"dimensions": str(Dims(*x.shape))})
+    source = "in0"
+    for layer_type, name, params, activation in chain:
+        m.add_layer(layer_type, name, params={k: str(v) for k, v in params.items()}, inputs=[source],
+                    activation=activation)
+        source = name
+    m.add_layer("output", "out", inputs=[source])
+    net = Network(m, default_registry(), backend_param(backend), fmt, weights=DictWeights(weights), fusing="off")
+    assert [net.layer(name).desc.name for _, name, _, _ in chain] == [t for t, _, _, _ in chain]  # really unfused
+    return net.infer({"in0": x})["out"]
 
 
 def round_like(x: np.ndarray, fmt: TensorFormat) -> np.ndarray:

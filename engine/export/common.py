@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import LayerLabError
+from engine.layer import Layer
 from engine.model import Model
 from engine.network import Network
 from engine.registry import Registry
@@ -30,6 +31,27 @@ class ExportResult:
     files: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     summary: str = ""
+
+
+class LayerWriter:
+    """What every exporter's writer shows the layer it is exporting (``layer``): the network it reads and the
+    layer's input and output sizes."""
+
+    def __init__(self, net: Network) -> None:
+        self.net = net
+        self.layer: Layer | None = None
+
+    @property
+    def input_dims(self) -> list[Dims | None]:
+        """The sizes of the current layer's inputs (None where one is unconnected)."""
+        assert self.layer is not None
+        return list(self.layer.input_dims)
+
+    @property
+    def output_dims(self) -> Dims:
+        """The size of the current layer's output."""
+        assert self.layer is not None
+        return self.net.dims(self.layer.name)
 
 
 @dataclass(frozen=True)

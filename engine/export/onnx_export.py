@@ -37,17 +37,17 @@ from engine.descriptors import ParamDesc
 from engine.export.common import (
     ExportError,
     ExportResult,
+    LayerWriter,
     Unsupported,
     build_network,
     probe_dims,
     reason_of,
     unsupported_message,
 )
-from engine.layer import Layer
 from engine.model import Model
 from engine.network import Network
 from engine.registry import Registry
-from engine.tensor import FP32_NCHW, Dims, Layout, Precision, TensorFormat
+from engine.tensor import FP32_NCHW, Layout, Precision, TensorFormat
 from engine.weights import WeightsSource
 
 FP16_NCHW = TensorFormat(Precision.FP16, Layout.NCHW)
@@ -80,7 +80,7 @@ def _onnx() -> Any:
     return onnx
 
 
-class OnnxGraph:
+class OnnxGraph(LayerWriter):
     """The graph being written, as a layer's ``to_onnx`` sees it.
 
     ``layer`` is the layer being exported. ``node`` adds an operator, ``weight`` a weight of the layer
@@ -89,8 +89,8 @@ class OnnxGraph:
     layer's own activation (for layers whose activation sits inside them)."""
 
     def __init__(self, net: Network, options: OnnxOptions) -> None:
+        super().__init__(net)
         self.onnx = _onnx()
-        self.net = net
         self.options = options
         self.nodes: list[Any] = []
         self.initializers: list[Any] = []
@@ -100,7 +100,6 @@ class OnnxGraph:
         self._tensor_names: set[str] = set()
         self._node_names: set[str] = set()
         self._producer: dict[str, Any] = {}
-        self.layer: Layer | None = None
         self.uses_placeholders = False
         self.custom_domains: set[str] = set()  # custom-layer operator domains used
         self.warnings: list[str] = []  # for the user: constants and weights float16 cannot hold
@@ -261,15 +260,6 @@ class OnnxGraph:
         if act is None:
             return x
         return act.impl.to_onnx(self, x, act.coefs)
-
-    @property
-    def input_dims(self) -> list[Dims | None]:
-        assert self.layer is not None
-        return list(self.layer.input_dims)
-
-    @property
-    def output_dims(self) -> Dims:
-        return self.net.dims(self.name)
 
     # ---- what the exporter calls ----------------------------------------------------------------------
     def _type(self, dims: list[Any], fp16: bool) -> Any:

@@ -26,6 +26,7 @@ from engine.export.codegen import plain_value as _plain
 from engine.export.common import (
     ExportError,
     ExportResult,
+    LayerWriter,
     Unsupported,
     build_network,
     reason_of,
@@ -35,7 +36,7 @@ from engine.layer import Layer
 from engine.model import Model
 from engine.network import Network
 from engine.registry import Registry
-from engine.tensor import Dims, Layout, Precision, TensorFormat
+from engine.tensor import Layout, Precision, TensorFormat
 from engine.weights import WeightsSource
 
 FP16_NCHW = TensorFormat(Precision.FP16, Layout.NCHW)
@@ -61,7 +62,7 @@ class TorchOptions:
     stubs: bool = False
 
 
-class TorchModuleWriter:
+class TorchModuleWriter(LayerWriter):
     """The module being written, as a layer's ``to_torch`` sees it.
 
     ``layer`` is the layer being exported. ``module(code, state)`` declares its attribute
@@ -71,10 +72,9 @@ class TorchModuleWriter:
     ``forward_input`` declares a forward argument (input layers)."""
 
     def __init__(self, net: Network, class_name: str, options: TorchOptions = TorchOptions()) -> None:
-        self.net = net
+        super().__init__(net)
         self.class_name = class_name
         self.options = options
-        self.layer: Layer | None = None
         self.init_lines: list[str] = []
         self.forward_lines: list[str] = []
         self.helpers: dict[str, str] = {}
@@ -170,16 +170,6 @@ class TorchModuleWriter:
         """Declare the current (input) layer as an argument of ``forward``; returns its name."""
         self.forward_args.append(self.attr)
         return self.attr
-
-    @property
-    def input_dims(self) -> list[Dims | None]:
-        assert self.layer is not None
-        return list(self.layer.input_dims)
-
-    @property
-    def output_dims(self) -> Dims:
-        assert self.layer is not None
-        return self.net.dims(self.layer.name)
 
     # ---- what the exporter calls ----------------------------------------------------------------------
     def stub(self, inputs: list[str | None]) -> str:

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from engine.model import Model
 
 HERE = Path(__file__).resolve().parent
 W, H = 320, 240
@@ -109,106 +113,53 @@ def filter_weights() -> dict[str, dict[str, np.ndarray]]:
     }
 
 
-FILTERS_LNET = """<?xml version="1.0" encoding="utf-8"?>
-<network format-version="1" name="filters" version="1.0">
-  <settings>
-    <setting name="backend" value="auto" />
-    <setting name="format" value="fp32 nchw" />
-    <setting name="input.photo" value="scene.jpg" />
-    <setting name="weights" value="filters_weights" />
-  </settings>
-  <layers>
-    <layer name="photo" type="input" x="0" y="120">
-      <param name="dimensions" value="1x3x240x320" />
-    </layer>
-    <layer name="noisy" type="noise" x="220" y="120">
-      <param name="kind" value="gaussian" />
-      <param name="amplitude" value="0.08" />
-      <param name="seed" value="1" />
-      <param name="clip" value="true" />
-      <input index="0" source="photo" />
-    </layer>
-    <layer name="denoise" type="convolution" x="440" y="40">
-      <param name="num_output_channels" value="3" />
-      <param name="kernel_size" value="5" />
-      <param name="padding" value="2" />
-      <param name="groups" value="3" />
-      <input index="0" source="noisy" />
-    </layer>
-    <layer name="sharpen" type="convolution" x="660" y="40">
-      <param name="num_output_channels" value="3" />
-      <param name="kernel_size" value="3" />
-      <param name="padding" value="1" />
-      <param name="groups" value="3" />
-      <input index="0" source="denoise" />
-    </layer>
-    <layer name="compare" type="mix" x="880" y="120">
-      <param name="blend" value="split" />
-      <param name="divider" value="0.5" />
-      <input index="0" source="noisy" />
-      <input index="1" source="sharpen" />
-    </layer>
-    <layer name="result" type="output" x="1100" y="120">
-      <input index="0" source="compare" />
-    </layer>
-  </layers>
-</network>
-"""
+def _photo_model(name: str, y: float) -> Model:
+    """A model with the settings both samples share and the input layer ``photo`` at height ``y``."""
+    from engine.model import Model
 
-EDGES_LNET = """<?xml version="1.0" encoding="utf-8"?>
-<network format-version="1" name="edges" version="1.0">
-  <settings>
-    <setting name="backend" value="auto" />
-    <setting name="format" value="fp32 nchw" />
-    <setting name="input.photo" value="scene.jpg" />
-    <setting name="weights" value="filters_weights" />
-  </settings>
-  <layers>
-    <layer name="photo" type="input" x="0" y="100">
-      <param name="dimensions" value="1x3x240x320" />
-    </layer>
-    <layer name="turn" type="affine_transform" x="220" y="100">
-      <param name="rotation" value="0" />
-      <input index="0" source="photo" />
-    </layer>
-    <layer name="luma" type="convolution" x="440" y="100">
-      <param name="num_output_channels" value="1" />
-      <param name="kernel_size" value="1" />
-      <param name="padding" value="0" />
-      <input index="0" source="turn" />
-    </layer>
-    <layer name="sobel" type="convolution" x="660" y="100">
-      <param name="num_output_channels" value="4" />
-      <activation type="relu" />
-      <input index="0" source="luma" />
-    </layer>
-    <layer name="magnitude" type="convolution" x="880" y="100">
-      <param name="num_output_channels" value="1" />
-      <param name="kernel_size" value="1" />
-      <param name="padding" value="0" />
-      <input index="0" source="sobel" />
-    </layer>
-    <layer name="overlay" type="mix" x="1100" y="100">
-      <param name="blend" value="screen" />
-      <param name="factor" value="1" />
-      <input index="0" source="turn" />
-      <input index="1" source="magnitude" />
-    </layer>
-    <layer name="edges" type="output" x="1320" y="40">
-      <input index="0" source="magnitude" />
-    </layer>
-    <layer name="overlaid" type="output" x="1320" y="160">
-      <input index="0" source="overlay" />
-    </layer>
-  </layers>
-</network>
-"""
+    model = Model(name)
+    for key, value in (("backend", "auto"), ("format", "fp32 nchw"), ("input.photo", "scene.jpg"),
+                       ("weights", "filters_weights")):
+        model.set_setting(key, value)
+    model.add_layer("input", "photo", {"dimensions": f"1x3x{H}x{W}"}, position=(0, y))
+    return model
+
+
+def filters_model() -> Model:
+    """filters.lnet: noise, a denoising blur and an unsharp mask, then a split-view mix of noisy and filtered."""
+    model = _photo_model("filters", 120)
+    model.add_layer("noise", "noisy", {"kind": "gaussian", "amplitude": "0.08", "seed": "1", "clip": "true"},
+                    ["photo"], position=(220, 120))
+    for name, size, source, x in (("denoise", 5, "noisy", 440), ("sharpen", 3, "denoise", 660)):
+        per_channel = {"num_output_channels": "3", "kernel_size": str(size), "padding": str(size // 2), "groups": "3"}
+        model.add_layer("convolution", name, per_channel, [source], position=(x, 40))
+    model.add_layer("mix", "compare", {"blend": "split", "divider": "0.5"}, ["noisy", "sharpen"],
+                    position=(880, 120))
+    model.add_layer("output", "result", inputs=["compare"], position=(1100, 120))
+    return model
+
+
+def edges_model() -> Model:
+    """edges.lnet: a turnable luminance Sobel edge detector, its output alone and screened over the photo."""
+    model = _photo_model("edges", 100)
+    model.add_layer("affine_transform", "turn", {"rotation": "0"}, ["photo"], position=(220, 100))
+    pointwise = {"num_output_channels": "1", "kernel_size": "1", "padding": "0"}
+    model.add_layer("convolution", "luma", pointwise, ["turn"], position=(440, 100))
+    model.add_layer("convolution", "sobel", {"num_output_channels": "4"}, ["luma"], activation="relu",
+                    position=(660, 100))
+    model.add_layer("convolution", "magnitude", pointwise, ["sobel"], position=(880, 100))
+    model.add_layer("mix", "overlay", {"blend": "screen", "factor": "1"}, ["turn", "magnitude"],
+                    position=(1100, 100))
+    model.add_layer("output", "edges", inputs=["magnitude"], position=(1320, 40))
+    model.add_layer("output", "overlaid", inputs=["overlay"], position=(1320, 160))
+    return model
 
 
 def main(out: Path = HERE) -> None:
     import cv2
 
     sys.path.insert(0, str(HERE.parent.parent))
+    from engine import modelfile
     from engine.weights import save_weights
 
     wide = scene()
@@ -222,8 +173,8 @@ def main(out: Path = HERE) -> None:
         writer.write(np.ascontiguousarray(small[:, x0:x0 + VIDEO_W, ::-1]))
     writer.release()
     save_weights(out / "filters_weights", filter_weights())
-    (out / "filters.lnet").write_text(FILTERS_LNET, encoding="utf-8")
-    (out / "edges.lnet").write_text(EDGES_LNET, encoding="utf-8")
+    modelfile.save(filters_model(), out / "filters.lnet")
+    modelfile.save(edges_model(), out / "edges.lnet")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """The analysis samples do something visible: the designed filters denoise the sample photo, the edge
-detector finds the house, and the shipped weights are exactly what make_samples.py designs."""
+detector finds the house, and the shipped models and weights are exactly what make_samples.py designs."""
 from __future__ import annotations
 
 import numpy as np
@@ -63,6 +63,8 @@ def test_shipped_weights_and_video_match_the_design():
     for layer, ws in mod.filter_weights().items():
         for w, arr in ws.items():
             np.testing.assert_allclose(np.load(SAMPLES / "filters_weights" / f"{layer}_{w}.npy"), arr, rtol=1e-6)
+    for name, model in (("filters.lnet", mod.filters_model()), ("edges.lnet", mod.edges_model())):
+        assert modelfile.dumps(model) == (SAMPLES / name).read_text(encoding="utf-8")
     blur = mod.filter_weights()["denoise"]["weights"]
     assert blur.shape == (3, 1, 5, 5) and np.allclose(blur.sum(axis=(2, 3)), 1.0)
     reader = VideoReader(SAMPLES / "scene.avi")

@@ -58,19 +58,25 @@ class Worker:
 def paused_after(w: Worker, layer: str) -> None:
     assert w.dbg.wait_paused(T), "the worker did not pause"
     assert w.dbg.paused_at == layer
+
+
+def start_paused(net: Network, *breakpoints: str) -> tuple[Debugger, Worker]:
+    """A debugger attached to ``net`` with ``breakpoints``, and a worker running ``net``, paused at the first."""
+    dbg = Debugger()
+    dbg.attach(net)
+    for layer in breakpoints:
+        dbg.add_breakpoint(layer)
+    w = Worker(net, dbg)
+    w.start()
+    paused_after(w, breakpoints[0])
+    return dbg, w
     assert w.evaluated[-1] == layer  # nothing ran past the paused layer
     assert w.dbg.computed == ORDER[: ORDER.index(layer) + 1]
 
 
 def test_breakpoint_step_resume_order(registry):
     net = chain(registry)
-    dbg = Debugger()
-    dbg.attach(net)
-    dbg.add_breakpoint("c2")
-    dbg.add_breakpoint("c4")
-    w = Worker(net, dbg)
-    w.start()
-    paused_after(w, "c2")
+    dbg, w = start_paused(net, "c2", "c4")
     assert w.pauses[-1] == PauseInfo("c2", "breakpoint", ("inp", "c1", "c2"))
     assert dbg.debugging and w.result is None
     threading.Event().wait(0.05)  # paused means paused: no progress while waiting
@@ -93,12 +99,7 @@ def test_inspect_computed_layers_while_paused(registry):
     net = chain(registry)
     ref = Network(net.model, registry, fusing="off")
     ref.run()
-    dbg = Debugger()
-    dbg.attach(net)
-    dbg.add_breakpoint("c3")
-    w = Worker(net, dbg)
-    w.start()
-    paused_after(w, "c3")
+    dbg, w = start_paused(net, "c3")
     main_thread = threading.get_ident()
     fut = dbg.submit(lambda: (threading.get_ident(), net.output("c1"), net.output("c3")))
     ident, c1, c3 = fut.result(T)
@@ -116,12 +117,7 @@ def test_inspect_computed_layers_while_paused(registry):
 
 def test_stop_unblocks_the_paused_worker_and_next_run_recomputes(registry):
     net = chain(registry)
-    dbg = Debugger()
-    dbg.attach(net)
-    dbg.add_breakpoint("c1")
-    w = Worker(net, dbg)
-    w.start()
-    paused_after(w, "c1")
+    dbg, w = start_paused(net, "c1")
     dbg.stop()
     w.join()
     assert isinstance(w.error, DebugStopped)

@@ -16,7 +16,7 @@ from engine.modelfile import loads
 from engine.network import Network
 from engine.preprocess import preprocess
 from engine.tensor import FORMATS, FP32_NCHW, Dims, Layout, Precision, TensorFormat, convert
-from tests.harness import BACKENDS, FORMAT_IDS, backend_param
+from tests.harness import BACKENDS, FORMAT_IDS, backend_param, each_backend_and_format
 
 FP16_NHWC = TensorFormat(Precision.FP16, Layout.NHWC)
 
@@ -124,8 +124,7 @@ def test_run_settings_override_the_models_and_unknown_names_are_refused(registry
         preprocess(chain(), registry, FP16_NHWC, layer_formats={"nope": "fp32"})
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("pin", ["fp32 nchw", "fp16 nhwc", "fp32", "nhwc"])
 def test_a_network_with_a_pinned_layer_matches_the_network_without(registry, backend, fmt, pin):
     be = backend_param(backend)

@@ -31,7 +31,7 @@ from engine.tensor import FORMATS, FP32_NCHW, Dims, Layout, Precision, TensorFor
 from engine.weights import RandomWeights, WeightsFolder, save_weights
 from plugins.standard import _common_conv, _common_pool, convolution
 from plugins.standard.fusing_rules import RULES as BUILTIN_RULES
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, backend_param
+from tests.harness import FORMAT_IDS, assert_close, backend_param, each_backend_and_format
 
 EXAMPLE = "fp16|nhwc|convolution_bn = batch_normalization[act == 'none' || act == 'relu'] {convolution[act == 'none']}"
 CONV_BN, CONV_POOL = (parse_rule(t) for t in BUILTIN_RULES[:2])
@@ -539,8 +539,7 @@ def chain_model(inner: tuple, outer: tuple) -> Model:
     return m
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("rule,inner,outer", EQUIVALENCE, ids=[f"{r.replacement}{i}" for i, (r, *_) in enumerate(EQUIVALENCE)])
 def test_fused_and_unfused_networks_give_the_same_outputs(reg, backend, fmt, rule, inner, outer):
     m = chain_model(inner, outer)

@@ -28,7 +28,7 @@ from plugins.standard._common_resample import UPSCALE_PARAMS, resample, upsample
 from plugins.standard.fusing_rules import RULES as BUILTIN_RULES
 from plugins.standard.upscale_concat import UpscaleConcat
 from tests.bench.networks import unet
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, backend_param
+from tests.harness import assert_close, backend_param, each_backend_and_format
 
 RULE_TEXT = "*|*|upscale_concat = concatenation {upsample[act == 'none']}"
 RULE = parse_rule(RULE_TEXT)
@@ -206,8 +206,7 @@ def _close(got: np.ndarray, want: np.ndarray, fmt: TensorFormat, what: str) -> N
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want).max())), err_msg=what)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("method", ["nearest", "bilinear"])
 def test_a_fused_unet_gives_the_unfused_outputs(backend, fmt, method):
     model = unet(Dims(2, 3, 16, 24), widths=(4, 8, 16))

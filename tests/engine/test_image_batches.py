@@ -24,7 +24,7 @@ from engine.io import (
 from engine.model import Model
 from engine.network import Network
 from engine.tensor import FORMATS, TensorFormat
-from tests.harness import BACKENDS, FORMAT_IDS, backend_param
+from tests.harness import backend_param, each_backend_and_format
 
 OPTIONS = [ImageOptions(), ImageOptions(2.0, -1.0, 4, 8), ImageOptions(0.7, 0.3, 0, 1, shift_first=True, use_alpha=False),
            ImageOptions(1.0, 0.25, 1, 3, use_alpha=False)]
@@ -114,8 +114,7 @@ def small_net(registry, backend: str, fmt: TensorFormat) -> Network:
     return Network(m, registry, backend_param(backend), fmt)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 def test_network_takes_8_bit_images_and_gives_8_bit_images(registry, backend, fmt):
     net = small_net(registry, backend, fmt)
     batch = images("rgb8")

@@ -8,7 +8,7 @@ from engine.model import Model
 from engine.network import Network
 from engine.tensor import FORMATS, FP32_NCHW, Dims, TensorFormat, convert
 from engine.weights import RandomWeights, WeightsFolder, save_weights
-from tests.harness import BACKENDS, FORMAT_IDS, backend_param
+from tests.harness import FORMAT_IDS, backend_param, each_backend_and_format
 
 
 def branchy() -> Model:
@@ -35,8 +35,7 @@ def capture_all(net: Network) -> dict[str, np.ndarray]:
     return seen
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 def test_buffer_reuse_never_corrupts_a_live_tensor(registry, backend, fmt):
     reused = Network(branchy(), registry, backend_param(backend), fmt, reuse_buffers=True)
     fresh = Network(branchy(), registry, backend_param(backend), fmt, reuse_buffers=False)

@@ -23,7 +23,16 @@ from engine.network import Network
 from engine.plugins import load_plugins
 from engine.registry import PluginMeta, Registry
 from engine.tensor import FORMATS, Dims, Precision
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, backend_param, layer_model, ort_run, round_like, run_layer
+from tests.harness import (
+    BACKENDS,
+    assert_close,
+    backend_param,
+    each_backend_and_format,
+    layer_model,
+    ort_run,
+    round_like,
+    run_layer,
+)
 
 FP16_FORMATS = [f for f in FORMATS if f.precision is Precision.FP16]
 
@@ -144,8 +153,7 @@ def test_cases_cover_the_whole_collection(reg):
     assert len(collection.ACTIVATION_MODULES) == len(names)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("act,coefs,ref", CASES, ids=CASE_IDS)
 def test_fused_and_generic_paths_match_onnxruntime(reg, backend, fmt, act, coefs, ref):
     x = (np.random.default_rng(7).standard_normal((2, 5, 4, 3)) * 4).astype(np.float32)

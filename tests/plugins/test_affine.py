@@ -6,7 +6,7 @@ import pytest
 
 from engine.errors import ParameterError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, round_like, run_layer
+from tests.harness import FORMAT_IDS, assert_close, each_backend_and_format, round_like, run_layer
 
 
 def reference(x, scale, shift):
@@ -17,8 +17,7 @@ def reference(x, scale, shift):
     return x * s.reshape(1, -1, 1, 1) + t.reshape(1, -1, 1, 1)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape,scale,shift", [((1, 3, 8, 8), 2.5, -0.75), ((2, 4, 7, 5), -0.5, 3.0), ((1, 1, 3, 6), 1, 0)])
 def test_affine_per_tensor(backend, fmt, shape, scale, shift):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
@@ -27,8 +26,7 @@ def test_affine_per_tensor(backend, fmt, shape, scale, shift):
     assert_close(out, reference(round_like(x, fmt), scale, shift), fmt)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape", [(1, 3, 8, 8), (2, 5, 7, 9), (3, 1, 2, 3)])
 def test_affine_per_channel(backend, fmt, shape):
     x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)

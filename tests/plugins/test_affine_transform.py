@@ -9,7 +9,7 @@ import pytest
 
 from engine.errors import ParameterError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, round_like, run_layer
 from tests.plugins.analysis_helpers import chain_net
 
 
@@ -53,8 +53,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("params", CASES)
 def test_affine_transform_matches_reference(backend, fmt, params):
     x = np.random.default_rng(7).random((2, 3, 7, 9)).astype(np.float32)

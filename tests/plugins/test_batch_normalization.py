@@ -7,7 +7,7 @@ from onnx import helper
 
 from engine.errors import ParameterError, WeightsError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import FORMAT_IDS, assert_close, each_backend_and_format, ort_run, round_like, run_layer
 
 WEIGHTS = ("scale", "bias", "mean", "variance")  # ONNX input order after x
 
@@ -17,8 +17,7 @@ def onnx_bn(x, w, epsilon):
     return ort_run([node], {"x": x}, {k: w[k] for k in WEIGHTS})[0]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape,epsilon", [((1, 3, 8, 8), 1e-5), ((2, 5, 7, 9), 1e-3), ((3, 1, 4, 5), 0.0)])
 def test_batch_normalization_matches_onnxruntime(backend, fmt, shape, epsilon):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)

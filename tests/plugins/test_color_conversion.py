@@ -9,7 +9,7 @@ import pytest
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import FORMATS
 from plugins.standard.color_conversion import CONVERSIONS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, round_like, run_layer
+from tests.harness import FORMAT_IDS, assert_close, each_backend_and_format, round_like, run_layer
 
 
 def reference(x, conversion, offset=0.5):
@@ -35,8 +35,7 @@ def reference(x, conversion, offset=0.5):
     raise AssertionError(conversion)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("conversion", CONVERSIONS)
 @pytest.mark.parametrize("shape", [(1, 3, 8, 8), (2, 3, 7, 5)])
 def test_color_conversion_matches_documented_formula(backend, fmt, conversion, shape):

@@ -7,7 +7,7 @@ from onnx import helper
 
 from engine.errors import GraphError, ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import FORMAT_IDS, assert_close, each_backend_and_format, ort_run, round_like, run_layer
 
 
 def onnx_concat(xs):
@@ -15,8 +15,7 @@ def onnx_concat(xs):
     return ort_run([helper.make_node("Concat", names, ["y"], axis=1)], dict(zip(names, xs)), {})[0]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shapes", [
     [(1, 3, 8, 8)],
     [(1, 3, 7, 5), (1, 2, 7, 5)],

@@ -6,23 +6,16 @@ import pytest
 from onnx import helper
 
 from engine.errors import ParameterError, WeightsError
-from engine.model import Model
-from engine.network import Network
-from engine.plugins import default_registry
-from engine.tensor import FORMATS, Dims
+from engine.tensor import FORMATS
 from tests.harness import (
-    BACKENDS,
-    FORMAT_IDS,
-    DictWeights,
     assert_close,
-    backend_param,
+    each_backend_and_format,
     ort_run,
     round_like,
     run_layer,
+    run_unfused,
 )
-
-CONV_KEYS = ("num_output_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias")
-BN_ORDER = ("bn_scale", "bn_bias", "bn_mean", "bn_variance")  # ONNX BatchNormalization inputs after x
+from tests.plugins.conv_reference import BN_ORDER, CONV_KEYS, conv_node
 
 CASES = [
     ((1, 3, 9, 8), dict(num_output_channels=4)),
@@ -34,35 +27,21 @@ ACTS = {"none": lambda y: y, "relu": lambda y: np.maximum(y, 0), "sigmoid": lamb
 
 
 def onnx_conv_bn(x, w, params):
-    def pair(name, default):
-        v = str(params.get(name, default)).split("x")
-        return [int(v[0]), int(v[-1])]
-    pads = pair("padding", 1)
-    has_bias = "bias" in w
-    conv = helper.make_node("Conv", ["x", "weights"] + (["bias"] if has_bias else []), ["c"], strides=pair("stride", 1),
-                            pads=pads + pads, dilations=pair("dilation", 1), group=int(params.get("groups", 1)))
     bn = helper.make_node("BatchNormalization", ["c", *BN_ORDER], ["y"], epsilon=float(params.get("epsilon", 1e-5)))
-    return ort_run([conv, bn], {"x": x}, w)[0]
+    return ort_run([conv_node(params, w, "c"), bn], {"x": x}, w)[0]
 
 
 def unfused_chain(x, weights, params, fmt, backend, activation):
     """in0 -> convolution -> batch_normalization[activation] -> out, with the fused layer's weights
     (fusing rules off: the standard collection's own rule would fuse this chain into conv_bn)."""
-    m = Model("chain")
-    m.add_layer("input", "in0", params={"dimensions": str(Dims(*x.shape))})
-    m.add_layer("convolution", "conv", params={k: str(v) for k, v in params.items() if k in CONV_KEYS}, inputs=["in0"])
-    bn_params = {"epsilon": str(params["epsilon"])} if "epsilon" in params else {}
-    m.add_layer("batch_normalization", "bn", params=bn_params, inputs=["conv"], activation=activation)
-    m.add_layer("output", "out", inputs=["bn"])
-    src = DictWeights({"conv": {k: v for k, v in weights.items() if not k.startswith("bn_")},
-                       "bn": {k[3:]: v for k, v in weights.items() if k.startswith("bn_")}})
-    net = Network(m, default_registry(), backend_param(backend), fmt, weights=src, fusing="off")
-    assert [net.layer(n).desc.name for n in ("conv", "bn")] == ["convolution", "batch_normalization"]  # really unfused
-    return net.infer({"in0": x})["out"]
+    conv = {k: v for k, v in params.items() if k in CONV_KEYS}
+    bn = {"epsilon": params["epsilon"]} if "epsilon" in params else {}
+    chain = [("convolution", "conv", conv, "none"), ("batch_normalization", "bn", bn, activation)]
+    return run_unfused(x, chain, {"conv": {k: v for k, v in weights.items() if not k.startswith("bn_")},
+                                  "bn": {k[3:]: v for k, v in weights.items() if k.startswith("bn_")}}, fmt, backend)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("activation", list(ACTS))
 @pytest.mark.parametrize("shape,params", CASES)
 def test_conv_bn_matches_onnxruntime_and_the_unfused_chain(backend, fmt, activation, shape, params):

@@ -4,26 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
 
 from engine.errors import ParameterError, ShapeError
 from engine.model import Model
 from engine.network import Network
 from engine.plugins import default_registry
-from engine.tensor import FORMATS, Dims
+from engine.tensor import FORMATS
 from tests.harness import (
-    BACKENDS,
-    FORMAT_IDS,
-    DictWeights,
     assert_close,
-    backend_param,
-    ort_run,
+    each_backend_and_format,
     round_like,
     run_layer,
+    run_unfused,
 )
+from tests.plugins.conv_reference import CONV_KEYS, onnx_conv
 from tests.plugins.test_pooling import onnx_pool
-
-CONV_KEYS = ("num_output_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias")
 
 CONVS = [
     ((1, 3, 9, 8), dict(num_output_channels=4)),
@@ -45,31 +40,14 @@ def pool_params(params):
     return {k[5:] if k != "pool_type" else k: v for k, v in params.items() if k.startswith("pool_")}
 
 
-def onnx_conv(x, w, params):
-    def pair(name, default):
-        v = str(params.get(name, default)).split("x")
-        return [int(v[0]), int(v[-1])]
-    pads = pair("padding", 1)
-    node = helper.make_node("Conv", ["x", "weights"] + (["bias"] if "bias" in w else []), ["y"], strides=pair("stride", 1),
-                            pads=pads + pads, dilations=pair("dilation", 1), group=int(params.get("groups", 1)))
-    return ort_run([node], {"x": x}, w)[0]
-
-
 def unfused_chain(x, weights, params, fmt, backend, activation):
     """in0 -> convolution[activation] -> pooling -> out, with fusing rules off."""
-    m = Model("chain")
-    m.add_layer("input", "in0", params={"dimensions": str(Dims(*x.shape))})
-    m.add_layer("convolution", "conv", params={k: str(v) for k, v in params.items() if k in CONV_KEYS}, inputs=["in0"],
-                activation=activation)
-    m.add_layer("pooling", "pool", params={k: str(v) for k, v in pool_params(params).items()}, inputs=["conv"])
-    m.add_layer("output", "out", inputs=["pool"])
-    net = Network(m, default_registry(), backend_param(backend), fmt, weights=DictWeights({"conv": weights}), fusing="off")
-    assert [net.layer(n).desc.name for n in ("conv", "pool")] == ["convolution", "pooling"]  # really unfused
-    return net.infer({"in0": x})["out"]
+    conv = {k: v for k, v in params.items() if k in CONV_KEYS}
+    chain = [("convolution", "conv", conv, activation), ("pooling", "pool", pool_params(params), "none")]
+    return run_unfused(x, chain, {"conv": weights}, fmt, backend)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("activation", list(ACTS))
 @pytest.mark.parametrize("pool", POOLS)
 @pytest.mark.parametrize("shape,conv", CONVS)

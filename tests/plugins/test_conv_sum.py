@@ -11,12 +11,18 @@ from engine.fusing.syntax import parse_rule
 from engine.model import Model
 from engine.network import Network
 from engine.plugins import default_registry
-from engine.tensor import FORMATS, FP32_NCHW, Dims, TensorFormat
+from engine.tensor import FP32_NCHW, Dims, TensorFormat
 from plugins.standard.fusing_rules import RULES
-from tests.harness import BACKENDS, FORMAT_IDS, DictWeights, assert_close, backend_param, ort_run, round_like, run_layer
-
-CONV_KEYS = ("num_output_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias")
-BN_ORDER = ("bn_scale", "bn_bias", "bn_mean", "bn_variance")
+from tests.harness import (
+    DictWeights,
+    assert_close,
+    backend_param,
+    each_backend_and_format,
+    ort_run,
+    round_like,
+    run_layer,
+)
+from tests.plugins.conv_reference import BN_ORDER, conv_node
 
 #: (input dims, residual dims, params): the shapes of each CPU kernel path (panels at 7x7 and for an RGB stem,
 #: Winograd at 3x3 stride 1, im2col otherwise), a broadcast residual, groups and asymmetric padding (unfused paths)
@@ -34,27 +40,15 @@ IDS = [f"{c[0]}+{c[1]}-{'-'.join(f'{k}={v}' for k, v in c[2].items())}" for c in
 ACTS = {"none": lambda y: y, "relu": lambda y: np.maximum(y, 0), "sigmoid": lambda y: 1 / (1 + np.exp(-y))}
 
 
-def _pair(params, name, default):
-    v = str(params.get(name, default)).split("x")
-    return [int(v[0]), int(v[-1])]
-
-
 def onnx_reference(x, r, w, params, bn):
-    pads = _pair(params, "padding", 1)
-    end = _pair(params, "padding_end", -1)
-    end = [p if e < 0 else e for p, e in zip(pads, end)]
-    nodes = [helper.make_node("Conv", ["x", "weights"] + (["bias"] if "bias" in w else []), ["c"],
-                              kernel_shape=_pair(params, "kernel_size", 3), strides=_pair(params, "stride", 1),
-                              pads=pads + end, dilations=_pair(params, "dilation", 1),
-                              group=int(params.get("groups", 1)))]
+    nodes = [conv_node(params, w, "c")]
     if bn:
         nodes.append(helper.make_node("BatchNormalization", ["c", *BN_ORDER], ["b"], epsilon=float(params.get("epsilon", 1e-5))))
     nodes.append(helper.make_node("Add", [nodes[-1].output[0], "r"], ["y"]))
     return ort_run(nodes, {"x": x, "r": r}, w)[0]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("layer_type", ["conv_sum", "conv_bn_sum"])
 @pytest.mark.parametrize("dims,rdims,params", CASES, ids=IDS)
 @pytest.mark.parametrize("activation", ["relu", "sigmoid"])
@@ -83,8 +77,7 @@ def resnet_block(bn: bool, activation: str = "relu") -> Model:
     return m
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("bn", [False, True], ids=["conv", "conv_bn"])
 def test_a_resnet_block_fuses_and_computes_what_the_chain_computes(backend, fmt, bn):
     x = np.random.default_rng(5).standard_normal((1, 16, 14, 14)).astype(np.float32)

@@ -7,7 +7,8 @@ from onnx import helper
 
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, ort_run, round_like, run_layer
+from tests.plugins.conv_reference import onnx_conv
 
 CASES = [
     # (N, C, H, W), params
@@ -25,27 +26,12 @@ CASES = [
 ]
 
 
-def onnx_conv(x, w, b, params):
-    def pair(v, default):
-        v = str(params.get(v, default)).split("x")
-        return [int(v[0]), int(v[-1])]
-    pads = pair("padding", 1)
-    end = [p if e < 0 else e for p, e in zip(pads, pair("padding_end", -1))]
-    attrs = dict(strides=pair("stride", 1), pads=pads + end, dilations=pair("dilation", 1),
-                 group=int(params.get("groups", 1)))
-    inits = {"w": w} | ({"b": b} if b is not None else {})
-    node = helper.make_node("Conv", ["x", "w"] + (["b"] if b is not None else []), ["y"], **attrs)
-    return ort_run([node], {"x": x}, inits)[0]
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape,params", CASES)
 def test_convolution_matches_onnxruntime(backend, fmt, shape, params):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     out, w, _ = run_layer("convolution", params, [x], fmt, backend)
-    ref = onnx_conv(round_like(x, fmt), round_like(w["weights"], fmt),
-                    round_like(w["bias"], fmt) if "bias" in w else None, params)
+    ref = onnx_conv(round_like(x, fmt), {k: round_like(v, fmt) for k, v in w.items()}, params)
     assert_close(out, ref, fmt, f"convolution {params}")
 
 
@@ -55,13 +41,12 @@ def test_convolution_matches_onnxruntime(backend, fmt, shape, params):
     ("sigmoid", {}, "Sigmoid", {}),
     ("tanh", {}, "Tanh", {}),
 ])
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 def test_convolution_with_fused_activation(backend, fmt, act, coefs, onnx_op, attrs):
     x = np.random.default_rng(2).standard_normal((1, 3, 9, 8)).astype(np.float32)
     params = dict(num_output_channels=5)
     out, w, _ = run_layer("convolution", params, [x], fmt, backend, activation=act, coefs=coefs)
-    conv = onnx_conv(round_like(x, fmt), round_like(w["weights"], fmt), round_like(w["bias"], fmt), params)
+    conv = onnx_conv(round_like(x, fmt), {k: round_like(v, fmt) for k, v in w.items()}, params)
     ref = ort_run([helper.make_node(onnx_op, ["x"], ["y"], **attrs)], {"x": conv}, {})[0]
     assert_close(out, ref, fmt, act)
 
@@ -73,7 +58,7 @@ def test_weights_from_secondary_input_take_precedence():
     fmt = FORMATS[0]
     out, used, _ = run_layer("convolution", dict(num_output_channels=4, bias="false"), [x, w], fmt)
     assert "weights" not in used  # nothing loaded for a weight that an input provides
-    assert_close(out, onnx_conv(x, w, None, dict(bias="false")), fmt)
+    assert_close(out, onnx_conv(x, {"weights": w}, dict(bias="false")), fmt)
 
 
 def test_bad_parameters_are_named():

@@ -7,7 +7,7 @@ from onnx import helper
 
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import FORMAT_IDS, assert_close, each_backend_and_format, ort_run, round_like, run_layer
 
 CASES = [
     # (N, C, H, W), params
@@ -37,8 +37,7 @@ def onnx_deconv(x, w, b, params):
     return ort_run([node], {"x": x}, inits)[0]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape,params", CASES)
 def test_deconvolution_matches_onnxruntime(backend, fmt, shape, params):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)

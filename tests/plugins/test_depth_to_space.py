@@ -7,15 +7,14 @@ from onnx import helper
 
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, ort_run, round_like, run_layer
 
 
 def onnx_d2s(x, block, mode):
     return ort_run([helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=block, mode=mode)], {"x": x}, {})[0]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("mode", ["DCR", "CRD"])
 @pytest.mark.parametrize("shape,block", [((1, 4, 3, 5), 2), ((2, 8, 4, 4), 2), ((1, 18, 3, 2), 3), ((2, 3, 5, 4), 1)])
 def test_depth_to_space_matches_onnxruntime(backend, fmt, mode, shape, block):

@@ -10,11 +10,18 @@ from engine.model import Model
 from engine.network import Network
 from engine.plugins import default_registry
 from engine.tensor import FORMATS, Dims
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, backend_param, ort_run, round_like, run_layer
+from tests.harness import (
+    FORMAT_IDS,
+    assert_close,
+    backend_param,
+    each_backend_and_format,
+    ort_run,
+    round_like,
+    run_layer,
+)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape,ratio", [((1, 3, 8, 8), 0.5), ((2, 4, 7, 5), 0.0), ((1, 1, 3, 3), 0.9)])
 def test_dropout_is_identity_like_onnxruntime(backend, fmt, shape, ratio):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)

@@ -8,7 +8,7 @@ from onnx import helper
 
 from engine.errors import ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, ort_run, round_like, run_layer
 
 OPS = {"sum": "Sum", "product": "Mul", "max": "Max", "min": "Min", "sub": "Sub", "div": "Div", "mean": "Mean"}
 
@@ -26,8 +26,7 @@ def onnx_chain(op, xs):
     return ort_run(nodes, dict(zip(names, xs)), {})[0]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("op", list(OPS))
 @pytest.mark.parametrize("shapes", [[(1, 3, 7, 5)] * 2, [(2, 4, 6, 9)] * 3, [(1, 3, 5, 5), (1, 1, 1, 1)],
                                     [(2, 4, 6, 5), (2, 4, 1, 1)], [(2, 1, 1, 1), (2, 3, 4, 5)],

@@ -10,7 +10,7 @@ from engine.model import Model
 from engine.network import Network
 from engine.plugins import default_registry
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import FORMAT_IDS, assert_close, each_backend_and_format, ort_run, round_like, run_layer
 
 
 def onnx_fc(x, w, b):
@@ -21,8 +21,7 @@ def onnx_fc(x, w, b):
     return y.reshape(x.shape[0], -1, 1, 1)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape,params", [
     ((1, 3, 4, 4), dict(num_outputs=10)),
     ((2, 5, 3, 7), dict(num_outputs=7, bias="false")),

@@ -6,7 +6,7 @@ import pytest
 
 from engine.errors import ParameterError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, round_like, run_layer
 
 
 def reference_gram(x, normalization):
@@ -16,8 +16,7 @@ def reference_gram(x, normalization):
     return (g / {"hw": h * w, "chw": c * h * w, "none": 1}[normalization])[:, None]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("normalization", ["hw", "chw", "none"])
 @pytest.mark.parametrize("shape", [(1, 3, 5, 7), (2, 4, 6, 6), (3, 1, 1, 9), (2, 6, 3, 2)])
 def test_gram_matrix_matches_reference(backend, fmt, normalization, shape):

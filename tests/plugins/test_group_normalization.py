@@ -8,7 +8,7 @@ from onnx import helper
 
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import FORMAT_IDS, assert_close, each_backend_and_format, ort_run, round_like, run_layer
 
 
 def onnx_group_norm(x, scale, bias, groups, epsilon):
@@ -21,8 +21,7 @@ def affine(c, seed):
     return {"scale": rng.uniform(0.5, 2.0, c).astype(np.float32), "bias": rng.standard_normal(c).astype(np.float32)}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape,groups,epsilon", [((1, 6, 7, 5), 3, 1e-5), ((2, 8, 6, 4), 2, 1e-3),
                                                   ((2, 4, 3, 5), 1, 1e-5), ((1, 4, 1, 9), 4, 0.1)])
 def test_group_normalization_matches_onnxruntime(backend, fmt, shape, groups, epsilon):

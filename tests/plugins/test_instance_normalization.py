@@ -7,7 +7,7 @@ from onnx import helper
 
 from engine.errors import ParameterError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import FORMAT_IDS, assert_close, each_backend_and_format, ort_run, round_like, run_layer
 
 
 def onnx_instance_norm(x, scale, bias, epsilon):
@@ -20,8 +20,7 @@ def affine(c, seed):
     return {"scale": rng.uniform(0.5, 2.0, c).astype(np.float32), "bias": rng.standard_normal(c).astype(np.float32)}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape,epsilon", [((1, 3, 7, 5), 1e-5), ((2, 4, 6, 8), 1e-3), ((3, 2, 1, 9), 0.1)])
 def test_instance_normalization_matches_onnxruntime(backend, fmt, shape, epsilon):
     x = (np.random.default_rng(1).standard_normal(shape) * 3 + 1).astype(np.float32)

@@ -5,13 +5,11 @@ import numpy as np
 import pytest
 
 from engine.errors import ParameterError
-from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, round_like, run_layer
 from tests.plugins.analysis_helpers import chain_net, option
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("sb,params", [
     ((1, 3, 5, 7), dict(weight_a=0.3, weight_b=-1.5, bias=0.25)),
     ((2, 1, 5, 7), dict()),

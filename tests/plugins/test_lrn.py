@@ -7,7 +7,7 @@ from onnx import helper
 
 from engine.errors import ParameterError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, ort_run, round_like, run_layer
 
 CASES = [
     # (N, C, H, W), params (defaults: size 5, alpha 1e-4, beta 0.75, bias 1)
@@ -25,8 +25,7 @@ def onnx_lrn(x, params):
     return ort_run([helper.make_node("LRN", ["x"], ["y"], **attrs)], {"x": x}, {})[0]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape,params", CASES)
 def test_lrn_matches_onnxruntime(backend, fmt, shape, params):
     x = (np.random.default_rng(1).standard_normal(shape) * 2).astype(np.float32)

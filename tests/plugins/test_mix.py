@@ -6,7 +6,7 @@ import pytest
 
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, round_like, run_layer
 from tests.plugins.analysis_helpers import chain_net, option
 
 
@@ -40,8 +40,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("sa,sb,params", CASES)
 def test_mix_matches_reference(backend, fmt, sa, sb, params):
     rng = np.random.default_rng(4)

@@ -7,7 +7,7 @@ from onnx import helper
 
 from engine.errors import ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, ort_run, round_like, run_layer
 from tests.plugins.group_b_refs import int64_const
 
 
@@ -18,8 +18,7 @@ def onnx_four_stack(x):
     return ort_run(nodes, {"x": x}, {})[0]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape", [(1, 1, 4, 6), (2, 1, 5, 7), (1, 1, 6, 3), (3, 1, 1, 1), (2, 1, 9, 8)])
 def test_mono_four_stack_matches_onnxruntime(backend, fmt, shape):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)

@@ -7,11 +7,10 @@ from onnx import helper
 
 from engine.errors import ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, ort_run, round_like, run_layer
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape", [(1, 1, 4, 6), (2, 1, 5, 7), (3, 1, 1, 2)])
 def test_mono_to_rgb_matches_onnxruntime(backend, fmt, shape):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)

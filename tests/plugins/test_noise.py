@@ -9,7 +9,7 @@ import pytest
 
 from engine.errors import ParameterError
 from engine.tensor import FORMATS, Precision
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, round_like, run_layer
 from tests.plugins.analysis_helpers import chain_net, option
 
 
@@ -28,8 +28,7 @@ def ref_noise(x, kind, amplitude, seed, clip=False):
     return np.clip(y, 0, 1) if clip else y
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("params", [
     dict(kind="gaussian", amplitude=0.2, seed=3),
     dict(kind="uniform", amplitude=0.5, seed=11, clip="true"),

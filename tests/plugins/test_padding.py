@@ -6,7 +6,7 @@ import pytest
 
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, round_like, run_layer
 from tests.plugins.group_b_refs import onnx_pad
 
 ONNX_MODE = {"zero": "constant", "reflect": "reflect", "replicate": "edge"}
@@ -22,8 +22,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("mode", list(ONNX_MODE))
 @pytest.mark.parametrize("shape,pads", CASES)
 def test_padding_matches_onnxruntime(backend, fmt, mode, shape, pads):

@@ -7,7 +7,7 @@ from onnx import helper
 
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, ort_run, round_like, run_layer
 
 
 def _pair(params, name, default):
@@ -56,8 +56,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("pool_type", ["max", "average"])
 @pytest.mark.parametrize("shape,params", CASES)
 def test_pooling_matches_onnxruntime(backend, fmt, pool_type, shape, params):
@@ -105,8 +104,7 @@ def test_count_include_pad_changes_border_averages():
     assert incl[0, 0, 1, 1] == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 def test_pooling_with_activation(backend, fmt):
     x = np.random.default_rng(2).standard_normal((2, 3, 6, 5)).astype(np.float32)
     params = dict(pool_type="average", kernel_size=2, stride=1)

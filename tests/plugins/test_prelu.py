@@ -11,7 +11,7 @@ from engine.network import Network
 from engine.plugins import default_registry
 from engine.tensor import FORMATS
 from engine.weights import WeightsFolder
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, layer_model, ort_run, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, layer_model, ort_run, round_like, run_layer
 
 
 def onnx_prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
@@ -19,8 +19,7 @@ def onnx_prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
     return ort_run([helper.make_node("PRelu", ["x", "s"], ["y"])], {"x": x}, {"s": s})[0]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape,shared", [((1, 3, 7, 5), False), ((2, 4, 6, 8), False), ((2, 3, 5, 4), True),
                                           ((1, 1, 4, 4), False)])
 def test_prelu_matches_onnxruntime(backend, fmt, shape, shared):
@@ -32,8 +31,7 @@ def test_prelu_matches_onnxruntime(backend, fmt, shape, shared):
     assert_close(out, onnx_prelu(round_like(x, fmt), round_like(slope, fmt)), fmt, f"prelu {shape}")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 def test_slope_input_replaces_the_weight_and_activation_is_fused(backend, fmt):
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)

@@ -6,7 +6,7 @@ import pytest
 
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, ort_run, round_like, run_layer
 from tests.plugins.group_b_refs import int64_const, resize_node
 
 
@@ -29,8 +29,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("coords", ["half_pixel", "align_corners"])
 @pytest.mark.parametrize("mode", ["nearest", "bilinear", "bicubic"])
 @pytest.mark.parametrize("shape,params", CASES)
@@ -85,8 +84,7 @@ EXPORTER_MODES = [
 TARGETS = [("scales", [2.0, 3.0]), ("scales", [0.5, 1.5]), ("sizes", [7, 1]), ("sizes", [1, 4]), ("sizes", [11, 5])]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("target", TARGETS, ids=[f"{k}={v}" for k, v in TARGETS])
 @pytest.mark.parametrize("params", EXPORTER_MODES, ids=["-".join(str(v) for v in m.values()) for m in EXPORTER_MODES])
 def test_exporter_modes_match_onnxruntime(backend, fmt, params, target):

@@ -10,12 +10,11 @@ from engine.model import Model
 from engine.network import Network
 from engine.plugins import default_registry
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, round_like, run_layer
 from tests.plugins.analysis_helpers import chain_net, option
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("index", [0, 2])
 def test_selector_passes_the_selected_input(backend, fmt, index):
     rng = np.random.default_rng(11)

@@ -7,7 +7,7 @@ from onnx import helper
 
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, ort_run, round_like, run_layer
 from tests.plugins.group_b_refs import int64_const
 
 BIG = 2**62  # ONNX Slice clamps out-of-range bounds, so "to the end" is a huge number
@@ -44,8 +44,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape,ranges", CASES)
 def test_slice_matches_onnxruntime(backend, fmt, shape, ranges):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)

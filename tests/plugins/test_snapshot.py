@@ -9,11 +9,10 @@ from engine.model import Model
 from engine.network import Network
 from engine.plugins import default_registry
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, backend_param, round_like, run_layer
+from tests.harness import BACKENDS, FORMAT_IDS, assert_close, backend_param, each_backend_and_format, round_like, run_layer
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 def test_snapshot_passes_through(backend, fmt):
     x = np.random.default_rng(9).standard_normal((2, 3, 4, 5)).astype(np.float32)
     out, _, _ = run_layer("snapshot", {}, [x], fmt, backend)

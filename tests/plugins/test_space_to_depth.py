@@ -8,7 +8,7 @@ from onnx import helper
 
 from engine.errors import ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, ort_run, round_like, run_layer
 
 
 def onnx_s2d(x, block):
@@ -22,8 +22,7 @@ def onnx_d2s(x, block, mode):
 SHAPES = [((1, 3, 4, 6), 2), ((2, 2, 6, 9), 3), ((2, 1, 8, 8), 4), ((1, 3, 5, 3), 1)]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape,block", SHAPES)
 def test_dcr_matches_onnxruntime_space_to_depth(backend, fmt, shape, block):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
@@ -32,8 +31,7 @@ def test_dcr_matches_onnxruntime_space_to_depth(backend, fmt, shape, block):
     assert_close(out, onnx_s2d(round_like(x, fmt), block), fmt)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape,block", SHAPES)
 def test_crd_is_inverted_by_onnxruntime_depth_to_space_crd(backend, fmt, shape, block):
     x = round_like(np.random.default_rng(2).standard_normal(shape).astype(np.float32), fmt)

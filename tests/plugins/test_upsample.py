@@ -6,7 +6,7 @@ import pytest
 
 from engine.errors import ParameterError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, ort_run, round_like, run_layer
 from tests.plugins.group_b_refs import resize_node
 
 
@@ -17,8 +17,7 @@ def onnx_upsample(x, fh, fw, method):
 CASES = [((1, 3, 5, 4), "2", (2, 2)), ((2, 2, 4, 7), "3x2", (3, 2)), ((1, 1, 6, 3), "1x4", (1, 4)), ((2, 3, 1, 1), "5", (5, 5))]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("method", ["nearest", "bilinear"])
 @pytest.mark.parametrize("shape,factor,fhw", CASES)
 def test_upsample_matches_onnxruntime(backend, fmt, method, shape, factor, fhw):

@@ -7,7 +7,7 @@ from onnx import helper
 
 from engine.errors import ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, ort_run, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, ort_run, round_like, run_layer
 from tests.plugins.group_b_refs import onnx_upscale_to
 
 # (input 0 shape, skip shape, factor text, factor): exact, cropped (ceil) and edge-extended (floor) cases
@@ -26,8 +26,7 @@ def onnx_upscale_concat(x0, skips, factor, method):
     return ort_run(nodes, {"x0": x0, **dict(zip(names, skips))}, inits)[0]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("method", ["nearest", "bilinear"])
 @pytest.mark.parametrize("s0,s1,factor,fhw", CASES)
 def test_upscale_concat_matches_onnxruntime(backend, fmt, method, s0, s1, factor, fhw):

@@ -6,7 +6,7 @@ import pytest
 
 from engine.errors import ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, round_like, run_layer
 from tests.plugins.test_upscale_concat import onnx_upscale_concat
 
 CASES = [
@@ -16,8 +16,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("method", ["nearest", "bilinear"])
 @pytest.mark.parametrize("s0,s1,c2,factor,fhw", CASES)
 def test_upscale_concat_two_matches_onnxruntime(backend, fmt, method, s0, s1, c2, factor, fhw):

@@ -6,7 +6,7 @@ import pytest
 
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import FORMATS
-from tests.harness import BACKENDS, FORMAT_IDS, assert_close, round_like, run_layer
+from tests.harness import assert_close, each_backend_and_format, round_like, run_layer
 from tests.plugins.group_b_refs import onnx_pad
 
 CASES = [
@@ -20,8 +20,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("shape,params", CASES)
 def test_zero_embed_matches_onnxruntime(backend, fmt, shape, params):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
