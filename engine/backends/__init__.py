@@ -4,6 +4,7 @@ NumPy is always available. CuPy is imported lazily, only when a CuPy backend is 
 probed, and only counts as usable when a CUDA device answers."""
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from typing import Any, TextIO
@@ -125,8 +126,9 @@ def _say_when_numba_compiles(notice: TextIO) -> None:
             def on_start(self, ev: event.Event) -> None:
                 if _compile_notice and not _compile_notice[1]:
                     _compile_notice[1] = True
-                    print("layerlab: compiling the CPU kernels for this machine (first run after installing: "
-                          "about half a minute; they are cached)", file=_compile_notice[0], flush=True)
+                    with contextlib.suppress(ValueError, OSError):  # the caller's stream may be closed by now
+                        print("layerlab: compiling the CPU kernels for this machine (first run after installing: "
+                              "about half a minute; they are cached)", file=_compile_notice[0], flush=True)
 
             def on_end(self, ev: event.Event) -> None:
                 pass

@@ -19,7 +19,7 @@ DIMS = "1x8x12x12"
 
 def _model() -> Model:
     """A residual block (conv_bn_sum once fused), a convolution + pooling (conv_pool), a convolution with an
-    activation no kernel fuses (sigmoid), a plain one, poolings (one with an activation pass), a global average
+    activation no kernel fuses (sine), a plain one, poolings (one with an activation pass), a global average
     and a fully connected layer."""
     m = Model("replay")
     m.add_layer("input", "input", params={"dimensions": DIMS})
@@ -29,7 +29,7 @@ def _model() -> Model:
     m.add_layer("element_wise", "add", params={"operation": "sum"}, inputs=["bn2", "c1"], activation="relu")
     m.add_layer("convolution", "c3", params={"num_output_channels": "16"}, inputs=["add"])
     m.add_layer("pooling", "p3", params={"pool_type": "max", "kernel_size": "2", "stride": "2"}, inputs=["c3"])
-    m.add_layer("convolution", "c4", params={"num_output_channels": "16"}, inputs=["p3"], activation="sigmoid")
+    m.add_layer("convolution", "c4", params={"num_output_channels": "16"}, inputs=["p3"], activation="sine")
     m.add_layer("convolution", "c5", params={"num_output_channels": "8", "kernel_size": "1", "padding": "0"},
                 inputs=["c4"])
     m.add_layer("element_wise", "mul", params={"operation": "product"}, inputs=["c5", "c5"])
@@ -85,7 +85,7 @@ def test_only_layers_whose_forward_is_one_kernel_call_are_replayed():
     assert {types[n] for n in replayed} == {"convolution", "conv_bn_sum", "pooling", "fully_connected"}
     assert {"p6", "gap", "fc"} <= replayed
     assert any(t == "conv_pool" for t in types.values())  # the pooling after its convolution: not replayed
-    assert "c4" not in replayed  # a sigmoid no kernel applies: the layer's forward does a second pass
+    assert "c4" not in replayed  # a sine no kernel applies: the layer's forward does a second pass
     assert "p7" not in replayed  # the same after a pooling
     counts = _forwards(net)
     net.set_input("input", _data(1))
