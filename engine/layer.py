@@ -215,7 +215,7 @@ class Layer:
     def replay_call(self) -> Callable[[], None] | None:
         """The one prepared kernel call that did this layer's whole latest forward for the buffers it was given,
         which the network may run again instead of ``forward`` while those buffers and the layer's weight arrays
-        stay the same (``Network._run_replay``); None when the forward did anything else. A forward offers its call
+        stay the same (``engine.replay.Replayer``); None when the forward did anything else. A forward offers its call
         through ``offer_replay``, and only a ``forward`` listed in ``REPLAYABLE_FORWARDS`` counts (a subclass
         with a forward of its own, doing more, does not inherit it). Asked once after each recorded forward: the
         offer is taken."""

@@ -10,9 +10,8 @@
 """
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,17 +21,21 @@ from engine.backends import NumpyBackend
 from engine.backends.base import Backend
 from engine.device_errors import device_errors
 from engine.device_errors import translate as translate_device_error
-from engine.errors import GraphError, InputError, LayerLabError, ParameterError, PluginError, ShapeError, WeightsError
+from engine.errors import GraphError, InputError, LayerLabError, ParameterError, ShapeError, WeightsError
 from engine.format_conversion import CONVERSION_TYPE, fused_conversions
 from engine.graph import execution_order
-from engine.io import ImageOptions, images_to_tensor, tensors_to_images
+from engine.input_tensors import image_tensor, input_tensor
+from engine.io import ImageOptions, tensors_to_images
 from engine.layer import BoundActivation, Layer
 from engine.limits import check_allocation, check_layer_memory, host_memory_bytes
 from engine.log import get_logger
+from engine.memory_plan import assign_slots, buffer_roots, evaluation_set, holds_output
 from engine.model import Model
+from engine.plugin_guard import plugin_code
 from engine.preprocess import preprocess
 from engine.registry import Registry
-from engine.tensor import FP32_NCHW, MAX_RANK, MIN_RANK, Dims, TensorFormat, convert, nchw_view
+from engine.replay import Replayer
+from engine.tensor import FP32_NCHW, Dims, TensorFormat, convert, nchw_view
 from engine.weights import RandomWeights, WeightsSource
 
 log = get_logger(__name__)
@@ -89,27 +92,101 @@ def random_input(dims: Dims, seed: int = 0, what: str = "random input") -> np.nd
     return np.random.default_rng(seed).random(shape, dtype=np.float32)
 
 
-#: the packages of LayerLab's own code: an exception from there is a LayerLab bug, from anywhere else a plugin's
-OWN_PACKAGES = ("engine.", "plugins.standard.", "plugins.activations.", "plugins.analysis.")
+def build_nodes(model: Model, order: list[str], registry: Registry, fmt_of: Callable[[str], TensorFormat],
+                backend: Backend, fused: set[str], tf32: bool) -> dict[str, _Node]:
+    """The layers of ``model`` in execution ``order``, each built in its format (``fmt_of``) with its links checked;
+    ``fused``: the layers made by fusing rules."""
+    nodes = {}
+    for name in order:
+        spec = model.layers[name]
+        layer = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs, registry, fmt_of(name),
+                            backend)
+        layer.fused = name in fused
+        layer.tf32 = tf32
+        log.debug("layer %s: %s%s", name, spec.type, " (fused)" if layer.fused else "")
+        nodes[name] = _Node(name, layer, list(spec.inputs), spec.permanent)
+        check_inputs_connected(name, layer, nodes[name].inputs)
+    return nodes
 
 
-@contextlib.contextmanager
-def plugin_code(name: str, layer: Layer, what: str) -> Iterator[None]:
-    """Run a layer's code: an unexpected exception from a third-party plugin's layer becomes a PluginError naming
-    the layer, its type and its module (a user-facing error, not a crash); LayerLab's own layers' exceptions pass
-    through unchanged (they are LayerLab bugs)."""
-    try:
-        yield
-    except LayerLabError:
-        raise
-    except Exception as exc:
-        module = type(layer).__module__
-        if module.startswith(OWN_PACKAGES):
-            raise
-        text = str(exc)
-        text = text if len(text) <= 300 else text[:300] + "..."
-        raise PluginError(f"layer {name} ({layer.desc.name}, plugin module {module}): its {what} code failed: "
-                          f"{type(exc).__name__}: {text}") from exc
+def check_inputs_connected(name: str, layer: Layer, inputs: list[str | None]) -> None:
+    """A GraphError naming layer ``name`` when a mandatory input is unconnected or a link goes beyond its inputs."""
+    desc = layer.desc
+    missing = desc.unconnected_inputs(inputs)
+    if missing:
+        raise GraphError(f"{desc.name} {name}: these mandatory inputs are not connected: " + ", ".join(map(str, missing)))
+    beyond = desc.links_beyond_inputs(inputs)
+    if beyond:
+        raise GraphError(f"{desc.name} {name}: input {beyond[0]} is linked to {inputs[beyond[0]]}, but "
+                         f"{desc.name} takes {len(desc.inputs)} input(s)")
+
+
+def readers_of(order: list[str], inputs: dict[str, list[str | None]]) -> dict[str, list[str]]:
+    """The layers reading each layer's output, in execution order, each once."""
+    readers: dict[str, list[str]] = {n: [] for n in order}
+    for n in order:
+        for s in inputs[n]:
+            if s is not None and n not in readers[s]:
+                readers[s].append(n)
+    return readers
+
+
+def infer_dims(order: list[str], nodes: dict[str, _Node],
+               input_dims: dict[str, Dims]) -> tuple[dict[str, Dims], dict[str, list[Dims | None]]]:
+    """Every layer's output dimensions and input dimensions, given the network inputs' (a ShapeError naming the
+    first layer whose inputs do not fit)."""
+    dims: dict[str, Dims] = {}
+    in_dims: dict[str, list[Dims | None]] = {}
+    for name in order:
+        nd = nodes[name]
+        ins = [dims[s] if s is not None else None for s in nd.inputs]
+        if name in input_dims:
+            nd.layer.requested_dims = input_dims[name]  # type: ignore[attr-defined]
+        problem = nd.layer.desc.rank_problem(ins, nd.inputs)
+        if problem:
+            raise ShapeError(f"{nd.layer.desc.name} {name}: {problem}")
+        with plugin_code(name, nd.layer, "output size"):
+            out = nd.layer.output_dims(ins)
+        dims[name], in_dims[name] = out, ins
+    return dims, in_dims
+
+
+def needed_weights(nd: _Node, ins: list[Dims | None]) -> dict[str, tuple[int, ...]]:
+    """The shapes of the weights layer ``nd`` loads for inputs of dimensions ``ins``: those no connected input
+    provides (a connected one's dimensions are checked, as the type checker does)."""
+    shapes = nd.layer.weight_shapes(ins)
+    out = {}
+    for w, s in shapes.items():
+        idx = nd.layer.weight_input(w)
+        if idx is not None and idx < len(nd.inputs) and nd.inputs[idx] is not None:
+            got = ins[idx]
+            problem = nd.layer.weight_input_problem(w, nd.inputs[idx], got, tuple(s)) if got else None
+            if problem:  # the same message as the type checker
+                raise ShapeError(f"{nd.layer.desc.name} {nd.name}: {problem}")
+            continue  # a connected secondary input provides it
+        out[w] = tuple(int(x) for x in s)
+    return out
+
+
+def weights_changed_error(name: str, loaded: dict[str, tuple[int, ...]],
+                          needed: dict[str, tuple[int, ...]]) -> WeightsError:
+    """Layer ``name``'s new input sizes need weights of other shapes than the ``loaded`` ones (weights load once)."""
+    changed = [w for w in needed if loaded.get(w) != needed[w]]
+    w = changed[0] if changed else next(iter(loaded))
+    return WeightsError(f"layer {name}: the new input sizes need weight {w!r} of shape "
+                        f"{needed.get(w)}, but the loaded weight has shape {loaded.get(w)}")
+
+
+def no_layer_error(network: str, name: str, merged: str | None, expanded: str | None) -> LayerLabError:
+    """Why ``network`` has no layer ``name``: it is a template instance (``expanded``: its output layer), it was
+    fused into layer ``merged``, or no layer has that name."""
+    if expanded:
+        return LayerLabError(f"layer {name} is a template instance: the network runs its layers "
+                             f"({name}__...); its output is layer {expanded}")
+    if merged:
+        return LayerLabError(f"layer {name} was fused into {merged} by a fusing rule: build the network with "
+                             f"fusing rules off (or protect {name}) to read it")
+    return LayerLabError(f"network {network} has no layer {name!r}")
 
 
 class Network:
@@ -168,17 +245,8 @@ class Network:
         if not model.layers:
             raise GraphError(f"network {model.name} has no layers")
         self.order = execution_order(model)
-        self.nodes: dict[str, _Node] = {}
         fused_names = {a[3] for a in self.fused.applied} if self.fused is not None else set()
-        for name in self.order:
-            spec = model.layers[name]
-            layer = build_layer(name, spec.type, spec.params, spec.activation, spec.act_coefs,
-                                registry, self.fmt_of(name), self.backend)
-            layer.fused = name in fused_names
-            layer.tf32 = self.tf32
-            log.debug("layer %s: %s%s", name, spec.type, " (fused)" if layer.fused else "")
-            self.nodes[name] = _Node(name, layer, list(spec.inputs), spec.permanent)
-            self._check_inputs_connected(name)
+        self.nodes = build_nodes(model, self.order, registry, self.fmt_of, self.backend, fused_names, self.tf32)
         log.info("built network %s: %d layers, backend %s, format %s", self.model_name, len(self.order),
                  self.backend.name, fmt)
         self.input_names = [n for n in self.order if getattr(self.nodes[n].layer, "is_network_input", False)]
@@ -187,11 +255,8 @@ class Network:
             read = {s for nd in self.nodes.values() for s in nd.inputs if s}
             outs = [n for n in self.order if n not in read]
         self.output_names = outs
-        self._readers: dict[str, list[str]] = {n: [] for n in self.order}
-        for n, nd in self.nodes.items():
-            for s in nd.inputs:
-                if s is not None and n not in self._readers[s]:
-                    self._readers[s].append(n)
+        self._inputs = {n: nd.inputs for n, nd in self.nodes.items()}
+        self._readers = readers_of(self.order, self._inputs)
         keep = set(self.order) if not reuse_buffers else (
             set(self.output_names) | set(protected) | {n for n, nd in self.nodes.items() if nd.permanent})
         #: conversion layer -> ("write", (producer,)) or ("read", (readers...)): the conversions fused into a
@@ -203,11 +268,11 @@ class Network:
         self.fused_conversions = fused_conversions(
             [*self.conversions, *explicit], {n: nd.layer for n, nd in self.nodes.items()}, self._readers,
             keep) if fuse_conversions else {}
-        self._storage: dict[str, TensorFormat] = {}  # a producer writing its readers' precision: its buffer's format
-        for conv, (kind, (src, *_)) in self.fused_conversions.items():
-            if kind == "write":
-                self._storage[src] = TensorFormat(self.fmt_of(conv).precision, self.fmt_of(src).layout)
-            log.debug("format conversion %s: fused into %s (%s)", conv, ", ".join(self.fused_conversions[conv][1]), kind)
+        #: a producer writing its readers' precision: its buffer's format
+        self._storage = {src: TensorFormat(self.fmt_of(conv).precision, self.fmt_of(src).layout)
+                         for conv, (kind, (src, *_)) in self.fused_conversions.items() if kind == "write"}
+        for conv, (kind, into) in self.fused_conversions.items():
+            log.debug("format conversion %s: fused into %s (%s)", conv, ", ".join(into), kind)
         self._pending_inputs: dict[str, Any] = {}
         self._dims: dict[str, Dims] = {}
         self._in_dims: dict[str, list[Dims | None]] = {}
@@ -218,18 +283,32 @@ class Network:
         self._slots: list[Any] = []
         self._owner: list[str | None] = []
         self._views: dict[str, Any] = {}
+        self._roots: dict[str, str] = {}
         self.peak_memory_bytes = 0
-        self.graph_capture = graph_capture and self.backend.supports_graphs
-        self.graph_status = "off" if not self.graph_capture else "not captured yet"
-        self._graph: Any = None
-        self._graph_key: tuple[str, ...] | None = None
-        self._last_key: tuple[str, ...] | None = None
-        #: where the backend captures no graphs (the CPU): replay the kernel calls of the last run (``_run_replay``)
-        self.replay_calls = not self.graph_capture
-        self._replay: list[tuple[str, Any, tuple[tuple[int, ...], tuple[Any, ...]]]] | None = None
-        self._replay_key: tuple[str, ...] | None = None
+        #: the captured CUDA graph, or (where the backend captures none: the CPU) the recorded kernel calls
+        self.replayer = Replayer(self.backend, {n: nd.layer for n, nd in self.nodes.items()}, self.hooks.layer_done,
+                                 graph_capture)
         self.weights_loads = 0  # how many times weights were read from the source
         self.last_executed: list[str] = []  # layers computed by the latest run
+
+    @property
+    def graph_capture(self) -> bool:
+        """Whether runs are captured as a CUDA graph and replayed (asked for, and the backend can)."""
+        return self.replayer.graph_capture
+
+    @property
+    def graph_status(self) -> str:
+        """The CUDA graph's state: ``off``, ``not captured yet``, ``captured (N layers)`` or ``failed at layer ...``."""
+        return self.replayer.graph_status
+
+    @property
+    def replay_calls(self) -> bool:
+        """Whether runs replay the recorded kernel calls of the previous run (where no graph is captured)."""
+        return self.replayer.replay_calls
+
+    @replay_calls.setter
+    def replay_calls(self, on: bool) -> None:
+        self.replayer.replay_calls = on
 
     # ---- structure -------------------------------------------------------------------------------
     def fmt_of(self, name: str) -> TensorFormat:
@@ -243,53 +322,27 @@ class Network:
             return self.storage_format(self.nodes[name].inputs[0])  # type: ignore[arg-type]
         return self._storage.get(name) or self.fmt_of(name)
 
-    def _check_inputs_connected(self, name: str) -> None:
-        nd = self.nodes[name]
-        desc = nd.layer.desc
-        missing = desc.unconnected_inputs(nd.inputs)
-        if missing:
-            raise GraphError(f"{desc.name} {name}: these mandatory inputs are not connected: "
-                             + ", ".join(map(str, missing)))
-        beyond = desc.links_beyond_inputs(nd.inputs)
-        if beyond:
-            raise GraphError(f"{desc.name} {name}: input {beyond[0]} is linked to {nd.inputs[beyond[0]]}, but "
-                             f"{desc.name} takes {len(desc.inputs)} input(s)")
-
     def layer(self, name: str) -> Layer:
+        """Layer ``name`` (a LayerLabError saying why a name of the model has no layer of its own here)."""
         try:
             return self.nodes[name].layer
         except KeyError:
             merged = self.fused.merged.get(name) if self.fused is not None else None
             expanded = self.expansion.output_of.get(name) if self.expansion is not None else None
-            if expanded:
-                raise LayerLabError(f"layer {name} is a template instance: the network runs its layers "
-                                    f"({name}__...); its output is layer {expanded}") from None
-            if merged:
-                raise LayerLabError(f"layer {name} was fused into {merged} by a fusing rule: build the network with "
-                                    f"fusing rules off (or protect {name}) to read it") from None
-            raise LayerLabError(f"network {self.model_name} has no layer {name!r}") from None
+            raise no_layer_error(self.model_name, name, merged, expanded) from None
 
     def dims(self, name: str) -> Dims:
         """Output dimensions of a layer (after planning)."""
         self._ensure_planned()
         return self._dims[name]
 
-    def _root(self, name: str) -> str:
-        """The layer whose buffer holds ``name``'s output (follows bypass aliases)."""
-        seen = set()
-        while True:
-            nd = self.nodes[name]
-            b = nd.layer.bypass_input() if not self._needs_activation_pass(nd) else None
-            if name in self.fused_conversions:
-                b = 0  # a fused conversion is its source's buffer
-            if b is None or b >= len(nd.inputs) or nd.inputs[b] is None or name in seen:
-                return name
-            seen.add(name)
-            name = nd.inputs[b]  # type: ignore[assignment]
-
-    @staticmethod
-    def _needs_activation_pass(nd: _Node) -> bool:
-        return nd.layer.activation is not None
+    def _aliased(self, name: str) -> int | None:
+        """The input whose buffer holds layer ``name``'s output: a fused conversion's source, or the input a layer
+        passes through unchanged (unless an activation is applied after it); None for a layer writing its own."""
+        if name in self.fused_conversions:
+            return 0
+        layer = self.nodes[name].layer
+        return layer.bypass_input() if layer.activation is None else None
 
     # ---- inputs ----------------------------------------------------------------------------------
     def set_input(self, name: str, array: Any, fmt: TensorFormat | None = None) -> None:
@@ -297,25 +350,7 @@ class Network:
         or an array already on the network's device (e.g. a frame converted there)."""
         self._check_input(name)
         self.backend.activate()  # the upload and conversion go on the network's stream, ordered with its kernels
-        xp = self.backend.xp
-        on_device = xp is not np and isinstance(array, xp.ndarray)
-        arr = array if on_device else np.asarray(array)
-        if not MIN_RANK <= arr.ndim <= MAX_RANK:
-            raise InputError(f"input {name}: expected a tensor of rank {MIN_RANK} to {MAX_RANK} (4-D: N, C, H, W), "
-                             f"got shape {arr.shape}")
-        if arr.dtype.kind not in "fiu":
-            raise InputError(f"input {name}: expected numbers, got dtype {arr.dtype}")
-        if min(arr.shape) < 1:
-            raise InputError(f"input {name}: every dimension must be at least 1, got shape {arr.shape}")
-        src = fmt or FP32_NCHW
-        # upload as it is (integers too: 8-bit images cross the bus at a quarter of float32's bytes), then scan
-        # and convert on the device: on a GPU the host-side NaN scan and layout conversion cost ten times the upload
-        dev = arr if on_device else self.backend.to_device(np.ascontiguousarray(arr))
-        if dev.dtype not in (np.float16, np.float32):
-            dev = dev.astype(xp.float32)
-        if arr.dtype.kind == "f" and not bool(xp.isfinite(dev).all()):
-            raise InputError(f"input {name}: the tensor contains NaN or infinite values")
-        self._pending_inputs[name] = convert(xp.ascontiguousarray(dev), src, self.fmt_of(name), xp)
+        self._pending_inputs[name] = input_tensor(name, array, fmt or FP32_NCHW, self.fmt_of(name), self.backend)
 
     def set_input_images(self, name: str, images: Any, opts: ImageOptions | None = None) -> None:
         """Give input layer ``name`` a batch of decoded images: a sequence of N arrays of one shape and type (H x W
@@ -326,22 +361,7 @@ class Network:
         host."""
         self._check_input(name)
         self.backend.activate()  # the uploads and the conversion go on the network's stream, ordered with its kernels
-        stacked = isinstance(images, np.ndarray)
-        batch = [images] if stacked else [np.asarray(a) for a in images]
-        dims = (3, 4) if stacked else (2, 3)  # an image is H x W or H x W x C
-        if not batch or batch[0].ndim not in dims or batch[0].dtype.kind not in "uif" or min(batch[0].shape) < 1:
-            got = f"{batch[0].dtype} array of shape {batch[0].shape}" if batch else "no images"
-            raise InputError(f"input {name}: expected {'N x ' if stacked else ''}H x W or {'N x ' if stacked else ''}"
-                             f"H x W x C images of 8 or 16 bits (or floats), got {got}")
-        kinds = {(a.shape, a.dtype.str) for a in batch}
-        if len(kinds) > 1:
-            raise InputError(f"input {name}: the images of one batch must have one size and type, got "
-                             f"{', '.join(f'{s} {d}' for s, d in sorted(kinds))}")
-        dev = [self.backend.to_device(np.ascontiguousarray(a)) for a in batch]
-        x = images_to_tensor(dev[0] if stacked else self.xp.stack(dev), opts or ImageOptions(), self.xp)
-        if batch[0].dtype.kind == "f" and not bool(self.xp.isfinite(x).all()):
-            raise InputError(f"input {name}: the images contain NaN or infinite values")
-        self._pending_inputs[name] = convert(x, FP32_NCHW, self.fmt_of(name), self.xp)
+        self._pending_inputs[name] = image_tensor(name, images, opts or ImageOptions(), self.fmt_of(name), self.backend)
 
     def _check_input(self, name: str) -> None:
         if name not in self.input_names:
@@ -366,7 +386,7 @@ class Network:
         its output size reshapes the network on the next run."""
         if self.layer(layer).set_runtime_option(name, value):
             self._planned = False
-        self._drop_graph()
+        self.replayer.drop()
         self._dirty.add(layer)
 
     # ---- planning: shapes, reshape, weights, memory ----------------------------------------------
@@ -385,19 +405,7 @@ class Network:
         self._plan(wanted)
 
     def _plan(self, input_dims: dict[str, Dims]) -> None:
-        dims: dict[str, Dims] = {}
-        in_dims: dict[str, list[Dims | None]] = {}
-        for name in self.order:
-            nd = self.nodes[name]
-            ins = [dims[s] if s is not None else None for s in nd.inputs]
-            if name in input_dims:
-                nd.layer.requested_dims = input_dims[name]  # type: ignore[attr-defined]
-            problem = nd.layer.desc.rank_problem(ins, nd.inputs)
-            if problem:
-                raise ShapeError(f"{nd.layer.desc.name} {name}: {problem}")
-            with plugin_code(name, nd.layer, "output size"):
-                out = nd.layer.output_dims(ins)
-            dims[name], in_dims[name] = out, ins
+        dims, in_dims = infer_dims(self.order, self.nodes, input_dims)
         # checked before any tensor or weight is allocated; the buffers held now are freed by the new plan
         held = sum(int(s.nbytes) for s in self._slots)
         available = self.backend.available_memory() + held
@@ -408,7 +416,7 @@ class Network:
         # weights: loaded once; a reshape only checks that the loaded ones still fit
         for name in self.order:
             layer = self.nodes[name].layer
-            shapes = self._needed_weights(name, in_dims[name])
+            shapes = needed_weights(self.nodes[name], in_dims[name])
             old = self._weight_shapes.get(name)
             if old is None:
                 loaded = {w: self.weights_source.get(layer, w, s) for w, s in shapes.items()}
@@ -416,10 +424,7 @@ class Network:
                 self.weights_loads += bool(loaded)
                 self._weight_shapes[name] = dict(shapes)
             elif old != shapes:
-                changed = [w for w in shapes if old.get(w) != shapes[w]]
-                w = changed[0] if changed else next(iter(old))
-                raise WeightsError(f"layer {name}: the new input sizes need weight {w!r} of shape "
-                                   f"{shapes.get(w)}, but the loaded weight has shape {old.get(w)}")
+                raise weights_changed_error(name, old, shapes)
         for name in self.order:
             nd = self.nodes[name]
             if self._in_dims.get(name) != in_dims[name] or self._dims.get(name) != dims[name]:
@@ -429,59 +434,16 @@ class Network:
                 nd.layer.reshape_count += 1
         self._dims, self._in_dims = dims, in_dims
         self._plan_memory()
-        self._drop_graph()
+        self.replayer.new_plan(self._roots)
         self._planned = True
         self._dirty = set(self.order)
 
-    def _needed_weights(self, name: str, ins: list[Dims | None]) -> dict[str, tuple[int, ...]]:
-        nd = self.nodes[name]
-        shapes = nd.layer.weight_shapes(ins)
-        out = {}
-        for w, s in shapes.items():
-            idx = nd.layer.weight_input(w)
-            if idx is not None and idx < len(nd.inputs) and nd.inputs[idx] is not None:
-                got = ins[idx]
-                problem = nd.layer.weight_input_problem(w, nd.inputs[idx], got, tuple(s)) if got else None
-                if problem:  # the same message as the type checker
-                    raise ShapeError(f"{nd.layer.desc.name} {name}: {problem}")
-                continue  # a connected secondary input provides it
-            out[w] = tuple(int(x) for x in s)
-        return out
-
     def _plan_memory(self) -> None:
-        roots = {n: self._root(n) for n in self.order}
-        pos = {n: i for i, n in enumerate(self.order)}
+        """Slots for the layers' outputs (``engine.memory_plan``), allocated, and each layer's view of its own."""
+        roots = buffer_roots(self.order, self._inputs, {n: self._aliased(n) for n in self.order})
         keep = set(self.input_names) | set(self.output_names) | {n for n, nd in self.nodes.items() if nd.permanent}
-        last_use: dict[str, int] = {}
-        pinned: set[str] = set()
-        for n in self.order:
-            r = roots[n]
-            last_use[r] = max(last_use.get(r, pos[r]), pos[n])
-            for reader in self._readers[n]:
-                last_use[r] = max(last_use[r], pos[reader])
-            if n in keep:
-                pinned.add(r)
-        capacity: list[int] = []
-        slot_of: dict[str, int] = {}
-        free: list[int] = []
-        release_at: dict[int, list[int]] = {}
-        for n in self.order:
-            if roots[n] != n:
-                continue
-            need = self._dims[n].elements * self.storage_format(n).itemsize
-            slot = None
-            if self.reuse_buffers and free:
-                fitting = [s for s in free if capacity[s] >= need]
-                slot = min(fitting, key=capacity.__getitem__) if fitting else max(free, key=capacity.__getitem__)
-                free.remove(slot)
-                capacity[slot] = max(capacity[slot], need)
-            if slot is None:
-                slot = len(capacity)
-                capacity.append(need)
-            slot_of[n] = slot
-            if n not in pinned:
-                release_at.setdefault(last_use[n], []).append(slot)
-            free.extend(release_at.pop(pos[n], []))
+        sizes = {n: self._dims[n].elements * self.storage_format(n).itemsize for n in self.order if roots[n] == n}
+        capacity, slot_of = assign_slots(self.order, roots, self._readers, keep, sizes, self.reuse_buffers)
         held = sum(int(s.nbytes) for s in self._slots)
         check_allocation(f"network {self.model_name}: its tensor buffers", sum(capacity),
                          self.backend.available_memory() + held, self.backend.device_name)
@@ -489,52 +451,20 @@ class Network:
         with device_errors(f"network {self.model_name}: its tensor buffers", f"{sum(capacity):,} bytes"):
             self._slots = [self.backend.alloc_bytes(c) for c in capacity]
         self._owner = [None] * len(capacity)
-        self._slot_of = {n: slot_of[roots[n]] for n in self.order}
+        self._slot_of = slot_of
         self._roots = roots
-        self._views = {}
-        for n in self.order:
-            r = roots[n]
-            if r == n:
-                f = self.storage_format(n)
-                buf = self._slots[slot_of[n]][:self._dims[n].elements * f.itemsize]
-                self._views[n] = buf.view(f.dtype).reshape(f.shape(self._dims[n]))
-        for n in self.order:
-            self._views[n] = self._views[roots[n]]
+        fmts = {n: self.storage_format(n) for n in sizes}  # each root's view of the start of its slot
+        own = {n: self._slots[slot_of[n]][:size].view(fmts[n].dtype).reshape(fmts[n].shape(self._dims[n]))
+               for n, size in sizes.items()}
+        self._views = {n: own[roots[n]] for n in self.order}
         self.peak_memory_bytes = int(sum(capacity))
         self.slot_count = len(capacity)
 
     # ---- execution -------------------------------------------------------------------------------
-    def _valid(self, name: str, owner: list[str | None]) -> bool:
-        r = self._roots[name]
-        return owner[self._slot_of[r]] == r
-
     def _evaluation_set(self, wanted: set[str], downstream: bool = True) -> set[str]:
-        """Layers to compute: the wanted ones (and their dependents when ``downstream``), plus
-        producers whose buffers were recycled although a layer to compute still reads them."""
-        todo = set(wanted)
-        stack = list(wanted) if downstream else []
-        while stack:
-            for r in self._readers[stack.pop()]:
-                if r not in todo:
-                    todo.add(r)
-                    stack.append(r)
-        while True:
-            owner = list(self._owner)
-            added = False
-            for n in self.order:
-                if n not in todo:
-                    continue
-                for s in self.nodes[n].inputs:
-                    if s is None or s in todo:
-                        continue
-                    if not self._valid(s, owner):
-                        todo.add(s)
-                        todo.add(self._roots[s])
-                        added = True
-                if self._roots[n] == n:
-                    owner[self._slot_of[n]] = n
-            if not added:
-                return todo
+        """Layers to compute (``engine.memory_plan.evaluation_set``) with the buffers as they are now."""
+        return evaluation_set(wanted, self.order, self._inputs, self._readers, self._roots, self._slot_of, self._owner,
+                              downstream)
 
     def run(self) -> list[str]:
         """One inference. Returns the names of the layers actually computed."""
@@ -552,14 +482,7 @@ class Network:
             cb(self)
         key = tuple(n for n in self.order if n in todo)
         with self.backend.running():
-            if key and self.graph_capture and not (self.hooks.before_layer or self.hooks.after_layer):
-                self._run_graph(key)
-            elif key and self.replay_calls and not (self.hooks.before_layer or self.hooks.after_layer):
-                self._run_replay(key)
-            else:
-                for name in key:
-                    self._execute(name)
-        self._last_key = key
+            self.replayer.run(key, self._execute, self._own, eager=bool(self.hooks.before_layer or self.hooks.after_layer))
         self._dirty.clear()
         for cb in self.hooks.after_inference:
             cb(self)
@@ -575,86 +498,12 @@ class Network:
             old[...] = data
         else:
             layer.data = data  # type: ignore[attr-defined]
-            self._drop_graph()
+            self.replayer.drop()
         self._dirty.add(name)
 
-    def _drop_graph(self) -> None:
-        self._graph = self._graph_key = None
-        self._replay = self._replay_key = None
-        self._last_key = None
-
-    def _run_replay(self, key: tuple[str, ...]) -> None:
-        """Run this set of layers, replaying for each layer whose whole forward was one prepared kernel call in the
-        last run of the same set (``Layer.replay_call``: the CPU's convolutions, poolings and fully connected
-        layers) that call alone, while the layer keeps the same weight arrays. The layer's Python work (weights
-        looked up, geometry worked out, the prepared call found and its arrays checked) is skipped: after a layer
-        has streamed its weights through the caches, that work ran from memory and took 0.1-0.15 ms a layer,
-        resnet18 6-10% of a run. The buffers a call reads and writes are the network's, the same until a new plan,
-        a new input size or a runtime option change (all drop the replay, as they drop a CUDA graph); a layer given
-        new weight arrays runs its forward and is recorded again."""
-        if self._replay is not None and self._replay_key == key:
-            for i, (name, call, weights) in enumerate(self._replay):
-                layer = self.nodes[name].layer
-                if call is None or tuple(map(id, layer.weights.values())) != weights[0]:
-                    self._execute(name)
-                    if call is not None:
-                        self._replay[i] = self._recorded(name)
-                    continue
-                try:
-                    call()
-                except Exception:
-                    self._drop_graph()  # recorded afresh by the next run
-                    with plugin_code(name, layer, "forward"):
-                        raise
-                self._owner[self._slot_of[name]] = name
-                for done in self.hooks.layer_done:
-                    done(name)
-            return
-        recorded = []
-        for name in key:
-            self._execute(name)
-            recorded.append(self._recorded(name))
-        self._replay, self._replay_key = recorded, key
-
-    def _recorded(self, name: str) -> tuple[str, Any, tuple[tuple[int, ...], tuple[Any, ...]]]:
-        """What ``_run_replay`` keeps of a layer just executed: its name, its replayable call (or None) and its
-        weight arrays (held, so that their ids stay theirs)."""
-        layer = self.nodes[name].layer
-        call = layer.replay_call() if self._roots[name] == name else None
-        if layer.activation is not None and not layer.fuses_activation:
-            call = None  # the network applied the activation after the layer
-        arrays = tuple(layer.weights.values())
-        return name, call, (tuple(map(id, arrays)), arrays)
-
-    def _run_graph(self, key: tuple[str, ...]) -> None:
-        """Replay the captured graph (CUDA, by the backend) of this set of layers, or capture it on its second run."""
-        if self._graph is not None and self._graph_key == key:
-            self.backend.launch_graph(self._graph)
-            for n in key:
-                if self._roots[n] == n:
-                    self._owner[self._slot_of[n]] = n
-            return
-        if key != self._last_key or self.graph_status.startswith("failed"):
-            for name in key:  # first run of this set: eager (warms caches, plans cuDNN graphs)
-                self._execute(name)
-            return
-        current = [""]
-
-        def run_layers() -> None:
-            for name in key:
-                current[0] = name
-                self._execute(name)
-
-        try:
-            graph = self.backend.capture_graph(run_layers)
-            self.backend.launch_graph(graph)
-            self._graph, self._graph_key = graph, key
-            self.graph_status = f"captured ({len(key)} layers)"
-        except Exception as exc:  # a layer that cannot be captured (host sync, pageable copy): stay eager
-            self.graph_status = f"failed at layer {current[0]}: {type(exc).__name__}: {exc}"
-            self.backend.synchronize()
-            for name in key:
-                self._execute(name)
+    def _own(self, name: str) -> None:
+        """Note that root layer ``name``'s buffer holds its output (computed, or replayed)."""
+        self._owner[self._slot_of[name]] = name
 
     def _execute(self, name: str) -> None:
         nd = self.nodes[name]
@@ -677,7 +526,7 @@ class Network:
                     act.apply_inplace(self.backend, out)
                 else:
                     act.impl.apply_inplace(self.xp, nchw_view(out, self.fmt_of(name)), act.coefs)
-            self._owner[self._slot_of[name]] = name
+            self._own(name)
         for done in self.hooks.layer_done:
             done(name)
         for cb in self.hooks.after_layer:
@@ -719,7 +568,7 @@ class Network:
         self.layer(name)
         if not self._planned or not self._views:
             self.run()
-        if not self._valid(name, self._owner):
+        if not holds_output(name, self._roots, self._slot_of, self._owner):
             todo = self._evaluation_set({self._roots[name]}, downstream=False)
             for n in self.order:
                 if n in todo:

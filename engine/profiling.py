@@ -401,7 +401,7 @@ def _profile_host(net: Network, iterations: int, warmup: int, progress: Callable
     finally:
         net.hooks.before_inference.remove(begin)
         net.hooks.layer_done.remove(done)
-    calls = {name: call for name, call, _ in (net._replay or []) if call is not None}
+    calls = {name: call for name, call, _ in (net.replayer.recorded or []) if call is not None}
     for lp in costs:
         lp.candidates = served.get(lp.name, [])
         if lp.times_ms:
@@ -427,7 +427,7 @@ def _profile_traced(net: Network, tracer: Any, iterations: int, warmup: int,
         net_times.append(_plain_iteration(net))
     tracer.start()
     try:
-        net._drop_graph()  # captured again while tracing is on, as CUPTI follows graphs instantiated under it
+        net.replayer.drop()  # captured again while tracing is on, as CUPTI follows graphs instantiated under it
         for _ in range(2):
             check()
             _plain_iteration(net)
@@ -453,7 +453,7 @@ def _profile_traced(net: Network, tracer: Any, iterations: int, warmup: int,
     finally:
         tracer.stop()
     replayed = net.graph_capture and net.graph_status.startswith("captured")
-    net._drop_graph()  # the next plain run captures a graph of its own, without the tracer's instrumentation
+    net.replayer.drop()  # the next plain run captures a graph of its own, without the tracer's instrumentation
     kernel_sums: dict[str, list[list[float]]] = {}
     shapes: dict[str, list[Any]] = {}
     unmatched = 0

@@ -167,6 +167,9 @@ def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
 DESIGNER = ("app", "canvas")
 MAX_CLASS_LINES = 400
 MAX_FILE_LINES = 800
+#: the only known exceptions to the size rule, each named as ``oversized`` reports it (without the count): the
+#: model document's ``Model`` class is being split into its groups (layers and links, templates, settings)
+OVERSIZED_ALLOWED = ("engine/model.py: class Model",)
 MAIN_WINDOW = "app.designer.main_window"
 START_UP = ("app.gui",)  # the application start-up: the one module that may build the main window
 
@@ -178,8 +181,9 @@ def main_window_importers(root: Path) -> list[str]:
     return sorted(m for m, targets in graph.items() if MAIN_WINDOW in targets and m not in START_UP)
 
 
-def oversized(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
-    """Files over ``MAX_FILE_LINES`` lines and classes over ``MAX_CLASS_LINES`` lines in ``packages``."""
+def oversized(root: Path, packages: tuple[str, ...] = PACKAGES, allowed: tuple[str, ...] = ()) -> list[str]:
+    """Files over ``MAX_FILE_LINES`` lines and classes over ``MAX_CLASS_LINES`` lines in ``packages``, but those
+    ``allowed`` (``path: class Name`` or ``path``)."""
     bad = []
     for path in module_names(root, packages).values():
         text = path.read_text(encoding="utf-8")
@@ -190,7 +194,12 @@ def oversized(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
         for node in ast.walk(ast.parse(text, str(path))):
             if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
                 bad.append(f"{name}: class {node.name} {node.end_lineno - node.lineno + 1} lines")
-    return sorted(bad)
+    return sorted(b for b in bad if _where(b) not in allowed)
+
+
+def _where(finding: str) -> str:
+    """What an ``oversized`` finding names, without its count: ``path: class Name`` or ``path``."""
+    return finding.rsplit(" ", 2)[0].rstrip(":")
 
 
 def cupy_outside_backends(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
@@ -260,8 +269,14 @@ def test_only_the_start_up_imports_the_main_window():
     assert main_window_importers(ROOT) == []
 
 
-def test_no_class_over_400_and_no_file_over_800_lines_in_app_or_canvas():
-    assert oversized(ROOT, DESIGNER) == []
+def test_no_class_over_400_and_no_file_over_800_lines_outside_the_known_exceptions():
+    assert oversized(ROOT, PACKAGES, OVERSIZED_ALLOWED) == []
+
+
+def test_the_known_size_exceptions_are_still_oversized():
+    """An exception that fits again leaves the list: the list names only what still breaks the rule."""
+    found = {_where(b) for b in oversized(ROOT, PACKAGES)}
+    assert set(OVERSIZED_ALLOWED) <= found
 
 
 def test_cupy_is_imported_only_inside_engine_backends():
@@ -364,3 +379,5 @@ def test_planted_big_class_and_big_file_are_found(tmp_path):
         "canvas/__init__.py": "", "canvas/long.py": "x = 1\n" * 801, "canvas/fine.py": "x = 1\n" * 800,
     })
     assert oversized(root, DESIGNER) == ["app/big.py: class Big 401 lines", "canvas/long.py: 801 lines"]
+    assert oversized(root, DESIGNER, ("app/big.py: class Big",)) == ["canvas/long.py: 801 lines"]
+    assert oversized(root, DESIGNER, ("canvas/long.py",)) == ["app/big.py: class Big 401 lines"]

@@ -56,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         return run
     execute = net._execute
     net._execute = lambda layer: timed(layer, execute)(layer)  # type: ignore[method-assign]
-    if net._replay is not None:
-        net._replay = [(layer, call if call is None else timed(layer, call), w) for layer, call, w in net._replay]
+    recorded = net.replayer.recorded
+    if recorded is not None:
+        net.replayer.recorded = [(layer, call if call is None else timed(layer, call), w) for layer, call, w in recorded]
     plain = Network(NETWORKS[name](dims), reg, cpu, TensorFormat.parse("fp32 nchw"), fusing="off")
     payload = build_onnx(plain, OnnxOptions(explicit_sizes=True))[0].SerializeToString()
     totals: dict[str, list[float]] = {"LayerLab": [], "ONNX Runtime": []}

@@ -227,4 +227,4 @@ def test_cuda_graph_replay_matches_eager_and_follows_new_inputs(registry, fmt):
         assert net.graph_status.startswith("failed at layer"), net.graph_status
     net.set_input("inp", rng.random((1, 3, 16, 20), dtype=np.float32))  # reshape: recapture later
     net.run()
-    assert net._graph is None and net.dims("out") == Dims(1, 3, 16, 20)
+    assert net.replayer.graph is None and net.dims("out") == Dims(1, 3, 16, 20)

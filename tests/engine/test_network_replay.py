@@ -1,4 +1,4 @@
-"""The CPU network's replay of its layers' prepared kernel calls (``Network._run_replay``): the same results as
+"""The CPU network's replay of its layers' prepared kernel calls (``engine.replay.Replayer``): the same results as
 running every layer's forward, on new input data and after a weight change, and only where a layer's whole
 forward was one kernel call."""
 from __future__ import annotations
@@ -73,7 +73,7 @@ def test_replayed_runs_match_full_runs_on_new_inputs():
             net.set_input("input", _data(seed))
             net.run()
         np.testing.assert_array_equal(fast.output("output"), plain.output("output"))
-    assert {name for name, call, _ in fast._replay if call is not None} >= {"c1", "c5"}
+    assert {name for name, call, _ in fast.replayer.recorded if call is not None} >= {"c1", "c5"}
 
 
 def test_only_layers_whose_forward_is_one_kernel_call_are_replayed():
@@ -81,7 +81,7 @@ def test_only_layers_whose_forward_is_one_kernel_call_are_replayed():
     net.set_input("input", _data(0))
     net.run()
     types = {name: net.nodes[name].layer.desc.name for name in net.order}
-    replayed = {name for name, call, _ in net._replay if call is not None}
+    replayed = {name for name, call, _ in net.replayer.recorded if call is not None}
     assert {types[n] for n in replayed} == {"convolution", "conv_bn_sum", "pooling", "fully_connected"}
     assert {"p6", "gap", "fc"} <= replayed
     assert any(t == "conv_pool" for t in types.values())  # the pooling after its convolution: not replayed
@@ -111,7 +111,7 @@ def test_new_weight_arrays_run_the_layer_again():
             n.run()
         np.testing.assert_array_equal(net.output("output"), reference.output("output"))
         assert not np.allclose(net.output("output"), _network_output(_data(seed)))
-        entry = next(e for e in net._replay if e[0] == changed)
+        entry = next(e for e in net.replayer.recorded if e[0] == changed)
         assert entry[1] is not None and entry[2][1] == tuple(net.layer(changed).weights.values())  # recorded again
     counts = _forwards(net)
     net.set_input("input", _data(9))
@@ -133,7 +133,7 @@ def test_hooks_stop_the_replay_and_a_new_size_records_it_again():
     net = _network()
     net.set_input("input", _data(0))
     net.run()
-    assert net._replay is not None
+    assert net.replayer.recorded is not None
     counts = _forwards(net)
     seen: list[str] = []
     net.hooks.after_layer.append(lambda network, name, out: seen.append(name))
@@ -155,16 +155,16 @@ def test_an_error_in_a_replayed_call_drops_the_replay():
     net = _network()
     net.set_input("input", _data(0))
     net.run()
-    i = next(i for i, (name, call, _) in enumerate(net._replay) if name == "c5")
-    good = net._replay[i]
+    i = next(i for i, (name, call, _) in enumerate(net.replayer.recorded) if name == "c5")
+    good = net.replayer.recorded[i]
 
     def broken() -> None:
         raise ValueError("kernel failed")
-    net._replay[i] = ("c5", broken, good[2])
+    net.replayer.recorded[i] = ("c5", broken, good[2])
     net.mark_affected("input")
     with pytest.raises(ValueError, match="kernel failed"):  # LayerLab's own layer: the error as it is (a bug)
         net.run()
-    assert net._replay is None  # recorded again by the next run, from the layers' forwards
+    assert net.replayer.recorded is None  # recorded again by the next run, from the layers' forwards
     net.set_input("input", _data(5))
     net.run()
     np.testing.assert_array_equal(net.output("output"), _network_output(_data(5)))
@@ -189,7 +189,7 @@ def test_a_runtime_option_change_upstream_is_seen_through_the_replay():
         net.run()
         net.run()
         net.set_runtime_option("blend", "weight_a", 2.0)
-        assert net._replay is None
+        assert net.replayer.recorded is None
         net.run()
         outs.append(net.output("output"))
     np.testing.assert_array_equal(outs[0], outs[1])

@@ -14,6 +14,7 @@ from engine import report as rep
 from engine.backends.cuda.kernel_trace import DeviceRecord
 from engine.modelfile import load
 from engine.network import Network
+from engine.replay import Replayer
 from engine.tensor import Dims
 from resources import SAMPLES
 from tests.bench import networks
@@ -35,8 +36,8 @@ def small_resnet(registry):
 def test_cpu_layer_times_come_from_the_plain_runs_replay_path_and_add_up(registry, monkeypatch):
     net = small_resnet(registry)
     replays = []
-    original = Network._run_replay
-    monkeypatch.setattr(Network, "_run_replay", lambda self, key: (replays.append(key), original(self, key))[1])
+    original = Replayer._run_replay
+    monkeypatch.setattr(Replayer, "_run_replay", lambda self, key, *steps: (replays.append(key), original(self, key, *steps))[1])
     result = prof.profile(net, iterations=3, warmup=1, measure_device=False)
     assert len(replays) == 1 + 1 + 3  # the planning run, the warm-up, the timed runs: all on the replay path
     assert result.timing == prof.TIMING_HOST
