@@ -223,10 +223,7 @@ class CanvasEditingMixin:
             return
         self._fitted = True
         viewer = self.viewer()
-        rect = QtCore.QRectF()
-        for name in self.nodes:
-            rect = rect.united(self.node_rect(name))
-        rect = rect.adjusted(-40, -40, 40, 40)
+        rect = self._shown_rect().adjusted(-40, -40, 40, 40)
         vp = viewer.viewport().size()
         if rect.width() < vp.width() and rect.height() < vp.height():
             center = rect.center()
