@@ -258,7 +258,7 @@ class GroupsMixin:
 
     def _materialize_many(self, names: Iterable[str], neighbours: bool = True) -> list[str]:
         made = super()._materialize_many(names, neighbours)
-        if made and self._hidden:
+        if made and getattr(self, "_hidden", None):  # (none while the canvas is first built)
             self._apply_hidden(made)
         return made
 
