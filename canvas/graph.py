@@ -392,15 +392,15 @@ class ModelCanvas(GroupsMixin, CanvasEditingMixin, CanvasMenusMixin, GesturesMix
                 self._index = None
         if isinstance(ev, LayerRenamed):
             self._forget(ev.old)
-        if isinstance(ev, (GroupChanged, LayerAdded, LayerRemoved, LayerRenamed)):
-            self._groups_changed()
-        elif isinstance(ev, LayerMoved):
-            self._groups_changed(moved_only=True)
         elif isinstance(ev, (TemplateEvent, CustomLayerChanged)):
             self._geo.clear()
             self._index = None
             self._covered = QtCore.QRectF()
         self._apply_event(ev)
+        if isinstance(ev, (GroupChanged, LayerAdded, LayerRemoved, LayerRenamed)):
+            self._groups_changed()
+        elif isinstance(ev, LayerMoved):
+            self._groups_changed(moved_only=True)
         if self.overview is not None and isinstance(ev, STRUCTURE_EVENTS):
             if self.overview.active and isinstance(ev, (LayerAdded, LinkChanged, TemplateChanged)):
                 self.overview.apply_mode()  # new nodes and links follow the current mode

@@ -200,7 +200,8 @@ class GroupsMixin:
         if not moved_only:
             self._groups = groups_of(self.net_model.layers)
             self._collapsed &= set(self._groups)
-            self._refresh_groups()
+            if self._collapsed or self._hidden:  # (nothing collapsed: nothing hidden, nothing to redraw)
+                self._refresh_groups()
         elif self._boxes and not self._groups_timer.isActive():
             self._groups_timer.start()
 
