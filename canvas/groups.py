@@ -15,6 +15,8 @@ from engine.report import human_rate
 #: networks of more layers open with their groups collapsed (``engine.groups.initial_collapsed``)
 COLLAPSE_LAYERS = 150
 BOX_SIZE = (240.0, 78.0)
+NAME_PX = 12.0  # a box's name is at least this tall on screen
+LABEL_PX = 160.0  # and may take this width on screen, over the sides of a box drawn smaller
 BOX_COLOR = QtGui.QColor(70, 86, 110)
 KEY = "group:"  # the overview's name of a collapsed group's box (layer names are identifiers: no ':')
 
@@ -76,25 +78,28 @@ class GroupBox(QtWidgets.QGraphicsObject):
         # the name stays readable zoomed out: at least 11 px on screen, up to the box's width
         font = QtGui.QFont()
         font.setBold(True)
-        px = max(15.0, 11.0 / max(lod, 1e-3))
+        px = max(15.0, NAME_PX / max(lod, 1e-3), min(r.height() / 5, r.width() / (0.7 * len(self.group.name) + 4)))
         font.setPixelSize(max(1, round(px)))
         metrics = QtGui.QFontMetricsF(font)
         painter.setFont(font)
         painter.setPen(QtGui.QColor(245, 245, 245))
         name = f"▸ {self.group.name}"
         if px * 1.6 > r.height():  # too tall for the box: the name alone, over the box
-            text = metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideLeft, r.width() * 2)
-            painter.drawText(r.adjusted(-r.width() / 2, 0, r.width() / 2, 0), QtCore.Qt.AlignmentFlag.AlignCenter, text)
+            wide = max(r.width(), LABEL_PX / max(lod, 1e-3))
+            text = metrics.elidedText(self.group.name, QtCore.Qt.TextElideMode.ElideLeft, wide)
+            label = QtCore.QRectF(r.center().x() - wide / 2, r.top(), wide, r.height())
+            painter.setPen(QtGui.QColor(255, 230, 150))
+            painter.drawText(label, QtCore.Qt.AlignmentFlag.AlignCenter | QtCore.Qt.TextFlag.TextDontClip, text)
             painter.restore()
             return
         painter.drawText(r.adjusted(8, 4, -8, 0), QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignTop,
                          metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideLeft, r.width() - 16))
         small = QtGui.QFont()
-        small.setPixelSize(12)
+        small.setPixelSize(max(12, round(px * 0.6)))
         painter.setFont(small)
         painter.setPen(QtGui.QColor(200, 210, 225))
         text = "  ·  ".join([f"{len(self.group.members)} layers", *self.lines])
-        painter.drawText(r.adjusted(8, metrics.height() + 10, -8, -4),
+        painter.drawText(r.adjusted(8, 4 + metrics.height() * 1.2, -8, -4),
                          QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.TextFlag.TextWordWrap, text)
         painter.restore()
 
@@ -226,10 +231,11 @@ class GroupsMixin:
         self._boxes = {}
         for path in dict.fromkeys(hidden.values()):
             group = self._groups[path]
+            # the box takes its layers' place (Arrange and imports lay a collapsed group's layers out together)
             area = QtCore.QRectF()
             for name in group.members:
                 area = area.united(self._predicted(name).rect)
-            rect = QtCore.QRectF(0, 0, *BOX_SIZE)
+            rect = QtCore.QRectF(0, 0, max(BOX_SIZE[0], area.width()), max(BOX_SIZE[1], area.height()))
             rect.moveCenter(area.center())
             box = GroupBox(group, rect, figures_text(group.members, self._figures))
             box.expand_requested.connect(self.expand_group)
