@@ -86,24 +86,21 @@ def scope_groups(scopes: Mapping[str, str]) -> dict[str, str]:
 
 
 def initial_collapsed(groups: Mapping[str, Group], loose: int, limit: int = 24) -> set[str]:
-    """Which groups a large network opens with collapsed: the top-level ones, then the largest collapsed group is
-    opened (replaced by what it holds) while the boxes shown stay within ``limit``. ``loose``: layers in no
-    group (each one box)."""
+    """Which groups a large network opens with collapsed: the top-level ones, then, one level at a time, all the
+    collapsed groups opened together (replaced by what they hold) while the boxes shown stay within ``limit``, so
+    the groups of one level look alike. ``loose``: layers in no group (each one box)."""
     collapsed = {p for p, g in groups.items() if not g.parent}
     shown = loose + len(collapsed)
-    while True:
-        best = None
-        for path in sorted(collapsed, key=lambda p: -len(groups[p].members)):
+    while collapsed:
+        inside = 0
+        for path in collapsed:
             g = groups[path]
-            inside = len(g.children) + len(g.members) - sum(len(groups[c].members) for c in g.children)
-            if shown - 1 + inside <= limit:
-                best, best_inside = path, inside
-                break
-        if best is None:
-            return collapsed
-        collapsed.discard(best)
-        collapsed.update(groups[best].children)
-        shown += best_inside - 1
+            inside += len(g.children) + len(g.members) - sum(len(groups[c].members) for c in g.children)
+        if shown - len(collapsed) + inside > limit:
+            break
+        shown += inside - len(collapsed)
+        collapsed = {c for path in collapsed for c in groups[path].children}
+    return collapsed
 
 
 def outermost_collapsed(path: str, collapsed: Iterable[str]) -> str | None:

@@ -70,13 +70,18 @@ def test_scopes_of_node_names_become_groups() -> None:
     assert "fc" not in groups and "flat" not in groups
 
 
-def test_large_networks_open_with_few_boxes() -> None:
+def test_large_networks_open_with_few_boxes_one_level_at_a_time() -> None:
     m = Model("big")
     m.add_layer("input", "inp")
     for b in range(4):
         for layer in range(10):
             m.add_layer("convolution", f"b{b}_l{layer}", inputs=["inp"])
             m.set_group([f"b{b}_l{layer}"], f"features/block{b}/layer{layer // 2}")
+    m.add_layer("convolution", "tail", inputs=["inp"])
+    m.set_group(["tail"], "features/tail")
     groups = groups_of(m.layers)
-    collapsed = initial_collapsed(groups, loose=1, limit=8)
-    assert collapsed == {f"features/block{b}" for b in range(4)}  # features opened: 4 boxes + the input
+    assert initial_collapsed(groups, loose=1, limit=3) == {"features"}
+    # features opened: its 5 groups together (the one-layer group opens no further than its siblings)
+    assert initial_collapsed(groups, loose=1, limit=8) == {f"features/block{b}" for b in range(4)} | {"features/tail"}
+    assert initial_collapsed(groups, loose=1, limit=30) == {f"features/block{b}/layer{i}" for b in range(4)
+                                                            for i in range(5)}
