@@ -19,6 +19,7 @@ OVERVIEW_LOD = 0.55
 NAME_PX = 13.0  # the name's size on screen when the box is large enough to hold it
 MIN_PX = 8.0  # names are not drawn smaller than this on screen
 LABEL_PX = 90.0  # a name may take this width on screen, over a narrower box's sides
+OVERFLOW = 30.0  # by at most this much on each side (scene units: a third of the layout's gap between columns)
 SELECTED = QtGui.QColor(255, 198, 10)
 MARK_PX = 10.0  # diameter of a layer's error or warning dot on screen
 ERROR_MARK = QtGui.QColor(210, 50, 50)
@@ -229,7 +230,8 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         pad = 4.0 / lod
         two_lines = height * lod >= 3.2 * NAME_PX
         for name, rect in boxes:
-            extra = max(0.0, (LABEL_PX / lod - rect.width()) / 2)  # a narrow box's name may run over its sides
+            # a narrow box's name may run over its sides, into part of the gap beside it (never over a neighbour)
+            extra = min(max(0.0, (LABEL_PX / lod - rect.width()) / 2), OVERFLOW)
             r = rect.adjusted(pad - extra, 0, extra - pad, 0)
             size = px
             font.setPixelSize(max(1, round(size)))
