@@ -13,7 +13,7 @@ from engine.groups import Group, groups_of, initial_collapsed, outermost_collaps
 from engine.report import human_rate
 
 #: networks of more layers open with their groups collapsed (``engine.groups.initial_collapsed``)
-COLLAPSE_LAYERS = 60
+COLLAPSE_LAYERS = 150
 BOX_SIZE = (240.0, 78.0)
 NAME_PX = 12.0  # a box's name is at least this tall on screen
 LABEL_PX = 160.0  # and may take this width on screen, over the sides of a box drawn smaller
