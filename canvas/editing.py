@@ -16,7 +16,7 @@ from canvas.constants import (
     snap_position,
 )
 from canvas.overview import OVERVIEW_LOD
-from engine.layout import layered_positions
+from engine.layout import grouped_positions, layered_positions
 from engine.templates import find_desc
 
 
@@ -204,7 +204,13 @@ class CanvasEditingMixin:
             return 0
         sizes = self.node_sizes(layers)
         origin = (min(s.position[0] for s in layers.values()), min(s.position[1] for s in layers.values()))
-        positions = layered_positions(layers, sizes, origin)
+        collapsed = self.collapsed_groups() if names is None else set()
+        if collapsed:  # each collapsed group's layers together, where its box stands
+            vp = self.viewer().viewport().size()
+            aspect = vp.width() / vp.height() if vp.height() > 50 and vp.width() > 50 else 1.6
+            positions = grouped_positions(layers, sizes, collapsed, aspect)
+        else:
+            positions = layered_positions(layers, sizes, origin)
         moves = [(n, p) for n, p in positions.items() if tuple(layers[n].position) != p]
         if moves:
             with self.net_model.macro("Arrange " + (f"{len(moves)} layers" if names is not None else "network")):
@@ -223,10 +229,7 @@ class CanvasEditingMixin:
             return
         self._fitted = True
         viewer = self.viewer()
-        rect = QtCore.QRectF()
-        for name in self.nodes:
-            rect = rect.united(self.node_rect(name))
-        rect = rect.adjusted(-40, -40, 40, 40)
+        rect = self._shown_rect().adjusted(-40, -40, 40, 40)
         vp = viewer.viewport().size()
         if rect.width() < vp.width() and rect.height() < vp.height():
             center = rect.center()

@@ -23,6 +23,7 @@ from canvas.constants import (
 )
 from canvas.editing import CanvasEditingMixin
 from canvas.gestures import GesturesMixin
+from canvas.groups import KEY, GroupsMixin
 from canvas.lazy import BoxIndex, LazyNodes, NodeGeom
 from canvas.lazy_canvas import LazyCanvasMixin
 from canvas.menus import CanvasMenusMixin
@@ -37,6 +38,7 @@ from engine.events import (
     ActivationChanged,
     CustomLayerChanged,
     Event,
+    GroupChanged,
     LayerAdded,
     LayerEvent,
     LayerMoved,
@@ -55,7 +57,7 @@ from engine.tensor import Dims
 from engine.typecheck import Diagnostic
 
 
-class ModelCanvas(CanvasEditingMixin, CanvasMenusMixin, GesturesMixin, LazyCanvasMixin, NodeGraph):
+class ModelCanvas(GroupsMixin, CanvasEditingMixin, CanvasMenusMixin, GesturesMixin, LazyCanvasMixin, NodeGraph):
     """Node graph showing ``model``; emits ``selection_changed(list[str])`` and ``status_message(str)``."""
 
     selection_changed = QtCore.Signal(list)
@@ -125,10 +127,11 @@ class ModelCanvas(CanvasEditingMixin, CanvasMenusMixin, GesturesMixin, LazyCanva
                 self._materialize_many(list(self.nodes), neighbours=False)
             finally:
                 viewer.setUpdatesEnabled(True)
-        self.overview = OverviewItem(lambda: self.nodes, self._geometry, self._links, self._overview_detail,
-                                     lambda: [node for _, node in self.nodes.created_items()], lambda: self._severity)
+        self.overview = OverviewItem(self._shown_names, self._shown_geometry, self._shown_links, self._overview_detail,
+                                     lambda: [node for _, node in self.nodes.created_items()], lambda: self._severity,
+                                     pinned=lambda name: name.startswith(KEY))
         self.scene().addItem(self.overview)
-        self.overview.invalidate()
+        self._init_groups()
 
     def get_unique_name(self, name: str) -> str:
         """Node titles are layer names, which the Model keeps unique (NodeGraphQt's own search is quadratic)."""
@@ -394,6 +397,10 @@ class ModelCanvas(CanvasEditingMixin, CanvasMenusMixin, GesturesMixin, LazyCanva
             self._index = None
             self._covered = QtCore.QRectF()
         self._apply_event(ev)
+        if isinstance(ev, (GroupChanged, LayerAdded, LayerRemoved, LayerRenamed)):
+            self._groups_changed()
+        elif isinstance(ev, LayerMoved):
+            self._groups_changed(moved_only=True)
         if self.overview is not None and isinstance(ev, STRUCTURE_EVENTS):
             if self.overview.active and isinstance(ev, (LayerAdded, LinkChanged, TemplateChanged)):
                 self.overview.apply_mode()  # new nodes and links follow the current mode

@@ -181,7 +181,7 @@ class LazyCanvasMixin:
         self._stale.clear()
         if self._index is None:
             self._index = BoxIndex(list(self.nodes), self._predicted, self._links())
-        return self._index.crossing(area, set(pending))
+        return self._index.crossing(area, set(pending) - set(self._hidden))
 
     def _make(self, found: list[tuple[str, bool, float]]) -> None:
         """Make the nodes ``_pending_in`` found: those whose box is in the area with their neighbours (every link

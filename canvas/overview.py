@@ -18,6 +18,8 @@ from canvas.lazy import NodeGeom
 OVERVIEW_LOD = 0.55
 NAME_PX = 13.0  # the name's size on screen when the box is large enough to hold it
 MIN_PX = 8.0  # names are not drawn smaller than this on screen
+LABEL_PX = 90.0  # a name may take this width on screen, over a narrower box's sides
+OVERFLOW = 30.0  # by at most this much on each side (scene units: a third of the layout's gap between columns)
 SELECTED = QtGui.QColor(255, 198, 10)
 MARK_PX = 10.0  # diameter of a layer's error or warning dot on screen
 ERROR_MARK = QtGui.QColor(210, 50, 50)
@@ -34,7 +36,8 @@ class OverviewItem(QtWidgets.QGraphicsItem):
                  links: Callable[[], Iterable[tuple[str, str, int]]],
                  details: Callable[[str], str] = lambda _name: "",
                  items: Callable[[], Iterable[Any]] = lambda: (),
-                 marks: Callable[[], dict[str, str]] = dict) -> None:
+                 marks: Callable[[], dict[str, str]] = dict,
+                 pinned: Callable[[str], bool] = lambda _name: False) -> None:
         super().__init__()
         self._names = names
         self._geometry = geometry
@@ -42,6 +45,8 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         self._details = details
         self._marks = marks
         self._links = links
+        self._pinned = pinned  # boxes whose links it draws at every zoom (nothing else draws them)
+        self._pinned_lines: list[QtCore.QLineF] = []
         self._active = False
         self._pending = False
         self._rect = QtCore.QRectF()
@@ -67,8 +72,11 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         else:
             for n in names:
                 self._geom.pop(n, None)
-        if self._active:
+        if self._active or any(self._pinned(n) for n in self._names()):
             self._rebuild()
+            self.update()
+        elif self._pinned_lines:
+            self._pinned_lines = []
             self.update()
 
     def _rebuild(self) -> None:
@@ -101,6 +109,7 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             lines[link] = line
         self._line_of = lines
         self._lines = list(lines.values())
+        self._pinned_lines = [line for (src, dst, _), line in lines.items() if self._pinned(src) or self._pinned(dst)]
         rect = self._rect.adjusted(20, 20, -20, -20) if len(changed) < len(self._geom) and self._rect.isValid() \
             else QtCore.QRectF()
         for name in changed if rect.isValid() else self._geom:
@@ -166,6 +175,12 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             self._pending = True
             QtCore.QTimer.singleShot(0, lambda w=want: self._switch_later(w))
         if not self._active:
+            if self._pinned_lines:
+                painter.save()
+                painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, True)
+                painter.setPen(QtGui.QPen(QtGui.QColor(150, 160, 170), 2.0))
+                painter.drawLines(self._pinned_lines)
+                painter.restore()
             return
         exposed = option.exposedRect
         painter.save()
@@ -183,9 +198,9 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             painter.setPen(QtGui.QPen(SELECTED, 2.0 / max(lod, 1e-3)))
             painter.drawRects(selected)
         self._paint_marks(painter, lod)
-        if min(NAME_PX / lod, self._min_height * 0.3) * lod >= MIN_PX:  # names readable at this zoom
-            visible = [(name, g[0]) for name, g in self._geom.items() if exposed.intersects(g[0])]
-            self._paint_names(painter, lod, visible, self._min_height)
+        # names at MIN_PX on screen at least, over the box where it is smaller
+        visible = [(name, g[0]) for name, g in self._geom.items() if exposed.intersects(g[0]) and not self._pinned(name)]
+        self._paint_names(painter, lod, visible, self._min_height)
         painter.restore()
 
     def _paint_marks(self, painter: QtGui.QPainter, lod: float) -> None:
@@ -206,9 +221,7 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         with the layer's detail line (``details(name)``, e.g. its output shape) under it where the box has room."""
         if not boxes:
             return
-        px = min(NAME_PX / lod, height * 0.3)
-        if px * lod < MIN_PX:
-            return  # too small to read: boxes only
+        px = max(min(NAME_PX / lod, height * 0.3), MIN_PX / lod)
         font = QtGui.QFont()
         font.setBold(True)
         small = QtGui.QFont()
@@ -217,7 +230,9 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         pad = 4.0 / lod
         two_lines = height * lod >= 3.2 * NAME_PX
         for name, rect in boxes:
-            r = rect.adjusted(pad, 0, -pad, 0)
+            # a narrow box's name may run over its sides, into part of the gap beside it (never over a neighbour)
+            extra = min(max(0.0, (LABEL_PX / lod - rect.width()) / 2), OVERFLOW)
+            r = rect.adjusted(pad - extra, 0, extra - pad, 0)
             size = px
             font.setPixelSize(max(1, round(size)))
             metrics = QtGui.QFontMetricsF(font)
@@ -226,7 +241,7 @@ class OverviewItem(QtWidgets.QGraphicsItem):
                 size = max(MIN_PX / lod, size * r.width() / wide)
                 font.setPixelSize(max(1, round(size)))
                 metrics = QtGui.QFontMetricsF(font)
-            text = metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideRight, r.width())
+            text = metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideLeft, r.width())  # the distinguishing end
             if len(text) < min(len(name), 4):
                 continue  # a name cut to a stub says nothing: the box alone
             painter.setFont(font)

@@ -64,6 +64,11 @@ class LayerMoved(LayerEvent):
 
 
 @dataclass(frozen=True)
+class GroupChanged(LayerEvent):
+    """The group ``layer`` is in changed (``engine.groups``)."""
+
+
+@dataclass(frozen=True)
 class NetworkChanged(Event):
     """The network parameters (name, version) changed."""
 

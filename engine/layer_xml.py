@@ -13,6 +13,7 @@ from defusedxml.ElementTree import DefusedXMLParser
 from engine.descriptors import LayerDesc, is_identifier
 from engine.errors import ModelFileError, ParameterError
 from engine.formats import LayerFormatError, canonical
+from engine.groups import GroupError, check_path
 from engine.limits import MAX_INPUT_INDEX, MAX_XML_DEPTH, cut
 from engine.model import LayerSpec
 
@@ -100,6 +101,11 @@ def read_layer(le: ET.Element, fail: Fail, warn: Callable[[ET.Element, str], Non
             spec.activation = child.get("type", "none")
             for c in child.iterfind("coef"):
                 spec.act_coefs[c.get("name", "")] = c.get("value", "")
+        elif child.tag == "group":
+            try:
+                spec.group = check_path(child.get("path", ""))
+            except GroupError as exc:
+                raise fail(child, f"layer {name}: {exc}") from None
         elif child.tag == "input":
             idx = child.get("index", "")
             if not (idx.isascii() and idx.isdigit()):
@@ -162,6 +168,8 @@ def write_layer(parent: ET.Element, spec: LayerSpec) -> ET.Element:
     for i, src in enumerate(spec.inputs):
         if src is not None:
             ET.SubElement(le, "input", {"index": str(i), "source": src})
+    if spec.group:
+        ET.SubElement(le, "group", {"path": spec.group})
     return le
 
 

@@ -208,3 +208,47 @@ def readable_positions(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tupl
     :func:`estimated_sizes`)."""
     sizes = {n: (sizes or {}).get(n, NODE_SIZE) for n in layers}
     return fold_to_aspect(layered_positions(layers, sizes), sizes, aspect)
+
+
+def grouped_positions(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[float, float]],
+                      collapsed: set[str], aspect: float = 1.6) -> dict[str, tuple[float, float]]:
+    """A readable drawing of a grouped network: the layers of each group of ``collapsed`` (outermost ones count)
+    laid out together in one block (``readable_positions``), then those blocks and the other layers laid out as
+    one graph, each block where its group stands. So a collapsed group's box takes its layers' place, and
+    expanding it shows them there, not spread over the whole drawing."""
+    from engine.groups import outermost_collapsed  # noqa: PLC0415
+
+    unit = {}
+    for n, s in layers.items():
+        top = outermost_collapsed(s.group, collapsed) if s.group else None
+        unit[n] = n if top is None else f"group:{top}"  # (a layer name holds no ':')
+    blocks: dict[str, dict[str, LayerSpec]] = {}
+    for name, spec in layers.items():
+        if unit[name] != name:
+            blocks.setdefault(unit[name], {})[name] = spec
+    inner: dict[str, dict[str, tuple[float, float]]] = {}
+    outer_sizes: dict[str, tuple[float, float]] = {}
+    for path, members in blocks.items():
+        pos = readable_positions(members, sizes, aspect)
+        left, top = min(x for x, _ in pos.values()), min(y for _, y in pos.values())
+        inner[path] = {n: (x - left, y - top) for n, (x, y) in pos.items()}
+        outer_sizes[path] = (max(x + sizes.get(n, NODE_SIZE)[0] for n, (x, _) in inner[path].items()),
+                             max(y + sizes.get(n, NODE_SIZE)[1] for n, (_, y) in inner[path].items()))
+    outer: dict[str, LayerSpec] = {}
+    for name, spec in layers.items():
+        key = unit[name]
+        node = outer.setdefault(key, LayerSpec(key, "group" if key in blocks else spec.type))
+        for src in spec.inputs:
+            if src is not None and src in unit and unit[src] != key and unit[src] not in node.inputs:
+                node.inputs.append(unit[src])
+        if key not in blocks:
+            outer_sizes[key] = sizes.get(name, NODE_SIZE)
+    placed = readable_positions(outer, outer_sizes, aspect)
+    out = {}
+    for key, (x, y) in placed.items():
+        if key in inner:
+            for name, (dx, dy) in inner[key].items():
+                out[name] = (round(x + dx, 1), round(y + dy, 1))
+        else:
+            out[key] = (x, y)
+    return out

@@ -21,6 +21,7 @@ from engine.events import (
     EditRefused,
     EventEmitter,
     FusingRulesChanged,
+    GroupChanged,
     LayerAdded,
     LayerEvent,
     LayerMoved,
@@ -36,6 +37,7 @@ from engine.events import (
     TemplateRemoved,
 )
 from engine.formats import canonical
+from engine.groups import check_path
 
 FILE_FORMAT_VERSION = 1
 
@@ -56,6 +58,7 @@ class LayerSpec:
     permanent: bool = False
     note: str = ""  # free text shown in the layer's tooltip (e.g. the ONNX node it was imported from)
     format: str = ""
+    group: str = ""  # path of the innermost group holding the layer (``engine.groups``); empty: none
 
     def __deepcopy__(self, memo: dict[int, Any]) -> LayerSpec:
         """A copy whose dicts and list are new (every other field is immutable): what ``copy.deepcopy`` makes,
@@ -461,6 +464,15 @@ class Model:
         network's), validated and stored in canonical spelling; one undoable command."""
         self._set_attr(name, f"Set {name} format", lambda s: s.format, lambda s, v: setattr(s, "format", v),
                        canonical(fmt, f"layer {name}: format"), ParamChanged)
+
+    def set_group(self, names: list[str], path: str) -> None:
+        """Put the layers ``names`` in group ``path`` (``"features/denseblock3"``; empty: in no group); one
+        undoable command."""
+        path = check_path(path)
+        with self.macro(f"Group {len(names)} layers as {path}" if path else f"Ungroup {len(names)} layers"):
+            for name in names:
+                self._set_attr(name, f"Group {name}", lambda s: s.group, lambda s, v: setattr(s, "group", v), path,
+                               GroupChanged)
 
     def move_layer(self, name: str, position: tuple[float, float]) -> None:
         self._set_attr(name, f"Move {name}", lambda s: s.position, lambda s, v: setattr(s, "position", v),

@@ -50,9 +50,15 @@ class Editing(QtCore.QObject):
         self.act_arrange = a("&Arrange", self.arrange, "Ctrl+L", None,
                              "Lay the network out left to right by depth (the selection only, when several layers "
                              "are selected); one undo step")
+        self.act_find = a("&Find…", lambda: on(lambda d: d.canvas.show_find()), K.Find, None,
+                          "Find layers by name or type (Enter: next, Shift+Enter: previous)")
+        self.act_expand_all = a("E&xpand All Groups", lambda: on(lambda d: d.canvas.expand_all()), None, None,
+                                "Draw every layer of every group")
+        self.act_collapse_all = a("&Collapse All Groups", lambda: on(lambda d: d.canvas.collapse_all()), None, None,
+                                  "Draw each top-level group as one box (double-click a box to expand it)")
         self.act_zoom_in = a("Zoom &In", lambda: self._zoom(1), K.ZoomIn)
         self.act_zoom_out = a("Zoom &Out", lambda: self._zoom(-1), K.ZoomOut)
-        for act in (self.act_delete, self.act_select_all, self.act_fit):
+        for act in (self.act_delete, self.act_select_all, self.act_fit, self.act_find):
             act.setShortcutContext(QtCore.Qt.ShortcutContext.WindowShortcut)
         self._format_actions: list[tuple[str, QtGui.QAction]] | None = None
 
@@ -119,5 +125,5 @@ class Editing(QtCore.QObject):
         for act in (self.act_cut, self.act_copy, self.act_duplicate):
             act.setEnabled(selected)
         for act in (self.act_paste, self.act_delete, self.act_select_all, self.act_fit, self.act_zoom_in,
-                    self.act_zoom_out, self.act_arrange):
+                    self.act_zoom_out, self.act_arrange, self.act_find, self.act_expand_all, self.act_collapse_all):
             act.setEnabled(has)

@@ -193,7 +193,7 @@ class MainWindow(QtWidgets.QMainWindow):
                       [self.act_group, self.act_ungroup, self.act_import_template, self.netlayers.act_import]):
             edit.addActions(group)
             edit.addSeparator()
-        edit.addAction(e.act_arrange)
+        edit.addActions([e.act_arrange, e.act_find])
         view = mb.addMenu("&View")
         view.addAction(e.act_grid)
         windows = view.addMenu("&Windows")
@@ -202,6 +202,8 @@ class MainWindow(QtWidgets.QMainWindow):
             windows.addAction(dock.toggleViewAction())
         view.addSeparator()
         view.addActions([e.act_fit, e.act_zoom_in, e.act_zoom_out])
+        view.addSeparator()
+        view.addActions([e.act_expand_all, e.act_collapse_all])
         view.addSeparator()
         view.addAction(an.act_inspector)
         tools = mb.addMenu("&Tools")

@@ -18,7 +18,7 @@ from shiboken6 import isValid
 
 from engine.errors import LayerLabError
 from engine.importers import is_importable
-from engine.layout import readable_positions
+from engine.layout import grouped_positions, readable_positions
 from engine.weights import ArrayWeights, save_safetensors
 
 if TYPE_CHECKING:
@@ -433,7 +433,9 @@ class OnnxImport(QtCore.QObject):
         layers = {n: s for n, s in doc.model.layers.items() if n in sizes}
         vp = canvas.viewer().viewport().size()
         aspect = vp.width() / vp.height() if vp.height() > 50 and vp.width() > 50 else 1.5
-        positions = readable_positions(layers, sizes, aspect)
+        collapsed = canvas.collapsed_groups()
+        positions = grouped_positions(layers, sizes, collapsed, aspect) if collapsed else \
+            readable_positions(layers, sizes, aspect)
         with doc.model.macro("Lay out the imported network"):
             for name, pos in positions.items():
                 if tuple(layers[name].position) != pos:

@@ -128,6 +128,7 @@ class Context:
     node: Any = None  # the node being mapped
     where: str = ""  # the file, for messages
     notes: dict[str, str] = field(default_factory=dict)  # layer -> the ONNX node it came from
+    scopes: dict[str, str] = field(default_factory=dict)  # layer -> its ONNX node's name (module scopes)
     notices: list[str] = field(default_factory=list)  # for the user (layout changes...)
     _dims: dict[str, Dims] = field(default_factory=dict)  # layer -> its output dimensions
     _next: dict[str, int] = field(default_factory=dict)  # base name -> the next suffix to try
@@ -333,6 +334,7 @@ class Context:
         self.layers[lname] = spec
         if self.node is not None:
             self.notes[lname] = f"ONNX {self.node.op_type} node {self.node_name}"
+            self.scopes[lname] = self.node.name
         if weights:
             self.weights[lname] = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()}
         if dims is None and output is not None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.groups import scope_groups
 from engine.importers.onnx import patterns
 from engine.importers.onnx.context import Context, OnnxImportError, Refusal, Unsupported, identifier
 from engine.importers.onnx.mapping import operator_table
@@ -269,9 +270,11 @@ def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int,
         progress(len(graph.node), len(graph.node), "layout")
     model = Model(identifier(src.stem, "network"))
     positions = readable_positions(ctx.layers, estimated_sizes(ctx.layers, registry))
+    groups = scope_groups(ctx.scopes)
     for name, spec in ctx.layers.items():
         spec.position = positions.get(name, (0.0, 0.0))
         spec.note = ctx.notes.get(name, "")
+        spec.group = groups.get(name, "")
         model.layers[name] = spec
     model.path = None
     try:

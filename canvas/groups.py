@@ -1,0 +1,305 @@
+"""Groups on the canvas: a collapsed group (``engine.groups``) is one box standing at the centre of its layers, which
+are hidden, with the links that enter or leave it drawn to the box; it expands in place (double-click, Find, View >
+Expand All). Which groups are collapsed is a view state of the canvas, not a model edit; membership is model data."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from canvas.lazy import NodeGeom
+from engine.groups import Group, groups_of, initial_collapsed, outermost_collapsed
+from engine.report import human_rate
+
+#: networks of more layers open with their groups collapsed (``engine.groups.initial_collapsed``)
+COLLAPSE_LAYERS = 150
+BOX_SIZE = (240.0, 78.0)
+NAME_PX = 12.0  # a box's name is at least this tall on screen
+LABEL_PX = 160.0  # and may take this width on screen, over the sides of a box drawn smaller
+BOX_COLOR = QtGui.QColor(70, 86, 110)
+KEY = "group:"  # the overview's name of a collapsed group's box (layer names are identifiers: no ':')
+
+
+def figures_text(members: Iterable[str], figures: dict[str, dict[str, Any]]) -> list[str]:
+    """The summed figures of ``members`` (``params``, ``flops``, ``time_ms``, as far as ``figures`` has them)."""
+    params = flops = time_ms = 0.0
+    has = set()
+    for name in members:
+        fig = figures.get(name) or {}
+        for key in ("params", "flops", "time_ms"):
+            if fig.get(key) is not None:
+                has.add(key)
+        params += fig.get("params") or 0
+        flops += fig.get("flops") or 0
+        time_ms += fig.get("time_ms") or 0.0
+    out = []
+    if "params" in has:
+        out.append(f"{human_rate(params, '')} params")
+    if "flops" in has:
+        out.append(f"{human_rate(flops, 'FLOP')}")
+    if "time_ms" in has:
+        out.append(f"{time_ms:.3f} ms")
+    return out
+
+
+class GroupBox(QtWidgets.QGraphicsObject):
+    """A collapsed group: its name, layer count and summed figures; double-click expands it."""
+
+    expand_requested = QtCore.Signal(str)
+
+    def __init__(self, group: Group, rect: QtCore.QRectF, lines: list[str]) -> None:
+        super().__init__()
+        self.group = group
+        self._rect = QtCore.QRectF(0, 0, rect.width(), rect.height())
+        self.setPos(rect.topLeft())
+        self.lines = lines
+        self.setZValue(1.0)
+        self.setFlag(QtWidgets.QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, True)
+        self.setToolTip(f"group {group.path}\n{len(group.members)} layers" + "".join(f"\n{t}" for t in lines)
+                        + "\ndouble-click to expand")
+
+    @property
+    def title(self) -> str:
+        return self.group.name
+
+    def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 (Qt API)
+        return self._rect
+
+    def paint(self, painter: QtGui.QPainter, option: QtWidgets.QStyleOptionGraphicsItem,
+              widget: QtWidgets.QWidget | None = None) -> None:
+        lod = QtWidgets.QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
+        r = self._rect
+        painter.save()
+        painter.setPen(QtGui.QPen(QtGui.QColor(255, 198, 10) if self.isSelected() else QtGui.QColor(150, 170, 200),
+                                  2.0 / max(lod, 1e-3)))
+        painter.setBrush(BOX_COLOR)
+        painter.drawRoundedRect(r, 8, 8)
+        # the name stays readable zoomed out: at least 11 px on screen, up to the box's width
+        font = QtGui.QFont()
+        font.setBold(True)
+        px = max(15.0, NAME_PX / max(lod, 1e-3), min(r.height() / 5, r.width() / (0.7 * len(self.group.name) + 4)))
+        font.setPixelSize(max(1, round(px)))
+        metrics = QtGui.QFontMetricsF(font)
+        painter.setFont(font)
+        painter.setPen(QtGui.QColor(245, 245, 245))
+        name = f"▸ {self.group.name}"
+        if px * 1.6 > r.height():  # too tall for the box: the name alone, over the box
+            wide = max(r.width(), LABEL_PX / max(lod, 1e-3))
+            text = metrics.elidedText(self.group.name, QtCore.Qt.TextElideMode.ElideLeft, wide)
+            label = QtCore.QRectF(r.center().x() - wide / 2, r.top(), wide, r.height())
+            painter.setPen(QtGui.QColor(255, 230, 150))
+            painter.drawText(label, QtCore.Qt.AlignmentFlag.AlignCenter | QtCore.Qt.TextFlag.TextDontClip, text)
+            painter.restore()
+            return
+        painter.drawText(r.adjusted(8, 4, -8, 0), QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignTop,
+                         metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideLeft, r.width() - 16))
+        small = QtGui.QFont()
+        small.setPixelSize(max(12, round(px * 0.6)))
+        painter.setFont(small)
+        painter.setPen(QtGui.QColor(200, 210, 225))
+        text = "  ·  ".join([f"{len(self.group.members)} layers", *self.lines])
+        painter.drawText(r.adjusted(8, 4 + metrics.height() * 1.2, -8, -4),
+                         QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.TextFlag.TextWordWrap, text)
+        painter.restore()
+
+    def mouseDoubleClickEvent(self, event: QtWidgets.QGraphicsSceneMouseEvent) -> None:  # noqa: N802 (Qt API)
+        self.expand_requested.emit(self.group.path)
+        event.accept()
+
+
+class GroupsMixin:
+    """``ModelCanvas``'s groups: collapse, expand, and what a collapsed group hides."""
+
+    def _init_groups(self) -> None:
+        self._collapsed: set[str] = set()
+        self._hidden: dict[str, str] = {}  # layer -> the collapsed group hiding it
+        self._boxes: dict[str, GroupBox] = {}
+        self._groups: dict[str, Group] = {}
+        self._figures: dict[str, dict[str, Any]] = {}
+        self._groups_timer = QtCore.QTimer(self)
+        self._groups_timer.setSingleShot(True)
+        self._groups_timer.setInterval(0)
+        self._groups_timer.timeout.connect(self._refresh_groups_later)
+        self._groups = groups_of(self.net_model.layers)
+        if len(self.net_model.layers) > COLLAPSE_LAYERS and self._groups:
+            loose = sum(1 for s in self.net_model.layers.values() if not s.group)
+            self._collapsed = initial_collapsed(self._groups, loose)
+        self._refresh_groups()
+
+    # ---- queries ---------------------------------------------------------------------------------
+    def groups(self) -> dict[str, Group]:
+        """The model's groups by path (``engine.groups``)."""
+        return dict(self._groups)
+
+    def collapsed_groups(self) -> set[str]:
+        """Paths of the groups drawn collapsed."""
+        return set(self._collapsed)
+
+    def shown_groups(self) -> list[str]:
+        """Paths of the collapsed groups drawn as a box now (not inside another collapsed group)."""
+        return list(self._boxes)
+
+    def group_box(self, path: str) -> GroupBox | None:
+        """The box of collapsed group ``path`` (None while it is expanded or inside another collapsed one)."""
+        return self._boxes.get(path)
+
+    def is_hidden(self, layer: str) -> bool:
+        """Whether ``layer`` is inside a collapsed group (its node is not drawn)."""
+        return layer in self._hidden
+
+    # ---- collapse and expand ---------------------------------------------------------------------
+    def collapse_group(self, path: str) -> None:
+        """Draw group ``path`` as one box."""
+        if path in self._groups:
+            self._collapsed.add(path)
+            self._refresh_groups()
+
+    def expand_group(self, path: str) -> None:
+        """Draw group ``path``'s layers and subgroups in place (its enclosing groups expand too)."""
+        steps = path.split("/")
+        opened = {"/".join(steps[:i + 1]) for i in range(len(steps))}
+        if self._collapsed & opened:
+            self._collapsed -= opened
+            self._refresh_groups()
+
+    def collapse_all(self) -> None:
+        """View > Collapse All: every top-level group as one box."""
+        self._collapsed = {p for p, g in self._groups.items() if not g.parent}
+        self._refresh_groups()
+
+    def expand_all(self) -> None:
+        """View > Expand All: every layer drawn."""
+        self._collapsed = set()
+        self._refresh_groups()
+
+    def reveal(self, layer: str) -> None:
+        """Expand the groups hiding ``layer``."""
+        path = self.net_model.layers[layer].group if layer in self.net_model.layers else ""
+        if layer in self._hidden:
+            self.expand_group(path)
+
+    @property
+    def find_bar(self) -> Any:
+        """The canvas's find bar (``canvas.find.FindBar``), made when first asked for."""
+        if getattr(self, "_find_bar", None) is None:
+            from canvas.find import FindBar  # noqa: PLC0415
+
+            self._find_bar = FindBar(self)
+        return self._find_bar
+
+    def show_find(self) -> None:
+        """Edit > Find (Ctrl+F): open the find bar."""
+        self.find_bar.open_bar()
+
+    def set_layer_figures(self, figures: dict[str, dict[str, Any]]) -> None:
+        """Per-layer figures (``params``, ``flops``, ``time_ms``...; e.g. ``engine.report.layer_figures`` with the
+        report's ``flops``) that the collapsed groups show summed; empty: none."""
+        self._figures = dict(figures)
+        self._refresh_groups()
+
+    # ---- drawing ---------------------------------------------------------------------------------
+    def _groups_changed(self, moved_only: bool = False) -> None:
+        """The model's groups or the layers' places changed: redraw the boxes after this turn of the event loop
+        (a burst of moves redraws once); membership changes are applied now."""
+        if not moved_only:
+            self._groups = groups_of(self.net_model.layers)
+            self._collapsed &= set(self._groups)
+            if self._collapsed or self._hidden:  # (nothing collapsed: nothing hidden, nothing to redraw)
+                self._refresh_groups()
+        elif self._boxes and not self._groups_timer.isActive():
+            self._groups_timer.start()
+
+    def _refresh_groups_later(self) -> None:
+        try:
+            self._refresh_groups()
+        except RuntimeError:  # the canvas was closed before the timer came due
+            pass
+
+    def _refresh_groups(self) -> None:
+        """Hide the layers of collapsed groups, show the others, and place one box per outermost collapsed group."""
+        hidden = {}
+        for name, spec in self.net_model.layers.items():
+            top = outermost_collapsed(spec.group, self._collapsed) if spec.group else None
+            if top is not None:
+                hidden[name] = top
+        changed = set(hidden) ^ set(self._hidden)
+        self._hidden = hidden
+        scene = self.scene()
+        for box in self._boxes.values():
+            scene.removeItem(box)
+        self._boxes = {}
+        for path in dict.fromkeys(hidden.values()):
+            group = self._groups[path]
+            # the box takes its layers' place (Arrange and imports lay a collapsed group's layers out together)
+            area = QtCore.QRectF()
+            for name in group.members:
+                area = area.united(self._predicted(name).rect)
+            rect = QtCore.QRectF(0, 0, max(BOX_SIZE[0], area.width()), max(BOX_SIZE[1], area.height()))
+            rect.moveCenter(area.center())
+            box = GroupBox(group, rect, figures_text(group.members, self._figures))
+            box.expand_requested.connect(self.expand_group)
+            scene.addItem(box)
+            self._boxes[path] = box
+        self._apply_hidden([n for n in changed if self.nodes.created(n) is not None] if changed else [])
+        self._covered = QtCore.QRectF()
+        self._index = None
+        if self.overview is not None:
+            self.overview.invalidate()
+        self.viewer().viewport().update()
+
+    def _apply_hidden(self, names: Iterable[str]) -> None:
+        """Show or hide the node items of ``names`` and the links touching them."""
+        for name in names:
+            node = self.nodes.created(name)
+            if node is None:
+                continue
+            hide = name in self._hidden
+            node.view.setVisible(not hide)
+            if hide:
+                node.view.setSelected(False)
+            for port in node.input_ports() + node.output_ports():
+                for pipe in port.view.connected_pipes:
+                    ends = [p.node for p in (pipe.input_port, pipe.output_port) if p is not None]
+                    pipe.setVisible(all(e.isVisible() for e in ends))
+
+    def _materialize_many(self, names: Iterable[str], neighbours: bool = True) -> list[str]:
+        made = super()._materialize_many(names, neighbours)
+        if made and getattr(self, "_hidden", None):  # (none while the canvas is first built)
+            self._apply_hidden(made)
+        return made
+
+    def _shown_names(self) -> list[str]:
+        """What the overview draws: the layers not hidden, then a box per collapsed group shown."""
+        return [n for n in self.nodes if n not in self._hidden] + [KEY + p for p in self._boxes]
+
+    def _end(self, layer: str) -> str:
+        top = self._hidden.get(layer)
+        return layer if top is None else KEY + top
+
+    def _shown_links(self) -> list[tuple[str, str, int]]:
+        """Links as drawn: an end inside a collapsed group goes to its box; links inside one box are left out."""
+        out = {}
+        for src, dst, index in self._links():
+            a, b = self._end(src), self._end(dst)
+            if a != b:
+                out[(a, b, index if b == dst else 0)] = None
+        return list(out)
+
+    def _shown_geometry(self, name: str) -> NodeGeom:
+        if name.startswith(KEY):
+            box = self._boxes[name[len(KEY):]]
+            rect = box.sceneBoundingRect()
+            return NodeGeom(rect, (BOX_COLOR.red(), BOX_COLOR.green(), BOX_COLOR.blue()), box,
+                            QtCore.QPointF(rect.right(), rect.center().y()), [QtCore.QPointF(rect.left(), rect.center().y())])
+        return self._geometry(name)
+
+    def _shown_rect(self) -> QtCore.QRectF:
+        """The scene area of everything drawn (layers not hidden and group boxes)."""
+        rect = QtCore.QRectF()
+        for name in self.nodes:
+            if name not in self._hidden:
+                rect = rect.united(self.node_rect(name))
+        for box in self._boxes.values():
+            rect = rect.united(box.sceneBoundingRect())
+        return rect

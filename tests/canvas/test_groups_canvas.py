@@ -1,0 +1,112 @@
+"""Groups and Find on a real canvas: collapse and expand show and hide the members, a box counts them, Ctrl+F's bar
+finds by name and type, wraps, and opens the group of its match."""
+from __future__ import annotations
+
+import pytest
+from PySide6 import QtCore
+
+from engine.model import Model
+from tests.canvas.conftest import dispose
+
+
+def grouped_model() -> Model:
+    m = Model("g")
+    m.add_layer("input", "inp", position=(0, 0))
+    x = "inp"
+    for i in range(6):
+        m.add_layer("convolution", f"block_conv{i}", inputs=[x], position=(250 * (i + 1), 0))
+        x = f"block_conv{i}"
+    m.add_layer("output", "out", inputs=[x], position=(2000, 0))
+    m.set_group([f"block_conv{i}" for i in range(3)], "features/stage1")
+    m.set_group([f"block_conv{i}" for i in range(3, 6)], "features/stage2")
+    m.mark_clean()
+    m.clear_undo()
+    return m
+
+
+@pytest.fixture
+def gcanvas(qtbot, registry):
+    from canvas.bridge import ModelBridge
+    from canvas.graph import ModelCanvas
+
+    model = grouped_model()
+    c = ModelCanvas(model, registry, ModelBridge(model))
+    qtbot.addWidget(c.widget)
+    c.widget.resize(1000, 500)
+    c.widget.show()
+    yield c
+    dispose(c)
+
+
+def test_collapse_hides_members_and_the_box_counts_them(gcanvas) -> None:
+    c = gcanvas
+    assert c.shown_groups() == []  # a small network opens expanded
+    c.collapse_group("features/stage1")
+    box = c.group_box("features/stage1")
+    assert box is not None and box.isVisible() and "3 layers" in box.toolTip()
+    assert not c.nodes["block_conv1"].view.isVisible() and c.nodes["block_conv4"].view.isVisible()
+    # the box stands where its layers were, and its links are drawn: inp -> box -> block_conv3
+    assert c.node_rect("block_conv0").united(c.node_rect("block_conv2")).contains(box.sceneBoundingRect().center())
+    assert set(c._shown_links()) >= {("inp", "group:features/stage1", 0), ("group:features/stage1", "block_conv3", 0)}
+    c.collapse_all()
+    assert c.shown_groups() == ["features"] and "6 layers" in c.group_box("features").toolTip()
+    c.expand_all()
+    assert c.shown_groups() == [] and all(c.nodes[f"block_conv{i}"].view.isVisible() for i in range(6))
+    assert not c.net_model.modified  # a view state, not an edit
+
+
+def test_double_click_expands_a_box(gcanvas, qtbot) -> None:
+    c = gcanvas
+    c.collapse_group("features/stage2")
+    box = c.group_box("features/stage2")
+    c.viewer().centerOn(box)
+    qtbot.wait(10)
+    pos = c.viewer().mapFromScene(box.sceneBoundingRect().center())
+    qtbot.mouseDClick(c.viewer().viewport(), QtCore.Qt.MouseButton.LeftButton, pos=pos)
+    assert c.group_box("features/stage2") is None and c.nodes["block_conv4"].view.isVisible()
+
+
+def test_regrouping_is_model_data_and_follows_undo(gcanvas) -> None:
+    c = gcanvas
+    c.collapse_group("features/stage1")
+    c.net_model.set_group(["block_conv0"], "")
+    assert c.nodes["block_conv0"].view.isVisible() and "2 layers" in c.group_box("features/stage1").toolTip()
+    c.net_model.undo()
+    assert not c.nodes["block_conv0"].view.isVisible()
+
+
+def test_find_by_name_and_type_wraps_and_opens_groups(gcanvas, qtbot) -> None:
+    c = gcanvas
+    c.collapse_all()
+    c.show_find()
+    bar = c.find_bar
+    assert bar.isVisible()
+    qtbot.keyClicks(bar.edit, "conv4")
+    assert bar.matches == ["block_conv4"]
+    assert c.selected_layers() == ["block_conv4"] and c.nodes["block_conv4"].view.isVisible()
+    assert "features/stage2" not in c.collapsed_groups() and "features" not in c.collapsed_groups()
+    bar.edit.clear()
+    qtbot.keyClicks(bar.edit, "Output")  # by type (any case)
+    assert bar.matches == ["out"]
+    bar.edit.clear()
+    qtbot.keyClicks(bar.edit, "block_conv")
+    assert c.selected_layers() == ["block_conv0"]
+    qtbot.keyClick(bar.edit, QtCore.Qt.Key.Key_Return, QtCore.Qt.KeyboardModifier.ShiftModifier)
+    assert c.selected_layers() == ["block_conv5"] and bar.count.text() == "6 of 6"  # wrapped backwards
+    qtbot.keyClick(bar.edit, QtCore.Qt.Key.Key_F3)
+    assert c.selected_layers() == ["block_conv0"]  # and forwards
+    qtbot.keyClick(bar.edit, QtCore.Qt.Key.Key_Return)
+    assert c.selected_layers() == ["block_conv1"]
+    qtbot.keyClick(bar.edit, QtCore.Qt.Key.Key_Escape)
+    assert not bar.isVisible()
+
+
+def test_shortened_names_keep_their_distinct_end() -> None:
+    from PySide6 import QtGui
+
+    font = QtGui.QFont()
+    metrics = QtGui.QFontMetricsF(font)
+    names = [f"features_denseblock3_denselayer{i}_conv2_Conv" for i in (11, 12)]
+    width = metrics.horizontalAdvance("denselayer12_conv2_Conv") + 20
+    short = [metrics.elidedText(n, QtCore.Qt.TextElideMode.ElideLeft, width) for n in names]
+    assert short[0] != short[1] and all(s.startswith("…") for s in short)

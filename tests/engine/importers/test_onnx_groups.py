@@ -1,0 +1,35 @@
+"""The ONNX import groups layers by the module scopes of their node names."""
+from __future__ import annotations
+
+from onnx import helper
+
+from engine import modelfile
+from engine.groups import groups_of
+from engine.importers.onnx import import_onnx
+from engine.layout import grouped_positions, overlaps
+from tests.engine.importers.helpers import save_graph, tensor
+
+
+def test_import_makes_groups_from_node_names(tmp_path) -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="/stem/act/Relu"),
+             helper.make_node("Sigmoid", ["a"], ["b"], name="/stage1/block1/gate/Sigmoid"),
+             helper.make_node("Relu", ["b"], ["c"], name="/stage1/block1/act/Relu"),
+             helper.make_node("Sigmoid", ["c"], ["d"], name="/stage1/block2/gate/Sigmoid"),
+             helper.make_node("Relu", ["d"], ["y"], name="/head/Relu")]
+    path = save_graph(tmp_path / "m.onnx", nodes, [tensor("x", [1, 2, 4, 4])], [tensor("y", [1, 2, 4, 4])])
+    model = import_onnx(path).model
+    groups = {s.note.rpartition(" ")[2]: s.group for s in model.layers.values() if s.note.startswith("ONNX ")}
+    assert groups["/stage1/block1/gate/Sigmoid"] == groups["/stage1/block1/act/Relu"] == "stage1/block1"
+    assert groups["/stage1/block2/gate/Sigmoid"] == "stage1"  # alone in block2: no group of one layer
+    assert groups["/stem/act/Relu"] == "" and groups["/head/Relu"] == ""
+    assert set(groups_of(model.layers)) == {"stage1", "stage1/block1"}
+    back = modelfile.loads(modelfile.dumps(model))
+    assert {n: s.group for n, s in back.layers.items()} == {n: s.group for n, s in model.layers.items()}
+    # laid out with stage1 collapsed, its layers are together: no other layer inside their area
+    sizes = {n: (100.0, 60.0) for n in model.layers}
+    pos = grouped_positions(model.layers, sizes, {"stage1"})
+    assert not overlaps(pos, sizes)
+    inside = [n for n, s in model.layers.items() if s.group.startswith("stage1")]
+    left = min(pos[n][0] for n in inside)
+    right = max(pos[n][0] + 100 for n in inside)
+    assert all(not (left <= pos[n][0] < right) for n in model.layers if n not in inside)
