@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,10 +18,8 @@ from engine.descriptors import is_identifier
 from engine.errors import GraphError, LayerLabError
 from engine.events import (
     ActivationChanged,
-    CustomLayerChanged,
     EditRefused,
     EventEmitter,
-    FusingRulesChanged,
     GroupChanged,
     LayerAdded,
     LayerEvent,
@@ -32,12 +31,11 @@ from engine.events import (
     NetworkChanged,
     ParamChanged,
     SettingsChanged,
-    TemplateAdded,
-    TemplateChanged,
-    TemplateRemoved,
 )
 from engine.formats import canonical
 from engine.groups import check_path
+from engine.model_definitions import DefinitionEdits
+from engine.undo import Command, Macro, UndoStack
 
 FILE_FORMAT_VERSION = 1
 
@@ -73,32 +71,11 @@ class FusingRuleSpec:
     enabled: bool = True
 
 
-@dataclass
-class _Command:
-    text: str
-    do: Callable[[], None]
-    undo: Callable[[], None]
-
-
-@dataclass
-class _Macro:
-    text: str
-    commands: list[_Command] = field(default_factory=list)
-
-    def do(self) -> None:
-        for c in self.commands:
-            c.do()
-
-    def undo(self) -> None:
-        for c in reversed(self.commands):
-            c.undo()
-
-
 class ReadOnlyError(LayerLabError):
     """An edit of a model that is read-only (for example while analysis mode runs)."""
 
 
-class Model:
+class Model(DefinitionEdits):
     """A network design. Mutate it only through its methods; each is one undoable command.
 
     While ``read_only`` holds a reason, every edit, undo and redo is refused with ReadOnlyError."""
@@ -117,11 +94,7 @@ class Model:
         self.folder: str | None = None
         self.load_warnings: list[str] = []
         self.events = EventEmitter()
-        self._undo: list[_Command | _Macro] = []
-        self._index = 0
-        self._clean = 0
-        self._macro: _Macro | None = None
-        self._macro_depth = 0
+        self._undo = UndoStack()
         self.read_only: str | None = None
         self.weights_source: Any = None  # in-memory weights of a model imported from another format (not saved)
 
@@ -146,9 +119,8 @@ class Model:
         }
 
     def copy(self, layers: bool = True) -> Model:
-        """A new Model with the same content (layers, settings, rules, templates), a fresh undo stack and
-        no file path (so saving it never overwrites the original by accident). ``layers=False``: no layers
-        (the caller sets its own)."""
+        """A new Model with the same content (layers, settings, rules, templates), a fresh undo stack and no file
+        path (saving it never overwrites the original); ``layers=False``: no layers (the caller sets its own)."""
         out = Model(self.name, self.version)
         if layers:
             out.layers = {n: copy.deepcopy(s) for n, s in self.layers.items()}
@@ -179,10 +151,7 @@ class Model:
     def unique_name(self, base: str) -> str:
         """``base_N`` with the smallest N >= 1 not used yet (``convolution_3``)."""
         base = base if is_identifier(base) else "layer"
-        n = 1
-        while f"{base}_{n}" in self.layers:
-            n += 1
-        return f"{base}_{n}"
+        return next(f"{base}_{n}" for n in itertools.count(1) if f"{base}_{n}" not in self.layers)
 
     def depends_on(self, layer: str, ancestor: str) -> bool:
         """True if ``ancestor`` feeds ``layer`` directly or indirectly (or is it)."""
@@ -197,45 +166,39 @@ class Model:
             stack.extend(s for s in self.layers[cur].inputs if s)
         return False
 
-    # ---- undo stack ------------------------------------------------------------------------------
+    # ---- undo stack (engine.undo) ---------------------------------------------------------------
     @property
     def modified(self) -> bool:
-        return self._index != self._clean
+        return self._undo.modified
 
     def mark_clean(self) -> None:
         was = self.modified
-        self._clean = self._index
+        self._undo.mark_clean()
         if was:
             self.events.emit(ModifiedChanged(False))
 
     def can_undo(self) -> bool:
-        return self._index > 0
+        return self._undo.can_undo()
 
     def can_redo(self) -> bool:
-        return self._index < len(self._undo)
+        return self._undo.can_redo()
 
     def undo_text(self) -> str:
-        return self._undo[self._index - 1].text if self.can_undo() else ""
+        return self._undo.undo_text()
 
     def redo_text(self) -> str:
-        return self._undo[self._index].text if self.can_redo() else ""
+        return self._undo.redo_text()
 
     def undo(self) -> None:
-        self._check_writable("undo")
-        if not self.can_undo():
-            return
-        was = self.modified
-        self._index -= 1
-        self._undo[self._index].undo()
-        self._emit_modified(was)
+        self._step("undo", self._undo.undo)
 
     def redo(self) -> None:
-        self._check_writable("redo")
-        if not self.can_redo():
-            return
+        self._step("redo", self._undo.redo)
+
+    def _step(self, action: str, move: Callable[[], None]) -> None:
+        self._check_writable(action)
         was = self.modified
-        self._undo[self._index].do()
-        self._index += 1
+        move()
         self._emit_modified(was)
 
     def _emit_modified(self, was: bool) -> None:
@@ -245,39 +208,22 @@ class Model:
     @contextmanager
     def macro(self, text: str) -> Iterator[None]:
         """Group the commands issued inside into one undo step."""
-        if self._macro is None:
-            self._macro = _Macro(text)
-        self._macro_depth += 1
-        try:
+        with self._undo.macro(text, self._record):
             yield
-        finally:
-            self._macro_depth -= 1
-            if self._macro_depth == 0:
-                macro, self._macro = self._macro, None
-                if macro.commands:
-                    self._record(macro)
 
     def _push(self, text: str, do: Callable[[], None], undo: Callable[[], None]) -> None:
         self._check_writable(text)
-        cmd = _Command(text, do, undo)
-        cmd.do()
-        if self._macro is not None:
-            self._macro.commands.append(cmd)
-        else:
+        cmd = Command(text, do, undo)
+        if self._undo.push(cmd):
             self._record(cmd)
 
-    def _record(self, cmd: _Command | _Macro) -> None:
+    def _record(self, step: Command | Macro) -> None:
         was = self.modified
-        del self._undo[self._index :]
-        if self._clean > self._index:
-            self._clean = -1  # the clean state can no longer be reached
-        self._undo.append(cmd)
-        self._index += 1
+        self._undo.record(step)
         self._emit_modified(was)
 
     def clear_undo(self) -> None:
         self._undo.clear()
-        self._index = self._clean = 0
 
     # ---- edit commands ---------------------------------------------------------------------------
     def _check_new_name(self, name: str) -> None:
@@ -529,98 +475,3 @@ class Model:
             return f
 
         self._push(f"Set {key}", apply(value), apply(old))
-
-    # ---- templates (engine.templates builds, checks and uses them) ---------------------------------
-    def _template_uses(self, name: str) -> list[str]:
-        """Layers and other templates that use template ``name``."""
-        ltype = f"template:{name}"
-        users = [n for n, s in self.layers.items() if s.type == ltype]
-        marker = f'type="{ltype}"'  # template texts are canonical XML: attributes in double quotes
-        return users + [f"template {t}" for t, text in self.templates.items() if t != name and marker in text]
-
-    def add_template(self, name: str, text: str) -> None:
-        """Add the definition ``text`` (canonical XML, see engine.templates) of a new template ``name``."""
-        if not is_identifier(name):
-            raise LayerLabError(f"{name!r} is not a valid template name: use letters, digits and '_', not starting with a digit")
-        if name in self.templates:
-            raise LayerLabError(f"a template named {name!r} already exists")
-
-        def do() -> None:
-            self.templates[name] = text
-            self.events.emit(TemplateAdded(name))
-
-        def undo() -> None:
-            del self.templates[name]
-            self.events.emit(TemplateRemoved(name))
-
-        self._push(f"Add template {name}", do, undo)
-
-    def set_template(self, name: str, text: str) -> None:
-        """Replace the definition of template ``name`` (its instances follow)."""
-        if name not in self.templates:
-            raise LayerLabError(f"no template named {name!r} in network {self.name}")
-        old = self.templates[name]
-        if old == text:
-            return
-
-        def apply(v: str) -> Callable[[], None]:
-            def f() -> None:
-                self.templates[name] = v
-                self.events.emit(TemplateChanged(name))
-            return f
-
-        self._push(f"Edit template {name}", apply(text), apply(old))
-
-    def remove_template(self, name: str) -> None:
-        """Delete template ``name``; refused while layers or other templates use it."""
-        if name not in self.templates:
-            raise LayerLabError(f"no template named {name!r} in network {self.name}")
-        users = self._template_uses(name)
-        if users:
-            raise LayerLabError(f"template {name} is still used by {', '.join(users)}: delete or ungroup those first")
-        order = list(self.templates)
-        index, text = order.index(name), self.templates[name]
-
-        def do() -> None:
-            del self.templates[name]
-            self.events.emit(TemplateRemoved(name))
-
-        def undo() -> None:
-            items = list(self.templates.items())
-            items.insert(index, (name, text))
-            self.templates = dict(items)
-            self.events.emit(TemplateAdded(name))
-
-        self._push(f"Delete template {name}", do, undo)
-
-    def set_custom_layer(self, name: str, text: str | None) -> None:
-        """Add or replace (``text``: its XML, see engine.custom) or delete (None) custom layer ``name``'s definition."""
-        old = dict(self.custom_layers)
-        new = dict(old)
-        if text is None:
-            new.pop(name, None)
-        else:
-            new[name] = text
-        if new == old:
-            return
-
-        def apply(v: dict[str, str]) -> Callable[[], None]:
-            def f() -> None:
-                self.custom_layers = dict(v)
-                self.events.emit(CustomLayerChanged(name, f"custom:{name}"))
-            return f
-
-        verb = "Delete" if text is None else ("Edit" if name in old else "Add")
-        self._push(f"{verb} custom layer {name}", apply(new), apply(old))
-
-    def set_fusing_rules(self, rules: list[FusingRuleSpec]) -> None:
-        old = copy.deepcopy(self.fusing_rules)
-        new = copy.deepcopy(rules)
-
-        def apply(v: list[FusingRuleSpec]) -> Callable[[], None]:
-            def f() -> None:
-                self.fusing_rules = copy.deepcopy(v)
-                self.events.emit(FusingRulesChanged())
-            return f
-
-        self._push("Edit fusing rules", apply(new), apply(old))
