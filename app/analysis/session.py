@@ -367,11 +367,18 @@ class AnalysisSession(QtCore.QObject):
             net.mark_affected(name)
         self._run()
 
-    def cmd_break_at(self, layer: str) -> None:
-        """Add a breakpoint and stop there now: the layer is recomputed, so the network pauses at it."""
+    def cmd_break_at(self, payload: str | tuple[str, int]) -> None:
+        """Add a breakpoint and stop there now: the whole network runs again (so Step then goes through every
+        layer in order), pausing at it. ``payload`` is the layer, or (layer, the breakpoint's hits when it was
+        asked for): a pass that reached the breakpoint since (one running when it was added) already stopped
+        there, and no second pass starts."""
+        layer, seen = (payload, None) if isinstance(payload, str) else payload
         net = self._need_net()
         self.debugger.add_breakpoint(layer)
-        net.mark_affected(layer)
+        if seen is not None and self.debugger.hits(layer) > seen:
+            return
+        for name in net.input_names:
+            net.mark_affected(name)
         self._run()
 
     def cmd_compare_precision(self, payload: tuple[str, float]) -> None:
@@ -429,11 +436,11 @@ class AnalysisSession(QtCore.QObject):
         try:
             executed = net.run()
         except DebugStopped:
-            self.ran.emit(RunInfo(self.runs, self.debugger.computed, (time.perf_counter() - t0) * 1e3, True))
+            self.ran.emit(RunInfo(self.runs, self.debugger.computed, self._work_ms(t0), True))
             for video in self.videos.values():
                 video.playing = False
             return
-        ms = (time.perf_counter() - t0) * 1e3
+        ms = self._work_ms(t0)
         if self.profile_timings:
             self.timings.emit(dict(self._layer_times))
         self.overview.emit(network_overview(net))
@@ -448,6 +455,10 @@ class AnalysisSession(QtCore.QObject):
         self._shown.clear()
         self._shown_since = time.perf_counter()
         self.ran.emit(RunInfo(self.runs, executed, ms))  # last: everything of this run has been sent
+
+    def _work_ms(self, t0: float) -> float:
+        """Milliseconds since ``t0`` that the network worked (time paused in the debugger left out)."""
+        return max(0.0, time.perf_counter() - t0 - self.debugger.paused_seconds) * 1e3
 
     def _pending(self) -> set[str]:
         """While paused: the layers this inference still has to compute (downstream of what it computed)."""

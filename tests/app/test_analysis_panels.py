@@ -133,7 +133,7 @@ def test_overview_selection_breakpoint_step_resume_and_inspector(qtbot, ctl, reg
     dict(ov.context_actions("denoise"))["Remove Breakpoint"]()
     with qtbot.waitSignal(ctl.proxy.ran, timeout=WAIT) as blocker:
         ctl.debug.act_resume.trigger()
-    assert blocker.args[0].executed == ["denoise", "sharpen", "compare", "result"]
+    assert blocker.args[0].executed == ["photo", "noisy", "denoise", "sharpen", "compare", "result"]
     assert not ctl.debug.act_step.isEnabled() and not ov.glyphs["sharpen"].paused
     # timings on the glyphs with Profile Layer Timings + Rerun
     ctl.overview_panel.act_timings.setChecked(True)
