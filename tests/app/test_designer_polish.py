@@ -295,3 +295,30 @@ def test_roofline_labels_do_not_overlap():
     assert chosen == {2, 3}  # the selected point and the far one; the two under the selected label get none
     assert label_without_overlaps(pts[:2], (-1.0, 4.0), (-1.0, 4.0)) == {1}  # two points on top of each other: one name
     assert label_without_overlaps([]) == set()
+
+
+def test_ctrl_z_in_a_parameter_field_undoes_the_model_edit(window, sample_path, qtbot):
+    """Focus stays in the field after an edit; Ctrl+Z there undoes the edit in the model (and Ctrl+Y redoes
+    it), while typing not yet committed is still the field's own to undo."""
+    doc = window.files.open_path(sample_path)
+    doc.canvas.select_layers(["conv1"])
+    before = doc.model.layers["conv1"].params["num_output_channels"]
+    box = window.params.rows["param.num_output_channels"].editor.box
+    window.activateWindow()
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus)
+    box.lineEdit().selectAll()
+    qtbot.keyClicks(box, "7")
+    qtbot.keyClick(box, QtCore.Qt.Key.Key_Return)
+    assert doc.model.layers["conv1"].params["num_output_channels"] == "7"
+    box = window.params.rows["param.num_output_channels"].editor.box
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus)
+    qtbot.keyClick(box, QtCore.Qt.Key.Key_Z, QtCore.Qt.KeyboardModifier.ControlModifier)
+    assert doc.model.layers["conv1"].params["num_output_channels"] == before
+    assert window.params.rows["param.num_output_channels"].editor.box.value() == int(before)
+    box = window.params.rows["param.num_output_channels"].editor.box
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus)
+    qtbot.keyClick(box, QtCore.Qt.Key.Key_Y, QtCore.Qt.KeyboardModifier.ControlModifier)
+    assert doc.model.layers["conv1"].params["num_output_channels"] == "7"
