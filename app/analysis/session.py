@@ -368,10 +368,9 @@ class AnalysisSession(QtCore.QObject):
         self._run()
 
     def cmd_break_at(self, payload: str | tuple[str, int]) -> None:
-        """Add a breakpoint and stop there now: the whole network runs again (so Step then goes through every
-        layer in order), pausing at it. ``payload`` is the layer, or (layer, the breakpoint's hits when it was
-        asked for): a pass that reached the breakpoint since (one running when it was added) already stopped
-        there, and no second pass starts."""
+        """Add a breakpoint and stop there now: the whole network runs again (Step then goes through every layer
+        in order). ``payload``: the layer, or (layer, its hits when asked): a pass that reached it since (one
+        running when it was added) already stopped there, and no second pass starts."""
         layer, seen = (payload, None) if isinstance(payload, str) else payload
         net = self._need_net()
         self.debugger.add_breakpoint(layer)
