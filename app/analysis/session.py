@@ -98,6 +98,14 @@ class RunInfo:
     stopped: bool = False
 
 
+def _vector(net: Network, p: Prepared) -> np.ndarray:
+    """An output's display image, or for an output of 1 x 1 pixels with many channels (a classifier's scores)
+    its values as a vector (first batch item): an image of it would be one pixel."""
+    if len(p.shape) == 4 and p.shape[2:] == (1, 1) and p.shape[1] > 4:
+        return np.asarray(net.output(p.view.layer), dtype=np.float32)[0].reshape(-1)
+    return p.image
+
+
 class AnalysisSession(QtCore.QObject):
     """Owns the analysis network in the worker thread (see the module documentation)."""
 
@@ -447,7 +455,7 @@ class AnalysisSession(QtCore.QObject):
         images = prepare_views(net, [View(n, "image", max_side=MAX_IMAGE_SIDE) for n in (*inputs, *net.output_names)])
         for name, p in zip(inputs, images, strict=False):
             self._emit_input(name, p)
-        self.outputs.emit({p.view.layer: p.image for p in images[len(inputs):]})
+        self.outputs.emit({p.view.layer: _vector(net, p) for p in images[len(inputs):]})
         if self.inspected is not None and self.inspected in net.nodes:
             self._emit_layer(self.inspected)
         self._option_pending = False
