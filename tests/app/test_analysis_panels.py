@@ -263,3 +263,6 @@ def test_a_classifier_output_shows_its_top_classes(qtbot, ctl, registry):
     best = int(np.argmax(scores))
     text = ctl.output.views["out"].label.textItem.toPlainText()
     assert f"class {best}:" in text.splitlines()[1] and "1x1" not in ctl.output.labels["out"].text()
+    # the Parameter Editor says why it is empty while analysis runs, not to launch it
+    assert not ctl.params.message.isHidden() and "Launch Analysis" not in ctl.params.message.text()
+    assert "no layer with runtime options" in ctl.params.message.text()
