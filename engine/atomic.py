@@ -170,9 +170,7 @@ class PendingFile:
                 try:
                     mode = self.target.stat().st_mode & 0o777
                 except FileNotFoundError:
-                    umask = os.umask(0)
-                    os.umask(umask)
-                    mode = 0o666 & ~umask
+                    mode = new_file_mode()
             if not self.temp.is_file():
                 raise OutputError(f"{self.path}: the {self.what} could not be written")
             os.chmod(self.temp, mode)
@@ -190,6 +188,14 @@ class PendingFile:
         with contextlib.suppress(OSError):
             if self.temp.exists():
                 self.temp.unlink()
+
+
+def new_file_mode() -> int:
+    """The permissions a new file gets from ``open`` here (0o666 less the umask): what a file written through a
+    temporary one (created 0o600) is given before it is renamed into place."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object], what: str = "file",

@@ -13,6 +13,7 @@ pass that paused leaves debugging when it finishes; breakpoints stay and pause t
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -55,6 +56,8 @@ class Debugger:
         self._in_pass = False
         self._computed: list[str] = []
         self._tasks: list[tuple[Callable[[], Any], Future[Any]]] = []
+        self._hits: dict[str, int] = {}
+        self._paused_s = 0.0
         self.debugging = False  # a pause happened in the current inference
 
     # ---- wiring ------------------------------------------------------------------------------------
@@ -120,6 +123,17 @@ class Debugger:
         with self._cond:
             return list(self._computed)
 
+    def hits(self, layer: str) -> int:
+        """How many times execution has paused at breakpoint ``layer`` (to tell whether a pass reached it since)."""
+        with self._cond:
+            return self._hits.get(layer, 0)
+
+    @property
+    def paused_seconds(self) -> float:
+        """Seconds the current (or latest) inference spent paused: not time the network worked."""
+        with self._cond:
+            return self._paused_s
+
     def pause(self) -> None:
         """Pause after the next layer that is computed (if an inference is running or starts)."""
         with self._cond:
@@ -181,6 +195,7 @@ class Debugger:
             self._in_pass = True
             self._stop = False
             self._computed = []
+            self._paused_s = 0.0
             self.debugging = False
 
     def _after_inference(self, _net: Network) -> None:
@@ -198,6 +213,7 @@ class Debugger:
             self._check_stop()
             if name in self._breakpoints:
                 reason = "breakpoint"
+                self._hits[name] = self._hits.get(name, 0) + 1
             elif self._step:
                 reason = "step"
             elif self._pause_request:
@@ -209,9 +225,14 @@ class Debugger:
             self.debugging = True
             info = PauseInfo(name, reason, tuple(self._computed))
             self._cond.notify_all()
+        t0 = time.perf_counter()
         if self.on_pause is not None:
             self.on_pause(info)
-        self._wait_while_paused()
+        try:
+            self._wait_while_paused()
+        finally:
+            with self._cond:
+                self._paused_s += time.perf_counter() - t0
         if self.on_resume is not None:
             self.on_resume()
 

@@ -162,6 +162,19 @@ def model_weights(model: Model) -> str | None:
     return str(path)
 
 
+def stored_weights(model: Model) -> WeightsSource | None:
+    """The weights ``model`` brings: those its ``weights`` setting names where they exist, else an import's
+    in-memory weights; None when it brings none (a run uses random weights). The type check compares their
+    shapes with what the layers need."""
+    own = model_weights(model)
+    if own is not None:
+        try:
+            return open_weights_path(own)
+        except LayerLabError:  # missing or unreadable: the run says so
+            return None
+    return model.weights_source
+
+
 def with_model_weights(spec: RunSpec, model: Model) -> RunSpec:
     """``spec``, or when it names no weights, a copy naming the model's own (``model_weights``): what the command
     line runs a model with when no ``--weights`` is given."""

@@ -18,6 +18,7 @@ from engine.network import build_layer
 from engine.registry import Registry
 from engine.templates import Expansion, find_desc, template_name
 from engine.tensor import FP32_NCHW, Dims
+from engine.weights import WeightsSource
 
 ERROR = "error"
 WARNING = "warning"
@@ -45,8 +46,11 @@ class CheckMemo:
     shapes_out: dict[str, Dims] = field(default_factory=dict)  # output shapes found by the latest check
 
 
-def check(model: Model, registry: Registry, memo: CheckMemo | None = None) -> list[Diagnostic]:
-    """Every problem found in ``model``: names, types, parameters, links, cycles and shapes.
+def check(model: Model, registry: Registry, memo: CheckMemo | None = None,
+          weights: WeightsSource | None = None) -> list[Diagnostic]:
+    """Every problem found in ``model``: names, types, parameters, links, cycles and shapes; with ``weights`` (the
+    weights the model brings, ``engine.run.stored_weights``), stored weights whose shape the layer no longer
+    takes (a channel count changed after training).
 
     A template instance is checked as one layer (its inputs and exposed parameters) and through its expanded
     layers, whose problems are reported on the instance, prefixed by the inner layer's name. With ``memo``,
@@ -87,7 +91,7 @@ def check(model: Model, registry: Registry, memo: CheckMemo | None = None) -> li
     for name, reason in exp.failed.items():
         diags.append(Diagnostic(ERROR, name, _strip_template(reason, model.layers[name].type)))
     unexpanded = {n for n, s in exp.model.layers.items() if network_file(s.type) is not None}  # reported in failed
-    built_diags, dims = _check_built(exp.model, registry, set(exp.failed) | unexpanded, memo)
+    built_diags, dims = _check_built(exp.model, registry, set(exp.failed) | unexpanded, memo, weights)
     if memo is not None:
         memo.shapes_out = {n: d for n, d in dims.items() if d is not None and n in model.layers}
         memo.shapes_out.update((inst, dims[out]) for inst, out in exp.output_of.items() if dims.get(out) is not None)
@@ -108,8 +112,8 @@ def _layer_key(name: str, spec: Any) -> tuple:
             tuple(sorted(spec.act_coefs.items())))
 
 
-def _check_built(model: Model, registry: Registry, skip: set[str],
-                 memo: CheckMemo | None = None) -> tuple[list[Diagnostic], dict[str, Dims | None]]:
+def _check_built(model: Model, registry: Registry, skip: set[str], memo: CheckMemo | None = None,
+                 weights: WeightsSource | None = None) -> tuple[list[Diagnostic], dict[str, Dims | None]]:
     """Types, parameters, links and shapes of a model without template instances (``skip``: layers to leave
     out, their outputs unknown); returns the diagnostics and the output shapes (None: unknown)."""
     diags: list[Diagnostic] = []
@@ -173,6 +177,9 @@ def _check_built(model: Model, registry: Registry, skip: set[str],
         for problem in found[1]:
             err(name, problem)
         diags += found[2]
+        if weights is not None and found[0] is not None:
+            for problem in _stored_weight_problems(layer, name, ins, weights):
+                err(name, problem)
         if layer.not_runnable:  # a placeholder: on the canvas and exportable, never run
             err(name, layer.not_runnable)
     if memo is not None:
@@ -205,6 +212,17 @@ def _layer_shapes(layer: Layer, name: str, spec: Any,
             out = None
             problems.append(f"shape inference failed inside the layer ({type(exc).__name__}: {exc})")
     return out, tuple(problems), tuple(_logged(records, name))
+
+
+def _stored_weight_problems(layer: Layer, name: str, ins: list[Dims | None], weights: WeightsSource) -> list[str]:
+    """The stored weights of layer ``name`` whose shape is not the one the layer needs now."""
+    problems = []
+    for w, shape in layer.weight_shapes(ins).items():
+        stored = weights.stored(name, w)
+        if stored is not None and tuple(stored[0]) != tuple(shape):
+            problems.append(f"weight {w!r} is stored with shape {tuple(stored[0])} in {stored[1]}, the layer now "
+                            f"needs {tuple(shape)} (its parameters or inputs changed since the weights were saved)")
+    return problems
 
 
 def _logged(records: list[logging.LogRecord], name: str) -> list[Diagnostic]:

@@ -25,6 +25,11 @@ class WeightsSource:
     def get(self, layer: Layer, weight: str, shape: tuple[int, ...]) -> np.ndarray:
         raise NotImplementedError
 
+    def stored(self, layer: str, weight: str) -> tuple[tuple[int, ...], str] | None:
+        """The shape a stored weight has and where it is (read without loading it), None where nothing is
+        stored for it: what the type check compares with the shape the layer needs."""
+        return None
+
 
 class RandomWeights(WeightsSource):
     """Deterministic random weights: the same seed, layer name and weight name give the same values."""
@@ -60,6 +65,13 @@ class WeightsFolder(WeightsSource):
         except WeightsError as exc:
             raise WeightsError(f"layer {layer.name}: weight {weight!r}: {exc}") from None
         return _checked(arr, layer, weight, shape, path.name)
+
+    def stored(self, layer: str, weight: str) -> tuple[tuple[int, ...], str] | None:
+        path = self.folder / self.file_name(layer, weight)
+        try:
+            return tuple(np.load(path, mmap_mode="r", allow_pickle=False).shape), path.name  # the header only
+        except (OSError, ValueError):
+            return None
 
 
 def _checked(arr: np.ndarray, layer: Layer, weight: str, shape: tuple[int, ...], where: str) -> np.ndarray:
@@ -105,6 +117,12 @@ class SafetensorsWeights(WeightsSource):
                                f"{tuple(shape)} in {self.path}")
         return _checked(self._file.get_tensor(key), layer, weight, shape, self.path.name)
 
+    def stored(self, layer: str, weight: str) -> tuple[tuple[int, ...], str] | None:
+        key = self.key(layer, weight)
+        if key not in self._keys:
+            return None
+        return tuple(self._file.get_slice(key).get_shape()), f"{self.path.name} ({key})"
+
 
 class ArrayWeights(WeightsSource):
     """Weights held in memory as ``{layer: {weight: array}}`` (an imported model before it is saved)."""
@@ -119,6 +137,10 @@ class ArrayWeights(WeightsSource):
             raise WeightsError(f"layer {layer.name}: weight {weight!r} missing in {self.origin} (expected shape "
                                f"{tuple(shape)})")
         return _checked(np.asarray(arr), layer, weight, shape, self.origin)
+
+    def stored(self, layer: str, weight: str) -> tuple[tuple[int, ...], str] | None:
+        arr = self.arrays.get(layer, {}).get(weight)
+        return None if arr is None else (tuple(np.shape(arr)), self.origin)
 
 
 def open_weights(path: str | os.PathLike[str]) -> WeightsSource:

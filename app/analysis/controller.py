@@ -113,7 +113,8 @@ class AnalysisController(QtCore.QObject):
             if on:
                 dbg.add_breakpoint(layer)  # while paused: takes effect when execution reaches it
                 if not dbg.paused:
-                    self.proxy.send("break_at", layer)  # recompute it now, so execution stops there
+                    # run again now, so execution stops there (unless a running pass reaches it first)
+                    self.proxy.send("break_at", (layer, dbg.hits(layer)))
             else:
                 dbg.remove_breakpoint(layer)
         except Exception as exc:  # a fused-away or unknown layer: say why

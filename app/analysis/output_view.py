@@ -1,4 +1,5 @@
-"""The Analysis Output view: every network output as an image, updated after every run."""
+"""The Analysis Output view: every network output as an image (a vector output, such as a classifier's scores, as
+its largest values), updated after every run."""
 from __future__ import annotations
 
 import math
@@ -7,6 +8,8 @@ import numpy as np
 from PySide6 import QtWidgets
 
 from app.analysis.views import ImageView, titled
+
+TOP_K = 5  # values listed for a vector output
 
 
 class AnalysisOutputView(QtWidgets.QWidget):
@@ -41,9 +44,21 @@ class AnalysisOutputView(QtWidgets.QWidget):
         if set(images) - set(self.views):
             self.set_outputs(list(images))
         for name, img in images.items():
-            self.views[name].set_image(img)
-            h, w = img.shape[:2]
-            self.labels[name].setText(f"{name}  <span style='color:#9aa0a6;font-weight:normal'>{w}x{h}</span>")
+            if img.ndim == 1:  # a vector (a classifier's scores): its largest values, not a one-pixel image
+                self.views[name].set_image(None)
+                self.views[name].set_placeholder(top_values(img))
+                size = f"{img.size} values"
+            else:
+                self.views[name].set_image(img)
+                h, w = img.shape[:2]
+                size = f"{w}x{h}"
+            self.labels[name].setText(f"{name}  <span style='color:#9aa0a6;font-weight:normal'>{size}</span>")
 
     def set_status(self, text: str) -> None:
         self.status.setText(text)
+
+
+def top_values(vector: np.ndarray, k: int = TOP_K) -> str:
+    """The ``k`` largest values of ``vector`` with their indices, largest first (a classifier's best classes)."""
+    order = np.argsort(-np.nan_to_num(vector, nan=-np.inf), kind="stable")[:k]
+    return "\n".join([f"top {len(order)} of {vector.size}:", *(f"class {i}: {vector[i]:.4g}" for i in order)])

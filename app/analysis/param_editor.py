@@ -139,6 +139,9 @@ class ParameterEditor(QtWidgets.QWidget):
                 ed.opt = o
                 ed.set_value(o["value"])
                 ed.set_error(None)
+        if not options:  # analysis runs: the network itself has none
+            self.message.setText("This network has no layer with runtime options (the analysis collection's layers, "
+                                 "such as mix, noise or linear_blend, have them).")
         self.message.setVisible(not options)
 
     def _rebuild(self, options: dict[str, list[dict[str, Any]]]) -> None:

@@ -98,6 +98,14 @@ class RunInfo:
     stopped: bool = False
 
 
+def _vector(net: Network, p: Prepared) -> np.ndarray:
+    """An output's display image, or for an output of 1 x 1 pixels with many channels (a classifier's scores)
+    its values as a vector (first batch item): an image of it would be one pixel."""
+    if len(p.shape) == 4 and p.shape[2:] == (1, 1) and p.shape[1] > 4:
+        return np.asarray(net.output(p.view.layer), dtype=np.float32)[0].reshape(-1)
+    return p.image
+
+
 class AnalysisSession(QtCore.QObject):
     """Owns the analysis network in the worker thread (see the module documentation)."""
 
@@ -367,11 +375,17 @@ class AnalysisSession(QtCore.QObject):
             net.mark_affected(name)
         self._run()
 
-    def cmd_break_at(self, layer: str) -> None:
-        """Add a breakpoint and stop there now: the layer is recomputed, so the network pauses at it."""
+    def cmd_break_at(self, payload: str | tuple[str, int]) -> None:
+        """Add a breakpoint and stop there now: the whole network runs again (Step then goes through every layer
+        in order). ``payload``: the layer, or (layer, its hits when asked): a pass that reached it since (one
+        running when it was added) already stopped there, and no second pass starts."""
+        layer, seen = (payload, None) if isinstance(payload, str) else payload
         net = self._need_net()
         self.debugger.add_breakpoint(layer)
-        net.mark_affected(layer)
+        if seen is not None and self.debugger.hits(layer) > seen:
+            return
+        for name in net.input_names:
+            net.mark_affected(name)
         self._run()
 
     def cmd_compare_precision(self, payload: tuple[str, float]) -> None:
@@ -429,11 +443,11 @@ class AnalysisSession(QtCore.QObject):
         try:
             executed = net.run()
         except DebugStopped:
-            self.ran.emit(RunInfo(self.runs, self.debugger.computed, (time.perf_counter() - t0) * 1e3, True))
+            self.ran.emit(RunInfo(self.runs, self.debugger.computed, self._work_ms(t0), True))
             for video in self.videos.values():
                 video.playing = False
             return
-        ms = (time.perf_counter() - t0) * 1e3
+        ms = self._work_ms(t0)
         if self.profile_timings:
             self.timings.emit(dict(self._layer_times))
         self.overview.emit(network_overview(net))
@@ -441,13 +455,17 @@ class AnalysisSession(QtCore.QObject):
         images = prepare_views(net, [View(n, "image", max_side=MAX_IMAGE_SIDE) for n in (*inputs, *net.output_names)])
         for name, p in zip(inputs, images, strict=False):
             self._emit_input(name, p)
-        self.outputs.emit({p.view.layer: p.image for p in images[len(inputs):]})
+        self.outputs.emit({p.view.layer: _vector(net, p) for p in images[len(inputs):]})
         if self.inspected is not None and self.inspected in net.nodes:
             self._emit_layer(self.inspected)
         self._option_pending = False
         self._shown.clear()
         self._shown_since = time.perf_counter()
         self.ran.emit(RunInfo(self.runs, executed, ms))  # last: everything of this run has been sent
+
+    def _work_ms(self, t0: float) -> float:
+        """Milliseconds since ``t0`` that the network worked (time paused in the debugger left out)."""
+        return max(0.0, time.perf_counter() - t0 - self.debugger.paused_seconds) * 1e3
 
     def _pending(self) -> set[str]:
         """While paused: the layers this inference still has to compute (downstream of what it computed)."""

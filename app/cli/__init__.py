@@ -8,7 +8,7 @@ import traceback
 from collections.abc import Sequence
 from typing import TextIO
 
-from app.cli.commands import BY_NAME, COMMANDS, Command, build_parser
+from app.cli.commands import BY_NAME, COMMANDS, Command, build_parser, with_implied_command
 from app.cli.common import USER_ERROR, CliError, verbosity
 
 __all__ = ["COMMANDS", "CliError", "Command", "build_parser", "main"]
@@ -19,13 +19,14 @@ INTERNAL_ERROR = 3
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Entry point of the `layerlab` console script: runs the command ``argv`` names (default: ``sys.argv[1:]``;
-    none: the designer), printing on ``out`` (default stdout) and errors on stderr. Returns the exit status: 0, 1
+    none: the designer; a model file instead: the designer on it), printing on ``out`` (default stdout) and errors
+    on stderr. Returns the exit status: 0, 1
     where the command says so, 2 for a user error, 3 for a bug, 130 when interrupted (``--help`` and ``--version``
     exit through argparse's SystemExit)."""
     from engine.errors import LayerLabError
 
     out = out or sys.stdout
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = with_implied_command(list(sys.argv[1:] if argv is None else argv))
     level = verbosity(argv)
     verbose = level > 0
     try:

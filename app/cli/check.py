@@ -17,11 +17,12 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Print each diagnostic and a summary line; 1 when there is an error."""
+    from engine.run import stored_weights
     from engine.typecheck import ERROR, check, memory_warnings
 
     reg = open_registry(args)
     model = load_model(args.model, reg)
-    diags = check(model, reg)
+    diags = check(model, reg, weights=stored_weights(model))
     if not any(d.severity == ERROR for d in diags):
         diags += memory_warnings(model, reg)
     for d in diags:

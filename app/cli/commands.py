@@ -47,16 +47,37 @@ COMMANDS: tuple[Command, ...] = (
             import_.add_arguments, import_.run),
 )
 BY_NAME = {c.name: c for c in COMMANDS}
+#: a model file where the command goes opens the designer on it: ``layerlab FILE`` is ``layerlab gui FILE``
+MODEL_SUFFIXES = (".lnet", ".onnx")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``layerlab`` parser: the common flags, and a subcommand per row of ``COMMANDS``."""
+def with_implied_command(argv: list[str]) -> list[str]:
+    """``argv`` as ``gui`` arguments when a model file is named where the command goes (``layerlab model.onnx``);
+    any other ``argv`` unchanged (an unknown command stays an error)."""
+    takes_value = {s for a in _common_parser()._actions if a.nargs != 0 for s in a.option_strings}
+    for i, arg in enumerate(argv):
+        if arg.startswith("-") or (i > 0 and argv[i - 1] in takes_value):
+            continue
+        if arg not in BY_NAME and arg.lower().endswith(MODEL_SUFFIXES):
+            return ["gui", *argv]  # the flags before it are the gui command's too
+        break
+    return argv
+
+
+def _common_parser() -> argparse.ArgumentParser:
+    """The flags every command takes."""
     common = argparse.ArgumentParser(add_help=False)
     add_log_options(common)
     common.add_argument("--version", action="version", version=f"layerlab {_version()}")
     common.add_argument("--plugins", action="append", metavar="DIR", help="also load plugins from DIR (repeatable)")
     add_trust_option(common)
+    return common
 
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``layerlab`` parser: the common flags, and a subcommand per row of ``COMMANDS`` (``layerlab FILE``:
+    see ``with_implied_command``)."""
+    common = _common_parser()
     p = Parser(prog="layerlab", description="Design, run, check and profile convolutional networks.", parents=[common])
     sub = p.add_subparsers(dest="command", parser_class=Parser)
     for c in COMMANDS:

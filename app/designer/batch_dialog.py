@@ -11,6 +11,7 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app import run_config
+from app.services.commandline import batch_command_line
 from engine.batch import ENGINES, BatchJob, BatchOptions, NetworkSpec, Progress, run_job
 from engine.batch.stages import SAVE_AS
 from engine.errors import LayerLabError
@@ -127,6 +128,18 @@ class BatchDialog(QtWidgets.QDialog):
         for b in (self.run_button, self.cancel_button, close):
             buttons.addWidget(b)
 
+        self.command = QtWidgets.QLineEdit()  # the equivalent command line, following the fields
+        self.command.setReadOnly(True)
+        self.command.setObjectName("BatchCommand")
+        form.addRow("Command line:", self.command)
+        for w in (self.inputs, self.output):
+            w.textChanged.connect(self._show_command)
+        for box in (self.batch_size, self.every, self.png_compression):
+            box.valueChanged.connect(self._show_command)
+        for combo in (self.save_as, self.engine):
+            combo.currentTextChanged.connect(self._show_command)
+        self.overwrite.toggled.connect(self._show_command)
+
         lay = QtWidgets.QVBoxLayout(self)
         lay.addLayout(form)
         lay.addWidget(self.progress)
@@ -135,6 +148,7 @@ class BatchDialog(QtWidgets.QDialog):
         lay.addLayout(buttons)
         self.resize(760, 560)
         self._show_settings()
+        self._show_command()
 
     # ---- settings --------------------------------------------------------------------------------
     def _config(self) -> run_config.RunConfig:
@@ -154,10 +168,22 @@ class BatchDialog(QtWidgets.QDialog):
                                     f"{'weights ' + cfg.weights if cfg.weights else f'random weights (seed {cfg.seed})'}, "
                                     f"fusing {'on' if cfg.fusing else 'off'} (Tools > Network Settings)")
 
+    def _show_command(self) -> None:
+        try:
+            text = batch_command_line(self._network_spec(""), self.options(), self.engine.currentText(),
+                                      self.model_path or f"{self.model.name}.lnet")
+        except LayerLabError as exc:
+            text = f"(the network settings are invalid: {exc})"
+        self.command.setText(text)
+        self.command.setCursorPosition(0)
+
     def spec(self) -> NetworkSpec:
         """The network of the run: the model as it is now (unsaved edits included) and its network settings."""
+        return self._network_spec(dumps(self.model))
+
+    def _network_spec(self, model_text: str) -> NetworkSpec:
         cfg = self._config()
-        return NetworkSpec(dumps(self.model), self.model_path or f"<{self.model.name}>", cfg.backend, cfg.format,
+        return NetworkSpec(model_text, self.model_path or f"<{self.model.name}>", cfg.backend, cfg.format,
                            cfg.weights, cfg.seed, "on" if cfg.fusing else "off")
 
     def options(self) -> BatchOptions:
@@ -246,8 +272,9 @@ class BatchDialog(QtWidgets.QDialog):
             self.progress.setValue(0)
             self.status.setText(error)
         else:
-            self.progress.setValue(1)
             items = summary["items"]
+            self.progress.setRange(0, max(1, items["total"]))  # after Cancel: how far it got, not 100%
+            self.progress.setValue(items["finished"])
             self.status.setText(
                 f"{'Cancelled' if summary['cancelled'] else 'Finished'}: {items['finished']} of {items['total']} "
                 f"inputs done ({items['skipped']} from before), {items['failed']} failed, "

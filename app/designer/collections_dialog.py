@@ -181,7 +181,9 @@ class ManageCollectionsDialog(QtWidgets.QDialog):
             return
         loaded = item.checkState(0) == QtCore.Qt.CheckState.Checked
         self.collections.set_loaded(item.data(0, NAME_ROLE), loaded)
-        self.fill()
+        # the view still uses the clicked item once this signal returns: rebuilding the rows now would delete it
+        # under the view (a crash), so they are rebuilt after the click is over
+        QtCore.QTimer.singleShot(0, self, self.fill)
 
     def add_folder(self, folder: str | None = None) -> list[str]:
         """Add Plugin Folder…: asks for the folder when ``folder`` is None."""

@@ -276,7 +276,13 @@ class CustomLayerDialog(QtWidgets.QDialog):
         return row
 
     def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802 (Qt API)
-        """A click into a cell's editor makes its row the table's current row (what Remove removes)."""
+        """A click into a cell's editor makes its row the table's current row (what Remove removes); Enter in a
+        cell finishes that cell (focus to the next one) instead of pressing OK for the whole dialog."""
+        if (event.type() == QtCore.QEvent.Type.KeyPress
+                and event.key() in (QtCore.Qt.Key.Key_Return, QtCore.Qt.Key.Key_Enter)  # type: ignore[attr-defined]
+                and isinstance(obj, QtWidgets.QWidget)):
+            obj.focusNextChild()
+            return True
         if event.type() in (QtCore.QEvent.Type.FocusIn, QtCore.QEvent.Type.MouseButtonPress):
             for table in (self.inputs, self.params):
                 for r in range(table.rowCount()):

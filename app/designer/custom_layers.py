@@ -103,9 +103,15 @@ class CustomLayers(QtCore.QObject):
             self.dialog.close()
         dialog.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.definition_accepted.connect(self.apply)
+        dialog.finished.connect(lambda _result, closed=dialog: self._closed(closed))
         self.dialog = dialog
         dialog.open()
         return dialog
+
+    def _closed(self, dialog: CustomLayerDialog) -> None:
+        """The dialog closed (OK, Cancel, Esc): it deletes itself, so it is forgotten."""
+        if self.dialog is dialog:
+            self.dialog = None
 
     def apply(self, defn: CustomLayerDef, old_name: str | None) -> bool:
         """Add ``defn`` to the current model, or (editing ``old_name``) replace it in every open model that holds

@@ -12,6 +12,7 @@ from engine.custom.scope import scoped
 from engine.events import Event, ModifiedChanged, NetworkChanged
 from engine.model import Model
 from engine.registry import Registry
+from engine.run import stored_weights
 from engine.tensor import Dims
 from engine.typecheck import CheckMemo, Diagnostic, check
 
@@ -63,7 +64,7 @@ class Document(QtCore.QObject):
     def run_check(self) -> None:
         """Type-check now (normally called by the debounce timer after edits)."""
         self._timer.stop()
-        self.diagnostics = check(self.model, self.registry, self._memo)
+        self.diagnostics = check(self.model, self.registry, self._memo, stored_weights(self.model))
         self.shapes = self._memo.shapes_out
         self.canvas.set_analysis(self.diagnostics, self.shapes)
         self.checked.emit(self.diagnostics)

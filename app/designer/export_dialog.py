@@ -36,10 +36,17 @@ def _default_weights(model: Model, model_path: str | None) -> str:
 
 
 def _default_output(model: Model, model_path: str | None, kind: str) -> str:
+    """The output proposed for ``kind``: beside the model file, never an existing file or folder (an imported
+    model's own ONNX file above all): ``name_exported``, ``name_exported_2``, ... when the plain name is taken."""
     folder = Path(model_path).resolve().parent if model_path else Path.cwd()
-    name = model.name
-    return str(folder / {"onnx": f"{name}.onnx", "torch": f"{name}_torch", "project": f"{name}_project",
-                         "preprocessed": f"{name}_preprocessed.lnet"}[kind])
+    stem, suffix = {"onnx": (model.name, ".onnx"), "torch": (f"{model.name}_torch", ""),
+                    "project": (f"{model.name}_project", ""),
+                    "preprocessed": (f"{model.name}_preprocessed", ".lnet")}[kind]
+    path, n = folder / f"{stem}{suffix}", 1
+    while path.exists():
+        path = folder / f"{stem}_exported{'' if n == 1 else f'_{n}'}{suffix}"
+        n += 1
+    return str(path)
 
 
 class ExportResultDialog(QtWidgets.QDialog):
@@ -271,6 +278,7 @@ class ExportDialog(QtWidgets.QDialog):
         if self.kind in ("onnx", "preprocessed"):
             filt = "ONNX models (*.onnx)" if self.kind == "onnx" else "LayerLab models (*.lnet)"
             path, _ = QtWidgets.QFileDialog.getSaveFileName(self, f"Export {TITLES[self.kind]}", current, filt)
+            self._confirmed_output = path  # the file dialog asked before naming an existing file
         else:
             path = QtWidgets.QFileDialog.getExistingDirectory(self, f"Folder for the {TITLES[self.kind]}", current)
         if path:
@@ -286,12 +294,22 @@ class ExportDialog(QtWidgets.QDialog):
     def exporting(self) -> bool:
         return self._job is not None
 
+    _confirmed_output = ""  # a file the user chose in the file dialog (which asked about replacing it)
+
     def export(self) -> None:
         """Start the export in a background thread, on a copy of the model (edits made meanwhile do not reach
-        it); the result dialog opens when it ends (non-blocking), and on success this dialog closes."""
+        it); the result dialog opens when it ends (non-blocking), and on success this dialog closes. An existing
+        file is replaced only when the user says so."""
         if self._job is not None:
             return
         req = self.request()
+        if req.kind in ("onnx", "preprocessed") and Path(req.output).is_file() and req.output != self._confirmed_output:
+            answer = QtWidgets.QMessageBox.question(
+                self, "Replace file?", f"{req.output} exists. Replace it with the export?",
+                QtWidgets.QMessageBox.StandardButton.Yes | QtWidgets.QMessageBox.StandardButton.Cancel,
+                QtWidgets.QMessageBox.StandardButton.Cancel)
+            if answer != QtWidgets.QMessageBox.StandardButton.Yes:
+                return
         snapshot = self.model.copy()
         snapshot.path = self.model.path
         job = _ExportJob(req, snapshot, self.registry)

@@ -19,6 +19,7 @@ from shiboken6 import isValid
 from engine.errors import LayerLabError
 from engine.importers import is_importable
 from engine.layout import grouped_positions, readable_positions
+from engine.log import get_logger
 from engine.weights import ArrayWeights, save_safetensors
 
 if TYPE_CHECKING:
@@ -32,17 +33,20 @@ OPEN_FILTER = "Models (*.lnet *.onnx);;LayerLab models (*.lnet);;ONNX models (*.
 #: default sizes of symbolic input dimensions, as the importer uses them (N, C, H, W)
 SYMBOLIC_DEFAULTS = (1, 3, 224, 224)
 MAX_LISTED = 2000  # rows per section of the result dialog
+CANCELLED = "the import was cancelled"
+log = get_logger(__name__)
 class _Job(QtCore.QObject):
     """A function run by a background thread; its signals reach the GUI thread queued."""
 
     progress = QtCore.Signal(int, int, str)  # done, total, stage
     done = QtCore.Signal(object)
-    failed = QtCore.Signal(str)
+    failed = QtCore.Signal(str, object)  # the message; the refused nodes (or None)
 
     def __init__(self, fn: Any) -> None:
         super().__init__()
         self.fn = fn
         self.thread: threading.Thread | None = None
+        self.cancelled = threading.Event()  # the next progress report stops the work
 
     def start(self, name: str) -> None:
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -50,13 +54,18 @@ class _Job(QtCore.QObject):
 
     def _run(self) -> None:
         try:
-            result = self.fn(self.progress.emit)
+            result = self.fn(self._progress)
         except LayerLabError as exc:
-            self.failed.emit(str(exc))
+            self.failed.emit(str(exc), getattr(exc, "refused", None))
         except Exception as exc:  # noqa: BLE001 - a bug must not take the designer down: report it
-            self.failed.emit(f"internal error: {type(exc).__name__}: {exc}")
+            self.failed.emit(f"internal error: {type(exc).__name__}: {exc}", None)
         else:
             self.done.emit(result)
+
+    def _progress(self, done: int, total: int, stage: str) -> None:
+        if self.cancelled.is_set():
+            raise LayerLabError(CANCELLED)
+        self.progress.emit(done, total, stage)
 
     def join(self) -> None:
         """Wait for the thread (it only returns after its last signal): the job is never released mid-emit."""
@@ -103,6 +112,7 @@ class ImportOptionsDialog(QtWidgets.QDialog):
         self.path_edit = QtWidgets.QLineEdit(path)
         self.path_edit.setPlaceholderText("model.onnx")
         self.path_edit.editingFinished.connect(self._path_changed)
+        self.path_edit.textChanged.connect(self._refresh)  # the command line follows the file chosen
         browse = QtWidgets.QPushButton("Browse…")
         browse.clicked.connect(self.browse)
         row.addWidget(self.path_edit, 1)
@@ -159,7 +169,7 @@ class ImportOptionsDialog(QtWidgets.QDialog):
             return
         job = _Job(lambda _progress: onnx_inputs(path))
         job.done.connect(lambda inputs, j=job, p=path: self._inputs_read(j, p, inputs))
-        job.failed.connect(lambda msg, j=job, p=path: self._inputs_failed(j, p, msg))
+        job.failed.connect(lambda msg, _refused, j=job, p=path: self._inputs_failed(j, p, msg))
         self._reader = job
         job.start("layerlab-onnx-inputs")
 
@@ -259,7 +269,11 @@ class ImportDialog(QtWidgets.QDialog):
         lay.addLayout(cmd_row)
         buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
+        self.cancel_button = buttons.addButton("Cancel Import", QtWidgets.QDialogButtonBox.ButtonRole.ActionRole)
+        self.cancel_button.clicked.connect(self.cancel_requested)
         lay.addWidget(buttons)
+
+    cancel_requested = QtCore.Signal()
 
     def set_progress(self, done: int, total: int, stage: str) -> None:
         if stage == "mapping" and total > 0:
@@ -273,16 +287,35 @@ class ImportDialog(QtWidgets.QDialog):
     def _finish(self) -> None:
         self.progress.hide()
         self.stage.hide()
+        self.cancel_button.hide()
         self.message.show()
 
-    def show_failure(self, message: str) -> None:
-        """The import failed: say why in one message (nothing was opened)."""
+    def show_failure(self, message: str, refused: list[Any] | None = None) -> None:
+        """The import failed: say why in one message (nothing was opened); refused nodes are listed grouped by
+        operator, with how to import them anyway."""
+        from engine.importers.onnx import refusals_by_operator  # noqa: PLC0415
+
         self.ok = False
         self._finish()
-        self.setWindowTitle(f"Cannot import {Path(self.path).name}")
-        self.heading.setText(f"<b>Cannot import {Path(self.path).name}</b> — nothing was opened.")
+        name = Path(self.path).name
+        self.setWindowTitle(f"Cannot import {name}")
+        self.heading.setText(f"<b>Cannot import {name}</b> — nothing was opened.")
         self.message.setStyleSheet("color: #d9534f")
-        self.message.setText(message)
+        if not refused:
+            self.message.setText(message)
+            return
+        groups = refusals_by_operator(refused)
+        self.message.setText(f"{len(refused)} node(s) of {len(groups)} operator(s) have no LayerLab equivalent. "
+                             "To import the model anyway, keeping them as placeholder layers (on the canvas and "
+                             "exportable, not runnable), tick \"Keep operators without a LayerLab equivalent as "
+                             "placeholder layers\" in File > Import ONNX Model….")
+        for op, group in groups.items():
+            top = QtWidgets.QTreeWidgetItem([f"{op} ({len(group)})", "; ".join(sorted({r.reason for r in group}))])
+            for r in group[:MAX_LISTED]:
+                top.addChild(QtWidgets.QTreeWidgetItem([r.node, r.reason]))
+            self.tree.addTopLevelItem(top)
+        self.tree.setHeaderLabels(["Operator / node", "Why"])
+        self.tree.show()
 
     def section(self, title: str) -> QtWidgets.QTreeWidgetItem | None:
         """The top-level item of a section (``Mapped``, ``Folded``, ``Refused``, ``Notices``)."""
@@ -381,12 +414,14 @@ class OnnxImport(QtCore.QObject):
                                                 progress=progress, registry=registry))
         job.progress.connect(dlg.set_progress)
         job.done.connect(lambda result, d=dlg: self._done(d, result))
-        job.failed.connect(lambda msg, d=dlg: self._failed(d, msg))
+        job.failed.connect(lambda msg, refused, d=dlg: self._failed(d, msg, refused))
+        dlg.cancel_requested.connect(job.cancelled.set)
         self._jobs[dlg] = job
         self.dialogs.append(dlg)
         dlg.finished.connect(lambda _r, d=dlg: self.dialogs.remove(d) if d in self.dialogs and d.ok is not None else None)
         dlg.show()
         self.ctx.status(f"Importing {path}…")
+        log.info("Importing %s%s", path, " (placeholders)" if placeholders else "")
         job.start("layerlab-onnx-import")
         return dlg
 
@@ -395,11 +430,12 @@ class OnnxImport(QtCore.QObject):
         if job is not None:
             job.join()
 
-    def _failed(self, dlg: ImportDialog, message: str) -> None:
+    def _failed(self, dlg: ImportDialog, message: str, refused: list[Any] | None = None) -> None:
         self._end(dlg)
+        log.warning("Import of %s %s", dlg.path, "cancelled" if message == CANCELLED else f"failed: {message}")
         if not (isValid(self.ctx.parent) and isValid(dlg)):
             return  # the window was closed meanwhile
-        dlg.show_failure(message)
+        dlg.show_failure(message, refused)
         self.ctx.status(f"Cannot import: {message}", 15000)
         dlg.show()
         dlg.raise_()
@@ -420,6 +456,7 @@ class OnnxImport(QtCore.QObject):
         self.ctx.add_recent(dlg.path)  # Open Recent imports it again
         dlg.show_result(result)
         self.ctx.status(f"Imported {Path(dlg.path).name}: {result.summary()}", 15000)
+        log.info("Imported %s: %s", dlg.path, result.summary())
         self.imported.emit(doc)
 
     @staticmethod

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.designer.document import Document
 from engine.backends import NumpyBackend
@@ -33,6 +33,10 @@ ERROR_STYLE = "border: 1px solid #e05050; background: #4a2020;"
 Validator = Callable[[str], str | None]  # returns the reason the text is invalid, or None
 
 
+#: the window's Undo and Redo keys, which a parameter field passes on when nothing typed is pending
+HISTORY_KEYS = ("Ctrl+Z", "Ctrl+Shift+Z", "Ctrl+Y")
+
+
 class Editor(QtWidgets.QWidget):
     """A value editor working on text; emits ``committed(text)`` when the user finishes an edit."""
 
@@ -47,6 +51,17 @@ class Editor(QtWidgets.QWidget):
     def input_widgets(self) -> list[QtWidgets.QWidget]:
         return [self]
 
+    def editing(self) -> bool:
+        """Whether text typed into the editor is not committed yet (Ctrl+Z undoes that typing then)."""
+        for w in self.input_widgets():
+            line = w.lineEdit() if isinstance(w, (QtWidgets.QAbstractSpinBox, QtWidgets.QComboBox)) else w
+            if isinstance(w, QtWidgets.QAbstractSpinBox) and line is not None:
+                if line.text() != w.textFromValue(w.value()):  # type: ignore[attr-defined]
+                    return True
+            elif isinstance(w, QtWidgets.QLineEdit) and w.isModified():
+                return True
+        return False
+
 
 class TextEditor(Editor):
     def __init__(self, text: str = "", placeholder: str = "") -> None:
@@ -60,6 +75,7 @@ class TextEditor(Editor):
         self.edit.editingFinished.connect(self._finish)
 
     def _finish(self) -> None:
+        self.edit.setModified(False)  # committed: Ctrl+Z now undoes the model's edit
         if self.edit.text() != self._last:
             self.committed.emit(self.edit.text())
 
@@ -203,10 +219,21 @@ class Row(QtWidgets.QWidget):
         lay.setSpacing(1)
         lay.addWidget(editor)
         lay.addWidget(self.error)
-        if tooltip:
-            for w in editor.input_widgets():
+        for w in editor.input_widgets():
+            if tooltip:
                 w.setToolTip(tooltip)
+            w.installEventFilter(self)
         editor.committed.connect(self._commit)
+
+    def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802 (Qt API)
+        """Undo and Redo keys in a field with nothing typed pending go to the window (the model's undo), not
+        to the field's own text history."""
+        if (event.type() == QtCore.QEvent.Type.ShortcutOverride and isinstance(event, QtGui.QKeyEvent)
+                and QtGui.QKeySequence(event.keyCombination()).toString() in HISTORY_KEYS
+                and not self.editor.editing()):
+            event.ignore()
+            return True
+        return super().eventFilter(obj, event)
 
     def _commit(self, text: str) -> None:
         reason = self.validate(text)

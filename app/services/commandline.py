@@ -6,6 +6,8 @@ import shlex
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the engine is imported when the text is asked for
+    from engine.batch.job import BatchOptions
+    from engine.batch.runner import NetworkSpec
     from engine.run import RunSpec
 
 
@@ -35,4 +37,26 @@ def command_line(spec: RunSpec, model_file: str, report: str | None = None) -> s
         parts += ["--plugins", folder]
     for name, fmt in spec.layer_formats:
         parts += ["--layer-format", f"{name}={fmt.replace(' ', ',') or 'default'}"]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def batch_command_line(spec: NetworkSpec, options: BatchOptions, engine: str, model_file: str) -> str:
+    """The ``layerlab batch ...`` command that runs ``model_file`` over a dataset as the Run on Dataset dialog's
+    ``spec`` and ``options`` say, quoted for a POSIX shell."""
+    from engine.run import AUTO, normalize_format  # noqa: PLC0415
+
+    parts = ["layerlab", "batch", model_file, "--inputs", *options.inputs, "--output-dir", options.output_dir,
+             "--batch-size", str(options.batch_size), "--every", str(options.every), "--save-as", options.save_as,
+             "--png-compression", str(options.png_compression), "--backend", spec.backend, "--seed", str(spec.seed),
+             "--fusing-rules", spec.fusing, "--engine", engine]
+    if spec.format != AUTO:
+        parts += ["--format", *normalize_format(spec.format).split()]
+    if spec.weights:
+        parts += ["--weights", spec.weights]
+    if options.input_layout != "nchw":
+        parts += ["--input-layout", options.input_layout]
+    if options.overwrite:
+        parts.append("--overwrite")
+    for folder in spec.plugins:
+        parts += ["--plugins", folder]
     return " ".join(shlex.quote(p) for p in parts)

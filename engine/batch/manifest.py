@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from engine.atomic import atomic_write_text
+from engine.atomic import atomic_write_text, new_file_mode
 
 MANIFEST_NAME = "layerlab-manifest.jsonl"
 SUMMARY_NAME = "layerlab-summary.json"
@@ -28,8 +28,10 @@ def sha256_of(path: str | os.PathLike[str]) -> str:
 
 
 def partial_path(target: Path) -> Path:
-    """A unique temporary name beside ``target`` with the same extension (writers choose the format by it)."""
+    """A unique temporary name beside ``target`` with the same extension (writers choose the format by it), with
+    the permissions of a new file (``mkstemp`` makes it 0o600, which the output would keep once renamed)."""
     fd, name = tempfile.mkstemp(prefix=f".{target.stem}{PARTIAL_MARK}", suffix=target.suffix, dir=target.parent)
+    os.fchmod(fd, new_file_mode())
     os.close(fd)
     return Path(name)
 

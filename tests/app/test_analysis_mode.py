@@ -61,7 +61,7 @@ def test_launch_read_only_breakpoint_and_stop(make_window, qtbot):
     dict(ov.context_actions("denoise"))["Remove Breakpoint"]()
     with qtbot.waitSignal(mode.proxy.ran, timeout=WAIT) as blocker:
         ctl.debug.act_resume.trigger()
-    assert blocker.args[0].executed == ["denoise", "sharpen", "compare", "result"]
+    assert blocker.args[0].executed == ["photo", "noisy", "denoise", "sharpen", "compare", "result"]
     # Stop Analysis: the models can be edited again
     mode.act_stop.trigger()
     qtbot.waitUntil(lambda: not mode.active, timeout=WAIT)

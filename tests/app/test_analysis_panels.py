@@ -133,7 +133,7 @@ def test_overview_selection_breakpoint_step_resume_and_inspector(qtbot, ctl, reg
     dict(ov.context_actions("denoise"))["Remove Breakpoint"]()
     with qtbot.waitSignal(ctl.proxy.ran, timeout=WAIT) as blocker:
         ctl.debug.act_resume.trigger()
-    assert blocker.args[0].executed == ["denoise", "sharpen", "compare", "result"]
+    assert blocker.args[0].executed == ["photo", "noisy", "denoise", "sharpen", "compare", "result"]
     assert not ctl.debug.act_step.isEnabled() and not ov.glyphs["sharpen"].paused
     # timings on the glyphs with Profile Layer Timings + Rerun
     ctl.overview_panel.act_timings.setChecked(True)
@@ -247,3 +247,22 @@ def test_statistics_of_a_playing_layer_are_refilled_at_most_every_interval_and_e
     qtbot.waitUntil(lambda: ins.stats.text(0, 2) == "3", timeout=2000)  # then shows the newest
     ins._show_prepared(frame(4.0), "other layer")
     assert ins.stats.text(0, 2) == "4"  # another layer: at once
+
+
+def test_a_classifier_output_shows_its_top_classes(qtbot, ctl, registry):
+    """A 1x1000 output (a classifier's scores) is not an empty 1x1 image: the panel lists its largest values."""
+    from engine.model import Model
+
+    m = Model("classifier")
+    m.add_layer("input", "scores", params={"dimensions": "1x1000x1x1"})
+    m.add_layer("output", "out", inputs=["scores"])
+    with qtbot.waitSignal(ctl.proxy.ran, timeout=WAIT):
+        ctl.launch(m, registry, RunSpec(backend="numpy", seed=3))
+    qtbot.waitUntil(lambda: "1000 values" in ctl.output.labels["out"].text(), timeout=WAIT)
+    scores = ctl.proxy.session.net.output("scores").reshape(-1)
+    best = int(np.argmax(scores))
+    text = ctl.output.views["out"].label.textItem.toPlainText()
+    assert f"class {best}:" in text.splitlines()[1] and "1x1" not in ctl.output.labels["out"].text()
+    # the Parameter Editor says why it is empty while analysis runs, not to launch it
+    assert not ctl.params.message.isHidden() and "Launch Analysis" not in ctl.params.message.text()
+    assert "no layer with runtime options" in ctl.params.message.text()

@@ -2,10 +2,13 @@
 and video frames, breakpoints paused in the worker while the GUI thread stays free, precision drift."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
 from app.analysis.proxy import SessionProxy
+from engine.model import Model
 from tests.app.analysis_helpers import compare_model, start, write_video
 
 WAIT = 10_000
@@ -92,7 +95,7 @@ def test_breakpoint_pauses_worker_and_gui_reads_layers(qtbot, st, registry):
     with qtbot.waitSignal(st.paused, timeout=WAIT) as blocker:
         st.send("break_at", "conv2")
     info = blocker.args[0]
-    assert info.layer == "conv2" and info.reason == "breakpoint" and info.computed == ("conv2",)
+    assert info.layer == "conv2" and info.reason == "breakpoint" and info.computed == ("inp", "conv", "conv2")
     data = []
     st.layer_data.connect(data.append)
     assert st.session.request_layer("conv")  # computed in an earlier run, still valid: buffers are kept
@@ -105,7 +108,7 @@ def test_breakpoint_pauses_worker_and_gui_reads_layers(qtbot, st, registry):
     st.session.debugger.remove_breakpoint("conv2")
     with qtbot.waitSignal(st.ran, timeout=WAIT) as blocker:
         st.session.debugger.resume()
-    assert blocker.args[0].executed == ["conv2", "cmp", "out"] and not blocker.args[0].stopped
+    assert blocker.args[0].executed == ["inp", "conv", "conv2", "cmp", "out"] and not blocker.args[0].stopped
     assert not st.session.request_layer("conv")  # not paused any more
 
 
@@ -176,3 +179,60 @@ def test_time_paused_at_a_breakpoint_is_not_layer_time(qtbot, st, registry):
         st.session.debugger.resume()
     times = blocker.args[0]
     assert "conv2" in times and times["conv2"] < 300  # the 600 ms pause is not counted as the layer's time
+
+
+def branches() -> Model:
+    """inp -> a -> c and inp -> b, joined by a mix: the execution order lists b between a and c."""
+    m = Model("branches")
+    m.add_layer("input", "inp", params={"dimensions": "1x3x24x32"})
+    m.add_layer("convolution", "a", params={"num_output_channels": "3"}, inputs=["inp"])
+    m.add_layer("convolution", "b", params={"num_output_channels": "3"}, inputs=["inp"])
+    m.add_layer("convolution", "c", params={"num_output_channels": "3"}, inputs=["a"])
+    m.add_layer("mix", "join", params={"blend": "split"}, inputs=["b", "c"])
+    m.add_layer("output", "out", inputs=["join"])
+    return m
+
+
+def test_step_goes_through_every_layer_and_paused_time_is_not_run_time(qtbot, st, registry):
+    started(qtbot, st, registry, branches())
+    order = list(st.session.net.order)
+    assert order.index("a") < order.index("b") < order.index("c")
+    with qtbot.waitSignal(st.paused, timeout=WAIT):
+        st.send("break_at", ("a", st.session.debugger.hits("a")))
+    with qtbot.waitSignal(st.paused, timeout=WAIT) as blocker:
+        st.session.debugger.step()
+    assert blocker.args[0].layer == "b"  # the next layer in order, not the next one depending on "a"
+    qtbot.wait(700)  # the user looks at the paused layer
+    st.session.debugger.remove_breakpoint("a")
+    with qtbot.waitSignal(st.ran, timeout=WAIT) as blocker:
+        st.session.debugger.resume()
+    assert blocker.args[0].executed == order and blocker.args[0].ms < 600
+
+
+def test_a_breakpoint_added_while_a_pass_runs_pauses_once(qtbot, st, registry):
+    """Added while a pass is running (a big network): that pass stops at it; after Resume no second pass starts
+    by itself and stops there again."""
+    started(qtbot, st, registry)
+    busy, go = threading.Event(), threading.Event()
+
+    def hold(_net, name, _out):
+        if name == "conv":
+            busy.set()
+            go.wait(WAIT / 1e3)
+
+    st.session.net.hooks.before_layer.append(hold)
+    st.send("rerun")
+    assert busy.wait(WAIT / 1e3)  # the worker is computing, not paused
+    dbg = st.session.debugger
+    dbg.add_breakpoint("conv2")  # what Add Breakpoint does while not paused
+    st.send("break_at", ("conv2", dbg.hits("conv2")))
+    with qtbot.waitSignal(st.paused, timeout=WAIT) as blocker:
+        go.set()
+    assert blocker.args[0].layer == "conv2"
+    paused = []
+    st.paused.connect(paused.append)
+    with qtbot.waitSignal(st.ran, timeout=WAIT):
+        dbg.resume()
+    with qtbot.waitSignal(st.layer_data, timeout=WAIT):  # served after the queued commands: nothing paused
+        st.send("inspect", "conv")
+    assert paused == [] and not dbg.paused

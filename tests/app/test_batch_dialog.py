@@ -74,6 +74,7 @@ def test_cancel_stops_the_run_and_it_resumes_later(qtbot, dialog, tmp_path):
     assert dlg.status.text().startswith("Cancelled:")
     first = dlg.summary["items"]["finished"]
     assert len(outputs_of(tmp_path / "out")) == first
+    assert (dlg.progress.value(), dlg.progress.maximum()) == (first, 60)  # not 100% after Cancel
     click(qtbot, dlg.run_button)  # run again: the finished outputs are skipped
     wait_done(qtbot, dlg)
     assert dlg.summary["items"]["finished"] == 60 and dlg.summary["items"]["skipped"] == first
@@ -131,3 +132,26 @@ def test_png_compression_is_passed_to_the_run(qtbot, dialog, tmp_path):
     wait_done(qtbot, dlg)
     assert json.loads((tmp_path / "out" / ".layerlab-batch" / "run.json").read_text())["png_compression"] == 0
     assert outputs_of(tmp_path / "out")
+
+
+def test_outputs_are_readable_by_others_and_the_command_line_is_shown(qtbot, dialog, tmp_path):
+    """Outputs get the usual mode of new files (not the temporary files' 0600); the dialog shows the equivalent
+    ``layerlab batch`` command, which follows the fields."""
+    import os
+    import shlex
+
+    data = make_dataset(tmp_path, images=2, video_frames=0, corrupt=0, npy=0)
+    dlg = dialog()
+    dlg.inputs.setText(str(data))
+    dlg.output.setText(str(tmp_path / "out"))
+    dlg.batch_size.setValue(3)
+    argv = shlex.split(dlg.command.text())
+    assert argv[:3] == ["layerlab", "batch", str(MODEL)] and argv[argv.index("--inputs") + 1] == str(data)
+    assert argv[argv.index("--output-dir") + 1] == str(tmp_path / "out") and "--batch-size" in argv
+    assert argv[argv.index("--batch-size") + 1] == "3" and argv[argv.index("--backend") + 1] == "numpy"
+    click(qtbot, dlg.run_button)
+    wait_done(qtbot, dlg)
+    umask = os.umask(0)
+    os.umask(umask)
+    written = [tmp_path / "out" / name for name in outputs_of(tmp_path / "out")]
+    assert written and all(p.stat().st_mode & 0o777 == 0o666 & ~umask for p in written)

@@ -200,3 +200,24 @@ def test_profile_writes_the_outputs_it_is_asked_for(tmp_path, capsys):
                         "-o", str(tmp_path / "x.txt")], capsys)
     assert code == 2 and "unsupported output file type" in err
     assert not (tmp_path / "rep3.json").exists() and not (tmp_path / "x.txt").exists()
+
+
+def test_a_model_file_where_the_command_goes_opens_the_designer_on_it(monkeypatch, tmp_path, capsys):
+    """``layerlab model.onnx`` and ``layerlab --plugins DIR model.lnet`` are ``layerlab gui FILE``; an unknown
+    command is still refused and ``--help`` still lists the commands."""
+    from app import gui
+
+    seen = []
+    monkeypatch.setattr(gui, "run", lambda path=None, argv=None, plugins=None: seen.append((path, plugins)) or 0)
+    onnx_file, lnet_file = tmp_path / "model.onnx", tmp_path / "Model.LNET"
+    onnx_file.write_bytes(b"")
+    lnet_file.write_text("")
+    assert main([str(onnx_file)]) == 0
+    assert main(["--plugins", str(tmp_path), str(lnet_file)]) == 0
+    assert seen == [(str(onnx_file), []), (str(lnet_file), [str(tmp_path)])]
+    assert main([str(tmp_path / "missing.lnet")]) == 2
+    assert "missing.lnet: no such model file" in capsys.readouterr().err
+    assert main(["frobnicate"]) == 2 and "frobnicate" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0 and "infer" in capsys.readouterr().out

@@ -132,3 +132,43 @@ def test_gui_plugins_flag_and_plugin_path_reach_the_designer(monkeypatch, tmp_pa
     monkeypatch.setenv("LAYERLAB_PLUGIN_PATH", str(env))
     registry = gui.designer_registry(seen["plugins"])
     assert {"from_flag", "from_env", "standard"} <= set(registry.plugins)
+
+
+UNCHECK_EVERY_COLLECTION = """
+import sys
+from PySide6 import QtCore, QtWidgets
+app = QtWidgets.QApplication([])
+from app.designer.main_window import SAMPLE, MainWindow
+from engine.plugins import load_plugins
+from tests.app.test_collections_dialog import click_check_box
+from PySide6.QtTest import QTest
+
+folder = sys.argv[1]
+settings = QtCore.QSettings(folder + "/settings.ini", QtCore.QSettings.Format.IniFormat)
+window = MainWindow(registry=load_plugins(), settings=settings, autosave_dir=folder + "/autosave")
+window.show()
+window.files.open_path(SAMPLE)
+dlg = window.collections.show_dialog()
+for name in ("activations", "analysis"):
+    click_check_box(dlg.tree, dlg.item_for(name), QTest)
+    for _ in range(5):
+        app.processEvents()
+    assert not window.collections.manager.is_loaded(name), name
+    assert dlg.item_for(name).checkState(0) == QtCore.Qt.CheckState.Unchecked, name
+print("unchecked")
+"""
+
+
+def test_unchecking_a_collection_with_the_mouse_does_not_crash(tmp_path):
+    """A click on a collection's check box with the sample open (in a child process: the crash was a segmentation
+    fault, made certain by filling freed memory with garbage)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root), QT_QPA_PLATFORM="offscreen", MALLOC_PERTURB_="165")
+    proc = subprocess.run([sys.executable, "-c", UNCHECK_EVERY_COLLECTION, str(tmp_path)], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "unchecked" in proc.stdout, proc.stderr[-2000:]

@@ -388,3 +388,33 @@ def test_a_custom_layer_node_shows_its_parameters(window, two_models):
     first, _ = two_models
     info = first.canvas.nodes["second"].info.get_value()
     assert "alpha" in info and "4" in info
+
+
+def test_the_dialog_opens_again_after_closing_and_enter_in_a_cell_keeps_it_open(window, two_models, qtbot):
+    """OK, Cancel and Esc each close the dialog; Add and Edit open a new one each time after that; Enter in a
+    parameter cell finishes the cell and keeps the value, it does not press OK."""
+    first = window.custom.add()
+    click(qtbot, first.buttons.button(QtWidgets.QDialogButtonBox.StandardButton.Cancel))
+    qtbot.waitUntil(lambda: not first.isVisible())
+    QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)  # it deletes itself on close
+    second = window.custom.add()
+    assert second is not None and second.isVisible()
+    qtbot.keyClick(second, QtCore.Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: not second.isVisible())
+    QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
+    name = next(iter(two_models[0].model.custom_layers))
+    third = window.custom.edit(name)
+    assert third is not None and third.isVisible()
+    row = third.add_param()
+    default = third.cell(third.params, row, 2)
+    retype(qtbot, default, "7")
+    qtbot.keyClick(default, QtCore.Qt.Key.Key_Return)
+    assert third.isVisible() and third.result() == 0
+    assert third.definition().params[row].default == "7"
+    click(qtbot, third.ok_button)
+    qtbot.waitUntil(lambda: not third.isVisible())
+    QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
+    from engine.custom.scope import get_definition
+
+    assert get_definition(two_models[0].model, name).params[row].default == "7"
+    assert window.custom.edit(name) is not None

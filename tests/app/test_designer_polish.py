@@ -295,3 +295,53 @@ def test_roofline_labels_do_not_overlap():
     assert chosen == {2, 3}  # the selected point and the far one; the two under the selected label get none
     assert label_without_overlaps(pts[:2], (-1.0, 4.0), (-1.0, 4.0)) == {1}  # two points on top of each other: one name
     assert label_without_overlaps([]) == set()
+
+
+def test_ctrl_z_in_a_parameter_field_undoes_the_model_edit(window, sample_path, qtbot):
+    """Focus stays in the field after an edit; Ctrl+Z there undoes the edit in the model (and Ctrl+Y redoes
+    it), while typing not yet committed is still the field's own to undo."""
+    doc = window.files.open_path(sample_path)
+    doc.canvas.select_layers(["conv1"])
+    before = doc.model.layers["conv1"].params["num_output_channels"]
+    box = window.params.rows["param.num_output_channels"].editor.box
+    window.activateWindow()
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus)
+    box.lineEdit().selectAll()
+    qtbot.keyClicks(box, "7")
+    qtbot.keyClick(box, QtCore.Qt.Key.Key_Return)
+    assert doc.model.layers["conv1"].params["num_output_channels"] == "7"
+    box = window.params.rows["param.num_output_channels"].editor.box
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus)
+    qtbot.keyClick(box, QtCore.Qt.Key.Key_Z, QtCore.Qt.KeyboardModifier.ControlModifier)
+    assert doc.model.layers["conv1"].params["num_output_channels"] == before
+    assert window.params.rows["param.num_output_channels"].editor.box.value() == int(before)
+    box = window.params.rows["param.num_output_channels"].editor.box
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus)
+    qtbot.keyClick(box, QtCore.Qt.Key.Key_Y, QtCore.Qt.KeyboardModifier.ControlModifier)
+    assert doc.model.layers["conv1"].params["num_output_channels"] == "7"
+
+
+def test_type_check_reports_stored_weights_of_the_wrong_shape_after_a_channel_change(window):
+    """The trained sample's weights were stored for 16 channels: setting conv1 to 24 is reported by the type check
+    (conv1's own weights and conv2's, whose input grew), before any run."""
+    from resources import SAMPLES
+
+    doc = window.files.open_path(SAMPLES / "denoiser_trained.lnet")
+    doc.run_check()
+    assert not [d for d in doc.diagnostics if d.severity == "error"]
+    doc.canvas.select_layers(["conv1"])
+    window.params.rows["param.num_output_channels"].editor.box.setValue(24)
+    doc.run_check()
+    errors: dict[str, str] = {}
+    for d in doc.diagnostics:
+        if d.severity == "error":
+            errors[d.layer] = errors.get(d.layer, "") + d.message + "\n"
+    assert "conv1" in errors and "conv2" in errors, errors
+    assert "(16, 3, 3, 3)" in errors["conv1"] and "(24, 3, 3, 3)" in errors["conv1"]
+    assert "conv1_weights.npy" in errors["conv1"]
+    window.act_undo.trigger()
+    doc.run_check()
+    assert not [d for d in doc.diagnostics if d.severity == "error"]

@@ -159,3 +159,21 @@ def test_export_runs_in_the_background_on_a_copy_of_the_model(dialog, qtbot, tmp
     assert dlg.result_dialog.ok and not dlg.exporting
     saved = load(tmp_path / "pre.lnet", registry)
     assert "conv1" in saved.layers and "renamed_meanwhile" not in saved.layers
+
+
+def test_an_imported_model_is_never_exported_over_its_own_onnx_file(dialog, qtbot, tmp_path, monkeypatch, registry):
+    """The imported model (no file of its own, named after its ONNX file, opened from that folder): the proposed
+    output is a new file; typing the ONNX file's name asks before replacing it, and No leaves it alone."""
+    model = load(MODEL, registry)
+    source = tmp_path / f"{model.name}.onnx"
+    source.write_bytes(b"the imported model")
+    monkeypatch.chdir(tmp_path)
+    dlg = dialog("onnx", model=model, path=None)
+    assert dlg.output.text() == str(tmp_path / f"{model.name}_exported.onnx")
+    asked = []
+    monkeypatch.setattr(QtWidgets.QMessageBox, "question", staticmethod(
+        lambda *a, **k: asked.append(a[2]) or QtWidgets.QMessageBox.StandardButton.Cancel))
+    dlg.output.setText(str(source))
+    qtbot.mouseClick(dlg.export_button, QtCore.Qt.MouseButton.LeftButton)
+    assert asked and str(source) in asked[0]
+    assert not dlg.exporting and dlg.isVisible() and source.read_bytes() == b"the imported model"

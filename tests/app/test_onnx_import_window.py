@@ -153,8 +153,12 @@ def test_unsupported_and_corrupt_models_give_one_message_and_open_nothing(window
     window.files.open_path(bad)
     dlg = finish(window, qtbot)
     assert dlg.ok is False and window.docs == [] and dlg.isVisible()
-    assert "Erf node 'erf1'" in dlg.message.text() and "placeholder" in dlg.message.text()
-    assert dlg.heading.text().startswith("<b>Cannot import erf.onnx</b>") and not dlg.tree.isVisible()
+    assert "1 node(s) of 1 operator(s)" in dlg.message.text() and "placeholder layers" in dlg.message.text()
+    assert dlg.heading.text().startswith("<b>Cannot import erf.onnx</b>") and dlg.tree.isVisible()
+    erf = dlg.tree.topLevelItem(0)  # grouped by operator
+    assert erf.text(0) == "Erf (1)" and erf.child(0).text(0) == "erf1"
+    dlg.tree.clear()
+    dlg.tree.hide()
     window.files.open_path(corrupt)
     dlg = finish(window, qtbot, 2)
     assert dlg.ok is False and window.docs == [] and "not a readable ONNX model" in dlg.message.text()
@@ -369,3 +373,34 @@ def test_a_network_imported_on_the_command_line_opens_in_the_designer_with_no_no
     sizes = canvas.node_sizes(canvas.nodes)
     assert len(sizes) == len(doc.model.layers) >= 85
     assert overlaps({n: tuple(s.position) for n, s in doc.model.layers.items()}, sizes) == []
+
+
+def test_import_preview_follows_the_file_cancel_and_log(window, qtbot, tmp_path, monkeypatch):
+    """The command-line preview names the chosen file; a running import can be cancelled (nothing opens); imports
+    and their results are in the Log panel; refused nodes of several operators are grouped."""
+    path = tiny_model(tmp_path / "chosen.onnx")
+    window.onnx_import.act_import.trigger()
+    opts = window.onnx_import.options_dialog
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getOpenFileName", staticmethod(lambda *a, **k: (str(path), "")))
+    opts.browse()
+    assert opts.command.text() == f"layerlab import {path}"
+    opts.reject()
+    import threading
+
+    import engine.importers.onnx as onnx_importer
+
+    real, clicked = onnx_importer.import_onnx, threading.Event()
+    monkeypatch.setattr(onnx_importer, "import_onnx", lambda *a, **k: clicked.wait(WAIT / 1e3) and real(*a, **k))
+    dlg = window.onnx_import.import_file(path)  # held until Cancel is clicked
+    assert dlg.cancel_button.isVisible()
+    dlg.cancel_button.click()
+    clicked.set()
+    dlg = finish(window, qtbot)
+    assert dlg.ok is False and window.docs == [] and "cancelled" in dlg.message.text()
+    assert not dlg.cancel_button.isVisible()
+    window.onnx_import.import_file(path)
+    finish(window, qtbot, 2)
+    qtbot.waitUntil(lambda: any("Imported" in m and "chosen.onnx" in m for m in window.log_panel.messages()),
+                    timeout=WAIT)
+    assert any("Importing" in m and "chosen.onnx" in m for m in window.log_panel.messages())
+    assert any("cancelled" in m for m in window.log_panel.messages())

@@ -23,6 +23,15 @@ class OnnxImportError(LayerLabError):
     """A model that cannot be imported (bad file, unsupported nodes without placeholders, bad option)."""
 
 
+class RefusedNodes(OnnxImportError):
+    """Nodes without a LayerLab equivalent, import without placeholders: ``refused`` lists them (the designer
+    shows them grouped by operator)."""
+
+    def __init__(self, message: str, refused: list[Refusal]) -> None:
+        super().__init__(message)
+        self.refused = list(refused)
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A node that could not be mapped: operator, node name and why."""

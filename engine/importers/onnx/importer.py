@@ -18,7 +18,7 @@ import numpy as np
 
 from engine.groups import scope_groups
 from engine.importers.onnx import patterns
-from engine.importers.onnx.context import Context, OnnxImportError, Refusal, Unsupported, identifier
+from engine.importers.onnx.context import Context, OnnxImportError, Refusal, RefusedNodes, Unsupported, identifier
 from engine.importers.onnx.mapping import operator_table
 from engine.importers.onnx.reader import CleanModel, graph_inputs, load_clean
 from engine.importers.onnx.validate import MAX_NODES, MalformedModel
@@ -27,6 +27,8 @@ from engine.model import Model
 from engine.registry import Registry
 from engine.tensor import Dims
 from engine.weights import ArrayWeights, WeightsSource, save_safetensors
+
+MAX_NAMED = 5  # nodes named per operator in a refusal message
 
 #: progress(done, total, stage): called while nodes are mapped (stage "mapping") and at each step
 Progress = Callable[[int, int, str], None]
@@ -222,9 +224,20 @@ def _malformed_by_checker(proto: Any, where: str) -> None:
 
 
 def _refusal_message(where: str, refused: list[Refusal]) -> str:
-    listed = "; ".join(str(r) for r in refused)
-    return (f"{where}: {len(refused)} node(s) have no LayerLab equivalent: {listed}. Import with --placeholders to "
-            "keep them as placeholder layers")
+    """One line per operator (how many nodes, which, why), then the placeholders hint."""
+    lines = [f"{op} ({len(group)}): " + "; ".join(str(r) for r in group[:MAX_NAMED])
+             + (f"; and {len(group) - MAX_NAMED} more" if len(group) > MAX_NAMED else "")
+             for op, group in refusals_by_operator(refused).items()]
+    return (f"{where}: {len(refused)} node(s) of {len(lines)} operator(s) have no LayerLab equivalent:\n"
+            + "\n".join(lines) + "\nImport with --placeholders to keep them as placeholder layers")
+
+
+def refusals_by_operator(refused: list[Refusal]) -> dict[str, list[Refusal]]:
+    """The refused nodes grouped by operator, the operator with the most nodes first."""
+    groups: dict[str, list[Refusal]] = {}
+    for r in refused:
+        groups.setdefault(r.op, []).append(r)
+    return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])))
 
 
 def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int, ...]] | None = None,
@@ -256,7 +269,7 @@ def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int,
         ctx.notes[name] = f"ONNX graph input {inp.name}"
     refused = _map_nodes(ctx, placeholders, progress)
     if refused and not placeholders:
-        raise OnnxImportError(_refusal_message(str(src), refused))
+        raise RefusedNodes(_refusal_message(str(src), refused), refused)
     ctx.node = None
     for out in graph.output:
         if out.name not in ctx.sources:

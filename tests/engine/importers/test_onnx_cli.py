@@ -184,7 +184,7 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, case: str) 
 def test_unsupported_nodes_listed_then_kept_as_placeholders(tmp_path, capsys) -> None:
     path, _ = _bad_models(tmp_path)["unsupported"]
     code, _, err = cli(["import", str(path), "-o", str(tmp_path / "u.lnet")], capsys)
-    assert code == 2 and "Erf node 'erf1': no LayerLab equivalent" in err and "Abs node 'abs1'" in err
+    assert code == 2 and "Erf (1): Erf node 'erf1': no LayerLab equivalent" in err and "Abs (1): Abs node 'abs1'" in err
     assert "--placeholders" in err
     result = import_onnx(path, registry=REGISTRY, placeholders=True)
     kinds = {s.name: s for s in result.model.layers.values()}
