@@ -59,6 +59,7 @@ CATEGORIES = {
     "Gemm with a transposed batch": "transA=1",
     "Gemm bias not one per output": "is not one value per output",
     "Clip with min above max": "is greater than max",
+    "constant of a type LayerLab does not read": "LayerLab reads tensors of",
 }
 
 
