@@ -144,8 +144,10 @@ def upsample_torch(x: str, factor: Dims, method: str) -> str:
 
 
 def check_factor(layer: Layer, param: str = "factor") -> None:
-    """ParameterError unless the factor parameter is an integer pair in [1, 1024]."""
+    """ParameterError unless the factor parameter is rank 4 with an integer H and W in [1, 1024]."""
     f = layer.p[param]
+    if len(f) != 4:
+        raise layer.param_error(param, f"{f}: the factor is four sizes NxCxHxW (only H and W are used), got {len(f)}")
     if not (1 <= f.h <= 1024 and 1 <= f.w <= 1024):
         raise layer.param_error(param, f"{f.h}x{f.w}: each factor must be an integer in [1, 1024]")
 

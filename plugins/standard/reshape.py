@@ -77,8 +77,9 @@ class Reshape(Layer):
     torch_support = "yes"
 
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
-        return g.node("Reshape", [inputs[0], g.ints("shape", [0 if i == 0 and s == 0 else -1 if i == 0 else s
-                                                              for i, s in enumerate(self.out_dims)])])
+        # the layer's own shape: its 0 and -1 read as ONNX Reshape's (allowzero 0), so a file with symbolic sizes
+        # keeps the batch and the sizes that follow the input
+        return g.node("Reshape", [inputs[0], g.ints("shape", self._shape)])
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
         sizes = ", ".join(["-1" if i == 0 else str(s) for i, s in enumerate(self.out_dims)])

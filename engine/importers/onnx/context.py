@@ -399,7 +399,8 @@ class Context:
             self.folded.append(f"{ops} {self.node_name} -> activation {name} of layer {src.layer}")
             return src.layer
         if self.rank(tensor) not in (2, 4) or len(self.layer_dims(src.layer)) != 4:
-            return self.add("unary", {"operation": "identity"}, [self.ranked(tensor)], output, activation=(name, coefs))
+            return self.add("unary", {"operation": "identity"}, [self.ranked(tensor)], output, activation=(name, coefs),
+                            dims=self.full_dims(output))
         return self.add("affine", {"mode": "per_tensor", "scale": 1.0, "shift": 0.0}, [src.layer], output,
                         activation=(name, coefs))
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from engine.importers.onnx.context import OnnxImportError
 from engine.importers.onnx.validate import MAX_NODES, validate
+from engine.tensor import MAX_RANK, MIN_RANK
 
 #: newest default-domain opset the mapping table was written and tested against (the ONNX node tests of
 #: onnx 1.23); an older installed onnx lowers it to what it knows
@@ -143,7 +144,9 @@ def graph_inputs(proto: Any) -> list[Any]:
 def fix_input_shapes(proto: Any, given: dict[str, tuple[int, ...]], where: str) -> tuple[dict[str, tuple[int, ...]], list[str]]:
     """Set every input's sizes (symbolic ones from ``given`` or defaults); returns the sizes and notices.
 
-    Refuses inputs that are not float tensors of rank 4, and names in ``given`` that are no input."""
+    Inputs are float tensors of rank 1 to 6; rank 4 reads N x C x H x W (symbolic N, H, W take defaults), any
+    other rank takes a default only for a symbolic first (batch) axis. Refuses other inputs, and names in
+    ``given`` that are no input."""
     onnx = _onnx()
     floats = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.DOUBLE: "float64"}
     inputs = graph_inputs(proto)
@@ -154,48 +157,55 @@ def fix_input_shapes(proto: Any, given: dict[str, tuple[int, ...]], where: str) 
     shapes, notices, defaulted = {}, [], []
     nhwc = nhwc_inputs(proto)
     for inp in inputs:
-        order = NHWC_TO_NCHW if inp.name in nhwc else [0, 1, 2, 3]  # ONNX axis of N, C, H, W
         tt = inp.type.tensor_type
         if not inp.type.HasField("tensor_type") or tt.elem_type not in floats:
             kind = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name if inp.type.HasField("tensor_type") and \
                 tt.elem_type else "not a tensor"
             raise OnnxImportError(f"{where}: input {inp.name!r} is {kind}; LayerLab inputs are float tensors "
-                                  "(N x C x H x W images or feature maps)")
+                                  "(N x C x H x W images or feature maps, or tensors of rank 1 to 6)")
         dims = list(tt.shape.dim) if tt.HasField("shape") else []
         if inp.name in given:
-            shape = given[inp.name]  # N x C x H x W; written to the model in its own axis order below
-            if dims and len(dims) != 4:
-                raise OnnxImportError(f"{where}: input {inp.name!r} has rank {len(dims)}; LayerLab inputs are "
-                                      "N x C x H x W (rank 4)")
+            shape = tuple(given[inp.name])  # N x C x H x W for rank 4; written to the model in its own axis order
+            if dims and len(dims) != len(shape):
+                raise OnnxImportError(f"--input-shape {inp.name}={'x'.join(map(str, shape))}: the model's input "
+                                      f"has rank {len(dims)}, the shape given has rank {len(shape)}")
+            order = NHWC_TO_NCHW if inp.name in nhwc else list(range(len(shape)))  # ONNX axis of each size
             fixed = "x".join(str(x.dim_value) if x.HasField("dim_value") else "?" for x in dims)
-            for d, v in zip(dims, [shape[order.index(k)] for k in range(4)] if dims else []):
+            for d, v in zip(dims, [shape[order.index(k)] for k in range(len(shape))] if dims else []):
                 if d.HasField("dim_value") and d.dim_value != v:
                     raise OnnxImportError(f"--input-shape {inp.name}={'x'.join(map(str, shape))}: the model fixes "
                                           f"that input to {fixed}")
         else:
-            if len(dims) != 4:
-                raise OnnxImportError(f"{where}: input {inp.name!r} has rank {len(dims) if dims else 'unknown'}; "
-                                      "LayerLab inputs are N x C x H x W (rank 4)" +
-                                      ("" if dims else f" (give it with --input-shape {inp.name}=NxCxHxW)"))
+            if not MIN_RANK <= len(dims) <= MAX_RANK:
+                raise OnnxImportError(f"{where}: input {inp.name!r} has rank "
+                                      f"{len(dims) if tt.HasField('shape') else 'unknown'}; "
+                                      f"LayerLab inputs have rank {MIN_RANK} to {MAX_RANK}" +
+                                      ("" if tt.HasField("shape") else f" (give it with --input-shape {inp.name}=NxCxHxW)"))
+            order = NHWC_TO_NCHW if inp.name in nhwc else list(range(len(dims)))
+            image = len(dims) == 4
             shape = []
             for axis in order:
                 d = dims[axis]
                 if d.HasField("dim_value") and d.dim_value > 0:
                     shape.append(int(d.dim_value))
-                elif axis == order[1]:
-                    raise OnnxImportError(f"{where}: input {inp.name!r} has a symbolic channel count; give it with "
-                                          f"--input-shape {inp.name}=NxCxHxW")
-                else:
+                elif axis == 0 or (image and axis != order[1]):
                     shape.append(DEFAULT_BATCH if axis == 0 else DEFAULT_SIZE)
                     defaulted.append(inp.name)
+                else:
+                    what = "channel count" if image else f"size on axis {axis}"
+                    hint = "NxCxHxW" if image else "x".join(["S"] * len(dims))
+                    raise OnnxImportError(f"{where}: input {inp.name!r} has a symbolic {what}; give it with "
+                                          f"--input-shape {inp.name}={hint}")
             shape = tuple(shape)
         tt.ClearField("shape")
-        for axis in range(4):
+        for axis in range(len(shape)):
             tt.shape.dim.add().dim_value = int(shape[order.index(axis)])
         shapes[inp.name] = tuple(int(v) for v in shape)
     for name in dict.fromkeys(defaulted):
+        image = len(shapes[name]) == 4
         notices.append(f"input {name} has symbolic sizes: imported as {'x'.join(map(str, shapes[name]))} "
-                       f"(N={DEFAULT_BATCH}, H=W={DEFAULT_SIZE} by default; use --input-shape {name}=NxCxHxW)")
+                       f"(N={DEFAULT_BATCH}{f', H=W={DEFAULT_SIZE}' if image else ''} by default; use "
+                       f"--input-shape {name}={'NxCxHxW' if image else 'x'.join(['S'] * len(shapes[name]))})")
     for name in sorted(nhwc):
         notices.append(f"input {name} is N x H x W x C in the ONNX model, read only through a Transpose to "
                        "N x C x H x W: the LayerLab input takes N x C x H x W (the Transpose is folded)")

@@ -24,7 +24,7 @@ from engine.importers.onnx.mapping import operator_table
 DATA_OPS = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "Concat"}
 #: why a node test is refused: category -> a piece of the import error that identifies it
 CATEGORIES = {
-    "input rank is not 4 (N x C x H x W)": "LayerLab inputs are N x C x H x W (rank 4)",
+    "input rank is not 1 to 6": "LayerLab inputs have rank 1 to 6",
     "input is not a float tensor": "LayerLab inputs are float tensors",
     "dilated pooling": "dilated pooling",
     "training mode": "training mode",
@@ -43,6 +43,23 @@ CATEGORIES = {
     "element_wise operation missing": "the element_wise layer has no",
     "layer missing from the collections": "the loaded collections have no",
     "activation missing from the collections": "activation",
+    "input size left symbolic": "has a symbolic size on axis",
+    "model the ONNX checker refuses": "the model breaks ONNX's rules",
+    "output the import does not compute": "is not computed by any imported node",
+    "cast to a type LayerLab does not compute in": "LayerLab computes in float",
+    "1-D or 3-D operator": "only 2-D (H and W) operators",
+    "2-D transposed convolution only": "only 2-D transposed convolutions",
+    "Split of another axis than the channels": "only splitting channels",
+    "Concat of another axis than the channels": "only concatenation of channels",
+    "Slice of the batch or of a tensor of another rank": "(only C, H and W)",
+    "operator of N x C x H x W tensors given another rank": "LayerLab tensors are N x C x H x W",
+    "LayerNormalization statistics outputs": "the mean and inverse deviation outputs are read",
+    "Pow with a tensor exponent": "(only one value)",
+    "ReduceSum that is an identity": "noop_with_empty_axes",
+    "Gemm with a transposed batch": "transA=1",
+    "Gemm bias not one per output": "is not one value per output",
+    "Clip with min above max": "is greater than max",
+    "constant of a type LayerLab does not read": "LayerLab reads tensors of",
 }
 
 
@@ -74,9 +91,9 @@ def frozen(case: Any) -> tuple[Any, dict[str, np.ndarray], list[np.ndarray]]:
     inputs, outputs = case.data_sets[0]
     data_only = ops_of(case) <= DATA_OPS
     keep, feeds = [], {}
-    first = np.asarray(inputs[0]) if inputs else None
+    first = _array(inputs[0]) if inputs else None
     for k, (vi, val) in enumerate(zip(list(m.graph.input), inputs)):
-        arr = np.asarray(val)
+        arr = _array(val)
         if k == 0 or arr.dtype.kind not in "fiub" or \
                 (data_only and arr.dtype.kind == "f" and first is not None and arr.ndim == first.ndim):
             keep.append(vi)
@@ -85,7 +102,12 @@ def frozen(case: Any) -> tuple[Any, dict[str, np.ndarray], list[np.ndarray]]:
             m.graph.initializer.append(onnx.numpy_helper.from_array(arr, vi.name))
     del m.graph.input[:]
     m.graph.input.extend(keep)
-    return m, feeds, [np.asarray(o) for o in outputs]
+    return m, feeds, [_array(o) for o in outputs]
+
+
+def _array(value: Any) -> np.ndarray:
+    """A node test's value as an array (some tests store theirs as TensorProto)."""
+    return onnx.numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
 
 
 def category(message: str) -> str:
