@@ -10,52 +10,7 @@ pytest.importorskip("PySide6")
 
 from PySide6 import QtCore, QtWidgets  # noqa: E402
 
-from engine.plugin_probe import probe_entry  # noqa: E402
-
-HEADER = ("from engine.registry import PluginMeta\n"
-          "PLUGIN = PluginMeta('{name}', '1.0', 'someone', 'a plugin')\n"
-          "def register(r):\n    pass\n")
-GOOD = '''
-from engine.descriptors import InputDesc, LayerDesc
-from engine.layer import Layer
-from engine.registry import PluginMeta
-PLUGIN = PluginMeta("goodies", "1.0", "someone", "a plugin that behaves")
-class Copy(Layer):
-    desc = LayerDesc("probe_copy", "Copy", "copies its input", inputs=(InputDesc("x"),))
-    def output_dims(self, inputs):
-        return inputs[0]
-    def forward(self, inputs, out):
-        out[...] = inputs[0]
-def register(r):
-    r.layer(Copy)
-'''
-BAD = {
-    "exits.py": "import os\nos._exit(3)\n",
-    "loops.py": "while True:\n    pass\n",
-    "crashes.py": "import ctypes\nctypes.string_at(0)\n",
-}
-PROBE_TIMEOUT = 4.0
-
-
-def plant(folder):
-    folder.mkdir()
-    for name, code in BAD.items():
-        (folder / name).write_text(HEADER.format(name=name[:-3]) + code)
-    (folder / "good.py").write_text(GOOD)
-    (folder / "raises.py").write_text(HEADER.format(name="raises") + "raise RuntimeError('no luck')\n")
-    return folder
-
-
-def test_the_probe_tells_crash_exit_hang_from_a_good_plugin(tmp_path):
-    folder = plant(tmp_path / "plugins")
-    results = {n: probe_entry(folder / n, PROBE_TIMEOUT) for n in [*BAD, "good.py"]}
-    assert not results["exits.py"].ok and "exit status 3" in results["exits.py"].reason
-    assert not results["loops.py"].ok and "did not finish loading within 4 s" in results["loops.py"].reason
-    assert not results["crashes.py"].ok and "SIGSEGV" in results["crashes.py"].reason
-    assert results["good.py"].ok and results["good.py"].collections == ("goodies",)
-    assert all(results[n].fatal for n in BAD) and not results["good.py"].fatal
-    res = probe_entry(folder / "raises.py", PROBE_TIMEOUT)
-    assert not res.ok and not res.fatal and res.reason.startswith("RuntimeError: no luck")
+from tests.hostile.test_plugin_probe import BAD, HEADER, PROBE_TIMEOUT, plant  # noqa: E402
 
 
 def test_manage_collections_refuses_plugins_that_crash_exit_or_hang(qtbot, tmp_path, monkeypatch):
