@@ -4,13 +4,15 @@ A ``CollectionManager`` sits over a registry. It lists every collection it knows
 its metadata, where it was loaded from and what it provides; it unloads one (``Registry.unload``; what it registered
 is kept, so loading it again registers the same classes and rules without importing anything again), loads one back,
 and adds a plugin folder (``engine.plugins.load_plugin_dir``: the folder's collections are loaded, the failures are in
-``registry.failures``). Which collections are unloaded and which folders were added is the caller's to remember
-(``choices`` / ``apply``: the designer keeps them in its settings). Qt-free."""
+``registry.failures``); ``accept``, when set, is asked about each plugin of a folder before it is imported (the
+designer tries new plugins in a separate process first, ``engine.plugin_probe``). Which collections are unloaded and
+which folders were added is the caller's to remember (``choices`` / ``apply``: the designer keeps them in its
+settings). Qt-free."""
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,6 +83,8 @@ class CollectionManager:
         self.registry = registry
         self._kept: dict[str, _Kept] = {}
         self.folders: list[str] = []
+        #: asked about each plugin of a folder before it is imported: a reason refuses it, None lets it load
+        self.accept: Callable[[Path], str | None] | None = None
 
     @property
     def failures(self) -> list[PluginFailure]:
@@ -142,7 +146,7 @@ class CollectionManager:
             return []
         before = set(self.registry.plugins) | set(self._kept)
         failed = len(self.registry.failures)
-        load_plugin_dir(self.registry, path)
+        load_plugin_dir(self.registry, path, self.accept)
         self.folders.append(path)
         added = sorted(set(self.registry.plugins) - before)
         for name in added:

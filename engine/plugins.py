@@ -11,7 +11,7 @@ import importlib.util
 import os
 import sys
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
@@ -53,36 +53,54 @@ def load_module_plugin(registry: Registry, module_name: str) -> bool:
         return False
 
 
-def load_plugin_dir(registry: Registry, folder: str | os.PathLike[str]) -> None:
-    """Load every ``*.py`` module and package (folder with ``__init__.py``) found in ``folder``."""
+def plugin_entries(folder: str | os.PathLike[str]) -> list[Path]:
+    """The plugins of a plugin folder, in load order: its ``*.py`` modules and packages (folders with
+    ``__init__.py``); names starting with ``_`` or ``.`` are skipped."""
+    out = []
+    for entry in sorted(Path(folder).iterdir()):
+        if entry.name.startswith(("_", ".")):
+            continue
+        if (entry.is_dir() and (entry / "__init__.py").is_file()) or (entry.is_file() and entry.suffix == ".py"):
+            out.append(entry)
+    return out
+
+
+def load_plugin_entry(registry: Registry, entry: str | os.PathLike[str]) -> None:
+    """Import and register one plugin of a folder (a ``*.py`` module or a package); failures are recorded."""
+    entry = Path(entry)
+    file, search = (entry / "__init__.py", [str(entry)]) if entry.is_dir() else (entry, None)
+    mod_name = f"layerlab_plugin_{abs(hash(str(entry.resolve())))}_{entry.stem}"
+    try:
+        spec = importlib.util.spec_from_file_location(mod_name, file, submodule_search_locations=search)
+        if spec is None or spec.loader is None:
+            raise ImportError("not an importable module")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(mod_name, None)
+            raise
+        _register_module(registry, module, str(entry))
+    except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt of a plugin too
+        registry.failures.append(PluginFailure(str(entry), _reason(exc)))
+
+
+def load_plugin_dir(registry: Registry, folder: str | os.PathLike[str],
+                    accept: Callable[[Path], str | None] | None = None) -> None:
+    """Load every ``*.py`` module and package (folder with ``__init__.py``) found in ``folder``. ``accept``, when
+    given, is asked about each plugin before it is imported: a reason (text) refuses it (recorded as its failure),
+    None lets it load (the designer checks new plugins in a separate process this way)."""
     root = Path(folder)
     if not root.is_dir():
         registry.failures.append(PluginFailure(str(root), "plugin folder does not exist"))
         return
-    for entry in sorted(root.iterdir()):
-        if entry.name.startswith(("_", ".")):
-            continue
-        if entry.is_dir() and (entry / "__init__.py").is_file():
-            file, search = entry / "__init__.py", [str(entry)]
-        elif entry.suffix == ".py":
-            file, search = entry, None
+    for entry in plugin_entries(root):
+        reason = accept(entry) if accept is not None else None
+        if reason:
+            registry.failures.append(PluginFailure(str(entry), reason))
         else:
-            continue
-        mod_name = f"layerlab_plugin_{abs(hash(str(entry.resolve())))}_{entry.stem}"
-        try:
-            spec = importlib.util.spec_from_file_location(mod_name, file, submodule_search_locations=search)
-            if spec is None or spec.loader is None:
-                raise ImportError("not an importable module")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[mod_name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                sys.modules.pop(mod_name, None)
-                raise
-            _register_module(registry, module, str(entry))
-        except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt of a plugin too
-            registry.failures.append(PluginFailure(str(entry), _reason(exc)))
+            load_plugin_entry(registry, entry)
 
 
 def load_plugins(extra_dirs: Iterable[str | os.PathLike[str]] = (), entry_point_plugins: bool = True) -> Registry:

@@ -3,7 +3,8 @@ provides, a check box to load or unload it, Add Plugin Folder… for third-party
 collections that failed to load. Choices are remembered in the application's settings (``collections/unloaded``,
 ``collections/folders``) and restored when the designer starts. Loading or unloading refreshes the palette, the
 documentation browser, the fusing-rules window, the canvas nodes and the type check of every open model (layers of an
-unloaded collection become type-check errors)."""
+unloaded collection become type-check errors). Plugins of an added folder are first tried in a separate process
+(``app.designer.collection_probe``)."""
 from __future__ import annotations
 
 import html
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app.designer.collection_probe import CollectionProbe, tell_refused
 from engine.errors import LayerLabError
 from engine.log import get_logger
 from engine.plugin_collections import Collection, CollectionManager
@@ -41,6 +43,8 @@ class Collections(QtCore.QObject):
         super().__init__(ctx.parent)
         self.ctx = ctx
         self.manager = CollectionManager(ctx.registry)
+        self.probe = CollectionProbe(ctx.settings)
+        self.manager.accept = self.probe
         self.dialog: ManageCollectionsDialog | None = None
         self.act_manage = QtGui.QAction("Manage &Collections…", ctx.parent)
         self.act_manage.setStatusTip("Load and unload layer collections (plugins); add a plugin folder")
@@ -48,6 +52,7 @@ class Collections(QtCore.QObject):
         unloaded, folders = _strings(ctx.settings.value(UNLOADED_KEY)), _strings(ctx.settings.value(FOLDERS_KEY))
         for note in self.manager.apply(unloaded, folders):
             log.warning("%s", note)
+        self.probe.take_refused()  # at start: logged, and listed among the failures of the dialog
         if unloaded or folders:
             ctx.palette.rebuild()
 
@@ -77,6 +82,7 @@ class Collections(QtCore.QObject):
         """Load the collections of plugin folder ``folder`` (remembered); returns their names."""
         added = self.manager.add_folder(folder)
         self._remember()
+        tell_refused(self.dialog or self.ctx.parent, self.probe.take_refused())
         self.refresh({n for name in added for n in self.manager.collection(name).layers})
         self.ctx.status(f"Plugin folder {folder}: {len(added)} collection(s) loaded", 8000)
         return added

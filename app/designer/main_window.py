@@ -27,7 +27,7 @@ from app.designer.onnx_import import OnnxImport
 from app.designer.palette import Palette
 from app.designer.params import ParamPanel
 from app.designer.recent import RecentFiles
-from app.designer.recovery import Autosave, default_autosave_dir
+from app.designer.recovery import AUTOSAVE_INTERVAL_MS, Autosave, default_autosave_dir
 from app.designer.reports import Reports, default_reports_dir
 from app.designer.run_logger import RunLogger
 from app.designer.runs import Runs
@@ -52,7 +52,7 @@ class MainWindow(QtWidgets.QMainWindow):
     """The designer. Usable from tests without ``app.gui.run`` (pass a QSettings and an autosave folder)."""
 
     def __init__(self, registry: Registry | None = None, settings: QtCore.QSettings | None = None,
-                 autosave_dir: str | os.PathLike[str] | None = None, autosave_interval_ms: int = 60_000,
+                 autosave_dir: str | os.PathLike[str] | None = None, autosave_interval_ms: int = AUTOSAVE_INTERVAL_MS,
                  reports_dir: str | os.PathLike[str] | None = None) -> None:
         super().__init__()
         self.registry = registry or default_registry()

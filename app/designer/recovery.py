@@ -1,16 +1,19 @@
-"""Autosave in the designer: every modified model is copied into the autosave folder on a timer (``Autosaver``), and
-after a crash the copies left behind are offered for recovery at the next start."""
+"""Autosave in the designer: every modified model (with the in-memory weights of an imported one) is copied into the
+autosave folder on a timer (``Autosaver``, every ``AUTOSAVE_INTERVAL_MS``: a crash loses at most that much work),
+and after a crash the copies left behind are offered for recovery at the next start."""
 from __future__ import annotations
 
 import os
 
 from PySide6 import QtCore, QtWidgets
 
-from app.designer.autosave import Autosaver
+from app.designer.autosave import Autosaver, restore
 from app.designer.context import DesignerContext
 from app.designer.document import Document
-from engine import modelfile
 from engine.errors import LayerLabError
+
+#: how often modified models are copied (milliseconds); a designer killed mid-edit loses at most this much work
+AUTOSAVE_INTERVAL_MS = 5_000
 
 
 def default_autosave_dir() -> str:
@@ -40,7 +43,7 @@ class Autosave(QtCore.QObject):
             if doc.modified:
                 try:
                     self.autosaver.write(doc.id, doc.model, doc.path, doc.title)
-                except OSError as exc:
+                except (OSError, LayerLabError) as exc:
                     self.ctx.status(f"Autosave failed: {exc}", 8000)
             else:
                 self.autosaver.remove(doc.id)
@@ -66,11 +69,10 @@ class Autosave(QtCore.QObject):
         for r in found:
             if answer == B.Yes:
                 try:
-                    model = modelfile.load(r.model_file, self.ctx.registry)
+                    model = restore(r, self.ctx.registry)
                 except LayerLabError as exc:
                     self.ctx.status(f"Cannot recover {r.title}: {exc}", 10000)
                     continue
-                model.path = r.original_path
                 doc = self.ctx.documents.add_document(model, r.original_path)
                 doc.recovered = True
                 doc.state_changed.emit()

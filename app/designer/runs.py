@@ -3,6 +3,7 @@ the Inference Run Logger with the equivalent ``layerlab profile`` command, the p
 run settings (Tools > Network Settings, Fusing Rules)."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 from collections.abc import Callable
 from pathlib import Path
@@ -57,6 +58,8 @@ class Runs(QtCore.QObject):
         w.run_failed.connect(self._failed)
         w.run_cancelled.connect(self._cancelled)
         w.command_failed.connect(lambda cmd, msg: ctx.status(f"Worker: {cmd} failed: {msg}", 10000))
+        w.gpu_fault.connect(self._gpu_fault)
+        self.gpu_lost = ""  # why GPU runs need a restart of the application (empty while the GPU is fine)
 
     # ---- settings --------------------------------------------------------------------------------
     def network_settings(self, doc: Document | None = None) -> NetworkSettingsDialog | None:
@@ -125,7 +128,7 @@ class Runs(QtCore.QObject):
             errors = [d for d in doc.diagnostics if d.severity == "error"]
             if errors:
                 raise LayerLabError(f"the model has {len(errors)} type-check error(s); the first: {errors[0]}")
-            config = run_config.from_model(doc.model, doc.path)
+            config = self._after_gpu_fault(run_config.from_model(doc.model, doc.path))
             base = self._new_report_base(doc, started)
             snapshot = doc.path is None or doc.modified
             model_file = str(base.with_suffix(".lnet")) if snapshot else str(doc.path)
@@ -151,6 +154,17 @@ class Runs(QtCore.QObject):
         self.progress.show()
         self.changed.emit()
         return run_id
+
+    def _after_gpu_fault(self, config: run_config.RunConfig) -> run_config.RunConfig:
+        """After a GPU fault the CUDA context of this process is lost: a run asking for the GPU is refused (the
+        message says what to do), one on ``auto`` runs on the CPU with a note."""
+        if not self.gpu_lost or config.backend == "numpy":
+            return config
+        if config.backend == "cupy":
+            raise LayerLabError("GPU runs need a restart of LayerLab after the GPU fault of an earlier run; save your "
+                                "work and restart, or set the backend to numpy in Network Settings to run on the CPU")
+        note = "runs on the CPU (numpy): GPU runs need a restart of LayerLab after the GPU fault of an earlier run"
+        return dataclasses.replace(config, backend="numpy", warnings=(*config.warnings, note))
 
     def cancel_inference(self) -> bool:
         """Tools > Cancel Inference: the run stops before its next layer; False when none runs."""
@@ -194,6 +208,17 @@ class Runs(QtCore.QObject):
         self.logger.update_entry(run_id, status="failed", reason=reason)
         self.logger_dock.show()
         self._ended(run_id, f"Run of {self._name(run_id)} failed: {reason}")
+
+    def _gpu_fault(self, _run_id: int, reason: str) -> None:
+        """A kernel faulted on the GPU (the run already failed with ``reason``): tell the user what still works."""
+        self.gpu_lost = reason
+        QtWidgets.QMessageBox.warning(
+            self.ctx.parent, "GPU fault — LayerLab",
+            f"The run stopped: {reason}\n\n"
+            "What still works: editing, saving and exporting your models, and runs on the CPU (backend auto or "
+            "numpy in Network Settings; auto now uses the CPU).\n"
+            "GPU runs and GPU analysis need a restart of LayerLab: the GPU's state in this process is lost.\n\n"
+            "Your open models are untouched. Save your work (File > Save) before you restart.")
 
     def _cancelled(self, run_id: int) -> None:
         self.logger.update_entry(run_id, status="cancelled")

@@ -29,6 +29,7 @@ from app.commands import dispatch
 from app.run_config import RunConfig
 from engine import modelfile
 from engine import report as rep
+from engine.device_errors import GpuFault, translate
 from engine.errors import LayerLabError
 from engine.model import Model
 from engine.network import Network
@@ -96,6 +97,7 @@ class Worker(QtCore.QObject):
     run_failed = QtCore.Signal(int, str)  # run id, reason
     run_cancelled = QtCore.Signal(int)
     command_failed = QtCore.Signal(str, str)  # command, reason (commands other than run)
+    gpu_fault = QtCore.Signal(int, str)  # run id, reason: a kernel faulted, the CUDA context is lost (after run_failed)
 
     def __init__(self) -> None:
         super().__init__()
@@ -135,23 +137,34 @@ class Worker(QtCore.QObject):
         self.net, self.net_key = None, None
 
     def cmd_run(self, req: RunRequest) -> None:
-        """Build (or reuse) the network, run and time it, write the report."""
+        """Build (or reuse) the network, run and time it, write the report. A failure ends the run with
+        ``run_failed`` and drops the kept Network, so the next run starts afresh; a GPU fault is also announced
+        with ``gpu_fault``."""
         try:
             result = self._run(req)
         except Cancelled:
             self.run_cancelled.emit(req.run_id)
         except LayerLabError as exc:
-            self.cmd_forget()
-            self.run_failed.emit(req.run_id, str(exc))
+            self._failed(req.run_id, exc)
         except MemoryError:
             self.cmd_forget()
             self.run_failed.emit(req.run_id, "out of memory (try a smaller input or the other backend)")
         except Exception as exc:  # a bug: report it as a failed run, never crash the designer
+            gpu = translate(exc, f"run of {req.model.name}")  # a GPU error outside any layer (inputs, copies)
+            if gpu is not None:
+                self._failed(req.run_id, gpu)
+                return
             traceback.print_exc()
             self.cmd_forget()
             self.run_failed.emit(req.run_id, f"internal error: {type(exc).__name__}: {exc}")
         else:
             self.run_finished.emit(req.run_id, result)
+
+    def _failed(self, run_id: int, exc: LayerLabError) -> None:
+        self.cmd_forget()  # its buffers go (after running out of GPU memory, the next run must not keep them)
+        self.run_failed.emit(run_id, str(exc))
+        if isinstance(exc, GpuFault):
+            self.gpu_fault.emit(run_id, str(exc))
 
     # ---- the run ---------------------------------------------------------------------------------
     def _progress(self, run_id: int, i: int, n: int) -> None:
