@@ -79,8 +79,7 @@ def test_negative_epsilon_is_rejected():
         run_layer("batch_normalization", dict(epsilon=-1), [np.zeros((1, 1, 2, 2), np.float32)], FORMATS[0])
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@each_backend_and_format
 @pytest.mark.parametrize("activation,coefs,act", [
     ("clamp", {"min": "-0.25", "max": "0.5"}, lambda y: np.clip(y, -0.25, 0.5)),
     ("hardswish", None, lambda y: y * np.clip(y / 6 + 0.5, 0, 1)),
