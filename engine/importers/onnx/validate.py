@@ -148,6 +148,11 @@ def validate(proto: Any, opset: int, where: str, max_nodes: int = MAX_NODES) -> 
                                      f"{n.name or f'#{k}'!r})")
             producer[o] = f"{n.op_type} node {n.name or f'#{k}'!r}"
             made_by[o] = k
+    for k, n in enumerate(nodes):
+        for t in n.input:
+            if t and t not in producer:
+                raise MalformedModel(f"{where}: {n.op_type} node {n.name or f'#{k}'!r} reads tensor {t!r}, which no "
+                                     f"graph input, initializer or node produces")
     if all(made_by.get(t, -1) < k for k, n in enumerate(nodes) for t in n.input if t):
         return  # already in order (as ONNX requires)
     _put_in_order(graph, nodes, made_by, where)
