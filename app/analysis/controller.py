@@ -12,12 +12,12 @@ from app.analysis.compare_precision import ComparePrecisionDialog
 from app.analysis.debug_bar import DebuggerControls
 from app.analysis.inputs import ModelInputsWindow
 from app.analysis.inspector import ChannelInspector
+from app.analysis.live import StartRequest
 from app.analysis.output_view import AnalysisOutputView
 from app.analysis.overview import OverviewPanel
 from app.analysis.param_editor import ParameterEditor
 from app.analysis.precision_fix import PrecisionFixPanel
 from app.analysis.proxy import SessionProxy
-from app.analysis.session import StartRequest
 from engine.model import Model
 from engine.registry import Registry
 from engine.run import RunSpec

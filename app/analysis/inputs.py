@@ -92,7 +92,7 @@ class InputViewer(QtWidgets.QWidget):
             w.setEnabled(on)
         self.controls.setVisible(on)
 
-    def show_frame(self, frame) -> None:  # noqa: ANN001 - app.analysis.session.InputFrame
+    def show_frame(self, frame) -> None:  # noqa: ANN001 - app.analysis.live.InputFrame
         """Show an InputFrame sent by the session."""
         self.frame = frame
         self.view.set_image(frame.image)
@@ -146,7 +146,7 @@ class ModelInputsWindow(QtWidgets.QWidget):
         if path:
             self.file_chosen.emit(layer, path)
 
-    def show_frame(self, frame) -> None:  # noqa: ANN001 - app.analysis.session.InputFrame
+    def show_frame(self, frame) -> None:  # noqa: ANN001 - app.analysis.live.InputFrame
         viewer = self.viewers.get(frame.layer)
         if viewer is not None:
             viewer.show_frame(frame)

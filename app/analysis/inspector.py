@@ -158,7 +158,7 @@ class ChannelInspector(QtWidgets.QWidget):
         self.mapping_changed.emit(*self.mapping(), self.grid_pixels())  # the grid prepared at today's display size
         self.layer_requested.emit(layer)
 
-    def show_layer(self, data) -> None:  # noqa: ANN001 - app.analysis.session.LayerData
+    def show_layer(self, data) -> None:  # noqa: ANN001 - app.analysis.live.LayerData
         """Show LayerData (always the latest pass of the inspected layer)."""
         if data.channel is not None:
             self.single = data

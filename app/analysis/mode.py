@@ -9,9 +9,9 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.analysis.controller import AnalysisController
+from app.analysis.live import AnalysisSession
 from app.analysis.proxy import SessionProxy
 from app.analysis.readonly import ReadOnlyGuard
-from app.analysis.session import AnalysisSession
 from app.analysis.window import AnalysisWindow
 from engine.errors import LayerLabError
 from engine.run import RunSpec

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from PySide6 import QtCore
 
-from app.analysis.session import AnalysisSession
+from app.analysis.live import AnalysisSession
 
 SIGNALS = ("started", "stopped", "failed", "overview", "options", "option_error", "input_frame", "outputs",
            "layer_data", "ran", "timings", "paused", "resumed", "drift",

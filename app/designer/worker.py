@@ -24,7 +24,7 @@ from typing import Any
 
 from PySide6 import QtCore
 
-from app.analysis.session import AnalysisSession
+from app.analysis.live import AnalysisSession
 from app.commands import dispatch
 from app.run_config import RunConfig
 from engine import modelfile

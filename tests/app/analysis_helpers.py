@@ -5,8 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
+from app.analysis.live import StartRequest
 from app.analysis.proxy import SessionProxy
-from app.analysis.session import StartRequest
 from engine.model import Model
 from engine.run import RunSpec
 

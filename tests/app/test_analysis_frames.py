@@ -52,7 +52,7 @@ def test_inspector_shows_the_prepared_grid_and_remaps_like_the_session(qtbot, re
     net = Network(compare_model("1x3x60x80"), registry)
     net.set_input("inp", np.random.default_rng(2).standard_normal((1, 3, 60, 80)).astype(np.float32))
     net.run()
-    from app.analysis.session import LayerData
+    from app.analysis.live import LayerData
 
     ins = ChannelInspector()
     qtbot.addWidget(ins)

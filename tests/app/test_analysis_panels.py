@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.analysis.session import LayerData
+from app.analysis.live import LayerData
 from engine import modelfile
 from engine.analysis import channel_stats
 from engine.run import RunSpec

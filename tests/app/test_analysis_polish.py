@@ -39,7 +39,7 @@ def test_compare_precision_asks_once(qtbot, ctl, registry):
 def test_inspector_fits_each_channel_and_keeps_the_readout_in_step(qtbot, ctl):
     import numpy as np
 
-    from app.analysis.session import LayerData
+    from app.analysis.live import LayerData
     from engine.analysis import channel_stats
 
     ins = ctl.inspector

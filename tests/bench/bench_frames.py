@@ -127,7 +127,7 @@ def bench_qt(args: argparse.Namespace, video: Path) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6 import QtWidgets
 
-    import app.analysis.session as session_module
+    import app.analysis.live as session_module
     from app.analysis.controller import AnalysisController
     from app.analysis.window import AnalysisWindow
 
