@@ -350,7 +350,8 @@ class Network:
         or an array already on the network's device (e.g. a frame converted there)."""
         self._check_input(name)
         self.backend.activate()  # the upload and conversion go on the network's stream, ordered with its kernels
-        self._pending_inputs[name] = input_tensor(name, array, fmt or FP32_NCHW, self.fmt_of(name), self.backend)
+        with device_errors(f"input {name}", "x".join(map(str, getattr(array, "shape", ())))):
+            self._pending_inputs[name] = input_tensor(name, array, fmt or FP32_NCHW, self.fmt_of(name), self.backend)
 
     def set_input_images(self, name: str, images: Any, opts: ImageOptions | None = None) -> None:
         """Give input layer ``name`` a batch of decoded images: a sequence of N arrays of one shape and type (H x W
@@ -361,7 +362,9 @@ class Network:
         host."""
         self._check_input(name)
         self.backend.activate()  # the uploads and the conversion go on the network's stream, ordered with its kernels
-        self._pending_inputs[name] = image_tensor(name, images, opts or ImageOptions(), self.fmt_of(name), self.backend)
+        with device_errors(f"input {name}", f"{len(images)} images"):
+            self._pending_inputs[name] = image_tensor(name, images, opts or ImageOptions(), self.fmt_of(name),
+                                                      self.backend)
 
     def _check_input(self, name: str) -> None:
         if name not in self.input_names:

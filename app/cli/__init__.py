@@ -46,6 +46,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         print("layerlab: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a bug: say so in one line, the traceback with --verbose
+        from engine.device_errors import translate  # noqa: PLC0415
+
+        gpu = translate(exc, f"layerlab {argv[0] if argv else ''}".rstrip())
+        if gpu is not None:  # out of GPU memory or a GPU fault outside any layer: the run's condition, not a bug
+            print(f"layerlab: error: {gpu}", file=sys.stderr)
+            return USER_ERROR
         if verbose:
             traceback.print_exc()
         print(f"layerlab: internal error: {type(exc).__name__}: {exc} (run with --verbose for details)",

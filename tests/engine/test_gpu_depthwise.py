@@ -125,7 +125,7 @@ def test_depthwise_declines_what_it_does_not_cover():
     assert not depthwise.applies(x, w, out, (3, 3), (1, 1), (1, 1), 8, None)  # stride 3
     assert not depthwise.applies(x, cupy.zeros((8, 1, 9, 9), cupy.float16), out, (1, 1), (4, 4), (1, 1), 8, None)
     assert not depthwise.applies(x, w.astype(cupy.float32), out, *geo, 8, None)  # mixed precision
-    assert not depthwise.applies(x, w, out, *geo, 8, "gelu")  # an epilogue the kernels do not compute
+    assert not depthwise.applies(x, w, out, *geo, 8, "selu")  # an activation outside the epilogue table
     assert not depthwise.applies(x[:, :, :, ::2], w, out[:, :, :, :5], *geo, 8, None)  # not dense
 
 

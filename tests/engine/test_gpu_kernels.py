@@ -168,7 +168,7 @@ def test_direct_convolution_is_not_used_for_wide_inputs_or_other_activations():
     assert conv_direct.direct_applies(x, cupy.zeros((16, 3, 3, 3), cupy.float16), out, 1, "relu")
     assert not conv_direct.direct_applies(x, cupy.zeros((16, 8, 3, 3), cupy.float16), out, 1, "relu")
     assert not conv_direct.direct_applies(x, cupy.zeros((12, 3, 3, 3), cupy.float16), out, 1, None)
-    assert not conv_direct.direct_applies(x, cupy.zeros((16, 3, 3, 3), cupy.float16), out, 1, "sigmoid")
+    assert not conv_direct.direct_applies(x, cupy.zeros((16, 3, 3, 3), cupy.float16), out, 1, "selu")
     assert not conv_direct.direct_applies(x, cupy.zeros((16, 1, 3, 3), cupy.float16), out, 3, None)
     assert not conv_direct.direct_applies(x.astype(cupy.float32), cupy.zeros((16, 3, 3, 3), cupy.float32),
                                           out.astype(cupy.float32), 1, None)
@@ -196,7 +196,7 @@ def test_pointwise_kernel_declines_other_shapes():
     assert not conv_direct.pointwise_applies(x, cupy.zeros((3, 32, 3, 3), cupy.float16), out, *one, 1, None)
     assert not conv_direct.pointwise_applies(x, cupy.zeros((3, 32, 1, 1), cupy.float16), out, (2, 2), (0, 0), (1, 1), 1, None)
     assert not conv_direct.pointwise_applies(x, cupy.zeros((3, 12, 1, 1), cupy.float16), out, *one, 1, None)  # C % 8
-    assert not conv_direct.pointwise_applies(x, cupy.zeros((3, 32, 1, 1), cupy.float16), out, *one, 1, "sigmoid")
+    assert not conv_direct.pointwise_applies(x, cupy.zeros((3, 32, 1, 1), cupy.float16), out, *one, 1, "selu")
     assert not conv_direct.pointwise_applies(x.astype(cupy.float32), cupy.zeros((3, 32, 1, 1), cupy.float32),
                                              out.astype(cupy.float32), *one, 1, None)
 
@@ -394,7 +394,7 @@ def test_64_channel_wgmma_convolution_passes_nan_and_declines_other_shapes():
     xl, ol = x.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2)
     one = ((1, 1), (1, 1), (1, 1))
     assert wgmma.conv64_applies(xl, wt, ol, *one, 1, None)
-    assert not wgmma.conv64_applies(xl, wt, ol, *one, 1, "sigmoid")
+    assert not wgmma.conv64_applies(xl, wt, ol, *one, 1, "selu")
     assert not wgmma.conv64_applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
     assert not wgmma.conv64_applies(xl, wt, ol, (1, 1), (0, 0), (1, 1), 1, None)
     assert not wgmma.conv64_applies(xl, cupy.zeros((32, 64, 3, 3), cupy.float16), ol[:, :32], *one, 1, None)
@@ -473,7 +473,7 @@ def test_few_channel_wgmma_convolution_keeps_nan_local_and_declines_other_shapes
     xl, ol = x.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2)
     one = ((1, 1), (1, 1), (1, 1))
     assert wgmma.patch64_applies(xl, wt, ol, *one, 1, None)
-    assert not wgmma.patch64_applies(xl, wt, ol, *one, 1, "tanh")
+    assert not wgmma.patch64_applies(xl, wt, ol, *one, 1, "selu")
     assert not wgmma.patch64_applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
     assert not wgmma.patch64_applies(xl, wt[:32], ol[:, :32], *one, 1, None)
     x4 = cupy.zeros((1, 4, 20, 20), cupy.float16)
@@ -509,7 +509,7 @@ def test_output_layer_wgmma_convolution_keeps_nan_local_and_declines_other_shape
     xl, ol = x.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2)
     one = ((1, 1), (1, 1), (1, 1))
     assert wgmma.out64_applies(xl, wt, ol, *one, 1, None)
-    assert not wgmma.out64_applies(xl, wt, ol, *one, 1, "sigmoid")
+    assert not wgmma.out64_applies(xl, wt, ol, *one, 1, "selu")
     assert not wgmma.out64_applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
     assert not wgmma.out64_applies(xl, wt, ol, (1, 1), (0, 0), (1, 1), 1, None)
     w9 = cupy.zeros((9, 64, 3, 3), cupy.float16)

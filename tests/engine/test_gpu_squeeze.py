@@ -91,4 +91,4 @@ def test_channel_scale_declines_other_shapes():
     out = cupy.zeros_like(x)
     assert channel_scale(x, cupy.zeros((1, 1, 1, 8), cupy.float16), out, True, None, {}) is None  # one gate for all
     assert channel_scale(x, cupy.zeros((2, 1, 1, 8), cupy.float32), out, True, None, {}) is None  # mixed precision
-    assert channel_scale(x, cupy.zeros((2, 1, 1, 8), cupy.float16), out, True, "gelu", {}) is None
+    assert channel_scale(x, cupy.zeros((2, 1, 1, 8), cupy.float16), out, True, "selu", {}) is None

@@ -58,6 +58,43 @@ def test_a_layer_faulting_in_a_network_run_names_the_layer():
         net.infer()
 
 
+def test_out_of_gpu_memory_outside_any_layer_is_exit_status_2(monkeypatch, capsys):
+    """A GPU allocation that fails outside the layers (an input's upload, a copy) is the run's condition: exit 2
+    with one line, not an internal error."""
+    from app.cli import main
+    from app.cli.commands import BY_NAME
+
+    def run(args, out):
+        raise OutOfMemoryError("Out of memory allocating 68,719,476,736 bytes (allocated so far: 0 bytes).")
+
+    import dataclasses
+
+    monkeypatch.setitem(BY_NAME, "infer", dataclasses.replace(BY_NAME["infer"], run=run))
+    assert main(["infer", "model.lnet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("layerlab: error: layerlab infer: out of GPU memory"), err
+
+
+def test_an_input_too_large_for_the_gpu_names_the_input(monkeypatch):
+    """The upload of an input is inside the network's device-error guard: the error names the input."""
+    import numpy as np
+
+    import engine.network as network
+    from engine.model import Model
+    from engine.plugins import default_registry
+
+    def upload(*args, **kwargs):
+        raise OutOfMemoryError("Out of memory allocating 68,719,476,736 bytes (allocated so far: 0 bytes).")
+
+    m = Model("m")
+    m.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
+    m.add_layer("output", "out", inputs=["inp"])
+    net = network.Network(m, default_registry())
+    monkeypatch.setattr(network, "input_tensor", upload)
+    with pytest.raises(GpuOutOfMemory, match=r"input inp \(1x3x8x8\): out of GPU memory"):
+        net.set_input("inp", np.zeros((1, 3, 8, 8), np.float32))
+
+
 @pytest.mark.gpu
 def test_a_network_larger_than_the_gpu_fails_with_exit_status_2(tmp_path):
     """1x64x16384x16384 (64 GiB a tensor) on the CuPy backend: one line naming the layer and the sizes."""
