@@ -142,3 +142,33 @@ def test_a_captured_network_stays_right_when_the_workspace_grows_after_it():
     net.set_input("input", x)
     net.run()  # replays the captured graph
     np.testing.assert_array_equal(net.output("output"), expected)
+
+
+@pytest.mark.parametrize("act,coefs", [("clamp", {"min": 0.0, "max": 6.0}), ("relu", {}), ("silu", {})])
+def test_an_epilogue_runs_fused_or_after_the_convolution_whichever_is_faster_with_the_same_result(act, coefs):
+    """cuDNN with an epilogue node can be restricted to slow engines; the first call times the fused graph against
+    the plain convolution followed by the epilogue kernel, keeps the faster, and both give the same values."""
+    import cupy
+
+    reference = {"clamp": lambda v: np.clip(v, 0.0, 6.0), "relu": lambda v: np.maximum(v, 0.0),
+                 "silu": lambda v: v / (1.0 + np.exp(-v))}[act]
+    backend = _cudnn()
+    backend.activate()
+    rng = np.random.default_rng(1)
+    x = (3 * rng.standard_normal((4, 64, 28, 28))).astype(np.float16)
+    w = (rng.standard_normal((192, 64, 1, 1)) / 8).astype(np.float16)
+    b = rng.standard_normal(192).astype(np.float16)
+    ref = reference(conv2d(np, x.astype(np.float64), w.astype(np.float64), b.astype(np.float64),
+                                       (1, 1), (0, 0), (1, 1), 1))
+    conv = backend.cudnn
+    got = {}
+    for split in (None, False, True):  # None: the timed choice
+        out = _nhwc(cupy, np.zeros((4, 192, 28, 28), np.float16))
+        if split is not None:
+            for key in conv._split:
+                conv._split[key] = split
+        assert conv.conv(_nhwc(cupy, x), _nhwc(cupy, w), cupy.asarray(b), out, (1, 1), (0, 0), (1, 1), act, coefs)
+        backend.synchronize()
+        got[split] = cupy.asnumpy(out).astype(np.float64)
+        assert np.linalg.norm(got[split] - ref) / np.linalg.norm(ref) < 5e-3, (act, split)
+    assert any(key[-2] == act for key in conv._split)  # the choice was made and kept for the configuration

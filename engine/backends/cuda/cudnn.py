@@ -12,6 +12,7 @@ from typing import Any
 
 import cupy
 
+from engine.backends.cuda.pointwise import activation
 from engine.backends.selection import Launched
 from engine.tensor import is_nhwc_memory
 
@@ -87,6 +88,7 @@ class CudnnConvolutions:
         cudnn.set_stream(handle=self.handle, stream=stream.ptr)
         self._graphs: dict[tuple[Any, ...], tuple[Any, dict[str, Any], Any] | None] = {}
         self._pads: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._split: dict[tuple[Any, ...], bool] = {}  # per configuration with an epilogue: run it after cuDNN
         # one workspace for every graph: they all run on ``stream``, one after another (PyTorch likewise takes
         # each convolution's workspace from its allocator for the call only); a graph per configuration holding
         # its own took resnet18 at batch 32 in strict fp32 NHWC to 1.3 GiB held against PyTorch's 0.8
@@ -261,8 +263,67 @@ class CudnnConvolutions:
 
     def _conv(self, x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int], padding: tuple[int, int],
               dilation: tuple[int, int], act: str | None, coefs: dict[str, float], tf32: bool = False) -> bool:
-        key = (x.shape, x.strides, str(x.dtype), w.shape, w.strides, b is None, out.shape, out.strides, stride,
-               padding, dilation, act, tuple(sorted(coefs.items())), tf32)
+        """``act(conv(x, w) + b)`` into ``out``: with the epilogue inside cuDNN's graph, or (where that is slower or
+        unsupported) the graph without it followed by the epilogue as one pass in place. An epilogue node can
+        restrict cuDNN to slow engines (a clipped ReLU on a 1x1 convolution in fp16 NHWC took a grouped direct
+        kernel ten times slower than the plain convolution), so the first call outside a CUDA-graph capture
+        times both and keeps the faster for the configuration."""
+        geometry = (x.shape, x.strides, str(x.dtype), w.shape, w.strides, b is None, out.shape, out.strides, stride,
+                    padding, dilation, tf32)
+        if act is None:
+            return self._execute(geometry + (None, ()), x, w, b, out, stride, padding, dilation, None, {}, tf32)
+        key = geometry + (act, tuple(sorted(coefs.items())))
+        split = self._split.get(key)
+        if split is None:
+            split = self._choose_split(geometry, key, x, w, b, out, stride, padding, dilation, act, coefs, tf32)
+        if not split:
+            return self._execute(key, x, w, b, out, stride, padding, dilation, act, coefs, tf32)
+        if not self._execute(geometry + (None, ()), x, w, b, out, stride, padding, dilation, None, {}, tf32):
+            return False
+        return activation(out, out, act, coefs) is not None
+
+    def _choose_split(self, geometry: tuple[Any, ...], key: tuple[Any, ...], x: Any, w: Any, b: Any | None, out: Any,
+                      stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int], act: str,
+                      coefs: dict[str, float], tf32: bool) -> bool:
+        """Whether configuration ``key`` runs split (convolution, then the epilogue kernel): where the fused graph
+        does not build, or, when tuning is on and the stream is not capturing, where it was the faster of the two
+        timed on the real buffers. Capturing or not tuned: fused where it builds (decided again on a later call)."""
+        fused = self._entry(key, x, w, b, out, stride, padding, dilation, act, coefs, tf32) is not None
+        plain = self._entry(geometry + (None, ()), x, w, b, out, stride, padding, dilation, None, {}, tf32) is not None
+        if not fused or not plain or activation(out, out, act, coefs) is None:
+            split = not fused and plain and activation(out, out, act, coefs) is not None
+            self._split[key] = split
+            return split
+        if AUTOTUNE < 2 or self.stream.is_capturing():
+            return False
+
+        def fused_run() -> None:
+            self._execute(key, x, w, b, out, stride, padding, dilation, act, coefs, tf32)
+
+        def split_run() -> None:
+            self._execute(geometry + (None, ()), x, w, b, out, stride, padding, dilation, None, {}, tf32)
+            activation(out, out, act, coefs)
+
+        split = self._elapsed_ms(split_run) < self._elapsed_ms(fused_run)
+        self._split[key] = split
+        return split
+
+    def _elapsed_ms(self, launch: Any) -> float:
+        """Device time of three runs of ``launch`` on this object's stream, after one run to warm up."""
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        with self.stream:
+            launch()
+            start.record(self.stream)
+            for _ in range(3):
+                launch()
+            end.record(self.stream)
+        end.synchronize()
+        return float(cupy.cuda.get_elapsed_time(start, end))
+
+    def _entry(self, key: tuple[Any, ...], x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int],
+               padding: tuple[int, int], dilation: tuple[int, int], act: str | None, coefs: dict[str, float],
+               tf32: bool) -> tuple[Any, dict[str, Any], int] | None:
+        """The built graph of configuration ``key`` (built on first use; None where cuDNN does not support it)."""
         entry = self._graphs.get(key, ())
         if entry == ():
             try:
@@ -270,6 +331,12 @@ class CudnnConvolutions:
             except Exception:  # unsupported configuration: remember, fall back
                 entry = None
             self._graphs[key] = entry
+        return entry
+
+    def _execute(self, key: tuple[Any, ...], x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int],
+                 padding: tuple[int, int], dilation: tuple[int, int], act: str | None, coefs: dict[str, float],
+                 tf32: bool) -> bool:
+        entry = self._entry(key, x, w, b, out, stride, padding, dilation, act, coefs, tf32)
         if entry is None:
             return False
         g, t, size = entry
