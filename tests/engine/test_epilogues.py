@@ -178,3 +178,22 @@ def test_gpu_scale_shift(nhwc, dtype):
     assert done is not None
     tol = 1e-6 if dtype == np.float32 else 2e-3
     _close(_logical(cupy.asnumpy(out), nhwc), ref, tol, tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("view", ["nhwc", "slice", "other"])
+def test_gpu_activation_on_views_of_memory(view):
+    """A logical NCHW view of NHWC memory (run as one flat pass), a strided slice and a pair of different layouts
+    all get the activation of each element, in place or not."""
+    import cupy
+
+    from engine.backends import get_backend
+
+    backend = get_backend("cupy")
+    rng = np.random.default_rng(3)
+    base = cupy.asarray((4 * rng.standard_normal((2, 9, 10, 12))).astype(np.float32))
+    x = {"nhwc": base.transpose(0, 3, 1, 2), "slice": base[:, ::2, :, 1:], "other": base.transpose(0, 3, 1, 2)}[view]
+    ref = np.clip(cupy.asnumpy(x), 0.0, 6.0)
+    out = x if view != "other" else cupy.empty(x.shape, x.dtype)  # C-contiguous output of a transposed input
+    assert backend.kernel("activation")(x, out, "clamp", {"min": 0.0, "max": 6.0}) is not None
+    np.testing.assert_array_equal(cupy.asnumpy(out), ref)

@@ -26,8 +26,24 @@ def activation(x: Any, out: Any, epilogue: str | None, coefs: dict[str, float]) 
     if epilogue not in EPILOGUE_TABLE or not (x.dtype == out.dtype and x.dtype in _FLOATS and x.shape == out.shape):
         return None
     a, b = coefficients(epilogue, coefs)
+    flat = _dense_pair(x, out)
+    if flat is not None:  # one flat pass over the memory, not a 4-D strided walk (a logical NCHW view of NHWC)
+        x, out = flat
     _activation_kernel(epilogue)(x, cupy.float32(a), cupy.float32(b), out)
     return Launched("activation")
+
+
+def _dense_pair(x: Any, out: Any) -> tuple[Any, Any] | None:
+    """``x`` and ``out`` as 1-D views of their memory when both are dense with the same axis order (an element-wise
+    kernel on a transposed view computes a 4-D index per element: three times slower on NHWC activations); None
+    otherwise."""
+    if x.strides != out.strides or x.size == 0:
+        return None
+    order = sorted(range(x.ndim), key=lambda i: -x.strides[i])
+    xt, ot = x.transpose(order), out.transpose(order)
+    if not (xt.flags.c_contiguous and ot.flags.c_contiguous):
+        return None
+    return xt.reshape(-1), ot.reshape(-1)
 
 
 def _scale_shift_kernel() -> Any:
