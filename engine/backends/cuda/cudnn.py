@@ -29,12 +29,6 @@ AUTOTUNE = int(os.environ.get("LAYERLAB_CUDNN_AUTOTUNE", "8") or 0)
 #: 1.02 ms; dncnn 1080p fp16: 6.6 to 6.1 ms)
 TUNE_MIN_FLOP = float(os.environ.get("LAYERLAB_TUNE_MIN_FLOP", "1e9") or 0)
 
-#: a smaller convolution is checked against a bad first plan: its first ``SMALL_PLANS`` plans are timed and another
-#: replaces the heuristics' first only when at least ``SMALL_MARGIN`` times faster (H200, mobilenet_v2 at batch 1:
-#: the first plan of twelve linear 1x1 convolutions was a grouped direct kernel taking 40 us, ten times the others)
-SMALL_PLANS = 4
-SMALL_MARGIN = 2.0
-
 
 def worth_tuning(w: Any, out: Any, groups: int = 1) -> bool:
     """Whether the convolution of weights ``w`` (K, C/groups, kh, kw) into ``out`` is worth tuning: large enough,
@@ -138,8 +132,7 @@ class CudnnConvolutions:
             g.deselect_numeric_notes([c.numerical_note.TENSOR_CORE, c.numerical_note.DOWN_CONVERT_INPUTS])
         g.create_execution_plans(modes)
         g.check_support()
-        large = worth_tuning(w, out, x.shape[1] // w.shape[1])
-        if self._plan(g, self._pack(tensors, x, w, b, out), key, large) is None:
+        if not worth_tuning(w, out, x.shape[1] // w.shape[1]) or self._plan(g, self._pack(tensors, x, w, b, out), key) is None:
             g.build_plans()
         return g, tensors, int(g.get_workspace_size())
 
@@ -156,10 +149,9 @@ class CudnnConvolutions:
             self._workspace_captured = True
         return ws
 
-    def _plan(self, g: Any, pack: dict[Any, int], key: tuple[Any, ...], large: bool = True) -> int | None:
-        """Select the process's plan for configuration ``key`` (timing the candidates the first time: the fastest
-        of ``AUTOTUNE`` for a ``large`` convolution, else of ``SMALL_PLANS`` where ``SMALL_MARGIN`` times faster
-        than the first); its index, or None for the heuristics' choice."""
+    def _plan(self, g: Any, pack: dict[Any, int], key: tuple[Any, ...]) -> int | None:
+        """Select the process's plan for configuration ``key`` (timing the candidates the first time); its index,
+        or None for the heuristics' choice."""
         if AUTOTUNE < 2:
             return None
         with _TUNING:
@@ -170,26 +162,24 @@ class CudnnConvolutions:
                     return index
                 except Exception:
                     return None
-            index = self._autotune(g, pack, AUTOTUNE if large else SMALL_PLANS, 1.0 if large else SMALL_MARGIN)
+            index = self._autotune(g, pack)
             if index is not None:
                 _TUNED[key] = index
             return index
 
-    def _autotune(self, g: Any, pack: dict[Any, int], plans: int = AUTOTUNE, margin: float = 1.0) -> int | None:
-        """Build and time the first ``plans`` plans of the ranked list on the real buffers (the output is about
-        to be written anyway); select and return the fastest one's index (the first plan's unless the fastest is
-        ``margin`` times faster). None when tuning is off, impossible (the stream is being captured into a CUDA
-        graph) or no plan built."""
+    def _autotune(self, g: Any, pack: dict[Any, int]) -> int | None:
+        """Build and time the first ``AUTOTUNE`` plans of the ranked list on the real buffers (the output is about
+        to be written anyway); select and return the fastest one's index. None when tuning is off, impossible
+        (the stream is being captured into a CUDA graph) or no plan built."""
         if AUTOTUNE < 2:
             return None
         try:
             if self.stream.is_capturing():
                 return None
-            count = min(int(g.get_execution_plan_count()), plans)
+            count = min(int(g.get_execution_plan_count()), AUTOTUNE)
         except Exception:
             return None
         best: tuple[float, int] | None = None
-        first: float | None = None
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
         for index in range(count):
             try:
@@ -206,12 +196,8 @@ class CudnnConvolutions:
                 continue
             if best is None or ms < best[0]:
                 best = (ms, index)
-            if index == 0:
-                first = ms
         if best is None:
             return None
-        if best[1] != 0 and first is not None and best[0] * margin > first:
-            best = (first, 0)
         try:
             g.build_plan_at_index(best[1])
         except Exception:
