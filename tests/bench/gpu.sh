@@ -8,18 +8,25 @@
 #   paths     bench_paths: every network and format at batch 1, resnet18 at batches 32 and 64
 #   compile   bench_paths against torch.compile(max-autotune): resnet18 fp16 NHWC at batches 32 and 64 (minutes)
 #   pipeline  run.py (reference networks against PyTorch), batch (JPEG and PNG frames), precision, frames
-#   all       tests, paths, pipeline (the default)
-# Wheels the machine lacks may be put in .gpuw/ (git-excluded); they are installed into a folder of their own.
+#   zoo       bench_zoo (torchvision networks against PyTorch, fp16 and strict fp32, batches 1 and 32), profile_sums
+#   all       tests, zoo, paths, pipeline (the default)
+# Wheels the machine lacks may be put in .gpuw/ (git-excluded); they are installed into a folder of their own
+# (the tests need pytest-xdist, execnet, hypothesis and sortedcontainers besides the project's own dependencies).
 set -uo pipefail
 OUT=${OUT:-/tmp/layerlab-gpu}; mkdir -p "$OUT"
 what=${1:-all}
 if compgen -G ".gpuw/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/layerlab-site .gpuw/*.whl || exit 5
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/layerlab-site \
+    .gpuw/*.whl || exit 5
   export PYTHONPATH=/tmp/layerlab-site:.
 else
   export PYTHONPATH=.
 fi
 export PYTHONUNBUFFERED=1
+# cupti-python loads the toolkit's libcupti: put the CUDA toolkit's library folder on the path where it exists
+for lib in /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/targets/x86_64-linux/lib; do
+  [ -e "$lib/libcupti.so" ] && export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" && break
+done
 device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 machine=$(python3 -c "import sys; from tests.bench.store import machine_name; print(machine_name(sys.argv[1]))" "$device")
 echo "device: $device ($machine)"
@@ -30,11 +37,17 @@ keep() {  # keep BENCHMARK FILE COMMAND: store FILE as the latest result of BENC
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== GPU tests"
-  python3 -m pytest -q -m gpu -p no:cacheprovider -n 14 -o addopts="-ra" tests 2>&1 | tee "$OUT/gpu_tests.log" \
+  python3 -m pytest -q -m gpu -p no:cacheprovider -n 12 -o addopts="-ra" --continue-on-collection-errors tests 2>&1 | tee "$OUT/gpu_tests.log" \
     | grep -E "^FAILED|^ERROR|passed|failed" | tail -25
   echo "== CPU kernels on this CPU"
   python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/engine/test_cpu_kernels.py tests/engine/test_warmup.py \
     2>&1 | tail -4
+fi
+if [ "$what" = zoo ] || [ "$what" = all ]; then
+  echo "== model zoo against PyTorch, and profiles that add up"
+  python3 -m tests.bench.bench_zoo --device gpu --batch 1,32 --json "$OUT/zoo.json" 2>&1 | grep -E "^network|^[a-z_0-9]+ +[0-9]+ +[0-9]+ "
+  keep zoo "$OUT/zoo.json" "python3 -m tests.bench.bench_zoo --device gpu --batch 1,32"
+  python3 -m tests.bench.profile_sums --json "$OUT/profile_sums.json" 2>&1 | grep -v "^    "
 fi
 if [ "$what" = paths ] || [ "$what" = all ]; then
   echo "== paths, batch 1"
