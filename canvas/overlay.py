@@ -1,0 +1,343 @@
+"""Figures on the canvas: each layer (and each collapsed group) coloured by one per-layer figure — its share of the
+time, its precision drift, its change against a base report — with the value written beside it, a legend on the
+canvas (colour scale, its range and unit) and, on hover, the layer's figures and kernels. One item draws every
+coloured frame and value at every zoom, whether or not the layer has a NodeGraphQt node yet (``canvas.lazy``); the
+figures themselves come from ``engine.figures``."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from canvas.overview import OVERVIEW_LOD
+from engine.events import GroupChanged, LayerEvent
+from engine.figures import KINDS, Figures, Scale, combine, tooltip_lines, value, value_text
+
+if TYPE_CHECKING:
+    from canvas.graph import ModelCanvas
+
+FRAME_PX = 3.0  # a frame's width on screen, at least
+TAG_PX = 12.0  # a value's text height on screen, at least (zoomed in it grows with the node)
+TAG_MIN_PX = 9.0  # below this on screen (far out) values are not written, the colours stay
+MARGIN = 60.0  # scene units around the drawn frames and values
+Z_VALUE = 3.0  # over the nodes (1) and a selected node (2); draws only around them, and takes no clicks
+
+
+class Entry(NamedTuple):
+    """One thing coloured: a layer or a collapsed group's box (``group`` its path), where it is and its figures."""
+
+    name: str
+    group: str | None
+    rect: QtCore.QRectF
+    fig: dict[str, Any]
+
+
+def _text_colour(rgb: tuple[int, int, int]) -> QtGui.QColor:
+    """Dark text on a light colour, light text on a dark one."""
+    r, g, b = rgb
+    return QtGui.QColor(20, 20, 20) if 0.299 * r + 0.587 * g + 0.114 * b > 140 else QtGui.QColor(245, 245, 245)
+
+
+class FigureItem(QtWidgets.QGraphicsItem):
+    """Draws the overlay's entries: a frame in the value's colour around each node or box (a band inside it when
+    zoomed out, where boxes are small) and a tag with the value above it."""
+
+    def __init__(self, overlay: FigureOverlay) -> None:
+        super().__init__()
+        self._overlay = overlay
+        self._rect = QtCore.QRectF()
+        self._resize_pending = False
+        self.setZValue(Z_VALUE)
+        self.setAcceptedMouseButtons(QtCore.Qt.MouseButton.NoButton)
+        self.setFlag(QtWidgets.QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption, True)
+
+    def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 (Qt API)
+        return self._rect
+
+    def shape(self) -> QtGui.QPainterPath:
+        """Nothing to hit: clicks and rubber bands reach the nodes under it."""
+        return QtGui.QPainterPath()
+
+    def fit(self, entries: list[Entry]) -> None:
+        """Cover ``entries`` (with room for their frames and values)."""
+        area = QtCore.QRectF()
+        for e in entries:
+            area = area.united(e.rect)
+        area = area.adjusted(-MARGIN, -4 * MARGIN, MARGIN, MARGIN) if area.isValid() else QtCore.QRectF()
+        if area != self._rect:
+            self.prepareGeometryChange()
+            self._rect = area
+
+    def _fit_later(self) -> None:
+        self._resize_pending = False
+        try:
+            self.fit(self._overlay.entries())
+            self.update()
+        except RuntimeError:  # the canvas was closed before the timer came due
+            pass
+
+    def paint(self, painter: QtGui.QPainter, option: QtWidgets.QStyleOptionGraphicsItem,
+              widget: QtWidgets.QWidget | None = None) -> None:
+        overlay = self._overlay
+        entries = overlay.entries()
+        if not entries:
+            return
+        scale = overlay.scale_of(entries)
+        lod = max(QtWidgets.QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform()), 1e-4)
+        inner = lod < OVERVIEW_LOD  # zoomed out: a band inside the box (the gaps are narrow on screen)
+        exposed = option.exposedRect.adjusted(-MARGIN, -4 * MARGIN, MARGIN, MARGIN)
+        font = QtGui.QFont()
+        font.setBold(True)
+        grown = QtCore.QRectF(self._rect)
+        painter.save()
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, True)
+        for e in entries:
+            grown = grown.united(e.rect.adjusted(-MARGIN, -4 * MARGIN, MARGIN, MARGIN))
+            if not exposed.intersects(e.rect):
+                continue
+            v = value(overlay.kind, e.fig)
+            rgb = scale.colour(v) if v is not None else (110, 110, 110)
+            colour = QtGui.QColor(*rgb)
+            width = FRAME_PX / lod
+            if inner:
+                width = min(max(width, 4.0), e.rect.height() / 3, e.rect.width() / 3)
+                frame = e.rect.adjusted(width / 2, width / 2, -width / 2, -width / 2)
+            else:
+                width = max(width, 5.0)
+                frame = e.rect.adjusted(-width / 2 - 2, -width / 2 - 2, width / 2 + 2, width / 2 + 2)
+            painter.setPen(QtGui.QPen(colour, width))
+            painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
+            painter.drawRoundedRect(frame, 6, 6)
+            text = value_text(overlay.kind, e.fig)
+            if text:
+                self._paint_tag(painter, font, lod, e.rect, text, colour, rgb)
+        painter.restore()
+        if not self._rect.contains(grown) and not self._resize_pending:  # something moved out: grow after this frame
+            self._resize_pending = True
+            QtCore.QTimer.singleShot(0, self._fit_later)
+
+    @staticmethod
+    def _paint_tag(painter: QtGui.QPainter, font: QtGui.QFont, lod: float, rect: QtCore.QRectF, text: str,
+                   colour: QtGui.QColor, rgb: tuple[int, int, int]) -> None:
+        """The value in a pill of the value's colour, on the top edge of the node, at least TAG_PX tall on screen
+        and at most as wide as the node (zoomed far out, where that is under TAG_MIN_PX, not at all)."""
+        px = max(TAG_PX / lod, 13.0)
+        font.setPixelSize(max(1, round(px)))
+        metrics = QtGui.QFontMetricsF(font)
+        wide = metrics.horizontalAdvance(text) + px * 0.8
+        if wide > rect.width():  # shrink to the node's width, as far as it stays readable
+            px *= rect.width() / wide
+            if px * lod < TAG_MIN_PX:
+                return
+            font.setPixelSize(max(1, round(px)))
+            metrics = QtGui.QFontMetricsF(font)
+            wide = metrics.horizontalAdvance(text) + px * 0.8
+        height = metrics.height() * 1.15
+        tag = QtCore.QRectF(rect.center().x() - wide / 2, rect.top() - height * 0.5 - height * 0.55, wide, height)
+        painter.setPen(QtCore.Qt.PenStyle.NoPen)
+        painter.setBrush(colour)
+        painter.drawRoundedRect(tag, height / 2.5, height / 2.5)
+        painter.setFont(font)
+        painter.setPen(_text_colour(rgb))
+        painter.drawText(tag, QtCore.Qt.AlignmentFlag.AlignCenter, text)
+
+
+class Legend(QtWidgets.QWidget):
+    """The colour scale drawn in the canvas's top-right corner: which figure, the gradient, its min and max and the
+    unit."""
+
+    WIDTH, HEIGHT = 280, 74
+
+    def __init__(self, view: QtWidgets.QGraphicsView) -> None:
+        super().__init__(view)
+        self.setObjectName("FigureLegend")
+        self.setAttribute(QtCore.Qt.WidgetAttribute.WA_TransparentForMouseEvents, True)
+        self.title = ""
+        self.scale: Scale | None = None
+        self.resize(self.WIDTH, self.HEIGHT)
+        self.hide()
+
+    def texts(self) -> dict[str, str]:
+        """What the legend says: ``title``, ``min``, ``max`` and ``unit`` (empty while hidden)."""
+        if self.scale is None or not self.isVisible():
+            return {}
+        return {"title": self.title, "min": self.scale.label(self.scale.lo), "max": self.scale.label(self.scale.hi),
+                "unit": self.scale.unit}
+
+    def set_scale(self, title: str, scale: Scale | None) -> None:
+        """Show ``scale`` under ``title`` (None: hide the legend)."""
+        if scale == self.scale and title == self.title:
+            return
+        self.title, self.scale = title, scale
+        self.setVisible(scale is not None)
+        self.place()
+        self.update()
+
+    def place(self) -> None:
+        """Top-right corner of the view, clear of its scroll bar."""
+        view = self.parentWidget()
+        if isinstance(view, QtWidgets.QAbstractScrollArea):
+            vp = view.viewport().geometry()
+            self.move(vp.right() - self.width() - 12, vp.top() + 12)
+
+    def paintEvent(self, _event: QtGui.QPaintEvent) -> None:  # noqa: N802 (Qt API)
+        if self.scale is None:
+            return
+        texts = self.texts() or {"title": self.title, "min": self.scale.label(self.scale.lo),
+                                 "max": self.scale.label(self.scale.hi), "unit": self.scale.unit}
+        p = QtGui.QPainter(self)
+        p.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, True)
+        p.setPen(QtGui.QPen(QtGui.QColor(90, 96, 108), 1))
+        p.setBrush(QtGui.QColor(28, 30, 34, 225))
+        p.drawRoundedRect(QtCore.QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5), 6, 6)
+        font = p.font()
+        font.setPixelSize(12)
+        font.setBold(True)
+        p.setFont(font)
+        p.setPen(QtGui.QColor(235, 235, 235))
+        p.drawText(QtCore.QRectF(10, 5, self.width() - 20, 16), QtCore.Qt.AlignmentFlag.AlignLeft, texts["title"])
+        bar = QtCore.QRectF(10, 26, self.width() - 20, 12)
+        gradient = QtGui.QLinearGradient(bar.topLeft(), bar.topRight())
+        for i in range(11):
+            gradient.setColorAt(i / 10, QtGui.QColor(*self.scale.at(i / 10)))
+        p.setPen(QtCore.Qt.PenStyle.NoPen)
+        p.setBrush(gradient)
+        p.drawRect(bar)
+        font.setBold(False)
+        font.setPixelSize(11)
+        p.setFont(font)
+        p.setPen(QtGui.QColor(215, 215, 215))
+        row = QtCore.QRectF(10, 40, self.width() - 20, 14)
+        p.drawText(row, QtCore.Qt.AlignmentFlag.AlignLeft, texts["min"])
+        p.drawText(row, QtCore.Qt.AlignmentFlag.AlignRight, texts["max"])
+        p.setPen(QtGui.QColor(170, 178, 190))
+        p.drawText(QtCore.QRectF(10, 55, self.width() - 20, 14), QtCore.Qt.AlignmentFlag.AlignHCenter, texts["unit"])
+        p.end()
+
+
+class FigureOverlay(QtCore.QObject):
+    """The figures shown on one canvas: ``show_figures(kind, figures)`` colours its layers and collapsed groups by
+    ``kind`` (``engine.figures.KINDS``), ``clear()`` takes them away. Follows expand/collapse, Arrange, zoom and
+    edits by itself; call ``show_figures`` again when the figures change (a new run)."""
+
+    def __init__(self, canvas: ModelCanvas) -> None:
+        super().__init__(canvas)
+        self.canvas = canvas
+        self.kind = ""
+        self.figures: Figures = {}
+        self._group_figs: dict[str, dict[str, Any]] = {}
+        self.item = FigureItem(self)
+        self.item.setVisible(False)
+        canvas.scene().addItem(self.item)
+        view = canvas.viewer()
+        self.legend = Legend(view)
+        view.installEventFilter(self)
+        view.viewport().installEventFilter(self)
+        canvas.bridge.event.connect(self._model_event)
+        self._refit = QtCore.QTimer(self)
+        self._refit.setSingleShot(True)
+        self._refit.setInterval(0)
+        self._refit.timeout.connect(self._refit_now)
+
+    @property
+    def shown(self) -> bool:
+        """Whether figures are drawn now."""
+        return bool(self.kind)
+
+    def show_figures(self, kind: str, figures: Figures, title: str = "") -> None:
+        """Colour the layers by ``kind`` from ``figures`` (layer name -> figures, ``engine.figures``); ``title``
+        heads the legend (default: the figure's name)."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown figure {kind!r}; figures: {', '.join(KINDS)}")
+        self.kind, self.figures = kind, dict(figures)
+        self._title = title or KINDS[kind].text
+        self._group_figs = {}
+        self.canvas.set_layer_figures(self.figures)
+        self.item.setVisible(True)
+        self._refit_now()
+
+    def clear(self) -> None:
+        """No figures: nodes and groups as without the overlay (groups still show their parameters and FLOPs)."""
+        if not self.kind and not self.figures:
+            return
+        self.kind, self.figures, self._group_figs = "", {}, {}
+        self.canvas.set_layer_figures({})
+        self.item.setVisible(False)
+        self.legend.set_scale("", None)
+        self.canvas.viewer().viewport().update()
+
+    # ---- what is drawn ---------------------------------------------------------------------------------------
+    def _rect(self, name: str) -> QtCore.QRectF:
+        node = self.canvas.nodes.created(name)
+        return node.view.sceneBoundingRect() if node is not None else self.canvas.node_rect(name)
+
+    def group_figures(self, path: str) -> dict[str, Any]:
+        """The combined figures of collapsed group ``path`` (its layers' figures and costs)."""
+        fig = self._group_figs.get(path)
+        if fig is None:
+            group = self.canvas.groups()[path]
+            costs = self.canvas.layer_costs()
+            fig = self._group_figs[path] = combine({**costs.get(n, {}), **self.figures.get(n, {})}
+                                                   for n in group.members)
+        return fig
+
+    def entries(self) -> list[Entry]:
+        """The layers with figures that are drawn (not inside a collapsed group), then the collapsed groups' boxes."""
+        if not self.kind:
+            return []
+        canvas = self.canvas
+        out = [Entry(name, None, self._rect(name), fig) for name, fig in self.figures.items()
+               if name in canvas.nodes and not canvas.is_hidden(name)]
+        for path in canvas.shown_groups():
+            box = canvas.group_box(path)
+            fig = self.group_figures(path)
+            if box is not None and value(self.kind, fig) is not None:
+                out.append(Entry(path, path, box.sceneBoundingRect(), fig))
+        return out
+
+    def scale_of(self, entries: list[Entry]) -> Scale:
+        """The colour scale over what is drawn (the legend follows it)."""
+        threshold = next((e.fig["threshold"] for e in entries if e.fig.get("threshold") is not None), 0.0)
+        scale = Scale.over(self.kind, (value(self.kind, e.fig) for e in entries), threshold)
+        self.legend.set_scale(self._title, scale)
+        return scale
+
+    def entry_at(self, pos: QtCore.QPointF) -> Entry | None:
+        """The drawn layer or group at scene position ``pos`` (its box or the value above it)."""
+        for e in reversed(self.entries()):  # boxes first: they stand over the hidden layers' places
+            if e.rect.adjusted(-8, -40, 8, 8).contains(pos):
+                return e
+        return None
+
+    def tooltip(self, entry: Entry) -> str:
+        """The hover text of ``entry``: its figures and kernels."""
+        name = f"group {entry.group}" if entry.group else entry.name
+        return "\n".join(tooltip_lines(name, self.kind, entry.fig))
+
+    # ---- reactions -------------------------------------------------------------------------------------------
+    def _model_event(self, ev: Any) -> None:
+        if self.kind and isinstance(ev, (LayerEvent, GroupChanged)):
+            self._group_figs = {}
+            if not self._refit.isActive():
+                self._refit.start()
+
+    def _refit_now(self) -> None:
+        try:
+            entries = self.entries()
+            self.item.fit(entries)
+            if self.kind:
+                self.scale_of(entries)
+            self.item.update()
+        except RuntimeError:  # the canvas was closed before the timer came due
+            pass
+
+    def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802 (Qt API)
+        view = self.canvas.viewer()
+        if event.type() == QtCore.QEvent.Type.Resize and obj is view:
+            self.legend.place()
+        elif event.type() == QtCore.QEvent.Type.ToolTip and self.kind and obj is view.viewport():
+            entry = self.entry_at(view.mapToScene(event.pos()))
+            if entry is not None:
+                QtWidgets.QToolTip.showText(event.globalPos(), self.tooltip(entry), view.viewport())
+                return True
+        return False
