@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 FRAME_PX = 3.0  # a frame's width on screen, at least
 TAG_PX = 12.0  # a value's text height on screen, at least (zoomed in it grows with the node)
 TAG_MIN_PX = 9.0  # below this on screen (far out) values are not written, the colours stay
+SOLID_PX = 24.0  # zoomed out, a box less tall than this on screen is filled with its colour
+GROUP_TINT = 70  # alpha of a collapsed group's tint
 MARGIN = 60.0  # scene units around the drawn frames and values
 Z_VALUE = 3.0  # over the nodes (1) and a selected node (2); draws only around them, and takes no clicks
 
@@ -105,6 +107,15 @@ class FigureItem(QtWidgets.QGraphicsItem):
             else:
                 width = max(width, 5.0)
                 frame = e.rect.adjusted(-width / 2 - 2, -width / 2 - 2, width / 2 + 2, width / 2 + 2)
+            if inner and e.rect.height() * lod < SOLID_PX:  # too small on screen for a band: the whole box
+                painter.setPen(QtCore.Qt.PenStyle.NoPen)
+                painter.setBrush(colour)
+                painter.drawRect(e.rect)
+                continue
+            if e.group:  # a group's box is tinted too (its text stays readable over it)
+                painter.setPen(QtCore.Qt.PenStyle.NoPen)
+                painter.setBrush(QtGui.QColor(colour.red(), colour.green(), colour.blue(), GROUP_TINT))
+                painter.drawRoundedRect(e.rect, 8, 8)
             painter.setPen(QtGui.QPen(colour, width))
             painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
             painter.drawRoundedRect(frame, 6, 6)
@@ -143,7 +154,7 @@ class FigureItem(QtWidgets.QGraphicsItem):
 
 
 class Legend(QtWidgets.QWidget):
-    """The colour scale drawn in the canvas's top-right corner: which figure, the gradient, its min and max and the
+    """The colour scale drawn in the canvas's bottom-right corner: which figure, the gradient, its min and max and the
     unit."""
 
     WIDTH, HEIGHT = 280, 74
@@ -174,11 +185,11 @@ class Legend(QtWidgets.QWidget):
         self.update()
 
     def place(self) -> None:
-        """Top-right corner of the view, clear of its scroll bar."""
+        """Bottom-right corner of the view, clear of its scroll bars."""
         view = self.parentWidget()
         if isinstance(view, QtWidgets.QAbstractScrollArea):
             vp = view.viewport().geometry()
-            self.move(vp.right() - self.width() - 12, vp.top() + 12)
+            self.move(vp.right() - self.width() - 12, vp.bottom() - self.height() - 12)
 
     def paintEvent(self, _event: QtGui.QPaintEvent) -> None:  # noqa: N802 (Qt API)
         if self.scale is None:

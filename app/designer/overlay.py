@@ -99,8 +99,14 @@ class CanvasFigures(QtCore.QObject):
         return lambda name: canvas_layer(doc, name)
 
     def report_of(self, doc: Document) -> dict[str, Any] | None:
-        """``doc``'s profile: the report tab shown now if it is one of ``doc``'s, else its latest report tab."""
-        views = [v for v in self.reports.reports if self.reports.doc_for_report(v) is doc]
+        """``doc``'s profile: the report tab shown now if it is one of ``doc``'s, else its latest report tab. A report
+        no open model claims (e.g. ``layerlab profile`` of an imported ONNX file) is ``doc``'s when it names
+        ``doc``'s model."""
+        def mine(view: Any) -> bool:
+            owner = self.reports.doc_for_report(view)
+            return owner is doc or (owner is None and view.model_name == doc.model.name)
+
+        views = [v for v in self.reports.reports if mine(v)]
         current = self.reports.current_report
         view = current if current in views else (views[-1] if views else None)
         return view.report if view is not None else None
