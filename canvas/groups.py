@@ -186,7 +186,8 @@ class GroupsMixin:
         """Per-layer figures (``params``, ``flops``, ``time_ms``...; e.g. ``engine.report.layer_figures`` with the
         report's ``flops``) that the collapsed groups show summed; empty: none."""
         self._figures = dict(figures)
-        self._refresh_groups()
+        if self._boxes:  # (the boxes shown carry the figures; none shown: nothing to redraw)
+            self._refresh_groups()
 
     def layer_costs(self) -> dict[str, dict[str, Any]]:
         """Parameters and FLOPs of each layer (``engine.typecheck.layer_costs``), kept until the model changes."""

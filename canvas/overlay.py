@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from canvas.overview import OVERVIEW_LOD
-from engine.events import GroupChanged, LayerEvent
-from engine.figures import KINDS, Figures, Scale, combine, tooltip_lines, value, value_text
+from engine.events import GroupChanged, LayerEvent, LayerMoved
+from engine.figures import DRIFT, KINDS, Figures, Scale, combine, tooltip_lines, value, value_text
 
 if TYPE_CHECKING:
     from canvas.graph import ModelCanvas
@@ -21,6 +22,8 @@ TAG_PX = 12.0  # a value's text height on screen, at least (zoomed in it grows w
 TAG_MIN_PX = 9.0  # below this on screen (far out) values are not written, the colours stay
 SOLID_PX = 24.0  # zoomed out, a box less tall than this on screen is filled with its colour
 GROUP_TINT = 70  # alpha of a collapsed group's tint
+LEVELS = 256  # colours of a scale (each value takes the nearest)
+NO_VALUE = QtGui.QColor(110, 110, 110)
 MARGIN = 60.0  # scene units around the drawn frames and values
 Z_VALUE = 3.0  # over the nodes (1) and a selected node (2); draws only around them, and takes no clicks
 
@@ -34,6 +37,18 @@ class Entry(NamedTuple):
     fig: dict[str, Any]
 
 
+class Drawn(NamedTuple):
+    """What the item draws, worked out once per change (figures, groups shown, an edit), not per frame: the entries,
+    their scale, each one's colour and text, and their boxes as an array (rows: left, top, right, bottom) to find
+    those in view at once."""
+
+    entries: list[Entry]
+    scale: Scale
+    colours: list[QtGui.QColor]
+    texts: list[str]
+    boxes: np.ndarray
+
+
 def _text_colour(rgb: tuple[int, int, int]) -> QtGui.QColor:
     """Dark text on a light colour, light text on a dark one."""
     r, g, b = rgb
@@ -42,7 +57,7 @@ def _text_colour(rgb: tuple[int, int, int]) -> QtGui.QColor:
 
 class FigureItem(QtWidgets.QGraphicsItem):
     """Draws the overlay's entries: a frame in the value's colour around each node or box (a band inside it when
-    zoomed out, where boxes are small) and a tag with the value above it."""
+    zoomed out, the whole box where it is small on screen) and a tag with the value above it."""
 
     def __init__(self, overlay: FigureOverlay) -> None:
         super().__init__()
@@ -60,12 +75,13 @@ class FigureItem(QtWidgets.QGraphicsItem):
         """Nothing to hit: clicks and rubber bands reach the nodes under it."""
         return QtGui.QPainterPath()
 
-    def fit(self, entries: list[Entry]) -> None:
-        """Cover ``entries`` (with room for their frames and values)."""
+    def fit(self, boxes: np.ndarray) -> None:
+        """Cover ``boxes`` (rows: left, top, right, bottom), with room for their frames and values."""
         area = QtCore.QRectF()
-        for e in entries:
-            area = area.united(e.rect)
-        area = area.adjusted(-MARGIN, -4 * MARGIN, MARGIN, MARGIN) if area.isValid() else QtCore.QRectF()
+        if len(boxes):
+            left, top = boxes[:, 0].min(), boxes[:, 1].min()
+            area = QtCore.QRectF(left - MARGIN, top - 4 * MARGIN, boxes[:, 2].max() - left + 2 * MARGIN,
+                                 boxes[:, 3].max() - top + 5 * MARGIN)
         if area != self._rect:
             self.prepareGeometryChange()
             self._rect = area
@@ -73,63 +89,71 @@ class FigureItem(QtWidgets.QGraphicsItem):
     def _fit_later(self) -> None:
         self._resize_pending = False
         try:
-            self.fit(self._overlay.entries())
-            self.update()
+            self._overlay.invalidate()
         except RuntimeError:  # the canvas was closed before the timer came due
             pass
 
     def paint(self, painter: QtGui.QPainter, option: QtWidgets.QStyleOptionGraphicsItem,
               widget: QtWidgets.QWidget | None = None) -> None:
-        overlay = self._overlay
-        entries = overlay.entries()
-        if not entries:
+        drawn = self._overlay.drawn()
+        if drawn is None or not drawn.entries:
             return
-        scale = overlay.scale_of(entries)
         lod = max(QtWidgets.QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform()), 1e-4)
         inner = lod < OVERVIEW_LOD  # zoomed out: a band inside the box (the gaps are narrow on screen)
         exposed = option.exposedRect.adjusted(-MARGIN, -4 * MARGIN, MARGIN, MARGIN)
+        b = drawn.boxes
+        near = np.flatnonzero((b[:, 0] <= exposed.right()) & (b[:, 2] >= exposed.left())
+                              & (b[:, 1] <= exposed.bottom()) & (b[:, 3] >= exposed.top()))
+        solid: dict[int, tuple[QtGui.QColor, list[QtCore.QRectF]]] = {}
+        framed = []
+        grown = False
+        for i in near:
+            e = drawn.entries[i]
+            rect = self._overlay.live_rect(e)  # a node being dragged is followed
+            grown = grown or not self._rect.contains(rect)
+            if inner and rect.height() * lod < SOLID_PX:  # too small on screen for a band: the whole box
+                colour = drawn.colours[i]
+                solid.setdefault(colour.rgb(), (colour, []))[1].append(rect)
+            else:
+                framed.append((i, rect))
+        painter.save()
+        painter.setPen(QtCore.Qt.PenStyle.NoPen)
+        for colour, rects in solid.values():  # one call per colour
+            painter.setBrush(colour)
+            painter.drawRects(rects)
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, True)
         font = QtGui.QFont()
         font.setBold(True)
-        grown = QtCore.QRectF(self._rect)
-        painter.save()
-        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, True)
-        for e in entries:
-            grown = grown.united(e.rect.adjusted(-MARGIN, -4 * MARGIN, MARGIN, MARGIN))
-            if not exposed.intersects(e.rect):
-                continue
-            v = value(overlay.kind, e.fig)
-            rgb = scale.colour(v) if v is not None else (110, 110, 110)
-            colour = QtGui.QColor(*rgb)
-            width = FRAME_PX / lod
-            if inner:
-                width = min(max(width, 4.0), e.rect.height() / 3, e.rect.width() / 3)
-                frame = e.rect.adjusted(width / 2, width / 2, -width / 2, -width / 2)
-            else:
-                width = max(width, 5.0)
-                frame = e.rect.adjusted(-width / 2 - 2, -width / 2 - 2, width / 2 + 2, width / 2 + 2)
-            if inner and e.rect.height() * lod < SOLID_PX:  # too small on screen for a band: the whole box
-                painter.setPen(QtCore.Qt.PenStyle.NoPen)
-                painter.setBrush(colour)
-                painter.drawRect(e.rect)
-                continue
-            if e.group:  # a group's box is tinted too (its text stays readable over it)
-                painter.setPen(QtCore.Qt.PenStyle.NoPen)
-                painter.setBrush(QtGui.QColor(colour.red(), colour.green(), colour.blue(), GROUP_TINT))
-                painter.drawRoundedRect(e.rect, 8, 8)
-            painter.setPen(QtGui.QPen(colour, width))
-            painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
-            painter.drawRoundedRect(frame, 6, 6)
-            text = value_text(overlay.kind, e.fig)
-            if text:
-                self._paint_tag(painter, font, lod, e.rect, text, colour, rgb)
+        for i, rect in framed:
+            self._paint_framed(painter, font, lod, inner, rect, drawn.entries[i].group is not None, drawn.colours[i],
+                               drawn.texts[i])
         painter.restore()
-        if not self._rect.contains(grown) and not self._resize_pending:  # something moved out: grow after this frame
+        if grown and not self._resize_pending:  # something moved out: grow after this frame
             self._resize_pending = True
             QtCore.QTimer.singleShot(0, self._fit_later)
 
+    def _paint_framed(self, painter: QtGui.QPainter, font: QtGui.QFont, lod: float, inner: bool, rect: QtCore.QRectF,
+                      group: bool, colour: QtGui.QColor, text: str) -> None:
+        width = FRAME_PX / lod
+        if inner:
+            width = min(max(width, 4.0), rect.height() / 3, rect.width() / 3)
+            frame = rect.adjusted(width / 2, width / 2, -width / 2, -width / 2)
+        else:
+            width = max(width, 5.0)
+            frame = rect.adjusted(-width / 2 - 2, -width / 2 - 2, width / 2 + 2, width / 2 + 2)
+        if group:  # a group's box is tinted too (its text stays readable over it)
+            painter.setPen(QtCore.Qt.PenStyle.NoPen)
+            painter.setBrush(QtGui.QColor(colour.red(), colour.green(), colour.blue(), GROUP_TINT))
+            painter.drawRoundedRect(rect, 8, 8)
+        painter.setPen(QtGui.QPen(colour, width))
+        painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
+        painter.drawRoundedRect(frame, 6, 6)
+        if text and rect.width() * lod >= 4 * TAG_MIN_PX:
+            self._paint_tag(painter, font, lod, rect, text, colour)
+
     @staticmethod
     def _paint_tag(painter: QtGui.QPainter, font: QtGui.QFont, lod: float, rect: QtCore.QRectF, text: str,
-                   colour: QtGui.QColor, rgb: tuple[int, int, int]) -> None:
+                   colour: QtGui.QColor) -> None:
         """The value in a pill of the value's colour, on the top edge of the node, at least TAG_PX tall on screen
         and at most as wide as the node (zoomed far out, where that is under TAG_MIN_PX, not at all)."""
         px = max(TAG_PX / lod, 13.0)
@@ -149,7 +173,7 @@ class FigureItem(QtWidgets.QGraphicsItem):
         painter.setBrush(colour)
         painter.drawRoundedRect(tag, height / 2.5, height / 2.5)
         painter.setFont(font)
-        painter.setPen(_text_colour(rgb))
+        painter.setPen(_text_colour((colour.red(), colour.green(), colour.blue())))
         painter.drawText(tag, QtCore.Qt.AlignmentFlag.AlignCenter, text)
 
 
@@ -237,6 +261,9 @@ class FigureOverlay(QtCore.QObject):
         self.kind = ""
         self.figures: Figures = {}
         self._group_figs: dict[str, dict[str, Any]] = {}
+        self._drawn: Drawn | None = None
+        self._drawn_key: tuple = ()
+        self._title = ""
         self.item = FigureItem(self)
         self.item.setVisible(False)
         canvas.scene().addItem(self.item)
@@ -265,13 +292,13 @@ class FigureOverlay(QtCore.QObject):
         self._group_figs = {}
         self.canvas.set_layer_figures(self.figures)
         self.item.setVisible(True)
-        self._refit_now()
+        self.invalidate()
 
     def clear(self) -> None:
         """No figures: nodes and groups as without the overlay (groups still show their parameters and FLOPs)."""
         if not self.kind and not self.figures:
             return
-        self.kind, self.figures, self._group_figs = "", {}, {}
+        self.kind, self.figures, self._group_figs, self._drawn = "", {}, {}, None
         self.canvas.set_layer_figures({})
         self.item.setVisible(False)
         self.legend.set_scale("", None)
@@ -281,6 +308,42 @@ class FigureOverlay(QtCore.QObject):
     def _rect(self, name: str) -> QtCore.QRectF:
         node = self.canvas.nodes.created(name)
         return node.view.sceneBoundingRect() if node is not None else self.canvas.node_rect(name)
+
+    def live_rect(self, entry: Entry) -> QtCore.QRectF:
+        """Where ``entry`` is now (a node may be being dragged)."""
+        if entry.group is None:
+            node = self.canvas.nodes.created(entry.name)
+            if node is not None:
+                return node.view.sceneBoundingRect()
+        return entry.rect
+
+    def invalidate(self) -> None:
+        """Something drawn changed (figures, an edit, a move): work out what to draw again and repaint."""
+        self._drawn = None
+        drawn = self.drawn()
+        self.item.fit(drawn.boxes if drawn is not None else np.zeros((0, 4)))
+        self.item.update()
+
+    def drawn(self) -> Drawn | None:
+        """What is drawn now (None without figures); worked out again when the figures, the groups shown or the
+        layers changed."""
+        if not self.kind:
+            return None
+        key = (tuple(self.canvas.shown_groups()), len(self.canvas.nodes))
+        if self._drawn is None or key != self._drawn_key:
+            entries = self.entries()
+            scale = self.scale_of(entries)
+            values = [value(self.kind, e.fig) for e in entries]
+            if self.kind == DRIFT:  # exact: the colour turns red at the threshold
+                colours = [QtGui.QColor(*scale.colour(v)) if v is not None else NO_VALUE for v in values]
+            else:
+                palette = [QtGui.QColor(*scale.at(i / (LEVELS - 1))) for i in range(LEVELS)]
+                colours = [palette[min(LEVELS - 1, max(0, round(scale.position(v) * (LEVELS - 1))))]
+                           if v is not None else NO_VALUE for v in values]
+            boxes = np.array([e.rect.getCoords() for e in entries], dtype=float).reshape(-1, 4)
+            self._drawn = Drawn(entries, scale, colours, [value_text(self.kind, e.fig) for e in entries], boxes)
+            self._drawn_key = key
+        return self._drawn
 
     def group_figures(self, path: str) -> dict[str, Any]:
         """The combined figures of collapsed group ``path`` (its layers' figures and costs)."""
@@ -315,8 +378,9 @@ class FigureOverlay(QtCore.QObject):
 
     def entry_at(self, pos: QtCore.QPointF) -> Entry | None:
         """The drawn layer or group at scene position ``pos`` (its box or the value above it)."""
-        for e in reversed(self.entries()):  # boxes first: they stand over the hidden layers' places
-            if e.rect.adjusted(-8, -40, 8, 8).contains(pos):
+        drawn = self.drawn()
+        for e in reversed(drawn.entries if drawn is not None else []):  # boxes first: over their layers' places
+            if self.live_rect(e).adjusted(-8, -40, 8, 8).contains(pos):
                 return e
         return None
 
@@ -328,17 +392,14 @@ class FigureOverlay(QtCore.QObject):
     # ---- reactions -------------------------------------------------------------------------------------------
     def _model_event(self, ev: Any) -> None:
         if self.kind and isinstance(ev, (LayerEvent, GroupChanged)):
-            self._group_figs = {}
+            if not isinstance(ev, LayerMoved):
+                self._group_figs = {}  # (a move changes no sums)
             if not self._refit.isActive():
                 self._refit.start()
 
     def _refit_now(self) -> None:
         try:
-            entries = self.entries()
-            self.item.fit(entries)
-            if self.kind:
-                self.scale_of(entries)
-            self.item.update()
+            self.invalidate()
         except RuntimeError:  # the canvas was closed before the timer came due
             pass
 
