@@ -119,6 +119,12 @@ def test_profile_colours_nodes_writes_values_legend_and_hover_kernels_and_none_r
     assert grab(canvas) == before
     window.figures.act_show.trigger()  # the toggle brings the last figure back
     assert overlay.kind == TIME and overlay.legend.isVisible()
+    # Arrange moves the nodes: the frames go with them
+    window.editing.act_arrange.trigger()
+    QtCore.QCoreApplication.processEvents()
+    moved = {e.name: e.rect for e in overlay.drawn().entries}
+    assert moved != {n: e.rect for n, e in entries.items()}
+    assert all(rect == canvas.node_rect(n) and overlay.item.boundingRect().contains(rect) for n, rect in moved.items())
 
 
 def test_collapsed_group_shows_params_and_flops_always_and_summed_time_with_a_profile(window, tmp_path, qtbot):
