@@ -287,8 +287,10 @@ class FigureOverlay(QtCore.QObject):
         heads the legend (default: the figure's name)."""
         if kind not in KINDS:
             raise ValueError(f"unknown figure {kind!r}; figures: {', '.join(KINDS)}")
-        self.kind, self.figures = kind, dict(figures)
-        self._title = title or KINDS[kind].text
+        title = title or KINDS[kind].text
+        if (kind, figures, title) == (self.kind, self.figures, self._title):
+            return  # (the same figures again: a tab change, a window activated)
+        self.kind, self.figures, self._title = kind, dict(figures), title
         self._group_figs = {}
         self.canvas.set_layer_figures(self.figures)
         self.item.setVisible(True)

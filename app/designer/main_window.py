@@ -112,7 +112,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.runs = Runs(ctx, self.runner, self.reports, self.logger, self.logger_dock, self.custom,
                          lambda: self.analysis.active)
         self.runs.changed.connect(self._update_actions)
-        self.figures = CanvasFigures(ctx, self.reports, self.runner.worker.run_finished, self.analysis.proxy.drift,
+        self.figures = CanvasFigures(ctx, self.reports, self.runner.worker.run_finished, self.analysis.proxy,
                                      lambda: self.analysis.doc)  # View > Figures on Canvas
         self.collections.changed.connect(self.help.reload)
         self.collections.changed.connect(lambda: self.runs.fusing_dialog and self.runs.fusing_dialog.refresh())

@@ -27,7 +27,9 @@ class CanvasFigures(QtCore.QObject):
     toggle between None and the last figure chosen) and one ``FigureOverlay`` per open model."""
 
     def __init__(self, ctx: DesignerContext, reports: Reports, run_finished: QtCore.SignalInstance,
-                 drift: QtCore.SignalInstance, analysed: Callable[[], Document | None]) -> None:
+                 analysis: QtCore.QObject, analysed: Callable[[], Document | None]) -> None:
+        """``run_finished``: the worker's signal after a run; ``analysis``: the analysis session's proxy (its ``drift``
+        and ``precision_fixed`` signals); ``analysed``: the model analysis runs on."""
         super().__init__(ctx.parent)
         self.ctx = ctx
         self.reports = reports
@@ -63,7 +65,8 @@ class CanvasFigures(QtCore.QObject):
             view.addSeparator()
             view.addMenu(self.menu)
         run_finished.connect(self._run_finished)  # queued after the slot that shows the run's report
-        drift.connect(self._drift_done)
+        analysis.drift.connect(self._drift_done)  # Compare Precision
+        analysis.precision_fixed.connect(lambda report: self._drift_done(report.after))  # Pin Diverging Layers
         ctx.documents.tabs.currentChanged.connect(lambda _i: self.refresh())
         reports.closed.connect(self.refresh)
         app = QtWidgets.QApplication.instance()

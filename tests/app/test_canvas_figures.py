@@ -5,6 +5,7 @@ and FLOPs); None and the toggle take it all away; a new run refreshes the figure
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -170,6 +171,11 @@ def test_drift_and_report_comparison_on_the_canvas(window, sample_path, tmp_path
     assert set(entries) == {"conv1", "conv2"} and overlay.legend.texts()["max"] == "5.0e-02"
     assert "threshold 0.01" in overlay.legend.texts()["unit"]
     assert "over the threshold" in hover_text(doc.canvas, entries["conv2"].rect.center())
+    # Pin Diverging Layers: the drift of the network with its pins
+    pinned = DriftResult("fp32", "fp16", 1e-2, [LayerDrift("conv1", "convolution", 1e-4, 1e-3, 1.0),
+                                                LayerDrift("conv2", "convolution", 0.0, 0.0, 1.0)])
+    window.analysis.proxy.precision_fixed.emit(SimpleNamespace(after=pinned))
+    assert {e.name: e.fig["drift"] for e in overlay.entries()} == {"conv1": 1e-4, "conv2": 0.0}
 
     base = write(tmp_path, fake_report(doc, TIMES, "base"))
     slower = write(tmp_path, fake_report(doc, {**TIMES, "conv2": 9.0}, "slower"))
