@@ -217,3 +217,18 @@ def test_a_new_run_refreshes_the_figures(window, model_copy, qtbot):  # noqa: F8
     run_and_wait(window, qtbot)
     second = {e.name: e.fig["time_ms"] for e in overlay.entries()}
     assert set(second) == set(first) and second != first
+
+
+@pytest.mark.gpu
+def test_gpu_run_shows_each_layers_kernels_with_launch_shapes_on_hover(window, model_copy, qtbot):  # noqa: F811
+    doc = open_small(window, model_copy, backend="cupy")
+    window.figures.choose(TIME)
+    run_and_wait(window, qtbot, timeout=120_000)
+    window.tabs.setCurrentWidget(doc.canvas.widget)
+    overlay = window.figures.overlay(doc)
+    entries = {e.name: e for e in overlay.entries()}
+    conv = entries["conv2"]
+    assert conv.fig["kernels"] and conv.fig["device_ms"] is not None
+    text = hover_text(doc.canvas, conv.rect.center())
+    assert conv.fig["kernels"][0]["name"][:40] in text and "grid" in text and "block" in text
+    assert "kernels" in text and "gaps before them" in text
