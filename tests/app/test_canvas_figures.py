@@ -118,7 +118,11 @@ def test_profile_colours_nodes_writes_values_legend_and_hover_kernels_and_none_r
     view_action(window, "None").trigger()
     assert not overlay.entries() and not overlay.legend.isVisible() and not window.figures.act_show.isChecked()
     assert grab(canvas) == before
-    window.figures.act_show.trigger()  # the toggle brings the last figure back
+    key = QtGui.QKeySequence("Ctrl+Shift+F")  # the toggle, from the keyboard, brings the last figure back
+    assert [a for a in window.findChildren(QtGui.QAction) if key in a.shortcuts()] == [window.figures.act_show]
+    canvas.widget.setFocus()
+    qtbot.keyClick(canvas.viewer(), QtCore.Qt.Key.Key_F,
+                   QtCore.Qt.KeyboardModifier.ControlModifier | QtCore.Qt.KeyboardModifier.ShiftModifier)
     assert overlay.kind == TIME and overlay.legend.isVisible()
     # Arrange moves the nodes: the frames go with them
     window.editing.act_arrange.trigger()
