@@ -67,11 +67,11 @@ class CanvasFigures(QtCore.QObject):
         run_finished.connect(self._run_finished)  # queued after the slot that shows the run's report
         analysis.drift.connect(self._drift_done)  # Compare Precision
         analysis.precision_fixed.connect(lambda report: self._drift_done(report.after))  # Pin Diverging Layers
-        ctx.documents.tabs.currentChanged.connect(lambda _i: self.refresh())
-        reports.closed.connect(self.refresh)
+        ctx.documents.tabs.currentChanged.connect(self._tab_changed)
+        reports.closed.connect(self._refresh_later)
         app = QtWidgets.QApplication.instance()
         if app is not None:  # a comparison dialog opened or changed: its figures may be the ones shown
-            app.focusWindowChanged.connect(lambda _w: self.kind == DIFF and self.refresh())
+            app.focusWindowChanged.connect(self._focus_changed)  # (a method: disconnected when this goes)
 
     # ---- choice ------------------------------------------------------------------------------------------------
     def choose(self, kind: str) -> None:
@@ -155,10 +155,18 @@ class CanvasFigures(QtCore.QObject):
                 self._overlays[doc.id].clear()
 
     def _refresh_later(self) -> None:
+        """``refresh``, from a signal or a timer that may come while the window closes."""
         try:
             self.refresh()
         except RuntimeError:  # the window was closed before the timer came due
             pass
+
+    def _focus_changed(self, _window: Any) -> None:
+        if self.kind == DIFF:
+            self._refresh_later()
+
+    def _tab_changed(self, _index: int) -> None:
+        self._refresh_later()
 
     def _run_finished(self, _run_id: int, _result: Any) -> None:
         self.refresh()
