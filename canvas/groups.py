@@ -9,8 +9,10 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from canvas.lazy import NodeGeom
+from engine.events import GroupChanged, LayerEvent, LayerMoved, TemplateEvent
+from engine.figures import combine, summary_text
 from engine.groups import Group, groups_of, initial_collapsed, outermost_collapsed
-from engine.report import human_rate
+from engine.typecheck import layer_costs
 
 #: networks of more layers open with their groups collapsed (``engine.groups.initial_collapsed``)
 COLLAPSE_LAYERS = 150
@@ -21,26 +23,12 @@ BOX_COLOR = QtGui.QColor(70, 86, 110)
 KEY = "group:"  # the overview's name of a collapsed group's box (layer names are identifiers: no ':')
 
 
-def figures_text(members: Iterable[str], figures: dict[str, dict[str, Any]]) -> list[str]:
-    """The summed figures of ``members`` (``params``, ``flops``, ``time_ms``, as far as ``figures`` has them)."""
-    params = flops = time_ms = 0.0
-    has = set()
-    for name in members:
-        fig = figures.get(name) or {}
-        for key in ("params", "flops", "time_ms"):
-            if fig.get(key) is not None:
-                has.add(key)
-        params += fig.get("params") or 0
-        flops += fig.get("flops") or 0
-        time_ms += fig.get("time_ms") or 0.0
-    out = []
-    if "params" in has:
-        out.append(f"{human_rate(params, '')} params")
-    if "flops" in has:
-        out.append(f"{human_rate(flops, 'FLOP')}")
-    if "time_ms" in has:
-        out.append(f"{time_ms:.3f} ms")
-    return out
+def figures_text(members: Iterable[str], figures: dict[str, dict[str, Any]],
+                 costs: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """The figures of ``members`` as one (``engine.figures.combine``: parameters, FLOPs, time and share, change
+    summed, drift the largest), as far as ``costs`` (``engine.typecheck.layer_costs``) and ``figures`` have them."""
+    costs = costs or {}
+    return summary_text(combine({**costs.get(n, {}), **figures.get(n, {})} for n in members))
 
 
 class GroupBox(QtWidgets.QGraphicsObject):
@@ -117,6 +105,8 @@ class GroupsMixin:
         self._boxes: dict[str, GroupBox] = {}
         self._groups: dict[str, Group] = {}
         self._figures: dict[str, dict[str, Any]] = {}
+        self._costs: dict[str, dict[str, Any]] | None = None  # parameters and FLOPs per layer (None: to compute)
+        self.bridge.event.connect(self._costs_changed)
         self._groups_timer = QtCore.QTimer(self)
         self._groups_timer.setSingleShot(True)
         self._groups_timer.setInterval(0)
@@ -196,7 +186,24 @@ class GroupsMixin:
         """Per-layer figures (``params``, ``flops``, ``time_ms``...; e.g. ``engine.report.layer_figures`` with the
         report's ``flops``) that the collapsed groups show summed; empty: none."""
         self._figures = dict(figures)
-        self._refresh_groups()
+        if self._boxes:  # (the boxes shown carry the figures; none shown: nothing to redraw)
+            self._refresh_groups()
+
+    def layer_costs(self) -> dict[str, dict[str, Any]]:
+        """Parameters and FLOPs of each layer (``engine.typecheck.layer_costs``), kept until the model changes."""
+        if self._costs is None:
+            try:
+                self._costs = layer_costs(self.net_model, self.registry)
+            except Exception:  # noqa: BLE001 - a model that cannot be shaped shows no costs; the type check says why
+                self._costs = {}
+        return self._costs
+
+    def _costs_changed(self, ev: Any) -> None:
+        """A layer, link or template changed: the costs are measured again when a collapsed group shows them."""
+        if isinstance(ev, (LayerEvent, TemplateEvent, GroupChanged)) and not isinstance(ev, LayerMoved):
+            self._costs = None
+            if self._boxes and not self._groups_timer.isActive():
+                self._groups_timer.start()
 
     # ---- drawing ---------------------------------------------------------------------------------
     def _groups_changed(self, moved_only: bool = False) -> None:
@@ -237,7 +244,7 @@ class GroupsMixin:
                 area = area.united(self._predicted(name).rect)
             rect = QtCore.QRectF(0, 0, max(BOX_SIZE[0], area.width()), max(BOX_SIZE[1], area.height()))
             rect.moveCenter(area.center())
-            box = GroupBox(group, rect, figures_text(group.members, self._figures))
+            box = GroupBox(group, rect, figures_text(group.members, self._figures, self.layer_costs()))
             box.expand_requested.connect(self.expand_group)
             scene.addItem(box)
             self._boxes[path] = box

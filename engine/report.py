@@ -50,6 +50,7 @@ from engine.profiling import KernelStat, ProfileResult
 
 SCHEMA = "layerlab-report"
 VERSION = 2
+NAME_COLUMN = 40  # text tables: longer layer names keep their last characters
 
 
 def execution_notes(net: Any, per_layer: bool = True) -> list[str]:
@@ -247,11 +248,13 @@ def human_rate(n: float, unit: str) -> str:
 def layer_table(report: dict[str, Any], limit: int | None = None) -> str:
     """The layers sorted by mean time, as aligned text."""
     rows = sorted(report["layers"], key=lambda r: -r["time_ms"]["mean"])[:limit]
-    head = f"{'layer':<24} {'type':<20} {'output':<16} {'mean ms':>9} {'median':>9} {'share':>7} {'FLOPs':>10} {'FLOP/s':>11}"
+    w = max(12, _name_width([r["name"] for r in rows]))
+    head = f"{'layer':<{w}} {'type':<20} {'output':<16} {'mean ms':>9} {'median':>9} {'share':>7} {'FLOPs':>10} {'FLOP/s':>11}"
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['name'][:24]:<24} {layer_type_text(r)[:20]:<20} {r['output_dims']:<16} {r['time_ms']['mean']:>9.4f} "
-                     f"{r['time_ms']['median']:>9.4f} {100 * r['share']:>6.1f}% {human_rate(r['flops'], ''):>10} "
+        lines.append(f"{_tail(r['name'], w):<{w}} {layer_type_text(r)[:20]:<20} {r['output_dims']:<16} "
+                     f"{r['time_ms']['mean']:>9.4f} {r['time_ms']['median']:>9.4f} {100 * r['share']:>6.1f}% "
+                     f"{human_rate(r['flops'], ''):>10} "
                      f"{human_rate(r['achieved_flops_per_s'], 'FLOP/s'):>11}")
     return "\n".join(lines)
 
@@ -293,6 +296,17 @@ def kernel_lines(layer: dict[str, Any], indent: str = "    ", limit: int | None 
 
 def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[:n - 1] + "\u2026"
+
+
+def _tail(text: str, n: int) -> str:
+    """``text`` in at most ``n`` characters, keeping its end: the part that tells apart the layers of one block
+    (``…denselayer12_conv2_Conv``), where the start is the same for all of them."""
+    return text if len(text) <= n else "\u2026" + text[-(n - 1):]
+
+
+def _name_width(names: list[str]) -> int:
+    """The width of a text table's layer column: the longest name, within 12 to NAME_COLUMN characters."""
+    return min(max((len(n) for n in names), default=0), NAME_COLUMN) if names else 12
 
 
 def _dims(d: Any) -> str:
@@ -341,7 +355,7 @@ def _bar_chart(items: list[tuple[str, float]], unit: str = "ms", width: int = 72
     for i, (name, v) in enumerate(items):
         w = (width - label_w - 90) * v / top
         y = i * row + 4
-        parts.append(f'<text x="0" y="{y + 11}">{_e(name[:26])}</text>'
+        parts.append(f'<text x="0" y="{y + 11}"><title>{_e(name)}</title>{_e(_tail(name, 26))}</text>'
                      f'<rect class="bar" x="{label_w}" y="{y}" width="{w:.1f}" height="{row - 4}"/>'
                      f'<text x="{label_w + w + 4:.1f}" y="{y + 11}">{v:.4f} {unit}</text>')
     parts.append("</svg>")
@@ -502,14 +516,15 @@ def comparison_text(c: Comparison, kernels: bool = True) -> str:
     for i, (rep, label) in enumerate(zip(c.reports, c.labels)):
         mark = " (base)" if i == c.base else ""
         lines.append(f"  [{i}] {label}: average {rep['network']['avg_ms']:.4f} ms, device {rep['run']['device']}{mark}")
-    head = f"{'layer':<24} {'type':<18}" + "".join(f" {'[' + str(i) + '] ms':>11} {'diff':>9}" for i in range(len(c.reports)))
+    w = max(12, _name_width([name for name, _, _ in c.rows]))
+    head = f"{'layer':<{w}} {'type':<18}" + "".join(f" {'[' + str(i) + '] ms':>11} {'diff':>9}" for i in range(len(c.reports)))
     lines += ["", head, "-" * len(head)]
     for name, typ, vals in c.rows:
         cells = ""
         for i, v in enumerate(vals):
             d = c.diff(vals, i)
             cells += f" {(f'{v:.4f}') if v is not None else 'missing':>11} {(f'{d:+.4f}') if d is not None else '-':>9}"
-        lines.append(f"{name[:24]:<24} {typ[:18]:<18}{cells}")
+        lines.append(f"{_tail(name, w):<{w}} {typ[:18]:<18}{cells}")
         for i, ks in enumerate(c.kernels.get((name, typ), []) if kernels else []):
             if ks:
                 lines += kernel_lines({"kernels": ks}, f"    [{i}] ")
@@ -538,7 +553,7 @@ def comparison_html(c: Comparison) -> str:
     bars = []
     for j, (name, _, vals) in enumerate(c.rows):
         y0 = j * (len(vals) * 8 + 6)
-        bars.append(f"<text x='0' y='{y0 + 9}'>{_e(name[:26])}</text>")
+        bars.append(f"<text x='0' y='{y0 + 9}'><title>{_e(name)}</title>{_e(_tail(name, 26))}</text>")
         for i, v in enumerate(vals):
             if v is not None:
                 bars.append(f"<rect x='170' y='{y0 + i * 8}' width='{500 * v / top:.1f}' height='7' fill='{colours[i % 6]}'/>")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -292,6 +293,25 @@ def output_shapes(model: Model, registry: Registry) -> dict[str, Dims]:
     for inst, layer in exp.output_of.items():
         if layer in dims:
             out[inst] = dims[layer]
+    return out
+
+
+def layer_costs(model: Model, registry: Registry) -> dict[str, dict[str, int]]:
+    """``params`` (weight values, secondary inputs that replace a weight left out) and ``flops`` (one forward pass)
+    of every layer whose shape can be inferred, from shapes alone (no weights, no run): what a collapsed group on the
+    canvas sums before any profile exists. A template instance's are the sums over its layers."""
+    exp, layers = _shapes(model, registry)
+    out: dict[str, dict[str, int]] = {}
+    for name, layer, ins, dims in layers:
+        params = 0
+        for weight, shape in layer.weight_shapes(ins).items():
+            idx = layer.weight_input(weight)
+            if idx is None or idx >= len(ins) or ins[idx] is None:
+                params += math.prod(shape)
+        top = exp.origin[name][0] if name in exp.origin else name
+        cost = out.setdefault(top, {"params": 0, "flops": 0})
+        cost["params"] += int(params)
+        cost["flops"] += int(layer.flops(ins, dims))
     return out
 
 

@@ -24,6 +24,7 @@ from app.designer.help import Help
 from app.designer.log_panel import LogPanel
 from app.designer.netlayers_ui import NetworkLayers
 from app.designer.onnx_import import OnnxImport
+from app.designer.overlay import CanvasFigures
 from app.designer.palette import Palette
 from app.designer.params import ParamPanel
 from app.designer.recent import RecentFiles
@@ -111,6 +112,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.runs = Runs(ctx, self.runner, self.reports, self.logger, self.logger_dock, self.custom,
                          lambda: self.analysis.active)
         self.runs.changed.connect(self._update_actions)
+        self.figures = CanvasFigures(ctx, self.reports, self.runner.worker.run_finished, self.analysis.proxy,
+                                     lambda: self.analysis.doc)  # View > Figures on Canvas
         self.collections.changed.connect(self.help.reload)
         self.collections.changed.connect(lambda: self.runs.fusing_dialog and self.runs.fusing_dialog.refresh())
         self.files = Files(ctx, self.workspace, self.autosaver, self.templates, self.onnx_import)

@@ -85,6 +85,22 @@ def test_compare_with_itself_is_zero_and_missing_layers_are_kept(sample_report):
         rep.compare([doc], base=5)
 
 
+def test_tables_and_charts_keep_the_end_of_long_names_that_share_a_start(sample_report):
+    _, doc = sample_report
+    deep = json.loads(json.dumps(doc))
+    for i, x in enumerate(deep["layers"]):  # an imported network: every name starts with the same module path
+        x["name"] = f"features_denseblock3_denselayer{i}_conv2_{x['name']}"
+    names = [x["name"] for x in deep["layers"]]
+    text, table = rep.comparison_text(rep.compare([deep, deep])), rep.layer_table(deep)
+    for name in names:
+        shown = name if len(name) <= rep.NAME_COLUMN else "\u2026" + name[-(rep.NAME_COLUMN - 1):]
+        assert shown in text and shown in table
+    assert len({line.split()[0] for line in table.splitlines()[2:]}) == len(names)  # told apart
+    page = rep.to_html(deep)
+    assert all(f"<title>{name}</title>" in page for name in names)  # the chart's full names on hover
+    assert "denselayer2_conv2_conv2</text>" in page  # and their ends written
+
+
 def test_cancel_stops_within_a_layer(registry):
     net = Network(load(MODEL, registry), registry)
     calls = {"n": 0}
