@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keyword
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +81,13 @@ def reason_of(exc: NotImplementedError, layer: str, type_name: str) -> str:
     text = str(exc) or "not supported"
     prefix = f"{type_name} {layer}: "
     return text[len(prefix):] if text.startswith(prefix) else text
+
+
+def layers_in_order(net: Network, exported: dict[str, str]) -> Iterator[tuple[str, Layer, list[str | None]]]:
+    """Each layer of ``net`` in execution order, with what its inputs were exported as: ``exported`` maps a layer
+    to the name its output has in the export, which the exporter fills as it goes (None: an unconnected input)."""
+    for name in net.order:
+        yield name, net.layer(name), [exported[s] if s is not None else None for s in net.nodes[name].inputs]
 
 
 def build_network(model: Model, registry: Registry, weights: WeightsSource | None = None, seed: int = 0,

@@ -40,6 +40,7 @@ from engine.export.common import (
     LayerWriter,
     Unsupported,
     build_network,
+    layers_in_order,
     probe_dims,
     reason_of,
     unsupported_message,
@@ -381,10 +382,8 @@ def build_onnx(net: Network, options: OnnxOptions = OnnxOptions(),
     g = OnnxGraph(net, options)
     tensor: dict[str, str] = {}
     missing: list[Unsupported] = []
-    for name in net.order:
-        layer = net.layer(name)
+    for name, layer, ins in layers_in_order(net, tensor):
         g.layer = layer
-        ins = [tensor[s] if s is not None else None for s in net.nodes[name].inputs]
         try:
             out = layer.to_onnx(g, ins)
         except NotImplementedError as exc:

@@ -29,6 +29,7 @@ from engine.export.common import (
     LayerWriter,
     Unsupported,
     build_network,
+    layers_in_order,
     reason_of,
     unsupported_message,
 )
@@ -318,10 +319,8 @@ def build_torch(net: Network, class_name: str, module_name: str, weights_file: s
     t = TorchModuleWriter(net, class_name, options)
     var: dict[str, str] = {}
     missing: list[Unsupported] = []
-    for name in net.order:
-        layer = net.layer(name)
+    for name, layer, ins in layers_in_order(net, var):
         t.layer = layer
-        ins = [var[s] if s is not None else None for s in net.nodes[name].inputs]
         mark = len(t.init_lines)
         try:
             expr = layer.to_torch(t, ins)
