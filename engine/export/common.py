@@ -54,6 +54,14 @@ class LayerWriter:
         assert self.layer is not None
         return self.net.dims(self.layer.name)
 
+    def each_layer(self, exported: dict[str, str]) -> Iterator[tuple[str, Layer, list[str | None]]]:
+        """Each layer of the network in execution order, made the current one, with what its inputs were exported
+        as: ``exported`` maps a layer to the name of its output in the export, which the exporter fills as it goes
+        (None: an unconnected input)."""
+        for name in self.net.order:
+            self.layer = self.net.layer(name)
+            yield name, self.layer, [exported[s] if s is not None else None for s in self.net.nodes[name].inputs]
+
 
 @dataclass(frozen=True)
 class Unsupported:
@@ -81,13 +89,6 @@ def reason_of(exc: NotImplementedError, layer: str, type_name: str) -> str:
     text = str(exc) or "not supported"
     prefix = f"{type_name} {layer}: "
     return text[len(prefix):] if text.startswith(prefix) else text
-
-
-def layers_in_order(net: Network, exported: dict[str, str]) -> Iterator[tuple[str, Layer, list[str | None]]]:
-    """Each layer of ``net`` in execution order, with what its inputs were exported as: ``exported`` maps a layer
-    to the name its output has in the export, which the exporter fills as it goes (None: an unconnected input)."""
-    for name in net.order:
-        yield name, net.layer(name), [exported[s] if s is not None else None for s in net.nodes[name].inputs]
 
 
 def build_network(model: Model, registry: Registry, weights: WeightsSource | None = None, seed: int = 0,

@@ -40,7 +40,6 @@ from engine.export.common import (
     LayerWriter,
     Unsupported,
     build_network,
-    layers_in_order,
     probe_dims,
     reason_of,
     unsupported_message,
@@ -382,8 +381,7 @@ def build_onnx(net: Network, options: OnnxOptions = OnnxOptions(),
     g = OnnxGraph(net, options)
     tensor: dict[str, str] = {}
     missing: list[Unsupported] = []
-    for name, layer, ins in layers_in_order(net, tensor):
-        g.layer = layer
+    for name, layer, ins in g.each_layer(tensor):
         try:
             out = layer.to_onnx(g, ins)
         except NotImplementedError as exc:

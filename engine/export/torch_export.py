@@ -29,7 +29,6 @@ from engine.export.common import (
     LayerWriter,
     Unsupported,
     build_network,
-    layers_in_order,
     reason_of,
     unsupported_message,
 )
@@ -319,8 +318,7 @@ def build_torch(net: Network, class_name: str, module_name: str, weights_file: s
     t = TorchModuleWriter(net, class_name, options)
     var: dict[str, str] = {}
     missing: list[Unsupported] = []
-    for name, layer, ins in layers_in_order(net, var):
-        t.layer = layer
+    for name, layer, ins in t.each_layer(var):
         mark = len(t.init_lines)
         try:
             expr = layer.to_torch(t, ins)
