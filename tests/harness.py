@@ -194,3 +194,10 @@ def plugin_folder(folder: Path, collection: str, broken: str) -> Path:
         "def register(r):\n    pass\n")
     (folder / "broken.py").write_text(broken)
     return folder
+
+
+def scale_bias(c: int, seed: int) -> dict[str, np.ndarray]:
+    """Seeded random per-channel ``scale`` (0.5 to 2) and ``bias`` weights of ``c`` channels, as the normalization
+    layers take them."""
+    rng = np.random.default_rng(seed)
+    return {"scale": rng.uniform(0.5, 2.0, c).astype(np.float32), "bias": rng.standard_normal(c).astype(np.float32)}
