@@ -37,14 +37,14 @@ def small_model() -> Model:
 
 
 @contextlib.contextmanager
-def shown_canvas(qtbot, registry, model: Model) -> Iterator[ModelCanvas]:  # noqa: ANN001
-    """A canvas of ``model`` through its own bridge, shown at 1000 x 500; disposed afterwards."""
+def shown_canvas(qtbot, registry, model: Model, size: tuple[int, int] = (1000, 500)) -> Iterator[ModelCanvas]:  # noqa: ANN001
+    """A canvas of ``model`` through its own bridge, shown at ``size``; disposed afterwards."""
     from canvas.bridge import ModelBridge
     from canvas.graph import ModelCanvas
 
     c = ModelCanvas(model, registry, ModelBridge(model))
     qtbot.addWidget(c.widget)
-    c.widget.resize(1000, 500)
+    c.widget.resize(*size)
     c.widget.show()
     yield c
     dispose(c)
