@@ -57,3 +57,11 @@ class PluginError(LayerLabError):
 
 class InputError(LayerLabError):
     """An input file cannot be read or does not fit its input layer."""
+
+
+def check_at_least(what: str, value: int, minimum: int, error: type[LayerLabError] = InputError) -> None:
+    """Raise ``error`` naming ``what``, the bound and ``value`` when ``value`` is below ``minimum``: the one
+    wording of a count setting's lower bound ("must be at least 1", "must be 0 or more") wherever one is checked."""
+    if value < minimum:
+        bound = "0 or more" if minimum == 0 else f"at least {minimum}"
+        raise error(f"{what} must be {bound}, got {value}")

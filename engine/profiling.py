@@ -32,7 +32,7 @@ import numpy as np
 from engine.atomic import atomic_write_text
 from engine.backends.base import Backend
 from engine.backends.selection import cache_folder, served_candidates
-from engine.errors import LayerLabError
+from engine.errors import LayerLabError, check_at_least
 from engine.network import Network
 
 #: how the per-layer times were measured (the report's ``run.timing``)
@@ -281,8 +281,7 @@ def profile(net: Network, iterations: int = 10, warmup: int = 1,
     module documentation for how). ``progress(i, n)`` is called after each timed iteration; ``should_cancel()`` is
     polled before every iteration (and every layer of an untimed per-layer run), a True answer raises Cancelled.
     ``remeasure_peaks`` measures the device's peaks again instead of using the cached ones."""
-    if iterations < 1:
-        raise LayerLabError(f"iterations must be at least 1, got {iterations}")
+    check_at_least("iterations", iterations, 1, LayerLabError)
 
     def check(*_: Any) -> None:
         if should_cancel is not None and should_cancel():

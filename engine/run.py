@@ -29,7 +29,7 @@ import numpy as np
 from engine import report as rep
 from engine.backends import BACKENDS, get_backend
 from engine.backends.base import Backend
-from engine.errors import InputError, LayerLabError
+from engine.errors import InputError, LayerLabError, check_at_least
 from engine.format_conversion import fused_note
 from engine.formats import (
     AUTO,
@@ -99,12 +99,9 @@ class RunSpec:
         if (self.backend or AUTO).lower() not in BACKENDS:
             raise RunSpecError(f"unknown backend {self.backend!r}: expected one of {', '.join(BACKENDS)}")
         network = parse_network_format(self.format)
-        if self.iterations < 1:
-            raise RunSpecError(f"iterations must be at least 1, got {self.iterations}")
-        if self.warmup < 0:
-            raise RunSpecError(f"warm-up iterations must be 0 or more, got {self.warmup}")
-        if self.seed < 0:
-            raise RunSpecError(f"seed must be 0 or more, got {self.seed}")
+        check_at_least("iterations", self.iterations, 1, RunSpecError)
+        check_at_least("warm-up iterations", self.warmup, 0, RunSpecError)
+        check_at_least("seed", self.seed, 0, RunSpecError)
         if self.input_layout not in LAYOUTS:
             raise RunSpecError(f"input layout {self.input_layout!r} is not allowed (expected nchw or nhwc)")
         if not self.fusing:

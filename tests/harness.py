@@ -7,6 +7,7 @@ where ``scale = max(1, max|reference|)``. fp16 inputs and weights are rounded to
 reference is computed, so the remaining error is the fp16 rounding of intermediate and output values."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -140,3 +141,63 @@ def ort_run(nodes: list[Any], inputs: dict[str, np.ndarray], initializers: dict[
 
 def gpu_available() -> bool:
     return cupy_usable()
+
+
+def drift_model(dims: str = "1x2x6x6", weight: str = "1e5", restore: bool = False, name: str = "drift") -> Model:
+    """inp -> c1 -> c2 -> amp -> out, 'amp' multiplying by ``weight`` (beyond fp16's range, 65504): a network whose
+    fp16 run drifts from its fp32 run at 'amp', for the precision tools. ``restore``: a layer 'back' divides by
+    ``weight`` again before the output."""
+    m = Model(name)
+    m.add_layer("input", "inp", params={"dimensions": dims})
+    for conv, source in (("c1", "inp"), ("c2", "c1")):
+        m.add_layer("convolution", conv, params={"num_output_channels": "4"}, inputs=[source])
+    m.add_layer("linear_blend", "amp", params={"weight_a": weight}, inputs=["c2"])
+    last = "amp"
+    if restore:
+        m.add_layer("linear_blend", "back", params={"weight_a": repr(1 / float(weight))}, inputs=["amp"])
+        last = "back"
+    m.add_layer("output", "out", inputs=[last])
+    return m
+
+
+def conv_bn_model(dims: str, channels: int, conv: str = "conv") -> Model:
+    """inp -> ``conv`` -> bn -> out: the chain the built-in fusing rule folds into the batch normalization."""
+    m = Model("fused")
+    m.add_layer("input", "inp", params={"dimensions": dims})
+    m.add_layer("convolution", conv, params={"num_output_channels": str(channels)}, inputs=["inp"])
+    m.add_layer("batch_normalization", "bn", inputs=[conv])
+    m.add_layer("output", "out", inputs=["bn"])
+    return m
+
+
+def assert_replays_match(net: Network, ref: Network, shape: tuple[int, ...], runs: int = 4) -> None:
+    """Run ``net`` (a GPU network that captures a CUDA graph: eager, capture, then replays) and ``ref`` on ``runs``
+    seeded random inputs of ``shape`` at 'inp': every run of ``net`` runs all its layers and its 'out' matches
+    ``ref``'s within fp16 tolerance."""
+    rng = np.random.default_rng(9)
+    for i in range(runs):
+        x = rng.random(shape, dtype=np.float32)
+        net.set_input("inp", x)
+        ref.set_input("inp", x)
+        assert net.run() == net.order
+        ref.run()
+        np.testing.assert_allclose(net.output("out"), ref.output("out"), rtol=2e-2, atol=2e-2, err_msg=f"run {i}")
+
+
+def plugin_folder(folder: Path, collection: str, broken: str) -> Path:
+    """A new plugin folder holding ``<collection>.py``, a collection of that name with metadata and no layers, and
+    ``broken.py`` with the source ``broken``, a plugin that fails to load."""
+    folder.mkdir()
+    (folder / f"{collection}.py").write_text(
+        "from engine.registry import PluginMeta\n"
+        f"PLUGIN = PluginMeta({collection!r}, '1.0', 'someone', 'metadata only')\n"
+        "def register(r):\n    pass\n")
+    (folder / "broken.py").write_text(broken)
+    return folder
+
+
+def scale_bias(c: int, seed: int) -> dict[str, np.ndarray]:
+    """Seeded random per-channel ``scale`` (0.5 to 2) and ``bias`` weights of ``c`` channels, as the normalization
+    layers take them."""
+    rng = np.random.default_rng(seed)
+    return {"scale": rng.uniform(0.5, 2.0, c).astype(np.float32), "bias": rng.standard_normal(c).astype(np.float32)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.analysis.controller import AnalysisController
+from app.docks import add_dock
 
 
 class AnalysisWindow(QtWidgets.QMainWindow):
@@ -57,11 +58,7 @@ class AnalysisWindow(QtWidgets.QMainWindow):
         controller.overview.inspect_requested.connect(lambda _name: self.show_inspector())
 
     def _dock(self, title: str, name: str, widget: QtWidgets.QWidget, area: QtCore.Qt.DockWidgetArea) -> QtWidgets.QDockWidget:
-        dock = QtWidgets.QDockWidget(title, self)
-        dock.setObjectName(name)
-        dock.setWidget(widget)
-        self.addDockWidget(area, dock)
-        return dock
+        return add_dock(self, title, name, widget, area)
 
     def show_inspector(self) -> None:
         """View > Channel Inspector: (re)open its tab and show it."""

@@ -37,6 +37,7 @@ from app.designer.typecheck_panel import TypeCheckPanel
 from app.designer.warmup import KernelWarmup
 from app.designer.worker import RunController
 from app.designer.workspace import SAMPLE, Workspace
+from app.docks import add_dock
 from engine.events import CustomLayerChanged, Event, TemplateEvent
 from engine.plugins import default_registry
 from engine.registry import Registry
@@ -135,11 +136,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     # ---- construction ----------------------------------------------------------------------------
     def _dock(self, title: str, name: str, widget: QtWidgets.QWidget, area: QtCore.Qt.DockWidgetArea) -> QtWidgets.QDockWidget:
-        dock = QtWidgets.QDockWidget(title, self)
-        dock.setObjectName(name)
-        dock.setWidget(widget)
-        self.addDockWidget(area, dock)
-        return dock
+        return add_dock(self, title, name, widget, area)
 
     def _build_actions(self) -> None:
         K, P = QtGui.QKeySequence.StandardKey, QtWidgets.QStyle.StandardPixmap

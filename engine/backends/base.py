@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import time
 from collections.abc import Callable
@@ -20,6 +21,21 @@ def derived(cache: dict[str, Any] | None, key: str, w: Any, make: Callable[[], A
     if cache is not None:
         cache[key] = (w, value)
     return value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConvOperands:
+    """What every backend's ``conv2d`` candidates see of a call first: logical NCHW views of the input, the weights,
+    the bias (or None) and the output, and the stride, padding and dilation (each a pair). Each backend's record of
+    a call adds what its candidates need besides."""
+
+    x: Any
+    w: Any
+    b: Any | None
+    out: Any
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
 
 
 class Timer:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import InputError
+from engine.errors import InputError, check_at_least
 from engine.io import IMAGE_EXTS, VIDEO_EXTS, kind_of
 
 INPUT_EXTS = (*IMAGE_EXTS, *VIDEO_EXTS, ".npy")
@@ -188,10 +188,8 @@ def plan_chunks(units: Iterable[Unit], batch_size: int, every: int = 1,
     ``batch_size``, so inputs of one size fill whole batches however their names interleave.
     ``frame_count`` gives each video's frame count from its header (unknown or 0: one chunk that reads the
     whole video)."""
-    if batch_size < 1:
-        raise InputError(f"the batch size must be at least 1, got {batch_size}")
-    if every < 1:
-        raise InputError(f"--every must be at least 1, got {every}")
+    check_at_least("the batch size", batch_size, 1)
+    check_at_least("--every", every, 1)
     counts, keys = frame_count or {}, sizes or {}
     units = list(units)
     stills = sorted((u for u in units if u.kind in ("image", "npy")), key=lambda u: (repr(keys.get(u.rel, ())), u.rel))

@@ -18,7 +18,7 @@ from engine.batch.dataset import Chunk, Unit, discover, plan_chunks, size_key
 from engine.batch.manifest import STATE_DIR, SUMMARY_NAME, Manifest, remove_partials, write_json_atomic
 from engine.batch.runner import NetworkIO, NetworkSpec, network_io, with_model_weights
 from engine.batch.stages import SAVE_AS, Layout, Plan, Work, assemble_video
-from engine.errors import InputError, LayerLabError
+from engine.errors import InputError, LayerLabError, check_at_least
 from engine.io import PNG_LEVEL, VideoReader, check_png_level
 
 
@@ -88,12 +88,9 @@ class BatchJob:
     def __init__(self, spec: NetworkSpec, options: BatchOptions) -> None:
         if options.save_as not in SAVE_AS:
             raise InputError(f"--save-as {options.save_as!r}: expected one of {', '.join(SAVE_AS)}")
-        if options.batch_size < 1:
-            raise InputError(f"--batch-size must be at least 1, got {options.batch_size}")
-        if options.every < 1:
-            raise InputError(f"--every must be at least 1, got {options.every}")
-        if options.workers < 1:
-            raise InputError(f"--workers must be at least 1, got {options.workers}")
+        check_at_least("--batch-size", options.batch_size, 1)
+        check_at_least("--every", options.every, 1)
+        check_at_least("--workers", options.workers, 1)
         try:
             check_png_level(options.png_compression)
         except InputError as exc:

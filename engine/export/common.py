@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keyword
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +53,14 @@ class LayerWriter:
         """The size of the current layer's output."""
         assert self.layer is not None
         return self.net.dims(self.layer.name)
+
+    def each_layer(self, exported: dict[str, str]) -> Iterator[tuple[str, Layer, list[str | None]]]:
+        """Each layer of the network in execution order, made the current one, with what its inputs were exported
+        as: ``exported`` maps a layer to the name of its output in the export, which the exporter fills as it goes
+        (None: an unconnected input)."""
+        for name in self.net.order:
+            self.layer = self.net.layer(name)
+            yield name, self.layer, [exported[s] if s is not None else None for s in self.net.nodes[name].inputs]
 
 
 @dataclass(frozen=True)

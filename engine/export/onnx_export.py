@@ -381,10 +381,7 @@ def build_onnx(net: Network, options: OnnxOptions = OnnxOptions(),
     g = OnnxGraph(net, options)
     tensor: dict[str, str] = {}
     missing: list[Unsupported] = []
-    for name in net.order:
-        layer = net.layer(name)
-        g.layer = layer
-        ins = [tensor[s] if s is not None else None for s in net.nodes[name].inputs]
+    for name, layer, ins in g.each_layer(tensor):
         try:
             out = layer.to_onnx(g, ins)
         except NotImplementedError as exc:

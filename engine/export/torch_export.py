@@ -318,10 +318,7 @@ def build_torch(net: Network, class_name: str, module_name: str, weights_file: s
     t = TorchModuleWriter(net, class_name, options)
     var: dict[str, str] = {}
     missing: list[Unsupported] = []
-    for name in net.order:
-        layer = net.layer(name)
-        t.layer = layer
-        ins = [var[s] if s is not None else None for s in net.nodes[name].inputs]
+    for name, layer, ins in t.each_layer(var):
         mark = len(t.init_lines)
         try:
             expr = layer.to_torch(t, ins)

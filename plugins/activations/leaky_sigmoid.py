@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.descriptors import ActivationDesc, CoefDesc
-from engine.layer import Activation
+from engine.descriptors import ActivationDesc
 
+from ._leaky import LEAK, LeakyActivation
 from .sigmoid import sigmoid
 
 
@@ -14,10 +14,12 @@ def leaky_sigmoid(xp: Any, x: Any, alpha: float) -> Any:
     return sigmoid(xp, x) + x * x.dtype.type(alpha)
 
 
-class LeakySigmoid(Activation):
+class LeakySigmoid(LeakyActivation):
+    onnx_op = "Sigmoid"
+    torch_fn = "torch.sigmoid"
     desc = ActivationDesc(
         "leaky_sigmoid", "Leaky sigmoid", "Sigmoid plus a linear leak: sigmoid(x) + alpha*x.",
-        coefficients=(CoefDesc("alpha", 0.01, "slope of the linear leak", min=0.0, max=1.0),),
+        coefficients=(LEAK,),
         documentation=(
             "<p><code>y = sigmoid(x) + alpha*x</code>, where <code>sigmoid(x) = 1 / (1 + exp(-x))</code>.</p>"
             "<p>The leak keeps a gradient of at least <b>alpha</b> where the sigmoid saturates; "
@@ -30,18 +32,6 @@ class LeakySigmoid(Activation):
     @staticmethod
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return leaky_sigmoid(xp, x, coefs["alpha"])
-
-    onnx_support = "yes"
-    torch_support = "yes"
-
-    @classmethod
-    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
-        leak = g.node("Mul", [x, g.value("act_alpha", coefs["alpha"])], "act_leak")
-        return g.node("Add", [g.node("Sigmoid", [x], "act_sigmoid"), leak], "act")
-
-    @classmethod
-    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
-        return f"(torch.sigmoid({x}) + {float(coefs['alpha'])!r} * {x})"
 
 
 ACTIVATION = LeakySigmoid

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.descriptors import ActivationDesc, CoefDesc
-from engine.layer import Activation
+from engine.descriptors import ActivationDesc
+
+from ._leaky import LEAK, LeakyActivation
 
 
 def leaky_tanh(xp: Any, x: Any, alpha: float) -> Any:
@@ -12,10 +13,12 @@ def leaky_tanh(xp: Any, x: Any, alpha: float) -> Any:
     return xp.tanh(x) + x * x.dtype.type(alpha)
 
 
-class LeakyTanh(Activation):
+class LeakyTanh(LeakyActivation):
+    onnx_op = "Tanh"
+    torch_fn = "torch.tanh"
     desc = ActivationDesc(
         "leaky_tanh", "Leaky tanh", "Tanh plus a linear leak: tanh(x) + alpha*x.",
-        coefficients=(CoefDesc("alpha", 0.01, "slope of the linear leak", min=0.0, max=1.0),),
+        coefficients=(LEAK,),
         documentation=(
             "<p><code>y = tanh(x) + alpha*x</code>.</p>"
             "<p>The leak keeps a gradient of at least <b>alpha</b> where tanh saturates; "
@@ -28,18 +31,6 @@ class LeakyTanh(Activation):
     @staticmethod
     def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
         return leaky_tanh(xp, x, coefs["alpha"])
-
-    onnx_support = "yes"
-    torch_support = "yes"
-
-    @classmethod
-    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
-        leak = g.node("Mul", [x, g.value("act_alpha", coefs["alpha"])], "act_leak")
-        return g.node("Add", [g.node("Tanh", [x], "act_tanh"), leak], "act")
-
-    @classmethod
-    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
-        return f"(torch.tanh({x}) + {float(coefs['alpha'])!r} * {x})"
 
 
 ACTIVATION = LeakyTanh

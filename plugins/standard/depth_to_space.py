@@ -4,12 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine.categories import Category
-from engine.descriptors import InputDesc, LayerDesc, ParamDesc
-from engine.layer import Layer
+from engine.descriptors import InputDesc, LayerDesc
 from engine.tensor import Dims
-from plugins.standard._common_vendor import SHUFFLE_MODES, shuffle_mode
-
-MODES = SHUFFLE_MODES
+from plugins.standard._common_vendor import SHUFFLE_PARAMS, SHUFFLE_PARAMS_DOC, ShuffleLayer
 
 
 def depth_to_space(x: Any, block: int, mode: str) -> Any:
@@ -47,25 +44,17 @@ DESC = LayerDesc(
         "<ul><li><code>DCR</code> (depth-column-row, the ONNX default): <code>k = (i*b + j)*C/b² + c</code>.</li>"
         "<li><code>CRD</code> (column-row-depth, like PyTorch PixelShuffle): <code>k = c*b² + i*b + j</code>.</li></ul>"
         "<ul><li><b>input</b> (primary): N x C x H x W, C a multiple of b².</li>"
-        "<li><b>block_size</b>: b, default 2, 1..64.</li>"
-        "<li><b>mode</b>: DCR or CRD, default DCR.</li></ul>"
+        + SHUFFLE_PARAMS_DOC +
         "<p>space_to_depth with the same block size and mode is its inverse.</p>"
     ),
     inputs=(InputDesc("input", doc="N x C x H x W tensor, C a multiple of block_size²"),),
-    params=(
-        ParamDesc("block_size", "uint", 2, "block size b", min=1, max=64, main=True, legacy_names=("blocksize",)),
-        ParamDesc("mode", "enum", "DCR", "channel ordering (the vendor's dominant: pixel = DCR, channel = CRD)",
-                  enum_values=MODES, legacy_names=("dominant",)),
-    ),
+    params=SHUFFLE_PARAMS,
     legacy_names=("pixel_shuffle",),
 )
 
 
-class DepthToSpace(Layer):
+class DepthToSpace(ShuffleLayer):
     desc = DESC
-
-    def validate(self) -> None:
-        shuffle_mode(self.p)  # a vendor model's pixel / channel
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = self.primary(inputs)

@@ -4,12 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine.categories import Category
-from engine.descriptors import InputDesc, LayerDesc, ParamDesc
-from engine.layer import Layer
+from engine.descriptors import InputDesc, LayerDesc
 from engine.tensor import Dims
-from plugins.standard._common_vendor import SHUFFLE_MODES, shuffle_mode
-
-MODES = SHUFFLE_MODES
+from plugins.standard._common_vendor import SHUFFLE_PARAMS, SHUFFLE_PARAMS_DOC, ShuffleLayer
 
 
 def space_to_depth(x: Any, block: int, mode: str) -> Any:
@@ -44,25 +41,17 @@ DESC = LayerDesc(
         "<ul><li><code>DCR</code> (depth-column-row, as ONNX SpaceToDepth): <code>k = (i*b + j)*C + c</code>.</li>"
         "<li><code>CRD</code> (column-row-depth, like PyTorch PixelUnshuffle): <code>k = c*b² + i*b + j</code>.</li></ul>"
         "<ul><li><b>input</b> (primary): N x C x H x W, H and W multiples of b.</li>"
-        "<li><b>block_size</b>: b, default 2, 1..64.</li>"
-        "<li><b>mode</b>: DCR or CRD, default DCR.</li></ul>"
+        + SHUFFLE_PARAMS_DOC +
         "<p>depth_to_space with the same block size and mode is its inverse.</p>"
     ),
     inputs=(InputDesc("input", doc="N x C x H x W tensor, H and W multiples of block_size"),),
-    params=(
-        ParamDesc("block_size", "uint", 2, "block size b", min=1, max=64, main=True, legacy_names=("blocksize",)),
-        ParamDesc("mode", "enum", "DCR", "channel ordering (the vendor's dominant: pixel = DCR, channel = CRD)",
-                  enum_values=MODES, legacy_names=("dominant",)),
-    ),
+    params=SHUFFLE_PARAMS,
     legacy_names=("pixel_unshuffle",),
 )
 
 
-class SpaceToDepth(Layer):
+class SpaceToDepth(ShuffleLayer):
     desc = DESC
-
-    def validate(self) -> None:
-        shuffle_mode(self.p)  # a vendor model's pixel / channel
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = self.primary(inputs)

@@ -50,3 +50,13 @@ def ctl(qtbot, registry):
     assert c.proxy.shutdown()
     for w in (c.inputs, c.output, c.params, c.overview_panel, c.inspector, c.debug, c.precision):
         w.deleteLater()
+
+
+@pytest.fixture
+def st(qtbot):
+    """An analysis session's proxy (its worker thread started on first use), shut down afterwards."""
+    from app.analysis.proxy import SessionProxy
+
+    s = SessionProxy()
+    yield s
+    assert s.shutdown()

@@ -6,10 +6,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import pytest
 
 from app.analysis.inspector import ChannelInspector
-from app.analysis.proxy import SessionProxy
 from engine.analysis import channel_grid
 from engine.frames import View, prepare_view
 from engine.io import VideoWriter
@@ -17,13 +15,6 @@ from engine.network import Network
 from tests.app.analysis_helpers import compare_model, start, write_video
 
 WAIT = 15_000
-
-
-@pytest.fixture
-def st(qtbot):
-    s = SessionProxy()
-    yield s
-    assert s.shutdown()
 
 
 def test_frames_arriving_while_the_network_is_busy_are_dropped(qtbot, st, registry, tmp_path):

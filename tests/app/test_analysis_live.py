@@ -5,20 +5,11 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-import pytest
 
-from app.analysis.proxy import SessionProxy
 from engine.model import Model
 from tests.app.analysis_helpers import compare_model, start, write_video
 
 WAIT = 10_000
-
-
-@pytest.fixture
-def st(qtbot):
-    s = SessionProxy()
-    yield s
-    assert s.shutdown()
 
 
 def started(qtbot, st, registry, model=None, **config):

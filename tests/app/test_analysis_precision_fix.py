@@ -6,19 +6,14 @@ from PySide6 import QtCore
 
 from engine.model import Model
 from engine.run import RunSpec
+from tests.harness import drift_model
 
 WAIT = 60000
 
 
 def planted() -> Model:
     """'amp' multiplies c2 by 1e6: beyond the fp16 range."""
-    m = Model("planted")
-    m.add_layer("input", "inp", params={"dimensions": "1x2x8x8"})
-    m.add_layer("convolution", "c1", params={"num_output_channels": "4"}, inputs=["inp"])
-    m.add_layer("convolution", "c2", params={"num_output_channels": "4"}, inputs=["c1"])
-    m.add_layer("linear_blend", "amp", params={"weight_a": "1e6"}, inputs=["c2"])
-    m.add_layer("output", "out", inputs=["amp"])
-    return m
+    return drift_model("1x2x8x8", "1e6", name="planted")
 
 
 def test_pin_diverging_layers_then_compare_again_and_apply(qtbot, ctl, registry):

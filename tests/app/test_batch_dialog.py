@@ -39,6 +39,16 @@ def rows(dlg) -> list[tuple[str, str, str]]:
     return [tuple(dlg.table.item(r, c).text() for c in range(3)) for r in range(dlg.table.rowCount())]
 
 
+def start_long_run(qtbot, dlg, tmp_path, rows_done: int):
+    """Start ``dlg`` on 60 images one per batch into tmp_path/out; return it once ``rows_done`` rows are listed."""
+    dlg.inputs.setText(str(make_dataset(tmp_path, images=60, video_frames=0, corrupt=0, npy=0)))
+    dlg.output.setText(str(tmp_path / "out"))
+    dlg.batch_size.setValue(1)
+    click(qtbot, dlg.run_button)
+    qtbot.waitUntil(lambda: dlg.table.rowCount() >= rows_done, timeout=120_000)
+    return dlg
+
+
 def test_runs_the_model_with_its_settings_and_lists_results_and_failures(qtbot, dialog, tmp_path):
     data = make_dataset(tmp_path, images=8, video_frames=3, corrupt=1, npy=1)
     dlg = dialog()
@@ -61,13 +71,7 @@ def test_runs_the_model_with_its_settings_and_lists_results_and_failures(qtbot, 
 
 
 def test_cancel_stops_the_run_and_it_resumes_later(qtbot, dialog, tmp_path):
-    data = make_dataset(tmp_path, images=60, video_frames=0, corrupt=0, npy=0)
-    dlg = dialog()
-    dlg.inputs.setText(str(data))
-    dlg.output.setText(str(tmp_path / "out"))
-    dlg.batch_size.setValue(1)
-    click(qtbot, dlg.run_button)
-    qtbot.waitUntil(lambda: dlg.table.rowCount() >= 3, timeout=120_000)
+    dlg = start_long_run(qtbot, dialog(), tmp_path, rows_done=3)
     click(qtbot, dlg.cancel_button)
     wait_done(qtbot, dlg)
     assert dlg.summary["cancelled"] and dlg.summary["items"]["finished"] < 60
@@ -104,13 +108,7 @@ def test_tools_menu_opens_the_dialog_on_the_current_model(make_window, qtbot):
 
 
 def test_closing_while_running_cancels_then_closes(qtbot, dialog, tmp_path):
-    data = make_dataset(tmp_path, images=60, video_frames=0, corrupt=0, npy=0)
-    dlg = dialog()
-    dlg.inputs.setText(str(data))
-    dlg.output.setText(str(tmp_path / "out"))
-    dlg.batch_size.setValue(1)
-    click(qtbot, dlg.run_button)
-    qtbot.waitUntil(lambda: dlg.table.rowCount() >= 2, timeout=120_000)
+    dlg = start_long_run(qtbot, dialog(), tmp_path, rows_done=2)
     dlg.reject()
     assert dlg.isVisible()  # still winding down: the chunks in flight are finished and recorded
     qtbot.waitUntil(lambda: not dlg.isVisible(), timeout=120_000)

@@ -1,7 +1,6 @@
 """The `layerlab` command line end to end."""
 from __future__ import annotations
 
-import io
 import shutil
 import subprocess
 import sys
@@ -13,15 +12,10 @@ import pytest
 from app.cli import main
 from engine.io import read_image
 from resources import SAMPLES
+from tests.cli_helpers import run_cli as run
 
 MODEL = str(SAMPLES / "denoiser.lnet")
 IMAGE = str(SAMPLES / "sample.png")
-
-
-def run(args, capsys):
-    out = io.StringIO()
-    code = main(args, out=out)
-    return code, out.getvalue(), capsys.readouterr().err
 
 
 def test_infer_sample_with_image_writes_png_and_npy(tmp_path, capsys):

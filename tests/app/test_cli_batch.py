@@ -15,21 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.cli import main
 from engine.batch.manifest import MANIFEST_NAME, sha256_of
 from engine.io import read_image
 from resources import SAMPLES
+from tests.cli_helpers import run_cli as run
 from tests.engine.batch.dataset import make_dataset
 from tests.engine.batch.test_batch import outputs_of
 
 MODEL = str(SAMPLES / "denoiser.lnet")
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(args, capsys):
-    out = io.StringIO()
-    code = main(args, out=out)
-    return code, out.getvalue(), capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")

@@ -2,28 +2,21 @@
 the custom layers, nothing written, the code not run); reading the model (check, export) never runs it."""
 from __future__ import annotations
 
-import io
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from app.cli import main
 from engine import modelfile
 from plugins.standard.space_to_depth import space_to_depth
+from tests.cli_helpers import run_cli as run
 from tests.engine.custom_cases import (
     net_with,
     no_consent,  # noqa: F401 - autouse fixture: no consent before/after each test
     s2d,
     softsign,
 )
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    out = io.StringIO()
-    code = main(args, out=out)
-    return code, out.getvalue(), capsys.readouterr().err
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import pytest
 
 from app.cli import CliError, build_parser
 from app.cli.drift import run as cmd_drift
-from engine.model import Model
 from engine.modelfile import save
 from resources import SAMPLES
+from tests.harness import drift_model
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -27,14 +27,8 @@ def drift(argv: list[str]) -> tuple[int, str]:
 @pytest.fixture
 def planted(tmp_path):
     """c2's output is multiplied by 1e5 in 'amp': beyond the fp16 range."""
-    m = Model("planted")
-    m.add_layer("input", "inp", params={"dimensions": "1x2x6x6"})
-    m.add_layer("convolution", "c1", params={"num_output_channels": "4"}, inputs=["inp"])
-    m.add_layer("convolution", "c2", params={"num_output_channels": "4"}, inputs=["c1"])
-    m.add_layer("linear_blend", "amp", params={"weight_a": "1e5"}, inputs=["c2"])
-    m.add_layer("output", "out", inputs=["amp"])
     path = tmp_path / "planted.lnet"
-    save(m, path)
+    save(drift_model(name="planted"), path)
     x = np.random.default_rng(1).uniform(8, 16, (1, 2, 6, 6)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     return str(path), str(tmp_path / "x.npy")

@@ -1,27 +1,20 @@
 """`layerlab export ...` end to end (through app.cli.main), and the export request the dialog shares."""
 from __future__ import annotations
 
-import io
 import shlex
 
 import numpy as np
 import pytest
 
-from app.cli import main
 from app.services.export import ExportRequest
 from engine.modelfile import load
 from engine.network import Network
 from engine.plugins import default_registry
 from engine.weights import WeightsFolder
 from resources import SAMPLES
+from tests.cli_helpers import run_cli as run
 
 MODEL = str(SAMPLES / "denoiser.lnet")
-
-
-def run(args, capsys):
-    out = io.StringIO()
-    code = main(args, out=out)
-    return code, out.getvalue(), capsys.readouterr().err
 
 
 def test_export_onnx_with_options(tmp_path, capsys):

@@ -10,6 +10,7 @@ from app.designer.collections_dialog import FOLDERS_KEY, UNLOADED_KEY, ManageCol
 from engine.model import Model
 from engine.modelfile import save
 from engine.plugins import load_plugins
+from tests.harness import plugin_folder
 from tests.sample_plugin import sample_installed  # noqa: F401 (fixture)
 
 
@@ -97,13 +98,7 @@ def test_unload_and_load_the_sample_collection_with_the_mouse(own_window, qtbot,
 
 
 def test_add_plugin_folder_lists_its_collections_and_failures(own_window, qtbot, tmp_path, monkeypatch):
-    folder = tmp_path / "more_plugins"
-    folder.mkdir()
-    (folder / "tiny.py").write_text(
-        "from engine.registry import PluginMeta\n"
-        "PLUGIN = PluginMeta('tiny', '1.2', 'someone', 'a folder collection')\n"
-        "def register(r):\n    pass\n")
-    (folder / "broken.py").write_text("import no_such_module_here\n")
+    folder = plugin_folder(tmp_path / "more_plugins", "tiny", "import no_such_module_here\n")
     window = own_window(load_plugins())
     dlg = window.collections.show_dialog()
     assert not dlg.failures.isVisible()

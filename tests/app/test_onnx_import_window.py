@@ -203,21 +203,24 @@ def test_save_as_writes_the_model_and_its_weights(window, qtbot, tmp_path, regis
     assert other.with_suffix(".safetensors").is_file() and doc.model.settings["weights"] == "other.safetensors"
 
 
-def _fp32_numpy_settings(doc, x_path: Path) -> None:
-    doc.model.settings.update({"backend": "numpy", "format": "fp32 nchw", "iterations": "1", "warmup": "0",
-                               "input.x": str(x_path)})
+def _open_imported(window, qtbot, tmp_path: Path, seed: int) -> tuple[Path, np.ndarray]:
+    """Import a tiny ONNX model in the window, set to run once in fp32 on the CPU on a random input (returned with
+    the ONNX file's path)."""
+    path = tiny_model(tmp_path / "tiny.onnx")
+    x = np.random.default_rng(seed).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    window.files.open_path(path)
+    finish(window, qtbot)
+    window.current.model.settings.update({"backend": "numpy", "format": "fp32 nchw", "iterations": "1",
+                                          "warmup": "0", "input.x": str(tmp_path / "x.npy")})
+    return path, x
 
 
 def test_a_designer_run_of_the_imported_model_matches_onnxruntime(window, qtbot, tmp_path):
     from engine.tensor import TensorFormat
 
-    path = tiny_model(tmp_path / "tiny.onnx")
-    x = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    window.files.open_path(path)
-    finish(window, qtbot)
+    path, x = _open_imported(window, qtbot, tmp_path, 1)
     doc = window.current
-    _fp32_numpy_settings(doc, tmp_path / "x.npy")
     with qtbot.waitSignal(window.runner.worker.run_finished, timeout=60_000):
         assert window.runs.launch_inference(doc) is not None
     got = window.runner.worker.net.output("y", TensorFormat.parse("fp32 nchw"))
@@ -228,12 +231,7 @@ def test_a_designer_run_of_the_imported_model_matches_onnxruntime(window, qtbot,
 def test_an_imported_model_opens_in_analysis_mode(window, qtbot, tmp_path):
     from engine.tensor import TensorFormat
 
-    path = tiny_model(tmp_path / "tiny.onnx")
-    x = np.random.default_rng(2).standard_normal((1, 3, 8, 8)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    window.files.open_path(path)
-    finish(window, qtbot)
-    _fp32_numpy_settings(window.current, tmp_path / "x.npy")
+    path, x = _open_imported(window, qtbot, tmp_path, 2)
     mode = window.analysis
     with qtbot.waitSignal(mode.proxy.ran, timeout=60_000):
         mode.act_launch.trigger()

@@ -11,7 +11,6 @@ are bit-identical to the unfused one's. Not collected by the test run.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import numpy as np
@@ -23,6 +22,7 @@ from engine.tensor import TensorFormat
 from engine.weights import RandomWeights
 from tests.bench.bench_precision import CPU_SIZES, GPU_SIZES
 from tests.bench.networks import NETWORKS
+from tests.bench.store import write_json
 
 #: pin sets: every layer of these types to fp32
 PIN_SETS = {"bn+add": ("batch_normalization", "element_wise"), "bn": ("batch_normalization",),
@@ -73,9 +73,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['ms_fused']:>9.3f} {r['ms_unfused']:>10.3f} {r['peak_mb_fused']:>9.2f} {r['peak_mb_unfused']:>10.2f} "
               f"{r['identical']}")
         print(f"{'':<9} CUDA graphs: fused {r['graph_fused']}, unfused {r['graph_unfused']}")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(rows, fh, indent=2, default=str)
+    write_json(args.json, rows)
     return 0
 
 

@@ -26,7 +26,7 @@ from engine.backends import get_backend  # noqa: E402
 from engine.network import Network  # noqa: E402
 from engine.plugins import default_registry  # noqa: E402
 from engine.tensor import Dims, TensorFormat  # noqa: E402
-from tests.bench.bench_networks import GPU_SIZES, interleaved_ms, median_ms, rel_err, torch_compile_ms, torch_graph_ms  # noqa: E402
+from tests.bench.bench_networks import GPU_SIZES, first_run, interleaved_ms, median_ms, rel_err, torch_compile_ms, torch_graph_ms  # noqa: E402
 from tests.bench.networks import NETWORKS, torch_twin  # noqa: E402
 
 
@@ -53,13 +53,7 @@ def bench_path(name: str, dims: Dims, fmt_text: str, tf32: bool, repeat: int,
     pool.free_all_blocks()
     pool_base = pool.total_bytes()
     net = Network(model, reg, backend, fmt, fusing="on", tf32=tf32)
-    net.set_input("input", x)
-    net.run()
-    ours = net.output("output")
-
-    def engine() -> None:
-        net.mark_affected("input")
-        net.run()
+    ours, engine = first_run(net, x)
 
     def host_to_host() -> None:
         net.set_input("input", x)

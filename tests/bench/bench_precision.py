@@ -9,7 +9,6 @@ Not collected by the test run.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -22,6 +21,7 @@ from engine.run import RunSpec
 from engine.tensor import Dims, TensorFormat
 from engine.weights import RandomWeights
 from tests.bench.networks import NETWORKS
+from tests.bench.store import write_json
 
 CPU_SIZES = {"unet": Dims(1, 3, 128, 128), "resnet18": Dims(1, 3, 112, 112)}
 GPU_SIZES = {"unet": Dims(1, 3, 512, 512), "resnet18": Dims(1, 3, 224, 224)}
@@ -66,9 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['network']:<9} {len(r['pins']):>4} {r['error_all_fp16']:>10.3e} {r['error_mixed']:>10.3e} "
               f"{r['ms_mixed']:>9.3f} {r['ms_all_fp16']:>9.3f} {r['ms_all_fp32']:>9.3f}  {', '.join(r['pins']) or '-'}")
         print(f"{'':<9} CUDA graphs: {r['graphs']}")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(rows, fh, indent=2, default=str)
+    write_json(args.json, rows)
     return 0
 
 

@@ -21,6 +21,12 @@ RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parents[2]
 
 
+
+def write_json(path: str | None, result: Any) -> None:
+    """Write a benchmark's result to ``path``, its ``--json`` output (what this module keeps); nothing when None."""
+    if path:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=2, default=str)
 def machine_name(device: str) -> str:
     """A short file name for a device: ``NVIDIA H100 80GB HBM3`` -> ``h100``; otherwise the name made safe."""
     m = re.search(r"\b([A-Z]\d{2,4}[A-Z]?)\b", device)

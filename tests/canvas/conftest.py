@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -34,19 +36,24 @@ def small_model() -> Model:
     return m
 
 
-@pytest.fixture
-def canvas(qtbot, registry):
+@contextlib.contextmanager
+def shown_canvas(qtbot, registry, model: Model, size: tuple[int, int] = (1000, 500)) -> Iterator[ModelCanvas]:  # noqa: ANN001
+    """A canvas of ``model`` through its own bridge, shown at ``size``; disposed afterwards."""
     from canvas.bridge import ModelBridge
     from canvas.graph import ModelCanvas
 
-    model = small_model()
-    bridge = ModelBridge(model)
-    c = ModelCanvas(model, registry, bridge)
+    c = ModelCanvas(model, registry, ModelBridge(model))
     qtbot.addWidget(c.widget)
-    c.widget.resize(1000, 500)
+    c.widget.resize(*size)
     c.widget.show()
     yield c
     dispose(c)
+
+
+@pytest.fixture
+def canvas(qtbot, registry):
+    with shown_canvas(qtbot, registry, small_model()) as c:
+        yield c
 
 
 def mouse_drag(qtbot, widget, start, end) -> None:  # noqa: ANN001

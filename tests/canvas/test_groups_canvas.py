@@ -6,7 +6,7 @@ import pytest
 from PySide6 import QtCore
 
 from engine.model import Model
-from tests.canvas.conftest import dispose
+from tests.canvas.conftest import shown_canvas
 
 
 def grouped_model() -> Model:
@@ -26,16 +26,8 @@ def grouped_model() -> Model:
 
 @pytest.fixture
 def gcanvas(qtbot, registry):
-    from canvas.bridge import ModelBridge
-    from canvas.graph import ModelCanvas
-
-    model = grouped_model()
-    c = ModelCanvas(model, registry, ModelBridge(model))
-    qtbot.addWidget(c.widget)
-    c.widget.resize(1000, 500)
-    c.widget.show()
-    yield c
-    dispose(c)
+    with shown_canvas(qtbot, registry, grouped_model()) as c:
+        yield c
 
 
 def test_collapse_hides_members_and_the_box_counts_them(gcanvas) -> None:

@@ -12,28 +12,19 @@ from engine.model import Model
 from engine.templates.commands import group
 from engine.typecheck import CheckMemo, check
 from tests.bench.bench_canvas import chain_model
-from tests.canvas.conftest import dispose, model_view, mouse_drag
+from tests.canvas.conftest import model_view, mouse_drag, shown_canvas
 
 LAYERS = 362  # above graph.EAGER_LAYERS: nodes are made as they are needed (chain_model rounds to whole blocks)
-
-
-def shown(qtbot, registry, model: Model) -> ModelCanvas:
-    c = ModelCanvas(model, registry, ModelBridge(model))
-    qtbot.addWidget(c.widget)
-    c.widget.resize(1000, 600)
-    c.widget.show()
-    return c
 
 
 @pytest.fixture
 def big(qtbot, registry):
     model = chain_model(LAYERS)
     assert len(model.layers) == LAYERS
-    c = shown(qtbot, registry, model)
-    c.fit()
-    c.viewer().viewport().repaint()
-    yield c
-    dispose(c)
+    with shown_canvas(qtbot, registry, model, (1000, 600)) as c:
+        c.fit()
+        c.viewer().viewport().repaint()
+        yield c
 
 
 def view_rect(canvas: ModelCanvas) -> QtCore.QRectF:

@@ -29,6 +29,7 @@ from engine.errors import LayerLabError
 from engine.model import Model
 from engine.network import Network
 from engine.tensor import TensorFormat
+from tests.harness import drift_model
 
 
 def test_redgreen_values():
@@ -154,21 +155,9 @@ def test_variant_parsing():
         Variant.parse("numpy:fp8")
 
 
-def drift_model() -> Model:
-    """Values stay small until 'amp' multiplies them by 1e5: beyond fp16's range (65504)."""
-    m = Model("drift")
-    m.add_layer("input", "inp", params={"dimensions": "1x2x6x6"})
-    m.add_layer("convolution", "c1", params={"num_output_channels": "4"}, inputs=["inp"])
-    m.add_layer("convolution", "c2", params={"num_output_channels": "4"}, inputs=["c1"])
-    m.add_layer("linear_blend", "amp", params={"weight_a": "1e5"}, inputs=["c2"])
-    m.add_layer("linear_blend", "back", params={"weight_a": "1e-5"}, inputs=["amp"])
-    m.add_layer("output", "out", inputs=["back"])
-    return m
-
-
 def test_precision_drift_finds_the_planted_layer(registry):
     x = np.random.default_rng(3).uniform(1.0, 2.0, (1, 2, 6, 6)).astype(np.float32) * 8
-    res = compare_precision(drift_model(), registry, {"inp": x}, "fp32", "fp16", threshold=1e-2)
+    res = compare_precision(drift_model(restore=True), registry, {"inp": x}, "fp32", "fp16", threshold=1e-2)
     d = res.by_name()
     assert [l.name for l in res.layers] == ["inp", "c1", "c2", "amp", "back", "out"]
     assert d["c1"].rel_error < 5e-3 and d["c2"].rel_error < 5e-3  # ordinary fp16 rounding
@@ -177,7 +166,7 @@ def test_precision_drift_finds_the_planted_layer(registry):
     text = res.table()
     assert "first layer over the threshold: amp (linear_blend" in text
     # the same precision twice: no drift anywhere
-    same = compare_precision(drift_model(), registry, {"inp": x}, "fp32", "numpy:fp32 nhwc")
+    same = compare_precision(drift_model(restore=True), registry, {"inp": x}, "fp32", "numpy:fp32 nhwc")
     assert same.first_over is None and max(l.rel_error for l in same.layers) < 1e-6
     assert "no layer exceeds the threshold" in same.table()
 

@@ -11,6 +11,7 @@ from engine.debugger import Debugger, DebugStopped, PauseInfo
 from engine.errors import LayerLabError
 from engine.model import Model
 from engine.network import Network
+from tests.harness import conv_bn_model
 
 ORDER = ["inp", "c1", "c2", "c3", "c4", "out"]
 T = 10.0  # generous timeout: a failure must not hang the suite
@@ -175,12 +176,7 @@ def test_breakpoints_pause_every_inference_and_stepping_past_the_end_finishes(re
 
 
 def test_unknown_and_fused_layers_are_refused(registry):
-    m = Model("fused")
-    m.add_layer("input", "inp", params={"dimensions": "1x2x6x6"})
-    m.add_layer("convolution", "conv", params={"num_output_channels": "2"}, inputs=["inp"])
-    m.add_layer("batch_normalization", "bn", inputs=["conv"])
-    m.add_layer("output", "out", inputs=["bn"])
-    net = Network(m, registry, fusing="on")
+    net = Network(conv_bn_model("1x2x6x6", 2), registry, fusing="on")
     dbg = Debugger()
     dbg.attach(net)
     with pytest.raises(LayerLabError, match="no layer 'nope'"):

@@ -16,7 +16,7 @@ from engine.modelfile import loads
 from engine.network import Network
 from engine.preprocess import preprocess
 from engine.tensor import FORMATS, FP32_NCHW, Dims, Layout, Precision, TensorFormat, convert
-from tests.harness import BACKENDS, FORMAT_IDS, backend_param, each_backend_and_format
+from tests.harness import BACKENDS, FORMAT_IDS, assert_replays_match, backend_param, each_backend_and_format
 
 FP16_NHWC = TensorFormat(Precision.FP16, Layout.NHWC)
 
@@ -296,14 +296,7 @@ def test_cuda_graph_captures_with_pins_and_replays_the_conversions(registry, fmt
     net = Network(chain(pins), registry, backend_param("cupy"), f)
     ref = Network(chain(pins), registry, backend_param("numpy"), f)
     assert len(net.conversions) == 2
-    rng = np.random.default_rng(9)
-    for i in range(4):  # eager, capture, replay, replay
-        x = rng.random((1, 3, 9, 7), dtype=np.float32)
-        net.set_input("inp", x)
-        ref.set_input("inp", x)
-        assert net.run() == net.order
-        ref.run()
-        np.testing.assert_allclose(net.output("out"), ref.output("out"), rtol=2e-2, atol=2e-2, err_msg=f"run {i}")
+    assert_replays_match(net, ref, (1, 3, 9, 7))
     assert net.graph_status == f"captured ({len(net.order)} layers)", net.graph_status
 
 

@@ -380,22 +380,36 @@ def test_64_channel_wgmma_convolution_matches_reference(n, h, w, act, bias):
         lambda x, wt, b, out: wgmma.conv3x3_c64(x, wgmma.conv64_weights(wt), b, out, act, 0.1))
 
 
+def _nan_stays_local(run, weights, applies, x_shape, nan_at, k, act, declined_act):
+    """Through ``run(x, weights(w), None, out, act, 0.0)`` on a zero NHWC input of ``x_shape`` with one NaN at
+    ``nan_at`` (n, y, x, c) and 0.01 weights to ``k`` channels, the NaN reaches exactly its 3 x 3 neighbourhood of
+    the output; ``applies`` accepts that convolution, not with the activation ``declined_act`` nor with stride 2.
+    Returns the input, the weights and the output (physical NHWC) for the kernel's own checks."""
+    import cupy
+
+    x = cupy.zeros(x_shape, cupy.float16)
+    x[nan_at] = cupy.nan
+    wt = cupy.full((k, x_shape[3], 3, 3), 0.01, cupy.float16)
+    out = cupy.zeros((*x_shape[:3], k), cupy.float16)
+    assert run(x, weights(wt), None, out, act, 0.0)
+    bad = cupy.isnan(out).any(axis=3).get()
+    _, y, xp, _ = nan_at
+    assert bad[0, y - 1:y + 2, xp - 1:xp + 2].all() and bad.sum() == 9
+    xl, ol = x.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2)
+    assert applies(xl, wt, ol, (1, 1), (1, 1), (1, 1), 1, None)
+    assert not applies(xl, wt, ol, (1, 1), (1, 1), (1, 1), 1, declined_act)
+    assert not applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
+    return x, wt, out
+
+
 def test_64_channel_wgmma_convolution_passes_nan_and_declines_other_shapes():
     import cupy
 
     wgmma = _hopper_or_skip()
-    x = cupy.zeros((1, 20, 20, 64), cupy.float16)
-    x[0, 7, 9, 5] = cupy.nan
-    wt = cupy.full((64, 64, 3, 3), 0.01, cupy.float16)
-    out = cupy.zeros_like(x)
-    assert wgmma.conv3x3_c64(x, wgmma.conv64_weights(wt), None, out, "relu", 0.0)
-    bad = cupy.isnan(out).any(axis=3).get()
-    assert bad[0, 6:9, 8:11].all() and bad.sum() == 9  # the NaN reaches exactly its 3 x 3 neighbourhood
+    x, wt, out = _nan_stays_local(wgmma.conv3x3_c64, wgmma.conv64_weights, wgmma.conv64_applies, (1, 20, 20, 64),
+                                  (0, 7, 9, 5), 64, "relu", "selu")
     xl, ol = x.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2)
     one = ((1, 1), (1, 1), (1, 1))
-    assert wgmma.conv64_applies(xl, wt, ol, *one, 1, None)
-    assert not wgmma.conv64_applies(xl, wt, ol, *one, 1, "selu")
-    assert not wgmma.conv64_applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
     assert not wgmma.conv64_applies(xl, wt, ol, (1, 1), (0, 0), (1, 1), 1, None)
     assert not wgmma.conv64_applies(xl, cupy.zeros((32, 64, 3, 3), cupy.float16), ol[:, :32], *one, 1, None)
     assert not wgmma.conv64_applies(xl.astype(cupy.float32), wt.astype(cupy.float32), ol.astype(cupy.float32),
@@ -463,18 +477,10 @@ def test_few_channel_wgmma_convolution_keeps_nan_local_and_declines_other_shapes
     import cupy
 
     wgmma = _hopper_or_skip()
-    x = cupy.zeros((1, 20, 20, 3), cupy.float16)
-    x[0, 7, 9, 1] = cupy.nan
-    wt = cupy.full((64, 3, 3, 3), 0.01, cupy.float16)
-    out = cupy.zeros((1, 20, 20, 64), cupy.float16)
-    assert wgmma.conv3x3_patch64(x, wgmma.patch64_weights(wt), None, out, "relu", 0.0)
-    bad = cupy.isnan(out).any(axis=3).get()
-    assert bad[0, 6:9, 8:11].all() and bad.sum() == 9  # the NaN reaches exactly its 3 x 3 neighbourhood
+    x, wt, out = _nan_stays_local(wgmma.conv3x3_patch64, wgmma.patch64_weights, wgmma.patch64_applies,
+                                  (1, 20, 20, 3), (0, 7, 9, 1), 64, "relu", "selu")
     xl, ol = x.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2)
     one = ((1, 1), (1, 1), (1, 1))
-    assert wgmma.patch64_applies(xl, wt, ol, *one, 1, None)
-    assert not wgmma.patch64_applies(xl, wt, ol, *one, 1, "selu")
-    assert not wgmma.patch64_applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
     assert not wgmma.patch64_applies(xl, wt[:32], ol[:, :32], *one, 1, None)
     x4 = cupy.zeros((1, 4, 20, 20), cupy.float16)
     assert not wgmma.patch64_applies(x4, cupy.zeros((64, 4, 3, 3), cupy.float16), ol, *one, 1, None)
@@ -499,18 +505,11 @@ def test_output_layer_wgmma_convolution_keeps_nan_local_and_declines_other_shape
     import cupy
 
     wgmma = _hopper_or_skip()
-    x = cupy.zeros((1, 20, 70, 64), cupy.float16)
-    x[0, 7, 63, 5] = cupy.nan  # next to a strip boundary (64 pixels)
-    wt = cupy.full((3, 64, 3, 3), 0.01, cupy.float16)
-    out = cupy.zeros((1, 20, 70, 3), cupy.float16)
-    assert wgmma.conv3x3_out64(x, wgmma.out64_weights(wt), None, out, None, 0.0)
-    bad = cupy.isnan(out).any(axis=3).get()
-    assert bad[0, 6:9, 62:65].all() and bad.sum() == 9  # the NaN reaches exactly its 3 x 3 neighbourhood
+    # the NaN next to a strip boundary (64 pixels)
+    x, wt, out = _nan_stays_local(wgmma.conv3x3_out64, wgmma.out64_weights, wgmma.out64_applies, (1, 20, 70, 64),
+                                  (0, 7, 63, 5), 3, None, "selu")
     xl, ol = x.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2)
     one = ((1, 1), (1, 1), (1, 1))
-    assert wgmma.out64_applies(xl, wt, ol, *one, 1, None)
-    assert not wgmma.out64_applies(xl, wt, ol, *one, 1, "selu")
-    assert not wgmma.out64_applies(xl, wt, ol, (2, 2), (1, 1), (1, 1), 1, None)
     assert not wgmma.out64_applies(xl, wt, ol, (1, 1), (0, 0), (1, 1), 1, None)
     w9 = cupy.zeros((9, 64, 3, 3), cupy.float16)
     assert not wgmma.out64_applies(xl, w9, cupy.zeros((1, 9, 20, 70), cupy.float16), *one, 1, None)

@@ -12,6 +12,7 @@ from engine.preprocess import preprocess
 from engine.registry import PluginMeta
 from engine.tensor import FORMATS
 from engine.typecheck import check
+from tests.harness import conv_bn_model
 
 
 class Noisy(Layer):
@@ -58,11 +59,7 @@ def test_a_plugin_warning_during_the_build_reaches_the_type_check_on_its_layer()
 
 
 def test_building_and_fusing_log_at_info(registry):
-    m = Model("fused")
-    m.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
-    m.add_layer("convolution", "c", params={"num_output_channels": "4"}, inputs=["inp"])
-    m.add_layer("batch_normalization", "bn", inputs=["c"])
-    m.add_layer("output", "out", inputs=["bn"])
+    m = conv_bn_model("1x3x8x8", 4, conv="c")
     with collect(logging.INFO) as records:
         preprocess(m, registry)
     assert any(r.name == "layerlab.engine.preprocess" and "c + bn -> bn" in r.getMessage() for r in records)

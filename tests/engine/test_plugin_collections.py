@@ -12,6 +12,7 @@ from engine.network import Network
 from engine.plugin_collections import CollectionManager
 from engine.plugins import load_plugins
 from engine.typecheck import check, errors
+from tests.harness import plugin_folder
 from tests.sample_plugin import sample_installed  # noqa: F401 (fixture)
 
 
@@ -64,13 +65,7 @@ def test_unload_and_load_again():
 
 
 def test_add_folder_loads_its_collections_and_records_failures(tmp_path):
-    folder = tmp_path / "plugins"
-    folder.mkdir()
-    (folder / "good.py").write_text(
-        "from engine.registry import PluginMeta\n"
-        "PLUGIN = PluginMeta('good', '2.0', 'me', 'nothing but metadata')\n"
-        "def register(r):\n    pass\n")
-    (folder / "broken.py").write_text("raise RuntimeError('boom')\n")
+    folder = plugin_folder(tmp_path / "plugins", "good", "raise RuntimeError('boom')\n")
     reg = load_plugins()
     manager = CollectionManager(reg)
     assert manager.add_folder(folder) == ["good"]

@@ -59,6 +59,38 @@ def case(tmp_path):
     assert _repo_listing() == repo_before, "something was written into the repository"
 
 
+@pytest.fixture
+def shown_warnings(monkeypatch) -> list[str]:
+    """The texts of the warning boxes the designer shows in the test (none blocks); asked whether to save, the
+    designer is told to discard."""
+    from PySide6 import QtWidgets
+
+    texts: list[str] = []
+    monkeypatch.setattr(QtWidgets.QMessageBox, "warning",
+                        staticmethod(lambda _parent, _title, text, *a, **k: texts.append(text)))
+    monkeypatch.setattr(QtWidgets.QMessageBox, "question",
+                        staticmethod(lambda *a, **k: QtWidgets.QMessageBox.StandardButton.Discard))
+    return texts
+
+
+@pytest.fixture
+def designer(qtbot, tmp_path):
+    """Opens a designer window, the plugins loaded afresh, with the settings file ``settings_file`` (by default
+    settings.ini in tmp_path) and its autosave folder in tmp_path."""
+    from PySide6 import QtCore
+
+    from app.designer.main_window import MainWindow
+    from engine.plugins import load_plugins
+
+    def open_window(settings_file: str | None = None) -> MainWindow:
+        settings = QtCore.QSettings(settings_file or str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat)
+        window = MainWindow(registry=load_plugins(), settings=settings, autosave_dir=str(tmp_path / "autosave"))
+        qtbot.addWidget(window)
+        window.show()
+        return window
+    return open_window
+
+
 def conv(name: str, src: str, extra: str = "", channels: int = 4) -> str:
     """XML of a convolution layer."""
     return (f'<layer name="{name}" type="convolution"><param name="num_output_channels" value="{channels}"/>'

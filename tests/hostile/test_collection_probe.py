@@ -8,34 +8,20 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PySide6 import QtCore, QtWidgets  # noqa: E402
+from PySide6 import QtCore  # noqa: E402
 
 from tests.hostile.test_plugin_probe import BAD, HEADER, PROBE_TIMEOUT, plant  # noqa: E402
 
 
-def test_manage_collections_refuses_plugins_that_crash_exit_or_hang(qtbot, tmp_path, monkeypatch):
+def test_manage_collections_refuses_plugins_that_crash_exit_or_hang(tmp_path, monkeypatch, designer, shown_warnings):
     from app.designer.collections_dialog import ManageCollectionsDialog
-    from app.designer.main_window import MainWindow
     from engine import modelfile
-    from engine.plugins import load_plugins
 
-    warnings: list[str] = []
-    monkeypatch.setattr(QtWidgets.QMessageBox, "warning",
-                        staticmethod(lambda _parent, _title, text, *a, **k: warnings.append(text)))
-    monkeypatch.setattr(QtWidgets.QMessageBox, "question",
-                        staticmethod(lambda *a, **k: QtWidgets.QMessageBox.StandardButton.Discard))
+    warnings = shown_warnings
     monkeypatch.setattr("app.designer.collection_probe.PROBE_TIMEOUT_S", PROBE_TIMEOUT)
     folder = plant(tmp_path / "plugins")
     ini = str(tmp_path / "settings.ini")
-
-    def window_with(settings_file):
-        settings = QtCore.QSettings(settings_file, QtCore.QSettings.Format.IniFormat)
-        w = MainWindow(registry=load_plugins(), settings=settings, autosave_dir=str(tmp_path / "autosave"))
-        qtbot.addWidget(w)
-        w.show()
-        return w
-
-    window = window_with(ini)
+    window = designer(ini)
     doc = window.workspace.new_model()
     doc.model.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
     doc.model.add_layer("convolution", "conv", inputs=["inp"], params={"num_output_channels": "4"})
@@ -65,7 +51,7 @@ def test_manage_collections_refuses_plugins_that_crash_exit_or_hang(qtbot, tmp_p
 
     # the next start: the folder is remembered; nothing is tried again, the same plugins load or are refused
     window.collections.probe.probed = 0
-    again = window_with(ini)
+    again = designer(ini)
     assert again.collections.probe.probed == 0
     assert again.registry.find_layer("probe_copy") is not None
     refused = {f.source.rsplit("/", 1)[-1] for f in again.collections.manager.failures}
@@ -73,5 +59,5 @@ def test_manage_collections_refuses_plugins_that_crash_exit_or_hang(qtbot, tmp_p
 
     # an edited plugin is tried again
     (folder / "exits.py").write_text(HEADER.format(name="exits") + "# fixed\n")
-    third = window_with(ini)
+    third = designer(ini)
     assert third.collections.probe.probed == 1 and "exits" in third.registry.plugins

@@ -11,8 +11,6 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PySide6 import QtCore, QtWidgets  # noqa: E402
-
 from tests.hostile.test_gpu_errors import CUDARuntimeError, OutOfMemoryError  # noqa: E402
 
 SIZES = r"layer conv \((1x4x8x8|1x8x8x4)\)"  # the output's sizes (NCHW or NHWC, as the run chose)
@@ -27,22 +25,13 @@ MODEL = '''<?xml version="1.0" encoding="utf-8"?>
 '''
 
 
-def test_gpu_errors_in_a_designer_run(qtbot, tmp_path, monkeypatch):
-    from app.designer.main_window import MainWindow
+def test_gpu_errors_in_a_designer_run(qtbot, tmp_path, monkeypatch, designer, shown_warnings):
     from engine import modelfile
-    from engine.plugins import load_plugins
 
-    boxes: list[str] = []
-    monkeypatch.setattr(QtWidgets.QMessageBox, "warning",
-                        staticmethod(lambda _parent, _title, text, *a, **k: boxes.append(text)))
-    monkeypatch.setattr(QtWidgets.QMessageBox, "question",
-                        staticmethod(lambda *a, **k: QtWidgets.QMessageBox.StandardButton.Discard))
+    boxes = shown_warnings
     path = tmp_path / "small.lnet"
     path.write_text(MODEL, encoding="utf-8")
-    settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat)
-    window = MainWindow(registry=load_plugins(), settings=settings, autosave_dir=str(tmp_path / "autosave"))
-    qtbot.addWidget(window)
-    window.show()
+    window = designer()
     doc = window.files.open_path(str(path))
     doc.model.set_setting("iterations", "1")
     before = modelfile.dumps(doc.model)

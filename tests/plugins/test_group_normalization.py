@@ -8,7 +8,7 @@ from onnx import helper
 
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import FORMATS
-from tests.harness import FORMAT_IDS, assert_close, each_backend_and_format, ort_run, round_like, run_layer
+from tests.harness import FORMAT_IDS, assert_close, each_backend_and_format, ort_run, round_like, run_layer, scale_bias
 
 
 def onnx_group_norm(x, scale, bias, groups, epsilon):
@@ -16,17 +16,12 @@ def onnx_group_norm(x, scale, bias, groups, epsilon):
     return ort_run([node], {"x": x}, {"s": scale, "b": bias}, opset=21)[0]
 
 
-def affine(c, seed):
-    rng = np.random.default_rng(seed)
-    return {"scale": rng.uniform(0.5, 2.0, c).astype(np.float32), "bias": rng.standard_normal(c).astype(np.float32)}
-
-
 @each_backend_and_format
 @pytest.mark.parametrize("shape,groups,epsilon", [((1, 6, 7, 5), 3, 1e-5), ((2, 8, 6, 4), 2, 1e-3),
                                                   ((2, 4, 3, 5), 1, 1e-5), ((1, 4, 1, 9), 4, 0.1)])
 def test_group_normalization_matches_onnxruntime(backend, fmt, shape, groups, epsilon):
     x = (np.random.default_rng(1).standard_normal(shape) * 3 + 1).astype(np.float32)
-    w = affine(shape[1], 2)
+    w = scale_bias(shape[1], 2)
     out, used, _ = run_layer("group_normalization", dict(num_groups=groups, epsilon=epsilon), [x], fmt, backend, weights=w)
     assert set(used) == {"scale", "bias"}
     ref = onnx_group_norm(round_like(x, fmt), round_like(w["scale"], fmt), round_like(w["bias"], fmt), groups, epsilon)
@@ -37,7 +32,7 @@ def test_group_normalization_matches_onnxruntime(backend, fmt, shape, groups, ep
 def test_secondary_inputs_replace_the_weights(fmt):
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 4, 5, 4)).astype(np.float32)
-    w = affine(4, 4)
+    w = scale_bias(4, 4)
     out, used, _ = run_layer("group_normalization", {"num_groups": 2},
                              [x, w["scale"].reshape(1, 4, 1, 1), w["bias"].reshape(1, 4, 1, 1)], fmt)
     assert used == {}

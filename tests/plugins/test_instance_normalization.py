@@ -7,7 +7,7 @@ from onnx import helper
 
 from engine.errors import ParameterError
 from engine.tensor import FORMATS
-from tests.harness import FORMAT_IDS, assert_close, each_backend_and_format, ort_run, round_like, run_layer
+from tests.harness import FORMAT_IDS, assert_close, each_backend_and_format, ort_run, round_like, run_layer, scale_bias
 
 
 def onnx_instance_norm(x, scale, bias, epsilon):
@@ -15,16 +15,11 @@ def onnx_instance_norm(x, scale, bias, epsilon):
     return ort_run([node], {"x": x}, {"s": scale, "b": bias})[0]
 
 
-def affine(c, seed):
-    rng = np.random.default_rng(seed)
-    return {"scale": rng.uniform(0.5, 2.0, c).astype(np.float32), "bias": rng.standard_normal(c).astype(np.float32)}
-
-
 @each_backend_and_format
 @pytest.mark.parametrize("shape,epsilon", [((1, 3, 7, 5), 1e-5), ((2, 4, 6, 8), 1e-3), ((3, 2, 1, 9), 0.1)])
 def test_instance_normalization_matches_onnxruntime(backend, fmt, shape, epsilon):
     x = (np.random.default_rng(1).standard_normal(shape) * 3 + 1).astype(np.float32)
-    w = affine(shape[1], 2)
+    w = scale_bias(shape[1], 2)
     out, used, _ = run_layer("instance_normalization", dict(epsilon=epsilon), [x], fmt, backend, weights=w)
     assert set(used) == {"scale", "bias"}
     ref = onnx_instance_norm(round_like(x, fmt), round_like(w["scale"], fmt), round_like(w["bias"], fmt), epsilon)
@@ -35,9 +30,9 @@ def test_instance_normalization_matches_onnxruntime(backend, fmt, shape, epsilon
 def test_secondary_inputs_replace_the_weights(fmt):
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
-    w = affine(3, 4)
+    w = scale_bias(3, 4)
     scale_in, bias_in = w["scale"].reshape(1, 3, 1, 1), w["bias"].reshape(1, 3, 1, 1)
-    out, used, _ = run_layer("instance_normalization", {}, [x, scale_in, bias_in], fmt, weights=affine(3, 5))
+    out, used, _ = run_layer("instance_normalization", {}, [x, scale_in, bias_in], fmt, weights=scale_bias(3, 5))
     assert used == {}  # nothing loaded for weights that inputs provide
     ref = onnx_instance_norm(round_like(x, fmt), round_like(w["scale"], fmt), round_like(w["bias"], fmt), 1e-5)
     assert_close(out, ref, fmt)

@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
+from engine.backends.cpu.blocks import row_block, row_blocks
 from engine.backends.cpu.epilogue import activate
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
@@ -111,19 +112,17 @@ def _depthwise_rows_flat(x, wt, b, y, r0, r1, ph, pw, dh, dw, act, alpha):  # pr
 @njit(cache=True, nogil=True, parallel=True)
 def _depthwise_par(x, w, b, y, rows, sh, sw, ph, pw, dh, dw, act, alpha):  # pragma: no cover - compiled
     n, ho = y.shape[:2]
-    per_image = (ho + rows - 1) // rows
-    for j in prange(n * per_image):
-        i, r0 = j // per_image, (j % per_image) * rows
-        _depthwise_rows(x[i], w, b, y[i], r0, min(ho, r0 + rows), sh, sw, ph, pw, dh, dw, act, alpha)
+    for j in prange(row_blocks(n, ho, rows)):
+        i, r0, r1 = row_block(j, ho, rows)
+        _depthwise_rows(x[i], w, b, y[i], r0, r1, sh, sw, ph, pw, dh, dw, act, alpha)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _depthwise_flat_par(x, wt, b, y, rows, ph, pw, dh, dw, act, alpha):  # pragma: no cover - compiled
     n, ho = y.shape[:2]
-    per_image = (ho + rows - 1) // rows
-    for j in prange(n * per_image):
-        i, r0 = j // per_image, (j % per_image) * rows
-        _depthwise_rows_flat(x[i], wt, b, y[i], r0, min(ho, r0 + rows), ph, pw, dh, dw, act, alpha)
+    for j in prange(row_blocks(n, ho, rows)):
+        i, r0, r1 = row_block(j, ho, rows)
+        _depthwise_rows_flat(x[i], wt, b, y[i], r0, r1, ph, pw, dh, dw, act, alpha)
 
 
 def depthwise_applies(w_shape: tuple[int, ...], groups: int, channels: int) -> bool:

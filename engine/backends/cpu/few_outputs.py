@@ -8,6 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
+from engine.backends.cpu.blocks import row_block, row_blocks
 from engine.backends.cpu.epilogue import activate
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
@@ -98,8 +99,7 @@ def _few_rows(x, wr, b, y, r0, r1, kh, kw, sh, sw, ph, pw, dh, dw, act, alpha): 
 @njit(cache=True, nogil=True, parallel=True)
 def _few_par(x, wr, b, y, rows, kh, kw, sh, sw, ph, pw, dh, dw, act, alpha):  # pragma: no cover - compiled
     n, ho = y.shape[:2]
-    per_image = (ho + rows - 1) // rows
-    for j in prange(n * per_image):
-        i, r0 = j // per_image, (j % per_image) * rows
-        _few_rows(x[i], wr, b, y[i], r0, min(ho, r0 + rows), kh, kw, sh, sw, ph, pw, dh, dw, act, alpha)
+    for j in prange(row_blocks(n, ho, rows)):
+        i, r0, r1 = row_block(j, ho, rows)
+        _few_rows(x[i], wr, b, y[i], r0, r1, kh, kw, sh, sw, ph, pw, dh, dw, act, alpha)
 

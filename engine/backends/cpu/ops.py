@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import Backend, derived
+from engine.backends.base import Backend, ConvOperands, derived
 from engine.backends.cpu import (
     channels,
     depthwise,
@@ -58,9 +58,8 @@ def pool2d(backend: Backend) -> Kernel:
         if backend.cpu_kernels() is None or not nhwc or not (  # type: ignore[attr-defined]
                 x.dtype == out.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous):
             return None
-        call = functools.partial(pooling.pool_nhwc, x, out, is_max, kernel, stride, padding, count_include_pad)
-        call()
-        return Launched("pool_nhwc", call)  # ready to run again on the same arrays (``Layer.replay_call``)
+        return _ran("pool_nhwc", functools.partial(pooling.pool_nhwc, x, out, is_max, kernel, stride, padding,
+                                                   count_include_pad))
     return run
 
 
@@ -72,9 +71,7 @@ def global_pool(backend: Backend) -> Kernel:
         n, c = x.shape[0], x.shape[3 if nhwc else 1]
         if out.size != n * c:
             return None
-        call = functools.partial(channels.global_pool, x, out, is_max, nhwc)
-        call()
-        return Launched("global_pool", call)  # ready to run again on the same arrays (``Layer.replay_call``)
+        return _ran("global_pool", functools.partial(channels.global_pool, x, out, is_max, nhwc))
     return run
 
 
@@ -88,10 +85,8 @@ def channel_scale(backend: Backend) -> Kernel:
             return None
         if g.size != x.shape[0] * x.shape[3 if nhwc else 1]:
             return None
-        call = functools.partial(channels.channel_scale, x, g, out, nhwc, FUSED_EPILOGUES[epilogue],
-                                 epilogue_alpha(epilogue, coefs))
-        call()
-        return Launched("channel_scale", call)  # ready to run again on the same arrays (``Layer.replay_call``)
+        return _ran("channel_scale", functools.partial(channels.channel_scale, x, g, out, nhwc,
+                                                       FUSED_EPILOGUES[epilogue], epilogue_alpha(epilogue, coefs)))
     return run
 
 
@@ -128,10 +123,8 @@ def dense(backend: Backend) -> Kernel:
         arrays = (x, w, out) if b is None else (x, w, b, out)
         if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays):
             return None
-        call = functools.partial(dense_kernels.dense, x, w, b, out, FUSED_EPILOGUES[epilogue],
-                                 epilogue_alpha(epilogue, coefs))
-        call()
-        return Launched("dense", call)  # ready to run again on the same arrays (``Layer.replay_call``)
+        return _ran("dense", functools.partial(dense_kernels.dense, x, w, b, out, FUSED_EPILOGUES[epilogue],
+                                               epilogue_alpha(epilogue, coefs)))
     return run
 
 
@@ -167,18 +160,11 @@ def upsample_concat(backend: Backend) -> Kernel:
 # ---- convolution: the candidates, one row each ---------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ConvProblem:
-    """One float32 convolution as the candidates see it: logical NCHW views, the epilogue's code and coefficients, the
-    layer's kernel cache (None: the weights change between runs), a residual of ``out``'s shape and strides (or
-    None), and what the rows' tests share."""
+class ConvProblem(ConvOperands):
+    """One float32 convolution as the candidates see it: the operands (logical NCHW views), the epilogue's code and
+    coefficients, the layer's kernel cache (None: the weights change between runs), a residual of ``out``'s shape and
+    strides (or None), and what the rows' tests share."""
 
-    x: Any
-    w: Any
-    b: Any | None
-    out: Any
-    stride: tuple[int, int]
-    padding: tuple[int, int]
-    dilation: tuple[int, int]
     code: int
     #: the epilogue's coefficients (``epilogue.epilogue_alpha``: one, or a pair)
     alpha: float | tuple[float, float]
@@ -298,6 +284,8 @@ def _im2col_launch(p: ConvProblem, wm: Any) -> Launched:
 
 
 def _ran(name: str, call: Callable[[], None]) -> Launched:
+    """Run ``call`` and return it as the launch of ``name``, ready to run again on the same arrays
+    (``Layer.replay_call``)."""
     call()
     return Launched(name, call)
 

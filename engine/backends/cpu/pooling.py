@@ -5,6 +5,7 @@ import numpy as np
 from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
+from engine.backends.cpu.blocks import row_block, row_blocks
 
 
 @njit(cache=True, nogil=True)
@@ -114,8 +115,7 @@ def pool_nhwc(x: np.ndarray, out: np.ndarray, is_max: bool, kernel: tuple[int, i
 @njit(cache=True, nogil=True, parallel=True)
 def _pool(x, y, rows, kh, kw, sh, sw, ph, pw, is_max, include_pad):  # pragma: no cover - compiled
     n, ho = y.shape[:2]
-    per_image = (ho + rows - 1) // rows
-    for j in prange(n * per_image):
-        i, r0 = j // per_image, (j % per_image) * rows
-        _pool_rows(x[i], y[i], r0, min(ho, r0 + rows), kh, kw, sh, sw, ph, pw, is_max, include_pad)
+    for j in prange(row_blocks(n, ho, rows)):
+        i, r0, r1 = row_block(j, ho, rows)
+        _pool_rows(x[i], y[i], r0, r1, kh, kw, sh, sw, ph, pw, is_max, include_pad)
 

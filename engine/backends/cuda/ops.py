@@ -19,7 +19,7 @@ from typing import Any
 
 import cupy
 
-from engine.backends.base import Backend, derived
+from engine.backends.base import Backend, ConvOperands, derived
 from engine.backends.cuda import channel_scale as _channel_scale
 from engine.backends.cuda import (
     conv_direct,
@@ -41,16 +41,10 @@ Kernel = Callable[..., Launched | None]
 
 
 @dataclasses.dataclass(frozen=True)
-class Convolution:
-    """One ``conv2d`` call: logical NCHW views, the fused epilogue, and where the layer keeps derived weights."""
+class Convolution(ConvOperands):
+    """One ``conv2d`` call: the operands (logical NCHW views), the fused epilogue, and where the layer keeps derived
+    weights."""
 
-    x: Any
-    w: Any
-    b: Any | None
-    out: Any
-    stride: tuple[int, int]
-    padding: tuple[int, int]
-    dilation: tuple[int, int]
     groups: int
     epilogue: str | None
     coefs: dict[str, float]
@@ -163,9 +157,25 @@ def conv2d(backend: Backend) -> Kernel:
     return run
 
 
-def element_wise(backend: Backend) -> Kernel:
-    """``out = act(a op b)`` in one pass (see :func:`engine.backends.cuda.elementwise.element_wise`)."""
-    return elementwise.element_wise
+def _one_kernel(kernel: Kernel) -> Callable[[Backend], Kernel]:
+    """The factory of an operation one kernel serves on every CuPy backend (no table, nothing to choose)."""
+    return lambda backend: kernel
+
+
+#: ``out = act(a op b)`` in one pass (see :func:`engine.backends.cuda.elementwise.element_wise`)
+element_wise = _one_kernel(elementwise.element_wise)
+#: upsampling followed by a skip tensor's channels, in one pass
+upsample_concat = _one_kernel(_upsample.upscale_concat)
+#: max or average pooling in one pass (see :func:`engine.backends.cuda.pooling.pool2d`)
+pool2d = _one_kernel(pooling.pool2d)
+#: global max or average pooling as a reduction (see :func:`engine.backends.cuda.pooling.global_pool`)
+global_pool = _one_kernel(pooling.global_pool)
+#: ``x * act(g)`` with a per-channel gate (see :func:`engine.backends.cuda.channel_scale.channel_scale`)
+channel_scale = _one_kernel(_channel_scale.channel_scale)
+#: an activation by its fused epilogue in one pass (see :func:`engine.backends.cuda.pointwise.activation`)
+activation = _one_kernel(pointwise.activation)
+#: per-channel ``act(x * scale + shift)`` in one pass (see :func:`engine.backends.cuda.pointwise.scale_shift`)
+scale_shift = _one_kernel(pointwise.scale_shift)
 
 
 def upsample(backend: Backend) -> Kernel:
@@ -173,34 +183,3 @@ def upsample(backend: Backend) -> Kernel:
     def run(x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> Launched | None:
         return _upsample.upscale_concat(x, None, out, factor, bilinear, nhwc)
     return run
-
-
-def upsample_concat(backend: Backend) -> Kernel:
-    """Upsampling followed by a skip tensor's channels, in one pass."""
-    return _upsample.upscale_concat
-
-
-def pool2d(backend: Backend) -> Kernel:
-    """Max or average pooling in one pass (see :func:`engine.backends.cuda.pooling.pool2d`)."""
-    return pooling.pool2d
-
-
-
-def global_pool(backend: Backend) -> Kernel:
-    """Global max or average pooling as a reduction (see :func:`engine.backends.cuda.pooling.global_pool`)."""
-    return pooling.global_pool
-
-
-def channel_scale(backend: Backend) -> Kernel:
-    """``x * act(g)`` with a per-channel gate (see :func:`engine.backends.cuda.channel_scale.channel_scale`)."""
-    return _channel_scale.channel_scale
-
-
-def activation(backend: Backend) -> Kernel:
-    """An activation by its fused epilogue in one pass (see :func:`engine.backends.cuda.pointwise.activation`)."""
-    return pointwise.activation
-
-
-def scale_shift(backend: Backend) -> Kernel:
-    """Per-channel ``act(x * scale + shift)`` in one pass (see :func:`engine.backends.cuda.pointwise.scale_shift`)."""
-    return pointwise.scale_shift
