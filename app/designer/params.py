@@ -416,7 +416,10 @@ class ParamPanel(QtWidgets.QScrollArea):
         shapes, spec = self.doc.shapes, self.doc.model.layers.get(self.names[0])
         if spec is None:
             return
-        text = lambda d: dims_text(d) if d is not None else "?"  # noqa: E731
+
+        def text(d: Dims | None) -> str:
+            return dims_text(d) if d is not None else "?"
+
         ins = ", ".join(text(shapes.get(s)) for s in spec.inputs if s)
         self.shape_label.setText(f"{ins} → {text(shapes.get(spec.name))}".strip())
 
