@@ -45,11 +45,14 @@ def dims_text(d: Dims) -> str:
 
 
 def compact_dims(p: Any, text: str) -> str:
-    """``1x1x3x3`` -> ``3×3`` (leading 1s of N and C dropped) for the node label."""
+    """``1x1x3x3`` -> ``3×3`` (leading 1s of N and C dropped) for the node label; dimensions of another rank than 4
+    (an input's ``1x49x96``) are shown as written, since their rank is what they say."""
     try:
         d = list(p.parse(text))
     except ValueError:
         return text
+    if len(d) != 4:
+        return "×".join(map(str, d))
     while len(d) > 2 and d[0] == 1:
         d.pop(0)
     if len(d) == 2 and d[0] == d[1]:

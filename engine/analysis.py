@@ -152,6 +152,13 @@ def channel_grid(tensor: Any, shift: float = 0.0, scale: float = 1.0, max_pixels
     cells = grid_cells(t, layout, xp)
     if fit:
         cells = fit_slices(cells, xp)
+    return _tiled(cells, layout, lambda v: redgreen(v, shift, scale, xp), xp), layout
+
+
+def _tiled(cells: Any, layout: GridLayout, colour: Any, xp: Any) -> Any:
+    """The N x C x cell_h x cell_w ``cells`` tiled as ``layout`` places them and coloured by ``colour`` (float32
+    values -> 8-bit RGB); gaps and blank cells grey."""
+    n, c, gap = layout.n, layout.c, layout.gap
     cells = cells.reshape(n * c, layout.cell_h, layout.cell_w)
     total = layout.rows * layout.cols
     ch, cw = layout.cell_h + gap, layout.cell_w + gap
@@ -164,8 +171,64 @@ def channel_grid(tensor: Any, shift: float = 0.0, scale: float = 1.0, max_pixels
         a = a.reshape(layout.rows, layout.cols, ch, cw).transpose(0, 2, 1, 3).reshape(layout.rows * ch, layout.cols * cw)
         return a[: layout.height, : layout.width]
 
-    rgb = redgreen(tile(grid), shift, scale, xp)
-    return xp.where(tile(blank)[..., None], xp.asarray(GAP_RGB, dtype=xp.uint8), rgb), layout
+    return xp.where(tile(blank)[..., None], xp.asarray(GAP_RGB, dtype=xp.uint8), colour(tile(grid)))
+
+
+# ---- heat map (tensors of rank 2 and 3) --------------------------------------------------------------
+#: the heat map's colour scale from the smallest value to the largest (viridis: dark blue, teal, green, yellow)
+HEAT_STOPS = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
+HEAT_NAN_RGB = (255, 255, 255)
+
+#: the ranks the analysis panels show as a heat map (a matrix, or a batch of matrices such as tokens x features)
+HEAT_RANKS = (2, 3)
+
+
+@dataclass(frozen=True)
+class HeatMap:
+    """A heat map image and what it shows: ``layout`` places each batch item's matrix (one above the other,
+    slice (0, b) for item b), ``lo`` and ``hi`` are the values of the first and last colour of the scale."""
+
+    image: Any
+    layout: GridLayout
+    lo: float
+    hi: float
+
+
+def heat_colours(values: Any, lo: float, hi: float, xp: Any = np) -> Any:
+    """Values -> 8-bit RGB on the heat map's scale (``HEAT_STOPS``): ``lo`` and below the first colour, ``hi`` and
+    above the last, linear between the stops; NaN white; all one colour (the middle) when ``hi == lo``."""
+    v = xp.asarray(values, dtype=xp.float32)
+    span = hi - lo
+    u = (v - xp.float32(lo)) / xp.float32(span) if span > 0 else xp.full(v.shape, 0.5, dtype=xp.float32)
+    nan = xp.isnan(u)
+    u = xp.clip(xp.nan_to_num(u, nan=0.0, posinf=1.0, neginf=0.0), 0.0, 1.0) * (len(HEAT_STOPS) - 1)
+    lut = xp.asarray(HEAT_STOPS, dtype=xp.float32)
+    i = xp.minimum(u.astype(xp.int32), len(HEAT_STOPS) - 2)
+    f = (u - i)[..., None]
+    rgb = xp.rint(lut[i] * (1 - f) + lut[i + 1] * f).astype(xp.uint8)
+    return xp.where(nan[..., None], xp.asarray(HEAT_NAN_RGB, dtype=xp.uint8), rgb)
+
+
+def value_range(values: Any, xp: Any = np) -> tuple[float, float]:
+    """The smallest and largest finite values ((0, 0) when there is none)."""
+    v = xp.asarray(values, dtype=xp.float32)
+    finite = xp.isfinite(v)
+    if not bool(finite.any()):
+        return 0.0, 0.0
+    return float(xp.where(finite, v, xp.inf).min()), float(xp.where(finite, v, -xp.inf).max())
+
+
+def heat_map(tensor: Any, max_pixels: int = 4_000_000, gap: int = 1, xp: Any = np) -> HeatMap:
+    """A tensor of rank 2 (rows x columns) or 3 (batch x rows x columns: tokens x features) as a heat map, each
+    batch item's matrix one above the other, downsampled to at most ``max_pixels``; coloured from its smallest
+    value to its largest. An N x C x H x W array of 1 x batch x rows x columns (the cells the inspector receives)
+    is taken as it is. ``xp``: the array module of ``tensor`` (the image is made on its device)."""
+    t = as_nchw(tensor)
+    n, c, h, w = t.shape
+    layout = grid_layout(n, c, h, w, max_pixels, gap, cols=1)
+    cells = grid_cells(t, layout, xp)
+    lo, hi = value_range(cells, xp)
+    return HeatMap(_tiled(cells, layout, lambda v: heat_colours(v, lo, hi, xp), xp), layout, lo, hi)
 
 
 def channel_image(tensor: np.ndarray, n: int, c: int, shift: float = 0.0, scale: float = 1.0,

@@ -165,10 +165,16 @@ ANY_RANK = tuple(range(MIN_RANK, MAX_RANK + 1))
 
 
 def ranks_text(ranks: tuple[int, ...]) -> str:
-    """The ranks in words: "tensors of rank 4 (N x C x H x W)", "tensors of any rank"."""
+    """The ranks in words: "tensors of rank 4 (N x C x H x W)", "tensors of rank 3 to 6", "tensors of any rank"."""
     if tuple(ranks) == ANY_RANK:
         return "tensors of any rank"
-    words = ", ".join(map(str, ranks))
+    runs: list[list[int]] = []
+    for r in sorted(ranks):
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    words = ", ".join(str(run[0]) if len(run) == 1 else f"{run[0]} to {run[-1]}" for run in runs)
     return f"tensors of rank {words}" + (" (N x C x H x W)" if tuple(ranks) == (4,) else "")
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from engine.analysis import (
+    HEAT_RANKS,
     ChannelStats,
     GridLayout,
     as_nchw,
@@ -32,6 +33,7 @@ from engine.analysis import (
     channel_stats,
     display_stride,
     grid_cells,
+    heat_map,
     redgreen,
 )
 from engine.errors import LayerLabError
@@ -95,6 +97,9 @@ class Prepared:
     layout: GridLayout | None = None
     values: np.ndarray | None = None
     stats: ChannelStats | None = None
+    #: an image view of a tensor of rank 2 or 3: the image is a heat map from ``heat[0]`` (its first colour) to
+    #: ``heat[1]`` (its last), ``layout`` places its batch items
+    heat: tuple[float, float] | None = None
 
     @property
     def nbytes(self) -> int:
@@ -113,6 +118,10 @@ def prepare_view(net: Network, view: View) -> Prepared:
     if view.stats:
         dev = channel_stats(out, xp)
         stats = ChannelStats(*(np.asarray(backend.to_host(getattr(dev, f.name))) for f in fields(dev)))
+    if view.kind == "image" and len(net.dims(view.layer)) in HEAT_RANKS:  # a matrix or tokens: not an image
+        hm = heat_map(out, view.max_side * view.max_side, xp=xp)
+        return Prepared(view, backend.to_host(hm.image), shape, hm.layout.factor, hm.layout, stats=stats,
+                        heat=(hm.lo, hm.hi))
     if view.kind == "image":
         f = display_stride(shape, view.max_side)
         image = tensor_to_image(out[:1, :, ::f, ::f], 0, xp)

@@ -167,19 +167,24 @@ def read_image(path: str | os.PathLike[str], opts: ImageOptions = ImageOptions()
     return image_to_tensor(decode_image(path), opts)
 
 
-def read_npy(path: str | os.PathLike[str], layout: str = "nchw") -> np.ndarray:
-    """A tensor file as 1..N x C x H x W float32 (NHWC files are transposed when layout='nhwc')."""
+def read_npy(path: str | os.PathLike[str], layout: str = "nchw", rank: int = 4) -> np.ndarray:
+    """A tensor file as 1..N x C x H x W float32 (NHWC files are transposed when layout='nhwc'); for an input that
+    takes a tensor of another ``rank`` (tokens 1 x 49 x 96), the file's array of that rank as it is (layouts order
+    rank 4 only)."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such tensor file")
     arr = load_npy(p, InputError, "tensor")
     if arr.dtype.kind not in "fiub":
         raise InputError(f"{p}: tensor has dtype {arr.dtype}, expected numbers")
-    if arr.ndim == 3:
+    if rank != 4:
+        if arr.ndim != rank:
+            raise InputError(f"{p}: tensor has shape {arr.shape}, expected a tensor of rank {rank}")
+    elif arr.ndim == 3:
         arr = arr[None]
-    if arr.ndim != 4:
+    elif arr.ndim != 4:
         raise InputError(f"{p}: tensor has shape {arr.shape}, expected 4-D N,C,H,W (or 3-D C,H,W)")
-    if layout.lower() == "nhwc":
+    if layout.lower() == "nhwc" and rank == 4:
         arr = arr.transpose(0, 3, 1, 2)
     arr = np.ascontiguousarray(arr, dtype=np.float32)
     if not np.all(np.isfinite(arr)):
@@ -271,13 +276,18 @@ class VideoReader:
             self._cap.release()
 
 
-def read_input(path: str | os.PathLike[str], opts: ImageOptions = ImageOptions(), layout: str = "nchw") -> np.ndarray:
-    """An image or NPY file as a tensor (videos: use VideoReader)."""
+def read_input(path: str | os.PathLike[str], opts: ImageOptions = ImageOptions(), layout: str = "nchw",
+               rank: int = 4) -> np.ndarray:
+    """An image or NPY file as a tensor (videos: use VideoReader); ``rank``: the rank the input layer takes (an
+    image gives rank 4 only)."""
     kind = kind_of(path)
     if kind == "image":
+        if rank != 4:
+            raise InputError(f"{path}: an image gives an N x C x H x W tensor, but the input takes a tensor of rank "
+                             f"{rank}: give a .npy file")
         return read_image(path, opts)
     if kind == "npy":
-        return read_npy(path, layout)
+        return read_npy(path, layout, rank)
     raise InputError(f"{path}: a video is read frame by frame; use VideoReader")
 
 
@@ -414,6 +424,10 @@ def write_output(path: str | os.PathLike[str], tensor: np.ndarray, png_level: in
         atomic_write(p, lambda tmp: np.save(tmp, np.asarray(tensor)), "output")
         return [p]
     if ext in IMAGE_EXTS:
+        if np.ndim(tensor) != 4:
+            shape = "x".join(map(str, np.shape(tensor)))
+            raise LayerLabError(f"{p}: the output is a tensor of rank {np.ndim(tensor)} ({shape}); images are written "
+                                "from N x C x H x W tensors only: write a .npy file")
         written = []
         images = tensors_to_images(tensor)
         for i in range(images.shape[0]):

@@ -317,7 +317,8 @@ def open_input(net: Network, name: str, path: str, layout: str = "nchw") -> tupl
         raise InputError(f"the network has no input layer {name!r} (inputs: {', '.join(net.input_names) or 'none'})")
     try:
         if kind_of(path) != "video":
-            return read_input(path, image_options(net, name), layout), None
+            rank = len(net.layer(name).default_dims())  # type: ignore[attr-defined]
+            return read_input(path, image_options(net, name), layout, rank), None
         video = VideoInput(path, image_options(net, name))
     except LayerLabError as exc:
         raise InputError(f"input layer {name}: {exc}") from None

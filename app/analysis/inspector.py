@@ -17,28 +17,42 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from app.analysis.stats_table import StatsTable
-from app.analysis.views import ImageView
-from engine.analysis import GridLayout, as_nchw, auto_scale, channel_grid, channel_stats, fit_slices
+from app.analysis.views import ColourScale, ImageView
+from engine.analysis import (
+    HEAT_RANKS,
+    GridLayout,
+    as_nchw,
+    auto_scale,
+    channel_grid,
+    channel_stats,
+    fit_slices,
+    heat_map,
+)
+from engine.tensor import Dims
 
 MAX_GRID_PIXELS = 4_000_000
 
 
 class _Signals(QtCore.QObject):
-    ready = QtCore.Signal(int, object, object)  # generation, rgb image, GridLayout
+    ready = QtCore.Signal(int, object, object, object)  # generation, rgb image, GridLayout, heat map range or None
 
 
 class _GridTask(QtCore.QRunnable):
     def __init__(self, generation: int, tensor: np.ndarray, shift: float, scale: float, fit: bool,
-                 signals: _Signals, cols: int | None = None) -> None:
+                 signals: _Signals, cols: int | None = None, heat: bool = False) -> None:
         super().__init__()
-        self.args = (generation, tensor, shift, scale, fit, cols)
+        self.args = (generation, tensor, shift, scale, fit, cols, heat)
         self.signals = signals
 
     def run(self) -> None:
-        generation, tensor, shift, scale, fit, cols = self.args
-        rgb, layout = channel_grid(tensor, shift, scale, MAX_GRID_PIXELS, cols=cols, fit=fit)
+        generation, tensor, shift, scale, fit, cols, heat = self.args
+        if heat:
+            hm = heat_map(tensor, MAX_GRID_PIXELS)
+            rgb, layout, scale_range = hm.image, hm.layout, (hm.lo, hm.hi)
+        else:
+            (rgb, layout), scale_range = channel_grid(tensor, shift, scale, MAX_GRID_PIXELS, cols=cols, fit=fit), None
         try:
-            self.signals.ready.emit(generation, rgb, layout)
+            self.signals.ready.emit(generation, rgb, layout, scale_range)
         except RuntimeError:  # the inspector was closed meanwhile: nobody waits for this image
             pass
 
@@ -62,6 +76,8 @@ class ChannelInspector(QtWidgets.QWidget):
         self.layout_: GridLayout | None = None
         self.shown: np.ndarray | None = None  # the tensor behind the image (N x C x h x w)
         self.shown_stride = 1
+        self.shown_dims: tuple[int, ...] = ()  # the logical dimensions of what is shown (any rank)
+        self.heat = False  # a tensor of rank 2 or 3, shown as a heat map with its colour scale
         self._generation = 0
         self._signals = _Signals()  # no parent: a task still running when the inspector closes can emit
         self._signals.ready.connect(self._ready)
@@ -133,6 +149,9 @@ class ChannelInspector(QtWidgets.QWidget):
         ll = QtWidgets.QVBoxLayout(left)
         ll.setContentsMargins(0, 0, 0, 0)
         ll.addWidget(self.view, 1)
+        self.colour_scale = ColourScale()
+        self.colour_scale.setVisible(False)
+        ll.addWidget(self.colour_scale)
         ll.addWidget(self.hover)
         right = QtWidgets.QWidget()
         rl = QtWidgets.QVBoxLayout(right)
@@ -162,6 +181,7 @@ class ChannelInspector(QtWidgets.QWidget):
         """Show LayerData (always the latest pass of the inspected layer)."""
         if data.channel is not None:
             self.single = data
+            self._show_as(Dims.parse(data.dims))
             self.act_back.setVisible(True)
             self._show_tensor(data.tensor, 1, self._title(data), origin=data.channel)
             return
@@ -185,6 +205,7 @@ class ChannelInspector(QtWidgets.QWidget):
     def refresh(self) -> None:
         """Remap the current tensor (after a change of source, shift or scale)."""
         if self.single is not None:
+            self._show_as(Dims.parse(self.single.dims))
             self._show_tensor(self.single.tensor, 1, self._title(self.single), origin=self.single.channel)
             return
         d = self.data
@@ -193,15 +214,30 @@ class ChannelInspector(QtWidgets.QWidget):
         src = self.source.currentText()
         if src.startswith("Weights: "):
             w = d.weights[src[len("Weights: "):]]
+            self._show_as(tuple(w.shape))
             self._show_tensor(w, 1, f"{d.name} ({d.type}) weight {src[9:]} {'x'.join(map(str, w.shape))}", stats=None)
         else:
+            self._show_as(Dims.parse(d.dims))
             title = (f"{d.name} ({d.type}) {d.dims}" + (f", shown every {d.stride} pixels" if d.stride > 1 else "")
+                     + (", heat map" if self.heat else "")
                      + (" — from the previous pass (not computed yet)" if d.stale else ""))
-            if d.image is not None and d.mapping == self.mapping():
+            if d.image is not None and d.mapping == self.mapping() and not self.heat:
                 self._show_prepared(d, title)
             else:
                 self._show_tensor(d.tensor, d.stride, title, stats=d.stats,
                                   cols=d.layout.cols if d.layout is not None else None)
+
+    def _show_as(self, dims: tuple[int, ...]) -> None:
+        """What the next image shows: a tensor of rank 2 or 3 as a heat map with its colour scale (the red/green
+        mapping actions do not apply to it), any other rank as the channel grid."""
+        self.shown_dims = tuple(dims)
+        self.heat = len(dims) in HEAT_RANKS
+        self.colour_scale.setVisible(self.heat)
+        for act in (self.act_shift_down, self.act_shift_up, self.act_scale_down, self.act_scale_up, self.act_auto,
+                    self.act_fit, self.act_reset):
+            act.setEnabled(not self.heat)
+        self.shift_box.setEnabled(not self.heat)
+        self.scale_box.setEnabled(not self.heat)
 
     def _title(self, d: Any) -> str:
         return f"{d.name} [n {d.channel[0]}, c {d.channel[1]}] full resolution"
@@ -244,11 +280,14 @@ class ChannelInspector(QtWidgets.QWidget):
         if self.shown is None:
             self.shown, self.shown_stride = tensor, stride
         self.pool.start(_GridTask(self._generation, tensor, self.shift, self.scale, self.act_fit.isChecked(),
-                                  self._signals, cols))
+                                  self._signals, cols, self.heat))
 
-    def _ready(self, generation: int, rgb: np.ndarray, layout: GridLayout) -> None:
+    def _ready(self, generation: int, rgb: np.ndarray, layout: GridLayout,
+               scale_range: tuple[float, float] | None = None) -> None:
         if generation != self._generation:
             return  # a newer image is on its way
+        if scale_range is not None:
+            self.colour_scale.set_range(*scale_range)
         # the hover read-out reads the tensor of the image on screen, not one still being prepared
         self.shown, self.shown_stride = self._pending.pop(generation, (self.shown, self.shown_stride))
         self.layout_ = layout
@@ -323,10 +362,22 @@ class ChannelInspector(QtWidgets.QWidget):
     def _hover(self, x: int, y: int) -> None:
         self._hover_at = (x, y) if x >= 0 else None
         v = self.value_at(x, y)
-        self.hover.setText(" " if v is None else f"n {v[0]}  c {v[1]}  y {v[2]}  x {v[3]}   value {v[4]:.6g}")
+        self.hover.setText(" " if v is None else self.where_text(*v))
+
+    def where_text(self, n: int, c: int, y: int, x: int, value: float) -> str:
+        """The hover read-out in the terms of the tensor's own rank: a heat map's row and column (and batch item),
+        a rank-5 or 6 tensor's full index (its leading axes are folded into the grid's rows), else n c y x."""
+        rank = len(self.shown_dims)
+        if self.heat:
+            return f"{f'item {c}  ' if rank == 3 else ''}row {y}  column {x}   value {value:.6g}"
+        if rank > 4:
+            index = (*np.unravel_index(n, self.shown_dims[:rank - 3]), c, y, x)
+            return f"index [{', '.join(str(int(i)) for i in index)}]   value {value:.6g}"
+        return f"n {n}  c {c}  y {y}  x {x}   value {value:.6g}"
 
     def _double_click(self, x: int, y: int) -> None:
         v = self.value_at(x, y)
-        if v is None or self.data is None or self.single is not None or self.source.currentText() != "Output":
+        if (v is None or self.data is None or self.single is not None or self.heat
+                or self.source.currentText() != "Output"):
             return
         self.channel_requested.emit(self.data.name, v[0], v[1])

@@ -28,7 +28,7 @@ import numpy as np
 from PySide6 import QtCore
 
 from app.commands import dispatch
-from engine.analysis import GridLayout, channel_stats, compare_precision, network_overview
+from engine.analysis import GridLayout, HeatMap, channel_stats, compare_precision, network_overview
 from engine.debugger import Debugger, DebugStopped
 from engine.errors import InputError, LayerLabError
 from engine.frames import FramePipeline, Prepared, View, prepare_view, prepare_views
@@ -98,9 +98,12 @@ class RunInfo:
     stopped: bool = False
 
 
-def _vector(net: Network, p: Prepared) -> np.ndarray:
+def _vector(net: Network, p: Prepared) -> np.ndarray | HeatMap:
     """An output's display image, or for an output of 1 x 1 pixels with many channels (a classifier's scores)
-    its values as a vector (first batch item): an image of it would be one pixel."""
+    its values as a vector (first batch item): an image of it would be one pixel; an output of rank 2 or 3: its
+    heat map with the range of its colour scale."""
+    if p.heat is not None and p.layout is not None:
+        return HeatMap(p.image, p.layout, *p.heat)
     if len(p.shape) == 4 and p.shape[2:] == (1, 1) and p.shape[1] > 4:
         return np.asarray(net.output(p.view.layer), dtype=np.float32)[0].reshape(-1)
     return p.image

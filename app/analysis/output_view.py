@@ -1,5 +1,5 @@
 """The Analysis Output view: every network output as an image (a vector output, such as a classifier's scores, as
-its largest values), updated after every run."""
+its largest values; a tensor of rank 2 or 3 as a heat map with its colour scale), updated after every run."""
 from __future__ import annotations
 
 import math
@@ -7,7 +7,8 @@ import math
 import numpy as np
 from PySide6 import QtWidgets
 
-from app.analysis.views import ImageView, titled
+from app.analysis.views import ColourScale, ImageView, titled
+from engine.analysis import HeatMap
 
 TOP_K = 5  # values listed for a vector output
 
@@ -19,6 +20,7 @@ class AnalysisOutputView(QtWidgets.QWidget):
         super().__init__(parent)
         self.views: dict[str, ImageView] = {}
         self.labels: dict[str, QtWidgets.QLabel] = {}
+        self.scales: dict[str, ColourScale] = {}
         self._grid = QtWidgets.QGridLayout(self)
         self._grid.setContentsMargins(2, 2, 2, 2)
         self.status = QtWidgets.QLabel("")
@@ -30,21 +32,30 @@ class AnalysisOutputView(QtWidgets.QWidget):
             item = self._grid.takeAt(0)
             if item.widget() is not None and item.widget() is not self.status:
                 item.widget().deleteLater()
-        self.views, self.labels = {}, {}
+        self.views, self.labels, self.scales = {}, {}, {}
         cols = max(1, math.ceil(math.sqrt(len(names))))
         for i, name in enumerate(names):
             view = ImageView(placeholder="waiting for the first run")
             box, label = titled(name, view)
+            scale = ColourScale()
+            scale.setVisible(False)
+            box.layout().addWidget(scale)
             self._grid.addWidget(box, i // cols, i % cols)
-            self.views[name], self.labels[name] = view, label
+            self.views[name], self.labels[name], self.scales[name] = view, label, scale
         self._grid.addWidget(self.status, (len(names) + cols - 1) // cols, 0, 1, cols)
 
-    def show_outputs(self, images: dict[str, np.ndarray]) -> None:
-        """Update the viewers with the images of the latest run."""
+    def show_outputs(self, images: dict[str, np.ndarray | HeatMap]) -> None:
+        """Update the viewers with the images of the latest run (a tensor of rank 2 or 3: its heat map)."""
         if set(images) - set(self.views):
             self.set_outputs(list(images))
         for name, img in images.items():
-            if img.ndim == 1:  # a vector (a classifier's scores): its largest values, not a one-pixel image
+            heat = img if isinstance(img, HeatMap) else None
+            self.scales[name].setVisible(heat is not None)
+            if heat is not None:  # a tensor of rank 2 or 3: its heat map and colour scale
+                self.views[name].set_image(heat.image)
+                self.scales[name].set_range(heat.lo, heat.hi)
+                size = f"heat map, {heat.layout.c} x {heat.layout.h}x{heat.layout.w}"
+            elif img.ndim == 1:  # a vector (a classifier's scores): its largest values, not a one-pixel image
                 self.views[name].set_image(None)
                 self.views[name].set_placeholder(top_values(img))
                 size = f"{img.size} values"

@@ -6,6 +6,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from engine.analysis import heat_colours
+
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False)
 
 
@@ -83,3 +85,31 @@ def titled(title: str, widget: QtWidgets.QWidget) -> tuple[QtWidgets.QWidget, Qt
     lay.addWidget(label)
     lay.addWidget(widget, 1)
     return box, label
+
+
+class ColourScale(QtWidgets.QWidget):
+    """The heat map's colour scale: a bar from its first colour to its last, with the values they stand for."""
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        ramp = heat_colours(np.linspace(0.0, 1.0, 256, dtype=np.float32)[None].repeat(8, axis=0), 0.0, 1.0)
+        self._ramp = np.ascontiguousarray(ramp)  # the QImage below reads this memory
+        image = QtGui.QImage(self._ramp.data, 256, 8, 256 * 3, QtGui.QImage.Format.Format_RGB888)
+        self.bar = QtWidgets.QLabel()
+        self.bar.setPixmap(QtGui.QPixmap.fromImage(image))
+        self.bar.setScaledContents(True)
+        self.bar.setFixedHeight(12)
+        self.bar.setMinimumWidth(60)
+        self.lo, self.hi = QtWidgets.QLabel(), QtWidgets.QLabel()
+        for label in (self.lo, self.hi):
+            label.setStyleSheet("font-family: monospace;")
+        lay = QtWidgets.QHBoxLayout(self)
+        lay.setContentsMargins(4, 0, 4, 0)
+        lay.addWidget(self.lo)
+        lay.addWidget(self.bar, 1)
+        lay.addWidget(self.hi)
+        self.setToolTip("heat map colour scale: the smallest value shown (left) to the largest (right); white is NaN")
+
+    def set_range(self, lo: float, hi: float) -> None:
+        self.lo.setText(f"{lo:.4g}")
+        self.hi.setText(f"{hi:.4g}")

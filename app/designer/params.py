@@ -11,6 +11,7 @@ from collections.abc import Callable
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.designer.document import Document
+from canvas.constants import dims_text
 from engine.backends import NumpyBackend
 from engine.descriptors import ActivationDesc, CoefDesc, LayerDesc, ParamDesc, is_identifier
 from engine.errors import LayerLabError
@@ -25,7 +26,7 @@ from engine.events import (
 )
 from engine.network import build_layer
 from engine.templates import exposable, find_desc, get_template, set_exposed, template_name
-from engine.tensor import FP32_NCHW, Dims
+from engine.tensor import FP32_NCHW, MAX_RANK, MIN_RANK, Dims
 
 INT_LIMIT = 2**31 - 1
 ERROR_STYLE = "border: 1px solid #e05050; background: #4a2020;"
@@ -162,23 +163,35 @@ class BoolEditor(Editor):
 
 
 class DimsEditor(Editor):
-    """N × C × H × W spin boxes (H × W only for spatial parameters such as kernel size or stride)."""
+    """N × C × H × W spin boxes (H × W only for spatial parameters such as kernel size or stride). With
+    ``any_rank`` (an input's dimensions), a rank box (1 to 6) first, then as many size boxes as the rank: rank 4
+    names its axes N, C, H, W; the other ranks are plain sizes in order (tokens 1 × 49 × 96)."""
 
-    def __init__(self, spatial: bool = False, minimum: int = 0) -> None:
+    def __init__(self, spatial: bool = False, minimum: int = 0, any_rank: bool = False) -> None:
         super().__init__()
         self.spatial = spatial
+        self.any_rank = any_rank and not spatial
         self.minimum = minimum  # below 0 for a value with a special meaning (e.g. -1: same as padding)
+        self._desc = ParamDesc("d", "dimension", Dims(1, 1, 1, 1), min=minimum or None, any_rank=self.any_rank)
         lay = QtWidgets.QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(2)
-        self.boxes = []
-        names = dict(zip("NCHW", ("batch", "channels", "height", "width")))
-        for i, axis in enumerate("HW" if spatial else "NCHW"):
+        self.rank_box: QtWidgets.QSpinBox | None = None
+        if self.any_rank:
+            self.rank_box = _spin(MIN_RANK, MAX_RANK)
+            self.rank_box.setValue(4)
+            self.rank_box.setSuffix("-D")
+            self.rank_box.setToolTip(f"the tensor's rank ({MIN_RANK} to {MAX_RANK} sizes); 4-D is N × C × H × W")
+            self.rank_box.valueChanged.connect(self._rank_changed)
+            lay.addWidget(self.rank_box)
+        self.boxes: list[QtWidgets.QSpinBox] = []
+        self._seps: list[QtWidgets.QLabel] = []
+        for i in range(MAX_RANK if self.any_rank else 2 if spatial else 4):
             if i:
                 sep = QtWidgets.QLabel("×")
                 lay.addWidget(sep)
+                self._seps.append(sep)
             box = _spin(minimum, INT_LIMIT)
-            box.setToolTip(f"{axis} ({names[axis]})" + (f"; {minimum}: same as padding" if minimum < 0 else ""))
             if minimum < 0:
                 box.setSpecialValueText("same")  # shown for the minimum (-1 of padding_end: same as padding)
             box.setButtonSymbols(QtWidgets.QAbstractSpinBox.ButtonSymbols.NoButtons)
@@ -187,19 +200,48 @@ class DimsEditor(Editor):
             box.valueChanged.connect(lambda _v: self.committed.emit(self.text()))
             lay.addWidget(box, 1)
             self.boxes.append(box)
+        self._show_rank(2 if spatial else 4)
+
+    @property
+    def rank(self) -> int:
+        """How many sizes the editor shows and writes."""
+        return self.rank_box.value() if self.rank_box is not None else len(self.boxes)
+
+    def _show_rank(self, rank: int) -> None:
+        """Show the first ``rank`` size boxes, each with the name of its axis."""
+        names = dict(zip("NCHW", ("batch", "channels", "height", "width")))
+        axes = "HW" if self.spatial else "NCHW" if rank == 4 else None
+        for i, box in enumerate(self.boxes):
+            box.setVisible(i < rank)
+            if i:
+                self._seps[i - 1].setVisible(i < rank)
+            tip = f"{axes[i]} ({names[axes[i]]})" if axes and i < len(axes) else f"size of axis {i} of {rank}"
+            box.setToolTip(tip + (f"; {self.minimum}: same as padding" if self.minimum < 0 else ""))
+
+    def _rank_changed(self, rank: int) -> None:
+        self._show_rank(rank)
+        for box in self.boxes[rank:]:
+            with QtCore.QSignalBlocker(box):
+                box.setValue(1)
+        self.committed.emit(self.text())
 
     def set_text(self, text: str) -> None:
-        d = ParamDesc("d", "dimension", Dims(1, 1, 1, 1), min=self.minimum or None).parse(text)
-        for box, v in zip(self.boxes, (d.h, d.w) if self.spatial else d):
+        d = self._desc.parse(text)
+        values = (d.h, d.w) if self.spatial else tuple(d)
+        if self.rank_box is not None:
+            with QtCore.QSignalBlocker(self.rank_box):
+                self.rank_box.setValue(len(values))
+            self._show_rank(len(values))
+        for i, box in enumerate(self.boxes):  # hidden boxes hold 1: the size a larger rank starts from
             with QtCore.QSignalBlocker(box):
-                box.setValue(int(v))
+                box.setValue(int(values[i]) if i < len(values) else 1)
 
     def text(self) -> str:
-        values = [b.value() for b in self.boxes]
+        values = [b.value() for b in self.boxes[:self.rank]]
         return f"{values[0]}x{values[1]}" if self.spatial else str(Dims(*values))
 
     def input_widgets(self) -> list[QtWidgets.QWidget]:
-        return list(self.boxes)
+        return ([self.rank_box] if self.rank_box is not None else []) + list(self.boxes)
 
 
 class Row(QtWidgets.QWidget):
@@ -295,7 +337,7 @@ def editor_for(p: ParamDesc, text: str) -> Editor:
     if valid and p.type == "bool":
         return BoolEditor()
     if valid and p.type == "dimension":
-        return DimsEditor(spatial=p.spatial, minimum=min(0, int(p.min or 0)))
+        return DimsEditor(spatial=p.spatial, minimum=min(0, int(p.min or 0)), any_rank=p.any_rank)
     return TextEditor(placeholder=p.allowed())
 
 
@@ -313,6 +355,7 @@ class ParamPanel(QtWidgets.QScrollArea):
         self._getters: dict[str, Callable[[], str]] = {}
         self._act_names: tuple[str, ...] = ()
         self.exposed_dialog: ExposedDialog | None = None
+        self.shape_label: QtWidgets.QLabel | None = None
         self._build()
 
     # ---- target ----------------------------------------------------------------------------------
@@ -322,11 +365,13 @@ class ParamPanel(QtWidgets.QScrollArea):
             if self.doc is not None:
                 try:
                     self.doc.bridge.event.disconnect(self._on_event)
+                    self.doc.checked.disconnect(self._show_shapes)
                 except (RuntimeError, TypeError):
                     pass
             self.doc = doc
             if doc is not None:
                 doc.bridge.event.connect(self._on_event)
+                doc.checked.connect(self._show_shapes)
         self.names = [n for n in names if doc is not None and n in doc.model.layers]
         self._build()
 
@@ -363,9 +408,25 @@ class ParamPanel(QtWidgets.QScrollArea):
                 row.show_error(None)
 
     # ---- building --------------------------------------------------------------------------------
+    def _show_shapes(self, _diags: object = None) -> None:
+        """The selected layer's input and output shapes as the latest type check found them (any rank:
+        ``1×96×56×56 → 1×56×56×96``), so a transpose or reshape edit shows what it makes."""
+        if self.shape_label is None or self.doc is None or len(self.names) != 1:
+            return
+        shapes, spec = self.doc.shapes, self.doc.model.layers.get(self.names[0])
+        if spec is None:
+            return
+
+        def text(d: Dims | None) -> str:
+            return dims_text(d) if d is not None else "?"
+
+        ins = ", ".join(text(shapes.get(s)) for s in spec.inputs if s)
+        self.shape_label.setText(f"{ins} → {text(shapes.get(spec.name))}".strip())
+
     def _build(self) -> None:
         self.rows = {}
         self._getters = {}
+        self.shape_label = None
         page = QtWidgets.QWidget()
         outer = QtWidgets.QVBoxLayout(page)
         outer.setContentsMargins(6, 6, 6, 6)
@@ -455,6 +516,13 @@ class ParamPanel(QtWidgets.QScrollArea):
             self._add(ident, "name", "Name", TextEditor(), lambda: self.names[0], check_name,
                       lambda t: model.rename_layer(self.names[0], t), "unique identifier of the layer")
             ident.addRow("Type", QtWidgets.QLabel(first.type))
+            self.shape_label = QtWidgets.QLabel()
+            self.shape_label.setObjectName("LayerShape")
+            self.shape_label.setWordWrap(True)
+            self.shape_label.setToolTip("input shapes → output shape, as the type check found them (? : unknown)")
+            self.shape_label.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+            ident.addRow("Shape", self.shape_label)
+            self._show_shapes()
             if first.note:  # e.g. the ONNX node the layer was imported from
                 note = QtWidgets.QLabel(first.note)
                 note.setObjectName("LayerNote")

@@ -110,7 +110,8 @@ def host_weights(net: Network, layer: str) -> dict[str, np.ndarray]:
 
 def probe_dims(net: Network, factor: int = 2) -> tuple[dict[str, Dims] | None, bool]:
     """Output dimensions of every layer when every input's H and W are ``factor`` times larger (shape
-    inference only; None when the network does not accept such inputs), and whether some weight's
+    inference only; None when the network does not accept such inputs; an input of another rank than 4 has no
+    H and W and keeps its sizes), and whether some weight's
     shape depends on the input size (a fully connected layer): then the network only runs at its
     input layers' sizes. Comparing the dimensions with ``net.dims`` tells which sizes follow the input
     resolution."""
@@ -121,7 +122,7 @@ def probe_dims(net: Network, factor: int = 2) -> tuple[dict[str, Dims] | None, b
             nd = net.nodes[name]
             if name in net.input_names:
                 d = net.dims(name)
-                dims[name] = Dims(d.n, d.c, d.h * factor, d.w * factor)
+                dims[name] = Dims(d.n, d.c, d.h * factor, d.w * factor) if len(d) == 4 else d
                 continue
             ins = [dims[s] if s is not None else None for s in nd.inputs]
             dims[name] = nd.layer.output_dims(ins)
