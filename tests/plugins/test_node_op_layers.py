@@ -120,3 +120,48 @@ def test_constant_layer_without_weights_is_zero():
     m.add_layer("output", "out", inputs=["k"])
     net = Network(m, default_registry(), get_backend("numpy"), FORMATS[0])
     np.testing.assert_array_equal(net.infer({})["out"], np.zeros((2, 3), np.float32))
+
+
+def _two(shape_a: tuple[int, ...], shape_b: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Two tensors of small whole values (so that equal values occur) and a few zeros (false, for the logic)."""
+    return (np.round(_x(*shape_a)), np.round(_x(*shape_b)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("operation,op", [("less", "Less"), ("less_equal", "LessOrEqual"), ("greater", "Greater"),
+                                          ("greater_equal", "GreaterOrEqual"), ("equal", "Equal"), ("and", "And"),
+                                          ("or", "Or"), ("xor", "Xor")])
+@pytest.mark.parametrize("shapes", [((2, 3, 4, 5), (2, 3, 4, 5)), ((3, 4, 5), (5,))])
+def test_compare_operations(operation, op, shapes, fmt, backend):
+    a, b = (round_like(v, fmt) for v in _two(*shapes))
+    out, _, _ = run_layer("compare", {"operation": operation}, [a, b], fmt, backend)
+    if operation in ("and", "or", "xor"):
+        nodes = [helper.make_node("Cast", ["a"], ["ab"], to=TensorProto.BOOL),
+                 helper.make_node("Cast", ["b"], ["bb"], to=TensorProto.BOOL), helper.make_node(op, ["ab", "bb"], ["m"])]
+    else:
+        nodes = [helper.make_node(op, ["a", "b"], ["m"])]
+    ref = ort_run([*nodes, helper.make_node("Cast", ["m"], ["y"], to=TensorProto.FLOAT)], {"a": a, "b": b}, {})[0]
+    assert_close(out, ref, fmt, operation)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("shapes", [((2, 3, 4, 5),) * 3, ((4, 5), (3, 4, 5), (1,)), ((1, 3, 1, 1), (2, 3, 4, 5), (5,))])
+def test_where_selects_by_the_mask(shapes, fmt, backend):
+    mask = (RNG.uniform(size=shapes[0]) > 0.5).astype(np.float32)
+    x, y = round_like(_x(*shapes[1]), fmt), round_like(_x(*shapes[2]), fmt)
+    out, _, _ = run_layer("where", {}, [mask, x, y], fmt, backend)
+    ref = ort_run([helper.make_node("Cast", ["c"], ["cb"], to=TensorProto.BOOL),
+                   helper.make_node("Where", ["cb", "x", "y"], ["out"])], {"c": mask, "x": x, "y": y}, {})[0]
+    assert_close(out, ref, fmt, "where")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+def test_not_of_a_mask(fmt, backend):
+    mask = (RNG.uniform(size=(2, 3, 4, 5)) > 0.5).astype(np.float32)
+    out, _, _ = run_layer("unary", {"operation": "not"}, [mask], fmt, backend)
+    ref = ort_run([helper.make_node("Cast", ["x"], ["b"], to=TensorProto.BOOL), helper.make_node("Not", ["b"], ["n"]),
+                   helper.make_node("Cast", ["n"], ["y"], to=TensorProto.FLOAT)], {"x": mask}, {})[0]
+    assert_close(out, ref, fmt, "not")
