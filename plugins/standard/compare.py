@@ -70,7 +70,7 @@ class Compare(Layer):
         if self.p["operation"] in LOGIC:
             a, b = (g.node("Cast", [x], f"{name}_bool", to=9) for x, name in ((a, "a"), (b, "b")))  # BOOL
         y = g.node(OPERATIONS[self.p["operation"]][0], [a, b], "mask")
-        return g.node("Cast", [y], to=1)  # FLOAT
+        return g.node("Cast", [y], to=g.elem_type)  # the network's float type
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
         a, b = inputs[0], inputs[1]

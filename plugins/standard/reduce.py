@@ -131,7 +131,7 @@ class Reduce(Layer):
         if self.p["operation"] in ARG:
             idx = g.node("ArgMax" if self.p["operation"] == "argmax" else "ArgMin", [inputs[0]], "index", axis=axes[0],
                          keepdims=int(bool(self.p["keepdims"])), select_last_index=int(bool(self.p["last_index"])))
-            return g.node("Cast", [idx], to=1)  # FLOAT: LayerLab holds the indices as floats
+            return g.node("Cast", [idx], to=g.elem_type)  # LayerLab holds the indices as floats
         every = len(axes) == len(self.input_dims[0])
         keep = int(bool(self.p["keepdims"]) or every)
         op = _ONNX[self.p["operation"]]

@@ -102,7 +102,7 @@ class Unary(Layer):
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
         if self.p["operation"] == "not":
             y = g.node("Not", [g.node("Cast", [inputs[0]], "mask", to=9)], "not")  # BOOL
-            return g.node("Cast", [y], to=1)  # FLOAT
+            return g.node("Cast", [y], to=g.elem_type)  # the network's float type
         if self.p["operation"] == "pow":
             return g.node("Pow", [inputs[0], g.const("exponent", np.float32(self.p["exponent"]))])
         return g.node(_ONNX[self.p["operation"]], [inputs[0]])
