@@ -17,6 +17,10 @@ from engine.tensor import MAX_RANK, Dims
 FOLDED_ONLY = ("Mod", "Range", "ConstantOfShape", "IsNaN", "IsInf")
 
 
+class ConstantRefused(Unsupported):
+    """A constant that cannot become a constant layer: the reason to show rather than the mapping's first one."""
+
+
 def _onnx_dtype(ctx: Context, tensor: str) -> np.dtype:
     """The element type of ``tensor`` as the ONNX graph declares it (float32 where it does not say)."""
     import onnx  # noqa: PLC0415
@@ -33,7 +37,10 @@ def _onnx_dtype(ctx: Context, tensor: str) -> np.dtype:
 def _constant_layer(ctx: Context, tensor: str, value: np.ndarray) -> str:
     """A constant layer holding ``value`` and bound to ``tensor`` (a scalar is held as one value of rank 1)."""
     if value.dtype.kind not in "fiub" or value.ndim > MAX_RANK or value.size == 0:
-        raise Unsupported(f"constant {tensor!r} of type {value.dtype.name} and shape {value.shape} cannot be a tensor")
+        raise ConstantRefused(f"constant {tensor!r} of type {value.dtype.name} and shape {value.shape} cannot be a "
+                              "tensor")
+    if value.dtype.kind == "f" and not np.isfinite(value).all():
+        raise ConstantRefused(f"constant {tensor!r} holds infinities or NaN (LayerLab weights are finite numbers)")
     dims = Dims(*(value.shape or (1,)))
     return ctx.add("constant", {"dimensions": dims}, [], tensor, {"value": value.astype(np.float32).reshape(dims)},
                    dims=dims, name=f"{tensor}_constant")
@@ -105,6 +112,9 @@ def _wrapped(before: OpMapping) -> Callable[[Context], None]:
                 fold(ctx)
             else:
                 _with_constant_layers(ctx, before.fn)
+        except ConstantRefused:
+            ctx.rollback(mark)
+            raise
         except Unsupported:
             ctx.rollback(mark)
             raise refusal from None
