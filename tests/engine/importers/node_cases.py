@@ -179,7 +179,7 @@ def _write() -> None:  # pragma: no cover - a maintenance tool
     target = Path(__file__).with_name("node_refusals.py")
     lines = ['"""ONNX node tests the importer refuses: test -> (the operator of the first refused node, the reason) (written',
              'by python -m tests.engine.importers.node_cases; the node test module checks that exactly these are refused,',
-             'for exactly this reason)."""', "", "REFUSED = {"]
+             'for exactly this reason)."""', "# ruff: noqa: E501 - one test a line", "REFUSED = {"]
     lines += [f"    {k!r}: {v!r}," for k, v in sorted(refused.items())]
     lines.append("}")
     target.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -1,7 +1,7 @@
 """ONNX node tests the importer refuses: test -> (the operator of the first refused node, the reason) (written
 by python -m tests.engine.importers.node_cases; the node test module checks that exactly these are refused,
 for exactly this reason)."""
-
+# ruff: noqa: E501 - one test a line
 REFUSED = {
     'test_adagrad': ('(model)', 'model of no standard opset'),
     'test_adagrad_multiple': ('(model)', 'model of no standard opset'),
