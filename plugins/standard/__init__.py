@@ -57,6 +57,9 @@ LAYER_MODULES = (
     "reduce",
     "matmul",
     "unary",
+    "constant",
+    "compare",
+    "where",
 )
 
 

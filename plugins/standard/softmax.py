@@ -1,7 +1,10 @@
-"""softmax: softmax along any axis of a tensor of any rank (ONNX Softmax, opset 13)."""
+"""softmax: softmax, log-softmax or hardmax along any axis of a tensor of any rank (ONNX Softmax, LogSoftmax, Hardmax,
+opset 13)."""
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
@@ -10,19 +13,41 @@ from engine.tensor import Dims
 from plugins.activations.softmax import softmax
 from plugins.standard._common_rank import axis_index
 
+OPERATIONS = ("softmax", "log_softmax", "hardmax")
+_ONNX = {"softmax": "Softmax", "log_softmax": "LogSoftmax", "hardmax": "Hardmax"}
+
+
+def normalized(xp: Any, x: Any, operation: str, axis: int) -> Any:
+    """``operation`` of the logical array ``x`` along ``axis``: softmax, its logarithm (computed as
+    ``x - max - log(sum(exp(x - max)))``, finite where softmax underflows) or hardmax (1 at the first largest
+    value, 0 elsewhere)."""
+    if operation == "softmax":
+        return softmax(xp, x, axis=axis)
+    xf = x.astype(np.float32, copy=False)
+    if operation == "log_softmax":
+        shifted = xf - xp.max(xf, axis=axis, keepdims=True)
+        return (shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))).astype(x.dtype)
+    first = xp.expand_dims(xp.argmax(xf, axis=axis), axis)
+    positions = xp.arange(x.shape[axis]).reshape([-1 if i == axis else 1 for i in range(x.ndim)])
+    return (positions == first).astype(x.dtype)
+
 DESC = LayerDesc(
     name="softmax",
     display_name="Softmax",
-    summary="Softmax along any axis of a tensor of any rank (ONNX Softmax).",
+    summary="Softmax, log-softmax or hardmax along any axis of a tensor of any rank (ONNX Softmax, LogSoftmax, "
+            "Hardmax).",
     categories=(Category.ACTIVATION,),
     documentation=(
         "<p><code>exp(x) / sum(exp(x))</code> along <b>axis</b> (negative: from the end; default -1, the last), "
         "as ONNX Softmax (opset 13) and torch.softmax. The softmax activation is the same along the channels of "
-        "N x C x H x W.</p><p><b>Inputs</b>: <b>input</b> (primary), a tensor of any rank.</p>"
+        "N x C x H x W. <b>operation</b> <code>log_softmax</code> gives its logarithm (ONNX LogSoftmax, "
+        "torch.log_softmax), <code>hardmax</code> 1 at the first largest value along the axis and 0 elsewhere "
+        "(ONNX Hardmax).</p><p><b>Inputs</b>: <b>input</b> (primary), a tensor of any rank.</p>"
     ),
     inputs=(InputDesc("input"),),
     params=(ParamDesc("axis", "int", -1, "axis the values sum to 1 along; negative: from the end", min=-6, max=5,
-                      main=True),),
+                      main=True),
+            ParamDesc("operation", "enum", "softmax", "softmax, its logarithm, or hardmax", enum_values=OPERATIONS)),
     ranks=ANY_RANK,
 )
 
@@ -40,7 +65,7 @@ class Softmax(Layer):
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         x = self.nchw(inputs[0])
-        y = softmax(self.xp, x, axis=axis_index(self.p["axis"], x.ndim))
+        y = normalized(self.xp, x, self.p["operation"], axis_index(self.p["axis"], x.ndim))
         self.store(out, self.activate(y))
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
@@ -50,10 +75,14 @@ class Softmax(Layer):
     torch_support = "yes"
 
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
-        return g.node("Softmax", [inputs[0]], axis=int(self.p["axis"]))
+        return g.node(_ONNX[self.p["operation"]], [inputs[0]], axis=int(self.p["axis"]))
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
-        return f"torch.softmax({inputs[0]}, {int(self.p['axis'])})"
+        x, axis = inputs[0], int(self.p["axis"])
+        if self.p["operation"] == "hardmax":
+            n = self.input_dims[0][axis]
+            return f"torch.nn.functional.one_hot(torch.argmax({x}, {axis}), {n}).movedim(-1, {axis}).to({x}.dtype)"
+        return f"torch.{self.p['operation']}({x}, {axis})"
 
 
 LAYER = Softmax

@@ -1,4 +1,5 @@
-"""unary: one element-wise function of a tensor of any rank (erf, pow, sqrt, reciprocal, exp, log, abs, neg)."""
+"""unary: one element-wise function of a tensor of any rank (erf, pow, sqrt, reciprocal, exp, log, abs, neg,
+trigonometric and hyperbolic functions, rounding, sign, softsign)."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,11 +12,19 @@ from engine.layer import Layer
 from engine.tensor import Dims
 from plugins.activations.gelu import erfc_nonnegative
 
-OPERATIONS = ("erf", "pow", "sqrt", "reciprocal", "exp", "log", "abs", "neg", "identity")
+#: the functions that NumPy, CuPy and PyTorch name alike: LayerLab operation -> (ONNX operator, array function)
+_MATHS = {"cos": ("Cos", "cos"), "tan": ("Tan", "tan"), "asin": ("Asin", "arcsin"), "acos": ("Acos", "arccos"),
+          "atan": ("Atan", "arctan"), "sinh": ("Sinh", "sinh"), "cosh": ("Cosh", "cosh"), "asinh": ("Asinh", "arcsinh"),
+          "acosh": ("Acosh", "arccosh"), "atanh": ("Atanh", "arctanh"), "ceil": ("Ceil", "ceil"),
+          "floor": ("Floor", "floor"), "round": ("Round", "rint"), "sign": ("Sign", "sign")}
+OPERATIONS = ("erf", "pow", "sqrt", "reciprocal", "exp", "log", "abs", "neg", "identity", *_MATHS, "softsign", "not")
 _ONNX = {"erf": "Erf", "sqrt": "Sqrt", "reciprocal": "Reciprocal", "exp": "Exp", "log": "Log", "abs": "Abs",
-         "neg": "Neg", "identity": "Identity"}
+         "neg": "Neg", "identity": "Identity", "softsign": "Softsign", "not": "Not"} | {k: v[0] for k, v in _MATHS.items()}
 _TORCH = {"erf": "torch.erf({})", "sqrt": "torch.sqrt({})", "reciprocal": "torch.reciprocal({})",
-          "exp": "torch.exp({})", "log": "torch.log({})", "abs": "torch.abs({})", "neg": "-({})", "identity": "{}"}
+          "exp": "torch.exp({})", "log": "torch.log({})", "abs": "torch.abs({})", "neg": "-({})", "identity": "{}",
+          "softsign": "torch.nn.functional.softsign({})", "round": "torch.round({})",
+          "not": "({0} == 0).to({0}.dtype)"} | \
+    {k: f"torch.{k}({{}})" for k in _MATHS if k != "round"}
 
 
 def erf(xp: Any, x: Any) -> Any:
@@ -38,6 +47,12 @@ def unary(xp: Any, x: Any, operation: str, exponent: float = 1.0) -> Any:
             y = -xf
         elif operation == "identity":
             y = xf
+        elif operation == "not":
+            y = (xf == 0).astype(np.float32)
+        elif operation == "softsign":
+            y = xf / (1 + xp.abs(xf))
+        elif operation in _MATHS:
+            y = getattr(xp, _MATHS[operation][1])(xf)
         else:
             y = getattr(xp, operation)(xf)
     return y.astype(x.dtype, copy=False)
@@ -46,14 +61,21 @@ def unary(xp: Any, x: Any, operation: str, exponent: float = 1.0) -> Any:
 DESC = LayerDesc(
     name="unary",
     display_name="Unary maths",
-    summary="One element-wise function of a tensor of any rank: erf, pow, sqrt, reciprocal, exp, log, abs, neg.",
+    summary="One element-wise function of a tensor of any rank: erf, pow, sqrt, reciprocal, exp, log, abs, neg, "
+            "trigonometry, rounding, sign, softsign.",
     categories=(Category.ARITHMETIC,),
     documentation=(
         "<p>Applies <b>operation</b> to every value: <code>erf</code>, <code>pow</code> (x to the power "
         "<b>exponent</b>), <code>sqrt</code>, <code>reciprocal</code> (1/x), <code>exp</code>, <code>log</code>, "
-        "<code>abs</code>, <code>neg</code> (-x) or <code>identity</code>, in float32 arithmetic. Out of their "
-        "domain the values are those of IEEE arithmetic (log(0) = -inf, sqrt(-1) = NaN), as ONNX Erf, Pow, Sqrt, "
-        "Reciprocal, Exp, Log, Abs, Neg.</p><p><b>Inputs</b>: <b>input</b> (primary), a tensor of any rank.</p>"
+        "<code>abs</code>, <code>neg</code> (-x), <code>identity</code>, <code>cos</code>, <code>tan</code>, "
+        "<code>asin</code>, <code>acos</code>, <code>atan</code>, <code>sinh</code>, <code>cosh</code>, "
+        "<code>asinh</code>, <code>acosh</code>, <code>atanh</code>, <code>ceil</code>, <code>floor</code>, "
+        "<code>round</code> (halves to even), <code>sign</code>, <code>softsign</code> (x / (1 + |x|)) or "
+        "<code>not</code> (1 where x is 0, else 0: "
+        "the logical not of a mask), in float32 "
+        "arithmetic. Out of their domain the values are those of IEEE arithmetic (log(0) = -inf, sqrt(-1) = NaN), as "
+        "the ONNX operators of the same names (Erf, Pow, Sqrt, Reciprocal, Exp, Log, Abs, Neg, Cos, Asin...).</p>"
+        "<p><b>Inputs</b>: <b>input</b> (primary), a tensor of any rank.</p>"
     ),
     inputs=(InputDesc("input"),),
     params=(
@@ -78,6 +100,9 @@ class Unary(Layer):
     torch_support = "yes"
 
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        if self.p["operation"] == "not":
+            y = g.node("Not", [g.node("Cast", [inputs[0]], "mask", to=9)], "not")  # BOOL
+            return g.node("Cast", [y], to=g.elem_type)  # the network's float type
         if self.p["operation"] == "pow":
             return g.node("Pow", [inputs[0], g.const("exponent", np.float32(self.p["exponent"]))])
         return g.node(_ONNX[self.p["operation"]], [inputs[0]])

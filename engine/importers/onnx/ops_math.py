@@ -143,7 +143,7 @@ def _variadic(ctx: Context) -> None:
 for _op, _text in (("Sum", "sum"), ("Mean", "mean"), ("Max", "max"), ("Min", "min")):
     maps(_op, f"element_wise ({_text})" + (" or activation clamp" if _op in ("Max", "Min") else ""),
          "any number of tensors (broadcasting N x C x 1 x 1)" + ("; a tensor and one constant value is a clamp "
-         "(Min(Max(x, 0), 6) is one ReLU6)" if _op in ("Max", "Min") else "; constants refused"))(_variadic)
+         "(Min(Max(x, 0), 6) is one ReLU6)" if _op in ("Max", "Min") else ""))(_variadic)
 
 
 @maps("Neg", "affine", "scale -1")

@@ -176,6 +176,20 @@ CASES: dict[str, list[Case]] = {
         C("slice", (1, 5, 6, 7), channels="1:3", height="::-1", width="1:-1:2"),
         C("slice", (1, 5, 6, 7), channels="-1", height="4:0:-2", width=":"),
     ],
+    "unary": [C("unary", (1, 4, 8, 8)), C("unary", (1, 4, 8, 8), operation="atan"),
+              C("unary", (1, 4, 8, 8), operation="round"), C("unary", (1, 4, 8, 8), operation="softsign"),
+              C("unary", (1, 4, 8, 8), operation="not")],
+    "reduce": [C("reduce", (1, 4, 8, 8)), C("reduce", (2, 3, 4, 5), operation="l2", axes="1,3", keepdims="false"),
+               C("reduce", (2, 3, 4, 5), operation="prod", axes="1,2"),
+               C("reduce", (2, 3, 4, 5), operation="log_sum_exp", axes="-1"),
+               C("reduce", (2, 3, 4, 5), operation="argmax", axes="1", last_index="true"),
+               C("reduce", (2, 3, 4, 5), operation="argmin", axes="3", keepdims="false")],
+    "softmax": [C("softmax", (1, 4, 8, 8)), C("softmax", (2, 3, 4, 5), axis=1, operation="log_softmax"),
+                C("softmax", (2, 3, 4, 5), axis=-1, operation="hardmax")],
+    "compare": [C("compare", ((1, 4, 8, 8), (1, 4, 1, 1)), operation="greater"),
+                C("compare", ((1, 4, 8, 8), (1, 4, 8, 8)), operation="and")],
+    "where": [C("where", ((1, 4, 8, 8), (1, 4, 8, 8), (1, 1, 1, 1)))],
+    "constant": [C("constant", (None,), dimensions="1x4x8x8")],
 }
 
 #: every activation, on an affine layer that spreads values to about +-4 (so every branch is used)

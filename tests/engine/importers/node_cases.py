@@ -1,14 +1,16 @@
 """The ONNX backend node tests shipped in the onnx package (generated in memory by
-``onnx.backend.test.case.node``), for the operators the importer maps, and why some are refused.
+``onnx.backend.test.case.node``), every one of them, and why some are refused (by operator and reason).
 
 A node test feeds every operator input as a graph input; LayerLab reads weights, scales, pads, axes...
 as constants, so ``frozen`` turns every input but the data ones (the first, and the other float tensors of
 the first one's rank for element-wise operators and Concat) into initializers with the test's values.
 
-``python -m tests.engine.importers.node_cases`` rewrites ``node_refusals.py`` from a run (then review the diff)."""
+``python -m tests.engine.importers.node_cases`` rewrites ``node_refusals.py`` and the table of refusals in
+docs/onnx-import.md from a run (then review the diff)."""
 from __future__ import annotations
 
 import functools
+import re
 import sys
 import tempfile
 import warnings
@@ -19,9 +21,9 @@ import numpy as np
 import onnx
 
 from engine.importers.onnx import OnnxImportError, import_onnx
-from engine.importers.onnx.mapping import operator_table
 
-DATA_OPS = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "Concat"}
+DATA_OPS = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "Concat", "Less", "LessOrEqual", "Greater",
+            "GreaterOrEqual", "Equal"}
 #: why a node test is refused: category -> a piece of the import error that identifies it
 CATEGORIES = {
     "input rank is not 1 to 6": "LayerLab inputs have rank 1 to 6",
@@ -32,6 +34,7 @@ CATEGORIES = {
     "reshape that is no flatten": "reshaping",
     "MatMul that is no N x K by K x M product": "only a K x M matrix",
     "Pad with a non-zero constant": "only zero padding",
+    "Pad of other axes than H and W": "only H and W of N x C x H x W can be padded",
     "Resize with antialias": "antialias is not supported",
     "Resize keep_aspect_ratio_policy": "keep_aspect_ratio_policy",
     "Resize tf_crop_and_resize": "tf_crop_and_resize",
@@ -60,24 +63,29 @@ CATEGORIES = {
     "Gemm bias not one per output": "is not one value per output",
     "Clip with min above max": "is greater than max",
     "constant of a type LayerLab does not read": "LayerLab reads tensors of",
+    "constant holding infinities or NaN": "holds infinities or NaN",
+    "boolean or integer result of tensors computed at run time": "gives boolean or integer tensors",
+    "constant that cannot be a tensor": "cannot be a tensor",
+    "constants the reference evaluator cannot fold": "could not be folded",
+    "operator of another domain": "is not the standard ONNX one",
+    "control flow": "control flow (",
+    "model of no standard opset": "imports no standard ONNX opset",
+    "operator without a LayerLab layer": "': no LayerLab equivalent",
 }
+#: the node test module holds at least this many tests that import and agree with the expected outputs (a lower
+#: bound: more is progress, fewer is a regression)
+AGREE_AT_LEAST = 623
 
 
 @functools.cache
 def node_cases() -> dict[str, Any]:
-    """Node test name -> TestCase, for the tests whose every operator is in the mapping table."""
+    """Node test name -> TestCase, for every node test onnx ships."""
     from onnx.backend.test.case.node import collect_testcases  # noqa: PLC0415 - slow (generates every test)
 
-    mapped = set(operator_table())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cases = collect_testcases(None)
-    out = {}
-    for c in cases:
-        ops = {n.op_type for n in c.model.graph.node} - {"Constant"}
-        if c.kind == "node" and ops and ops <= mapped:
-            out[c.name] = c
-    return out
+    return {c.name: c for c in sorted(cases, key=lambda c: c.name) if c.kind == "node"}
 
 
 def ops_of(case: Any) -> set[str]:
@@ -106,8 +114,16 @@ def frozen(case: Any) -> tuple[Any, dict[str, np.ndarray], list[np.ndarray]]:
 
 
 def _array(value: Any) -> np.ndarray:
-    """A node test's value as an array (some tests store theirs as TensorProto)."""
-    return onnx.numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
+    """A node test's value as an array (some tests store theirs as TensorProto; a sequence or an optional is held as
+    an object array, which the import refuses as an input)."""
+    if isinstance(value, onnx.TensorProto):
+        return onnx.numpy_helper.to_array(value)
+    try:
+        return np.asarray(value)
+    except ValueError:  # a sequence of tensors of different shapes
+        held = np.empty(1, dtype=object)
+        held[0] = value
+        return held
 
 
 def category(message: str) -> str:
@@ -118,6 +134,33 @@ def category(message: str) -> str:
     return f"other: {message}"
 
 
+def refused_operator(message: str) -> str:
+    """The operator of the first refused node an import error message names ("(model)" where the model as a whole
+    is refused: its inputs, opset, control flow...)."""
+    found = re.search(r"\n(\w+) \(\d+\): ", message)
+    return found.group(1) if found else "(model)"
+
+
+def refusal_table(refused: dict[str, tuple[str, str]]) -> str:
+    """Markdown table of the refused node tests by operator (most first): how many, and why (tests per reason)."""
+    by_op: dict[str, dict[str, int]] = {}
+    for op, why in refused.values():
+        reasons = by_op.setdefault(op, {})
+        reasons[why] = reasons.get(why, 0) + 1
+    rows = sorted(by_op.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+    lines = [TABLE_BEGIN, "", "| operator | node tests refused | why (node tests) |", "|---|---|---|"]
+    for op, reasons in rows:
+        why = "; ".join(f"{r} ({n})" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+        lines.append(f"| `{op}` | {sum(reasons.values())} | {why} |" if op != "(model)" else
+                     f"| the model as a whole | {sum(reasons.values())} | {why} |")
+    return "\n".join([*lines, "", TABLE_END])
+
+
+TABLE_BEGIN = "<!-- node-tests:begin (generated by python -m tests.engine.importers.node_cases) -->"
+TABLE_END = "<!-- node-tests:end -->"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "onnx-import.md"
+
+
 def import_case(case: Any, folder: Path) -> Any:
     model, feeds, outputs = frozen(case)
     path = folder / f"{case.name}.onnx"
@@ -126,21 +169,26 @@ def import_case(case: Any, folder: Path) -> Any:
 
 
 def _write() -> None:  # pragma: no cover - a maintenance tool
-    refused: dict[str, str] = {}
+    refused: dict[str, tuple[str, str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, case in sorted(node_cases().items()):
             try:
                 import_case(case, Path(tmp))
             except OnnxImportError as exc:
-                refused[name] = category(str(exc))
+                refused[name] = (refused_operator(str(exc)), category(str(exc)))
     target = Path(__file__).with_name("node_refusals.py")
-    lines = ['"""ONNX node tests the importer refuses, by reason (written by python -m tests.engine.importers.node_cases;',
-             'the node test module checks that exactly these are refused, for exactly this reason)."""', "",
-             "REFUSED = {"]
+    lines = ['"""ONNX node tests the importer refuses: test -> (the operator of the first refused node, the reason) (written',
+             'by python -m tests.engine.importers.node_cases; the node test module checks that exactly these are refused,',
+             'for exactly this reason)."""', "# ruff: noqa: E501 - one test a line", "REFUSED = {"]
     lines += [f"    {k!r}: {v!r}," for k, v in sorted(refused.items())]
     lines.append("}")
     target.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"{len(node_cases())} node tests, {len(refused)} refused: wrote {target}", file=sys.stderr)
+    text = DOCS.read_text(encoding="utf-8")
+    if TABLE_BEGIN in text and TABLE_END in text:
+        text = text[: text.index(TABLE_BEGIN)] + refusal_table(refused) + text[text.index(TABLE_END) + len(TABLE_END):]
+        DOCS.write_text(text, encoding="utf-8")
+    print(f"{len(node_cases())} node tests, {len(refused)} refused: wrote {target} and the table in {DOCS}",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

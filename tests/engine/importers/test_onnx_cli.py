@@ -161,8 +161,8 @@ def _bad_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     onnx.save(model, str(ext), save_as_external_data=True, location="ext.data", size_threshold=0)
     (tmp_path / "ext.data").unlink()
     out["external"] = (ext, "external data file ext.data")
-    nodes = [helper.make_node("Round", ["x"], ["e"], name="round1"), helper.make_node("Relu", ["e"], ["r"]),
-             helper.make_node("Floor", ["r"], ["y"], name="floor1")]
+    nodes = [helper.make_node("Shrink", ["x"], ["e"], name="shrink1"), helper.make_node("Relu", ["e"], ["r"]),
+             helper.make_node("ThresholdedRelu", ["r"], ["y"], name="thresholded1")]
     out["unsupported"] = (save_graph(tmp_path / "unsupported.onnx", nodes, [x], [y]), "2 node(s)")
     return out
 
@@ -184,13 +184,13 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, case: str) 
 def test_unsupported_nodes_listed_then_kept_as_placeholders(tmp_path, capsys) -> None:
     path, _ = _bad_models(tmp_path)["unsupported"]
     code, _, err = cli(["import", str(path), "-o", str(tmp_path / "u.lnet")], capsys)
-    assert code == 2 and "Round (1): Round node 'round1': no LayerLab equivalent" in err
-    assert "Floor (1): Floor node 'floor1'" in err
+    assert code == 2 and "Shrink (1): Shrink node 'shrink1': no LayerLab equivalent" in err
+    assert "ThresholdedRelu (1): ThresholdedRelu node 'thresholded1'" in err
     assert "--placeholders" in err
     result = import_onnx(path, registry=REGISTRY, placeholders=True)
     kinds = {s.name: s for s in result.model.layers.values()}
     ph = [s for s in kinds.values() if s.type == "placeholder"]
-    assert sorted(s.params["op_type"] for s in ph) == ["Floor", "Round"]
+    assert sorted(s.params["op_type"] for s in ph) == ["Shrink", "ThresholdedRelu"]
     assert [s for s in kinds.values() if s.type == "affine" or s.activation == "relu"]  # the Relu between them
     errors = [d for d in check(result.model, REGISTRY) if d.severity == ERROR]
     assert sorted(d.layer for d in errors) == sorted(s.name for s in ph) and all("does not run" in d.message for d in errors)

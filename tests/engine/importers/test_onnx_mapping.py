@@ -81,11 +81,22 @@ def test_arithmetic_with_a_constant_is_affine(tmp_path, op, const_first, const) 
     assert mode == ("per_tensor" if np.asarray(const).size == 1 else "per_channel")
 
 
-def test_constant_divided_by_a_tensor_and_a_per_pixel_constant_are_refused(tmp_path) -> None:
-    with pytest.raises(OnnxImportError, match="reciprocal"):
-        _one(tmp_path, [helper.make_node("Div", ["k", "x"], ["y"])], [2, 4, 6, 5], {"k": np.float32(1.0)})
-    with pytest.raises(OnnxImportError, match="broadcasts over more than the channels"):
-        _one(tmp_path, [helper.make_node("Add", ["x", "k"], ["y"])], [2, 4, 6, 5], {"k": _x((1, 1, 6, 5))})
+def test_constant_divided_by_a_tensor_and_a_per_pixel_constant_are_constant_layers(tmp_path) -> None:
+    """What affine cannot hold (1 / x, a constant per pixel) reads the constant as a constant layer."""
+    r = _one(tmp_path, [helper.make_node("Div", ["k", "x"], ["y"])], [2, 4, 6, 5], {"k": np.float32(1.0)})
+    assert sorted(types(r)) == ["constant", "element_wise", "input", "output"]
+    r = _one(tmp_path, [helper.make_node("Add", ["x", "k"], ["y"])], [2, 4, 6, 5], {"k": _x((1, 1, 6, 5))})
+    assert sorted(types(r)) == ["constant", "element_wise", "input", "output"]
+
+
+def test_constant_subgraphs_fold_and_a_constant_with_infinities_is_refused_by_name(tmp_path) -> None:
+    nodes = [helper.make_node("Less", ["a", "b"], ["m"]), helper.make_node("Where", ["m", "a", "b"], ["k"]),
+             helper.make_node("Mul", ["x", "k"], ["y"])]
+    r = _one(tmp_path, nodes, [2, 4, 6, 5], {"a": _x((6, 5)), "b": _x((6, 5))})
+    assert sorted(types(r)) == ["constant", "element_wise", "input", "output"]
+    with pytest.raises(OnnxImportError, match="Add node 'masked': constant 'k' holds infinities"):
+        _one(tmp_path, [helper.make_node("Add", ["x", "k"], ["y"], name="masked")], [2, 4, 6, 5],
+             {"k": np.where(_x((6, 5)) > 0, 0, -np.inf).astype(np.float32)})
 
 
 def test_squeeze_excitation_broadcast_product_and_division(tmp_path) -> None:
