@@ -35,11 +35,11 @@ def test_shapes_under_the_names_are_whole_at_every_zoom(window, sample_path, qtb
     doc = window.files.open_path(sample_path)
     doc.model.set_param("input", "dimensions", "1x3x240x320")
     canvas = doc.canvas
-    canvas.zoom_to("conv3", 1.0)
     view = canvas.viewer()
     shapes = 0
-    for _ in range(20):
-        canvas.zoom(-1)
+    for k in range(40):
+        canvas.zoom_to("conv3", 0.9 * 0.95**k)  # from near 1:1 to the far overview, in small steps
+        qtbot.wait(30)
         image = QtGui.QImage(view.viewport().size(), QtGui.QImage.Format.Format_ARGB32)
         painter = _RecordingPainter(image)
         view.render(painter)
