@@ -286,10 +286,9 @@ def inner_drift_note(result: DriftResult, outputs: Iterable[str]) -> str:
         return ""
     first = inner[0]
     more = f" and {len(inner) - 1} more" if len(inner) > 1 else ""
-    return (f"{first.name} ({first.type}, relative error {first.rel_error:.2e}){more} inside the network stay over "
-            f"{result.threshold:g}, but their error does not reach the outputs: pins are searched only until every "
-            "network output is within the threshold (the same relative L2 error, inputs and threshold as the "
-            "comparison)")
+    return (f"{first.name} (relative error {first.rel_error:.2e}){more} inside the network stays over "
+            f"{result.threshold:g}, but the error does not reach the outputs: pins are searched only until every "
+            "network output is within the threshold")
 
 
 def _top(model: Model, name: str) -> str:

@@ -136,6 +136,8 @@ class AnalysisMode(QtCore.QObject):
     def _window_closed(self) -> None:
         win, self.window = self.window, None
         ctl, self.ctl = self.ctl, None
+        if ctl is not None:  # its late messages ("Analysis stopped") must not cover what the designer says now
+            ctl.message.disconnect(self._status)
         self.guard.unlock()
         if win is not None:
             win.deleteLater()  # with the panels

@@ -46,6 +46,7 @@ class PrecisionFixPanel(QtWidgets.QWidget):
         self.apply_button.setEnabled(False)
         self.note = QtWidgets.QLabel()
         self.note.setWordWrap(True)
+        self.note.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Minimum)
         self.note.setVisible(False)
         for w in (self.summary, self.pin_button, self.progress, self.table, self.note, self.apply_button):
             lay.addWidget(w)
@@ -99,7 +100,7 @@ class PrecisionFixPanel(QtWidgets.QWidget):
         from engine.precision import inner_drift_note  # noqa: PLC0415 - NumPy and the run path load with analysis
 
         note = inner_drift_note(report.after, fix.after.outputs) if fix.satisfied else ""
-        self.note.setText(f"Why the comparison still marks a layer: {note}." if note else "")
+        self.note.setText(f"{note}." if note else "")
         self.note.setVisible(bool(note))
         self.apply_button.setEnabled(bool(fix.pins) and fix.satisfied)
         self.pin_button.setEnabled(True)
