@@ -45,16 +45,25 @@ class CanvasEditingMixin:
         return name
 
     def free_spot(self, x: float, y: float, size: tuple[float, float] = NODE_SIZE_GUESS,
-                  step: float | None = None) -> tuple[float, float]:
-        """The first position from (x, y) downwards where a node of ``size`` overlaps no other node."""
+                  step: float | None = None, ignore: str | None = None) -> tuple[float, float]:
+        """The first position from (x, y) downwards where a node of ``size`` overlaps no other node (``ignore``:
+        the layer being placed, when it is on the canvas already)."""
         step = step or size[1] + FREE_GAP / 2
         column = QtCore.QRectF(x, y, *size).adjusted(-FREE_GAP / 4, -FREE_GAP / 4, FREE_GAP / 4, 200 * step)
-        boxes = [r for r in (self.node_rect(n) for n in self.nodes) if r.intersects(column)]
+        boxes = [r for r in (self.node_rect(n) for n in self.nodes if n != ignore) if r.intersects(column)]
         for i in range(200):
             rect = QtCore.QRectF(x, y + i * step, *size).adjusted(-FREE_GAP / 4, -FREE_GAP / 4, FREE_GAP / 4, FREE_GAP / 4)
             if not any(r.intersects(rect) for r in boxes):
                 return snap_position((x, y + i * step))
         return snap_position((x, y))
+
+    def clear_of_others(self, name: str) -> None:
+        """Move layer ``name`` down to the first place where its node overlaps no other node (nothing when it
+        overlaps none): a node that grew, such as a new template instance, must not hide its neighbours."""
+        rect = self.node_rect(name)
+        if any(rect.intersects(self.node_rect(n)) for n in self.nodes if n != name):
+            self.net_model.move_layer(name, self.free_spot(rect.x(), rect.y(), (rect.width(), rect.height()),
+                                                           ignore=name))
 
     def add_layer_at_port(self, item: PortItem) -> str | None:
         """Double-click on a free port: create an input (output) layer linked to it, in free space beside the

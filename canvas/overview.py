@@ -252,8 +252,25 @@ class OverviewItem(QtWidgets.QGraphicsItem):
                 continue
             top = r.center().y() - metrics.height()
             painter.drawText(QtCore.QRectF(r.x(), top, r.width(), metrics.height()), QtCore.Qt.AlignmentFlag.AlignCenter, text)
-            painter.setFont(small)
+            detail_font = _fitted(small, small_metrics, detail, r.width(), MIN_PX / lod)
+            if detail_font is None:
+                continue  # a shape cut short misleads ("1x3x24…"): the name alone
+            painter.setFont(detail_font)
             painter.setPen(QtGui.QColor(170, 215, 170))
             painter.drawText(QtCore.QRectF(r.x(), top + metrics.height() * 1.1, r.width(), small_metrics.height()),
-                             QtCore.Qt.AlignmentFlag.AlignCenter,
-                             small_metrics.elidedText(detail, QtCore.Qt.TextElideMode.ElideRight, r.width()))
+                             QtCore.Qt.AlignmentFlag.AlignCenter, detail)
+
+
+def _fitted(font: QtGui.QFont, metrics: QtGui.QFontMetricsF, text: str, width: float,
+            smallest: float) -> QtGui.QFont | None:
+    """``font``, made smaller where ``text`` is wider than ``width`` (not below ``smallest`` pixels); None when the
+    text does not fit even then."""
+    wide = metrics.horizontalAdvance(text)
+    if wide <= width:
+        return font
+    size = font.pixelSize() * width / wide
+    if size < smallest:
+        return None
+    out = QtGui.QFont(font)
+    out.setPixelSize(max(1, int(size)))  # rounded down: never wider than the box
+    return out

@@ -265,6 +265,32 @@ def pin_and_compare(model: Model, registry: Registry, inputs: Mapping[str, np.nd
     return PinReport(fix, before, after, times)
 
 
+def apply_pins(model: Model, pins: Iterable[str]) -> list[str]:
+    """Store ``pins`` as ``model``'s fp32 layers (other precision settings removed, layouts kept) as one undo step;
+    returns the model's pins afterwards. Raises LayerLabError while the model is read-only."""
+    pins = list(pins)
+    wanted = with_pins(model, pins)
+    with model.macro(f"Pin {', '.join(pins)} to fp32" if pins else "Remove precision pins"):
+        for name in set(precision_pins(model)) | set(precision_pins(wanted)):
+            model.set_layer_format(name, str(LayerFormat.parse(wanted.layers[name].format)))
+    return precision_pins(model)
+
+
+def inner_drift_note(result: DriftResult, outputs: Iterable[str]) -> str:
+    """Why a comparison can mark a layer over the threshold while the search needs no (further) pin: the search
+    asks only that every network output stays within the threshold; an error inside the network may shrink on its
+    way to the outputs. Empty when no layer other than the outputs is over the threshold."""
+    outputs = set(outputs)
+    inner = [d for d in result.layers if d.rel_error > result.threshold and d.name not in outputs]
+    if not inner:
+        return ""
+    first = inner[0]
+    more = f" and {len(inner) - 1} more" if len(inner) > 1 else ""
+    return (f"{first.name} (relative error {first.rel_error:.2e}){more} inside the network stays over "
+            f"{result.threshold:g}, but the error does not reach the outputs: pins are searched only until every "
+            "network output is within the threshold")
+
+
 def _top(model: Model, name: str) -> str:
     """The model layer a network layer name stands for (an expanded template layer's instance)."""
     return name if name in model.layers else name.split("__", 1)[0]
@@ -279,5 +305,5 @@ def format_times(times: list[VariantTime]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Evaluation", "PinReport", "PrecisionFix", "VariantTime", "fix_precision", "format_times",
-           "pin_and_compare", "precision_pins", "time_mixed", "with_pins", "without_precision_pins"]
+__all__ = ["Evaluation", "PinReport", "PrecisionFix", "VariantTime", "apply_pins", "fix_precision", "format_times",
+           "inner_drift_note", "pin_and_compare", "precision_pins", "time_mixed", "with_pins", "without_precision_pins"]

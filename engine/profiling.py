@@ -273,14 +273,44 @@ def account(spans: Sequence[tuple[int, int]], begin_ns: int | None = None,
 
 
 # ---- profiling ------------------------------------------------------------------------------------------------
+#: ``warming(done, total, layer)``: the untimed runs before the timed ones (the first loads or compiles the kernels),
+#: layer by layer: ``done`` layers of ``total`` computed, ``layer`` the one computed next
+Warming = Callable[[int, int, str], None]
+
+
+class WarmupLayers:
+    """A ``Hooks.layer_done`` callback that follows the untimed runs before the timed ones: it polls ``check()`` after
+    every layer (a cancel is seen within one layer, also during the first run, which compiles) and reports
+    ``warming(done, total, next layer)``. ``passes``: how many untimed runs; ``remove()`` ends it."""
+
+    def __init__(self, net: Network, passes: int, warming: Warming | None, check: Callable[..., None]) -> None:
+        self.net, self.warming, self.check = net, warming, check
+        self.order = list(net.order)
+        self.total = max(1, passes * len(self.order))
+        self.done = 0
+        net.hooks.layer_done.append(self)
+
+    def __call__(self, name: str) -> None:
+        self.done = min(self.done + 1, self.total)
+        self.check()
+        if self.warming is not None:
+            at = self.order.index(name) + 1 if name in self.order else 0
+            self.warming(self.done, self.total, self.order[at % len(self.order)] if self.order else name)
+
+    def remove(self) -> None:
+        if self in self.net.hooks.layer_done:
+            self.net.hooks.layer_done.remove(self)
+
+
 def profile(net: Network, iterations: int = 10, warmup: int = 1,
             progress: Callable[[int, int], None] | None = None,
             should_cancel: Callable[[], bool] | None = None, measure_device: bool = True,
-            remeasure_peaks: bool = False) -> ProfileResult:
+            remeasure_peaks: bool = False, warming: Warming | None = None) -> ProfileResult:
     """Run ``warmup`` + ``iterations`` plain inferences and time every layer of every timed iteration (see the
     module documentation for how). ``progress(i, n)`` is called after each timed iteration; ``should_cancel()`` is
-    polled before every iteration (and every layer of an untimed per-layer run), a True answer raises Cancelled.
-    ``remeasure_peaks`` measures the device's peaks again instead of using the cached ones."""
+    polled before every iteration (and every layer of an untimed run on the CPU), a True answer raises Cancelled.
+    ``warming`` follows the untimed runs on the CPU layer by layer (``Warming``). ``remeasure_peaks`` measures the
+    device's peaks again instead of using the cached ones."""
     check_at_least("iterations", iterations, 1, LayerLabError)
 
     def check(*_: Any) -> None:
@@ -300,7 +330,7 @@ def profile(net: Network, iterations: int = 10, warmup: int = 1,
         else:
             result = _profile_traced(net, tracer, iterations, warmup, progress, check)
     else:
-        result = _profile_host(net, iterations, warmup, progress, check)
+        result = _profile_host(net, iterations, warmup, progress, check, warming)
     if measure_device:
         result.peaks = network_peaks(net, remeasure_peaks)
     return result
@@ -367,12 +397,19 @@ def _call_name(call: Any) -> str:
 
 
 def _profile_host(net: Network, iterations: int, warmup: int, progress: Callable[[int, int], None] | None,
-                  check: Callable[..., None]) -> ProfileResult:
+                  check: Callable[..., None], warming: Warming | None = None) -> ProfileResult:
     """CPU: plain runs, each layer's end noted on the host clock (``Hooks.layer_done``)."""
-    net.run()  # plans shapes, weights and memory
-    costs = layer_costs(net)
-    by_name = {c.name: c for c in costs}
-    served = _served_per_layer(net, check)
+    untimed = WarmupLayers(net, 2 + warmup, warming, check)  # planning, candidates served, warm-up
+    try:
+        net.run()  # plans shapes, weights and memory
+        costs = layer_costs(net)
+        by_name = {c.name: c for c in costs}
+        served = _served_per_layer(net, check)
+        for _ in range(warmup):
+            check()
+            _plain_iteration(net)
+    finally:
+        untimed.remove()
     marks: list[tuple[str, float]] = []
     clock = time.perf_counter
 
@@ -386,17 +423,15 @@ def _profile_host(net: Network, iterations: int, warmup: int, progress: Callable
     net.hooks.layer_done.append(done)
     net_times: list[float] = []
     try:
-        for i in range(warmup + iterations):
+        for i in range(iterations):
             check()
             marks.clear()
             ms = _plain_iteration(net)
-            if i < warmup:
-                continue
             net_times.append(ms)
             for (_, t0), (name, t1) in zip(marks, marks[1:]):
                 by_name[name].times_ms.append((t1 - t0) * 1e3)
             if progress is not None:
-                progress(i - warmup + 1, iterations)
+                progress(i + 1, iterations)
     finally:
         net.hooks.before_inference.remove(begin)
         net.hooks.layer_done.remove(done)

@@ -45,7 +45,7 @@ from engine.io import ImageOptions, VideoReader, image_to_tensor, kind_of, read_
 from engine.log import get_logger
 from engine.model import Model
 from engine.network import Network, random_input
-from engine.profiling import Cancelled, ProfileResult, layer_costs, profile
+from engine.profiling import Cancelled, ProfileResult, Warming, WarmupLayers, layer_costs, profile
 from engine.registry import Registry
 from engine.weights import RandomWeights, WeightsSource
 from engine.weights import open_weights as open_weights_path
@@ -392,17 +392,19 @@ def time_iteration(net: Network) -> float:
 
 
 def run_timed(net: Network, spec: RunSpec, progress: Callable[[int, int], None] | None = None,
-              cancelled: Callable[[], bool] | None = None) -> ProfileResult:
+              cancelled: Callable[[], bool] | None = None, warming: Warming | None = None) -> ProfileResult:
     """``spec.warmup`` untimed, then ``spec.iterations`` timed inferences. With ``spec.profiling`` every layer is
     timed (``engine.profiling.profile``), else whole iterations only (no per-layer synchronisation). ``progress(i,
     n)`` follows each timed iteration. ``cancelled()`` is polled before every layer (a True answer raises
     ``Cancelled`` within one layer's time), except where the network replays a captured CUDA graph (a layer hook
-    would stop the replay): there it is polled before every iteration."""
+    would stop the replay): there it is polled before every iteration. ``warming(done, total, layer)`` follows the
+    untimed runs before the timed ones layer by layer on the CPU (``engine.profiling.Warming``): the first run loads
+    or compiles the kernels, which takes long the first time."""
     spec.check()
     log.info("running %s: %d warm-up and %d timed iteration(s), %s", net.model_name, spec.warmup, spec.iterations,
              "every layer timed" if spec.profiling else "whole iterations timed")
     if spec.profiling:
-        return profile(net, spec.iterations, spec.warmup, progress=progress, should_cancel=cancelled)
+        return profile(net, spec.iterations, spec.warmup, progress=progress, should_cancel=cancelled, warming=warming)
 
     def check(*_: Any) -> None:
         if cancelled is not None and cancelled():
@@ -412,17 +414,22 @@ def run_timed(net: Network, spec: RunSpec, progress: Callable[[int, int], None] 
     if per_layer_check:
         net.hooks.before_layer.append(check)
     times = []
+    untimed = WarmupLayers(net, 1 + spec.warmup, warming, check) if net.backend.device_kind != "gpu" else None
     try:
         check()
         net.run()  # plans shapes, weights and memory
         for i in range(spec.warmup + spec.iterations):
             check()
+            if i == spec.warmup and untimed is not None:
+                untimed.remove()
             ms = time_iteration(net)
             if i >= spec.warmup:
                 times.append(ms)
                 if progress is not None:
                     progress(i - spec.warmup + 1, spec.iterations)
     finally:
+        if untimed is not None:
+            untimed.remove()
         if per_layer_check:
             net.hooks.before_layer.remove(check)
     return ProfileResult(layer_costs(net), times, net.peak_memory_bytes, None)

@@ -4,6 +4,7 @@ panels (docks and tabs) and calls ``launch`` / ``stop``. Everything the panels a
 back through the proxy in the GUI thread."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from PySide6 import QtCore, QtWidgets
@@ -21,6 +22,13 @@ from app.analysis.proxy import SessionProxy
 from engine.model import Model
 from engine.registry import Registry
 from engine.run import RunSpec
+
+
+def pins_applied(model: Model, pins: list[str]) -> str:
+    """Apply Pins to Model on a writable ``model`` (``engine.precision.apply_pins``); the status-bar line."""
+    from engine.precision import apply_pins  # noqa: PLC0415
+
+    return f"Pinned to fp32 in {model.name}: {', '.join(apply_pins(model, pins)) or 'none'} (Edit > Undo removes them)"
 
 
 class AnalysisController(QtCore.QObject):
@@ -48,6 +56,8 @@ class AnalysisController(QtCore.QObject):
         self.drift_result: Any = None
         self.info: dict[str, Any] = {}
         self.precision_dialog: ComparePrecisionDialog | None = None
+        #: Apply Pins while the model is read-only: the designer stops analysis, then applies them
+        self.stop_for_pins: Callable[[list[str]], None] | None = None
         p = self.proxy
         p.started.connect(self._started)
         p.stopped.connect(self._stopped)
@@ -142,21 +152,18 @@ class AnalysisController(QtCore.QObject):
 
     def apply_pins(self, pins: list[str]) -> None:
         """Store ``pins`` as the model's fp32 layers (other precision settings removed, layouts kept): one undo
-        step; refused with a message while analysis keeps the model read-only."""
-        from engine.formats import LayerFormat  # noqa: PLC0415
-        from engine.precision import precision_pins, with_pins  # noqa: PLC0415
-
+        step. While analysis keeps the model read-only, ``stop_for_pins`` (the designer's: stop analysis, then
+        apply) takes over; without one the request is refused with a message."""
         model = self.model
         if model is None:
             return
         if model.read_only:
+            if self.stop_for_pins is not None:
+                self.stop_for_pins(list(pins))
+                return
             self.message.emit("Stop Analysis, then Apply Pins to Model (the model is read-only while analysis runs)")
             return
-        wanted = with_pins(model, pins)
-        with model.macro(f"Pin {', '.join(pins)} to fp32" if pins else "Remove precision pins"):
-            for name in set(precision_pins(model)) | set(precision_pins(wanted)):
-                model.set_layer_format(name, str(LayerFormat.parse(wanted.layers[name].format)))
-        self.message.emit(f"Pinned to fp32 in {model.name}: {', '.join(precision_pins(model)) or 'none'}")
+        self.message.emit(pins_applied(model, pins))
 
     def _precision_fixed(self, report: Any) -> None:
         self.precision.show_report(report)

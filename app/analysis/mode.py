@@ -8,7 +8,7 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.analysis.controller import AnalysisController
+from app.analysis.controller import AnalysisController, pins_applied
 from app.analysis.live import AnalysisSession
 from app.analysis.proxy import SessionProxy
 from app.analysis.readonly import ReadOnlyGuard
@@ -96,6 +96,7 @@ class AnalysisMode(QtCore.QObject):
         self.guard.lock([d.bridge for d in getattr(self.main, "docs", [doc])])
         self.ctl = AnalysisController(self.proxy, parent=self)
         self.ctl.message.connect(self._status)
+        self.ctl.stop_for_pins = self.stop_and_apply_pins
         self.ctl.overview_panel.act_timings.setChecked(self.act_timings.isChecked())
         self.ctl.overview_panel.act_timings.toggled.connect(self.act_timings.setChecked)
         self.window = AnalysisWindow(self.ctl, self.main)
@@ -118,6 +119,16 @@ class AnalysisMode(QtCore.QObject):
         if self.window is not None:
             self.window.close()
 
+    def stop_and_apply_pins(self, pins: list[str]) -> None:
+        """The Precision panel's Apply Pins to Model during analysis: Stop Analysis (the model is read-only while
+        it runs), then store the pins in the analysed model as one undo step."""
+        doc = self.doc
+        self.stop()
+        if doc is None or doc.model.read_only:
+            self._status("Apply Pins: the model is still read-only; Stop Analysis, then try again")
+            return
+        self._status(f"Analysis stopped. {pins_applied(doc.model, pins)}")
+
     def _timings_toggled(self, on: bool) -> None:
         if self.ctl is not None and self.ctl.overview_panel.act_timings.isChecked() != on:
             self.ctl.overview_panel.act_timings.setChecked(on)  # sends profile_timings
@@ -125,6 +136,8 @@ class AnalysisMode(QtCore.QObject):
     def _window_closed(self) -> None:
         win, self.window = self.window, None
         ctl, self.ctl = self.ctl, None
+        if ctl is not None:  # its late messages ("Analysis stopped") must not cover what the designer says now
+            ctl.message.disconnect(self._status)
         self.guard.unlock()
         if win is not None:
             win.deleteLater()  # with the panels

@@ -1,7 +1,8 @@
 """Compare Precision's follow-up: "Pin diverging layers to fp32". The panel offers the search after a comparison
 that found a drifting layer, shows its progress while the worker runs it (``engine.precision.pin_and_compare``),
 then the pins, each output's error before and after and the time of the mixed network against all-fp16 and
-all-fp32, side by side; "Apply Pins to Model" stores the pins in the model (one undo step, once analysis stops)."""
+all-fp32, side by side, and why a layer inside the network may stay over the threshold; "Stop Analysis and Apply
+Pins" stops analysis (the model is read-only while it runs) and stores the pins in the model (one undo step)."""
 from __future__ import annotations
 
 import math
@@ -39,9 +40,15 @@ class PrecisionFixPanel(QtWidgets.QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Stretch)
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.apply_button = QtWidgets.QPushButton("Apply Pins to Model")
+        self.apply_button = QtWidgets.QPushButton("Stop Analysis and Apply Pins")
+        self.apply_button.setToolTip("the model is read-only while analysis runs: this stops analysis, then pins "
+                                     "these layers to fp32 in the model (one undo step)")
         self.apply_button.setEnabled(False)
-        for w in (self.summary, self.pin_button, self.progress, self.table, self.apply_button):
+        self.note = QtWidgets.QLabel()
+        self.note.setWordWrap(True)
+        self.note.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Minimum)
+        self.note.setVisible(False)
+        for w in (self.summary, self.pin_button, self.progress, self.table, self.note, self.apply_button):
             lay.addWidget(w)
         self.pin_button.clicked.connect(self._pin)
         self.apply_button.clicked.connect(lambda: self.report and self.apply_requested.emit(list(self.report.fix.pins)))
@@ -52,8 +59,9 @@ class PrecisionFixPanel(QtWidgets.QWidget):
         fp16 = "fp16" in result.candidate
         self.pin_button.setEnabled(first is not None and fp16)
         if self.report is None or not self.progress.isVisible():
-            self.summary.setText(f"{result.candidate}: first layer over {result.threshold:g} is {first.name}"
-                                 if first else f"{result.candidate}: no layer over {result.threshold:g}")
+            self.summary.setText(f"{result.candidate}: first layer over {result.threshold:g} is {first.name}. "
+                                 "Pinning searches layers to run in fp32 until every network output is within "
+                                 "the threshold." if first else f"{result.candidate}: no layer over {result.threshold:g}")
 
     def _pin(self) -> None:
         self.pin_button.setEnabled(False)
@@ -89,5 +97,10 @@ class PrecisionFixPanel(QtWidgets.QWidget):
         for r, row in enumerate(rows):
             for c, text in enumerate(row):
                 self.table.setItem(r, c, QtWidgets.QTableWidgetItem(text))
+        from engine.precision import inner_drift_note  # noqa: PLC0415 - NumPy and the run path load with analysis
+
+        note = inner_drift_note(report.after, fix.after.outputs) if fix.satisfied else ""
+        self.note.setText(f"{note}." if note else "")
+        self.note.setVisible(bool(note))
         self.apply_button.setEnabled(bool(fix.pins) and fix.satisfied)
         self.pin_button.setEnabled(True)

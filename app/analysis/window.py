@@ -38,7 +38,8 @@ class AnalysisWindow(QtWidgets.QMainWindow):
         self.precision_dock = self._dock("Precision", "PrecisionDock", controller.precision, A.RightDockWidgetArea)
         self.tabifyDockWidget(self.params_dock, self.precision_dock)
         self.params_dock.raise_()
-        controller.proxy.drift.connect(lambda _result: self.precision_dock.raise_())  # Compare Precision's follow-up
+        controller.proxy.drift.connect(self._show_precision)  # Compare Precision's follow-up (a method: disconnected
+        # when this window is deleted, while the proxy serves the next analysis)
         self.resizeDocks([self.inputs_dock, self.overview_dock], [360, 370], QtCore.Qt.Orientation.Horizontal)
         self.resizeDocks([self.overview_dock, self.params_dock], [560, 300], QtCore.Qt.Orientation.Vertical)
         self.quick = QtWidgets.QToolBar("Analysis")
@@ -71,6 +72,9 @@ class AnalysisWindow(QtWidgets.QMainWindow):
     def _close_tab(self, index: int) -> None:
         if self.tabs.widget(index) is self.ctl.inspector:
             self.tabs.removeTab(index)  # the inspector can be closed and reopened during analysis
+
+    def _show_precision(self, _result: object) -> None:
+        self.precision_dock.raise_()
 
     def closeEvent(self, ev: QtGui.QCloseEvent) -> None:  # noqa: N802 (Qt API)
         self.ctl.stop()

@@ -124,7 +124,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.tabs.tabCloseRequested.connect(self.close_tab)
         self.tabs.currentChanged.connect(self._current_changed)
         self.status_label = QtWidgets.QLabel()
-        for widget in (self.runs.label, self.runs.progress, self.status_label):
+        for widget in (self.runs.label, self.runs.progress, self.runs.cancel_button, self.status_label):
             self.statusBar().addPermanentWidget(widget)
         self.warmup = KernelWarmup(ctx)
         self._build_toolbar()

@@ -48,12 +48,17 @@ class Runs(QtCore.QObject):
         self.progress.setMaximumWidth(180)
         self.progress.setMaximumHeight(16)
         self.progress.setTextVisible(False)
-        self.label.hide()
-        self.progress.hide()
+        self.cancel_button = QtWidgets.QToolButton()
+        self.cancel_button.setText("Cancel")
+        self.cancel_button.setToolTip("Cancel the run (Shift+F5): it stops after the layer running now")
+        self.cancel_button.clicked.connect(self.cancel_inference)
+        for widget in (self.label, self.progress, self.cancel_button):
+            widget.hide()
         w = runner.worker
         w.run_started.connect(self._started)
         w.phase.connect(self._phase)
         w.progress.connect(self._progress)
+        w.warming.connect(self._warming)
         w.run_finished.connect(self._finished)
         w.run_failed.connect(self._failed)
         w.run_cancelled.connect(self._cancelled)
@@ -150,8 +155,8 @@ class Runs(QtCore.QObject):
         self.runner.start(req)
         self.label.setText(f"Running {doc.model.name}: starting…")
         self.progress.setRange(0, 0)
-        self.label.show()
-        self.progress.show()
+        for widget in (self.label, self.progress, self.cancel_button):
+            widget.show()
         self.changed.emit()
         return run_id
 
@@ -190,10 +195,17 @@ class Runs(QtCore.QObject):
             self.progress.setRange(0, n)
             self.progress.setValue(i)
 
+    def _warming(self, run_id: int, done: int, total: int, what: str) -> None:
+        """The untimed runs before the timed ones, layer by layer (the first loads or compiles the kernels)."""
+        if run_id == self.runner.current_run and not self.label.text().endswith("cancelling…"):
+            self.label.setText(f"Running {self._name(run_id)}: warm-up {done} of {total} layers, {what}")
+            self.progress.setRange(0, total)
+            self.progress.setValue(done)
+
     def _ended(self, run_id: int, message: str) -> None:
         self._runs.pop(run_id, None)
-        self.label.hide()
-        self.progress.hide()
+        for widget in (self.label, self.progress, self.cancel_button):
+            widget.hide()
         self.ctx.status(message, 12000)
         self.changed.emit()
 

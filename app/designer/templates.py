@@ -94,8 +94,11 @@ class Templates(QtCore.QObject):
         dlg.open()
 
     def _group(self, doc: Document, names: list[str], name: str) -> str | None:
+        ordered = [n for n in doc.model.layers if n in set(names)]
         try:
-            instance = group(doc.model, names, name, doc.registry)
+            with doc.model.macro(f"Group {', '.join(ordered)} as template {name}"):
+                instance = group(doc.model, names, name, doc.registry)
+                doc.canvas.clear_of_others(instance)  # the instance may be larger than the first layer it replaces
         except LayerLabError as exc:
             self.ctx.warn("Cannot group as a template", str(exc))
             return None
@@ -257,7 +260,7 @@ class Templates(QtCore.QObject):
         dropped: set[str] = set()
         for doc in targets:
             try:
-                dropped |= set(apply_definition(doc.model, session.name, tab.model, self.ctx.registry))
+                dropped |= set(apply_definition(doc.model, session.name, tab.model, doc.registry))
             except LayerLabError as exc:
                 self.ctx.warn("Cannot save the template", str(exc))
                 return False

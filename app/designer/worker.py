@@ -12,12 +12,14 @@ weights, seed and fusing reuses it (no rebuild, no weight reload). Analysis mode
 own Network built for the whole analysis session in this same thread."""
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import io
 import json
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,7 @@ from engine.device_errors import GpuFault, translate
 from engine.errors import LayerLabError
 from engine.model import Model
 from engine.network import Network
-from engine.profiling import Cancelled
+from engine.profiling import Cancelled, Warming
 from engine.registry import Registry
 from engine.run import load_inputs, make_report, open_network, run_timed
 
@@ -93,6 +95,8 @@ class Worker(QtCore.QObject):
     run_started = QtCore.Signal(int, str, str, str)  # run id, backend, device, format
     phase = QtCore.Signal(int, str)  # run id, what is being done ("building the network", ...)
     progress = QtCore.Signal(int, int, int)  # run id, iteration i, of n
+    #: run id, layers of the untimed runs done, of total, what now ("layer NAME" or "compiling kernel K for NAME")
+    warming = QtCore.Signal(int, int, int, str)
     run_finished = QtCore.Signal(int, object)  # run id, RunResult
     run_failed = QtCore.Signal(int, str)  # run id, reason
     run_cancelled = QtCore.Signal(int)
@@ -175,6 +179,31 @@ class Worker(QtCore.QObject):
             self._last_progress = now
             self.progress.emit(run_id, i, n)
 
+    @contextlib.contextmanager
+    def _compiles_reported(self, run_id: int, backend: str) -> Iterator[Warming]:
+        """The ``warming`` callback of a run: ``warming`` signals at most every 100 ms, and at once when a CPU kernel
+        starts compiling (named, with the layer it is for)."""
+        state = {"done": 0, "total": 1, "layer": ""}
+
+        def warming(done: int, total: int, layer: str) -> None:
+            state.update(done=done, total=total, layer=layer)
+            now = time.monotonic()
+            if done in (1, total) or now - self._last_progress >= 0.1:
+                self._last_progress = now
+                self.warming.emit(run_id, done, total, f"layer {layer}")
+
+        def compiling(kernel: str) -> None:
+            layer = f" for {state['layer']}" if state["layer"] else ""
+            self.warming.emit(run_id, state["done"], state["total"], f"compiling kernel {kernel}{layer}")
+
+        if backend != "numpy":
+            yield warming
+            return
+        from engine.backends.cpu.compile_cache import compiles_reported  # noqa: PLC0415 - with the CPU backend
+
+        with compiles_reported(compiling):
+            yield warming
+
     def _check_cancel(self) -> None:
         if self._cancel.is_set():
             raise Cancelled("the run was cancelled")
@@ -205,7 +234,9 @@ class Worker(QtCore.QObject):
         self.run_started.emit(req.run_id, backend.name, backend.device_name, fmt)
         load_inputs(net, cfg).close()
         self.phase.emit(req.run_id, "warm-up" if cfg.warmup else "running")
-        result = run_timed(net, cfg, progress=lambda i, n: self._progress(req.run_id, i, n), cancelled=self._cancel.is_set)
+        with self._compiles_reported(req.run_id, backend.name) as warming:
+            result = run_timed(net, cfg, progress=lambda i, n: self._progress(req.run_id, i, n),
+                               cancelled=self._cancel.is_set, warming=warming)
         self.phase.emit(req.run_id, "writing the report")
         if req.write_snapshot:
             Path(req.model_file).parent.mkdir(parents=True, exist_ok=True)

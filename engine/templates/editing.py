@@ -37,6 +37,7 @@ def definition_model(model: Model, name: str, registry: Registry, dims: dict[str
     out = Model(name, model.version)
     out.templates = dict(model.templates)
     out.templates.pop(name, None)
+    out.custom_layers = dict(model.custom_layers)  # its custom layers resolve in the tab as in the model
     taken = set(defn.layers)
     xs = [s.position[0] for s in defn.layers.values()] or [0.0]
     ys = [s.position[1] for s in defn.layers.values()] or [0.0]
@@ -90,6 +91,7 @@ def apply_definition(model: Model, name: str, edited: Model, registry: Registry)
     text = template_xml(name, fresh.inputs, fresh.layers.values(), fresh.output, kept)
     probe = Model(model.name)
     probe.templates = {**model.templates, name: text}
+    probe.custom_layers = dict(model.custom_layers)
     try:
         check_template(parse_template(text), probe, registry)
     except LayerLabError as exc:

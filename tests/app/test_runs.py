@@ -536,3 +536,21 @@ def test_run_config_validation_and_command_lines(registry, sample_path, tmp_path
     assert shlex.split(line) == ["layerlab", "infer", "m.lnet", "--input", f"input={npy}",
                                  "--iterations", "10", "--warmup", "1", "--backend", "auto", "--seed", "0",
                                  "--fusing-rules", "on", "--input-layout", "nhwc"]
+
+
+def test_warm_up_shows_its_progress_layer_by_layer_and_the_status_bar_cancels_it(window, model_copy, qtbot):
+    open_small(window, model_copy, iterations="2", warmup="100000")  # a warm-up long enough to watch
+    runs = window.runs
+    window.act_run.trigger()
+    assert runs.cancel_button.isVisible()
+    qtbot.waitUntil(lambda: "warm-up" in runs.label.text() and " of " in runs.label.text(), timeout=20_000)
+    found = re.search(r"warm-up (\d+) of (\d+) layers, layer (\w+)", runs.label.text())
+    assert found, runs.label.text()
+    done, total = int(found[1]), int(found[2])
+    assert 0 < done < total and found[3] in window.current.model.layers
+    assert runs.progress.maximum() == total and runs.progress.value() == done
+    qtbot.waitUntil(lambda: runs.progress.value() > done, timeout=5000)  # it moves on
+    entry = window.logger.entries[1]
+    qtbot.mouseClick(runs.cancel_button, QtCore.Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: entry.status == "cancelled", timeout=5000)
+    assert not runs.cancel_button.isVisible() and not window.runner.busy

@@ -2,10 +2,12 @@
 (``python -m engine.backends.cpu.warmup``), so that a second process neither compiles them at once nor waits."""
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -40,3 +42,26 @@ def compile_under_way() -> bool:
     except OSError:  # no temporary folder to lock in: the warmup cannot lock either
         return False
     return False
+
+
+@contextlib.contextmanager
+def compiles_reported(report: Callable[[str], None]) -> Iterator[None]:
+    """Meanwhile, ``report(kernel name)`` as Numba starts compiling a kernel in this process (a first run with an
+    empty or outdated kernel cache compiles for seconds per kernel: the designer's status bar names it)."""
+    from numba.core import event  # noqa: PLC0415 - Numba loads with the CPU kernels
+
+    class _Compiles(event.Listener):
+        def on_start(self, ev: event.Event) -> None:
+            dispatcher = (ev.data or {}).get("dispatcher")
+            func = getattr(dispatcher, "py_func", None)
+            report(getattr(func, "__name__", "kernel").lstrip("_"))
+
+        def on_end(self, ev: event.Event) -> None:
+            pass
+
+    listener = _Compiles()
+    event.register("numba:compile", listener)
+    try:
+        yield
+    finally:
+        event.unregister("numba:compile", listener)
