@@ -57,6 +57,8 @@ LAYER_MODULES = (
     "reduce",
     "matmul",
     "unary",
+    "gather",
+    "constant",
 )
 
 
