@@ -59,6 +59,7 @@ LAYER_MODULES = (
     "unary",
     "gather",
     "constant",
+    "attention",
 )
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from engine.importers.onnx.context import Context
 
 OP_MODULES = ("ops_conv", "ops_pool", "ops_norm", "ops_activation", "ops_math", "ops_tensor", "ops_resize",
-              "ops_rank")  # ops_rank last: it wraps the N x C x H x W mappings of the same operators
+              "ops_rank", "ops_attention")  # ops_rank after the N x C x H x W mappings it wraps
 
 
 @dataclass(frozen=True)
