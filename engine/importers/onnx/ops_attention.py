@@ -65,6 +65,15 @@ def einsum_plan(equation: str) -> EinsumPlan:
                       contract="".join(c for c in a if c in b and c not in out))
 
 
+def _operand(ctx: Context, tensor: str) -> str:
+    """The layer computing an operand of its own rank, or a constant layer holding a constant operand."""
+    if not ctx.is_const(tensor):
+        return ctx.ranked(tensor)
+    value = np.asarray(ctx.consts[tensor], dtype=np.float32)
+    return ctx.add("constant", {"dimensions": Dims(*value.shape)}, [], weights={"value": value},
+                   dims=Dims(*value.shape), name=f"{ctx.node.name or tensor}_const")
+
+
 def _ints(values: Any) -> str:
     return ",".join(str(int(v)) for v in values)
 
@@ -90,6 +99,8 @@ def einsum(ctx: Context) -> None:
     if len(ctx.node.input) != 2:
         raise Unsupported(f"equation {equation!r} with {len(ctx.node.input)} inputs")
     xa, xb = ctx.node.input
+    if ctx.is_const(xa) and ctx.is_const(xb):
+        raise Unsupported(f"equation {equation!r} of two constants (a constant result, which the graph clean-up folds)")
     sa, sb = ctx.shape(xa), ctx.shape(xb)
     if len(sa) != len(plan.a) or len(sb) != len(plan.b):
         raise Unsupported(f"equation {equation!r} for operands of shapes {sa} and {sb}")
@@ -100,7 +111,7 @@ def einsum(ctx: Context) -> None:
         perm = [letters.index(c) for c in order]
         batch = tuple(shape[letters.index(c)] for c in plan.batch)
         target = batch + (math.prod(size[c] for c in rows), math.prod(size[c] for c in cols))
-        return _arranged(ctx, ctx.ranked(x), shape, perm, target, suffix)
+        return _arranged(ctx, _operand(ctx, x), shape, perm, target, suffix)
 
     a = side(plan.a, sa, plan.batch + plan.left + plan.contract, xa, "a", plan.left, plan.contract)
     b = side(plan.b, sb, plan.batch + plan.contract + plan.right, xb, "b", plan.contract, plan.right)
