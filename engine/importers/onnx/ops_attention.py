@@ -82,6 +82,8 @@ def _arranged(ctx: Context, layer: str, dims: tuple[int, ...], perm: list[int], 
               suffix: str) -> str:
     """``layer`` (of ``dims``) transposed by ``perm`` and reshaped to ``shape``, each step only where it changes
     something."""
+    if not 1 <= len(shape) <= 6:
+        raise Unsupported(f"an intermediate tensor of rank {len(shape)} (LayerLab tensors have rank 1 to 6)")
     if perm != sorted(perm):
         dims = tuple(dims[p] for p in perm)
         layer = ctx.add("transpose", {"perm": _ints(perm)}, [layer], dims=Dims(*dims), suffix=f"{suffix}_t")
@@ -99,6 +101,7 @@ def einsum(ctx: Context) -> None:
     if len(ctx.node.input) != 2:
         raise Unsupported(f"equation {equation!r} with {len(ctx.node.input)} inputs")
     xa, xb = ctx.node.input
+    ctx.full_dims(ctx.node.output[0])  # an output of rank 1 to 6
     if ctx.is_const(xa) and ctx.is_const(xb):
         raise Unsupported(f"equation {equation!r} of two constants (a constant result, which the graph clean-up folds)")
     sa, sb = ctx.shape(xa), ctx.shape(xb)

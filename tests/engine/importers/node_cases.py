@@ -60,6 +60,8 @@ CATEGORIES = {
     "Gemm bias not one per output": "is not one value per output",
     "Clip with min above max": "is greater than max",
     "constant of a type LayerLab does not read": "LayerLab reads tensors of",
+    "Einsum that is no product of two operands": "only two operands written with letters",
+    "tensor of rank 0": "has rank 0",
 }
 
 

@@ -81,11 +81,11 @@ def test_arithmetic_with_a_constant_is_affine(tmp_path, op, const_first, const) 
     assert mode == ("per_tensor" if np.asarray(const).size == 1 else "per_channel")
 
 
-def test_constant_divided_by_a_tensor_and_a_per_pixel_constant_are_refused(tmp_path) -> None:
-    with pytest.raises(OnnxImportError, match="reciprocal"):
-        _one(tmp_path, [helper.make_node("Div", ["k", "x"], ["y"])], [2, 4, 6, 5], {"k": np.float32(1.0)})
-    with pytest.raises(OnnxImportError, match="broadcasts over more than the channels"):
-        _one(tmp_path, [helper.make_node("Add", ["x", "k"], ["y"])], [2, 4, 6, 5], {"k": _x((1, 1, 6, 5))})
+def test_constant_divided_by_a_tensor_and_a_per_pixel_constant_are_constant_layers(tmp_path) -> None:
+    r = _one(tmp_path, [helper.make_node("Div", ["k", "x"], ["y"])], [2, 4, 6, 5], {"k": np.float32(1.5)})
+    assert types(r) == ["input", "constant", "element_wise", "output"]
+    r = _one(tmp_path, [helper.make_node("Add", ["x", "k"], ["y"])], [2, 4, 6, 5], {"k": _x((1, 1, 6, 5))})
+    assert types(r) == ["input", "constant", "element_wise", "output"]
 
 
 def test_squeeze_excitation_broadcast_product_and_division(tmp_path) -> None:
