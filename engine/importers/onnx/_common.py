@@ -73,3 +73,19 @@ def per_channel(ctx: Context, value: np.ndarray, x: str, what: str) -> np.ndarra
 def tensor_inputs(ctx: Context) -> list[str]:
     """The node's inputs that are tensors computed by layers (constants left out)."""
     return [t for t in ctx.node.input if t and not ctx.is_const(t)]
+
+
+def split_sizes(ctx: Context, x: str, axis: int) -> list[int]:
+    """The sizes of a Split node's outputs along ``axis``: from shape inference, or with ``num_outputs`` by the
+    operator's rule (ceil, the last one smaller; ONNX shape inference gives floor for each), the outputs' shapes
+    corrected to it."""
+    sizes = [ctx.shape(o)[axis] if o else 0 for o in ctx.node.output]
+    k = int(ctx.attrs().get("num_outputs", 0))
+    if k:
+        dim = ctx.shape(x)[axis]
+        chunk = -(-dim // k)
+        sizes = [min(chunk, max(dim - chunk * i, 0)) for i in range(k)]
+        for o, n in zip(ctx.node.output, sizes):
+            if o:
+                ctx.shapes[o] = tuple(n if j == axis % ctx.rank(x) else v for j, v in enumerate(ctx.shape(x)))
+    return sizes

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from engine.importers.onnx._common import split_sizes
 from engine.importers.onnx.context import Context, Unsupported
 from engine.importers.onnx.mapping import OPS, OpMapping, maps
 from engine.tensor import Dims
@@ -250,8 +251,7 @@ def split(ctx: Context) -> None:
     x = ctx.node.input[0]
     axis = int(ctx.attrs().get("axis", 0)) % ctx.rank(x)
     start = 0
-    for i, out in enumerate(ctx.node.output):
-        n = ctx.shape(out)[axis] if out else 0
+    for i, (out, n) in enumerate(zip(ctx.node.output, split_sizes(ctx, x, axis))):
         if out and (ctx.readers(out) or out in ctx.graph_outputs):
             _slice(ctx, x, {axis: (start, start + n, 1)}, out, suffix=str(i))
         start += n
