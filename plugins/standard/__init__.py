@@ -60,6 +60,8 @@ LAYER_MODULES = (
     "constant",
     "compare",
     "where",
+    "gather",
+    "attention",
 )
 
 

@@ -1,13 +1,14 @@
-"""concatenation: stacks any number of inputs along the channel axis."""
+"""concatenation: stacks any number of inputs along the channel axis, or along any axis of tensors of any rank."""
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
 from engine.categories import Category
-from engine.descriptors import InputDesc, InputKind, LayerDesc
+from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
-from engine.tensor import Dims
+from engine.tensor import Dims, nchw_view
+from plugins.standard._common_rank import axis_index
 
 
 def concatenate_channels(dest: Any, arrays: Iterable[Any], axis: int = 1) -> None:
@@ -33,19 +34,28 @@ DESC = LayerDesc(
         "0..C0-1, input 1 the next C1 channels, and so on.</p>"
         "<ul><li><b>inputs</b> (primary, any number, at least one): N x C_i x H x W; N, H and W must "
         "be equal for all inputs.</li></ul>"
-        "<p>No parameters.</p>"
+        "<p><b>axis</b> (default 1, the channels) joins along another axis, of tensors of any rank 1 to 6 (negative: "
+        "from the end; ONNX Concat, torch.cat): the inputs have the same rank and equal sizes on every other axis.</p>"
     ),
-    inputs=(InputDesc("inputs", InputKind.PRIMARY_INFINITE, doc="tensors to join along C"),),
+    inputs=(InputDesc("inputs", InputKind.PRIMARY_INFINITE, doc="tensors to join along C (or along axis)"),),
+    params=(ParamDesc("axis", "int", 1, "the axis joined along (1: channels; negative: from the end)", min=-6, max=5),),
     legacy_names=("concat",),
+    ranks=ANY_RANK,
 )
 
 
 class Concatenation(Layer):
     desc = DESC
 
+    def _channels(self, rank: int) -> bool:
+        """True for the N x C x H x W form (joined along C, in the memory layout)."""
+        return rank == 4 and self.p["axis"] in (1, -3)
+
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         present = [(i, d) for i, d in enumerate(inputs) if d is not None]
         first_i, first = present[0]
+        if not all(self._channels(len(d)) for _, d in present):
+            return self._any_axis(present)
         for i, d in present[1:]:
             bad = [f"{axis} ({getattr(d, axis.lower())} vs {getattr(first, axis.lower())})"
                    for axis in ("N", "H", "W") if getattr(d, axis.lower()) != getattr(first, axis.lower())]
@@ -55,7 +65,24 @@ class Concatenation(Layer):
                     + "; inputs are joined along C, so N, H and W must be equal")
         return Dims(first.n, sum(d.c for _, d in present), first.h, first.w)
 
+    def _any_axis(self, present: list[tuple[int, Dims]]) -> Dims:
+        first_i, first = present[0]
+        try:
+            axis = axis_index(self.p["axis"], len(first))
+        except ValueError as exc:
+            raise self.shape_error(str(exc)) from None
+        for i, d in present[1:]:
+            if len(d) != len(first) or any(a != b for k, (a, b) in enumerate(zip(d, first)) if k != axis):
+                raise self.shape_error(f"input {i} ({d}) and input {first_i} ({first}) differ on an axis other than "
+                                       f"{axis}, the one they are joined along")
+        return Dims(*(sum(d[axis] for _, d in present) if k == axis else s for k, s in enumerate(first)))
+
     def forward(self, inputs: list[Any], out: Any) -> None:
+        if not self._channels(out.ndim):
+            arrays = [self.nchw(x) for x in inputs if x is not None]
+            concatenate_channels(nchw_view(out, self.fmt), arrays, axis_index(self.p["axis"], out.ndim))
+            self.activate_inplace(out)
+            return
         present = (self.physical(x) for x in inputs if x is not None)
         act = self.activation
         if act is None or act.impl.elementwise:  # applied to each input on its way into the output
@@ -68,10 +95,10 @@ class Concatenation(Layer):
     torch_support = "yes"
 
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
-        return g.node("Concat", [x for x in inputs if x is not None], axis=1)
+        return g.node("Concat", [x for x in inputs if x is not None], axis=int(self.p["axis"]))
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
-        return f"torch.cat([{', '.join(x for x in inputs if x is not None)}], dim=1)"
+        return f"torch.cat([{', '.join(x for x in inputs if x is not None)}], dim={int(self.p['axis'])})"
 
 
 LAYER = Concatenation

@@ -11,14 +11,15 @@ Each applies only where the fused layer computes exactly what the chain computes
 * upscale_concat (a U-Net decoder step in one pass over memory) applies its activation to every
   channel, as the concatenation does, so the upsample must have none. The concatenation's input 1 (the
   skip tensor) becomes the fused layer's input 1; a concatenation of more inputs is not fused, and one
-  whose input 0 is not the upsample never matches (the channel order would change).
+  whose input 0 is not the upsample never matches (the channel order would change), nor one along another axis
+  than the channels.
 """
 from __future__ import annotations
 
 RULES: list[str] = [
     "*|*|conv_bn = batch_normalization {convolution[act == 'none']}",
     "*|*|conv_pool = pooling[act == 'none' || pool_type == 'max' && act == 'relu'] {convolution}",
-    "*|*|upscale_concat = concatenation {upsample[act == 'none']}",
+    "*|*|upscale_concat = concatenation[axis == 1] {upsample[act == 'none']}",
     "*|*|conv_sum = element_wise[operation == 'sum'] {convolution[act == 'none']}",
     "*|*|conv_bn_sum = element_wise[operation == 'sum'] {conv_bn[act == 'none']}",
 ]

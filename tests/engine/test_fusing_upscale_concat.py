@@ -30,7 +30,7 @@ from plugins.standard.upscale_concat import UpscaleConcat
 from tests.bench.networks import unet
 from tests.harness import assert_close, backend_param, each_backend_and_format
 
-RULE_TEXT = "*|*|upscale_concat = concatenation {upsample[act == 'none']}"
+RULE_TEXT = "*|*|upscale_concat = concatenation[axis == 1] {upsample[act == 'none']}"
 RULE = parse_rule(RULE_TEXT)
 REGISTRY = default_registry()
 
@@ -81,6 +81,18 @@ def test_the_rule_is_built_in_checks_clean_and_is_enabled():
     assert check_rule(RULE, REGISTRY) == []
     assert RULE_TEXT in [r.text for r in rules_from(REGISTRY, Model("m"), "on")]
     assert RULE.formats == tuple(FORMATS)
+
+
+def test_a_concatenation_along_another_axis_is_not_fused():
+    """Joined along W (the upsample and the skip tensor of equal C and H), the layers stay as they are."""
+    m = Model("w")
+    m.add_layer("input", "inp", params={"dimensions": "1x3x4x4"})
+    m.add_layer("upsample", "up", params={"factor": "2"}, inputs=["inp"])
+    m.add_layer("input", "skip", params={"dimensions": "1x3x8x5"})
+    m.add_layer("concatenation", "cat", params={"axis": "3"}, inputs=["up", "skip"])
+    m.add_layer("output", "out", inputs=["cat"])
+    fused = apply_rules(m, REGISTRY, FP32_NCHW, [RULE])
+    assert fused.model.layers["cat"].type == "concatenation" and fused.applied == []
 
 
 @pytest.mark.parametrize("method,factor", [("bilinear", "2"), ("nearest", "3x2")])

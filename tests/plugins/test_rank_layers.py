@@ -123,3 +123,122 @@ def test_bad_parameters_and_shapes_are_named():
         run_layer("reshape", {"shape": "5,-1"}, [_x(2, 3, 4)], FORMATS[0])
     with pytest.raises(ShapeError, match="3 columns of a against 4 rows of b"):
         run_layer("matmul", {}, [_x(2, 3), _x(4, 2)], FORMATS[0])
+
+
+def _const(name: str, value: np.ndarray):
+    """An ONNX Constant node (integer indices and axes, which the reference's initializers cannot hold)."""
+    from onnx import numpy_helper
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(value), name))
+
+
+GATHER_CASES = [  # (input shape, axis, indices (array, scalar for a dropped axis))
+    ((3, 2, 4, 5), 0, np.array(1, np.int64)),
+    ((2, 7, 6), -1, np.array([5, -1, 0, 0], np.int64)),
+    ((4, 6), 1, np.array([-6, 2], np.int64)),
+    ((2, 3, 4, 5, 6), 3, np.array(-2, np.int64)),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("case", range(len(GATHER_CASES)))
+def test_gather_agrees_with_onnxruntime(case, fmt, backend):
+    shape, axis, idx = GATHER_CASES[case]
+    x = round_like(_x(*shape), fmt)
+    params = {"axis": axis, "indices": ",".join(map(str, idx.reshape(-1).tolist())), "drop_axis": idx.ndim == 0}
+    out, _, _ = run_layer("gather", params, [x], fmt, backend)
+    ref = ort_run([_const("i", idx), helper.make_node("Gather", ["x", "i"], ["y"], axis=axis)], {"x": x}, {})[0]
+    assert_close(out, ref, fmt, f"gather {params}")
+
+
+SLICE_CASES = [  # (input shape, axes, ranges, ONNX starts, ends, steps)
+    ((2, 6, 5), "1", "2:5", [2], [5], [1]),
+    ((1, 8, 6, 4), "-1,2", "::-1,1:5:2", [-1, 1], [-9, 5], [-1, 2]),
+    ((4, 3, 2, 5, 6), "0,4", "1:3,-2:", [1, -2], [3, 6], [1, 1]),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("case", range(len(SLICE_CASES)))
+def test_slice_of_any_axes_agrees_with_onnxruntime(case, fmt, backend):
+    shape, axes, ranges, starts, ends, steps = SLICE_CASES[case]
+    x = round_like(_x(*shape), fmt)
+    out, _, _ = run_layer("slice", {"axes": axes, "ranges": ranges}, [x], fmt, backend)
+    ax = [int(a) for a in axes.split(",")]
+    nodes = [_const("s", np.array(starts)), _const("e", np.array(ends)), _const("a", np.array(ax)),
+             _const("t", np.array(steps)), helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"])]
+    assert_close(out, ort_run(nodes, {"x": x}, {})[0], fmt, f"slice {axes} {ranges}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("shapes,axis", [([(2, 3, 5), (2, 4, 5)], 1), ([(1, 4, 6, 2), (1, 4, 6, 3)], -1),
+                                         ([(1, 2, 3, 4), (3, 2, 3, 4)], 0), ([(2, 5), (2, 5), (2, 5)], 0),
+                                         ([(1, 2, 3, 2, 2), (1, 2, 3, 1, 2)], 3)])
+def test_concatenation_on_any_axis_agrees_with_onnxruntime(shapes, axis, fmt, backend):
+    xs = [round_like(_x(*s), fmt) for s in shapes]
+    out, _, _ = run_layer("concatenation", {"axis": axis}, xs, fmt, backend)
+    ref = ort_run([helper.make_node("Concat", [f"x{i}" for i in range(len(xs))], ["y"], axis=axis)],
+                  {f"x{i}": x for i, x in enumerate(xs)}, {})[0]
+    assert_close(out, ref, fmt, f"concat axis {axis}")
+
+
+ATTENTION_CASES = [  # (q, k, v shapes, bias shape or None, k given transposed)
+    ((2, 3, 7, 8), (2, 3, 5, 8), (2, 3, 5, 4), None, False),
+    ((4, 2, 9, 6), (4, 2, 6, 9), (4, 2, 9, 6), (1, 2, 9, 9), True),
+    ((1, 2, 3, 7, 4), (1, 2, 3, 7, 4), (1, 2, 3, 7, 5), (3, 7, 7), False),
+    ((6, 16), (10, 16), (10, 3), (6, 10), False),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("case", range(len(ATTENTION_CASES)))
+def test_attention_agrees_with_onnxruntime(case, fmt, backend):
+    """The fused layer against ONNX's pieces: MatMul(q, k^T), Mul, Add, Softmax, MatMul."""
+    qs, ks, vs, bs, kt = ATTENTION_CASES[case]
+    xs = [round_like(_x(*s) * 2, fmt) for s in (qs, ks, vs)] + ([round_like(_x(*bs), fmt)] if bs else [])
+    scale = 0.3
+    out, _, _ = run_layer("attention", {"scale": scale, "k_transposed": kt}, xs, fmt, backend)
+    rank = len(ks)
+    nodes = ([] if kt else [helper.make_node("Transpose", ["x1"], ["kt"], perm=list(range(rank - 2)) + [rank - 1, rank - 2])])
+    nodes += [helper.make_node("MatMul", ["x0", "x1" if kt else "kt"], ["s"]), helper.make_node("Mul", ["s", "c"], ["t"])]
+    nodes += [helper.make_node("Add", ["t", "x3"], ["u"])] if bs else []
+    nodes += [helper.make_node("Softmax", ["u" if bs else "t"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "x2"], ["y"])]
+    ref = ort_run(nodes, {f"x{i}": x for i, x in enumerate(xs)}, {"c": np.array(scale, np.float32)})[0]
+    assert_close(out, ref, fmt, f"attention {ATTENTION_CASES[case]}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+def test_constant_feeds_an_element_wise_layer(fmt, backend):
+    """A constant of another rank broadcast onto a tensor (a bias table added to attention scores)."""
+    from engine.network import Network
+    from tests.harness import DictWeights, backend_param
+
+    x, k = round_like(_x(2, 3, 4, 4), fmt), round_like(_x(3, 4, 1), fmt)
+    m = Model("m")
+    m.add_layer("input", "x", params={"dimensions": "2x3x4x4"})
+    m.add_layer("constant", "k", params={"dimensions": "3x4x1"})
+    m.add_layer("element_wise", "e", params={"operation": "sum"}, inputs=["x", "k"])
+    m.add_layer("output", "out", inputs=["e"])
+    net = Network(m, default_registry(), backend_param(backend), fmt, weights=DictWeights({"k": {"value": k}}))
+    assert_close(net.infer({"x": x})["out"], x.astype(np.float64) + k, fmt, "constant")
+
+
+def test_bad_parameters_of_the_new_layers_are_named():
+    with pytest.raises(ParameterError, match="indices: 'a' is not a list of integers"):
+        run_layer("gather", {"indices": "a"}, [_x(2, 3)], FORMATS[0])
+    with pytest.raises(ShapeError, match="indices 3 are outside axis 1 of the input 2x3"):
+        run_layer("gather", {"axis": 1, "indices": "0,3"}, [_x(2, 3)], FORMATS[0])
+    with pytest.raises(ParameterError, match="drop_axis: removes the axis of one index"):
+        run_layer("gather", {"indices": "0,1", "drop_axis": True}, [_x(2, 3)], FORMATS[0])
+    with pytest.raises(ParameterError, match="ranges: 1 ranges for 2 axes"):
+        run_layer("slice", {"axes": "0,1", "ranges": "0:1"}, [_x(2, 3)], FORMATS[0])
+    with pytest.raises(ShapeError, match="channels, height and width cut an N x C x H x W tensor"):
+        run_layer("slice", {"channels": "0:1"}, [_x(2, 3)], FORMATS[0])
+    with pytest.raises(ShapeError, match="differ on an axis other than 1"):
+        run_layer("concatenation", {"axis": 1}, [_x(2, 3, 4), _x(2, 3, 5)], FORMATS[0])
+    with pytest.raises(ShapeError, match="q and k need the same last size"):
+        run_layer("attention", {}, [_x(2, 3, 4), _x(2, 3, 5), _x(2, 3, 5)], FORMATS[0])

@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from engine.importers.onnx.context import Context, Unsupported
+from engine.tensor import Dims
 
 
 def pair(values: Any, default: int, what: str) -> tuple[int, int]:
@@ -73,3 +74,34 @@ def per_channel(ctx: Context, value: np.ndarray, x: str, what: str) -> np.ndarra
 def tensor_inputs(ctx: Context) -> list[str]:
     """The node's inputs that are tensors computed by layers (constants left out)."""
     return [t for t in ctx.node.input if t and not ctx.is_const(t)]
+
+
+def split_sizes(ctx: Context, x: str, axis: int) -> list[int]:
+    """The sizes of a Split node's outputs along ``axis``: from shape inference, or with ``num_outputs`` by the
+    operator's rule (ceil, the last one smaller; ONNX shape inference gives floor for each), the outputs' shapes
+    corrected to it."""
+    sizes = [ctx.shape(o)[axis] if o else 0 for o in ctx.node.output]
+    k = int(ctx.attrs().get("num_outputs", 0))
+    if k:
+        dim = ctx.shape(x)[axis]
+        chunk = -(-dim // k)
+        sizes = [min(chunk, max(dim - chunk * i, 0)) for i in range(k)]
+        for o, n in zip(ctx.node.output, sizes):
+            if o:
+                ctx.shapes[o] = tuple(n if j == axis % ctx.rank(x) else v for j, v in enumerate(ctx.shape(x)))
+    return sizes
+
+
+def operand(ctx: Context, tensor: str) -> str:
+    """The layer computing an operand: a tensor's layer of its own rank, or a constant layer holding a constant
+    (of rank 1 to 6 and finite: LayerLab weights are finite numbers)."""
+    if not ctx.is_const(tensor):
+        return ctx.ranked(tensor)
+    value = np.asarray(ctx.consts[tensor], dtype=np.float32)
+    if value.ndim > 6:
+        raise Unsupported(f"a constant of shape {value.shape} (rank 1 to 6)")
+    if not np.isfinite(value).all():
+        raise Unsupported(f"constant {tensor!r} holds infinities or NaN (LayerLab weights are finite numbers)")
+    value = value.reshape(value.shape or (1,))
+    return ctx.add("constant", {"dimensions": Dims(*value.shape)}, [], weights={"value": value},
+                   dims=Dims(*value.shape), name=f"{ctx.node.name or tensor}_const")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from engine.importers.onnx.context import Context
 
 OP_MODULES = ("ops_conv", "ops_pool", "ops_norm", "ops_activation", "ops_math", "ops_tensor", "ops_resize",
-              "ops_rank", "ops_unary", "ops_reduce", "ops_elementwise",
+              "ops_rank", "ops_attention", "ops_unary", "ops_reduce", "ops_elementwise",
               "ops_const")  # ops_rank after those it wraps (the N x C x H x W mappings); ops_const last: it wraps all
 
 

@@ -1,15 +1,18 @@
 """Operators on tensors of any rank (transformer and modern CNN blocks): Transpose, Reshape and its kin, Softmax over
-any axis, LayerNormalization, the reductions, MatMul of any rank, element-wise unary maths, and Add/Sub/Mul/Div of
-two tensors of any rank. Where the N x C x H x W mapping of an operator applies it is kept (its layers are faster);
-where it refuses, the layer of any rank computes the node."""
+any axis, LayerNormalization, the reductions, MatMul of any rank, element-wise unary maths, Gather with constant
+indices, Concat, Slice and Split on any axis, and Add/Sub/Mul/Div of two tensors of any rank or of a tensor and a
+constant. Where the N x C x H x W mapping of an operator applies it is kept (its layers are faster); where it refuses,
+the layer of any rank computes the node."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import numpy as np
 
+from engine.importers.onnx._common import operand, split_sizes
 from engine.importers.onnx.context import Context, Unsupported
 from engine.importers.onnx.mapping import OPS, OpMapping, maps
+from engine.tensor import Dims
 
 
 def _ints(values: list[int] | tuple[int, ...]) -> str:
@@ -152,13 +155,91 @@ _OPERATION = {"Add": "sum", "Sub": "sub", "Mul": "product", "Div": "div"}
 
 def _binary(ctx: Context) -> None:
     a, b = ctx.node.input[0], ctx.node.input[1]
-    if ctx.is_const(a) or ctx.is_const(b):
-        k = a if ctx.is_const(a) else b
-        raise Unsupported(f"a constant of shape {tuple(ctx.consts[k].shape)} with a tensor of rank "
-                          f"{ctx.rank(b if k == a else a)} (constants: one value, or one per channel of N x C x H x W)")
-    ctx.add("element_wise", {"operation": _OPERATION[ctx.node.op_type]}, [ctx.ranked(a), ctx.ranked(b)], _out(ctx),
-            dims=ctx.full_dims(_out(ctx)))
+    if ctx.is_const(a) and ctx.is_const(b):
+        raise Unsupported("two constants (a constant result, which the graph clean-up folds)")
+    ctx.add("element_wise", {"operation": _OPERATION[ctx.node.op_type]}, [operand(ctx, a), operand(ctx, b)],
+            _out(ctx), dims=ctx.full_dims(_out(ctx)))
 
 
 for _op in _OPERATION:
-    _or_any_rank(_op, "element_wise", "two tensors of any rank, broadcast as ONNX")(_binary)
+    _or_any_rank(_op, "element_wise", "two tensors of any rank, or a tensor and a constant (a constant "
+                 "layer), broadcast as ONNX")(_binary)
+
+
+@_or_any_rank("Gather", "gather", "constant integer indices of any shape (negative too) on any axis of a tensor of any "
+              "rank; a scalar index removes the axis")
+def gather(ctx: Context) -> None:
+    x, out = ctx.node.input[0], _out(ctx)
+    idx = ctx.const(ctx.node.input[1], "indices")
+    if idx.dtype.kind not in "iu":
+        raise Unsupported(f"indices of type {idx.dtype} (only integers)")
+    if idx.size == 0:
+        raise Unsupported("no index (an empty result)")
+    axis = int(ctx.attrs().get("axis", 0))
+    params = {"axis": axis, "indices": _ints(idx.reshape(-1).tolist()), "drop_axis": idx.ndim == 0}
+    if idx.ndim <= 1:
+        ctx.add("gather", params, [ctx.ranked(x)], out, dims=ctx.full_dims(out))
+        return
+    shape = ctx.shape(x)
+    flat = Dims(*(shape[:axis % len(shape)] + (idx.size,) + shape[axis % len(shape) + 1:]))
+    picked = ctx.add("gather", params, [ctx.ranked(x)], dims=flat, suffix="flat")
+    ctx.add("reshape", {"shape": _ints(ctx.shape(out))}, [picked], out, dims=ctx.full_dims(out))
+
+
+@_or_any_rank("Concat", "concatenation", "any axis of tensors of rank 1 to 6")
+def concat(ctx: Context) -> None:
+    inputs = [t for t in ctx.node.input if t]
+    ctx.add("concatenation", {"axis": int(ctx.attrs()["axis"])}, [ctx.ranked(t) for t in inputs], _out(ctx),
+            dims=ctx.full_dims(_out(ctx)))
+
+
+def _slice_params(ranges: dict[int, tuple[int, int, int]], shape: tuple[int, ...]) -> dict[str, str] | None:
+    """``axes`` and ``ranges`` of a slice layer of any rank cutting ``ranges`` (ONNX bounds clamped as ONNX does);
+    None when nothing is cut."""
+    axes, texts = [], []
+    for axis, (start, end, step) in ranges.items():
+        axis %= len(shape)
+        if step == 0:
+            raise Unsupported("a step of 0")
+        r = range(*slice(start, end, step).indices(shape[axis]))
+        if not r:
+            raise Unsupported("the slice is empty")
+        if step == 1 and len(r) == shape[axis]:
+            continue
+        stop = r[-1] + (1 if step > 0 else -1)
+        axes.append(axis)
+        texts.append(f"{r[0]}:{'' if stop < 0 else stop}:{step}")
+    return {"axes": _ints(axes), "ranges": ",".join(texts)} if axes else None
+
+
+def _slice(ctx: Context, x: str, ranges: dict[int, tuple[int, int, int]], out: str, suffix: str = "") -> None:
+    params = _slice_params(ranges, ctx.shape(x))
+    if params is None:  # the whole tensor: a copy (another tensor name for the same values)
+        ctx.add("reshape", {"shape": _ints(ctx.shape(out))}, [ctx.ranked(x)], out, dims=ctx.full_dims(out),
+                suffix=suffix)
+        return
+    ctx.add("slice", params, [ctx.ranked(x)], out, dims=ctx.full_dims(out), suffix=suffix)
+
+
+@_or_any_rank("Slice", "slice", "constant starts, ends, axes, steps on any axis of a tensor of rank 1 to 6")
+def slice_(ctx: Context) -> None:
+    if ctx.opset < 10:
+        raise Unsupported("Slice before opset 10")
+    starts = ctx.const(ctx.node.input[1], "starts").reshape(-1).tolist()
+    ends = ctx.const(ctx.node.input[2], "ends").reshape(-1).tolist()
+    axes_v, steps_v = ctx.optional_const(3), ctx.optional_const(4)
+    axes = axes_v.reshape(-1).tolist() if axes_v is not None else list(range(len(starts)))
+    steps = steps_v.reshape(-1).tolist() if steps_v is not None else [1] * len(starts)
+    _slice(ctx, ctx.node.input[0], {int(a): (int(s), int(e), int(st)) for a, s, e, st in zip(axes, starts, ends, steps)},
+           _out(ctx))
+
+
+@_or_any_rank("Split", "slice (one per output)", "any axis of a tensor of rank 1 to 6")
+def split(ctx: Context) -> None:
+    x = ctx.node.input[0]
+    axis = int(ctx.attrs().get("axis", 0)) % ctx.rank(x)
+    start = 0
+    for i, (out, n) in enumerate(zip(ctx.node.output, split_sizes(ctx, x, axis))):
+        if out and (ctx.readers(out) or out in ctx.graph_outputs):
+            _slice(ctx, x, {axis: (start, start + n, 1)}, out, suffix=str(i))
+        start += n

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from engine.importers.onnx._common import split_sizes
 from engine.importers.onnx.context import Context, Unsupported
 from engine.importers.onnx.mapping import maps
 
@@ -74,15 +75,7 @@ def split(ctx: Context) -> None:
     axis = int(a.get("axis", 0))
     if not ctx.channel_axis(x, axis):
         raise Unsupported(f"axis {axis}: only splitting channels is supported")
-    sizes = [ctx.shape(o)[axis] for o in ctx.node.output]
-    k = int(a.get("num_outputs", 0))
-    if k:  # sizes by the operator's rule (ceil, the last one smaller): ONNX shape inference gives floor for each
-        dim = ctx.shape(x)[axis]
-        chunk = -(-dim // k)
-        sizes = [min(chunk, max(dim - chunk * i, 0)) for i in range(k)]
-        for o, n in zip(ctx.node.output, sizes):
-            if o:
-                ctx.shapes[o] = tuple(n if j == axis % ctx.rank(x) else v for j, v in enumerate(ctx.shape(x)))
+    sizes = split_sizes(ctx, x, axis)
     start = 0
     for i, (out, n) in enumerate(zip(ctx.node.output, sizes)):
         if out and ctx.readers(out) or out in ctx.graph_outputs:

@@ -6,7 +6,8 @@ their first node before the one-node mappings are tried.
 * GELU as the exporters decompose it before opset 20: ``0.5 * x * (1 + Erf(x / sqrt(2)))`` -> gelu and
   ``0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`` -> gelu_tanh (the TorchScript and dynamo orders);
 * ``Where(Greater(x, t), x, Softplus(x))`` with t >= 16 -> softplus (torch.nn.Softplus from the dynamo exporter);
-* ``Reshape -> Transpose -> Reshape`` of a pixel shuffle -> depth_to_space (DCR or CRD).
+* ``Reshape -> Transpose -> Reshape`` of a pixel shuffle -> depth_to_space (DCR or CRD);
+* ``MatMul(q, k^T) [* scale] [+ bias] -> Softmax -> MatMul(., v)`` -> attention (``ops_attention.attention``).
 
 (Flatten/Reshape feeding Gemm/MatMul needs no pattern: the reshape is a view that fully_connected reads,
 and squeeze-excitation maps node by node: global pooling, 1x1 convolutions, sigmoid, broadcast product.)"""
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from engine.importers.onnx.context import Context
+from engine.importers.onnx.ops_attention import attention
 from engine.importers.onnx.ops_tensor import pixel_shuffle_mode
 from engine.tensor import Dims
 
@@ -169,7 +171,7 @@ def pixel_shuffle(ctx: Context) -> bool:
     return True
 
 
-PATTERNS: tuple[Callable[[Context], bool], ...] = (chains, hardswish, softplus_threshold, pixel_shuffle)
+PATTERNS: tuple[Callable[[Context], bool], ...] = (chains, hardswish, softplus_threshold, pixel_shuffle, attention)
 
 
 def match(ctx: Context) -> bool:

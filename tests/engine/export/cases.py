@@ -116,7 +116,9 @@ CASES: dict[str, list[Case]] = {
         C("color_conversion", (1, 3, 4, 5), conversion="yuv_to_rgb"),
         C("color_conversion", (1, 3, 4, 5), conversion="bgr_to_gray"),
     ],
-    "concatenation": [C("concatenation", ((1, 2, 5, 6), (1, 3, 5, 6), (1, 1, 5, 6)))],
+    "concatenation": [C("concatenation", ((1, 2, 5, 6), (1, 3, 5, 6), (1, 1, 5, 6))),
+                      C("concatenation", ((2, 3, 4, 4), (2, 3, 4, 2)), axis=-1),
+                      C("concatenation", ((1, 2, 5, 6), (1, 2, 3, 6)), axis=2)],
     "depth_to_space": [C("depth_to_space", (1, 8, 3, 4)), C("depth_to_space", (1, 18, 2, 3), block_size=3, mode="CRD")],
     "space_to_depth": [C("space_to_depth", (1, 3, 4, 6)), C("space_to_depth", (1, 2, 6, 3), block_size=3, mode="CRD")],
     "dropout": [C("dropout", (1, 3, 4, 4), ratio=0.3), C("dropout", (1, 3, 4, 4), "sigmoid")],
@@ -175,6 +177,7 @@ CASES: dict[str, list[Case]] = {
     "slice": [
         C("slice", (1, 5, 6, 7), channels="1:3", height="::-1", width="1:-1:2"),
         C("slice", (1, 5, 6, 7), channels="-1", height="4:0:-2", width=":"),
+        C("slice", (3, 5, 6, 4), axes="0,-1", ranges="1:,::-2"),
     ],
     "unary": [C("unary", (1, 4, 8, 8)), C("unary", (1, 4, 8, 8), operation="atan"),
               C("unary", (1, 4, 8, 8), operation="round"), C("unary", (1, 4, 8, 8), operation="softsign"),
@@ -190,6 +193,11 @@ CASES: dict[str, list[Case]] = {
                 C("compare", ((1, 4, 8, 8), (1, 4, 8, 8)), operation="and")],
     "where": [C("where", ((1, 4, 8, 8), (1, 4, 8, 8), (1, 1, 1, 1)))],
     "constant": [C("constant", (None,), dimensions="1x4x8x8")],
+    "gather": [C("gather", (2, 5, 6, 6), axis=-1, indices="4,-1,0"), C("gather", (3, 2, 4, 5), axis=0, indices="1",
+                                                                      drop_axis="true")],
+    "attention": [C("attention", ((2, 3, 7, 8), (2, 3, 5, 8), (2, 3, 5, 4)), scale=0.3),
+                  C("attention", ((2, 3, 7, 8), (2, 3, 8, 5), (2, 3, 5, 4), (1, 3, 7, 5)), scale=0.5,
+                    k_transposed="true")],
 }
 
 #: every activation, on an affine layer that spreads values to about +-4 (so every branch is used)

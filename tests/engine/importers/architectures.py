@@ -241,6 +241,99 @@ class ConvNeXtBlock(nn.Module):
         return x + self.scale * y
 
 
+class SwinBlock(nn.Module):
+    """A Swin Transformer block as torchvision's swin_t computes it: channels-last LayerNorm, shifted windows
+    (torch.roll, an attention mask for the shift), q, k and v picked from one projection (Gather), a relative-position
+    bias gathered from its table by constant indices, q @ k^T, softmax, @ v, the MLP with exact GELU."""
+
+    def __init__(self, c: int = 8, heads: int = 2, window: int = 4, shift: int = 2) -> None:
+        super().__init__()
+        self.heads, self.window, self.shift = heads, window, shift
+        self.stem = nn.Conv2d(3, c, 3, padding=1)
+        self.norm1, self.norm2 = nn.LayerNorm(c), nn.LayerNorm(c)
+        self.qkv, self.proj = nn.Linear(c, 3 * c), nn.Linear(c, c)
+        self.mlp = nn.Sequential(nn.Linear(c, 2 * c), nn.GELU(), nn.Linear(2 * c, c))
+        self.table = nn.Parameter(torch.randn((2 * window - 1) ** 2, heads) * 0.5)
+        coords = torch.stack(torch.meshgrid(torch.arange(window), torch.arange(window), indexing="ij")).flatten(1)
+        rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + window - 1
+        self.register_buffer("index", (rel[:, :, 0] * (2 * window - 1) + rel[:, :, 1]).flatten())
+
+    def attention(self, x: torch.Tensor) -> torch.Tensor:
+        b, h, w, c = x.shape
+        ws, s = self.window, self.shift
+        x = torch.roll(x, shifts=(-s, -s), dims=(1, 2))
+        nh, nw = h // ws, w // ws
+        x = x.view(b, nh, ws, nw, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(b * nh * nw, ws * ws, c)
+        qkv = self.qkv(x).reshape(x.size(0), ws * ws, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        q = q * (c // self.heads) ** -0.5
+        attn = q.matmul(k.transpose(-2, -1))
+        bias = self.table[self.index].view(ws * ws, ws * ws, -1).permute(2, 0, 1).contiguous().unsqueeze(0)
+        attn = attn + bias
+        mask = x.new_zeros((h, w))
+        regions = ((0, -ws), (-ws, -s), (-s, None))
+        count = 0
+        for hs in regions:
+            for wsl in regions:
+                mask[hs[0]:hs[1], wsl[0]:wsl[1]] = count
+                count += 1
+        mask = mask.view(nh, ws, nw, ws).permute(0, 2, 1, 3).reshape(nh * nw, ws * ws)
+        mask = mask.unsqueeze(1) - mask.unsqueeze(2)
+        mask = mask.masked_fill(mask != 0, -100.0).masked_fill(mask == 0, 0.0)
+        attn = attn.view(b, nh * nw, self.heads, ws * ws, ws * ws) + mask.unsqueeze(1).unsqueeze(0)
+        attn = F.softmax(attn.view(-1, self.heads, ws * ws, ws * ws), dim=-1)
+        x = attn.matmul(v).transpose(1, 2).reshape(x.size(0), ws * ws, c)
+        x = self.proj(x).view(b, nh, nw, ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(b, h, w, c)
+        return torch.roll(x, shifts=(s, s), dims=(1, 2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x).permute(0, 2, 3, 1)
+        x = x + self.attention(self.norm1(x))
+        x = x + self.mlp(self.norm2(x))
+        return x.permute(0, 3, 1, 2)
+
+
+class MaxViTBlock(nn.Module):
+    """MaxViT's window attention as torchvision's maxvit_t computes it: the image cut into windows by a six-axis
+    reshape and permute, q, k and v by torch.chunk (Split), the two products as Einsum, a relative-position bias."""
+
+    def __init__(self, c: int = 8, heads: int = 2, p: int = 4) -> None:
+        super().__init__()
+        self.heads, self.p = heads, p
+        self.stem = nn.Conv2d(3, c, 3, padding=1)
+        self.norm = nn.LayerNorm(c)
+        self.qkv, self.proj = nn.Linear(c, 3 * c), nn.Linear(c, c)
+        self.bias = nn.Parameter(torch.randn(heads, p * p, p * p) * 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        b, c, h, w = x.shape
+        p, d = self.p, c // self.heads
+        t = x.view(b, c, h // p, p, w // p, p).permute(0, 2, 4, 3, 5, 1).reshape(b, (h // p) * (w // p), p * p, c)
+        q, k, v = torch.chunk(self.qkv(self.norm(t)), 3, dim=-1)
+        q, k, v = (z.reshape(b, -1, p * p, self.heads, d).permute(0, 1, 3, 2, 4) for z in (q, k, v))
+        q = q * d ** -0.5
+        s = torch.einsum("B G H I D, B G H J D -> B G H I J", q, k)
+        y = torch.einsum("B G H I J, B G H J D -> B G H I D", F.softmax(s + self.bias, dim=-1), v)
+        y = self.proj(y.permute(0, 1, 3, 2, 4).reshape(b, -1, p * p, c))
+        y = y.view(b, h // p, w // p, p, p, c).permute(0, 5, 1, 3, 2, 4).reshape(b, c, h, w)
+        return x + y
+
+
+class FusedMBConv(nn.Module):
+    """EfficientNetV2's fused MBConv: a 3x3 expanding convolution with SiLU, a 1x1 projection, the residual sum."""
+
+    def __init__(self, c: int = 8) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, 2, 1, bias=False), nn.BatchNorm2d(c), nn.SiLU())
+        self.expand = nn.Sequential(nn.Conv2d(c, 4 * c, 3, 1, 1, bias=False), nn.BatchNorm2d(4 * c), nn.SiLU())
+        self.project = nn.Sequential(nn.Conv2d(4 * c, c, 1, bias=False), nn.BatchNorm2d(c))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        return x + self.project(self.expand(x))
+
+
 #: name -> (constructor, input shape N x C x H x W)
 ARCHITECTURES: dict[str, tuple[Callable[[], nn.Module], tuple[int, int, int, int]]] = {
     "resnet18": (ResNet18, (1, 3, 64, 64)),
@@ -254,6 +347,9 @@ ARCHITECTURES: dict[str, tuple[Callable[[], nn.Module], tuple[int, int, int, int
     "activation_zoo": (ActivationZoo, (1, 3, 16, 16)),
     "channel_shuffle": (ChannelShuffle, (1, 3, 12, 10)),
     "convnext_block": (ConvNeXtBlock, (2, 3, 14, 12)),
+    "swin_block": (SwinBlock, (1, 3, 8, 12)),
+    "maxvit_block": (MaxViTBlock, (2, 3, 8, 8)),
+    "fused_mbconv": (FusedMBConv, (1, 3, 16, 16)),
 }
 
 

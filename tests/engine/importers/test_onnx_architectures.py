@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -157,3 +158,70 @@ def test_shape_sub_graphs_are_folded_and_pixel_shuffle_recognised(tmp_path, expo
                                                               "fully_connected", "output"]
     ref = reference(path, {"input": x.numpy()})[0]
     assert rel_l2(run(result, {"input": x.numpy()})[0].reshape(ref.shape), ref) < 1e-4
+
+
+#: torchvision's networks of window attention and fused MBConv blocks, exported as a user does (random weights,
+#: batch-norm statistics calibrated as the model zoo does, TorchScript exporter, opset 17, 224 x 224)
+TORCHVISION_NETWORKS = ("swin_t", "maxvit_t", "efficientnet_v2_s")
+
+
+@pytest.fixture(scope="module")
+def torchvision_exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, np.ndarray, np.ndarray, Any]]:
+    """name -> (ONNX path, input, onnxruntime output, the PyTorch module), exported on first use. Skipped where
+    torchvision is not installed (the `bench` extra: `pip install -e '.[bench]'`; the `dev` extra leaves it out)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is None:
+        pytest.skip("torchvision is not installed (pip install -e '.[bench]')")
+    import torch
+
+    from tests.bench.bench_zoo import ZooNet, build_torch
+
+    root = tmp_path_factory.mktemp("torchvision")
+
+    class Lazy(dict):
+        def __missing__(self, name: str) -> tuple[Path, np.ndarray, np.ndarray, Any]:
+            module = build_torch(ZooNet(name, 224, False))
+            x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(3))
+            path = root / f"{name}.onnx"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.onnx.export(module, (x,), str(path), opset_version=17, input_names=["input"],
+                                  output_names=["output"], dynamo=False)
+            self[name] = (path, x.numpy(), reference(path, {"input": x.numpy()})[0], module)
+            return self[name]
+    return Lazy()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TORCHVISION_NETWORKS)
+def test_torchvision_network_imports_and_matches_onnxruntime(torchvision_exported, name: str) -> None:
+    path, x, ref, _ = torchvision_exported[name]
+    result = import_onnx(path, registry=REGISTRY)
+    assert not result.refused and "placeholder" not in {s.type for s in result.model.layers.values()}
+    if name != "efficientnet_v2_s":  # every window attention is one attention layer
+        assert "attention" in {s.type for s in result.model.layers.values()}
+    assert rel_l2(run(result, {"input": x}, "fp32 nchw")[0].reshape(ref.shape), ref) < 1e-4
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TORCHVISION_NETWORKS)
+def test_torchvision_network_on_gpu_fp32_and_fp16(torchvision_exported, name: str) -> None:
+    """CuPy fp32 within 1e-4 of onnxruntime; fp16 within twice PyTorch's own fp16 error (its fp16 run against the same
+    reference)."""
+    import copy
+
+    import torch
+
+    path, x, ref, module = torchvision_exported[name]
+    result = import_onnx(path, registry=REGISTRY)
+    fp32 = run(result, {"input": x}, "fp32 nchw", backend="cupy")[0]
+    assert rel_l2(fp32.reshape(ref.shape), ref) < 1e-4
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    half = copy.deepcopy(module).half().to(device).eval()
+    with torch.no_grad():
+        theirs = half(torch.from_numpy(x).half().to(device)).float().cpu().numpy()
+    torch_error = rel_l2(theirs.reshape(ref.shape), ref)
+    fp16 = run(result, {"input": x}, "fp16 nhwc", backend="cupy")[0]
+    assert rel_l2(fp16.reshape(ref.shape), ref) <= 2 * torch_error

@@ -267,10 +267,10 @@ def test_placeholder_keeps_integer_inputs_exactly_and_exports_them_back(tmp_path
     weight input: kept as a placeholder and written back to ONNX with the same values."""
     x, y = tensor("x", [1, 3, 4, 4]), tensor("y", [1, 3, 4, 4])
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "k"], ["m"]),
-             helper.make_node("Slice", ["m", "st", "en", "ax", "sp"], ["s"]),  # reverses N: refused
+             helper.make_node("Slice", ["m", "st", "en", "ax", "sp"], ["s"]),  # keeps nothing of N: refused
              helper.make_node("PRelu", ["s", "slope"], ["y"], name="pr")]
-    consts = {"k": np.float32(2.0), "st": np.array([2**63 - 1], np.int64), "en": np.array([-(2**63 - 1)], np.int64),
-              "ax": np.array([0], np.int64), "sp": np.array([-1], np.int64), "slope": _slope()}
+    consts = {"k": np.float32(2.0), "st": np.array([2**63 - 1], np.int64), "en": np.array([2**63 - 1], np.int64),
+              "ax": np.array([0], np.int64), "sp": np.array([1], np.int64), "slope": _slope()}
     path = save_graph(tmp_path / "p.onnx", nodes, [x], [y], consts)
     result = import_onnx(path, registry=REGISTRY, placeholders=True)
     ph = next(s for s in result.model.layers.values() if s.type == "placeholder")

@@ -1,0 +1,127 @@
+"""attention: scaled dot-product attention as one layer, softmax(scale * q @ k^T + bias) @ v (a transformer's or a
+window attention's core; ONNX MatMul, Softmax, MatMul recognised at import)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.categories import Category
+from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamDesc
+from engine.layer import Layer
+from engine.tensor import Dims, broadcast_dims
+
+
+def attention(xp: Any, q: Any, k: Any, v: Any, scale: float, bias: Any | None = None,
+              matmul_dtype: Any = np.float32, k_transposed: bool = False) -> Any:
+    """``softmax(scale * q @ k^T + bias, last axis) @ v`` with the leading axes broadcast (``k_transposed``: ``k`` is
+    given as k^T). The two products run in
+    ``matmul_dtype`` (float16 on the GPU: cuBLAS on tensor cores, float32 accumulation); the scores, the bias and the
+    softmax in float32, the maximum subtracted first (no overflow). Returns ``matmul_dtype`` values."""
+    kt = k.astype(matmul_dtype, copy=False)
+    s = xp.matmul(q.astype(matmul_dtype, copy=False), kt if k_transposed else xp.swapaxes(kt, -1, -2))
+    s = s.astype(np.float32, copy=False)
+    if scale != 1.0:
+        s *= np.float32(scale)
+    if bias is not None:
+        s = s + bias.astype(np.float32, copy=False)
+    s -= s.max(axis=-1, keepdims=True)
+    xp.exp(s, out=s)
+    s /= s.sum(axis=-1, keepdims=True)
+    return xp.matmul(s.astype(matmul_dtype, copy=False), v.astype(matmul_dtype, copy=False))
+
+
+DESC = LayerDesc(
+    name="attention",
+    display_name="Attention",
+    summary="Scaled dot-product attention in one layer: softmax(scale * q @ k^T + bias) @ v.",
+    categories=(Category.ARITHMETIC,),
+    documentation=(
+        "<p><code>y = softmax(scale * q @ k<sup>T</sup> + bias) @ v</code>, the softmax along the last axis: the "
+        "core of a transformer block, of Swin's and MaxViT's window attention (torch's "
+        "scaled_dot_product_attention with a float mask). The leading axes (batch, windows, heads) broadcast as in a "
+        "matrix product. The ONNX importer makes one attention layer of MatMul(q, k<sup>T</sup>) [x or / a scale] "
+        "[+ bias or mask] -> Softmax -> MatMul(., v).</p>"
+        "<p>On the GPU in fp16 both products run on tensor cores (float32 accumulation) and the softmax in float32; "
+        "on the CPU everything runs in float32.</p>"
+        "<p><b>Inputs</b>: <b>q</b> ... x L x D, <b>k</b> ... x S x D, <b>v</b> ... x S x Dv (primary), <b>bias</b> "
+        "(secondary, optional) broadcast onto the scores ... x L x S (a relative-position bias, an additive mask; "
+        "a constant layer holds a fixed one). The output is ... x L x Dv.</p>"
+        "<ul><li><b>scale</b>: the factor of the scores (1/sqrt(D) in most networks).</li>"
+        "<li><b>k_transposed</b>: input k is given as k<sup>T</sup>, ... x D x S (as a graph that computes "
+        "<code>q @ k.transpose(-2, -1)</code> has it).</li></ul>"
+    ),
+    inputs=(InputDesc("q"), InputDesc("k"), InputDesc("v"),
+            InputDesc("bias", InputKind.SECONDARY, doc="added to the scores before the softmax")),
+    params=(ParamDesc("scale", "float", 0.125, "the factor of the scores q @ k^T (1/sqrt(D) in most networks)",
+                      main=True),
+            ParamDesc("k_transposed", "bool", False, "input k is k^T (... x D x S)")),
+    ranks=tuple(r for r in ANY_RANK if r >= 2),
+)
+
+
+class Attention(Layer):
+    desc = DESC
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        q, k, v = inputs[0], inputs[1], inputs[2]
+        assert q is not None and k is not None and v is not None  # primary inputs: connected in a built network
+        if self.p["k_transposed"]:
+            k = Dims(*k[:-2], k[-1], k[-2])
+        if q[-1] != k[-1] or k[-2] != v[-2]:
+            raise self.shape_error(f"q {q}, k {k}, v {v}: q and k need the same last size (D), k and v the same "
+                                   "next-to-last size (S)")
+        try:
+            batch = tuple(broadcast_dims([Dims(*(d[:-2] or (1,))) for d in (q, k, v)])) if len(q) > 2 or \
+                len(k) > 2 or len(v) > 2 else ()
+        except ValueError:
+            raise self.shape_error(f"the leading axes of q {q}, k {k} and v {v} do not broadcast") from None
+        scores = Dims(*batch, q[-2], k[-2])
+        bias = inputs[3] if len(inputs) > 3 else None
+        if bias is not None:
+            try:
+                if tuple(broadcast_dims([scores, bias])) != tuple(scores):
+                    raise ValueError
+            except ValueError:
+                raise self.shape_error(f"bias {bias} does not broadcast onto the scores {scores}") from None
+        return Dims(*batch, q[-2], v[-1])
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        xp = self.xp
+        q, k, v = (self.nchw(x) for x in inputs[:3])
+        bias = self.nchw(inputs[3]) if len(inputs) > 3 and inputs[3] is not None else None
+        dtype = self.cdtype if xp is not np else np.float32  # NumPy's float16 products are slow and widen anyway
+        y = attention(xp, q, k, v, float(self.p["scale"]), bias, dtype, bool(self.p["k_transposed"]))
+        self.store(out, self.activate(y.astype(self.cdtype, copy=False)))
+
+    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
+        q, k = inputs[0], inputs[1]
+        assert q is not None and k is not None
+        s = k[-1] if self.p["k_transposed"] else k[-2]
+        scores = output.elements // output[-1] * s
+        return 2 * scores * q[-1] + 2 * output.elements * s + 5 * scores
+
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        rank = len(self.input_dims[1])
+        perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+        kt = inputs[1] if self.p["k_transposed"] else g.node("Transpose", [inputs[1]], "k_t", perm=perm)
+        s = g.node("MatMul", [inputs[0], kt], "scores")
+        s = g.node("Mul", [s, g.value("scale", np.float32(self.p["scale"]))], "scaled")
+        if len(inputs) > 3 and inputs[3] is not None:
+            s = g.node("Add", [s, inputs[3]], "biased")
+        p = g.node("Softmax", [s], "softmax", axis=-1)
+        return g.node("MatMul", [p, inputs[2]])
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        q, k, v = inputs[:3]
+        kt = k if self.p["k_transposed"] else f"{k}.transpose(-2, -1)"
+        s = f"torch.matmul({q}, {kt}) * {float(self.p['scale'])!r}"
+        if len(inputs) > 3 and inputs[3] is not None:
+            s = f"{s} + {inputs[3]}"
+        return f"torch.matmul(torch.softmax({s}, -1), {v})"
+
+
+LAYER = Attention

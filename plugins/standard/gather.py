@@ -1,0 +1,106 @@
+"""gather: pick entries of one axis by constant indices (ONNX Gather with constant indices, torch.index_select,
+``x[:, 2]``)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.categories import Category
+from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
+from engine.layer import Layer
+from engine.tensor import Dims
+from plugins.standard._common_rank import axis_index, int_list
+
+
+def gather(xp: Any, x: Any, axis: int, indices: list[int], drop_axis: bool = False) -> Any:
+    """Entries ``indices`` (negative: from the end) of axis ``axis`` of the logical array ``x``, in that order;
+    ``drop_axis`` (one index) removes the axis, as a scalar index does."""
+    if drop_axis:
+        index: list[Any] = [slice(None)] * x.ndim
+        index[axis] = indices[0]
+        return x[tuple(index)]
+    return xp.take(x, xp.asarray(np.asarray(indices, dtype=np.int64)), axis=axis)
+
+
+DESC = LayerDesc(
+    name="gather",
+    display_name="Gather",
+    summary="Pick entries of one axis by constant indices (ONNX Gather, torch.index_select, x[:, 2]).",
+    categories=(Category.TENSOR,),
+    documentation=(
+        "<p>Keeps the entries <b>indices</b> of axis <b>axis</b>, in the order given (repeats allowed; a negative "
+        "index counts from the end, -1 is the last). The output has the input's sizes, with the axis's size the "
+        "number of indices; with <b>drop_axis</b> (one index only) the axis is removed, as ONNX Gather with a scalar "
+        "index or <code>qkv[0]</code> in PyTorch.</p>"
+        "<p><b>Inputs</b>: <b>input</b> (primary), a tensor of any rank 1 to 6.</p>"
+        "<ul><li><b>axis</b>: the axis (negative: from the end).</li>"
+        "<li><b>indices</b>: comma separated integers.</li>"
+        "<li><b>drop_axis</b>: remove the axis (exactly one index).</li></ul>"
+    ),
+    inputs=(InputDesc("input"),),
+    params=(
+        ParamDesc("axis", "int", 0, "the axis picked from; negative: from the end", min=-6, max=5, main=True),
+        ParamDesc("indices", "string", "0", "the entries kept, comma separated (negative: from the end)", main=True),
+        ParamDesc("drop_axis", "bool", False, "remove the axis (one index, as a scalar index)"),
+    ),
+    ranks=ANY_RANK,
+)
+
+
+class Gather(Layer):
+    desc = DESC
+
+    def validate(self) -> None:
+        try:
+            self._indices = int_list(self.p["indices"])
+        except ValueError:
+            raise self.param_error("indices", f"{self.p['indices']!r} is not a list of integers like 0,2,-1") from None
+        if not self._indices:
+            raise self.param_error("indices", "no index given; at least one is needed")
+        if self.p["drop_axis"] and len(self._indices) != 1:
+            raise self.param_error("drop_axis", f"removes the axis of one index, but indices has {len(self._indices)}")
+
+    def _axis(self, rank: int) -> int:
+        try:
+            return axis_index(self.p["axis"], rank)
+        except ValueError as exc:
+            raise self.shape_error(str(exc)) from None
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        x = self.primary(inputs)
+        axis = self._axis(len(x))
+        bad = [i for i in self._indices if not -x[axis] <= i < x[axis]]
+        if bad:
+            raise self.shape_error(f"indices {','.join(map(str, bad))} are outside axis {axis} of the input {x} "
+                                   f"(-{x[axis]}..{x[axis] - 1})")
+        if self.p["drop_axis"]:
+            if len(x) == 1:
+                raise self.shape_error("drop_axis would leave a tensor of rank 0 (LayerLab tensors have rank 1 to 6)")
+            return Dims(*(x[:axis] + x[axis + 1:]))
+        return Dims(*(x[:axis] + (len(self._indices),) + x[axis + 1:]))
+
+    def forward(self, inputs: list[Any], out: Any) -> None:
+        x = self.nchw(inputs[0])
+        y = gather(self.xp, x, self._axis(x.ndim), self._indices, bool(self.p["drop_axis"]))
+        self.store(out, self.activate(y))
+
+    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
+        return 0
+
+    onnx_support = "yes"
+    torch_support = "yes"
+
+    def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
+        idx = g.const("indices", self._indices[0] if self.p["drop_axis"] else self._indices, np.int64)
+        return g.node("Gather", [inputs[0], idx], axis=int(self.p["axis"]))
+
+    def to_torch(self, t: Any, inputs: list[str | None]) -> str:
+        axis = int(self.p["axis"])
+        if self.p["drop_axis"]:
+            return f"{inputs[0]}.select({axis}, {self._indices[0]})"
+        return f"{inputs[0]}.index_select({axis}, torch.tensor({self._indices!r}, device={inputs[0]}.device) % " \
+               f"{inputs[0]}.shape[{axis}])"
+
+
+LAYER = Gather
