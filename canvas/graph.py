@@ -116,10 +116,11 @@ class ModelCanvas(GroupsMixin, CanvasEditingMixin, CanvasMenusMixin, GesturesMix
 
     def _build_all(self) -> None:
         """Record every layer; a small model gets all its nodes and links now, in bulk (no repaint, one layout per
-        node), a large one as they are needed (when seen, looked up, or near the view while idle)."""
+        node), a large one (or one opening with its groups collapsed) as they are needed (when seen, looked up, or
+        near the view while idle)."""
         for name in self.net_model.layers:
             self.nodes.add(name)
-        self._eager = len(self.nodes) <= EAGER_LAYERS
+        self._eager = len(self.nodes) <= EAGER_LAYERS and not self.opens_collapsed()
         if self._eager:
             viewer = self.viewer()
             viewer.setUpdatesEnabled(False)

@@ -122,10 +122,16 @@ class GroupsMixin:
         self._groups_timer.setInterval(0)
         self._groups_timer.timeout.connect(self._refresh_groups_later)
         self._groups = groups_of(self.net_model.layers)
-        if len(self.net_model.layers) > COLLAPSE_LAYERS and self._groups:
+        if self.opens_collapsed():
             loose = sum(1 for s in self.net_model.layers.values() if not s.group)
             self._collapsed = initial_collapsed(self._groups, loose)
         self._refresh_groups()
+
+    def opens_collapsed(self) -> bool:
+        """Whether the model opens with groups collapsed: more than ``COLLAPSE_LAYERS`` layers, some in groups.
+        Such a canvas makes its nodes as they are needed (most are hidden in the groups' boxes)."""
+        layers = self.net_model.layers
+        return len(layers) > COLLAPSE_LAYERS and any(s.group for s in layers.values())
 
     # ---- queries ---------------------------------------------------------------------------------
     def groups(self) -> dict[str, Group]:
