@@ -33,6 +33,7 @@ from canvas.nodes import (
     make_node_class,
 )
 from canvas.overview import OverviewItem
+from canvas.routes import RoutesMixin
 from engine.descriptors import InputKind, LayerDesc
 from engine.events import (
     ActivationChanged,
@@ -57,7 +58,8 @@ from engine.tensor import Dims
 from engine.typecheck import Diagnostic
 
 
-class ModelCanvas(GroupsMixin, CanvasEditingMixin, CanvasMenusMixin, GesturesMixin, LazyCanvasMixin, NodeGraph):
+class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin, GesturesMixin, LazyCanvasMixin,
+                  NodeGraph):
     """Node graph showing ``model``; emits ``selection_changed(list[str])`` and ``status_message(str)``."""
 
     selection_changed = QtCore.Signal(list)
@@ -112,6 +114,7 @@ class ModelCanvas(GroupsMixin, CanvasEditingMixin, CanvasMenusMixin, GesturesMix
         self.viewer().viewport().installEventFilter(self)
         self.viewer().installEventFilter(self)
         bridge.event.connect(self._on_model_event)
+        self._init_routes()
         self._build_all()
 
     def _build_all(self) -> None:
@@ -130,7 +133,7 @@ class ModelCanvas(GroupsMixin, CanvasEditingMixin, CanvasMenusMixin, GesturesMix
                 viewer.setUpdatesEnabled(True)
         self.overview = OverviewItem(self._shown_names, self._shown_geometry, self._shown_links, self._overview_detail,
                                      lambda: [node for _, node in self.nodes.created_items()], lambda: self._severity,
-                                     pinned=lambda name: name.startswith(KEY))
+                                     pinned=lambda name: name.startswith(KEY), route=self._overview_route)
         self.scene().addItem(self.overview)
         self._init_groups()
 
@@ -388,11 +391,14 @@ class ModelCanvas(GroupsMixin, CanvasEditingMixin, CanvasMenusMixin, GesturesMix
     def _on_model_event(self, ev: Event) -> None:
         if isinstance(ev, LayerEvent):
             self._forget(ev.layer)
+            if not isinstance(ev, (ParamChanged, ActivationChanged)):
+                self._forget_routes(ev.layer)
             if not isinstance(ev, (ParamChanged, ActivationChanged, LayerMoved)):  # layers or links changed
                 self._readers = None
                 self._index = None
         if isinstance(ev, LayerRenamed):
             self._forget(ev.old)
+            self._forget_routes(ev.old)
         elif isinstance(ev, (TemplateEvent, CustomLayerChanged)):
             self._geo.clear()
             self._index = None

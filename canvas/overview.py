@@ -28,7 +28,8 @@ WARNING_MARK = QtGui.QColor(225, 160, 30)
 
 class OverviewItem(QtWidgets.QGraphicsItem):
     """Draws the layers ``names()``, each where ``geometry(name)`` (a ``canvas.lazy.NodeGeom``) puts it, and
-    ``links()`` ((source, target, input index)) in overview mode, with ``details(name)`` under each name where there
+    ``links()`` ((source, target, input index)) in overview mode, each through the points ``route(source, target,
+    start, end)`` gives (default: straight), with ``details(name)`` under each name where there
     is room; ``items()`` are the NodeGraphQt nodes that exist (made transparent in overview mode). Call
     ``invalidate()`` after anything moved, was added, removed or relinked, ``adopt()`` after nodes were made."""
 
@@ -37,8 +38,10 @@ class OverviewItem(QtWidgets.QGraphicsItem):
                  details: Callable[[str], str] = lambda _name: "",
                  items: Callable[[], Iterable[Any]] = lambda: (),
                  marks: Callable[[], dict[str, str]] = dict,
-                 pinned: Callable[[str], bool] = lambda _name: False) -> None:
+                 pinned: Callable[[str], bool] = lambda _name: False,
+                 route: Callable[[str, str, QtCore.QPointF, QtCore.QPointF], list[QtCore.QPointF]] | None = None) -> None:
         super().__init__()
+        self._route = route or (lambda _s, _t, a, b: [a, b])
         self._names = names
         self._geometry = geometry
         self._items = items
@@ -52,7 +55,7 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         self._rect = QtCore.QRectF()
         self._geom: dict[str, NodeGeom] = {}
         self._min_height = 0.0
-        self._line_of: dict[tuple[str, str, int], QtCore.QLineF] = {}
+        self._line_of: dict[tuple[str, str, int], list[QtCore.QLineF]] = {}  # a link's segments
         self._by_color: list[tuple[QtGui.QColor, list[QtCore.QRectF]]] = []
         self._lines: list[QtCore.QLineF] = []
         self.setZValue(-1.0)  # under everything: transparent items above still take the clicks
@@ -97,7 +100,7 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             by_color.setdefault(g[1], []).append(g[0])
         self._by_color = [(QtGui.QColor(*c).lighter(125), rects) for c, rects in by_color.items()]
         self._min_height = min((g[0].height() for g in self._geom.values()), default=0.0)
-        lines: dict[tuple[str, str, int], QtCore.QLineF] = {}
+        lines: dict[tuple[str, str, int], list[QtCore.QLineF]] = {}
         for link in self._links():
             src, dst, index = link
             line = self._line_of.get(link) if src not in changed and dst not in changed else None
@@ -105,11 +108,13 @@ class OverviewItem(QtWidgets.QGraphicsItem):
                 a, b = self._geom.get(src), self._geom.get(dst)
                 if a is None or b is None or a[3] is None or index >= len(b[4]):
                     continue
-                line = QtCore.QLineF(a[3], b[4][index])
+                points = self._route(src, dst, a[3], b[4][index])
+                line = [QtCore.QLineF(p, q) for p, q in zip(points, points[1:])]
             lines[link] = line
         self._line_of = lines
-        self._lines = list(lines.values())
-        self._pinned_lines = [line for (src, dst, _), line in lines.items() if self._pinned(src) or self._pinned(dst)]
+        self._lines = [segment for line in lines.values() for segment in line]
+        self._pinned_lines = [segment for (src, dst, _), line in lines.items() if self._pinned(src) or self._pinned(dst)
+                              for segment in line]
         rect = self._rect.adjusted(20, 20, -20, -20) if len(changed) < len(self._geom) and self._rect.isValid() \
             else QtCore.QRectF()
         for name in changed if rect.isValid() else self._geom:

@@ -22,6 +22,7 @@ COLUMN_GAP = 90.0  # free space between columns (where the links run)
 ROW_GAP = 30.0  # free space between two layers of one column
 LANE = 12.0  # room a link passing through a column takes there (between the layers of that column)
 BAND_GAP = 160.0  # free space between two bands of a folded drawing (where the links to the next band run)
+BLOCK_SHARE = 0.3  # a collapsed group's block is at least this share of the largest one's width and height
 CROSSING_SWEEPS = 10  # igraph's crossing-reduction iterations (its default of 100 takes seconds on densenet121)
 
 
@@ -70,6 +71,8 @@ class Drawing:
 
     positions: dict[str, tuple[float, float]] = field(default_factory=dict)
     bends: dict[tuple[str, str], list[tuple[float, float]]] = field(default_factory=dict)
+    #: (x, y, width, height) of each collapsed group's block in a grouped drawing (:func:`grouped_drawing`)
+    blocks: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
 
 
 def route_through(start: tuple[float, float], route: list[tuple[float, float]],
@@ -250,7 +253,7 @@ def fold_drawing(drawing: Drawing, sizes: Mapping[str, tuple[float, float]], asp
             points.append((x, y, band(x) if i % 2 else points[-1][2]))
         points[-1] = (*route[-1], band_of[positions[dst][0]])
         folded = [move(*points[0])]
-        for (x0, y0, b0_), (x1, y1, b1) in zip(points, points[1:]):
+        for (x0, _y0, b0_), (x1, y1, b1) in zip(points, points[1:]):
             if b1 != b0_:  # out to the gap under band b0_, back left of the drawing, down into band b1
                 gx = round(left + x0 - start[b0_] + COLUMN_GAP / 2, 1)
                 gy = round(top + b0_ * height + height - BAND_GAP / 2, 1)
@@ -278,13 +281,16 @@ def readable_positions(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tupl
 
 
 def grouped_drawing(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[float, float]],
-                    collapsed: set[str], aspect: float = 1.6, box: tuple[float, float] = (0.0, 0.0)) -> Drawing:
+                    collapsed: set[str], aspect: float = 1.6, box: tuple[float, float] = (0.0, 0.0),
+                    share: float = BLOCK_SHARE) -> Drawing:
     """A readable drawing of a grouped network: the layers of each group of ``collapsed`` (outermost ones count)
     laid out together in one block (:func:`readable_drawing`), then those blocks and the other layers laid out as
     one graph, each block where its group stands, centred in a place at least ``box`` large (the size of a
-    collapsed group's box on the canvas). So a collapsed group's box takes its layers' place, and expanding it
-    shows them there, not spread over the whole drawing. Routes: those inside each block, and those between the
-    blocks and layers, a block named ``group:PATH``."""
+    collapsed group's box on the canvas) and at least ``share`` of the largest block's width and height (so a
+    small group's box and name stay readable beside a large one when the whole drawing is fitted to a view).
+    So a collapsed group's box takes its layers' place, and expanding it shows them there, not spread over the
+    whole drawing. Routes: those inside each block, and those between the blocks and layers, a block named
+    ``group:PATH``; ``blocks``: each block's place."""
     from engine.groups import outermost_collapsed  # noqa: PLC0415
 
     unit = {}
@@ -297,14 +303,21 @@ def grouped_drawing(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[f
             blocks.setdefault(unit[name], {})[name] = spec
     inner: dict[str, Drawing] = {}
     outer_sizes: dict[str, tuple[float, float]] = {}
+    extent: dict[str, tuple[float, float, float, float]] = {}
     for path, members in blocks.items():
         block = readable_drawing(members, sizes, aspect)
         pos = block.positions
         x0, y0 = min(x for x, _ in pos.values()), min(y for _, y in pos.values())
         w = max(x + sizes.get(n, NODE_SIZE)[0] for n, (x, _) in pos.items()) - x0
         h = max(y + sizes.get(n, NODE_SIZE)[1] for n, (_, y) in pos.items()) - y0
-        outer_sizes[path] = (max(w, box[0]), max(h, box[1]))
+        inner[path], extent[path] = block, (x0, y0, w, h)
+    least = (max((e[2] for e in extent.values()), default=0.0) * share,
+             max((e[3] for e in extent.values()), default=0.0) * share)
+    for path, block in inner.items():
+        x0, y0, w, h = extent[path]
+        outer_sizes[path] = (max(w, box[0], least[0]), max(h, box[1], least[1]))
         dx, dy = -x0 + (outer_sizes[path][0] - w) / 2, -y0 + (outer_sizes[path][1] - h) / 2
+        pos = block.positions
         inner[path] = Drawing({n: (x + dx, y + dy) for n, (x, y) in pos.items()},
                               {k: [(x + dx, y + dy) for x, y in r] for k, r in block.bends.items()})
     outer: dict[str, LayerSpec] = {}
@@ -320,6 +333,7 @@ def grouped_drawing(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[f
     out = Drawing(bends=dict(placed.bends))
     for key, (x, y) in placed.positions.items():
         if key in inner:
+            out.blocks[key[len("group:"):]] = (x, y, *outer_sizes[key])
             for name, (dx, dy) in inner[key].positions.items():
                 out.positions[name] = (round(x + dx, 1), round(y + dy, 1))
             for link, route in inner[key].bends.items():

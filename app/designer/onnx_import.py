@@ -18,7 +18,6 @@ from shiboken6 import isValid
 
 from engine.errors import LayerLabError
 from engine.importers import is_importable
-from engine.layout import grouped_positions, readable_positions
 from engine.log import get_logger
 from engine.weights import ArrayWeights, save_safetensors
 
@@ -468,21 +467,10 @@ class OnnxImport(QtCore.QObject):
 
     @staticmethod
     def layout(doc: Document) -> None:
-        """Lay ``doc``'s layers out with the sizes their nodes have on the canvas (``engine.layout``, the layered
-        drawing of Arrange; the collapsed groups as blocks), folded into bands when it is much wider than the
-        view. Not an undo step."""
-        canvas = doc.canvas
-        sizes = canvas.node_sizes(canvas.nodes)  # measured without making the nodes of a large model
-        layers = {n: s for n, s in doc.model.layers.items() if n in sizes}
-        vp = canvas.viewer().viewport().size()
-        aspect = vp.width() / vp.height() if vp.height() > 50 and vp.width() > 50 else 1.5
-        collapsed = canvas.collapsed_groups()
-        positions = grouped_positions(layers, sizes, collapsed, aspect) if collapsed else \
-            readable_positions(layers, sizes, aspect)
-        with doc.model.macro("Lay out the imported network"):
-            for name, pos in positions.items():
-                if tuple(layers[name].position) != pos:
-                    doc.model.move_layer(name, pos)
+        """Lay ``doc``'s layers out with the sizes their nodes have on the canvas (the canvas's Arrange: the
+        layered drawing of ``engine.layout``, the collapsed groups as blocks, links routed around the layers),
+        folded into bands when it is much wider than the view. Not an undo step: the model was just opened."""
+        doc.canvas.arrange(fold=True)
         doc.model.clear_undo()
 
     # ---- files: open and drop --------------------------------------------------------------------
