@@ -79,6 +79,7 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
         self._index: BoxIndex | None = None  # where every layer's box is, for finding what is in view
         self._stale: set[str] = set()  # layers whose boxes changed since the index was made
         self._readers: dict[str, list[str]] | None = None  # layer -> layers reading it (None: to compute)
+        self._labels: dict[str, str] | None = None  # layer -> its label zoomed out (None: to compute)
         self._eager = True  # every node is made at once (small models)
         self._fitted = False  # the view has been placed (nodes are made for it only then)
         self._covered = QtCore.QRectF()  # the scene area whose nodes all exist (in detail mode)
@@ -133,7 +134,8 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
                 viewer.setUpdatesEnabled(True)
         self.overview = OverviewItem(self._shown_names, self._shown_geometry, self._shown_links, self._overview_detail,
                                      lambda: [node for _, node in self.nodes.created_items()], lambda: self._severity,
-                                     pinned=lambda name: name.startswith(KEY), route=self._overview_route)
+                                     pinned=lambda name: name.startswith(KEY), route=self._overview_route,
+                                     label=self._overview_label)
         self.scene().addItem(self.overview)
         self._init_groups()
 
@@ -395,6 +397,7 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
                 self._forget_routes(ev.layer)
             if not isinstance(ev, (ParamChanged, ActivationChanged, LayerMoved)):  # layers or links changed
                 self._readers = None
+                self._labels = None
                 self._index = None
         if isinstance(ev, LayerRenamed):
             self._forget(ev.old)

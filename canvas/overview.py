@@ -29,7 +29,7 @@ WARNING_MARK = QtGui.QColor(225, 160, 30)
 class OverviewItem(QtWidgets.QGraphicsItem):
     """Draws the layers ``names()``, each where ``geometry(name)`` (a ``canvas.lazy.NodeGeom``) puts it, and
     ``links()`` ((source, target, input index)) in overview mode, each through the points ``route(source, target,
-    start, end)`` gives (default: straight), with ``details(name)`` under each name where there
+    start, end)`` gives (default: straight), each layer named ``label(name)``, with ``details(name)`` under it where there
     is room; ``items()`` are the NodeGraphQt nodes that exist (made transparent in overview mode). Call
     ``invalidate()`` after anything moved, was added, removed or relinked, ``adopt()`` after nodes were made."""
 
@@ -39,8 +39,10 @@ class OverviewItem(QtWidgets.QGraphicsItem):
                  items: Callable[[], Iterable[Any]] = lambda: (),
                  marks: Callable[[], dict[str, str]] = dict,
                  pinned: Callable[[str], bool] = lambda _name: False,
-                 route: Callable[[str, str, QtCore.QPointF, QtCore.QPointF], list[QtCore.QPointF]] | None = None) -> None:
+                 route: Callable[[str, str, QtCore.QPointF, QtCore.QPointF], list[QtCore.QPointF]] | None = None,
+                 label: Callable[[str], str] = lambda name: name) -> None:
         super().__init__()
+        self._label = label
         self._route = route or (lambda _s, _t, a, b: [a, b])
         self._names = names
         self._geometry = geometry
@@ -242,6 +244,9 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             font.setPixelSize(max(1, round(size)))
             metrics = QtGui.QFontMetricsF(font)
             wide = metrics.horizontalAdvance(name)
+            if wide > r.width():  # the shorter label (full name on hover), shrunk as far as it stays readable
+                name = self._label(name)
+                wide = metrics.horizontalAdvance(name)
             if wide > r.width():  # shrink to fit, as far as it stays readable; elide beyond
                 size = max(MIN_PX / lod, size * r.width() / wide)
                 font.setPixelSize(max(1, round(size)))

@@ -8,6 +8,7 @@ the designer's Arrange command and by importers, whose graphs come without posit
 numbers (the canvas passes its node sizes; defaults fit a typical node)."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -216,6 +217,34 @@ def fold_to_aspect(positions: dict[str, tuple[float, float]], sizes: dict[str, t
     return fold_drawing(Drawing(dict(positions)), sizes, aspect).positions
 
 
+def _bands(columns: list[float], extent: dict[float, list[float]], left: float, width: float,
+           aspect: float) -> tuple[int, dict[float, int], list[tuple[float, float]]]:
+    """How many bands to cut a drawing of these ``columns`` (left edges; their vertical ``extent``) into: the
+    count whose folded drawing fits a view of shape ``aspect`` largest. Returns it, each column's band and each
+    band's (top, bottom)."""
+    def cut(bands: int) -> tuple[float, dict[float, int], list[tuple[float, float]]]:
+        per_band = width / bands
+        band_of = {x: min(bands - 1, int((x - left) / per_band)) for x in columns}
+        spans = [(math.inf, -math.inf)] * bands
+        for x in columns:
+            b, (lo, hi) = band_of[x], extent[x]
+            spans[b] = (min(spans[b][0], lo), max(spans[b][1], hi))
+        spans = [s if s[0] <= s[1] else (0.0, 0.0) for s in spans]
+        height = sum(hi - lo for lo, hi in spans) + BAND_GAP * (bands - 1)
+        return max(width / bands / aspect, height), band_of, spans  # the larger side, in the view's shape
+
+    overall = max(hi for _, hi in extent.values()) - min(lo for lo, _ in extent.values()) + BAND_GAP
+    guess = max(1, round((width / (aspect * overall)) ** 0.5))
+    if guess == 1:  # not much wider than the view: kept in one piece
+        return 1, dict.fromkeys(columns, 0), [(min(lo for lo, _ in extent.values()), overall - BAND_GAP)]
+    candidates = sorted({max(1, min(len(columns), b)) for b in range(1, 4 * guess + 2)})
+    if len(candidates) > 48:  # (a very long drawing: around the guess, coarser far from it)
+        candidates = sorted({max(1, round(guess * 1.08 ** k)) for k in range(-20, 21)} | {1})
+    best = min((cut(b)[0], b) for b in candidates)[1]
+    _, band_of, spans = cut(best)
+    return best, band_of, spans
+
+
 def fold_drawing(drawing: Drawing, sizes: Mapping[str, tuple[float, float]], aspect: float) -> Drawing:
     """:func:`fold_to_aspect` of a drawing with its routes: a route's points move with their columns, and a link
     reaching into a later band leaves its band through the free space after its column, runs back along the
@@ -226,23 +255,32 @@ def fold_drawing(drawing: Drawing, sizes: Mapping[str, tuple[float, float]], asp
     left = min(x for x, _ in positions.values())
     top = min(y for _, y in positions.values())
     right = max(x + sizes[n][0] for n, (x, _) in positions.items())
-    bottom = max(y + sizes[n][1] for n, (_, y) in positions.items())
-    width, height = right - left, bottom - top + BAND_GAP
-    bands = max(1, round((width / (aspect * height)) ** 0.5))
+    columns = sorted({x for x, _ in positions.values()})
+    # each column's vertical extent (its layers and the lanes through it): a band is as tall as its own columns
+    extent = {x: [math.inf, -math.inf] for x in columns}
+    for n, (x, y) in positions.items():
+        extent[x][0], extent[x][1] = min(extent[x][0], y), max(extent[x][1], y + sizes[n][1])
+    for route in drawing.bends.values():
+        for x, y in route[1:-1:2]:  # lane entries lie on their column's left edge
+            if x in extent:
+                extent[x][0], extent[x][1] = min(extent[x][0], y - LANE), max(extent[x][1], y + LANE)
+    bands, band_of, spans = _bands(columns, extent, left, right - left, aspect)
     if bands == 1:
         return Drawing(dict(positions), {k: list(v) for k, v in drawing.bends.items()})
-    columns = sorted({x for x, _ in positions.values()})
-    per_band = width / bands
-    band_of = {x: min(bands - 1, int((x - left) / per_band)) for x in columns}
-    start = {}
+    per_band = (right - left) / bands
+    start: dict[int, float] = {}
     for x in columns:
         start.setdefault(band_of[x], x)
+    shift, y = [], top  # each band's vertical shift: stacked one under another, BAND_GAP apart
+    for b in range(bands):
+        shift.append(y - spans[b][0])
+        y += spans[b][1] - spans[b][0] + BAND_GAP
 
     def band(x: float) -> int:  # of a column's left edge (as ``band_of``)
         return min(bands - 1, max(0, int((x - left) / per_band)))
 
     def move(x: float, y: float, b: int) -> tuple[float, float]:
-        return round(left + x - start[b], 1), round(y + b * height, 1)
+        return round(left + x - start[b], 1), round(y + shift[b], 1)
 
     out = Drawing({n: move(x, y, band_of[x]) for n, (x, y) in positions.items()})
     for link, route in drawing.bends.items():
@@ -256,7 +294,7 @@ def fold_drawing(drawing: Drawing, sizes: Mapping[str, tuple[float, float]], asp
         for (x0, _y0, b0_), (x1, y1, b1) in zip(points, points[1:]):
             if b1 != b0_:  # out to the gap under band b0_, back left of the drawing, down into band b1
                 gx = round(left + x0 - start[b0_] + COLUMN_GAP / 2, 1)
-                gy = round(top + b0_ * height + height - BAND_GAP / 2, 1)
+                gy = round(spans[b0_][1] + shift[b0_] + BAND_GAP / 2, 1)
                 lx = round(left - COLUMN_GAP / 2, 1)
                 ny = move(x1, y1, b1)[1]
                 folded += [(gx, folded[-1][1]), (gx, gy), (lx, gy), (lx, ny)]
