@@ -134,7 +134,8 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
                 viewer.setUpdatesEnabled(True)
         self.overview = OverviewItem(self._shown_names, self._shown_geometry, self._shown_links, self._overview_detail,
                                      lambda: [node for _, node in self.nodes.created_items()], lambda: self._severity,
-                                     pinned=lambda name: name.startswith(KEY), route=self._overview_route,
+                                     pinned=lambda name: name.startswith(KEY), any_pinned=lambda: bool(self._boxes),
+                                     route=self._overview_route,
                                      label=self._overview_label)
         self.scene().addItem(self.overview)
         self._init_groups()
@@ -184,7 +185,7 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
     def selected_layers(self) -> list[str]:
         """Selected layer names, in model order."""
         picked = {self._names.get(item.id) for item in self.viewer().selected_nodes()}
-        return [name for name in self.nodes if name in picked]
+        return [name for name in self.nodes if name in picked] if picked else []  # (asked after every edit)
 
     def port_of(self, layer: str, index: int | None) -> Any:
         """The Port of input ``index`` of ``layer`` (``None``: its output)."""

@@ -39,6 +39,7 @@ class OverviewItem(QtWidgets.QGraphicsItem):
                  items: Callable[[], Iterable[Any]] = lambda: (),
                  marks: Callable[[], dict[str, str]] = dict,
                  pinned: Callable[[str], bool] = lambda _name: False,
+                 any_pinned: Callable[[], bool] | None = None,
                  route: Callable[[str, str, QtCore.QPointF, QtCore.QPointF], list[QtCore.QPointF]] | None = None,
                  label: Callable[[str], str] = lambda name: name) -> None:
         super().__init__()
@@ -51,6 +52,8 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         self._marks = marks
         self._links = links
         self._pinned = pinned  # boxes whose links it draws at every zoom (nothing else draws them)
+        # whether any is drawn now (asked after every edit: the caller may know it without looking at every name)
+        self._any_pinned = any_pinned or (lambda: any(pinned(n) for n in names()))
         self._pinned_lines: list[QtCore.QLineF] = []
         self._active = False
         self._pending = False
@@ -77,7 +80,7 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         else:
             for n in names:
                 self._geom.pop(n, None)
-        if self._active or any(self._pinned(n) for n in self._names()):
+        if self._active or self._any_pinned():
             self._rebuild()
             self.update()
         elif self._pinned_lines:
