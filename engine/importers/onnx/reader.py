@@ -377,4 +377,9 @@ def load_clean(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int, 
     if proto.functions:
         proto = _onnx().inliner.inline_local_functions(proto)
     shapes = _static_shapes(proto)
+    for out in proto.graph.output:  # what onnxslim's clean-up gives a graph output declared without a shape
+        tt = out.type.tensor_type
+        if out.type.HasField("tensor_type") and not tt.HasField("shape") and out.name in shapes:
+            for size in shapes[out.name]:
+                tt.shape.dim.add().dim_value = size
     return CleanModel(proto, opset, shapes, constants(proto), notices, shapes_in)
