@@ -29,12 +29,12 @@ KEPT_APART = ["FusionConvBN", "FusionConvTransposeBN", "FusionConvMul", "FusionC
 SKIPPED = ["weight_tying"]
 #: graphs of more nodes than this say so in a notice when they skip onnxslim (see :func:`needs_clean`)
 SLIM_NODES = 1_000
-#: operators that onnxslim folds, removes or fuses wherever they are (shape computations, casts, views of views,
+#: operators that onnxslim folds, removes or fuses wherever they are (shape computations, casts, reshapes,
 #: MatMul+Add, Pad+Conv, GELU's and layer normalization's pieces). Identity and Dropout are not listed (the
 #: importer folds them itself), nor Flatten, Gemm and Concat (onnxslim changes them only in the cases
 #: :func:`needs_clean` looks for: constant inputs, a concatenation of a concatenation; the importer folds a
 #: Concat of one input)
-SLIM_WORK = {"Shape", "Size", "ConstantOfShape", "Cast", "CastLike", "Squeeze", "Unsqueeze", "Gather",
+SLIM_WORK = {"Shape", "Size", "ConstantOfShape", "Cast", "CastLike", "Reshape", "Squeeze", "Unsqueeze", "Gather",
              "GatherElements", "Slice", "Split", "Transpose", "Expand", "Range", "Tile", "Pad", "MatMul", "Erf",
              "Where", "Equal", "ReduceSum", "ReduceMean", "Pow", "Sqrt", "Neg"}
 
@@ -338,9 +338,6 @@ def needs_clean(proto: Any) -> bool:
             return True
         if n.op_type in ("Add", "Sub", "Mul", "Div") and any(t in consts for t in inputs):  # fused into a producer
             return True
-        if n.op_type == "Reshape" and (len(inputs) > 1 and inputs[1] not in consts
-                                       or producer.get(inputs[0]) in ("Reshape", "Flatten")):
-            return True  # a shape computed in the graph, or a view of a view
         if n.op_type == "Concat" and any(producer.get(t) == "Concat" for t in inputs):
             return True  # merged with the concatenation it reads
         if not any(o in read for o in n.output if o):  # nothing reads it: removed
