@@ -15,8 +15,9 @@ from canvas.constants import (
     NODE_SIZE_GUESS,
     snap_position,
 )
+from canvas.groups import BOX_SIZE
 from canvas.overview import OVERVIEW_LOD
-from engine.layout import grouped_positions, layered_positions
+from engine.layout import grouped_drawing, layered_drawing, readable_drawing
 from engine.templates import find_desc
 
 
@@ -204,9 +205,11 @@ class CanvasEditingMixin:
     def select_all_layers(self) -> None:
         self.select_layers(list(self.nodes))
 
-    def arrange(self, names: Iterable[str] | None = None) -> int:
+    def arrange(self, names: Iterable[str] | None = None, fold: bool = False) -> int:
         """Lay out ``names`` (default: every layer) left to right by depth (engine.layout, igraph), from the
-        top-left corner they occupy now, as one undo step; returns how many layers moved."""
+        top-left corner they occupy now, as one undo step; returns how many layers moved. With ``fold`` (every
+        layer), a drawing much wider than the view is folded into bands (how an import is placed). Links are then
+        drawn along the layout's routes (``canvas.routes``); the collapsed groups are laid out as blocks."""
         wanted = set(names) if names is not None else set(self.nodes)
         layers = {n: s for n, s in self.net_model.layers.items() if n in wanted and n in self.nodes}
         if not layers:
@@ -214,17 +217,24 @@ class CanvasEditingMixin:
         sizes = self.node_sizes(layers)
         origin = (min(s.position[0] for s in layers.values()), min(s.position[1] for s in layers.values()))
         collapsed = self.collapsed_groups() if names is None else set()
+        vp = self.viewer().viewport().size()
+        aspect = vp.width() / vp.height() if vp.height() > 50 and vp.width() > 50 else 1.6
         if collapsed:  # each collapsed group's layers together, where its box stands
-            vp = self.viewer().viewport().size()
-            aspect = vp.width() / vp.height() if vp.height() > 50 and vp.width() > 50 else 1.6
-            positions = grouped_positions(layers, sizes, collapsed, aspect)
+            drawing = grouped_drawing(layers, sizes, collapsed, aspect, BOX_SIZE)
+        elif fold and names is None:
+            drawing = readable_drawing(layers, sizes, aspect)
         else:
-            positions = layered_positions(layers, sizes, origin)
-        moves = [(n, p) for n, p in positions.items() if tuple(layers[n].position) != p]
+            drawing = layered_drawing(layers, sizes, origin)
+        positions = drawing.positions
+        moves = [(n, p) for n, p in positions.items() if n in layers and tuple(layers[n].position) != p]
         if moves:
             with self.net_model.macro("Arrange " + (f"{len(moves)} layers" if names is not None else "network")):
                 for name, pos in moves:
                     self.net_model.move_layer(name, pos)
+        if names is None:
+            self._block_rects = {p: QtCore.QRectF(*r) for p, r in drawing.blocks.items()}
+            self._refresh_groups()  # the boxes stand where their layers went
+        self.set_routes(drawing.bends, replace=names is None)
         self.status_message.emit(f"Arranged {len(layers)} layer(s)" if moves else "Already arranged")
         return len(moves)
 

@@ -33,6 +33,7 @@ from canvas.nodes import (
     make_node_class,
 )
 from canvas.overview import OverviewItem
+from canvas.routes import RoutesMixin
 from engine.descriptors import InputKind, LayerDesc
 from engine.events import (
     ActivationChanged,
@@ -57,7 +58,8 @@ from engine.tensor import Dims
 from engine.typecheck import Diagnostic
 
 
-class ModelCanvas(GroupsMixin, CanvasEditingMixin, CanvasMenusMixin, GesturesMixin, LazyCanvasMixin, NodeGraph):
+class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin, GesturesMixin, LazyCanvasMixin,
+                  NodeGraph):
     """Node graph showing ``model``; emits ``selection_changed(list[str])`` and ``status_message(str)``."""
 
     selection_changed = QtCore.Signal(list)
@@ -77,6 +79,7 @@ class ModelCanvas(GroupsMixin, CanvasEditingMixin, CanvasMenusMixin, GesturesMix
         self._index: BoxIndex | None = None  # where every layer's box is, for finding what is in view
         self._stale: set[str] = set()  # layers whose boxes changed since the index was made
         self._readers: dict[str, list[str]] | None = None  # layer -> layers reading it (None: to compute)
+        self._labels: dict[str, str] | None = None  # layer -> its label zoomed out (None: to compute)
         self._eager = True  # every node is made at once (small models)
         self._fitted = False  # the view has been placed (nodes are made for it only then)
         self._covered = QtCore.QRectF()  # the scene area whose nodes all exist (in detail mode)
@@ -112,14 +115,16 @@ class ModelCanvas(GroupsMixin, CanvasEditingMixin, CanvasMenusMixin, GesturesMix
         self.viewer().viewport().installEventFilter(self)
         self.viewer().installEventFilter(self)
         bridge.event.connect(self._on_model_event)
+        self._init_routes()
         self._build_all()
 
     def _build_all(self) -> None:
         """Record every layer; a small model gets all its nodes and links now, in bulk (no repaint, one layout per
-        node), a large one as they are needed (when seen, looked up, or near the view while idle)."""
+        node), a large one (or one opening with its groups collapsed) as they are needed (when seen, looked up, or
+        near the view while idle)."""
         for name in self.net_model.layers:
             self.nodes.add(name)
-        self._eager = len(self.nodes) <= EAGER_LAYERS
+        self._eager = len(self.nodes) <= EAGER_LAYERS and not self.opens_collapsed()
         if self._eager:
             viewer = self.viewer()
             viewer.setUpdatesEnabled(False)
@@ -129,7 +134,9 @@ class ModelCanvas(GroupsMixin, CanvasEditingMixin, CanvasMenusMixin, GesturesMix
                 viewer.setUpdatesEnabled(True)
         self.overview = OverviewItem(self._shown_names, self._shown_geometry, self._shown_links, self._overview_detail,
                                      lambda: [node for _, node in self.nodes.created_items()], lambda: self._severity,
-                                     pinned=lambda name: name.startswith(KEY))
+                                     pinned=lambda name: name.startswith(KEY), any_pinned=lambda: bool(self._boxes),
+                                     route=self._overview_route,
+                                     label=self._overview_label)
         self.scene().addItem(self.overview)
         self._init_groups()
 
@@ -178,7 +185,7 @@ class ModelCanvas(GroupsMixin, CanvasEditingMixin, CanvasMenusMixin, GesturesMix
     def selected_layers(self) -> list[str]:
         """Selected layer names, in model order."""
         picked = {self._names.get(item.id) for item in self.viewer().selected_nodes()}
-        return [name for name in self.nodes if name in picked]
+        return [name for name in self.nodes if name in picked] if picked else []  # (asked after every edit)
 
     def port_of(self, layer: str, index: int | None) -> Any:
         """The Port of input ``index`` of ``layer`` (``None``: its output)."""
@@ -387,11 +394,15 @@ class ModelCanvas(GroupsMixin, CanvasEditingMixin, CanvasMenusMixin, GesturesMix
     def _on_model_event(self, ev: Event) -> None:
         if isinstance(ev, LayerEvent):
             self._forget(ev.layer)
+            if not isinstance(ev, (ParamChanged, ActivationChanged)):
+                self._forget_routes(ev.layer)
             if not isinstance(ev, (ParamChanged, ActivationChanged, LayerMoved)):  # layers or links changed
                 self._readers = None
+                self._labels = None
                 self._index = None
         if isinstance(ev, LayerRenamed):
             self._forget(ev.old)
+            self._forget_routes(ev.old)
         elif isinstance(ev, (TemplateEvent, CustomLayerChanged)):
             self._geo.clear()
             self._index = None

@@ -18,7 +18,6 @@ from engine.typecheck import layer_costs
 COLLAPSE_LAYERS = 150
 BOX_SIZE = (240.0, 78.0)
 NAME_PX = 12.0  # a box's name is at least this tall on screen
-LABEL_PX = 160.0  # and may take this width on screen, over the sides of a box drawn smaller
 BOX_COLOR = QtGui.QColor(70, 86, 110)
 KEY = "group:"  # the overview's name of a collapsed group's box (layer names are identifiers: no ':')
 
@@ -63,27 +62,31 @@ class GroupBox(QtWidgets.QGraphicsObject):
                                   2.0 / max(lod, 1e-3)))
         painter.setBrush(BOX_COLOR)
         painter.drawRoundedRect(r, 8, 8)
-        # the name stays readable zoomed out: at least 11 px on screen, up to the box's width
+        # the name stays readable zoomed out (at least NAME_PX on screen) as far as the box allows; it never
+        # runs over the box's sides (no overlap with a neighbour): shrunk to fit, then cut at its start (the
+        # distinguishing end stays), the full name on hover
         font = QtGui.QFont()
         font.setBold(True)
-        px = max(15.0, NAME_PX / max(lod, 1e-3), min(r.height() / 5, r.width() / (0.7 * len(self.group.name) + 4)))
+        name = f"▸ {self.group.name}"
+        px = min(max(15.0, NAME_PX / max(lod, 1e-3)), r.height() / 1.6)
         font.setPixelSize(max(1, round(px)))
+        wide = QtGui.QFontMetricsF(font).horizontalAdvance(name)
+        if wide > r.width() - 16:
+            px = max(px * (r.width() - 16) / wide, min(px, NAME_PX / max(lod, 1e-3)))
+            font.setPixelSize(max(1, round(px)))
         metrics = QtGui.QFontMetricsF(font)
         painter.setFont(font)
         painter.setPen(QtGui.QColor(245, 245, 245))
-        name = f"▸ {self.group.name}"
-        if px * 1.6 > r.height():  # too tall for the box: the name alone, over the box
-            wide = max(r.width(), LABEL_PX / max(lod, 1e-3))
-            text = metrics.elidedText(self.group.name, QtCore.Qt.TextElideMode.ElideLeft, wide)
-            label = QtCore.QRectF(r.center().x() - wide / 2, r.top(), wide, r.height())
-            painter.setPen(QtGui.QColor(255, 230, 150))
-            painter.drawText(label, QtCore.Qt.AlignmentFlag.AlignCenter | QtCore.Qt.TextFlag.TextDontClip, text)
+        painter.setClipRect(r)
+        if px * 2.6 > r.height():  # no room for the figures: the name alone, in the middle
+            painter.drawText(r.adjusted(4, 0, -4, 0), QtCore.Qt.AlignmentFlag.AlignCenter,
+                             metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideLeft, r.width() - 8))
             painter.restore()
             return
         painter.drawText(r.adjusted(8, 4, -8, 0), QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignTop,
                          metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideLeft, r.width() - 16))
         small = QtGui.QFont()
-        small.setPixelSize(max(12, round(px * 0.6)))
+        small.setPixelSize(max(12, round(px * 0.8)))
         painter.setFont(small)
         painter.setPen(QtGui.QColor(200, 210, 225))
         text = "  ·  ".join([f"{len(self.group.members)} layers", *self.lines])
@@ -107,15 +110,22 @@ class GroupsMixin:
         self._figures: dict[str, dict[str, Any]] = {}
         self._costs: dict[str, dict[str, Any]] | None = None  # parameters and FLOPs per layer (None: to compute)
         self.bridge.event.connect(self._costs_changed)
+        self._block_rects: dict[str, QtCore.QRectF] = {}  # the place Arrange gave each collapsed group
         self._groups_timer = QtCore.QTimer(self)
         self._groups_timer.setSingleShot(True)
         self._groups_timer.setInterval(0)
         self._groups_timer.timeout.connect(self._refresh_groups_later)
         self._groups = groups_of(self.net_model.layers)
-        if len(self.net_model.layers) > COLLAPSE_LAYERS and self._groups:
+        if self.opens_collapsed():
             loose = sum(1 for s in self.net_model.layers.values() if not s.group)
             self._collapsed = initial_collapsed(self._groups, loose)
         self._refresh_groups()
+
+    def opens_collapsed(self) -> bool:
+        """Whether the model opens with groups collapsed: more than ``COLLAPSE_LAYERS`` layers, some in groups.
+        Such a canvas makes its nodes as they are needed (most are hidden in the groups' boxes)."""
+        layers = self.net_model.layers
+        return len(layers) > COLLAPSE_LAYERS and any(s.group for s in layers.values())
 
     # ---- queries ---------------------------------------------------------------------------------
     def groups(self) -> dict[str, Group]:
@@ -242,8 +252,10 @@ class GroupsMixin:
             area = QtCore.QRectF()
             for name in group.members:
                 area = area.united(self._predicted(name).rect)
-            rect = QtCore.QRectF(0, 0, max(BOX_SIZE[0], area.width()), max(BOX_SIZE[1], area.height()))
-            rect.moveCenter(area.center())
+            rect = self._block_rects.get(path, QtCore.QRectF())
+            if not rect.contains(area):  # (its layers moved since): around them
+                rect = QtCore.QRectF(0, 0, max(BOX_SIZE[0], area.width()), max(BOX_SIZE[1], area.height()))
+                rect.moveCenter(area.center())
             box = GroupBox(group, rect, figures_text(group.members, self._figures, self.layer_costs()))
             box.expand_requested.connect(self.expand_group)
             scene.addItem(box)

@@ -26,6 +26,7 @@ from canvas.nodes import (
 )
 from canvas.overview import OVERVIEW_LOD
 from engine.descriptors import LayerDesc
+from engine.groups import short_labels
 
 
 class LazyCanvasMixin:
@@ -159,6 +160,12 @@ class LazyCanvasMixin:
             return dims_text(shape)
         desc = self._desc(name) if name in self.net_model.layers else None
         return desc.display_name if desc is not None else ""
+
+    def _overview_label(self, name: str) -> str:
+        """A layer's shorter label on the zoomed-out canvas (``engine.groups.short_labels``)."""
+        if self._labels is None:
+            self._labels = short_labels(self.net_model.layers)
+        return self._labels.get(name, name)
 
     def _links(self) -> list[tuple[str, str, int]]:
         """Every link of the model: (source, target, input index)."""

@@ -28,7 +28,8 @@ WARNING_MARK = QtGui.QColor(225, 160, 30)
 
 class OverviewItem(QtWidgets.QGraphicsItem):
     """Draws the layers ``names()``, each where ``geometry(name)`` (a ``canvas.lazy.NodeGeom``) puts it, and
-    ``links()`` ((source, target, input index)) in overview mode, with ``details(name)`` under each name where there
+    ``links()`` ((source, target, input index)) in overview mode, each through the points ``route(source, target,
+    start, end)`` gives (default: straight), each layer named ``label(name)``, with ``details(name)`` under it where there
     is room; ``items()`` are the NodeGraphQt nodes that exist (made transparent in overview mode). Call
     ``invalidate()`` after anything moved, was added, removed or relinked, ``adopt()`` after nodes were made."""
 
@@ -37,8 +38,13 @@ class OverviewItem(QtWidgets.QGraphicsItem):
                  details: Callable[[str], str] = lambda _name: "",
                  items: Callable[[], Iterable[Any]] = lambda: (),
                  marks: Callable[[], dict[str, str]] = dict,
-                 pinned: Callable[[str], bool] = lambda _name: False) -> None:
+                 pinned: Callable[[str], bool] = lambda _name: False,
+                 any_pinned: Callable[[], bool] | None = None,
+                 route: Callable[[str, str, QtCore.QPointF, QtCore.QPointF], list[QtCore.QPointF]] | None = None,
+                 label: Callable[[str], str] = lambda name: name) -> None:
         super().__init__()
+        self._label = label
+        self._route = route or (lambda _s, _t, a, b: [a, b])
         self._names = names
         self._geometry = geometry
         self._items = items
@@ -46,13 +52,15 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         self._marks = marks
         self._links = links
         self._pinned = pinned  # boxes whose links it draws at every zoom (nothing else draws them)
+        # whether any is drawn now (asked after every edit: the caller may know it without looking at every name)
+        self._any_pinned = any_pinned or (lambda: any(pinned(n) for n in names()))
         self._pinned_lines: list[QtCore.QLineF] = []
         self._active = False
         self._pending = False
         self._rect = QtCore.QRectF()
         self._geom: dict[str, NodeGeom] = {}
         self._min_height = 0.0
-        self._line_of: dict[tuple[str, str, int], QtCore.QLineF] = {}
+        self._line_of: dict[tuple[str, str, int], list[QtCore.QLineF]] = {}  # a link's segments
         self._by_color: list[tuple[QtGui.QColor, list[QtCore.QRectF]]] = []
         self._lines: list[QtCore.QLineF] = []
         self.setZValue(-1.0)  # under everything: transparent items above still take the clicks
@@ -72,7 +80,7 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         else:
             for n in names:
                 self._geom.pop(n, None)
-        if self._active or any(self._pinned(n) for n in self._names()):
+        if self._active or self._any_pinned():
             self._rebuild()
             self.update()
         elif self._pinned_lines:
@@ -97,7 +105,7 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             by_color.setdefault(g[1], []).append(g[0])
         self._by_color = [(QtGui.QColor(*c).lighter(125), rects) for c, rects in by_color.items()]
         self._min_height = min((g[0].height() for g in self._geom.values()), default=0.0)
-        lines: dict[tuple[str, str, int], QtCore.QLineF] = {}
+        lines: dict[tuple[str, str, int], list[QtCore.QLineF]] = {}
         for link in self._links():
             src, dst, index = link
             line = self._line_of.get(link) if src not in changed and dst not in changed else None
@@ -105,11 +113,13 @@ class OverviewItem(QtWidgets.QGraphicsItem):
                 a, b = self._geom.get(src), self._geom.get(dst)
                 if a is None or b is None or a[3] is None or index >= len(b[4]):
                     continue
-                line = QtCore.QLineF(a[3], b[4][index])
+                points = self._route(src, dst, a[3], b[4][index])
+                line = [QtCore.QLineF(p, q) for p, q in zip(points, points[1:])]
             lines[link] = line
         self._line_of = lines
-        self._lines = list(lines.values())
-        self._pinned_lines = [line for (src, dst, _), line in lines.items() if self._pinned(src) or self._pinned(dst)]
+        self._lines = [segment for line in lines.values() for segment in line]
+        self._pinned_lines = [segment for (src, dst, _), line in lines.items() if self._pinned(src) or self._pinned(dst)
+                              for segment in line]
         rect = self._rect.adjusted(20, 20, -20, -20) if len(changed) < len(self._geom) and self._rect.isValid() \
             else QtCore.QRectF()
         for name in changed if rect.isValid() else self._geom:
@@ -237,6 +247,9 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             font.setPixelSize(max(1, round(size)))
             metrics = QtGui.QFontMetricsF(font)
             wide = metrics.horizontalAdvance(name)
+            if wide > r.width():  # the shorter label (full name on hover), shrunk as far as it stays readable
+                name = self._label(name)
+                wide = metrics.horizontalAdvance(name)
             if wide > r.width():  # shrink to fit, as far as it stays readable; elide beyond
                 size = max(MIN_PX / lod, size * r.width() / wide)
                 font.setPixelSize(max(1, round(size)))

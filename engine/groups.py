@@ -107,3 +107,19 @@ def outermost_collapsed(path: str, collapsed: Iterable[str]) -> str | None:
     """The outermost group of ``collapsed`` that a layer of group ``path`` is inside (None: it is shown)."""
     closed = collapsed if isinstance(collapsed, (set, frozenset, dict)) else set(collapsed)
     return next((p for p in ancestors(path) if p in closed), None)
+
+
+def short_labels(names: Iterable[str]) -> dict[str, str]:
+    """Labels for layer names shown where they must be cut (zoomed out): an imported name ends with its operator
+    (``layer1_0_conv1_Conv``), which all the layers of that operator share, so the label leaves it out where the
+    rest stays distinct (``layer1_0_conv1``); a label cut at its start then keeps the end that tells layers apart.
+    Names without such an ending, or whose shorter form another name has, are kept whole."""
+    names = list(names)
+    short = {}
+    for name in names:
+        head, sep, tail = name.rpartition("_")
+        short[name] = head if sep and head and tail[:1].isupper() else name
+    count: dict[str, int] = {}
+    for label in [*short.values(), *names]:
+        count[label] = count.get(label, 0) + 1
+    return {n: s if s == n or count[s] == 1 else n for n, s in short.items()}

@@ -8,6 +8,7 @@ the designer's Arrange command and by importers, whose graphs come without posit
 numbers (the canvas passes its node sizes; defaults fit a typical node)."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ COLUMN_GAP = 90.0  # free space between columns (where the links run)
 ROW_GAP = 30.0  # free space between two layers of one column
 LANE = 12.0  # room a link passing through a column takes there (between the layers of that column)
 BAND_GAP = 160.0  # free space between two bands of a folded drawing (where the links to the next band run)
+BLOCK_SHARE = 0.3  # a collapsed group's block is at least this share of the largest one's width and height
 CROSSING_SWEEPS = 10  # igraph's crossing-reduction iterations (its default of 100 takes seconds on densenet121)
 
 
@@ -59,12 +61,32 @@ def estimated_sizes(layers: Mapping[str, LayerSpec], registry: Registry) -> dict
 
 @dataclass
 class Drawing:
-    """A layered drawing: the top-left (x, y) of every layer, and for each link that spans more than one column
-    (``(source, target)``) the points it should pass through, one per column crossed, in lanes kept free of
-    layers (where a link drawn straight would run behind the layers between its ends)."""
+    """A layered drawing: the top-left (x, y) of every layer, and for each link (``(source, target)``) the route
+    it takes so that it never runs behind a layer: where it leaves its source's column (the column's right
+    edge), then the entry and exit of each lane it passes through in the columns it crosses (lanes are kept free
+    of layers), and where it enters its target's column, plus detours through the free space between bands
+    when the drawing is folded. Between two points of a route the link runs either straight (the points share
+    their x or their y) or, in the free space between two columns, from one height to the other. The first and
+    the last point's heights are those of the source and target boxes' tops: the canvas draws from the real
+    ports (see :func:`route_through`)."""
 
     positions: dict[str, tuple[float, float]] = field(default_factory=dict)
     bends: dict[tuple[str, str], list[tuple[float, float]]] = field(default_factory=dict)
+    #: (x, y, width, height) of each collapsed group's block in a grouped drawing (:func:`grouped_drawing`)
+    blocks: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
+
+
+def route_through(start: tuple[float, float], route: list[tuple[float, float]],
+                  end: tuple[float, float]) -> list[tuple[float, float]]:
+    """The polyline of a link from its output port ``start`` to its input port ``end`` along ``route`` (a
+    :class:`Drawing` route): level with the port to the edge of the source's column, then the route, then
+    level with the input port into it. Each segment is horizontal, vertical, or crosses the free space between
+    two columns."""
+    if len(route) < 2:
+        return [start, end]
+    first, last = route[0], route[-1]
+    middle = route[1:-1]
+    return [start, (first[0], start[1]), *middle, (last[0], end[1]), end]
 
 
 def _links(layers: Mapping[str, LayerSpec]) -> list[tuple[str, str]]:
@@ -149,10 +171,21 @@ def _place(sub: object, vertex_names: list[str], coords: list[list[float]], path
             if item < n:
                 drawing.positions[vertex_names[item]] = (round(column_x[r], 1), round(y, 1))
     for e, items in enumerate(lanes):
-        if items:
-            s, t = edges[e]
-            bend = [(round(column_x[rank[i]] + widths[rank[i]] / 2, 1), round(centre[i], 1)) for i in items]
-            drawing.bends[(vertex_names[s], vertex_names[t])] = bend if rank[s] < rank[t] else bend[::-1]
+        s, t = edges[e]
+        if rank[s] >= rank[t]:  # a link reversed to break a cycle: drawn as the canvas draws any link
+            continue
+        a, b = vertex_names[s], vertex_names[t]
+        route = [(round(column_x[rank[s]] + widths[rank[s]], 1), drawing.positions[a][1])]
+        for i in items:
+            x, y = column_x[rank[i]], round(centre[i], 1)
+            route += [(round(x, 1), y), (round(x + widths[rank[i]], 1), y)]
+        route.append((round(column_x[rank[t]], 1), drawing.positions[b][1]))
+        drawing.bends[(a, b)] = route
+    for s, t in edges:  # links between neighbouring columns (igraph gives them no path)
+        if rank[t] - rank[s] == 1 and (vertex_names[s], vertex_names[t]) not in drawing.bends:
+            a, b = vertex_names[s], vertex_names[t]
+            drawing.bends[(a, b)] = [(round(column_x[rank[s]] + widths[rank[s]], 1), drawing.positions[a][1]),
+                                     (round(column_x[rank[t]], 1), drawing.positions[b][1])]
     return bottom
 
 
@@ -181,41 +214,121 @@ def fold_to_aspect(positions: dict[str, tuple[float, float]], sizes: dict[str, t
     """A left-to-right drawing much wider than ``aspect`` (width / height of the view) cut into bands stacked
     one under another, like lines of text, so that fitting it to the view keeps the layers readable. Whole
     columns (layers with the same x) stay together; a drawing that is not too wide is returned as it is."""
+    return fold_drawing(Drawing(dict(positions)), sizes, aspect).positions
+
+
+def _bands(columns: list[float], extent: dict[float, list[float]], left: float, width: float,
+           aspect: float) -> tuple[int, dict[float, int], list[tuple[float, float]]]:
+    """How many bands to cut a drawing of these ``columns`` (left edges; their vertical ``extent``) into: the
+    count whose folded drawing fits a view of shape ``aspect`` largest. Returns it, each column's band and each
+    band's (top, bottom)."""
+    def cut(bands: int) -> tuple[float, dict[float, int], list[tuple[float, float]]]:
+        per_band = width / bands
+        band_of = {x: min(bands - 1, int((x - left) / per_band)) for x in columns}
+        spans = [(math.inf, -math.inf)] * bands
+        for x in columns:
+            b, (lo, hi) = band_of[x], extent[x]
+            spans[b] = (min(spans[b][0], lo), max(spans[b][1], hi))
+        spans = [s if s[0] <= s[1] else (0.0, 0.0) for s in spans]
+        height = sum(hi - lo for lo, hi in spans) + BAND_GAP * (bands - 1)
+        return max(width / bands / aspect, height), band_of, spans  # the larger side, in the view's shape
+
+    overall = max(hi for _, hi in extent.values()) - min(lo for lo, _ in extent.values()) + BAND_GAP
+    guess = max(1, round((width / (aspect * overall)) ** 0.5))
+    if guess == 1:  # not much wider than the view: kept in one piece
+        return 1, dict.fromkeys(columns, 0), [(min(lo for lo, _ in extent.values()), overall - BAND_GAP)]
+    candidates = sorted({max(1, min(len(columns), b)) for b in range(1, 4 * guess + 2)})
+    if len(candidates) > 48:  # (a very long drawing: around the guess, coarser far from it)
+        candidates = sorted({max(1, round(guess * 1.08 ** k)) for k in range(-20, 21)} | {1})
+    best = min((cut(b)[0], b) for b in candidates)[1]
+    _, band_of, spans = cut(best)
+    return best, band_of, spans
+
+
+def fold_drawing(drawing: Drawing, sizes: Mapping[str, tuple[float, float]], aspect: float) -> Drawing:
+    """:func:`fold_to_aspect` of a drawing with its routes: a route's points move with their columns, and a link
+    reaching into a later band leaves its band through the free space after its column, runs back along the
+    gap under the band, and comes down left of the drawing into the band of its target."""
+    positions = drawing.positions
     if not positions:
-        return dict(positions)
+        return Drawing()
     left = min(x for x, _ in positions.values())
     top = min(y for _, y in positions.values())
     right = max(x + sizes[n][0] for n, (x, _) in positions.items())
-    bottom = max(y + sizes[n][1] for n, (_, y) in positions.items())
-    width, height = right - left, bottom - top + BAND_GAP
-    bands = max(1, round((width / (aspect * height)) ** 0.5))
-    if bands == 1:
-        return dict(positions)
     columns = sorted({x for x, _ in positions.values()})
-    per_band = width / bands
-    band_of = {x: min(bands - 1, int((x - left) / per_band)) for x in columns}
-    start = {}
+    # each column's vertical extent (its layers and the lanes through it): a band is as tall as its own columns
+    extent = {x: [math.inf, -math.inf] for x in columns}
+    for n, (x, y) in positions.items():
+        extent[x][0], extent[x][1] = min(extent[x][0], y), max(extent[x][1], y + sizes[n][1])
+    for route in drawing.bends.values():
+        for x, y in route[1:-1:2]:  # lane entries lie on their column's left edge
+            if x in extent:
+                extent[x][0], extent[x][1] = min(extent[x][0], y - LANE), max(extent[x][1], y + LANE)
+    bands, band_of, spans = _bands(columns, extent, left, right - left, aspect)
+    if bands == 1:
+        return Drawing(dict(positions), {k: list(v) for k, v in drawing.bends.items()})
+    per_band = (right - left) / bands
+    start: dict[int, float] = {}
     for x in columns:
         start.setdefault(band_of[x], x)
-    return {n: (round(left + x - start[band_of[x]], 1), round(y + band_of[x] * height, 1))
-            for n, (x, y) in positions.items()}
+    shift, y = [], top  # each band's vertical shift: stacked one under another, BAND_GAP apart
+    for b in range(bands):
+        shift.append(y - spans[b][0])
+        y += spans[b][1] - spans[b][0] + BAND_GAP
+
+    def band(x: float) -> int:  # of a column's left edge (as ``band_of``)
+        return min(bands - 1, max(0, int((x - left) / per_band)))
+
+    def move(x: float, y: float, b: int) -> tuple[float, float]:
+        return round(left + x - start[b], 1), round(y + shift[b], 1)
+
+    out = Drawing({n: move(x, y, band_of[x]) for n, (x, y) in positions.items()})
+    for link, route in drawing.bends.items():
+        src, dst = link
+        b0 = band_of[positions[src][0]]
+        points = [(route[0][0], route[0][1], b0)]
+        for i, (x, y) in enumerate(route[1:], 1):  # a lane's entry (odd) on a column's left edge, its exit after it
+            points.append((x, y, band(x) if i % 2 else points[-1][2]))
+        points[-1] = (*route[-1], band_of[positions[dst][0]])
+        folded = [move(*points[0])]
+        for (x0, _y0, b0_), (x1, y1, b1) in zip(points, points[1:]):
+            if b1 != b0_:  # out to the gap under band b0_, back left of the drawing, down into band b1
+                gx = round(left + x0 - start[b0_] + COLUMN_GAP / 2, 1)
+                gy = round(spans[b0_][1] + shift[b0_] + BAND_GAP / 2, 1)
+                lx = round(left - COLUMN_GAP / 2, 1)
+                ny = move(x1, y1, b1)[1]
+                folded += [(gx, folded[-1][1]), (gx, gy), (lx, gy), (lx, ny)]
+            folded.append(move(x1, y1, b1))
+        out.bends[link] = folded
+    return out
+
+
+def readable_drawing(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[float, float]] | None = None,
+                     aspect: float = 1.6) -> Drawing:
+    """The layered drawing of ``layers`` folded into bands for a view of width / height ``aspect``, with its
+    routes: how an imported graph is placed (the designer passes its node sizes and its view's shape; the
+    command line :func:`estimated_sizes`)."""
+    sizes = {n: (sizes or {}).get(n, NODE_SIZE) for n in layers}
+    return fold_drawing(layered_drawing(layers, sizes), sizes, aspect)
 
 
 def readable_positions(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[float, float]] | None = None,
                        aspect: float = 1.6) -> dict[str, tuple[float, float]]:
-    """The layered drawing of ``layers`` folded into bands for a view of width / height ``aspect``: how an imported
-    graph is placed (the designer passes its node sizes and its view's shape; the command line
-    :func:`estimated_sizes`)."""
-    sizes = {n: (sizes or {}).get(n, NODE_SIZE) for n in layers}
-    return fold_to_aspect(layered_positions(layers, sizes), sizes, aspect)
+    """The positions of :func:`readable_drawing`."""
+    return readable_drawing(layers, sizes, aspect).positions
 
 
-def grouped_positions(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[float, float]],
-                      collapsed: set[str], aspect: float = 1.6) -> dict[str, tuple[float, float]]:
+def grouped_drawing(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[float, float]],
+                    collapsed: set[str], aspect: float = 1.6, box: tuple[float, float] = (0.0, 0.0),
+                    share: float = BLOCK_SHARE) -> Drawing:
     """A readable drawing of a grouped network: the layers of each group of ``collapsed`` (outermost ones count)
-    laid out together in one block (``readable_positions``), then those blocks and the other layers laid out as
-    one graph, each block where its group stands. So a collapsed group's box takes its layers' place, and
-    expanding it shows them there, not spread over the whole drawing."""
+    laid out together in one block (:func:`readable_drawing`), then those blocks and the other layers laid out as
+    one graph, each block where its group stands, centred in a place at least ``box`` large (the size of a
+    collapsed group's box on the canvas) and at least ``share`` of the largest block's width and height (so a
+    small group's box and name stay readable beside a large one when the whole drawing is fitted to a view).
+    So a collapsed group's box takes its layers' place, and expanding it shows them there, not spread over the
+    whole drawing. Routes: those inside each block, and those between the blocks and layers, a block named
+    ``group:PATH``; ``blocks``: each block's place."""
     from engine.groups import outermost_collapsed  # noqa: PLC0415
 
     unit = {}
@@ -226,14 +339,25 @@ def grouped_positions(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple
     for name, spec in layers.items():
         if unit[name] != name:
             blocks.setdefault(unit[name], {})[name] = spec
-    inner: dict[str, dict[str, tuple[float, float]]] = {}
+    inner: dict[str, Drawing] = {}
     outer_sizes: dict[str, tuple[float, float]] = {}
+    extent: dict[str, tuple[float, float, float, float]] = {}
     for path, members in blocks.items():
-        pos = readable_positions(members, sizes, aspect)
-        left, top = min(x for x, _ in pos.values()), min(y for _, y in pos.values())
-        inner[path] = {n: (x - left, y - top) for n, (x, y) in pos.items()}
-        outer_sizes[path] = (max(x + sizes.get(n, NODE_SIZE)[0] for n, (x, _) in inner[path].items()),
-                             max(y + sizes.get(n, NODE_SIZE)[1] for n, (_, y) in inner[path].items()))
+        block = readable_drawing(members, sizes, aspect)
+        pos = block.positions
+        x0, y0 = min(x for x, _ in pos.values()), min(y for _, y in pos.values())
+        w = max(x + sizes.get(n, NODE_SIZE)[0] for n, (x, _) in pos.items()) - x0
+        h = max(y + sizes.get(n, NODE_SIZE)[1] for n, (_, y) in pos.items()) - y0
+        inner[path], extent[path] = block, (x0, y0, w, h)
+    least = (max((e[2] for e in extent.values()), default=0.0) * share,
+             max((e[3] for e in extent.values()), default=0.0) * share)
+    for path, block in inner.items():
+        x0, y0, w, h = extent[path]
+        outer_sizes[path] = (max(w, box[0], least[0]), max(h, box[1], least[1]))
+        dx, dy = -x0 + (outer_sizes[path][0] - w) / 2, -y0 + (outer_sizes[path][1] - h) / 2
+        pos = block.positions
+        inner[path] = Drawing({n: (x + dx, y + dy) for n, (x, y) in pos.items()},
+                              {k: [(x + dx, y + dy) for x, y in r] for k, r in block.bends.items()})
     outer: dict[str, LayerSpec] = {}
     for name, spec in layers.items():
         key = unit[name]
@@ -243,12 +367,21 @@ def grouped_positions(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple
                 node.inputs.append(unit[src])
         if key not in blocks:
             outer_sizes[key] = sizes.get(name, NODE_SIZE)
-    placed = readable_positions(outer, outer_sizes, aspect)
-    out = {}
-    for key, (x, y) in placed.items():
+    placed = readable_drawing(outer, outer_sizes, aspect)
+    out = Drawing(bends=dict(placed.bends))
+    for key, (x, y) in placed.positions.items():
         if key in inner:
-            for name, (dx, dy) in inner[key].items():
-                out[name] = (round(x + dx, 1), round(y + dy, 1))
+            out.blocks[key[len("group:"):]] = (x, y, *outer_sizes[key])
+            for name, (dx, dy) in inner[key].positions.items():
+                out.positions[name] = (round(x + dx, 1), round(y + dy, 1))
+            for link, route in inner[key].bends.items():
+                out.bends[link] = [(round(x + px, 1), round(y + py, 1)) for px, py in route]
         else:
-            out[key] = (x, y)
+            out.positions[key] = (x, y)
     return out
+
+
+def grouped_positions(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[float, float]],
+                      collapsed: set[str], aspect: float = 1.6) -> dict[str, tuple[float, float]]:
+    """The positions of :func:`grouped_drawing`."""
+    return grouped_drawing(layers, sizes, collapsed, aspect).positions

@@ -18,7 +18,6 @@ from shiboken6 import isValid
 
 from engine.errors import LayerLabError
 from engine.importers import is_importable
-from engine.layout import grouped_positions, readable_positions
 from engine.log import get_logger
 from engine.weights import ArrayWeights, save_safetensors
 
@@ -230,8 +229,7 @@ class ImportDialog(QtWidgets.QDialog):
     def __init__(self, path: str, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.path = path
-        self.ok: bool | None = None  # None while running
-        self.result: ImportResult | None = None
+        self.ok: bool | None = None  # None while running (the result is shown, not kept: it holds the weights)
         self.setWindowTitle(f"Import {Path(path).name}")
         self.resize(720, 520)
         lay = QtWidgets.QVBoxLayout(self)
@@ -327,7 +325,7 @@ class ImportDialog(QtWidgets.QDialog):
 
     def show_result(self, result: ImportResult) -> None:
         """The import succeeded: list what happened to the nodes and the command line."""
-        self.ok, self.result = True, result
+        self.ok = True
         self._finish()
         self.heading.setText(f"<b>Imported {Path(self.path).name}</b> as {result.model.name} (a new, unsaved tab: "
                              "File > Save As writes the model and its weights)")
@@ -411,7 +409,7 @@ class OnnxImport(QtCore.QObject):
         registry = self.registry
         dlg = ImportDialog(path, self.ctx.parent)
         job = _Job(lambda progress: import_onnx(path, input_shapes=dict(input_shapes or {}), placeholders=placeholders,
-                                                progress=progress, registry=registry))
+                                                progress=progress, registry=registry, layout=False))
         job.progress.connect(dlg.set_progress)
         job.done.connect(lambda result, d=dlg: self._done(d, result))
         job.failed.connect(lambda msg, refused, d=dlg: self._failed(d, msg, refused))
@@ -449,7 +447,7 @@ class OnnxImport(QtCore.QObject):
         doc = self.ctx.documents.add_document(model, None)
         try:
             self.arrange(doc)
-        except LayerLabError as exc:  # the importer's own layout stays
+        except LayerLabError as exc:  # the layers stay where they are
             self.ctx.status(f"Could not lay the imported network out again: {exc}", 10000)
         doc.recovered = True  # a new model not saved yet: closing asks, Save asks for a file
         doc.state_changed.emit()  # the tab shows it unsaved
@@ -459,27 +457,21 @@ class OnnxImport(QtCore.QObject):
         log.info("Imported %s: %s", dlg.path, result.summary())
         self.imported.emit(doc)
 
-    @staticmethod
-    def arrange(doc: Document) -> None:
-        """Lay an imported model out again with the sizes its nodes have on the canvas (``engine.layout``, the
-        layered drawing of Arrange), folded into bands when it is much wider than the view, and fit the view
-        to it. Not an undo step: the model was just opened."""
+    @classmethod
+    def arrange(cls, doc: Document) -> None:
+        """Lay an imported model out again with the sizes its nodes have on the canvas (:meth:`layout`) and fit
+        the view to it. Not an undo step: the model was just opened."""
+        cls.layout(doc)
+        doc.canvas.fit()
+        QtCore.QTimer.singleShot(0, doc.canvas.fit)  # again once the tab has its final size
 
-        canvas = doc.canvas
-        sizes = canvas.node_sizes(canvas.nodes)  # measured without making the nodes of a large model
-        layers = {n: s for n, s in doc.model.layers.items() if n in sizes}
-        vp = canvas.viewer().viewport().size()
-        aspect = vp.width() / vp.height() if vp.height() > 50 and vp.width() > 50 else 1.5
-        collapsed = canvas.collapsed_groups()
-        positions = grouped_positions(layers, sizes, collapsed, aspect) if collapsed else \
-            readable_positions(layers, sizes, aspect)
-        with doc.model.macro("Lay out the imported network"):
-            for name, pos in positions.items():
-                if tuple(layers[name].position) != pos:
-                    doc.model.move_layer(name, pos)
+    @staticmethod
+    def layout(doc: Document) -> None:
+        """Lay ``doc``'s layers out with the sizes their nodes have on the canvas (the canvas's Arrange: the
+        layered drawing of ``engine.layout``, the collapsed groups as blocks, links routed around the layers),
+        folded into bands when it is much wider than the view. Not an undo step: the model was just opened."""
+        doc.canvas.arrange(fold=True)
         doc.model.clear_undo()
-        canvas.fit()
-        QtCore.QTimer.singleShot(0, canvas.fit)  # again once the tab has its final size
 
     # ---- files: open and drop --------------------------------------------------------------------
     def open_files(self, paths: list[str]) -> None:

@@ -2,6 +2,9 @@
 (``document_added`` lets the designer's parts follow it before its tab appears), and removing one."""
 from __future__ import annotations
 
+import ctypes
+import gc
+import sys
 from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
@@ -12,6 +15,19 @@ from engine.registry import Registry
 
 FILE_FILTER = "LayerLab models (*.lnet);;All files (*)"
 SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "samples" / "denoiser.lnet"
+
+
+def give_memory_back() -> None:
+    """Collect what a closed model left (its canvas's items, its weights, reference cycles through signal
+    connections) and return the freed heap to the system. Without the trim, glibc keeps the pages of freed
+    weights (allocated by the import's thread, in an arena of its own) and resident memory only grows from one
+    imported network to the next."""
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc (musl): nothing to trim
+            pass
 
 
 class Workspace(QtCore.QObject):
@@ -76,4 +92,5 @@ class Workspace(QtCore.QObject):
         self.tabs.removeTab(index)
         doc.close()
         doc.canvas.widget.deleteLater()
+        doc.destroyed.connect(lambda _obj=None: QtCore.QTimer.singleShot(0, give_memory_back))
         doc.deleteLater()

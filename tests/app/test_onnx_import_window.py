@@ -267,9 +267,6 @@ def deep_resnet_onnx(path: Path) -> Path:
     return path
 
 
-@pytest.mark.xfail(strict=False, reason="since the layered layout moved to igraph, a fitted 200-node chain covers about "
-                   "9% of the canvas where this asks for 10%: every node is in view and none overlaps, but names are "
-                   "not readable at Fit to View yet")
 def test_a_200_node_network_opens_fitted_and_readable(make_window, qtbot, tmp_path):
     """Rendered offscreen to PNG (LAYERLAB_ONNX_SCREENSHOT=path keeps it): every node in view, none on another."""
     import os
@@ -306,6 +303,42 @@ def test_a_200_node_network_opens_fitted_and_readable(make_window, qtbot, tmp_pa
     assert 1 - background / sum(pixels.values()) > 0.1  # a tenth of the canvas or more shows nodes: not a thin line
     if os.environ.get("LAYERLAB_ONNX_SCREENSHOT"):
         dlg.grab().save(str(Path(out).with_name("import_result.png")))
+
+
+def test_links_of_an_imported_network_run_around_the_layers(window, qtbot, tmp_path):
+    """The skip connections of an imported ResNet (folded into bands at Fit to View) are drawn along the
+    layout's routes: no link's drawn path passes through a layer's box other than its two ends, in detail and
+    in the zoomed-out overview."""
+    path = deep_resnet_onnx(tmp_path / "deep_resnet.onnx")
+    window.files.open_path(path)
+    assert finish(window, qtbot).ok
+    canvas = window.current.canvas
+    model = window.current.model
+    links = [(src, name) for name, spec in model.layers.items() for src in spec.inputs if src]
+    skips = [(s, t) for s, t in links if len(canvas.link_route(s, t) or []) > 2]  # routed through lanes
+    assert len(skips) >= 20
+    rects = {n: node.view.sceneBoundingRect().adjusted(1, 1, -1, -1) for n, node in canvas.nodes.items()}
+    pipes = [p for p in canvas.viewer().all_pipes() if p.input_port and p.output_port]
+    assert len(pipes) == len(links)
+    for pipe in pipes:
+        src, dst = canvas.layer_of(pipe.output_port.node), canvas.layer_of(pipe.input_port.node)
+        assert canvas.link_route(src, dst) is not None
+        path_ = pipe.mapToScene(pipe.path())
+        points = [path_.pointAtPercent(i / 400) for i in range(401)]
+        hit = [n for n, r in rects.items() if n not in (src, dst) and any(r.contains(p) for p in points)]
+        assert not hit, (src, dst, hit)
+    # the overview (zoomed out) draws the same routes
+    canvas.overview.set_active(True)
+    lines = canvas.overview._line_of
+    assert len(lines) == len(links)
+    for (src, dst, _), segments in lines.items():
+        for seg in segments:
+            points = [seg.pointAt(i / 50) for i in range(51)]
+            assert not [n for n, r in rects.items() if n not in (src, dst) and any(r.contains(p) for p in points)]
+    # a moved layer's links forget their routes (drawn as any link)
+    src, dst = skips[0]
+    model.move_layer(dst, (model.layers[dst].position[0], model.layers[dst].position[1] + 500))
+    assert canvas.link_route(src, dst) is None
 
 
 def test_file_export_of_an_unsaved_import_uses_the_imported_weights(window, qtbot, tmp_path):

@@ -3,7 +3,7 @@ finds by name and type, wraps, and opens the group of its match."""
 from __future__ import annotations
 
 import pytest
-from PySide6 import QtCore
+from PySide6 import QtCore, QtGui
 
 from engine.model import Model
 from tests.canvas.conftest import shown_canvas
@@ -102,3 +102,53 @@ def test_shortened_names_keep_their_distinct_end() -> None:
     width = metrics.horizontalAdvance("denselayer12_conv2_Conv") + 20
     short = [metrics.elidedText(n, QtCore.Qt.TextElideMode.ElideLeft, width) for n in names]
     assert short[0] != short[1] and all(s.startswith("…") for s in short)
+
+
+def test_arranged_collapsed_groups_stand_apart_and_small_ones_stay_readable(qtbot, registry) -> None:  # noqa: ARG001
+    """A densenet-like network (blocks of 4 to 40 layers with transitions of 2 between them) opens collapsed;
+    after Arrange the boxes overlap neither each other nor a layer, a 2-layer box is at least 30% as wide as the
+    largest one, its name is painted inside it, and links to the boxes follow routes."""
+    from canvas.bridge import ModelBridge
+    from canvas.graph import ModelCanvas
+    from engine.layout import BLOCK_SHARE
+
+    m = Model("dense")
+    m.add_layer("input", "inp")
+    x, k = "inp", 0
+    for b, n in enumerate([6, 12, 40, 24]):
+        names = []
+        for _ in range(n):
+            m.add_layer("convolution", f"conv{k}", inputs=[x])
+            names.append(x := f"conv{k}")
+            k += 1
+        m.set_group(names, f"denseblock{b + 1}")
+        if b < 3:
+            m.add_layer("convolution", f"tconv{b}", inputs=[x])
+            m.add_layer("convolution", f"tpool{b}", inputs=[f"tconv{b}"])
+            m.set_group([f"tconv{b}", f"tpool{b}"], f"transition{b + 1}")
+            x = f"tpool{b}"
+    for i in range(70):  # enough layers to open collapsed
+        m.add_layer("convolution", f"head{i}", inputs=[x])
+        x = f"head{i}"
+    m.add_layer("output", "out", inputs=[x])
+    m.clear_undo()
+    c = ModelCanvas(m, registry, ModelBridge(m))
+    c.widget.resize(1200, 700)
+    c.widget.show()
+    try:
+        assert c.opens_collapsed() and c.lazy and len(c.shown_groups()) == 7
+        c.arrange()
+        c.fit()
+        boxes = {p: c.group_box(p).sceneBoundingRect() for p in c.shown_groups()}
+        shown = {n: c.node_rect(n) for n in c.nodes if not c.is_hidden(n)}
+        items = list(boxes.items()) + list(shown.items())
+        for i, (a, ra) in enumerate(items):
+            for b, rb in items[i + 1:]:
+                assert not ra.adjusted(1, 1, -1, -1).intersects(rb), (a, b)
+        widest = max(r.width() for r in boxes.values())
+        assert boxes["transition1"].width() >= BLOCK_SHARE * widest - 1
+        assert c.link_route("group:denseblock1", "group:transition1") is not None
+        image = QtGui.QImage(c.widget.size(), QtGui.QImage.Format.Format_RGB32)
+        c.widget.render(image)  # paints every box (the names are clipped to their boxes)
+    finally:
+        dispose(c)

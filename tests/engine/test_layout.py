@@ -110,17 +110,49 @@ def test_a_deep_chain_is_laid_out_without_recursion():
     assert len({y for _, y in pos.values()}) == 1  # a straight line
 
 
-def test_a_long_link_bends_through_lanes_free_of_layers():
-    """A skip connection over six layers passes each column it crosses at a point no layer box covers (not
-    behind the chain), and the layers keep clear of each other."""
-    from engine.layout import NODE_SIZE, layered_drawing
+def _crosses(polyline: list[tuple[float, float]], box: tuple[float, float, float, float]) -> bool:
+    """Whether a point of ``polyline`` (sampled every pixel) lies strictly inside ``box`` (x0, y0, x1, y1)."""
+    for (ax, ay), (bx, by) in zip(polyline, polyline[1:]):
+        steps = max(1, int(max(abs(bx - ax), abs(by - ay))))
+        for k in range(steps + 1):
+            x, y = ax + (bx - ax) * k / steps, ay + (by - ay) * k / steps
+            if box[0] < x < box[2] and box[1] < y < box[3]:
+                return True
+    return False
+
+
+def test_every_link_is_routed_around_the_layers():
+    """A skip connection over six layers passes each column it crosses in a lane no layer box covers (not
+    behind the chain); every link, drawn from port to port along its route, crosses no layer's box; the layers
+    keep clear of each other."""
+    from engine.layout import NODE_SIZE, layered_drawing, route_through
 
     layers = _chain(8, skip=True)
     drawing = layered_drawing(layers)
-    bends = drawing.bends[("l0", "l7")]
-    assert len(bends) == 6 and [b[0] for b in bends] == sorted(b[0] for b in bends)
-    for bx, by in bends:
-        for x, y in drawing.positions.values():
-            assert not (x <= bx <= x + NODE_SIZE[0] and y <= by <= y + NODE_SIZE[1]), (bx, by, x, y)
+    route = drawing.bends[("l0", "l7")]
+    assert len(route) == 2 + 2 * 6 and [p[0] for p in route] == sorted(p[0] for p in route)
+    assert set(drawing.bends) == {("l0", "l7")} | {(f"l{i}", f"l{i + 1}") for i in range(7)}
+    boxes = {n: (x, y, x + NODE_SIZE[0], y + NODE_SIZE[1]) for n, (x, y) in drawing.positions.items()}
+    for (src, dst), route in drawing.bends.items():
+        start = (boxes[src][2], boxes[src][1] + 30.0)  # output and input ports, as the canvas has them
+        end = (boxes[dst][0], boxes[dst][1] + 30.0)
+        line = route_through(start, route, end)
+        assert not any(_crosses(line, box) for name, box in boxes.items() if name not in (src, dst)), (src, dst)
     assert not overlaps(drawing.positions, dict.fromkeys(layers, NODE_SIZE))
-    assert set(drawing.bends) == {("l0", "l7")}  # links between neighbouring columns need no bend
+
+
+def test_folded_drawings_route_links_between_bands_around_the_layers():
+    """A long chain with skips folded into bands: links reaching into the next band go round through the gaps,
+    never behind a layer."""
+    from engine.layout import NODE_SIZE, readable_drawing, route_through
+
+    layers = _chain(60, skip=True)
+    for i in range(4, 59, 4):  # residual blocks: a skip over three layers
+        layers[f"l{i}"].inputs.append(f"l{i - 4}")
+    drawing = readable_drawing(layers, aspect=1.5)
+    assert len({y for _, y in drawing.positions.values()}) > 2  # folded
+    boxes = {n: (x, y, x + NODE_SIZE[0], y + NODE_SIZE[1]) for n, (x, y) in drawing.positions.items()}
+    assert set(drawing.bends) == {(s, n) for n, spec in layers.items() for s in spec.inputs if s}
+    for (src, dst), route in drawing.bends.items():
+        line = route_through((boxes[src][2], boxes[src][1] + 30.0), route, (boxes[dst][0], boxes[dst][1] + 30.0))
+        assert not any(_crosses(line, box) for name, box in boxes.items() if name not in (src, dst)), (src, dst)

@@ -242,13 +242,14 @@ def refusals_by_operator(refused: list[Refusal]) -> dict[str, list[Refusal]]:
 
 def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int, ...]] | None = None,
                 placeholders: bool = False, progress: Progress | None = None, registry: Registry | None = None,
-                clean: bool = True, max_nodes: int = MAX_NODES) -> ImportResult:
+                clean: bool = True, max_nodes: int = MAX_NODES, layout: bool = True) -> ImportResult:
     """Import the ONNX model at ``path`` (see the module documentation).
 
     ``input_shapes``: N x C x H x W of inputs whose sizes are symbolic; ``placeholders``: keep unsupported
     nodes as placeholder layers instead of failing; ``progress(done, total, stage)``; ``registry``: the
     layer collections to map to (default: the installed plugins); ``clean``: run onnxslim first; ``max_nodes``:
-    the largest graph imported (a larger one is refused before any work).
+    the largest graph imported (a larger one is refused before any work); ``layout``: place the layers
+    (``engine.layout`` with estimated node sizes; the designer, which measures its nodes, lays out itself).
     Raises OnnxImportError with one message naming every problem. Runs no Qt and may run off the GUI thread."""
     if registry is None:
         from engine.plugins import default_registry  # noqa: PLC0415
@@ -279,10 +280,10 @@ def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int,
         name = outputs[out.name] = ctx.unique(identifier(out.name, "output"))
         ctx.add("output", {}, [ctx.sources[out.name].layer], None, name=name)
         ctx.notes[name] = f"ONNX graph output {out.name}"
-    if progress is not None:
+    if progress is not None and layout:
         progress(len(graph.node), len(graph.node), "layout")
     model = Model(identifier(src.stem, "network"))
-    positions = readable_positions(ctx.layers, estimated_sizes(ctx.layers, registry))
+    positions = readable_positions(ctx.layers, estimated_sizes(ctx.layers, registry)) if layout else {}
     groups = scope_groups(ctx.scopes)
     for name, spec in ctx.layers.items():
         spec.position = positions.get(name, (0.0, 0.0))

@@ -11,9 +11,13 @@ from engine.importers.onnx.mapping import maps
 _AXIS_PARAM = {1: "channels", 2: "height", 3: "width"}
 
 
-@maps("Concat", "concatenation", "on the channel axis only")
+@maps("Concat", "concatenation", "on the channel axis only; of one input: folded")
 def concat(ctx: Context) -> None:
     inputs = [t for t in ctx.node.input if t]
+    if len(inputs) == 1:  # a copy (densenet's first layer of each block)
+        ctx.alias(ctx.node.output[0], inputs[0])
+        ctx.folded.append(f"Concat {ctx.node_name} (one input)")
+        return
     axis = int(ctx.attrs()["axis"])
     if not ctx.channel_axis(inputs[0], axis):
         raise Unsupported(f"axis {axis}: only concatenation of channels is supported")

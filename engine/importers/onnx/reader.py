@@ -4,6 +4,7 @@ from the caller or defaults), the graph cleaned up by onnxslim (constant folding
 Identity/Dropout elimination), then static shapes of every tensor."""
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,14 +27,16 @@ KEPT_APART = ["FusionConvBN", "FusionConvTransposeBN", "FusionConvMul", "FusionC
 #: onnxslim passes left out: weight tying (sharing equal initializers) compares every pair of constants, which
 #: takes seconds on a 1,000-node model and changes nothing LayerLab keeps (each layer has its own weights)
 SKIPPED = ["weight_tying"]
-#: graphs of more nodes than this skip onnxslim when it has nothing to do in them (see :func:`needs_clean`)
+#: graphs of more nodes than this say so in a notice when they skip onnxslim (see :func:`needs_clean`)
 SLIM_NODES = 1_000
-#: operators that onnxslim folds, removes or fuses (shape computations, identities, views, MatMul+Add, Pad+Conv,
-#: GELU's pieces, reductions)
-SLIM_WORK = {"Shape", "Size", "Identity", "Dropout", "ConstantOfShape", "Cast", "CastLike", "Reshape", "Flatten",
-             "Squeeze", "Unsqueeze", "Gather", "GatherElements", "Concat", "Slice", "Split", "Transpose", "Expand",
-             "Range", "Tile", "Pad", "MatMul", "Gemm", "Erf", "Where", "Equal", "ReduceSum", "ReduceMean", "Pow",
-             "Sqrt", "Neg"}
+#: operators that onnxslim folds, removes or fuses wherever they are (shape computations, casts, reshapes,
+#: MatMul+Add, Pad+Conv, GELU's and layer normalization's pieces). Identity and Dropout are not listed (the
+#: importer folds them itself), nor Flatten, Gemm and Concat (onnxslim changes them only in the cases
+#: :func:`needs_clean` looks for: constant inputs, a concatenation of a concatenation; the importer folds a
+#: Concat of one input)
+SLIM_WORK = {"Shape", "Size", "ConstantOfShape", "Cast", "CastLike", "Reshape", "Squeeze", "Unsqueeze", "Gather",
+             "GatherElements", "Slice", "Split", "Transpose", "Expand", "Range", "Tile", "Pad", "MatMul", "Erf",
+             "Where", "Equal", "ReduceSum", "ReduceMean", "Pow", "Sqrt", "Neg"}
 
 
 @dataclass
@@ -227,16 +230,47 @@ def simplify(proto: Any) -> tuple[Any, str | None]:
         return proto, f"graph clean-up (onnxslim) failed, the graph is imported as it is: {type(exc).__name__}: {exc}"
 
 
+#: initializers of more elements than this are left out of the copy shape inference reads (as inputs of their shape)
+SHAPE_ONLY = 64
+
+
+def _without_weights(proto: Any) -> Any:
+    """The model with its large initializers given as graph inputs of their type and shape: what shape inference
+    needs (small constants, read by shape computations, stay), without serializing the weights (about 1.5 s for
+    resnet50's 100 MB)."""
+    onnx = _onnx()
+    light = onnx.ModelProto()
+    light.ir_version = proto.ir_version
+    light.opset_import.extend(proto.opset_import)
+    light.functions.extend(proto.functions)
+    g, lg = proto.graph, light.graph
+    lg.name = g.name
+    lg.node.extend(g.node)
+    lg.input.extend(g.input)
+    lg.output.extend(g.output)
+    lg.value_info.extend(g.value_info)
+    declared = {i.name for i in g.input}
+    for t in g.initializer:
+        if math.prod(t.dims) <= SHAPE_ONLY:
+            lg.initializer.append(t)
+        elif t.name not in declared:
+            lg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return light
+
+
 def _static_shapes(proto: Any) -> dict[str, tuple[int, ...]]:
     onnx = _onnx()
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(_without_weights(proto), data_prop=True)
     except Exception:  # noqa: BLE001 - fall back to what the model carries
         inferred = proto
     shapes: dict[str, tuple[int, ...]] = {}
     g = inferred.graph
+    weights = {t.name for t in proto.graph.initializer} - {i.name for i in proto.graph.input}
     for vi in (*g.input, *g.value_info, *g.output):
         tt = vi.type.tensor_type
+        if vi.name in weights:  # (given as inputs to shape inference only)
+            continue
         if vi.type.HasField("tensor_type") and tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
             shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
     return shapes
@@ -259,12 +293,40 @@ def constants(proto: Any) -> dict[str, np.ndarray]:
     return out
 
 
+def drop_identities(proto: Any) -> int:
+    """Remove the Identity nodes (PyTorch's exporter passes shared weights and module outputs through them): their
+    readers read the Identity's input instead; one that writes a graph output stays. Returns how many went (what
+    onnxslim would do for them, in one linear pass)."""
+    outputs = {o.name for o in proto.graph.output}
+    same = {n.output[0]: n.input[0] for n in proto.graph.node
+            if n.op_type == "Identity" and n.domain in ("", "ai.onnx") and n.input and n.input[0]
+            and n.output[0] not in outputs}
+    if not same:
+        return 0
+    for name in list(same):  # an Identity of an Identity: to the first input
+        seen = {name}
+        while same[name] in same and same[name] not in seen:
+            seen.add(same[name])
+            same[name] = same[same[name]]
+    kept = [n for n in proto.graph.node if not (n.op_type == "Identity" and n.output[0] in same)]
+    for n in kept:
+        for i, t in enumerate(n.input):
+            if t in same:
+                n.input[i] = same[t]
+    del proto.graph.node[:]
+    proto.graph.node.extend(kept)
+    return len(same)
+
+
 def needs_clean(proto: Any) -> bool:
     """True when onnxslim has work in the graph: a node it folds, removes, merges or fuses (one pass, by
-    operator and by constant inputs). onnxslim's time grows faster than the graph (a 10,000-node chain takes
-    about half a minute), so a large graph with nothing for it skips it."""
+    operator, by constant inputs and by what reads each tensor). onnxslim takes seconds (about 6 s on densenet121,
+    1.9 s of it importing sympy) and its time grows faster than the graph, while the networks PyTorch exports
+    are already clean but for Identity nodes, which the importer folds itself: such graphs skip it."""
     consts = {t.name for t in proto.graph.initializer}
     consts.update(o for n in proto.graph.node if n.op_type == "Constant" for o in n.output)
+    read = {t for n in proto.graph.node for t in n.input if t} | {o.name for o in proto.graph.output}
+    producer = {o: n.op_type for n in proto.graph.node for o in n.output if o}
     seen = set()
     for n in proto.graph.node:
         if n.op_type == "Constant":
@@ -275,6 +337,10 @@ def needs_clean(proto: Any) -> bool:
         if inputs and all(t in consts for t in inputs):  # folded to a constant
             return True
         if n.op_type in ("Add", "Sub", "Mul", "Div") and any(t in consts for t in inputs):  # fused into a producer
+            return True
+        if n.op_type == "Concat" and any(producer.get(t) == "Concat" for t in inputs):
+            return True  # merged with the concatenation it reads
+        if not any(o in read for o in n.output if o):  # nothing reads it: removed
             return True
         key = (n.op_type, tuple(n.input), tuple(a.SerializeToString() for a in n.attribute))
         if key in seen:  # a repeated computation, merged
@@ -295,8 +361,11 @@ def load_clean(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int, 
     notices += [f"input {i.name} is float16 in the ONNX model; LayerLab inputs are float32 (run with --format fp16 "
                 "for float16 rounding)" for i in graph_inputs(proto)
                 if i.type.tensor_type.elem_type == _onnx().TensorProto.FLOAT16]
-    if clean and len(proto.graph.node) > SLIM_NODES and not needs_clean(proto):
-        notices.append(f"graph clean-up (onnxslim) skipped: {len(proto.graph.node):,} nodes and nothing to fold")
+    if clean:
+        drop_identities(proto)
+    if clean and not needs_clean(proto):
+        if len(proto.graph.node) > SLIM_NODES:
+            notices.append(f"graph clean-up (onnxslim) skipped: {len(proto.graph.node):,} nodes and nothing to fold")
     elif clean:
         proto, notice = simplify(proto)
         if notice:
@@ -305,4 +374,9 @@ def load_clean(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int, 
     if proto.functions:
         proto = _onnx().inliner.inline_local_functions(proto)
     shapes = _static_shapes(proto)
+    for out in proto.graph.output:  # what onnxslim's clean-up gives a graph output declared without a shape
+        tt = out.type.tensor_type
+        if out.type.HasField("tensor_type") and not tt.HasField("shape") and out.name in shapes:
+            for size in shapes[out.name]:
+                tt.shape.dim.add().dim_value = size
     return CleanModel(proto, opset, shapes, constants(proto), notices, shapes_in)

@@ -33,3 +33,14 @@ def test_import_makes_groups_from_node_names(tmp_path) -> None:
     left = min(pos[n][0] for n in inside)
     right = max(pos[n][0] + 100 for n in inside)
     assert all(not (left <= pos[n][0] < right) for n in model.layers if n not in inside)
+
+
+def test_short_labels_leave_out_the_shared_operator_ending_where_names_stay_distinct():
+    from engine.groups import short_labels
+
+    names = ["input", "layer1_0_conv1_Conv", "layer1_0_conv2_Conv", "layer1_0_Add", "layer1_0", "fc_Gemm", "x_y"]
+    labels = short_labels(names)
+    assert labels["layer1_0_conv1_Conv"] == "layer1_0_conv1" and labels["layer1_0_conv2_Conv"] == "layer1_0_conv2"
+    assert labels["layer1_0_Add"] == "layer1_0_Add"  # its short form is another layer's name: kept whole
+    assert labels["fc_Gemm"] == "fc" and labels["input"] == "input" and labels["x_y"] == "x_y"
+    assert len(set(labels.values())) == len(names)
