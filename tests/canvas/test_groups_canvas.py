@@ -6,7 +6,7 @@ import pytest
 from PySide6 import QtCore, QtGui
 
 from engine.model import Model
-from tests.canvas.conftest import shown_canvas
+from tests.canvas.conftest import dispose, shown_canvas
 
 
 def grouped_model() -> Model:
