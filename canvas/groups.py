@@ -11,12 +11,10 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from canvas.lazy import NodeGeom
 from engine.events import GroupChanged, LayerEvent, LayerMoved, TemplateEvent
 from engine.figures import combine, summary_text
-from engine.groups import Group, groups_of, initial_collapsed, outermost_collapsed
+from engine.groups import BOX_SIZE, COLLAPSE_LAYERS, Group, groups_of, initial_collapsed, outermost_collapsed
+from engine.layout import BLOCK_SHARE
 from engine.typecheck import layer_costs
 
-#: networks of more layers open with their groups collapsed (``engine.groups.initial_collapsed``)
-COLLAPSE_LAYERS = 150
-BOX_SIZE = (240.0, 78.0)
 NAME_PX = 12.0  # a box's name is at least this tall on screen
 BOX_COLOR = QtGui.QColor(70, 86, 110)
 KEY = "group:"  # the overview's name of a collapsed group's box (layer names are identifiers: no ':')
@@ -246,15 +244,21 @@ class GroupsMixin:
         for box in self._boxes.values():
             scene.removeItem(box)
         self._boxes = {}
+        areas: dict[str, QtCore.QRectF] = {}
         for path in dict.fromkeys(hidden.values()):
+            area = QtCore.QRectF()
+            for name in self._groups[path].members:
+                area = area.united(self._predicted(name).rect)
+            areas[path] = area
+        # the least box, as the grouped layout leaves room for: a share of the largest block's width and height
+        least_w = max([BOX_SIZE[0]] + [BLOCK_SHARE * a.width() for a in areas.values()])
+        least_h = max([BOX_SIZE[1]] + [BLOCK_SHARE * a.height() for a in areas.values()])
+        for path, area in areas.items():
             group = self._groups[path]
             # the box takes its layers' place (Arrange and imports lay a collapsed group's layers out together)
-            area = QtCore.QRectF()
-            for name in group.members:
-                area = area.united(self._predicted(name).rect)
             rect = self._block_rects.get(path, QtCore.QRectF())
-            if not rect.contains(area):  # (its layers moved since): around them
-                rect = QtCore.QRectF(0, 0, max(BOX_SIZE[0], area.width()), max(BOX_SIZE[1], area.height()))
+            if not rect.contains(area):  # (laid out elsewhere, or its layers moved since): around them
+                rect = QtCore.QRectF(0, 0, max(least_w, area.width()), max(least_h, area.height()))
                 rect.moveCenter(area.center())
             box = GroupBox(group, rect, figures_text(group.members, self._figures, self.layer_costs()))
             box.expand_requested.connect(self.expand_group)

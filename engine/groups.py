@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.errors import LayerLabError
 
@@ -123,3 +124,18 @@ def short_labels(names: Iterable[str]) -> dict[str, str]:
     for label in [*short.values(), *names]:
         count[label] = count.get(label, 0) + 1
     return {n: s if s == n or count[s] == 1 else n for n, s in short.items()}
+
+
+#: a network of more than this many layers, some in groups, opens with groups collapsed (:func:`opening_collapsed`)
+COLLAPSE_LAYERS = 150
+#: the least size of a collapsed group's box on the canvas (scene units): layouts leave it room
+BOX_SIZE = (240.0, 78.0)
+
+
+def opening_collapsed(layers: Mapping[str, Any]) -> set[str]:
+    """The groups a network opens with collapsed (:func:`initial_collapsed`) where it has more than
+    ``COLLAPSE_LAYERS`` layers and some are in groups; else none. The designer draws them so, and an import lays
+    their layers out together (each where its box will stand)."""
+    if len(layers) <= COLLAPSE_LAYERS or not any(s.group for s in layers.values()):
+        return set()
+    return initial_collapsed(groups_of(layers), sum(1 for s in layers.values() if not s.group))

@@ -152,3 +152,55 @@ def test_arranged_collapsed_groups_stand_apart_and_small_ones_stay_readable(qtbo
         c.widget.render(image)  # paints every box (the names are clipped to their boxes)
     finally:
         dispose(c)
+
+
+def test_an_imported_grouped_network_opens_with_its_boxes_apart_without_arrange(qtbot, registry, tmp_path) -> None:  # noqa: ARG001
+    """`layerlab import` lays a network that opens collapsed out by its groups, so the file opened in the designer
+    (no Arrange) shows boxes that overlap neither each other nor a layer, a small one at least 30% of the largest."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from canvas.bridge import ModelBridge
+    from canvas.graph import ModelCanvas
+    from engine.importers.onnx import import_onnx
+    from engine.layout import BLOCK_SHARE
+
+    nodes, inits, x, k = [], [], "input", 0
+    w = numpy_helper.from_array(np.eye(4, dtype=np.float32).reshape(4, 4, 1, 1), "w")
+
+    def conv(scope: str) -> None:
+        nonlocal x, k
+        nodes.append(helper.make_node("Conv", [x, "w"], [f"t{k}"], name=f"/{scope}/conv{k}/Conv"))
+        x, k = f"t{k}", k + 1
+
+    for b, n in enumerate([6, 12, 40, 24]):
+        for _ in range(n):
+            conv(f"denseblock{b + 1}")
+        if b < 3:
+            conv(f"transition{b + 1}")
+            conv(f"transition{b + 1}")
+    for _ in range(70):
+        conv("head")
+    graph = helper.make_graph(nodes, "dense", [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT,
+                                                                                [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info(x, onnx.TensorProto.FLOAT, [1, 4, 8, 8])], [w, *inits])
+    path = tmp_path / "dense.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    m = import_onnx(path, registry=registry).model
+    c = ModelCanvas(m, registry, ModelBridge(m))
+    c.widget.resize(1200, 700)
+    c.widget.show()
+    try:
+        assert c.opens_collapsed() and len(c.shown_groups()) >= 7
+        c.fit()
+        boxes = {p: c.group_box(p).sceneBoundingRect() for p in c.shown_groups()}
+        shown = {n: c.node_rect(n) for n in c.nodes if not c.is_hidden(n)}
+        items = list(boxes.items()) + list(shown.items())
+        for i, (a, ra) in enumerate(items):
+            for b, rb in items[i + 1:]:
+                assert not ra.adjusted(1, 1, -1, -1).intersects(rb), (a, b)
+        widest = max(r.width() for r in boxes.values())
+        assert boxes["transition1"].width() >= BLOCK_SHARE * widest - 1
+    finally:
+        dispose(c)

@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from engine.groups import scope_groups
+from engine.groups import BOX_SIZE, opening_collapsed, scope_groups
 from engine.importers.onnx import patterns
 from engine.importers.onnx.context import Context, OnnxImportError, Refusal, RefusedNodes, Unsupported, identifier
 from engine.importers.onnx.mapping import operator_table
 from engine.importers.onnx.reader import CleanModel, graph_inputs, load_clean
 from engine.importers.onnx.validate import MAX_NODES, MalformedModel
-from engine.layout import estimated_sizes, readable_positions
+from engine.layout import estimated_sizes, grouped_drawing, readable_positions
 from engine.model import Model
 from engine.registry import Registry
 from engine.tensor import Dims
@@ -283,13 +283,17 @@ def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int,
     if progress is not None and layout:
         progress(len(graph.node), len(graph.node), "layout")
     model = Model(identifier(src.stem, "network"))
-    positions = readable_positions(ctx.layers, estimated_sizes(ctx.layers, registry)) if layout else {}
     groups = scope_groups(ctx.scopes)
     for name, spec in ctx.layers.items():
-        spec.position = positions.get(name, (0.0, 0.0))
         spec.note = ctx.notes.get(name, "")
         spec.group = groups.get(name, "")
         model.layers[name] = spec
+    if layout:  # a network that opens with groups collapsed: each such group's layers together, where its box stands
+        sizes, collapsed = estimated_sizes(model.layers, registry), opening_collapsed(model.layers)
+        positions = (grouped_drawing(model.layers, sizes, collapsed, box=BOX_SIZE).positions if collapsed
+                     else readable_positions(model.layers, sizes))
+        for name, spec in model.layers.items():
+            spec.position = positions.get(name, (0.0, 0.0))
     model.path = None
     try:
         _check_sizes(model, registry, {n: d for n, d in ctx._dims.items() if n in model.layers}, str(src))
