@@ -39,7 +39,7 @@ def tiny_model(path: Path, batch: int | str = 1, size: int | str = 8) -> Path:
 def unsupported_model(path: Path) -> Path:
     from onnx import helper
 
-    nodes = [helper.make_node("Hardmax", ["x"], ["e"], name="hardmax1"), helper.make_node("Relu", ["e"], ["y"], name="r")]
+    nodes = [helper.make_node("Shrink", ["x"], ["e"], name="shrink1"), helper.make_node("Relu", ["e"], ["y"], name="r")]
     return save_graph(path, nodes, [tensor("x", [1, 3, 4, 4])], [tensor("y", [1, 3, 4, 4])])
 
 
@@ -147,16 +147,16 @@ def test_dropping_onnx_and_lnet_files_on_the_window_and_the_canvas(window, qtbot
 
 
 def test_unsupported_and_corrupt_models_give_one_message_and_open_nothing(window, qtbot, tmp_path):
-    bad = unsupported_model(tmp_path / "hardmax.onnx")
+    bad = unsupported_model(tmp_path / "shrink.onnx")
     corrupt = tmp_path / "corrupt.onnx"
     corrupt.write_bytes(b"\x08\x07this is not a protobuf" * 10)
     window.files.open_path(bad)
     dlg = finish(window, qtbot)
     assert dlg.ok is False and window.docs == [] and dlg.isVisible()
     assert "1 node(s) of 1 operator(s)" in dlg.message.text() and "placeholder layers" in dlg.message.text()
-    assert dlg.heading.text().startswith("<b>Cannot import hardmax.onnx</b>") and dlg.tree.isVisible()
+    assert dlg.heading.text().startswith("<b>Cannot import shrink.onnx</b>") and dlg.tree.isVisible()
     refused_op = dlg.tree.topLevelItem(0)  # grouped by operator
-    assert refused_op.text(0) == "Hardmax (1)" and refused_op.child(0).text(0) == "hardmax1"
+    assert refused_op.text(0) == "Shrink (1)" and refused_op.child(0).text(0) == "shrink1"
     dlg.tree.clear()
     dlg.tree.hide()
     window.files.open_path(corrupt)
@@ -168,7 +168,7 @@ def test_unsupported_and_corrupt_models_give_one_message_and_open_nothing(window
     dlg = finish(window, qtbot, 3)
     assert dlg.ok and len(window.docs) == 1
     refused = dlg.section("Refused")
-    assert refused.childCount() == 1 and refused.child(0).text(0) == "Hardmax hardmax1"
+    assert refused.childCount() == 1 and refused.child(0).text(0) == "Shrink shrink1"
     assert "placeholder" in refused.child(0).text(1)
     assert "placeholder" in {s.type for s in window.current.model.layers.values()}
 
