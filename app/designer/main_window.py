@@ -314,9 +314,10 @@ class MainWindow(QtWidgets.QMainWindow):
         if doc is self.current:
             if isinstance(ev, (TemplateEvent, CustomLayerChanged)):
                 self.templates.refresh()
-            self._update_actions()
-            # an event comes while its command runs, before the undo stack records it: look again afterwards
+            # an event comes while its command runs, before the undo stack records it: look again afterwards;
+            # a burst of events (an import placing thousands of layers) updates now once and then once after it
             if not self._actions_pending:
+                self._update_actions()
                 self._actions_pending = True
                 QtCore.QTimer.singleShot(0, self._update_actions_later)
 
