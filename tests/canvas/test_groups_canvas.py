@@ -104,13 +104,29 @@ def test_shortened_names_keep_their_distinct_end() -> None:
     assert short[0] != short[1] and all(s.startswith("…") for s in short)
 
 
+def boxes_apart_and_readable(c) -> dict:
+    """Fitted, the collapsed groups' boxes overlap neither each other nor a shown layer, and transition1's box is
+    at least the layout's share of the widest; the boxes' scene rects by path."""
+    from engine.layout import BLOCK_SHARE
+
+    c.fit()
+    boxes = {p: c.group_box(p).sceneBoundingRect() for p in c.shown_groups()}
+    shown = {n: c.node_rect(n) for n in c.nodes if not c.is_hidden(n)}
+    items = list(boxes.items()) + list(shown.items())
+    for i, (a, ra) in enumerate(items):
+        for b, rb in items[i + 1:]:
+            assert not ra.adjusted(1, 1, -1, -1).intersects(rb), (a, b)
+    widest = max(r.width() for r in boxes.values())
+    assert boxes["transition1"].width() >= BLOCK_SHARE * widest - 1
+    return boxes
+
+
 def test_arranged_collapsed_groups_stand_apart_and_small_ones_stay_readable(qtbot, registry) -> None:  # noqa: ARG001
     """A densenet-like network (blocks of 4 to 40 layers with transitions of 2 between them) opens collapsed;
     after Arrange the boxes overlap neither each other nor a layer, a 2-layer box is at least 30% as wide as the
     largest one, its name is painted inside it, and links to the boxes follow routes."""
     from canvas.bridge import ModelBridge
     from canvas.graph import ModelCanvas
-    from engine.layout import BLOCK_SHARE
 
     m = Model("dense")
     m.add_layer("input", "inp")
@@ -138,15 +154,7 @@ def test_arranged_collapsed_groups_stand_apart_and_small_ones_stay_readable(qtbo
     try:
         assert c.opens_collapsed() and c.lazy and len(c.shown_groups()) == 7
         c.arrange()
-        c.fit()
-        boxes = {p: c.group_box(p).sceneBoundingRect() for p in c.shown_groups()}
-        shown = {n: c.node_rect(n) for n in c.nodes if not c.is_hidden(n)}
-        items = list(boxes.items()) + list(shown.items())
-        for i, (a, ra) in enumerate(items):
-            for b, rb in items[i + 1:]:
-                assert not ra.adjusted(1, 1, -1, -1).intersects(rb), (a, b)
-        widest = max(r.width() for r in boxes.values())
-        assert boxes["transition1"].width() >= BLOCK_SHARE * widest - 1
+        boxes_apart_and_readable(c)
         assert c.link_route("group:denseblock1", "group:transition1") is not None
         image = QtGui.QImage(c.widget.size(), QtGui.QImage.Format.Format_RGB32)
         c.widget.render(image)  # paints every box (the names are clipped to their boxes)
@@ -164,7 +172,6 @@ def test_an_imported_grouped_network_opens_with_its_boxes_apart_without_arrange(
     from canvas.bridge import ModelBridge
     from canvas.graph import ModelCanvas
     from engine.importers.onnx import import_onnx
-    from engine.layout import BLOCK_SHARE
 
     nodes, inits, x, k = [], [], "input", 0
     w = numpy_helper.from_array(np.eye(4, dtype=np.float32).reshape(4, 4, 1, 1), "w")
@@ -193,14 +200,6 @@ def test_an_imported_grouped_network_opens_with_its_boxes_apart_without_arrange(
     c.widget.show()
     try:
         assert c.opens_collapsed() and len(c.shown_groups()) >= 7
-        c.fit()
-        boxes = {p: c.group_box(p).sceneBoundingRect() for p in c.shown_groups()}
-        shown = {n: c.node_rect(n) for n in c.nodes if not c.is_hidden(n)}
-        items = list(boxes.items()) + list(shown.items())
-        for i, (a, ra) in enumerate(items):
-            for b, rb in items[i + 1:]:
-                assert not ra.adjusted(1, 1, -1, -1).intersects(rb), (a, b)
-        widest = max(r.width() for r in boxes.values())
-        assert boxes["transition1"].width() >= BLOCK_SHARE * widest - 1
+        boxes_apart_and_readable(c)
     finally:
         dispose(c)
