@@ -11,7 +11,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from canvas.lazy import NodeGeom
 from engine.events import GroupChanged, LayerEvent, LayerMoved, TemplateEvent
 from engine.figures import combine, summary_text
-from engine.groups import BOX_SIZE, COLLAPSE_LAYERS, Group, groups_of, initial_collapsed, outermost_collapsed
+from engine.groups import BOX_SIZE, Group, groups_of, opening_collapsed, opens_collapsed, outermost_collapsed
 from engine.layout import BLOCK_SHARE
 from engine.typecheck import layer_costs
 
@@ -114,16 +114,13 @@ class GroupsMixin:
         self._groups_timer.setInterval(0)
         self._groups_timer.timeout.connect(self._refresh_groups_later)
         self._groups = groups_of(self.net_model.layers)
-        if self.opens_collapsed():
-            loose = sum(1 for s in self.net_model.layers.values() if not s.group)
-            self._collapsed = initial_collapsed(self._groups, loose)
+        self._collapsed = opening_collapsed(self.net_model.layers)
         self._refresh_groups()
 
     def opens_collapsed(self) -> bool:
-        """Whether the model opens with groups collapsed: more than ``COLLAPSE_LAYERS`` layers, some in groups.
-        Such a canvas makes its nodes as they are needed (most are hidden in the groups' boxes)."""
-        layers = self.net_model.layers
-        return len(layers) > COLLAPSE_LAYERS and any(s.group for s in layers.values())
+        """Whether the model opens with groups collapsed (``engine.groups.opens_collapsed``). Such a canvas makes
+        its nodes as they are needed (most are hidden in the groups' boxes)."""
+        return opens_collapsed(self.net_model.layers)
 
     # ---- queries ---------------------------------------------------------------------------------
     def groups(self) -> dict[str, Group]:

@@ -132,10 +132,15 @@ COLLAPSE_LAYERS = 150
 BOX_SIZE = (240.0, 78.0)
 
 
+def opens_collapsed(layers: Mapping[str, Any]) -> bool:
+    """Whether a network opens with groups collapsed: more than ``COLLAPSE_LAYERS`` layers, some in groups."""
+    return len(layers) > COLLAPSE_LAYERS and any(s.group for s in layers.values())
+
+
 def opening_collapsed(layers: Mapping[str, Any]) -> set[str]:
-    """The groups a network opens with collapsed (:func:`initial_collapsed`) where it has more than
-    ``COLLAPSE_LAYERS`` layers and some are in groups; else none. The designer draws them so, and an import lays
-    their layers out together (each where its box will stand)."""
-    if len(layers) <= COLLAPSE_LAYERS or not any(s.group for s in layers.values()):
+    """The groups a network opens with collapsed (:func:`initial_collapsed`) where :func:`opens_collapsed`; else
+    none. The designer draws them so, and an import lays their layers out together (each where its box will
+    stand)."""
+    if not opens_collapsed(layers):
         return set()
     return initial_collapsed(groups_of(layers), sum(1 for s in layers.values() if not s.group))
