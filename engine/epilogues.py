@@ -53,9 +53,13 @@ __device__ __forceinline__ float layerlab_softplus(float v) { return fmaxf(v, 0.
 """
 
 
-def code(epilogue: str | None) -> int:
-    """The kernels' number of ``epilogue`` (0 for None)."""
-    return 0 if epilogue is None else EPILOGUE_TABLE[epilogue].code
+def code(epilogue: str | None) -> int | None:
+    """The kernels' number of ``epilogue`` (0 for None); None for an activation no kernel fuses (the kernel then
+    declines the call)."""
+    if epilogue is None:
+        return 0
+    entry = EPILOGUE_TABLE.get(epilogue)
+    return None if entry is None else entry.code
 
 
 def coefficients(epilogue: str | None, coefs: dict[str, float]) -> tuple[float, float]:

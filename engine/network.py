@@ -448,10 +448,13 @@ class Network:
         sizes = {n: self._dims[n].elements * self.storage_format(n).itemsize for n in self.order if roots[n] == n}
         capacity, slot_of = assign_slots(self.order, roots, self._readers, keep, sizes, self.reuse_buffers)
         held = sum(int(s.nbytes) for s in self._slots)
-        check_allocation(f"network {self.model_name}: its tensor buffers", sum(capacity),
-                         self.backend.available_memory() + held, self.backend.device_name)
+        what = f"network {self.model_name}: its tensor buffers"
+        if sizes:  # name the largest tensor: the one a user shrinks first
+            big = max(sizes, key=sizes.__getitem__)
+            what += f" (the largest: {big}'s output, {self._dims[big]})"
+        check_allocation(what, sum(capacity), self.backend.available_memory() + held, self.backend.device_name)
         self._slots = []  # the old buffers go before the new ones come
-        with device_errors(f"network {self.model_name}: its tensor buffers", f"{sum(capacity):,} bytes"):
+        with device_errors(what, f"{sum(capacity):,} bytes"):
             self._slots = [self.backend.alloc_bytes(c) for c in capacity]
         self._owner = [None] * len(capacity)
         self._slot_of = slot_of

@@ -172,3 +172,24 @@ def test_an_epilogue_runs_fused_or_after_the_convolution_whichever_is_faster_wit
         got[split] = cupy.asnumpy(out).astype(np.float64)
         assert np.linalg.norm(got[split] - ref) / np.linalg.norm(ref) < 5e-3, (act, split)
     assert any(key[-2] == act for key in conv._split)  # the choice was made and kept for the configuration
+
+
+def test_timing_the_epilogue_choice_leaves_the_backends_stream_current():
+    """The first call of a configuration with an epilogue times fused against split on the backend's stream; the
+    kernels the network queues next (on the current stream) must stay ordered after cuDNN's: a timing that left
+    the null stream current made them race with the convolution (outputs without their activation)."""
+    import cupy
+
+    backend = _cudnn()
+    backend.activate()
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 16, 14, 14)).astype(np.float32)
+    w = (rng.standard_normal((16, 16, 3, 3)) / 12).astype(np.float32)
+    for act in ("relu", "tanh"):
+        out = cupy.zeros((1, 16, 14, 14), cupy.float32)
+        assert backend.cudnn.conv(cupy.asarray(x), cupy.asarray(w), None, out, (1, 1), (1, 1), (1, 1), act, {})
+        assert cupy.cuda.get_current_stream().ptr == backend.stream.ptr, act
+        doubled = out * 2  # queued on the current stream: must see the finished, activated convolution
+        ref = conv2d(np, x.astype(np.float64), w.astype(np.float64), None, (1, 1), (1, 1), (1, 1), 1)
+        ref = np.maximum(ref, 0) if act == "relu" else np.tanh(ref)
+        np.testing.assert_allclose(cupy.asnumpy(doubled), 2 * ref, rtol=1e-4, atol=1e-4)

@@ -64,6 +64,8 @@ def test_every_epilogue_has_an_activation_and_a_cpu_code():
     for impl in FUSED:  # the coefficients the epilogue reads are the activation's
         names = {c.name for c in impl.desc.coefficients}
         assert set(epilogues.EPILOGUE_TABLE[impl.desc.epilogue].coefficients) <= names
+    # the code of no epilogue is 0; an activation outside the table has none, so kernels decline it
+    assert epilogues.code(None) == 0 and epilogues.code("selu") is None and epilogues.code("relu") == 1
 
 
 @pytest.mark.parametrize("impl", FUSED, ids=lambda i: i.desc.name)

@@ -95,6 +95,25 @@ def test_an_input_too_large_for_the_gpu_names_the_input(monkeypatch):
         net.set_input("inp", np.zeros((1, 3, 8, 8), np.float32))
 
 
+def test_buffers_that_do_not_fit_name_the_largest_tensor(monkeypatch):
+    """A network whose tensor buffers exceed the backend's free memory is refused before allocating, naming the
+    largest tensor (the one to shrink) and its dimensions."""
+    from engine.backends.base import Backend
+    from engine.limits import LimitError
+    from engine.model import Model
+    from engine.network import Network
+    from engine.plugins import default_registry
+
+    m = Model("m")
+    m.add_layer("input", "inp", params={"dimensions": "1x3x64x64"})
+    m.add_layer("convolution", "wide", params={"num_output_channels": "64"}, inputs=["inp"])
+    m.add_layer("convolution", "wider", params={"num_output_channels": "96"}, inputs=["wide"])
+    m.add_layer("output", "out", inputs=["wider"])
+    monkeypatch.setattr(Backend, "available_memory", lambda self: 2_000_000)  # each layer fits, not all buffers
+    with pytest.raises(LimitError, match=r"network m: its tensor buffers \(the largest: wider's output, 1x96x64x64\)"):
+        Network(m, default_registry()).infer({"inp": __import__("numpy").zeros((1, 3, 64, 64), "float32")})
+
+
 @pytest.mark.gpu
 def test_a_network_larger_than_the_gpu_fails_with_exit_status_2(tmp_path):
     """1x64x16384x16384 (64 GiB a tensor) on the CuPy backend: one line naming the layer and the sizes."""

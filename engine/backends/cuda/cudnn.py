@@ -12,6 +12,7 @@ from typing import Any
 
 import cupy
 
+from engine.backends.cuda import runtime
 from engine.backends.cuda.pointwise import activation
 from engine.backends.selection import Launched
 from engine.tensor import is_nhwc_memory
@@ -280,7 +281,8 @@ class CudnnConvolutions:
             return self._execute(key, x, w, b, out, stride, padding, dilation, act, coefs, tf32)
         if not self._execute(geometry + (None, ()), x, w, b, out, stride, padding, dilation, None, {}, tf32):
             return False
-        return activation(out, out, act, coefs) is not None
+        with runtime.current_stream(self.stream):  # after cuDNN's kernel on the same stream, whatever the caller's
+            return activation(out, out, act, coefs) is not None
 
     def _choose_split(self, geometry: tuple[Any, ...], key: tuple[Any, ...], x: Any, w: Any, b: Any | None, out: Any,
                       stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int], act: str,
@@ -309,9 +311,12 @@ class CudnnConvolutions:
         return split
 
     def _elapsed_ms(self, launch: Any) -> float:
-        """Device time of three runs of ``launch`` on this object's stream, after one run to warm up."""
+        """Device time of three runs of ``launch`` on this object's stream, after one run to warm up. The
+        calling thread's current stream is left as it was: CuPy's ``with stream`` would leave the stream of an
+        enclosing ``with`` block (the null stream) current instead of the backend's stream set by ``Stream.use``,
+        and the network's next kernels would then race with cuDNN's."""
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        with self.stream:
+        with runtime.current_stream(self.stream):
             launch()
             start.record(self.stream)
             for _ in range(3):

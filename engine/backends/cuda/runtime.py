@@ -9,7 +9,7 @@ import atexit
 import contextlib
 import functools
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,7 @@ def function(name: str, kernel: str) -> Any:
 
 
 @functools.cache
+@functools.cache  # one kernel object per source: building one per call costs host time on every launch
 def element_wise(in_params: str, out_params: str, operation: str, name: str,
                  includes: tuple[str, ...] = ()) -> Any:
     """A ``cupy.ElementwiseKernel`` whose operation is kernel file ``operation`` when it names one (``.cuh``), else
@@ -135,6 +136,20 @@ def capturing() -> bool:
         return bool(cupy.cuda.get_current_stream().is_capturing())
     except Exception:  # an old CuPy without the query: assume the worst, do not time
         return True
+
+
+@contextlib.contextmanager
+def current_stream(stream: Any) -> Iterator[Any]:
+    """``stream`` current in the calling thread for the block, then exactly the stream current before it. (CuPy's
+    own ``with stream`` returns to the stream of an enclosing ``with`` block, the null stream where the caller had
+    made its stream current by ``Stream.use``, so work queued after the block would no longer be ordered with the
+    work on ``stream``.)"""
+    previous = cupy.cuda.get_current_stream()
+    stream.use()
+    try:
+        yield stream
+    finally:
+        previous.use()
 
 
 def elapsed_ms(fn: Callable[[], Any], repeat: int = 3) -> float | None:
