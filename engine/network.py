@@ -546,7 +546,9 @@ class Network:
         a template instance gives the output of its expanded output layer."""
         name = self._computed(name)
         self.backend.activate()  # converted and downloaded on the network's stream, after its kernels
-        return self.backend.to_host(convert(self._views[name], self.fmt_of(name), fmt or FP32_NCHW, self.xp), pinned)
+        with device_errors(f"output of {name}", str(self._dims[name])):  # the conversion may need a copy on the GPU
+            return self.backend.to_host(convert(self._views[name], self.fmt_of(name), fmt or FP32_NCHW, self.xp),
+                                        pinned)
 
     def output_images(self, name: str) -> np.ndarray:
         """Host copy of a layer's output as 8-bit images (N x H x W, or N x H x W x C in RGB/RGBA order), made where
@@ -555,7 +557,8 @@ class Network:
         ``tensors_to_images(output(name))``."""
         out = self.device_output(name)
         self.backend.activate()  # converted and downloaded on the network's stream, after its kernels
-        return self.backend.to_host(tensors_to_images(out, self.xp), pinned=True)
+        with device_errors(f"output of {name}", "x".join(map(str, out.shape))):
+            return self.backend.to_host(tensors_to_images(out, self.xp), pinned=True)
 
     def device_output(self, name: str) -> Any:
         """A layer's output where it lives (a device array on the GPU), seen in logical N x C x H x W order in the

@@ -41,6 +41,9 @@ def worth_tuning(w: Any, out: Any, groups: int = 1) -> bool:
 #: runs a configuration with the same plan, so two networks give bit-identical results (a new process times again:
 #: ``LAYERLAB_CUDNN_AUTOTUNE=0`` for results identical across processes)
 _TUNED: dict[tuple[Any, ...], int] = {}
+#: per configuration with an epilogue, whether it runs split (the plain convolution, then the epilogue kernel) or
+#: fused, for the whole process like the plans (fused and split round differently in fp16)
+_SPLIT: dict[tuple[Any, ...], bool] = {}
 _TUNING = threading.Lock()
 
 #: channel counts are padded to a multiple of this for fp16 NHWC (tensor-core kernels need 16-byte rows)
@@ -89,7 +92,6 @@ class CudnnConvolutions:
         cudnn.set_stream(handle=self.handle, stream=stream.ptr)
         self._graphs: dict[tuple[Any, ...], tuple[Any, dict[str, Any], Any] | None] = {}
         self._pads: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self._split: dict[tuple[Any, ...], bool] = {}  # per configuration with an epilogue: run it after cuDNN
         # one workspace for every graph: they all run on ``stream``, one after another (PyTorch likewise takes
         # each convolution's workspace from its allocator for the call only); a graph per configuration holding
         # its own took resnet18 at batch 32 in strict fp32 NHWC to 1.3 GiB held against PyTorch's 0.8
@@ -274,7 +276,7 @@ class CudnnConvolutions:
         if act is None:
             return self._execute(geometry + (None, ()), x, w, b, out, stride, padding, dilation, None, {}, tf32)
         key = geometry + (act, tuple(sorted(coefs.items())))
-        split = self._split.get(key)
+        split = _SPLIT.get(key)
         if split is None:
             split = self._choose_split(geometry, key, x, w, b, out, stride, padding, dilation, act, coefs, tf32)
         if not split:
@@ -294,7 +296,7 @@ class CudnnConvolutions:
         plain = self._entry(geometry + (None, ()), x, w, b, out, stride, padding, dilation, None, {}, tf32) is not None
         if not fused or not plain or activation(out, out, act, coefs) is None:
             split = not fused and plain and activation(out, out, act, coefs) is not None
-            self._split[key] = split
+            _SPLIT[key] = split
             return split
         if AUTOTUNE < 2 or self.stream.is_capturing():
             return False
@@ -307,8 +309,7 @@ class CudnnConvolutions:
             activation(out, out, act, coefs)
 
         split = self._elapsed_ms(split_run) < self._elapsed_ms(fused_run)
-        self._split[key] = split
-        return split
+        return _SPLIT.setdefault(key, split)  # another thread's choice, where it came first, stands
 
     def _elapsed_ms(self, launch: Any) -> float:
         """Device time of three runs of ``launch`` on this object's stream, after one run to warm up. The
