@@ -95,6 +95,28 @@ def test_an_input_too_large_for_the_gpu_names_the_input(monkeypatch):
         net.set_input("inp", np.zeros((1, 3, 8, 8), np.float32))
 
 
+def test_an_output_too_large_to_convert_on_the_gpu_names_the_output(monkeypatch):
+    """The conversion of an output to the caller's format (a copy on the device) is inside the device-error guard."""
+    import numpy as np
+
+    import engine.network as network
+    from engine.model import Model
+    from engine.plugins import default_registry
+
+    def convert(*args, **kwargs):
+        raise OutOfMemoryError("Out of memory allocating 68,719,476,736 bytes (allocated so far: 0 bytes).")
+
+    m = Model("m")
+    m.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
+    m.add_layer("output", "out", inputs=["inp"])
+    net = network.Network(m, default_registry())
+    net.set_input("inp", np.zeros((1, 3, 8, 8), np.float32))
+    net.run()
+    monkeypatch.setattr(network, "convert", convert)
+    with pytest.raises(GpuOutOfMemory, match=r"output of out \(1x3x8x8\): out of GPU memory"):
+        net.output("out")
+
+
 def test_buffers_that_do_not_fit_name_the_largest_tensor(monkeypatch):
     """A network whose tensor buffers exceed the backend's free memory is refused before allocating, naming the
     largest tensor (the one to shrink) and its dimensions."""
