@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     from engine.backends import get_backend
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--networks", default="dncnn,unet,resnet18,mobilenet_v2,efficientnet_b0,densenet121")
+    ap.add_argument("--networks", default="dncnn,unet,resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,"
+                    "efficientnet_b0,densenet121,deeplabv3_mobilenet_v3_large")  # BENCHMARKS.md's and the zoo's
     ap.add_argument("--format", default="fp16 nhwc")
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--json", default="")
