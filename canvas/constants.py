@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from PySide6 import QtCore
@@ -58,3 +59,20 @@ def compact_dims(p: Any, text: str) -> str:
     if len(d) == 2 and d[0] == d[1]:
         return str(d[0]) if p.name != "dimensions" else "×".join(map(str, d))
     return "×".join(map(str, d))
+
+
+def next_turn_timer(parent: QtCore.QObject, call: Callable[[], object]) -> QtCore.QTimer:
+    """A single-shot timer, owned by ``parent``, that calls ``call`` at the next turn of the event loop once started
+    (a burst of starts calls it once). A canvas closed before the timer came due ends the call quietly: Qt's
+    objects are gone then (RuntimeError) and there is nothing left to update."""
+    def due() -> None:
+        try:
+            call()
+        except RuntimeError:  # the canvas was closed before the timer came due
+            pass
+
+    timer = QtCore.QTimer(parent)
+    timer.setSingleShot(True)
+    timer.setInterval(0)
+    timer.timeout.connect(due)
+    return timer

@@ -8,6 +8,7 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from canvas.constants import next_turn_timer
 from canvas.lazy import NodeGeom
 from engine.events import GroupChanged, LayerEvent, LayerMoved, TemplateEvent
 from engine.figures import combine, summary_text
@@ -109,10 +110,7 @@ class GroupsMixin:
         self._costs: dict[str, dict[str, Any]] | None = None  # parameters and FLOPs per layer (None: to compute)
         self.bridge.event.connect(self._costs_changed)
         self._block_rects: dict[str, QtCore.QRectF] = {}  # the place Arrange gave each collapsed group
-        self._groups_timer = QtCore.QTimer(self)
-        self._groups_timer.setSingleShot(True)
-        self._groups_timer.setInterval(0)
-        self._groups_timer.timeout.connect(self._refresh_groups_later)
+        self._groups_timer = next_turn_timer(self, self._refresh_groups)
         self._groups = groups_of(self.net_model.layers)
         self._collapsed = opening_collapsed(self.net_model.layers)
         self._refresh_groups()
@@ -221,12 +219,6 @@ class GroupsMixin:
                 self._refresh_groups()
         elif self._boxes and not self._groups_timer.isActive():
             self._groups_timer.start()
-
-    def _refresh_groups_later(self) -> None:
-        try:
-            self._refresh_groups()
-        except RuntimeError:  # the canvas was closed before the timer came due
-            pass
 
     def _refresh_groups(self) -> None:
         """Hide the layers of collapsed groups, show the others, and place one box per outermost collapsed group."""

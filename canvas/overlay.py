@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from canvas.constants import next_turn_timer
 from canvas.overview import OVERVIEW_LOD
 from engine.events import GroupChanged, LayerEvent, LayerMoved
 from engine.figures import DRIFT, KINDS, Figures, Scale, combine, tooltip_lines, value, value_text
@@ -272,10 +273,7 @@ class FigureOverlay(QtCore.QObject):
         view.installEventFilter(self)
         view.viewport().installEventFilter(self)
         canvas.bridge.event.connect(self._model_event)
-        self._refit = QtCore.QTimer(self)
-        self._refit.setSingleShot(True)
-        self._refit.setInterval(0)
-        self._refit.timeout.connect(self._refit_now)
+        self._refit = next_turn_timer(self, self.invalidate)
 
     @property
     def shown(self) -> bool:
@@ -398,12 +396,6 @@ class FigureOverlay(QtCore.QObject):
                 self._group_figs = {}  # (a move changes no sums)
             if not self._refit.isActive():
                 self._refit.start()
-
-    def _refit_now(self) -> None:
-        try:
-            self.invalidate()
-        except RuntimeError:  # the canvas was closed before the timer came due
-            pass
 
     def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802 (Qt API)
         view = self.canvas.viewer()

@@ -118,6 +118,11 @@ def _ms(v: float | None) -> str:
     return f"{v:.3f} ms" if v < 100 else f"{v:.0f} ms"
 
 
+def _share(fig: Mapping[str, Any], template: str) -> str:
+    """A group's or layer's share of the time in percent, written into ``template``; empty where it has none."""
+    return template.format(100 * fig["share"]) if fig.get("share") is not None else ""
+
+
 def summary_text(fig: Mapping[str, Any]) -> list[str]:
     """A group's figures as short texts: parameters, FLOPs, time and share, change, drift (those it has)."""
     out = []
@@ -126,8 +131,7 @@ def summary_text(fig: Mapping[str, Any]) -> list[str]:
     if fig.get("flops") is not None:
         out.append(human_rate(fig["flops"], "FLOP"))
     if fig.get("time_ms") is not None:
-        share = f" ({100 * fig['share']:.1f}%)" if fig.get("share") is not None else ""
-        out.append(f"{_ms(fig['time_ms'])}{share}")
+        out.append(f"{_ms(fig['time_ms'])}{_share(fig, ' ({:.1f}%)')}")
     if fig.get("diff_ms") is not None:
         out.append(f"{fig['diff_ms']:+.3f} ms vs base")
     if fig.get("drift") is not None:
@@ -141,7 +145,7 @@ def tooltip_lines(name: str, kind: str, fig: Mapping[str, Any]) -> list[str]:
     what = f"{fig['layers']} layers" if fig.get("layers", 1) > 1 else fig.get("type", "")
     lines = [f"{name}  ({what})" if what else name]
     if fig.get("time_ms") is not None:
-        share = f", {100 * fig['share']:.1f}% of the layers' time" if fig.get("share") is not None else ""
+        share = _share(fig, ", {:.1f}% of the layers' time")
         lines.append(f"time {fig['time_ms']:.4f} ms (mean){share}")
     if fig.get("device_ms") is not None:
         lines.append(f"kernels {fig['device_ms']:.4f} ms, gaps before them {fig.get('gap_ms') or 0.0:.4f} ms")

@@ -9,6 +9,7 @@ from onnx import helper
 from engine.errors import ParameterError, ShapeError
 from engine.tensor import FORMATS
 from tests.harness import FORMAT_IDS, assert_close, each_backend_and_format, ort_run, round_like, run_layer, scale_bias
+from tests.plugins.norm_reference import assert_normalization_matches
 
 
 def onnx_group_norm(x, scale, bias, groups, epsilon):
@@ -20,12 +21,8 @@ def onnx_group_norm(x, scale, bias, groups, epsilon):
 @pytest.mark.parametrize("shape,groups,epsilon", [((1, 6, 7, 5), 3, 1e-5), ((2, 8, 6, 4), 2, 1e-3),
                                                   ((2, 4, 3, 5), 1, 1e-5), ((1, 4, 1, 9), 4, 0.1)])
 def test_group_normalization_matches_onnxruntime(backend, fmt, shape, groups, epsilon):
-    x = (np.random.default_rng(1).standard_normal(shape) * 3 + 1).astype(np.float32)
-    w = scale_bias(shape[1], 2)
-    out, used, _ = run_layer("group_normalization", dict(num_groups=groups, epsilon=epsilon), [x], fmt, backend, weights=w)
-    assert set(used) == {"scale", "bias"}
-    ref = onnx_group_norm(round_like(x, fmt), round_like(w["scale"], fmt), round_like(w["bias"], fmt), groups, epsilon)
-    assert_close(out, ref, fmt, f"group_normalization {shape} groups {groups}")
+    assert_normalization_matches("group_normalization", dict(num_groups=groups, epsilon=epsilon), shape, fmt, backend,
+                                 lambda x, scale, bias: onnx_group_norm(x, scale, bias, groups, epsilon))
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)

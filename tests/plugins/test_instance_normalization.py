@@ -8,6 +8,7 @@ from onnx import helper
 from engine.errors import ParameterError
 from engine.tensor import FORMATS
 from tests.harness import FORMAT_IDS, assert_close, each_backend_and_format, ort_run, round_like, run_layer, scale_bias
+from tests.plugins.norm_reference import assert_normalization_matches
 
 
 def onnx_instance_norm(x, scale, bias, epsilon):
@@ -18,12 +19,8 @@ def onnx_instance_norm(x, scale, bias, epsilon):
 @each_backend_and_format
 @pytest.mark.parametrize("shape,epsilon", [((1, 3, 7, 5), 1e-5), ((2, 4, 6, 8), 1e-3), ((3, 2, 1, 9), 0.1)])
 def test_instance_normalization_matches_onnxruntime(backend, fmt, shape, epsilon):
-    x = (np.random.default_rng(1).standard_normal(shape) * 3 + 1).astype(np.float32)
-    w = scale_bias(shape[1], 2)
-    out, used, _ = run_layer("instance_normalization", dict(epsilon=epsilon), [x], fmt, backend, weights=w)
-    assert set(used) == {"scale", "bias"}
-    ref = onnx_instance_norm(round_like(x, fmt), round_like(w["scale"], fmt), round_like(w["bias"], fmt), epsilon)
-    assert_close(out, ref, fmt, f"instance_normalization {shape}")
+    assert_normalization_matches("instance_normalization", dict(epsilon=epsilon), shape, fmt, backend,
+                                 lambda x, scale, bias: onnx_instance_norm(x, scale, bias, epsilon))
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
