@@ -266,6 +266,7 @@ class GroupsMixin:
         self._index = None
         if self.overview is not None:
             self.overview.invalidate()
+        self._schedule_routes()  # the links as drawn changed: their routes are checked before the next paint
         self.viewer().viewport().update()
 
     def _apply_hidden(self, names: Iterable[str]) -> None:
