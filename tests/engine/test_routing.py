@@ -15,7 +15,7 @@ def clear(boxes, link, ports, route) -> bool:  # noqa: ANN001
 
 
 def test_a_skip_link_passes_a_column_between_its_boxes() -> None:
-    ports = {("a", "c"): ((100.0, 75.0), (400.0, 75.0)), ("a", "b"): ((100.0, 30.0), (200.0, 30.0))}
+    ports = {("a", "c"): ((100.0, 40.0), (400.0, 40.0)), ("a", "b"): ((100.0, 30.0), (200.0, 30.0))}
     routes = route_links(BOXES, ports)
     assert routes[("a", "b")] == [(100.0, 30.0), (200.0, 30.0)]  # nothing between: straight
     route = routes[("a", "c")]
