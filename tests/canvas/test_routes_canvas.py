@@ -106,3 +106,29 @@ def test_a_moved_layer_does_not_hide_links(qtbot, registry) -> None:  # noqa: AR
         m.move_layer("a", (600, 600))
         settle()
         assert links_behind_boxes(c) == []
+
+
+def test_at_fit_layers_outside_the_groups_read_like_the_boxes(qtbot, registry) -> None:  # noqa: ARG001
+    """Fitted to the view, a collapsed network's layers in no group (stem, head) are drawn grown into the room the
+    grouped layout leaves them, about as large as the smallest box, apart from each other and from the boxes, and
+    their names are painted there."""
+    from canvas.overview import LOOSE_SHARE
+
+    m = dense_model()
+    with canvas_of(registry, m) as c:
+        c.arrange(fold=True)
+        c.fit()
+        settle()
+        c.widget.grab()  # paints the overview (it measures what it draws then)
+        boxes = [c.group_box(p).sceneBoundingRect() for p in c.shown_groups()]
+        rooms = c.overview._room
+        loose = ["inp", "stem", "head", "out"]
+        assert set(rooms) == set(loose)
+        least = min(b.height() for b in boxes)
+        scale = c.viewer().transform().m11()
+        for name in loose:
+            room = rooms[name]
+            assert room.contains(c.node_rect(name).center())
+            assert room.height() >= 0.8 * LOOSE_SHARE * least and room.height() * scale >= 30  # a readable name
+            assert not any(room.intersects(b) for b in boxes)
+            assert not any(room.intersects(rooms[o]) for o in loose if o != name)
