@@ -68,6 +68,7 @@ class RoutesMixin:
 
     def _init_routes(self) -> None:
         self._routes: dict[tuple[str, str], Route] = {}
+        self._dirty: set[str] | None = None  # the layers changed since the routes were checked (None: anything may have)
         viewer = self.viewer()
         viewer.establish_connection = self._establish_connection  # NodeGraphQt makes its links there
         self._routes_timer = QtCore.QTimer(self)  # what is drawn changed: routes checked once, after the burst
@@ -103,6 +104,7 @@ class RoutesMixin:
         if replace:
             self._routes = {}
             self._routes_timer.stop()  # a whole layout's routes: clear of every box by construction
+            self._dirty = set()
         else:
             self._schedule_routes()
         self._routes.update((k, list(v)) for k, v in routes.items())
@@ -112,14 +114,14 @@ class RoutesMixin:
         """A layer changed: moved, relinked, gone or renamed, its links lose their routes; its box may have grown
         (a parameter or activation shown on it): the routes are checked again."""
         if isinstance(ev, (ParamChanged, ActivationChanged)):
-            self._schedule_routes()
+            self._schedule_routes(ev.layer)
         else:
             self._forget_routes(ev.layer)
 
     def _forget_routes(self, layer: str) -> None:
         """``layer`` moved, changed its links, went or was renamed: its links (and its group box's) lose their
         routes."""
-        self._schedule_routes()
+        self._schedule_routes(layer)
         if not self._routes:
             return
         ends = {layer}
@@ -130,10 +132,19 @@ class RoutesMixin:
         for key in gone:
             del self._routes[key]
 
-    def _schedule_routes(self) -> None:
-        """What is drawn changed: check and find the routes after this turn of the event loop (or before the
-        canvas paints, whichever comes first)."""
-        if hasattr(self, "_routes_timer") and not self._routes_timer.isActive():
+    def _schedule_routes(self, layer: str | None = None) -> None:
+        """What is drawn changed (``layer``'s box only, or None: anything): check and find the routes after this
+        turn of the event loop (or before the canvas paints, whichever comes first)."""
+        if not hasattr(self, "_routes_timer"):
+            return  # (the canvas is being built)
+        if layer is None or self._dirty is None:
+            self._dirty = None
+        else:
+            self._dirty.add(layer)
+            box = getattr(self, "_hidden", {}).get(layer)
+            if box is not None:
+                self._dirty.add(KEY + box)
+        if not self._routes_timer.isActive():
             self._routes_timer.start()
 
     def _routes_before_paint(self) -> None:
@@ -162,7 +173,11 @@ class RoutesMixin:
             if (src, dst) in links or a is None or b is None or a.out is None or index >= len(b.ins):
                 continue
             links[(src, dst)] = ((a.out.x(), a.out.y()), (b.ins[index].x(), b.ins[index].y()))
-        routes = route_links(boxes, links, self._routes)
+        # only a box that came or grew can stand in a route's way: where only known layers changed, the routes
+        # away from their boxes stay as they are without a look
+        changed = None if self._dirty is None else [boxes[n] for n in self._dirty if n in boxes]
+        routes = route_links(boxes, links, self._routes, changed)
+        self._dirty = set()
         if routes != self._routes:
             self._routes = routes
             self._redraw_links()

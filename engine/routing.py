@@ -158,12 +158,20 @@ def _around(start: Point, end: Point, grid: BoxGrid, ends: set[int]) -> Route | 
     return None
 
 
+def _meets_any(points: list[Point], rects: list[Box]) -> bool:
+    """Whether the rectangle around ``points`` meets any of ``rects``."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
+    return any(x < x1 and x0 < x + w and y < y1 and y0 < y + h for x, y, w, h in rects)
+
+
 def route_links(boxes: Mapping[str, Box], links: Mapping[Link, tuple[Point, Point]],
-                keep: Mapping[Link, Route] | None = None) -> dict[Link, Route]:
+                keep: Mapping[Link, Route] | None = None, changed: list[Box] | None = None) -> dict[Link, Route]:
     """A route for each link (``(source, target)`` -> its output port and input port points) between ``boxes``
     (name -> x, y, width, height) that meets no box but its ends': the route of ``keep`` where it is still clear,
     else one through the free space between columns, else one around; a link no route serves is left out (drawn
-    straight)."""
+    straight). ``changed``: where boxes came, went or moved since ``keep`` was clear (None: anywhere); a kept
+    route away from all of them is kept without looking further (a moved layer costs little on a large network)."""
     grid = BoxGrid(boxes)
     row = {n: i for i, n in enumerate(grid.names)}
     keep = keep or {}
@@ -171,6 +179,9 @@ def route_links(boxes: Mapping[str, Box], links: Mapping[Link, tuple[Point, Poin
     for link, (start, end) in links.items():
         ends = {row[n] for n in link if n in row}
         old = keep.get(link)
+        if old and changed is not None and not _meets_any([start, *old, end], changed):
+            out[link] = list(old)
+            continue
         if old and route_clear(start, old, end, grid, ends):
             out[link] = list(old)
             continue
