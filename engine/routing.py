@@ -54,7 +54,7 @@ def _segments_clear(points: list[Point], grid: BoxGrid, ends: set[int]) -> bool:
     S-curve inside the rectangle of its two points) meets no box but its own ends'."""
     p = np.array(points, dtype=float)
     rects = np.concatenate([np.minimum(p[:-1], p[1:]), np.maximum(p[:-1], p[1:])], axis=1)
-    return all(i in ends for i in grid.meeting_any(rects, pad=1.0))
+    return all(i in ends for i in grid.meeting_any(rects, pad=-1.0))  # (touching a side is not behind)
 
 
 def route_clear(start: Point, route: Route, end: Point, grid: BoxGrid, ends: set[int]) -> bool:
