@@ -132,3 +132,28 @@ def test_at_fit_layers_outside_the_groups_read_like_the_boxes(qtbot, registry) -
             assert room.height() >= 0.8 * LOOSE_SHARE * least and room.height() * scale >= 30  # a readable name
             assert not any(room.intersects(b) for b in boxes)
             assert not any(room.intersects(rooms[o]) for o in loose if o != name)
+
+
+def test_collapse_all_hides_no_layer_behind_a_box(qtbot, registry) -> None:  # noqa: ARG001
+    """Collapse All on a network whose top-level group's layers surround a layer outside it (as a folded layout puts
+    densenet121's classifier inside the area of ``features``) draws the subgroups' boxes instead: no shown layer
+    lies behind a box, and no link runs behind one."""
+    m = Model("folded")
+    m.add_layer("input", "inp", position=(0, 0))
+    x = "inp"
+    for band, stage in enumerate(["stage1", "stage2"]):
+        names = []
+        for i in range(4):
+            m.add_layer("convolution", f"{stage}_conv{i}", inputs=[x], position=(300 + 300 * i, 600 * band))
+            names.append(x := f"{stage}_conv{i}")
+        m.set_group(names, f"features/{stage}")
+    m.add_layer("fully_connected", "classifier", inputs=[x], position=(750, 300))  # between the two bands
+    m.add_layer("output", "out", inputs=["classifier"], position=(1050, 300))
+    with canvas_of(registry, m) as c:
+        c.collapse_all()
+        settle()
+        assert sorted(c.shown_groups()) == ["features/stage1", "features/stage2"]
+        boxes = [c.group_box(p).sceneBoundingRect() for p in c.shown_groups()]
+        shown = [c.node_rect(n) for n in m.layers if not c.is_hidden(n)]
+        assert not [r for r in shown for b in boxes if b.intersects(r.adjusted(1, 1, -1, -1))]
+        assert links_behind_boxes(c) == []
