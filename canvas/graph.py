@@ -148,6 +148,7 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
     def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:
         kind = event.type()
         if kind == QtCore.QEvent.Type.Paint and obj is self.viewer().viewport():
+            self._routes_before_paint()
             self._before_paint()
         elif kind in PRESSES and obj is self.viewer().viewport():
             self._fitted = True
@@ -394,8 +395,7 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
     def _on_model_event(self, ev: Event) -> None:
         if isinstance(ev, LayerEvent):
             self._forget(ev.layer)
-            if not isinstance(ev, (ParamChanged, ActivationChanged)):
-                self._forget_routes(ev.layer)
+            self._layer_changed_routes(ev)
             if not isinstance(ev, (ParamChanged, ActivationChanged, LayerMoved)):  # layers or links changed
                 self._readers = None
                 self._labels = None

@@ -157,8 +157,25 @@ class GroupsMixin:
             self._refresh_groups()
 
     def collapse_all(self) -> None:
-        """View > Collapse All: every top-level group as one box."""
-        self._collapsed = {p for p, g in self._groups.items() if not g.parent}
+        """View > Collapse All: every top-level group as one box, but where a group's box would cover layers shown
+        beside it (laid out among its own), its subgroups' boxes instead (no layer is hidden behind a box)."""
+        collapsed = {p for p, g in self._groups.items() if not g.parent}
+        while True:
+            area = {}
+            for path in collapsed:
+                rect = QtCore.QRectF()
+                for name in self._groups[path].members:
+                    rect = rect.united(self._predicted(name).rect)
+                area[path] = rect
+            covering = set()
+            for name, spec in self.net_model.layers.items():
+                top = outermost_collapsed(spec.group, collapsed) if spec.group else None
+                rect = self._predicted(name).rect.adjusted(1, 1, -1, -1)
+                covering |= {p for p, a in area.items() if p != top and a.intersects(rect)}
+            if not covering:
+                break
+            collapsed = (collapsed - covering) | {c for p in covering for c in self._groups[p].children}
+        self._collapsed = collapsed
         self._refresh_groups()
 
     def expand_all(self) -> None:
@@ -258,6 +275,7 @@ class GroupsMixin:
         self._index = None
         if self.overview is not None:
             self.overview.invalidate()
+        self._schedule_routes()  # the links as drawn changed: their routes are checked before the next paint
         self.viewer().viewport().update()
 
     def _apply_hidden(self, names: Iterable[str]) -> None:

@@ -13,12 +13,15 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from canvas.lazy import NodeGeom
+from engine.layout import LOOSE_SHARE
 
 #: below this scale the overview draws the network (the same scale at which a node hides its details)
 OVERVIEW_LOD = 0.55
 NAME_PX = 13.0  # the name's size on screen when the box is large enough to hold it
 MIN_PX = 8.0  # names are not drawn smaller than this on screen
 LABEL_PX = 90.0  # a name may take this width on screen, over a narrower box's sides
+ROOMS_MAX = 300  # beside collapsed groups, up to this many layers are drawn grown into their room
+ROOM_GAP = 40.0  # the free space a grown layer leaves to its neighbours (scene units)
 OVERFLOW = 30.0  # by at most this much on each side (scene units: a third of the layout's gap between columns)
 SELECTED = QtGui.QColor(255, 198, 10)
 MARK_PX = 10.0  # diameter of a layer's error or warning dot on screen
@@ -60,6 +63,7 @@ class OverviewItem(QtWidgets.QGraphicsItem):
         self._rect = QtCore.QRectF()
         self._geom: dict[str, NodeGeom] = {}
         self._min_height = 0.0
+        self._room: dict[str, QtCore.QRectF] = {}  # beside collapsed groups: the room a layer is drawn in
         self._line_of: dict[tuple[str, str, int], list[QtCore.QLineF]] = {}  # a link's segments
         self._by_color: list[tuple[QtGui.QColor, list[QtCore.QRectF]]] = []
         self._lines: list[QtCore.QLineF] = []
@@ -105,6 +109,7 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             by_color.setdefault(g[1], []).append(g[0])
         self._by_color = [(QtGui.QColor(*c).lighter(125), rects) for c, rects in by_color.items()]
         self._min_height = min((g[0].height() for g in self._geom.values()), default=0.0)
+        self._room = self._rooms()
         lines: dict[tuple[str, str, int], list[QtCore.QLineF]] = {}
         for link in self._links():
             src, dst, index = link
@@ -207,11 +212,55 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
             painter.setPen(QtGui.QPen(SELECTED, 2.0 / max(lod, 1e-3)))
             painter.drawRects(selected)
+        self._paint_rooms(painter, lod, exposed)
         self._paint_marks(painter, lod)
         # names at MIN_PX on screen at least, over the box where it is smaller
-        visible = [(name, g[0]) for name, g in self._geom.items() if exposed.intersects(g[0]) and not self._pinned(name)]
+        visible = [(name, g[0]) for name, g in self._geom.items() if exposed.intersects(g[0]) and not self._pinned(name)
+                   and name not in self._room]
         self._paint_names(painter, lod, visible, self._min_height)
         painter.restore()
+
+    def _rooms(self) -> dict[str, QtCore.QRectF]:
+        """Beside collapsed groups' boxes, each layer's box grown around its centre into the free space about it
+        (half the way to a layer that grows too), up to ``LOOSE_SHARE`` of the smallest box's size (the room the
+        grouped layout leaves it): at Fit to View a layer outside the groups reads like a box."""
+        pinned = [g[0] for n, g in self._geom.items() if self._pinned(n)]
+        loose = [n for n in self._geom if not self._pinned(n)]
+        if not pinned or not loose or len(loose) > ROOMS_MAX:
+            return {}
+        cap_w = LOOSE_SHARE * min(r.width() for r in pinned)
+        cap_h = LOOSE_SHARE * min(r.height() for r in pinned)
+        others = [(g[0], self._pinned(n)) for n, g in self._geom.items()]
+        out = {}
+        for name in loose:
+            own = self._geom[name][0]
+            c = own.center()
+            half_w, half_h = max(own.width(), cap_w) / 2, max(own.height(), cap_h) / 2
+            for r, fixed in others:
+                room = QtCore.QRectF(c.x() - half_w, c.y() - half_h, 2 * half_w, 2 * half_h)
+                if r is own or not room.intersects(r.adjusted(-ROOM_GAP, -ROOM_GAP, ROOM_GAP, ROOM_GAP)):
+                    continue
+                share = 1.0 if fixed else 0.5  # a layer beside it grows too: half the free space each
+                gap_x = (max(r.left() - c.x(), c.x() - r.right()) - ROOM_GAP) * share
+                gap_y = (max(r.top() - c.y(), c.y() - r.bottom()) - ROOM_GAP) * share
+                if gap_x >= gap_y:  # beside it: narrower; above or below it: lower
+                    half_w = max(own.width() / 2, min(half_w, gap_x if fixed else gap_x + own.width() / 4))
+                else:
+                    half_h = max(own.height() / 2, min(half_h, gap_y if fixed else gap_y + own.height() / 4))
+            room = QtCore.QRectF(c.x() - half_w, c.y() - half_h, 2 * half_w, 2 * half_h)
+            if room.width() > own.width() * 1.5 or room.height() > own.height() * 1.5:
+                out[name] = room
+        return out
+
+    def _paint_rooms(self, painter: QtGui.QPainter, lod: float, exposed: QtCore.QRectF) -> None:
+        """The layers drawn in their room (:meth:`_rooms`): a box of their colour with their name."""
+        shown = [(n, r) for n, r in self._room.items() if exposed.intersects(r)]
+        for name, room in shown:
+            painter.setPen(QtGui.QPen(QtGui.QColor(150, 170, 200), 2.0 / max(lod, 1e-3)))
+            painter.setBrush(QtGui.QColor(*self._geom[name][1]).darker(160))
+            painter.drawRoundedRect(room, 8 / max(lod, 1e-3), 8 / max(lod, 1e-3))
+        for name, room in shown:
+            self._paint_names(painter, lod, [(name, room)], room.height())
 
     def _paint_marks(self, painter: QtGui.QPainter, lod: float) -> None:
         """A red (error) or amber (warning) dot on the top-right corner of each layer the type check found a

@@ -24,6 +24,7 @@ ROW_GAP = 30.0  # free space between two layers of one column
 LANE = 12.0  # room a link passing through a column takes there (between the layers of that column)
 BAND_GAP = 160.0  # free space between two bands of a folded drawing (where the links to the next band run)
 BLOCK_SHARE = 0.3  # a collapsed group's block is at least this share of the largest one's width and height
+LOOSE_SHARE = 0.5  # beside collapsed groups, a layer in none has a place at least this share of the least block's
 CROSSING_SWEEPS = 10  # igraph's crossing-reduction iterations (its default of 100 takes seconds on densenet121)
 
 
@@ -327,7 +328,9 @@ def grouped_drawing(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[f
     collapsed group's box on the canvas) and at least ``share`` of the largest block's width and height (so a
     small group's box and name stay readable beside a large one when the whole drawing is fitted to a view).
     So a collapsed group's box takes its layers' place, and expanding it shows them there, not spread over the
-    whole drawing. Routes: those inside each block, and those between the blocks and layers, a block named
+    whole drawing. A layer in no collapsed group stands centred in a place at least :data:`LOOSE_SHARE` of that
+    least block (its name is drawn in that room when the drawing is fitted to a view, as readable as the boxes').
+    Routes: those inside each block, and those between the blocks and layers, a block named
     ``group:PATH``; ``blocks``: each block's place."""
     from engine.groups import outermost_collapsed  # noqa: PLC0415
 
@@ -366,7 +369,8 @@ def grouped_drawing(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[f
             if src is not None and src in unit and unit[src] != key and unit[src] not in node.inputs:
                 node.inputs.append(unit[src])
         if key not in blocks:
-            outer_sizes[key] = sizes.get(name, NODE_SIZE)
+            w, h = sizes.get(name, NODE_SIZE)
+            outer_sizes[key] = (max(w, LOOSE_SHARE * least[0]), max(h, LOOSE_SHARE * least[1])) if blocks else (w, h)
     placed = readable_drawing(outer, outer_sizes, aspect)
     out = Drawing(bends=dict(placed.bends))
     for key, (x, y) in placed.positions.items():
@@ -377,7 +381,8 @@ def grouped_drawing(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[f
             for link, route in inner[key].bends.items():
                 out.bends[link] = [(round(x + px, 1), round(y + py, 1)) for px, py in route]
         else:
-            out.positions[key] = (x, y)
+            w, h = sizes.get(key, NODE_SIZE)
+            out.positions[key] = (round(x + (outer_sizes[key][0] - w) / 2, 1), round(y + (outer_sizes[key][1] - h) / 2, 1))
     return out
 
 

@@ -106,3 +106,22 @@ def right_click(canvas: ModelCanvas, layer: str | None, label: str | None = None
                                                                buttons, QtCore.Qt.KeyboardModifier.NoModifier))
     QtWidgets.QApplication.sendEvent(vp, QtGui.QContextMenuEvent(QtGui.QContextMenuEvent.Reason.Mouse, pos, glob.toPoint()))
     return seen.get("entries")
+
+
+def links_behind_boxes(canvas: ModelCanvas) -> list[tuple[str, str]]:
+    """The links as drawn now (along their route, else straight between their ports) that run behind a box other
+    than their ends' (a layer shown or a collapsed group's box)."""
+    from engine.routing import BoxGrid, route_clear
+
+    geoms = {n: canvas._shown_geometry(n) for n in canvas._shown_names()}
+    grid = BoxGrid({n: (g.rect.x(), g.rect.y(), g.rect.width(), g.rect.height()) for n, g in geoms.items()})
+    row = {n: i for i, n in enumerate(grid.names)}
+    behind = []
+    for src, dst, index in canvas._shown_links():
+        a, b = geoms[src], geoms[dst]
+        if a.out is None or index >= len(b.ins):
+            continue
+        start, end = (a.out.x(), a.out.y()), (b.ins[index].x(), b.ins[index].y())
+        if not route_clear(start, canvas.link_route(src, dst) or [], end, grid, {row[src], row[dst]}):
+            behind.append((src, dst))
+    return behind
