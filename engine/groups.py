@@ -110,16 +110,34 @@ def outermost_collapsed(path: str, collapsed: Iterable[str]) -> str | None:
     return next((p for p in ancestors(path) if p in closed), None)
 
 
+def _without_repeats(name: str) -> str:
+    """``name`` without the steps PyTorch's scopes repeat (``features_features_3_block_block_1_block_1_0`` ->
+    ``features_3_block_1_0``): a run of one to three ``_``-separated words, starting with a word that is not a
+    number, that the next words start with again is left out once (``block_1_1`` stays: block 1, its part 1)."""
+    words = name.split("_")
+    i = 0
+    while i < len(words):
+        for k in (3, 2, 1):
+            if (i + 2 * k <= len(words) and not words[i].isdigit()
+                    and words[i:i + k] == words[i + k:i + 2 * k]):
+                del words[i:i + k]
+                break
+        else:
+            i += 1
+    return "_".join(words)
+
+
 def short_labels(names: Iterable[str]) -> dict[str, str]:
     """Labels for layer names shown where they must be cut (zoomed out): an imported name ends with its operator
     (``layer1_0_conv1_Conv``), which all the layers of that operator share, so the label leaves it out where the
-    rest stays distinct (``layer1_0_conv1``); a label cut at its start then keeps the end that tells layers apart.
-    Names without such an ending, or whose shorter form another name has, are kept whole."""
+    rest stays distinct (``layer1_0_conv1``), and PyTorch's repeated scope steps go
+    (``features_features_3_block_block_1_...`` reads ``features_3_block_1_...``, the stage number near the end that
+    a label cut at its start keeps). Names whose shorter form another name has are kept whole."""
     names = list(names)
     short = {}
     for name in names:
         head, sep, tail = name.rpartition("_")
-        short[name] = head if sep and head and tail[:1].isupper() else name
+        short[name] = _without_repeats(head if sep and head and tail[:1].isupper() else name)
     count: dict[str, int] = {}
     for label in [*short.values(), *names]:
         count[label] = count.get(label, 0) + 1

@@ -44,3 +44,19 @@ def test_short_labels_leave_out_the_shared_operator_ending_where_names_stay_dist
     assert labels["layer1_0_Add"] == "layer1_0_Add"  # its short form is another layer's name: kept whole
     assert labels["fc_Gemm"] == "fc" and labels["input"] == "input" and labels["x_y"] == "x_y"
     assert len(set(labels.values())) == len(names)
+
+
+def test_short_labels_leave_out_pytorchs_repeated_scope_steps():
+    """torchvision's names repeat each scope step (``features_features_3_block_block_1_block_1_0_Conv``): cut at its
+    start, such a name kept only words every layer of a stage shares; the label says each step once, so the stage
+    and block numbers stay near its end, and labels stay distinct."""
+    from engine.groups import short_labels
+
+    names = [f"features_features_{s}_features_{s}_{b}_block_block_{i}_block_{i}_0_Conv"
+             for s in (2, 3) for b in (0, 1) for i in (0, 1)]
+    names += ["features_features_3_features_3_1_block_block_1_1_Conv", "features_features_3_features_3_1_Add"]
+    labels = short_labels(names)
+    assert labels[names[0]] == "features_2_0_block_0_0"
+    assert labels["features_features_3_features_3_1_block_block_1_1_Conv"] == "features_3_1_block_1_1"  # 1_1 stays
+    assert labels["features_features_3_features_3_1_Add"] == "features_3_1"
+    assert len(set(labels.values())) == len(names)
