@@ -67,6 +67,27 @@ def test_reshape(shape, target, expected, fmt, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("shape,params,view,perm,target", [
+    ((1, 8, 8, 4), {"input_shape": "1,2,4,2,4,4", "shape": "4,16,4"}, (1, 2, 4, 2, 4, 4), (0, 1, 3, 2, 4, 5), (4, 16, 4)),
+    ((2, 3, 4, 5), {"input_shape": "6,20"}, (6, 20), (1, 0), None),
+    ((2, 12, 5), {"shape": "2,5,3,4"}, None, (0, 2, 1), (2, 5, 3, 4))])
+def test_transpose_reads_and_writes_other_sizes(shape, params, view, perm, target, fmt, backend):
+    """A reshape, a transpose and a reshape in one layer (a window partition): the same moves as NumPy's."""
+    x = round_like(_x(*shape), fmt)
+    out, _, _ = run_layer("transpose", {"perm": ",".join(map(str, perm))} | params, [x], fmt, backend)
+    ref = x.reshape(view or shape).transpose(perm)
+    assert_close(out, ref.reshape(target) if target else ref, fmt, str(params))
+
+
+def test_transpose_sizes_that_do_not_hold_the_input_are_named():
+    with pytest.raises(ShapeError, match="input_shape 5,5 does not hold the input 2x3x4"):
+        run_layer("transpose", {"perm": "1,0", "input_shape": "5,5"}, [_x(2, 3, 4)], FORMATS[0])
+    with pytest.raises(ParameterError, match="shape: '0,x' is not empty or 1 to 6 sizes"):
+        run_layer("transpose", {"perm": "1,0", "shape": "0,x"}, [_x(2, 3)], FORMATS[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
 @pytest.mark.parametrize("op", ["mean", "sum", "max", "min"])
 @pytest.mark.parametrize("keep", [True, False])
 def test_reduce(op, keep, fmt, backend):

@@ -22,6 +22,7 @@ from engine.importers.onnx.context import Context, OnnxImportError, Refusal, Ref
 from engine.importers.onnx.mapping import operator_table
 from engine.importers.onnx.reader import CleanModel, graph_inputs, load_clean
 from engine.importers.onnx.validate import MAX_NODES, MalformedModel
+from engine.importers.onnx.views import fold_view_chains
 from engine.layout import estimated_sizes, grouped_drawing, readable_positions
 from engine.model import Model
 from engine.registry import Registry
@@ -194,6 +195,23 @@ def _map_nodes(ctx: Context, placeholders: bool, progress: Progress | None) -> l
     return refused
 
 
+def _fold_views(ctx: Context) -> None:
+    """Chains of reshape and transpose layers as their fewest layers (``views.fold_view_chains``), recorded as folds;
+    the nodes mapped to a removed layer are credited to the layer that now computes their chain."""
+    folds = fold_view_chains(ctx.layers, ctx._dims, keep=set())
+    moved: dict[str, str] = {}
+    for old, new in folds:
+        last = old[-1]
+        for name in new:
+            ctx.notes.setdefault(name, ctx.notes.get(last, ""))
+            ctx.scopes.setdefault(name, ctx.scopes.get(last, ""))
+        moved.update({name: last for name in old if name not in new})
+        ctx.folded.append(f"{len(old)} reshape and transpose layers ({', '.join(old)}) -> "
+                          f"{' + '.join(ctx.layers[n].type for n in new)}")
+    if moved:
+        ctx.mapped[:] = [(op, node, moved.get(layer, layer)) for op, node, layer in ctx.mapped]
+
+
 class ImporterBug(Exception):
     """The imported layers do not compute the ONNX model's sizes: a mapping is wrong (not the user's doing)."""
 
@@ -280,6 +298,7 @@ def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int,
         name = outputs[out.name] = ctx.unique(identifier(out.name, "output"))
         ctx.add("output", {}, [ctx.sources[out.name].layer], None, name=name)
         ctx.notes[name] = f"ONNX graph output {out.name}"
+    _fold_views(ctx)
     if progress is not None and layout:
         progress(len(graph.node), len(graph.node), "layout")
     model = Model(identifier(src.stem, "network"))
