@@ -20,6 +20,7 @@ from engine.groups import BOX_SIZE, opening_collapsed, scope_groups
 from engine.importers.onnx import patterns
 from engine.importers.onnx.context import Context, OnnxImportError, Refusal, RefusedNodes, Unsupported, identifier
 from engine.importers.onnx.mapping import operator_table
+from engine.importers.onnx.ops_attention import absorb_attention_inputs
 from engine.importers.onnx.reader import CleanModel, graph_inputs, load_clean
 from engine.importers.onnx.validate import MAX_NODES, MalformedModel
 from engine.importers.onnx.views import fold_view_chains
@@ -196,10 +197,15 @@ def _map_nodes(ctx: Context, placeholders: bool, progress: Progress | None) -> l
 
 
 def _fold_views(ctx: Context) -> None:
-    """Chains of reshape and transpose layers as their fewest layers (``views.fold_view_chains``), recorded as folds;
-    the nodes mapped to a removed layer are credited to the layer that now computes their chain."""
-    folds = fold_view_chains(ctx.layers, ctx._dims, keep=set())
+    """After mapping: the scale and k transpose of each attention layer's inputs into it
+    (``ops_attention.absorb_attention_inputs``), then chains of reshape and transpose layers as their fewest layers
+    (``views.fold_view_chains``), recorded as folds; the nodes mapped to a removed layer are credited to the layer
+    that now computes them."""
     moved: dict[str, str] = {}
+    for layer, gone in absorb_attention_inputs(ctx.layers, ctx._dims, ctx.weights):
+        moved.update({name: layer for name in gone})
+        ctx.folded.append(f"{', '.join(gone)} -> scale and k of attention {layer}")
+    folds = fold_view_chains(ctx.layers, ctx._dims, keep=set())
     for old, new in folds:
         last = old[-1]
         for name in new:
