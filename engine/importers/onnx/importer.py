@@ -23,7 +23,7 @@ from engine.importers.onnx.mapping import operator_table
 from engine.importers.onnx.ops_attention import absorb_attention_inputs
 from engine.importers.onnx.reader import CleanModel, graph_inputs, load_clean
 from engine.importers.onnx.validate import MAX_NODES, MalformedModel
-from engine.importers.onnx.views import fold_view_chains
+from engine.importers.onnx.views import fold_view_chains, hoist_activations
 from engine.layout import estimated_sizes, grouped_drawing, readable_positions
 from engine.model import Model
 from engine.registry import Registry
@@ -198,13 +198,20 @@ def _map_nodes(ctx: Context, placeholders: bool, progress: Progress | None) -> l
 
 def _fold_views(ctx: Context) -> None:
     """After mapping: the scale and k transpose of each attention layer's inputs into it
-    (``ops_attention.absorb_attention_inputs``), then chains of reshape and transpose layers as their fewest layers
+    (``ops_attention.absorb_attention_inputs``), element-wise activations of views onto their producers
+    (``views.hoist_activations``), then chains of reshape and transpose layers as their fewest layers
     (``views.fold_view_chains``), recorded as folds; the nodes mapped to a removed layer are credited to the layer
     that now computes them."""
     moved: dict[str, str] = {}
     for layer, gone in absorb_attention_inputs(ctx.layers, ctx._dims, ctx.weights):
         moved.update({name: layer for name in gone})
         ctx.folded.append(f"{', '.join(gone)} -> scale and k of attention {layer}")
+    def elementwise(name: str) -> bool:
+        cls = ctx.registry.activation_class(name)
+        return cls is not None and bool(cls.elementwise)
+
+    for view, layer in hoist_activations(ctx.layers, elementwise):
+        ctx.folded.append(f"activation {ctx.layers[layer].activation} of {view} -> layer {layer}")
     folds = fold_view_chains(ctx.layers, ctx._dims, keep=set())
     for old, new in folds:
         last = old[-1]

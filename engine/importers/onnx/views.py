@@ -8,7 +8,7 @@ read as a permutation of the axes of a refined input shape, and the plan is chec
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +17,7 @@ from engine.model import LayerSpec
 from engine.tensor import MAX_RANK, Dims
 
 VIEW_TYPES = ("reshape", "transpose")
+NO_ACTIVATION = ("input", "output", "placeholder", "constant")  # layers an activation is not moved onto
 MAX_VALUES = 1 << 24  # larger chains are left as they are (the index array would be large)
 
 
@@ -187,6 +188,30 @@ def reshaped(dims: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def _is_view(spec: LayerSpec) -> bool:
     return spec.type in VIEW_TYPES and spec.activation == "none" and not spec.format and len(spec.inputs) == 1
+
+
+def hoist_activations(layers: dict[str, LayerSpec], elementwise: Callable[[str], bool]) -> list[tuple[str, str]]:
+    """Move an element-wise activation (``elementwise(name)``) from a reshape or transpose layer to the layer it reads
+    when that layer has none and is read by nothing else: the values are the same (the activation commutes with a
+    move), the producer applies it as it writes (a matrix product's or a convolution's epilogue) and the view is free
+    to fold. Changes ``layers`` in place; returns (from, to) per move."""
+    readers: dict[str, int] = {}
+    for spec in layers.values():
+        for i in spec.inputs:
+            if i is not None:
+                readers[i] = readers.get(i, 0) + 1
+    moved = []
+    for spec in reversed(list(layers.values())):  # the last view first: an activation climbs a chain of views
+        if spec.type not in VIEW_TYPES or spec.activation == "none" or len(spec.inputs) != 1 or spec.format:
+            continue
+        src = layers.get(spec.inputs[0] or "")
+        if src is None or src.activation != "none" or src.type in NO_ACTIVATION or readers.get(src.name) != 1 or \
+                src.format or not elementwise(spec.activation):
+            continue
+        src.activation, src.act_coefs = spec.activation, dict(spec.act_coefs)
+        spec.activation, spec.act_coefs = "none", {}
+        moved.append((spec.name, src.name))
+    return moved
 
 
 def fold_view_chains(layers: dict[str, LayerSpec], dims: dict[str, Dims], keep: set[str]) -> list[tuple[list[str], list[str]]]:

@@ -111,3 +111,16 @@ def test_a_chain_that_is_no_permutation_of_axes_keeps_its_values(tmp_path) -> No
     path = save_graph(tmp_path / "odd.onnx", nodes, [tensor("x", [1, 4, 3])], [tensor("y", [3, 4])],
                       {"s": np.array([4, 3], np.int64)})
     check_against_ort(path, {"x": np.arange(12, dtype=np.float32).reshape(1, 4, 3)}, tol=1e-6, clean=False)
+
+
+def test_an_activation_after_a_reshape_moves_to_the_layer_before_it(tmp_path) -> None:
+    """Conv -> Reshape -> Relu: the convolution applies relu as it writes; the reshape only moves values."""
+    w = np.random.default_rng(2).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Reshape", ["c", "s"], ["r"]), helper.make_node("Relu", ["r"], ["y"])]
+    path = save_graph(tmp_path / "act.onnx", nodes, [tensor("x", [1, 3, 5, 5])], [tensor("y", [1, 4, 25])],
+                      {"w": w, "s": np.array([1, 4, 25], np.int64)})
+    result = check_against_ort(path, {"x": np.random.default_rng(3).standard_normal((1, 3, 5, 5)).astype(np.float32)},
+                               clean=False)
+    acts = {s.type: s.activation for s in result.model.layers.values()}
+    assert acts["convolution"] == "relu" and acts["reshape"] == "none"
