@@ -127,6 +127,28 @@ def test_matmul_with_weights_is_a_linear_layer(fmt, backend):
     assert_close(out, x.astype(np.float64) @ w + b, fmt, "linear")
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("layer", ["matmul", "layer_normalization"])
+def test_channels_last_tokens_with_an_activation(layer, fmt, backend):
+    """A rank-4 channels-last tensor (ConvNeXt's 1 x H x W x C) through a linear layer or a layer norm with GELU: the
+    CPU writes the rows into the output buffer and applies the activation there (float64 reference)."""
+    from plugins.activations.gelu import gelu
+
+    x = round_like(_x(1, 5, 6, 8), fmt)
+    if layer == "matmul":
+        w, b = round_like(_x(8, 12), fmt), round_like(_x(12), fmt)
+        params, weights = {"num_outputs": 12, "bias": True}, {"weights": w, "bias": b}
+        ref = x.astype(np.float64) @ w + b
+    else:
+        s, b = round_like(_x(8), fmt), round_like(_x(8), fmt)
+        params, weights = {"over": "trailing", "epsilon": 1e-5}, {"scale": s, "bias": b}
+        x64 = x.astype(np.float64)
+        ref = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5) * s + b
+    out, _, _ = run_layer(layer, params, [x], fmt, backend, activation="gelu", weights=weights)
+    assert_close(out, gelu(np, ref), fmt, layer)
+
+
 def test_rank_mismatch_names_both_layers():
     m = Model("m")
     m.add_layer("input", "tokens", params={"dimensions": "1x49x96"})
