@@ -214,6 +214,75 @@ def hoist_activations(layers: dict[str, LayerSpec], elementwise: Callable[[str],
     return moved
 
 
+def fold_linear_views(layers: dict[str, LayerSpec], dims: dict[str, Dims],
+                      weights: dict[str, dict[str, np.ndarray]]) -> list[tuple[list[str], str]]:
+    """Replace each reshape -> fully_connected -> reshape that applies a Linear layer to the last axis of a tensor of
+    tokens (the leading axes merged into rows, then split again) by one matmul layer with the weights (transposed to
+    K x M), its bias and activation: no copies before and after, one product of all rows. Each of the three must be
+    read only by the next. Changes ``layers``, ``dims`` and ``weights`` in place; returns (old layers, new) per fold."""
+    readers: dict[str, list[str]] = {}
+    for spec in layers.values():
+        for i in spec.inputs:
+            if i is not None:
+                readers.setdefault(i, []).append(spec.name)
+
+    def sole(name: str) -> LayerSpec | None:
+        r = readers.get(name, [])
+        return layers[r[0]] if len(r) == 1 else None
+
+    def rows_of(name: str, width: int, rows: int) -> bool:  # a tensor of ``rows`` x ``width`` values, width last
+        d = tuple(dims.get(name, ()))
+        return len(d) >= 2 and d[-1] == width and math.prod(d[:-1]) == rows
+
+    folds: list[tuple[list[str], str]] = []
+    for fc in [s for s in layers.values() if s.type == "fully_connected"]:
+        if len(fc.inputs) != 1 or fc.format or "weights" not in weights.get(fc.name, {}) or fc.inputs[0] not in dims:
+            continue
+        w = weights[fc.name]["weights"]
+        m, k = w.shape
+        r = dims[fc.inputs[0]][0]
+        if tuple(dims[fc.inputs[0]])[1:] not in ((k,), (k, 1, 1)):
+            continue
+        sources, back, cur = [], [], layers[fc.inputs[0]]  # where the rows could be read from: (layer, views skipped)
+        while _is_view(cur) and cur.type == "reshape" and len(readers.get(cur.name, [])) == 1:
+            back.append(cur.name)
+            if rows_of(cur.inputs[0], k, r):
+                sources.append((cur.inputs[0], list(back)))
+            if cur.inputs[0] not in layers:
+                break
+            cur = layers[cur.inputs[0]]
+        targets, ahead, nxt = [], [], sole(fc.name)  # where the result could be written: (layer, views skipped)
+        while nxt is not None and _is_view(nxt) and nxt.type == "reshape":
+            ahead.append(nxt.name)
+            if rows_of(nxt.name, m, r):
+                targets.append((nxt.name, list(ahead)))
+            nxt = sole(nxt.name)
+        pairs = [(x, skipped, after) for x, skipped in sources for y, after in targets
+                 if tuple(dims[x])[:-1] == tuple(dims[y])[:-1]]
+        if not pairs:
+            continue
+        x, skipped, after = max(pairs, key=lambda p: len(p[1]) + len(p[2]))
+        gone = skipped + after
+        last = gone[-1]
+        bias = fc.params.get("bias", "true").lower() in ("true", "1")
+        new = LayerSpec(last, "matmul", {"num_outputs": str(m), "bias": "true" if bias else "false"},
+                        activation=fc.activation, act_coefs=dict(fc.act_coefs), inputs=[x], note=fc.note, group=fc.group)
+        moved = {"weights": np.ascontiguousarray(w.T)}
+        if bias:
+            moved["bias"] = weights[fc.name]["bias"]
+        weights[last] = moved
+        weights.pop(fc.name, None)
+        removed = set(gone[:-1]) | {fc.name}
+        rebuilt = {name: (new if name == last else spec) for name, spec in layers.items() if name not in removed}
+        layers.clear()
+        layers.update(rebuilt)
+        for name in removed:
+            dims.pop(name, None)
+        readers[x] = [last if q in removed else q for q in readers.get(x, [])]
+        folds.append(([*reversed(skipped), fc.name, *after], last))
+    return folds
+
+
 def fold_view_chains(layers: dict[str, LayerSpec], dims: dict[str, Dims], keep: set[str]) -> list[tuple[list[str], list[str]]]:
     """Replace, in ``layers`` (in order, changed in place), each chain of two or more view layers (each read only by
     the next, none in ``keep``) by its plan when the plan has fewer layers. The last layer of a chain keeps its name

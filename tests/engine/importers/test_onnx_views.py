@@ -124,3 +124,19 @@ def test_an_activation_after_a_reshape_moves_to_the_layer_before_it(tmp_path) ->
                                clean=False)
     acts = {s.type: s.activation for s in result.model.layers.values()}
     assert acts["convolution"] == "relu" and acts["reshape"] == "none"
+
+
+def test_a_linear_layer_on_tokens_written_with_reshapes_is_one_matmul(tmp_path) -> None:
+    """Reshape(tokens, [-1, K]) -> MatMul + Add -> Relu -> Reshape back (what exporters write for nn.Linear on a tensor
+    of rank 4): one matmul layer with the weights, the bias and the activation."""
+    rng = np.random.default_rng(4)
+    nodes = [helper.make_node("Relu", ["x"], ["t"]), helper.make_node("Reshape", ["t", "rows"], ["r"]),
+             helper.make_node("MatMul", ["r", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+             helper.make_node("Relu", ["a"], ["h"]), helper.make_node("Reshape", ["h", "back"], ["y"])]
+    path = save_graph(tmp_path / "linear.onnx", nodes, [tensor("x", [1, 4, 5, 8])], [tensor("y", [1, 4, 5, 6])],
+                      {"w": rng.standard_normal((8, 6)).astype(np.float32), "b": rng.standard_normal(6).astype(np.float32),
+                       "rows": np.array([-1, 8], np.int64), "back": np.array([1, 4, 5, 6], np.int64)})
+    result = check_against_ort(path, {"x": rng.standard_normal((1, 4, 5, 8)).astype(np.float32)}, clean=False)
+    layers = [s for s in result.model.layers.values() if s.type not in ("input", "output")]
+    assert [s.type for s in layers][-1] == "matmul" and "fully_connected" not in [s.type for s in layers]
+    assert layers[-1].activation == "relu" and "reshape" not in [s.type for s in layers]
