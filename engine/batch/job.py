@@ -83,11 +83,13 @@ def _fingerprint(spec: NetworkSpec, options: BatchOptions) -> dict[str, Any]:
 
 
 def check_ranks(units: list[Unit], io: NetworkIO) -> None:
-    """InputError naming the first input whose tensors the network's input cannot take: a .npy file of another rank
-    (a rank-4 input also takes C x H x W files), or an image or video where the input's rank is not 4. Checked before
-    any work, from the files' headers."""
+    """For an input layer of another rank than 4 (tokens, matrices): InputError naming the first input it cannot take,
+    a .npy file of another rank or an image or video, checked before any work from the files' headers. (With a rank-4
+    input a file of the wrong shape fails on its own, with its reason, and the rest run.)"""
     import numpy as np  # noqa: PLC0415
 
+    if io.input_rank == 4:
+        return
     for u in units:
         if u.kind in ("image", "video") and io.input_rank != 4:
             raise InputError(f"{u.path}: an {u.kind} gives N x C x H x W tensors, but input layer {io.input_name} "
@@ -98,7 +100,7 @@ def check_ranks(units: list[Unit], io: NetworkIO) -> None:
             shape = np.load(u.path, mmap_mode="r", allow_pickle=False).shape
         except (OSError, ValueError):
             continue  # an unreadable file fails on its own with its reason
-        if len(shape) != io.input_rank and not (io.input_rank == 4 and len(shape) == 3):
+        if len(shape) != io.input_rank:
             raise InputError(f"{u.path}: a tensor of rank {len(shape)} ({'x'.join(map(str, shape))}), but input layer "
                              f"{io.input_name} takes tensors of rank {io.input_rank}")
 
