@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from onnx import helper
 
+from engine.importers.onnx import import_onnx
 from engine.importers.onnx.views import ViewStep, apply_steps, one_layer, view_plan
-from tests.engine.importers.helpers import check_against_ort, save_graph, tensor
+from tests.engine.importers.helpers import REGISTRY, check_against_ort, reference, rel_l2, run, save_graph, tensor
 
 
 def _reshape(*sizes: int) -> ViewStep:
@@ -140,3 +141,14 @@ def test_a_linear_layer_on_tokens_written_with_reshapes_is_one_matmul(tmp_path) 
     layers = [s for s in result.model.layers.values() if s.type not in ("input", "output")]
     assert [s.type for s in layers][-1] == "matmul" and "fully_connected" not in [s.type for s in layers]
     assert layers[-1].activation == "relu" and "reshape" not in [s.type for s in layers]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt,tol", [("fp32 nchw", 1e-5), ("fp16 nhwc", 1e-2)])
+def test_folded_chains_on_the_gpu(tmp_path, fmt, tol) -> None:
+    """The folded transpose (reading and writing other sizes) on CuPy, against onnxruntime."""
+    path = _chain_graph(tmp_path)
+    x = np.random.default_rng(5).standard_normal((1, 6, 8, 8)).astype(np.float32)
+    result = import_onnx(path, registry=REGISTRY, clean=False)
+    got, ref = run(result, {"x": x}, fmt, backend="cupy")[0], reference(path, {"x": x})[0]
+    assert rel_l2(got.reshape(ref.shape), ref) < tol
