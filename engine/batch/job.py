@@ -82,6 +82,29 @@ def _fingerprint(spec: NetworkSpec, options: BatchOptions) -> dict[str, Any]:
     return settings
 
 
+def check_ranks(units: list[Unit], io: NetworkIO) -> None:
+    """For an input layer of another rank than 4 (tokens, matrices): InputError naming the first input it cannot take,
+    a .npy file of another rank or an image or video, checked before any work from the files' headers. (With a rank-4
+    input a file of the wrong shape fails on its own, with its reason, and the rest run.)"""
+    import numpy as np  # noqa: PLC0415
+
+    if io.input_rank == 4:
+        return
+    for u in units:
+        if u.kind in ("image", "video") and io.input_rank != 4:
+            raise InputError(f"{u.path}: an {u.kind} gives N x C x H x W tensors, but input layer {io.input_name} "
+                             f"takes tensors of rank {io.input_rank}: give .npy files of that rank")
+        if u.kind != "npy":
+            continue
+        try:
+            shape = np.load(u.path, mmap_mode="r", allow_pickle=False).shape
+        except (OSError, ValueError):
+            continue  # an unreadable file fails on its own with its reason
+        if len(shape) != io.input_rank:
+            raise InputError(f"{u.path}: a tensor of rank {len(shape)} ({'x'.join(map(str, shape))}), but input layer "
+                             f"{io.input_name} takes tensors of rank {io.input_rank}")
+
+
 class BatchJob:
     """Plan a run (raises a LayerLabError for bad settings or an unusable output folder) and keep its books."""
 
@@ -102,12 +125,14 @@ class BatchJob:
         if out.exists() and not out.is_dir():
             raise InputError(f"{out}: the output folder is a file")
         self.units = discover(options.inputs, exclude=out)
+        check_ranks(self.units, self.io)
         try:
             (out / STATE_DIR).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise InputError(f"{out}: cannot create the output folder ({exc.strerror})") from None
         self.layout = Layout(str(out.resolve()), self.io.output_names, options.save_as, options.png_compression)
-        self.plan = Plan(self.layout, self.io.input_name, self.io.image_options, options.input_layout)
+        self.plan = Plan(self.layout, self.io.input_name, self.io.image_options, options.input_layout,
+                         input_rank=self.io.input_rank)
         self.manifest = Manifest(out)
         self._check_settings(out / STATE_DIR / "run.json")
         remove_partials(out)

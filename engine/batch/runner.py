@@ -68,11 +68,13 @@ def open_network_for(spec: NetworkSpec, notice: TextIO | None = sys.stderr, grap
 
 @dataclass(frozen=True)
 class NetworkIO:
-    """The single input layer of a network, how images become its tensors, and its output layers."""
+    """The single input layer of a network, how images become its tensors, its output layers, and the rank of the
+    tensors the input takes (4: N x C x H x W, what images give; another rank: tokens or matrices from .npy files)."""
 
     input_name: str
     image_options: ImageOptions
     output_names: tuple[str, ...]
+    input_rank: int = 4
 
 
 def network_io(spec: NetworkSpec) -> NetworkIO:
@@ -86,4 +88,5 @@ def network_io(spec: NetworkSpec) -> NetworkIO:
         raise InputError(f"network {probe.model_name} has {len(probe.input_names)} input layers "
                          f"({', '.join(probe.input_names) or 'none'}): a batch run feeds exactly one")
     name = probe.input_names[0]
-    return NetworkIO(name, image_options(probe, name), tuple(probe.output_names))
+    rank = len(probe.layer(name).default_dims())  # type: ignore[attr-defined]
+    return NetworkIO(name, image_options(probe, name), tuple(probe.output_names), rank)

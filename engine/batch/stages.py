@@ -81,7 +81,8 @@ class Layout:
 @dataclass(frozen=True)
 class Plan:
     """What the stages need besides a network (picklable: every worker gets it): where and how outputs are
-    written, the input layer, how images become its tensor, and the layout of NPY inputs."""
+    written, the input layer, how images become its tensor, the layout of NPY inputs and the rank the input takes
+    (an NPY file of another rank, or an image where the rank is not 4, fails with the reason)."""
 
     layout: Layout
     input_name: str
@@ -91,6 +92,7 @@ class Plan:
     #: images become 8-bit images there (a GPU: a quarter of the bytes over the bus, no host arithmetic); else
     #: (the CPU) the read and write tasks convert them, in parallel
     device_images: bool = False
+    input_rank: int = 4
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -165,12 +167,14 @@ def read_still(unit: Unit, plan: Plan) -> Read:
     t0 = time.perf_counter()
     item = (unit.rel, None)
     try:
-        if unit.kind == "image" and plan.device_images:
+        if unit.kind == "image" and plan.input_rank != 4:
+            got = Decoded(item, read_input(unit.path, plan.image_options, plan.input_layout, plan.input_rank))
+        elif unit.kind == "image" and plan.device_images:
             got = Decoded(item, decode_image(unit.path), image=True)
         elif unit.kind == "image":
             got = Decoded(item, image_to_tensor(decode_image(unit.path), plan.image_options))
         else:
-            got = Decoded(item, read_input(unit.path, plan.image_options, plan.input_layout))
+            got = Decoded(item, read_input(unit.path, plan.image_options, plan.input_layout, plan.input_rank))
     except Exception as exc:
         got = Decoded(item, reason=_reason(exc))
     return [got], time.perf_counter() - t0

@@ -85,7 +85,12 @@ class FullyConnected(Layer):
             if not self.weights_from_inputs(inputs):
                 self.offer_replay(done.replay)
             return
-        self.store(out, self.activate(fully_connected(self.xp, self.nchw(inputs[0]), w, b)))
+        y = fully_connected(self.xp, self.nchw(inputs[0]), w, b)
+        if self.activation is not None and self.activation.impl.elementwise:
+            self.store(out, y)  # then the activation in one pass over the output (the backend's kernel where it has one)
+            self.activate_inplace(out)
+        else:
+            self.store(out, self.activate(y))
 
     def _backend_dense(self, inputs: list[Any], w: Any, b: Any | None, out: Any) -> Launched | None:
         """The backend's matrix-vector kernel for small batches (the CPU's), the activation fused when it can be;

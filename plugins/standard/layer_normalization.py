@@ -8,7 +8,7 @@ import numpy as np
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
-from engine.tensor import Dims
+from engine.tensor import Dims, nchw_view
 from plugins.standard._common_rank import axis_index
 
 OVER = ("trailing", "channels")
@@ -22,6 +22,22 @@ def layer_norm(xp: Any, x: Any, axes: tuple[int, ...], scale: Any, bias: Any, ep
     d = xf - mean
     var = (d * d).mean(axis=axes, keepdims=True)
     return (d / xp.sqrt(var + np.float32(epsilon)) * scale.astype(np.float32) + bias.astype(np.float32)).astype(x.dtype)
+
+
+def layer_norm_rows(x: Any, scale: Any, bias: Any, epsilon: float, out: Any) -> None:
+    """``layer_norm`` of each row of the float32 matrix ``x`` into ``out`` (NumPy, in place, no temporaries of ``x``'s
+    size: the CPU path of the trailing form)."""
+    n = x.shape[1]
+    mean = x.mean(axis=1, keepdims=True, dtype=np.float32)
+    np.subtract(x, mean, out=out)
+    var = np.einsum("ij,ij->i", out, out)[:, None]
+    var *= np.float32(1.0 / n)
+    var += np.float32(epsilon)
+    np.sqrt(var, out=var)
+    np.divide(np.float32(1.0), var, out=var)
+    out *= var
+    out *= scale
+    out += bias
 
 
 DESC = LayerDesc(
@@ -86,6 +102,16 @@ class LayerNormalization(Layer):
         x = self.nchw(inputs[0])
         axes = self._axes(Dims(*x.shape))
         scale, bias = (self._broadcast(self.weight(w, inputs), x.ndim) for w in ("scale", "bias"))
+        if self.xp is np and self.p["over"] == "trailing" and x.dtype == out.dtype == np.float32:
+            n = int(np.prod([x.shape[a] for a in axes]))
+            y = nchw_view(out, self.fmt)
+            rows = y.reshape(-1, n) if y.flags.c_contiguous else np.empty((x.size // n, n), np.float32)
+            layer_norm_rows(x.reshape(-1, n), scale.reshape(-1).astype(np.float32, copy=False),
+                            bias.reshape(-1).astype(np.float32, copy=False), self.p["epsilon"], rows)
+            if not y.flags.c_contiguous:
+                y[...] = rows.reshape(y.shape)
+            self.activate_inplace(out)
+            return
         self.store(out, self.activate(layer_norm(self.xp, x, axes, scale, bias, self.p["epsilon"])))
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:

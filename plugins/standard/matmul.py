@@ -8,7 +8,7 @@ import numpy as np
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
-from engine.tensor import Dims, broadcast_dims
+from engine.tensor import Dims, broadcast_dims, nchw_view
 
 
 def matmul(xp: Any, a: Any, b: Any, bias: Any | None = None) -> Any:
@@ -75,9 +75,27 @@ class MatMul(Layer):
         a = self.nchw(inputs[0])
         if len(inputs) > 1 and inputs[1] is not None:
             y = matmul(self.xp, a, self.nchw(inputs[1]))
+        elif self.xp is np and a.dtype == out.dtype == self.weights["weights"].dtype == np.float32:
+            self._linear(a, out)
+            return
         else:
             y = matmul(self.xp, a, self.weights["weights"], self.weights.get("bias"))
         self.store(out, self.activate(y.reshape(self.out_dims)))
+
+    def _linear(self, a: Any, out: Any) -> None:
+        """The CPU path of ``a @ weights (+ bias)``: the leading axes as rows of one BLAS product written into the
+        output buffer, the bias and the activation added in place (not one small product per leading index)."""
+        w = self.weights["weights"]
+        y = nchw_view(out, self.fmt)
+        rows = y.reshape(-1, w.shape[1]) if y.flags.c_contiguous else np.empty((a.size // w.shape[0], w.shape[1]),
+                                                                                 np.float32)
+        np.matmul(a.reshape(-1, w.shape[0]), w, out=rows)
+        bias = self.weights.get("bias")
+        if bias is not None:
+            rows += bias.astype(np.float32, copy=False)
+        if not y.flags.c_contiguous:
+            y[...] = rows.reshape(y.shape)
+        self.activate_inplace(out)
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
         return 2 * output.elements * self.primary(inputs)[-1]

@@ -79,3 +79,39 @@ def test_infer_refuses_an_image_for_a_rank_3_input_and_a_png_for_a_rank_3_output
     assert code == 2 and "the input takes a tensor of rank 3: give a .npy file" in err
     code, _, err = run(["infer", tokens_file(tmp_path), "-o", f"out={tmp_path / 'y.png'}", "-b", "numpy"], capsys)
     assert code == 2 and "the output is a tensor of rank 3 (1x49x96)" in err and "Traceback" not in err
+
+
+def test_batch_runs_npy_files_of_the_inputs_rank(tmp_path, capsys):
+    model = tokens_file(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    xs = [np.random.default_rng(i).standard_normal((1, 49, 96)).astype(np.float32) for i in range(3)]
+    for i, x in enumerate(xs):
+        np.save(data / f"x{i}.npy", x)
+    code, out, err = run(["batch", model, "--inputs", str(data), "--output-dir", str(tmp_path / "out"), "-b", "numpy",
+                          "--batch-size", "2", "--workers", "1"], capsys)
+    assert code == 0, out + err
+    reg = default_registry()
+    net = Network(load(model, reg), reg, weights=RandomWeights(0))
+    for i, x in enumerate(xs):
+        y = np.load(next((tmp_path / "out").rglob(f"x{i}*.npy")))
+        np.testing.assert_allclose(y.reshape(1, 49, 96), net.infer({"tokens": x})["out"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("given", [(49, 96), (1, 1, 49, 96), "image"])
+def test_batch_refuses_inputs_of_another_rank_before_running(given, tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    np.save(data / "a.npy", np.zeros((1, 49, 96), np.float32))
+    if given == "image":
+        from resources import SAMPLES
+
+        (data / "b.png").write_bytes((SAMPLES / "sample.png").read_bytes())
+        message = "an image gives N x C x H x W tensors, but input layer tokens takes tensors of rank 3"
+    else:
+        np.save(data / "b.npy", np.zeros(given, np.float32))
+        message = f"a tensor of rank {len(given)} ({'x'.join(map(str, given))}), but input layer tokens takes tensors " \
+                  "of rank 3"
+    code, _, err = run(["batch", tokens_file(tmp_path), "--inputs", str(data), "--output-dir", str(tmp_path / "out"), "-b",
+                           "numpy"], capsys)
+    assert code == 2 and message in err and "Traceback" not in err

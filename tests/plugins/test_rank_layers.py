@@ -67,6 +67,27 @@ def test_reshape(shape, target, expected, fmt, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("shape,params,view,perm,target", [
+    ((1, 8, 8, 4), {"input_shape": "1,2,4,2,4,4", "shape": "4,16,4"}, (1, 2, 4, 2, 4, 4), (0, 1, 3, 2, 4, 5), (4, 16, 4)),
+    ((2, 3, 4, 5), {"input_shape": "6,20"}, (6, 20), (1, 0), None),
+    ((2, 12, 5), {"shape": "2,5,3,4"}, None, (0, 2, 1), (2, 5, 3, 4))])
+def test_transpose_reads_and_writes_other_sizes(shape, params, view, perm, target, fmt, backend):
+    """A reshape, a transpose and a reshape in one layer (a window partition): the same moves as NumPy's."""
+    x = round_like(_x(*shape), fmt)
+    out, _, _ = run_layer("transpose", {"perm": ",".join(map(str, perm))} | params, [x], fmt, backend)
+    ref = x.reshape(view or shape).transpose(perm)
+    assert_close(out, ref.reshape(target) if target else ref, fmt, str(params))
+
+
+def test_transpose_sizes_that_do_not_hold_the_input_are_named():
+    with pytest.raises(ShapeError, match="input_shape 5,5 does not hold the input 2x3x4"):
+        run_layer("transpose", {"perm": "1,0", "input_shape": "5,5"}, [_x(2, 3, 4)], FORMATS[0])
+    with pytest.raises(ParameterError, match="shape: '0,x' is not empty or 1 to 6 sizes"):
+        run_layer("transpose", {"perm": "1,0", "shape": "0,x"}, [_x(2, 3)], FORMATS[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
 @pytest.mark.parametrize("op", ["mean", "sum", "max", "min"])
 @pytest.mark.parametrize("keep", [True, False])
 def test_reduce(op, keep, fmt, backend):
@@ -104,6 +125,28 @@ def test_matmul_with_weights_is_a_linear_layer(fmt, backend):
     w, b = round_like(_x(8, 5), fmt), round_like(_x(5), fmt)
     out, _, _ = run_layer("matmul", {"num_outputs": 5, "bias": True}, [x], fmt, backend, weights={"weights": w, "bias": b})
     assert_close(out, x.astype(np.float64) @ w + b, fmt, "linear")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("layer", ["matmul", "layer_normalization"])
+def test_channels_last_tokens_with_an_activation(layer, fmt, backend):
+    """A rank-4 channels-last tensor (ConvNeXt's 1 x H x W x C) through a linear layer or a layer norm with GELU: the
+    CPU writes the rows into the output buffer and applies the activation there (float64 reference)."""
+    from plugins.activations.gelu import gelu
+
+    x = round_like(_x(1, 5, 6, 8), fmt)
+    if layer == "matmul":
+        w, b = round_like(_x(8, 12), fmt), round_like(_x(12), fmt)
+        params, weights = {"num_outputs": 12, "bias": True}, {"weights": w, "bias": b}
+        ref = x.astype(np.float64) @ w + b
+    else:
+        s, b = round_like(_x(8), fmt), round_like(_x(8), fmt)
+        params, weights = {"over": "trailing", "epsilon": 1e-5}, {"scale": s, "bias": b}
+        x64 = x.astype(np.float64)
+        ref = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5) * s + b
+    out, _, _ = run_layer(layer, params, [x], fmt, backend, activation="gelu", weights=weights)
+    assert_close(out, gelu(np, ref), fmt, layer)
 
 
 def test_rank_mismatch_names_both_layers():

@@ -20,8 +20,10 @@ from engine.groups import BOX_SIZE, opening_collapsed, scope_groups
 from engine.importers.onnx import patterns
 from engine.importers.onnx.context import Context, OnnxImportError, Refusal, RefusedNodes, Unsupported, identifier
 from engine.importers.onnx.mapping import operator_table
+from engine.importers.onnx.ops_attention import absorb_attention_inputs
 from engine.importers.onnx.reader import CleanModel, graph_inputs, load_clean
 from engine.importers.onnx.validate import MAX_NODES, MalformedModel
+from engine.importers.onnx.views import fold_linear_views, fold_view_chains, hoist_activations
 from engine.layout import estimated_sizes, grouped_drawing, readable_positions
 from engine.model import Model
 from engine.registry import Registry
@@ -194,6 +196,39 @@ def _map_nodes(ctx: Context, placeholders: bool, progress: Progress | None) -> l
     return refused
 
 
+def _fold_views(ctx: Context) -> None:
+    """After mapping: the scale and k transpose of each attention layer's inputs into it
+    (``ops_attention.absorb_attention_inputs``), element-wise activations of views onto their producers
+    (``views.hoist_activations``), Linear layers on tokens written as reshape + fully_connected + reshape as one
+    matmul (``views.fold_linear_views``), then chains of reshape and transpose layers as their fewest layers
+    (``views.fold_view_chains``), recorded as folds; the nodes mapped to a removed layer are credited to the layer
+    that now computes them."""
+    moved: dict[str, str] = {}
+    for layer, gone in absorb_attention_inputs(ctx.layers, ctx._dims, ctx.weights):
+        moved.update({name: layer for name in gone})
+        ctx.folded.append(f"{', '.join(gone)} -> scale and k of attention {layer}")
+    def elementwise(name: str) -> bool:
+        cls = ctx.registry.activation_class(name)
+        return cls is not None and bool(cls.elementwise)
+
+    for view, layer in hoist_activations(ctx.layers, elementwise):
+        ctx.folded.append(f"activation {ctx.layers[layer].activation} of {view} -> layer {layer}")
+    for old, layer in fold_linear_views(ctx.layers, ctx._dims, ctx.weights):
+        moved.update({name: layer for name in old if name != layer})
+        ctx.folded.append(f"reshape + fully_connected + reshape ({', '.join(old)}) -> matmul {layer}")
+    folds = fold_view_chains(ctx.layers, ctx._dims, keep=set())
+    for old, new in folds:
+        last = old[-1]
+        for name in new:
+            ctx.notes.setdefault(name, ctx.notes.get(last, ""))
+            ctx.scopes.setdefault(name, ctx.scopes.get(last, ""))
+        moved.update({name: last for name in old if name not in new})
+        ctx.folded.append(f"{len(old)} reshape and transpose layers ({', '.join(old)}) -> "
+                          f"{' + '.join(ctx.layers[n].type for n in new)}")
+    if moved:
+        ctx.mapped[:] = [(op, node, moved.get(layer, layer)) for op, node, layer in ctx.mapped]
+
+
 class ImporterBug(Exception):
     """The imported layers do not compute the ONNX model's sizes: a mapping is wrong (not the user's doing)."""
 
@@ -280,6 +315,7 @@ def import_onnx(path: str | os.PathLike[str], input_shapes: dict[str, tuple[int,
         name = outputs[out.name] = ctx.unique(identifier(out.name, "output"))
         ctx.add("output", {}, [ctx.sources[out.name].layer], None, name=name)
         ctx.notes[name] = f"ONNX graph output {out.name}"
+    _fold_views(ctx)
     if progress is not None and layout:
         progress(len(graph.node), len(graph.node), "layout")
     model = Model(identifier(src.stem, "network"))

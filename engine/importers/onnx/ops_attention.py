@@ -12,6 +12,7 @@ import numpy as np
 from engine.importers.onnx._common import operand
 from engine.importers.onnx.context import Context, Unsupported
 from engine.importers.onnx.mapping import maps
+from engine.model import LayerSpec
 from engine.tensor import Dims
 
 
@@ -236,3 +237,80 @@ def attention(ctx: Context) -> bool:
     ctx.consumed.update(id(n) for n in nodes)
     ctx.folded.append(f"{'+'.join(n.op_type for n in [first, *nodes])} {ctx.node_name} -> attention")
     return True
+
+
+# ---- what the exporters compute on q and k before the first product ----------------------------------------------
+def _scalar_factor(spec: LayerSpec, layers: dict[str, LayerSpec], dims: dict[str, Dims],
+                   weights: dict[str, dict[str, np.ndarray]]) -> tuple[float, str, list[str]] | None:
+    """(factor, the tensor scaled, the layers that compute the scaling) when ``spec`` only multiplies or divides its
+    input by one constant value; None otherwise."""
+    if spec.activation != "none" or spec.format:
+        return None
+    if spec.type == "affine" and spec.params.get("mode", "per_tensor") == "per_tensor" and \
+            float(spec.params.get("shift", "0")) == 0.0 and len(spec.inputs) == 1 and spec.inputs[0]:
+        return float(spec.params.get("scale", "1")), spec.inputs[0], [spec.name]
+    if spec.type != "element_wise" or len(spec.inputs) != 2 or None in spec.inputs:
+        return None
+    op = spec.params.get("operation", "sum")
+    for i in ((0, 1) if op == "product" else (1,) if op == "div" else ()):
+        c = layers.get(spec.inputs[i])
+        if c is None or c.type != "constant" or math.prod(dims.get(c.name, (0,))) != 1:
+            continue
+        value = weights.get(c.name, {}).get("value")
+        if value is None or value.size != 1 or not np.isfinite(value).all() or float(value.reshape(())) == 0.0:
+            continue
+        v = float(np.asarray(value, np.float64).reshape(()))
+        other = spec.inputs[1 - i]
+        if tuple(dims.get(other, ())) != tuple(dims.get(spec.name, ())):
+            continue  # the constant broadcasts the tensor to more values
+        return (v if op == "product" else 1.0 / v), other, [spec.name, c.name]
+    return None
+
+
+def _swaps_last_two(spec: LayerSpec) -> bool:
+    perm = [int(p) for p in spec.params.get("perm", "").split(",") if p.strip()]
+    rank = len(perm)
+    return (spec.type == "transpose" and spec.activation == "none" and not spec.format and rank >= 2
+            and not spec.params.get("input_shape") and not spec.params.get("shape")
+            and perm == list(range(rank - 2)) + [rank - 1, rank - 2])
+
+
+def absorb_attention_inputs(layers: dict[str, LayerSpec], dims: dict[str, Dims],
+                            weights: dict[str, dict[str, np.ndarray]]) -> list[tuple[str, list[str]]]:
+    """Fold into each attention layer what is computed on its q and k for it alone: a product or quotient by one
+    constant value (PyTorch scales q, or k in MaxViT, before the product) becomes part of ``scale``, a transpose of k's
+    last two axes flips ``k_transposed``. Changes ``layers`` in place; returns (attention layer, layers removed)."""
+    readers: dict[str, int] = {}
+    for spec in layers.values():
+        for i in spec.inputs:
+            if i is not None:
+                readers[i] = readers.get(i, 0) + 1
+    done: list[tuple[str, list[str]]] = []
+    for spec in [s for s in layers.values() if s.type == "attention"]:
+        removed: list[str] = []
+        changed = True
+        while changed:
+            changed = False
+            for slot in (0, 1):
+                src = layers.get(spec.inputs[slot] or "")
+                if src is None or readers.get(src.name, 0) != 1:
+                    continue
+                found = _scalar_factor(src, layers, dims, weights)
+                if found is not None and all(readers.get(n, 0) == 1 for n in found[2]):
+                    factor, x, gone = found
+                    spec.params["scale"] = repr(float(spec.params.get("scale", "1")) * factor)
+                elif slot == 1 and _swaps_last_two(src):
+                    flipped = spec.params.get("k_transposed", "false").lower() not in ("true", "1")
+                    spec.params["k_transposed"] = "true" if flipped else "false"
+                    x, gone = src.inputs[0], [src.name]
+                else:
+                    continue
+                spec.inputs[slot] = x
+                for name in gone:
+                    del layers[name]
+                    weights.pop(name, None)
+                removed += gone
+                changed = True
+        if removed:
+            done.append((spec.name, removed))
+    return done

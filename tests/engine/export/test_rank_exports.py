@@ -25,7 +25,8 @@ from tests.engine.importers.helpers import reference, rel_l2
 
 def tokens_model() -> Model:
     """Tokens 1x49x96 through layer norm, a linear layer with GELU, softmax, a transpose and a reshape to N x C x H x W,
-    a convolution, a reshape to five dimensions (ShuffleNet's groups), a transpose and a mean over one axis."""
+    a convolution, a reshape to five dimensions (ShuffleNet's groups), a transpose reading and writing other sizes and a
+mean over one axis."""
     m = Model("tokens")
     m.add_layer("input", "tokens", params={"dimensions": "1x49x96"})
     m.add_layer("layer_normalization", "norm", inputs=["tokens"])
@@ -35,7 +36,8 @@ def tokens_model() -> Model:
     m.add_layer("reshape", "image", params={"shape": "0,32,7,7"}, inputs=["channels_first"])
     m.add_layer("convolution", "conv", params={"num_output_channels": "8"}, inputs=["image"])
     m.add_layer("reshape", "groups", params={"shape": "0,2,4,7,7"}, inputs=["conv"])
-    m.add_layer("transpose", "shuffle", params={"perm": "0,2,1,3,4"}, inputs=["groups"])
+    m.add_layer("transpose", "shuffle", params={"perm": "0,2,1,3", "input_shape": "1,2,4,49", "shape": "1,4,2,7,7"},
+                inputs=["groups"])
     m.add_layer("reduce", "mean", params={"operation": "mean", "axes": "2"}, inputs=["shuffle"])
     m.add_layer("output", "out", inputs=["mean"])
     return m

@@ -44,8 +44,39 @@ def test_matmul_softmax_matmul_is_one_attention_layer(tmp_path, bias) -> None:
     r = check_against_ort(path, feeds)
     assert types(r).count("attention") == 1 and "softmax" not in types(r) and "matmul" not in types(r)
     att = next(s for s in r.model.layers.values() if s.type == "attention")
-    assert float(att.params["scale"]) == pytest.approx(0.4) and att.params["k_transposed"] == "true"
+    assert float(att.params["scale"]) == pytest.approx(0.4) and att.params["k_transposed"] == "false"
     assert len([i for i in att.inputs if i]) == (3 if bias == "none" else 4)
+    assert "transpose" not in types(r)  # k^T of k alone: the layer reads k as it is
+
+
+@pytest.mark.parametrize("form", ["swin", "maxvit", "shared"])
+def test_a_scaled_q_or_k_and_a_transposed_k_fold_into_the_attention_layer(tmp_path, form) -> None:
+    """Swin scales q (Mul) and transposes k before MatMul; MaxViT scales k (rank 5) before an Einsum. Where the scaled
+    tensor is read elsewhere too, the scaling stays a layer of its own."""
+    if form == "maxvit":
+        shapes = {"q": (1, 4, 2, 6, 3), "k": (1, 4, 2, 6, 3), "v": (1, 4, 2, 6, 5)}
+        nodes = [helper.make_node("Mul", ["k", "c"], ["ks"]),
+                 helper.make_node("Einsum", ["q", "ks"], ["s"], equation="BGHID,BGHJD->BGHIJ"),
+                 helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+                 helper.make_node("Einsum", ["p", "v"], ["y"], equation="BGHIJ,BGHJD->BGHID")]
+    else:
+        shapes = dict(QKV)
+        nodes = [helper.make_node("Mul", ["q", "c"], ["qs"]), helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+                 helper.make_node("MatMul", ["qs", "kt"], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+                 helper.make_node("MatMul", ["p", "v"], ["o"])]
+        nodes += [helper.make_node("Add", ["qs", "o"], ["y"])] if form == "shared" else \
+            [helper.make_node("Identity", ["o"], ["y"])]
+        if form == "shared":
+            shapes["v"] = (2, 3, 5, 8)
+    path, feeds = _graph(tmp_path, nodes, shapes, None, {"c": np.array(0.35, np.float32)})
+    r = check_against_ort(path, feeds)
+    att = next(s for s in r.model.layers.values() if s.type == "attention")
+    assert att.params["k_transposed"] == "false" and "transpose" not in types(r)
+    if form == "shared":
+        assert float(att.params["scale"]) == 1.0 and att.inputs[0] not in r.input_layers.values()
+    else:
+        assert float(att.params["scale"]) == pytest.approx(0.35)
+        assert sorted(types(r)) == ["attention", "input", "input", "input", "output"]
 
 
 def test_a_softmax_over_another_axis_imports_as_pieces(tmp_path) -> None:
