@@ -10,7 +10,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import runtime as rt
-from engine.backends.cpu.epilogue import activate
+from engine.backends.cpu.epilogue import activate, activate_row
 from engine.backends.cpu.im2col import gemm_weights, im2col_nhwc, nhwc_operands, pixel_rows
 from engine.backends.cpu.microkernel import PANEL, PANEL_KBLOCK, PANEL_ROWS, tile_bias_n, tile_n, tile_rows
 
@@ -45,9 +45,7 @@ def _panel_activate(y, k0, act, alpha):  # pragma: no cover - compiled
     if act == 0:
         return
     for q in range(y.shape[0]):
-        row = y[q][k0:k0 + PANEL]
-        for j in range(PANEL):
-            row[j] = activate(row[j], act, alpha)
+        activate_row(y[q][k0:k0 + PANEL], act, alpha)
 
 
 def panel_weights(w: np.ndarray) -> np.ndarray:
