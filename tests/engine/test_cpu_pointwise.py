@@ -116,10 +116,12 @@ def test_backend_takes_the_panels_for_1x1_convolutions_of_any_size(monkeypatch):
     assert be.kernel("conv2d")(x, wt, b, out, (1, 1), (0, 0), (1, 1), 1, "clamp", {"min": 0.0, "max": 6.0}, cache)
     assert calls == [(1, 24, 40, 40)] and cache["gemm_panels"][0] is wt
     assert _rel(out, _reference(x, wt, b, (1, 1), None).clip(0, 6)) < 1e-5
-    # a 3x3 convolution of a large image keeps its path; without FMA vectors the 1x1 one goes to OpenBLAS
+    # a 3x3 convolution of a large image and an activation the micro-kernel does not apply keep their paths;
+    # without FMA vectors the 1x1 one goes to OpenBLAS
     rng = np.random.default_rng(2)
     w3 = rng.standard_normal((36, 24, 3, 3)).astype(np.float32)
     assert be.kernel("conv2d")(x, w3, None, _out(1, 36, 40, 40), (1, 1), (1, 1), (1, 1), 1, None, {})
+    assert be.kernel("conv2d")(x, wt, b, _out(1, 36, 40, 40), (1, 1), (0, 0), (1, 1), 1, "silu", {})
     monkeypatch.setattr(cpu.microkernel, "panels_available", lambda: False)
     assert be.kernel("conv2d")(x, wt, b, _out(1, 36, 40, 40), (1, 1), (0, 0), (1, 1), 1, None, {})
     assert len(calls) == 1

@@ -10,7 +10,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import runtime as rt
-from engine.backends.cpu.epilogue import activate, activate_row
+from engine.backends.cpu.epilogue import activate_row
 from engine.backends.cpu.im2col import gemm_weights, im2col_nhwc, nhwc_operands, pixel_rows
 from engine.backends.cpu.microkernel import PANEL, PANEL_KBLOCK, PANEL_ROWS, tile_bias_n, tile_n, tile_rows
 
@@ -64,13 +64,16 @@ def panels_apply(pixels: int, k: int) -> bool:
     return pixels <= PANEL_MAX_PIXELS and k % PANEL == 0 and mk.panels_available()
 
 
-def pointwise_panels_apply(w_shape: tuple[int, ...]) -> bool:
+def pointwise_panels_apply(w_shape: tuple[int, ...], act: int) -> bool:
     """Whether :func:`conv_panels` takes a 1x1 convolution of weights ``w_shape`` (K, C, 1, 1) on an image of any
-    size, any K (the last panel part-filled): the micro-kernel reads each pixel's channels in place and fuses the
-    bias and the activation, where OpenBLAS packs both operands on every call and leaves bias and activation to
-    passes of their own. mobilenet_v2's 1x1 layers of 16 to 32 input channels at 56x56 to 112x112 ran 2-4x faster
-    than through OpenBLAS on one 2-core AVX2 machine (tests/bench/bench_cpu_layers.py on the zoo's files)."""
-    return w_shape[2:] == (1, 1) and mk.panels_available()
+    size, any K (the last panel part-filled), with an activation of code ``act`` the micro-kernel applies itself
+    (mk.MICROKERNEL_EPILOGUES): it reads each pixel's channels in place and fuses the bias and the activation, where
+    OpenBLAS packs both operands on every call and leaves bias and activation to a pass of their own.
+    mobilenet_v2's 1x1 layers of 16 to 32 input channels at 56x56 to 112x112 (ReLU6) ran 2-4x faster than through
+    OpenBLAS on a 2-core AVX2 machine (tests/bench/bench_cpu_layers.py on the zoo's files). Other activations
+    (SiLU: 6.4 against 2.2 ms at 112x112, 16 -> 96) keep OpenBLAS, whose rows of all K channels the epilogue
+    pass activates in long vector loops."""
+    return w_shape[2:] == (1, 1) and act in mk.MICROKERNEL_EPILOGUES and mk.panels_available()
 
 
 def conv_panels(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None, out: np.ndarray,
@@ -144,13 +147,15 @@ def _panel_windows_par(x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, s
         k0 = p * PANEL
         width = min(PANEL, k - k0)
         whole = width == PANEL
-        # the bias and the activation inside the micro-kernel (mk.MICROKERNEL_EPILOGUES): no passes over the panel
+        # the bias and the activation inside the micro-kernel where it is one of mk.MICROKERNEL_EPILOGUES (no passes
+        # over the panel); a last panel part-filled through a tile of the thread's own
         fused = whole and not has_res and (act == 0 or act == 1 or act == 5 or act == 6)
+        own_tile = not whole
         if whole and not fused:
             _panel_fill(y, r, has_res, k0, b)
         rows_a = np.empty(PANEL_ROWS, np.int64)
         rows_c = np.empty(PANEL_ROWS, np.int64)
-        tile = np.empty((PANEL_ROWS, PANEL), np.float32)
+        tile = np.empty(PANEL_ROWS * PANEL, np.float32)
         panel = wp.ctypes.data + 4 * p * kk * PANEL
         image = x[i].ctypes.data
         bias = b.ctypes.data + 4 * k0
@@ -160,37 +165,40 @@ def _panel_windows_par(x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, s
             for t in range(nr):
                 q = t0 + t
                 rows_a[t] = image + (q // wo) * sh * row_bytes + (q % wo) * sw * pix_bytes
-                rows_c[t] = y.ctypes.data + 4 * ((q - q0) * k + k0) if whole else tile.ctypes.data + 4 * t * PANEL
+                rows_c[t] = tile.ctypes.data + 4 * t * PANEL if own_tile else y.ctypes.data + 4 * ((q - q0) * k + k0)
             if fused:
                 tile_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes, bias, epi.ctypes.data)
-            elif whole:
-                tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes)
+            elif own_tile:
+                _own_tile(nr, rows_a, rows_c, panel, span, kh, row_bytes, tile, y, r, has_res, t0 - q0, k0, width, bias,
+                          act, alpha)
             else:
-                _part_tile(nr, rows_a, rows_c, panel, span, kh, row_bytes, tile, y, r, has_res, t0 - q0, k0, width, b,
-                           act, alpha)
+                tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes)
             t0 += nr
         if whole and not fused:
             _panel_activate(y, k0, act, alpha)
 
 
 @njit(cache=True, nogil=True)
-def _part_tile(nr, rows_a, rows_c, panel, span, kh, row_bytes, tile, y, r, has_res, t0, k0, width, b, act,
-               alpha):  # pragma: no cover - compiled
-    """Rows t0..t0+nr, columns k0..k0+width (< PANEL) of ``y``: the micro-kernel into ``tile`` started from the
-    bias (and the residual ``r`` where ``has_res``), its first ``width`` columns copied out activated."""
-    for t in range(nr):
-        row = tile[t]
-        for j in range(PANEL):
-            row[j] = b[k0 + j]
-        if has_res:
+def _own_tile(nr, rows_a, rows_c, panel, span, kh, row_bytes, tile, y, r, has_res, t0, k0, width, bias, act,
+              alpha):  # pragma: no cover - compiled
+    """Rows t0..t0+nr, columns k0..k0+width (<= PANEL) of ``y``: the micro-kernel into the contiguous ``tile``
+    started from the PANEL bias values at address ``bias``, the residual ``r`` added where ``has_res``, the whole
+    tile activated as one run, its first ``width`` columns of each row copied out."""
+    tile_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes, bias, _IDENTITY.ctypes.data)
+    if has_res:
+        for t in range(nr):
             rr = r[t0 + t]
             for j in range(width):
-                row[j] += rr[k0 + j]
-    tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes)
+                tile[t * PANEL + j] += rr[k0 + j]
+    activate_row(tile[:nr * PANEL], act, alpha)
     for t in range(nr):
-        row, dst = tile[t], y[t0 + t]
+        dst = y[t0 + t]
         for j in range(width):
-            dst[k0 + j] = activate(row[j], act, alpha)
+            dst[k0 + j] = tile[t * PANEL + j]
+
+
+#: the micro-kernel's epilogue that leaves the sums as they are
+_IDENTITY = mk.fused_epilogue(0, 0.0)
 
 
 @njit(cache=True, nogil=True, parallel=True)
