@@ -5,12 +5,18 @@ its profiler on; medians per layer side by side (ONNX Runtime's nodes matched by
 the fused layer's name on our side and under its first node on theirs). Not collected by the test run.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m tests.bench.bench_cpu_layers resnet18 [ROUNDS]
+    python -m tests.bench.bench_cpu_layers ~/.cache/layerlab/zoo/mobilenet_v2_224.onnx [ROUNDS]
+
+An ONNX file (one of bench_zoo's, say) is imported as ``layerlab import`` does and run against ONNX Runtime on the
+file itself; ONNX Runtime's node names are matched to the importer's layer names (runs of other characters as one
+underscore). Layers are listed slowest first, with the sums by the kernel that ran.
 """
 from __future__ import annotations
 
 import collections
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -21,6 +27,7 @@ import numpy as np
 
 import engine.backends.cpu.runtime  # noqa: F401  (before onnxruntime: see bench_networks)
 from engine.backends import get_backend
+from engine.backends.selection import served_candidates
 from engine.export.onnx_export import OnnxOptions, build_onnx
 from engine.network import Network
 from engine.plugins import default_registry
@@ -39,12 +46,33 @@ def main(argv: list[str] | None = None) -> int:
     name = args[0] if args else "resnet18"
     rounds = int(args[1]) if len(args) > 1 else 4
     reg, cpu = default_registry(), get_backend("numpy", notice=None)
-    dims = CPU_SIZES[name]
-    x = np.random.default_rng(0).random(tuple(dims), dtype=np.float32)
-    net = Network(NETWORKS[name](dims), reg, cpu, TensorFormat.parse("fp32 nhwc"))
-    net.set_input("input", x)
+    if name.endswith(".onnx"):
+        from engine.importers import load_model_any
+
+        model, weights = load_model_any(name, reg)
+        net = Network(model, reg, cpu, TensorFormat.parse("fp32 nhwc"), weights=weights)
+        (input_name,) = net.input_names
+        x = np.random.default_rng(0).standard_normal(tuple(net.dims(input_name))).astype(np.float32)
+        with open(name, "rb") as f:
+            payload = f.read()
+    else:
+        dims = CPU_SIZES[name]
+        x = np.random.default_rng(0).random(tuple(dims), dtype=np.float32)
+        net = Network(NETWORKS[name](dims), reg, cpu, TensorFormat.parse("fp32 nhwc"))
+        input_name = "input"
+        plain = Network(NETWORKS[name](dims), reg, cpu, TensorFormat.parse("fp32 nchw"), fusing="off")
+        payload = build_onnx(plain, OnnxOptions(explicit_sizes=True))[0].SerializeToString()
+    net.set_input(input_name, x)
+    served: dict[str, list[str]] = {}
+    execute = net._execute
+
+    def noted(layer: str) -> None:
+        with served_candidates() as names:
+            execute(layer)
+        served[layer] = names
+    net._execute = noted  # type: ignore[method-assign]
     net.run()
-    net.mark_affected("input")
+    net.mark_affected(input_name)
     net.run()  # the replay of the layers' kernel calls recorded (layer hooks would turn it off: timed around it)
     ours: dict[str, list[float]] = collections.defaultdict(list)
 
@@ -54,18 +82,15 @@ def main(argv: list[str] | None = None) -> int:
             fn(*args)
             ours[layer].append(time.perf_counter() - t0)
         return run
-    execute = net._execute
     net._execute = lambda layer: timed(layer, execute)(layer)  # type: ignore[method-assign]
     recorded = net.replayer.recorded
     if recorded is not None:
         net.replayer.recorded = [(layer, call if call is None else timed(layer, call), w) for layer, call, w in recorded]
-    plain = Network(NETWORKS[name](dims), reg, cpu, TensorFormat.parse("fp32 nchw"), fusing="off")
-    payload = build_onnx(plain, OnnxOptions(explicit_sizes=True))[0].SerializeToString()
     totals: dict[str, list[float]] = {"LayerLab": [], "ONNX Runtime": []}
     peer: dict[str, list[float]] = collections.defaultdict(list)
     for _ in range(rounds):
         for _ in range(15):
-            net.mark_affected("input")
+            net.mark_affected(input_name)
             t0 = time.perf_counter()
             net.run()
             totals["LayerLab"].append(time.perf_counter() - t0)
@@ -90,15 +115,27 @@ def main(argv: list[str] | None = None) -> int:
                 node = e["name"][:-len("_kernel_time")]
                 for suffix in ORT_SUFFIXES:
                     node = node.replace(suffix, "")
+                node = re.sub(r"[^A-Za-z0-9]+", "_", node).strip("_")
                 runs[node].append(e["dur"] / 1000)
         for node, times in runs.items():
             peer[node] += times[5:]  # the warm-up runs' events left out
     print("  ".join(f"{k} median {1e3 * statistics.median(v):.2f} ms" for k, v in totals.items()))
-    print(f"{'layer':18s} {'LayerLab':>9s} {'ORT':>9s} {'diff':>8s}")
+    width = max(18, *(len(layer) for layer in net.order))
+    print(f"{'layer':{width}s} {'LayerLab':>9s} {'ORT':>9s} {'diff':>8s}  kernel  output")
+    kinds: dict[str, float] = collections.defaultdict(float)
+    rows = []
     for layer in net.order:
         a = 1e3 * statistics.median(ours[layer]) if ours[layer] else 0.0
         b = statistics.median(peer[layer]) if peer.get(layer) else None
-        print(f"{layer:18s} {a:9.3f} {'-' if b is None else f'{b:9.3f}':>9s} {a - (b or 0.0):+8.3f}")
+        kernel = ",".join(dict.fromkeys(served.get(layer, [])))
+        kind = f"{type(net.nodes[layer].layer).__name__}/{kernel or '-'}"
+        kinds[kind] += a
+        rows.append((a - (b or 0.0), f"{layer:{width}s} {a:9.3f} {'-' if b is None else f'{b:9.3f}':>9s} "
+                                     f"{a - (b or 0.0):+8.3f}  {kind}  {tuple(net.dims(layer))}"))
+    for _, line in sorted(rows, reverse=True) if name.endswith(".onnx") else rows:
+        print(line)
+    print("LayerLab by layer type/kernel:", ", ".join(f"{k} {v:.2f}" for k, v in sorted(kinds.items(),
+                                                                                      key=lambda kv: -kv[1])))
     unmatched = sorted(k for k in peer if k not in net.nodes)
     print("ONNX Runtime nodes under other names:",
           ", ".join(f"{k} {statistics.median(peer[k]):.3f}" for k in unmatched) or "none")

@@ -14,7 +14,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.blocks import row_block, row_blocks
-from engine.backends.cpu.epilogue import activate
+from engine.backends.cpu.epilogue import activate_row
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
 #: largest filter (either side) the depthwise kernel takes
@@ -72,8 +72,7 @@ def _depthwise_rows(x, w, b, y, r0, r1, sh, sw, ph, pw, dh, dw, act, alpha):  # 
                     wv = wr[j]
                     for k in range(c):
                         dst[k] += src[k] * wv[k]
-            for k in range(c):
-                dst[k] = activate(dst[k], act, alpha)
+            activate_row(dst, act, alpha)
 
 
 @njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)
@@ -105,8 +104,7 @@ def _depthwise_rows_flat(x, wt, b, y, r0, r1, ph, pw, dh, dw, act, alpha):  # pr
                 v = wt[i, j, lo * c:hi * c]
                 for k in range(d.size):
                     d[k] += src[k] * v[k]
-        for k in range(wo * c):
-            yr[k] = activate(yr[k], act, alpha)
+        activate_row(yr, act, alpha)
 
 
 @njit(cache=True, nogil=True, parallel=True)

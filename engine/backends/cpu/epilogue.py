@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from llvmlite import ir as llvm_ir
 from numba import njit, types
-from numba.extending import overload
+from numba.extending import intrinsic, overload
 
 from engine.epilogues import EPILOGUE_TABLE, coefficients
 
@@ -56,9 +57,50 @@ def _softplus(v):  # pragma: no cover - compiled
     return np.maximum(v, np.float32(0)) + np.float32(math.log1p(math.exp(-abs(v))))
 
 
+@intrinsic
+def _float_of_bits(typingctx, bits):  # pragma: no cover - compiled
+    """The float32 whose bits are the low 32 of the integer ``bits`` (a bit cast, which LLVM vectorises)."""
+    if not isinstance(bits, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        value = args[0]
+        if bits.bitwidth > 32:
+            value = builder.trunc(value, llvm_ir.IntType(32))
+        elif bits.bitwidth < 32:
+            value = builder.zext(value, llvm_ir.IntType(32))
+        return builder.bitcast(value, llvm_ir.FloatType())
+
+    return types.float32(bits), codegen
+
+
+@njit(inline="always")
+def _exp_neg(v):  # pragma: no cover - compiled
+    """``exp(v)`` for float32 ``v`` <= 0 (NaN passes), with no call to libm, so that a loop of it vectorises
+    (``math.exp`` is a scalar call per value: SiLU cost efficientnet_b0 more than its products): Cephes' expf, a
+    degree-6 polynomial on the remainder of v / ln 2 times 2**n built from its bits, within 2 ulp of float32's;
+    0 below -87.3, where 2**n would be denormal."""
+    x = np.maximum(v, np.float32(-87.3))
+    fx = np.floor(x * np.float32(1.44269504088896341) + np.float32(0.5))
+    r = x - fx * np.float32(0.693359375) - fx * np.float32(-2.12194440e-4)
+    z = r * r
+    y = np.float32(1.9875691500e-4)
+    y = y * r + np.float32(1.3981999507e-3)
+    y = y * r + np.float32(8.3334519073e-3)
+    y = y * r + np.float32(4.1665795894e-2)
+    y = y * r + np.float32(1.6666665459e-1)
+    y = y * r + np.float32(5.0000001201e-1)
+    y = y * z + r + np.float32(1)
+    scaled = y * _float_of_bits((np.int32(fx) + np.int32(127)) << np.int32(23))
+    return np.float32(0) if v < np.float32(-87.3) else scaled
+
+
 @njit(inline="always")
 def _sigmoid(v):  # pragma: no cover - compiled
-    return np.float32(1) / (np.float32(1) + np.float32(math.exp(-v)))
+    """1 / (1 + exp(-v)) through exp(-|v|) (never overflows): 1 / (1 + e) for v >= 0, e / (1 + e) below."""
+    e = _exp_neg(-np.abs(v))
+    d = np.divide(np.float32(1), np.float32(1) + e)  # NumPy's division: no zero test, which kept loops scalar
+    return d if v >= np.float32(0) else e * d
 
 
 @njit(inline="always")
@@ -110,3 +152,38 @@ def activate(val, act, alpha):  # pragma: no cover - compiled
     if act == 13:
         return val * np.float32(math.tanh(_softplus(val)))
     return val
+
+
+@njit(inline="always")
+def activate_row(row, act, alpha):  # pragma: no cover - compiled
+    """``row[:] = activate(row, act, alpha)`` in place over a 1-D float32 array, the code tested once rather than
+    per value: each cheap epilogue (ReLU, leaky ReLU, the clamps, hard-swish, hard-sigmoid, sigmoid, SiLU) is a loop of its own
+    with the code a constant, which LLVM vectorises; the others go value by value. A ReLU6 after a depthwise
+    convolution's sums cost about as much as the sums themselves per value (mobilenet_v2's 16-channel layer at
+    112x112 on one core: 1.63 against 0.89 ms without it)."""
+    if act == 0:
+        return
+    if act == 1:
+        for k in range(row.size):
+            row[k] = activate(row[k], 1, alpha)
+    elif act == 2:
+        for k in range(row.size):
+            row[k] = activate(row[k], 2, alpha)
+    elif act == 5:
+        for k in range(row.size):
+            row[k] = activate(row[k], 5, alpha)
+    elif act == 6:
+        for k in range(row.size):
+            row[k] = activate(row[k], 6, alpha)
+    elif act == 7:
+        for k in range(row.size):
+            row[k] = activate(row[k], 7, alpha)
+    elif act == 3:
+        for k in range(row.size):
+            row[k] = activate(row[k], 3, alpha)
+    elif act == 8:
+        for k in range(row.size):
+            row[k] = activate(row[k], 8, alpha)
+    else:
+        for k in range(row.size):
+            row[k] = activate(row[k], act, alpha)

@@ -44,7 +44,8 @@ def warmup_model() -> Model:
     m.add_layer("output", "small_image", inputs=[conv("wino_small", "crop", 40)])
     # 40 outputs, no multiple of a panel (16 or 32): these two stay off the panel product on every CPU
     small = conv("cols", "pool", 40, stride=2)  # 5x5: im2col cut by output channels
-    one = conv("one", small, 40, kernel=1)  # 1x1 of stride 1, cut by output channels
+    # 1x1 of stride 1 with an activation the panel micro-kernel does not apply (SiLU): OpenBLAS, cut by output channels
+    one = conv("one", small, 40, kernel=1, act="silu")
     m.add_layer("element_wise", "add2", params={"operation": "sum"}, inputs=[small, one], activation="relu")
     panels = conv("panels", "add2", 64)  # a small image, 64 outputs: the product over packed panels, windows in place
     m.add_layer("convolution", "panels_dilated", params={"num_output_channels": "64", "kernel_size": "3",

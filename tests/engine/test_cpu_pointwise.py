@@ -1,0 +1,127 @@
+"""The NumPy backend's 1x1 convolutions on the panel micro-kernel (engine/backends/cpu/panels.py): any image size
+and output count (the last panel part-filled), and the epilogues the micro-kernel applies itself (ReLU, the
+clamps, hard-swish), against float64 references built from the activations' own implementations."""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+from engine.backends import cpu
+from engine.backends.cpu.backend import NumpyBackend
+from plugins.standard._common_conv import conv2d
+
+pytest.importorskip("engine.backends.cpu.ops", reason="Numba is not installed")
+pytestmark = pytest.mark.skipif(not cpu.microkernel.panels_available(), reason="no AVX2 or AVX-512 FMA vectors")
+EPILOGUES = cpu.epilogue.FUSED_EPILOGUES
+#: coefficients other than the defaults, so that they reach the kernels
+COEFS = {"clamp": {"min": -0.5, "max": 0.75}, "leaky_relu": {"alpha": 0.1}}
+
+
+def _activation(name: str | None, y: np.ndarray) -> np.ndarray:
+    """The activation plugin's own implementation, in float64."""
+    if name is None:
+        return y
+    impl = importlib.import_module(f"plugins.activations.{name}").ACTIVATION
+    return impl.apply(np, y, impl.desc.coefficient_values(COEFS.get(name, {})))
+
+
+def _case(seed: int, n: int, c: int, k: int, h: int, w: int, bias: bool):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, h, w, c)).astype(np.float32).transpose(0, 3, 1, 2)
+    wt = (rng.standard_normal((k, c, 1, 1)) / np.sqrt(c)).astype(np.float32)
+    b = rng.standard_normal(k).astype(np.float32) if bias else None
+    return rng, x, wt, b
+
+
+def _reference(x, wt, b, stride, act, residual=None):
+    y = conv2d(np, x.astype(np.float64), wt.astype(np.float64), None if b is None else b.astype(np.float64),
+               stride, (0, 0), (1, 1), 1)
+    if residual is not None:
+        y = y + residual
+    return _activation(act, y)
+
+
+def _out(n, k, h, w):
+    return np.full((n, h, w, k), np.nan, np.float32).transpose(0, 3, 1, 2)
+
+
+def _rel(a, b):
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+@pytest.mark.parametrize("n,c,k,size,stride", [
+    (1, 16, 96, (23, 19), (1, 1)),    # whole panels, a large image (by rows), rows no multiple of a tile
+    (1, 24, 40, (17, 18), (1, 1)),    # the last panel part-filled
+    (2, 7, 20, (9, 11), (2, 2)),      # two images, strided, odd channel counts
+    (1, 32, 8, (30, 30), (1, 1)),     # fewer outputs than one panel
+    (1, 40, 24, (5, 5), (1, 1)),      # a small image (whole), the last panel part-filled
+])
+@pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("clamp", True), ("hardswish", True),
+                                      ("leaky_relu", True), ("sigmoid", False)])
+def test_pointwise_panels_match_the_reference(n, c, k, size, stride, act, bias):
+    _, x, wt, b = _case(5 + c + k, n, c, k, *size, bias)
+    ref = _reference(x, wt, b, stride, act)
+    out = _out(n, k, *ref.shape[2:])
+    code = EPILOGUES[act]
+    alpha = cpu.epilogue.epilogue_alpha(act, COEFS.get(act, {}))
+    cpu.panels.conv_panels(x, cpu.panels.panel_weights(wt), (1, 1), b, out, stride, (0, 0), (1, 1), code, alpha)
+    assert np.isfinite(out).all(), "every output value written"
+    assert _rel(out, ref) < 1e-5
+
+
+@pytest.mark.parametrize("k", [16, 20, 48])
+def test_pointwise_panels_add_a_residual_before_the_activation(k):
+    rng, x, wt, b = _case(31, 1, 12, k, 13, 15, True)
+    residual = rng.standard_normal((1, 13, 15, k)).astype(np.float32).transpose(0, 3, 1, 2)
+    ref = _reference(x, wt, b, (1, 1), "relu", residual)
+    out = _out(1, k, 13, 15)
+    plan = cpu.panels.conv_panels_plan(x, cpu.panels.panel_weights(wt), (1, 1), b, out, (1, 1), (0, 0), (1, 1),
+                                       EPILOGUES["relu"], 0.0, residual)
+    plan()
+    assert _rel(out, ref) < 1e-5
+
+
+def test_fused_epilogues_keep_nan_and_infinities():
+    """The micro-kernel's clamp and gate treat NaN and infinities as the activations do: a 1x1 convolution of
+    unit weights from one input channel is the activation itself."""
+    values = np.array([np.nan, np.inf, -np.inf, 0.0, -3.0, -1.0, 0.5, 2.0, 3.0, 7.0, -7.0, 1e30], np.float32)
+    k = cpu.microkernel.PANEL
+    x = values.reshape(1, 1, values.size, 1)
+    wt = np.ones((k, 1, 1, 1), np.float32)
+    for act in ("relu", "clamp", "hardswish", None):
+        out = _out(1, k, 1, values.size)
+        alpha = cpu.epilogue.epilogue_alpha(act, COEFS.get(act, {}))
+        cpu.panels.conv_panels(x.transpose(0, 3, 1, 2), cpu.panels.panel_weights(wt), (1, 1), None, out, (1, 1),
+                               (0, 0), (1, 1), EPILOGUES[act], alpha)
+        with np.errstate(all="ignore"):
+            ref = _activation(act, values.astype(np.float64))
+        got = out[0, 0, 0].astype(np.float64)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref), err_msg=str(act))
+        np.testing.assert_allclose(got, ref, rtol=1e-6, equal_nan=True, err_msg=str(act))
+
+
+def test_fused_epilogue_refuses_other_codes():
+    with pytest.raises(ValueError, match="epilogue code"):
+        cpu.microkernel.fused_epilogue(EPILOGUES["sigmoid"], 0.0)
+
+
+def test_backend_takes_the_panels_for_1x1_convolutions_of_any_size(monkeypatch):
+    be = NumpyBackend()
+    calls, real = [], cpu.panels.conv_panels_plan
+    monkeypatch.setattr(cpu.panels, "conv_panels_plan", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
+    _, x, wt, b = _case(41, 1, 24, 36, 40, 40, True)
+    out, cache = _out(1, 36, 40, 40), {}
+    assert be.kernel("conv2d")(x, wt, b, out, (1, 1), (0, 0), (1, 1), 1, "clamp", {"min": 0.0, "max": 6.0}, cache)
+    assert calls == [(1, 24, 40, 40)] and cache["gemm_panels"][0] is wt
+    assert _rel(out, _reference(x, wt, b, (1, 1), None).clip(0, 6)) < 1e-5
+    # a 3x3 convolution of a large image and an activation the micro-kernel does not apply keep their paths;
+    # without FMA vectors the 1x1 one goes to OpenBLAS
+    rng = np.random.default_rng(2)
+    w3 = rng.standard_normal((36, 24, 3, 3)).astype(np.float32)
+    assert be.kernel("conv2d")(x, w3, None, _out(1, 36, 40, 40), (1, 1), (1, 1), (1, 1), 1, None, {})
+    assert be.kernel("conv2d")(x, wt, b, _out(1, 36, 40, 40), (1, 1), (0, 0), (1, 1), 1, "silu", {})
+    monkeypatch.setattr(cpu.microkernel, "panels_available", lambda: False)
+    assert be.kernel("conv2d")(x, wt, b, _out(1, 36, 40, 40), (1, 1), (0, 0), (1, 1), 1, None, {})
+    assert len(calls) == 1
