@@ -189,6 +189,14 @@ def no_layer_error(network: str, name: str, merged: str | None, expanded: str | 
     return LayerLabError(f"network {network} has no layer {name!r}")
 
 
+
+def buffers_label(model_name: str, sizes: dict[str, int], dims: dict[str, Dims]) -> str:
+    """How an error about a network's tensor buffers names them: with the largest tensor, the one to shrink first."""
+    if not sizes:
+        return f"network {model_name}: its tensor buffers"
+    big = max(sizes, key=sizes.__getitem__)
+    return f"network {model_name}: its tensor buffers (the largest: {big}'s output, {dims[big]})"
+
 class Network:
     """A runnable network. See the module documentation for its guarantees."""
 
@@ -448,23 +456,17 @@ class Network:
         sizes = {n: self._dims[n].elements * self.storage_format(n).itemsize for n in self.order if roots[n] == n}
         capacity, slot_of = assign_slots(self.order, roots, self._readers, keep, sizes, self.reuse_buffers)
         held = sum(int(s.nbytes) for s in self._slots)
-        what = f"network {self.model_name}: its tensor buffers"
-        if sizes:  # name the largest tensor: the one a user shrinks first
-            big = max(sizes, key=sizes.__getitem__)
-            what += f" (the largest: {big}'s output, {self._dims[big]})"
+        what = buffers_label(self.model_name, sizes, self._dims)
         check_allocation(what, sum(capacity), self.backend.available_memory() + held, self.backend.device_name)
         self._slots = []  # the old buffers go before the new ones come
         with device_errors(what, f"{sum(capacity):,} bytes"):
             self._slots = [self.backend.alloc_bytes(c) for c in capacity]
-        self._owner = [None] * len(capacity)
-        self._slot_of = slot_of
-        self._roots = roots
+        self._owner, self._slot_of, self._roots = [None] * len(capacity), slot_of, roots
         fmts = {n: self.storage_format(n) for n in sizes}  # each root's view of the start of its slot
         own = {n: self._slots[slot_of[n]][:size].view(fmts[n].dtype).reshape(fmts[n].shape(self._dims[n]))
                for n, size in sizes.items()}
         self._views = {n: own[roots[n]] for n in self.order}
-        self.peak_memory_bytes = int(sum(capacity))
-        self.slot_count = len(capacity)
+        self.peak_memory_bytes, self.slot_count = int(sum(capacity)), len(capacity)
 
     # ---- execution -------------------------------------------------------------------------------
     def _evaluation_set(self, wanted: set[str], downstream: bool = True) -> set[str]:
@@ -546,9 +548,8 @@ class Network:
         a template instance gives the output of its expanded output layer."""
         name = self._computed(name)
         self.backend.activate()  # converted and downloaded on the network's stream, after its kernels
-        with device_errors(f"output of {name}", str(self._dims[name])):  # the conversion may need a copy on the GPU
-            return self.backend.to_host(convert(self._views[name], self.fmt_of(name), fmt or FP32_NCHW, self.xp),
-                                        pinned)
+        with device_errors(f"output of {name}", str(self._dims[name])):  # the conversion may copy on the GPU
+            return self.backend.to_host(convert(self._views[name], self.fmt_of(name), fmt or FP32_NCHW, self.xp), pinned)
 
     def output_images(self, name: str) -> np.ndarray:
         """Host copy of a layer's output as 8-bit images (N x H x W, or N x H x W x C in RGB/RGBA order), made where

@@ -142,7 +142,7 @@ def test_kernels_compiled_from_other_sources_are_forgotten(tmp_path):
     """Numba's cache checks only the file defining a kernel; a change to a helper it inlines from another file of
     the package must not leave stale kernels in use: the cached kernels of other sources are deleted once."""
     pytest.importorskip("numba")
-    from engine.backends.cpu import compile_cache
+    from engine.backends.cpu import kernel_sources
 
     folder = tmp_path / "__pycache__"
     folder.mkdir()
@@ -150,11 +150,11 @@ def test_kernels_compiled_from_other_sources_are_forgotten(tmp_path):
     for name in ("im2col._conv_par-1.py312.nbi", "im2col._conv_par-1.py312.1.nbc"):
         (folder / name).write_bytes(b"old")
     kept.write_bytes(b"pyc")
-    (folder / compile_cache.SOURCES_MARKER).write_text("an-older-digest\n")
-    assert compile_cache.forget_stale_kernels(folder, "digest-now")
-    assert sorted(f.name for f in folder.iterdir()) == sorted([kept.name, compile_cache.SOURCES_MARKER])
+    (folder / kernel_sources.SOURCES_MARKER).write_text("an-older-digest\n")
+    assert kernel_sources.forget_stale_kernels(folder, "digest-now")
+    assert sorted(f.name for f in folder.iterdir()) == sorted([kept.name, kernel_sources.SOURCES_MARKER])
     (folder / "im2col._conv_par-1.py312.nbi").write_bytes(b"new")  # compiled from the current sources
-    assert not compile_cache.forget_stale_kernels(folder, "digest-now")
+    assert not kernel_sources.forget_stale_kernels(folder, "digest-now")
     assert (folder / "im2col._conv_par-1.py312.nbi").read_bytes() == b"new"
-    assert compile_cache.sources_digest() != compile_cache.sources_digest.__name__  # a real digest of the files
-    assert len(compile_cache.sources_digest()) == 40
+    assert kernel_sources.sources_digest() != kernel_sources.sources_digest.__name__  # a real digest of the files
+    assert len(kernel_sources.sources_digest()) == 40

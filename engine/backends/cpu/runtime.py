@@ -49,7 +49,7 @@ import numpy as np  # noqa: E402
 if os.environ.get("NUMBA_THREADING_LAYER") == "workqueue":  # Numba imported earlier read its settings then
     numba.config.THREADING_LAYER = "workqueue"
 
-from engine.backends.cpu.compile_cache import forget_stale_kernels  # noqa: E402
+from engine.backends.cpu.kernel_sources import forget_stale_kernels  # noqa: E402
 
 forget_stale_kernels()  # before any kernel loads from Numba's cache: compiled from these very sources
 
