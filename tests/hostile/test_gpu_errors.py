@@ -75,22 +75,30 @@ def test_out_of_gpu_memory_outside_any_layer_is_exit_status_2(monkeypatch, capsy
     assert len(err) == 1 and err[0].startswith("layerlab: error: layerlab infer: out of GPU memory"), err
 
 
+def _out_of_memory(*args, **kwargs):
+    raise OutOfMemoryError("Out of memory allocating 68,719,476,736 bytes (allocated so far: 0 bytes).")
+
+
+def _input_to_output():
+    """A network of one 1x3x8x8 input wired to its output, on the default backend."""
+    import engine.network as network
+    from engine.model import Model
+    from engine.plugins import default_registry
+
+    m = Model("m")
+    m.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
+    m.add_layer("output", "out", inputs=["inp"])
+    return network.Network(m, default_registry())
+
+
 def test_an_input_too_large_for_the_gpu_names_the_input(monkeypatch):
     """The upload of an input is inside the network's device-error guard: the error names the input."""
     import numpy as np
 
     import engine.network as network
-    from engine.model import Model
-    from engine.plugins import default_registry
 
-    def upload(*args, **kwargs):
-        raise OutOfMemoryError("Out of memory allocating 68,719,476,736 bytes (allocated so far: 0 bytes).")
-
-    m = Model("m")
-    m.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
-    m.add_layer("output", "out", inputs=["inp"])
-    net = network.Network(m, default_registry())
-    monkeypatch.setattr(network, "input_tensor", upload)
+    net = _input_to_output()
+    monkeypatch.setattr(network, "input_tensor", _out_of_memory)
     with pytest.raises(GpuOutOfMemory, match=r"input inp \(1x3x8x8\): out of GPU memory"):
         net.set_input("inp", np.zeros((1, 3, 8, 8), np.float32))
 
@@ -100,19 +108,11 @@ def test_an_output_too_large_to_convert_on_the_gpu_names_the_output(monkeypatch)
     import numpy as np
 
     import engine.network as network
-    from engine.model import Model
-    from engine.plugins import default_registry
 
-    def convert(*args, **kwargs):
-        raise OutOfMemoryError("Out of memory allocating 68,719,476,736 bytes (allocated so far: 0 bytes).")
-
-    m = Model("m")
-    m.add_layer("input", "inp", params={"dimensions": "1x3x8x8"})
-    m.add_layer("output", "out", inputs=["inp"])
-    net = network.Network(m, default_registry())
+    net = _input_to_output()
     net.set_input("inp", np.zeros((1, 3, 8, 8), np.float32))
     net.run()
-    monkeypatch.setattr(network, "convert", convert)
+    monkeypatch.setattr(network, "convert", _out_of_memory)
     with pytest.raises(GpuOutOfMemory, match=r"output of out \(1x3x8x8\): out of GPU memory"):
         net.output("out")
 
