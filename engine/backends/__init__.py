@@ -93,7 +93,7 @@ def _numpy_backend(notice: TextIO | None, defer_compile: bool = False) -> Backen
     """The NumPy backend. Where its CPU kernels have never been compiled on this machine and ``defer_compile``,
     start compiling them in a background process and give a backend on the plain NumPy path, saying so on
     ``notice`` only when that compile starts (not while another process is compiling them already). Otherwise
-    Numba compiles on first use (half a minute more; it caches them on disk), and ``notice`` hears of it only
+    Numba compiles on first use (minutes on 2 cores; it caches them on disk), and ``notice`` hears of it only
     when Numba actually compiles, not when it loads the kernels from its cache."""
     from engine.backends.cpu import compile_cache  # noqa: PLC0415
     from engine.backends.cpu.backend import cpu_kernels  # noqa: PLC0415
@@ -128,7 +128,7 @@ def _say_when_numba_compiles(notice: TextIO) -> None:
                     _compile_notice[1] = True
                     with contextlib.suppress(ValueError, OSError):  # the caller's stream may be closed by now
                         print("layerlab: compiling the CPU kernels for this machine (first run after installing: "
-                              "about half a minute; they are cached)", file=_compile_notice[0], flush=True)
+                              "a few minutes in the background; they are cached)", file=_compile_notice[0], flush=True)
 
             def on_end(self, ev: event.Event) -> None:
                 pass

@@ -5,7 +5,7 @@ and shared out, F(2x2) for a small image, its products by OpenBLAS and over weig
 and by output channels, 1x1, pooling, element-wise, upsampling alone and with a concatenation, few output
 channels, products over packed weight panels) in fp32 NHWC and NCHW, so that Numba's on-disk cache holds
 them; a later inference starts at once. The designer runs it in a separate process at its first start after
-installing (compiling holds the Python interpreter for about half a minute: in-process, the window would
+installing (compiling holds the Python interpreter for minutes: in-process, the window would
 stutter)."""
 from __future__ import annotations
 
