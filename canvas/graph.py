@@ -79,7 +79,7 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
         self._index: BoxIndex | None = None  # where every layer's box is, for finding what is in view
         self._stale: set[str] = set()  # layers whose boxes changed since the index was made
         self._readers: dict[str, list[str]] | None = None  # layer -> layers reading it (None: to compute)
-        self._labels: dict[str, str] | None = None  # layer -> its label zoomed out (None: to compute)
+        self._labels: dict[tuple[str, bool], str] | None = None  # (layer, compact) -> its label zoomed out
         self._eager = True  # every node is made at once (small models)
         self._fitted = False  # the view has been placed (nodes are made for it only then)
         self._covered = QtCore.QRectF()  # the scene area whose nodes all exist (in detail mode)

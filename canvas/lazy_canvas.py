@@ -26,7 +26,7 @@ from canvas.nodes import (
 )
 from canvas.overview import OVERVIEW_LOD
 from engine.descriptors import LayerDesc
-from engine.groups import short_labels
+from engine.groups import compact_labels, short_labels
 
 
 class LazyCanvasMixin:
@@ -161,11 +161,14 @@ class LazyCanvasMixin:
         desc = self._desc(name) if name in self.net_model.layers else None
         return desc.display_name if desc is not None else ""
 
-    def _overview_label(self, name: str) -> str:
-        """A layer's shorter label on the zoomed-out canvas (``engine.groups.short_labels``)."""
+    def _overview_label(self, name: str, compact: bool = False) -> str:
+        """A layer's shorter label on the zoomed-out canvas (``engine.groups.short_labels``); ``compact``: the one
+        for a box too narrow even for that (``engine.groups.compact_labels``)."""
         if self._labels is None:
-            self._labels = short_labels(self.net_model.layers)
-        return self._labels.get(name, name)
+            short = short_labels(self.net_model.layers)
+            self._labels = {**{(n, False): label for n, label in short.items()},
+                            **{(n, True): label for n, label in compact_labels(short).items()}}
+        return self._labels.get((name, compact), name)
 
     def _links(self) -> list[tuple[str, str, int]]:
         """Every link of the model: (source, target, input index)."""

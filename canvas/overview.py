@@ -44,7 +44,7 @@ class OverviewItem(QtWidgets.QGraphicsItem):
                  pinned: Callable[[str], bool] = lambda _name: False,
                  any_pinned: Callable[[], bool] | None = None,
                  route: Callable[[str, str, QtCore.QPointF, QtCore.QPointF], list[QtCore.QPointF]] | None = None,
-                 label: Callable[[str], str] = lambda name: name) -> None:
+                 label: Callable[[str, bool], str] = lambda name, _compact: name) -> None:
         super().__init__()
         self._label = label
         self._route = route or (lambda _s, _t, a, b: [a, b])
@@ -292,23 +292,25 @@ class OverviewItem(QtWidgets.QGraphicsItem):
             # a narrow box's name may run over its sides, into part of the gap beside it (never over a neighbour)
             extra = min(max(0.0, (LABEL_PX / lod - rect.width()) / 2), OVERFLOW)
             r = rect.adjusted(pad - extra, 0, extra - pad, 0)
-            size = px
+            size, full = px, name
             font.setPixelSize(max(1, round(size)))
             metrics = QtGui.QFontMetricsF(font)
             wide = metrics.horizontalAdvance(name)
             if wide > r.width():  # the shorter label (full name on hover), shrunk as far as it stays readable
-                name = self._label(name)
+                name = self._label(name, False)
                 wide = metrics.horizontalAdvance(name)
             if wide > r.width():  # shrink to fit, as far as it stays readable; elide beyond
                 size = max(MIN_PX / lod, size * r.width() / wide)
                 font.setPixelSize(max(1, round(size)))
                 metrics = QtGui.QFontMetricsF(font)
+                if metrics.horizontalAdvance(name) > r.width():  # still cut: the compact label keeps it distinct
+                    name = self._label(full, True)
             text = metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideLeft, r.width())  # the distinguishing end
             if len(text) < min(len(name), 4):
                 continue  # a name cut to a stub says nothing: the box alone
             painter.setFont(font)
             painter.setPen(QtGui.QColor(240, 240, 240))
-            detail = self._details(name) if two_lines else ""
+            detail = self._details(full) if two_lines else ""
             if not detail:
                 painter.drawText(r, QtCore.Qt.AlignmentFlag.AlignCenter, text)
                 continue

@@ -144,6 +144,31 @@ def short_labels(names: Iterable[str]) -> dict[str, str]:
     return {n: s if s == n or count[s] == 1 else n for n, s in short.items()}
 
 
+def compact_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """Labels for boxes too narrow for a label of :func:`short_labels` (name -> label): its words before the last cut
+    to the numbers they hold (``features_3_1_block_2_fc1`` -> ``3_1_2_fc1``,
+    ``features_denseblock3_denselayer12_conv2`` -> ``3_12_conv2``), so that the stage and block numbers stay where a
+    plain cut keeps only the end many layers share. A label whose compact form another label has is the shortest
+    end of it that no other label ends with, uncut."""
+    words = {n: label.split("_") for n, label in labels.items()}
+    ends: dict[tuple[str, ...], int] = {}
+    for w in words.values():
+        for k in range(1, len(w) + 1):
+            ends[tuple(w[-k:])] = ends.get(tuple(w[-k:]), 0) + 1
+    tails = {}
+    for n, w in words.items():
+        k = next((k for k in range(1, len(w) + 1) if ends[tuple(w[-k:])] == 1), len(w))
+        tails[n] = w[-k:]
+    compact = {}
+    for n, w in words.items():
+        numbers = ["".join(ch for ch in word if ch.isdigit()) for word in w[:-1]]
+        compact[n] = "_".join([x for x in numbers if x] + w[-1:])
+    count: dict[str, int] = {}
+    for label in compact.values():
+        count[label] = count.get(label, 0) + 1
+    return {n: c if count[c] == 1 else "_".join(tails[n]) for n, c in compact.items()}
+
+
 #: a network of more than this many layers, some in groups, opens with groups collapsed (:func:`opening_collapsed`)
 COLLAPSE_LAYERS = 150
 #: the least size of a collapsed group's box on the canvas (scene units): layouts leave it room

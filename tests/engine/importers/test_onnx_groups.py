@@ -60,3 +60,18 @@ def test_short_labels_leave_out_pytorchs_repeated_scope_steps():
     assert labels["features_features_3_features_3_1_block_block_1_1_Conv"] == "features_3_1_block_1_1"  # 1_1 stays
     assert labels["features_features_3_features_3_1_Add"] == "features_3_1"
     assert len(set(labels.values())) == len(names)
+
+
+def test_compact_labels_keep_the_numbers_that_tell_layers_apart():
+    """A box too narrow for its label: the label's shortest distinct end, its words before the last cut to their
+    numbers; where two compact forms would be equal, the distinct end stays whole."""
+    from engine.groups import compact_labels
+
+    labels = {"a": "features_3_1_block_2_fc1", "b": "features_4_1_block_2_fc1", "c": "features_3_1_block_2",
+              "d": "features_denseblock3_denselayer12_conv2", "e": "features_denseblock2_denselayer12_conv2",
+              "f": "input", "g": "x_1_y", "h": "z_1_y"}
+    compact = compact_labels(labels)
+    assert compact["a"] == "3_1_2_fc1" and compact["b"] == "4_1_2_fc1" and compact["c"] == "3_1_2"
+    assert compact["d"] == "3_12_conv2" and compact["e"] == "2_12_conv2" and compact["f"] == "input"
+    assert compact["g"] == "x_1_y" and compact["h"] == "z_1_y"  # "1_y" twice: their distinct ends, uncut
+    assert len(set(compact.values())) == len(labels)
