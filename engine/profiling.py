@@ -272,6 +272,26 @@ def account(spans: Sequence[tuple[int, int]], begin_ns: int | None = None,
     return [(busy, gap) for busy, gap in out]
 
 
+def fit_gaps(costs: Sequence[LayerProfile], plain_ms: float, runs: int) -> float | None:
+    """Where the traced runs took longer than the plain ones (``plain_ms``, untraced: CUPTI's work on every launch
+    widens the host's gaps between kernels, which decide a network that runs layer by layer), scale every layer's
+    gap of each of the ``runs`` traced runs by one factor so that a run's layer times add up to the plain time, the
+    kernels' busy time untouched; returns the factor, or None where nothing was scaled."""
+    timed = [lp for lp in costs if len(lp.device_ms) >= runs > 0]
+    if not timed:
+        return None
+    busy = float(np.median([sum(lp.device_ms[-runs + i] for lp in timed) for i in range(runs)]))
+    gaps = float(np.median([sum(lp.gap_ms[-runs + i] for lp in timed) for i in range(runs)]))
+    if gaps <= 0 or busy + gaps <= plain_ms:
+        return None
+    factor = min(1.0, max(0.0, (plain_ms - busy) / gaps))
+    for lp in timed:
+        for i in range(len(lp.gap_ms) - runs, len(lp.gap_ms)):
+            lp.gap_ms[i] *= factor
+            lp.times_ms[i] = lp.device_ms[i] + lp.gap_ms[i]
+    return factor
+
+
 # ---- profiling ------------------------------------------------------------------------------------------------
 #: ``warming(done, total, layer)``: the untimed runs before the timed ones (the first loads or compiles the kernels),
 #: layer by layer: ``done`` layers of ``total`` computed, ``layer`` the one computed next
@@ -525,6 +545,11 @@ def _profile_traced(net: Network, tracer: Any, iterations: int, warmup: int,
                                  r.grid, r.block, only if r.kind == "kernel" else "")
                       for k, r in enumerate(shapes.get(name, []))]
     notes = []
+    fitted = fit_gaps(costs, float(np.median(net_times)), len(traced))
+    if fitted is not None:
+        notes.append(f"tracing slowed the launches: the gaps between kernels are scaled by {fitted:.3f} to the plain "
+                     "runs' time (their kernels' own time is as measured)")
+        spans = []
     # the device's wait before the first kernel (the host's work in Network.run and the graph's launch) is part of a
     # plain run; traced runs launch slower (CUPTI's own work), so it is taken from the untraced runs: their time less
     # the kernels' span, counted in the first layer's gap

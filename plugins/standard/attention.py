@@ -2,6 +2,7 @@
 window attention's core; ONNX MatMul, Softmax, MatMul recognised at import)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,24 +12,30 @@ from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamD
 from engine.layer import Layer
 from engine.tensor import Dims, broadcast_dims
 
+Product = Callable[[Any, Any, Any], Any]
+
 
 def attention(xp: Any, q: Any, k: Any, v: Any, scale: float, bias: Any | None = None,
-              matmul_dtype: Any = np.float32, k_transposed: bool = False) -> Any:
+              matmul_dtype: Any = np.float32, k_transposed: bool = False, product: Product | None = None) -> Any:
     """``softmax(scale * q @ k^T + bias, last axis) @ v`` with the leading axes broadcast (``k_transposed``: ``k`` is
     given as k^T). The two products run in
     ``matmul_dtype`` (float16 on the GPU: cuBLAS on tensor cores, float32 accumulation); the scores, the bias and the
-    softmax in float32, the maximum subtracted first (no overflow). Returns ``matmul_dtype`` values."""
+    softmax in float32, the maximum subtracted first (no overflow). Returns ``matmul_dtype`` values.
+    ``product(a, b, out_dtype)``: the matrix product to use (the backend's; default ``xp.matmul``)."""
+    def default(a: Any, b: Any, out_dtype: Any) -> Any:
+        return xp.matmul(a, b).astype(out_dtype, copy=False)
+
+    mul = product or default
     kt = k.astype(matmul_dtype, copy=False)
-    s = xp.matmul(q.astype(matmul_dtype, copy=False), kt if k_transposed else xp.swapaxes(kt, -1, -2))
-    s = s.astype(np.float32, copy=False)
+    s = mul(q.astype(matmul_dtype, copy=False), kt if k_transposed else xp.swapaxes(kt, -1, -2), np.float32)
     if scale != 1.0:
         s *= np.float32(scale)
     if bias is not None:
-        s = s + bias.astype(np.float32, copy=False)
+        s += bias.astype(np.float32, copy=False)
     s -= s.max(axis=-1, keepdims=True)
     xp.exp(s, out=s)
     s /= s.sum(axis=-1, keepdims=True)
-    return xp.matmul(s.astype(matmul_dtype, copy=False), v.astype(matmul_dtype, copy=False))
+    return mul(s.astype(matmul_dtype, copy=False), v.astype(matmul_dtype, copy=False), matmul_dtype)
 
 
 DESC = LayerDesc(
@@ -91,8 +98,25 @@ class Attention(Layer):
         q, k, v = (self.nchw(x) for x in inputs[:3])
         bias = self.nchw(inputs[3]) if len(inputs) > 3 and inputs[3] is not None else None
         dtype = self.cdtype if xp is not np else np.float32  # NumPy's float16 products are slow and widen anyway
-        y = attention(xp, q, k, v, float(self.p["scale"]), bias, dtype, bool(self.p["k_transposed"]))
+        y = attention(xp, q, k, v, float(self.p["scale"]), bias, dtype, bool(self.p["k_transposed"]),
+                      self._backend_product())
         self.store(out, self.activate(y.astype(self.cdtype, copy=False)))
+
+    def _backend_product(self) -> Product | None:
+        """The backend's matrix product (on the GPU: cuBLAS, which CUDA graphs capture) into a new array of the
+        asked dtype, falling back to the array module's where the backend does not serve a case; None on the CPU."""
+        kernel = self.backend.kernel("matmul") if self.xp is not np else None
+        if kernel is None:
+            return None
+        xp = self.xp
+
+        def product(a: Any, b: Any, out_dtype: Any) -> Any:
+            shape = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) + (a.shape[-2], b.shape[-1])
+            out = xp.empty(shape, out_dtype)
+            if kernel(a, b, out, self.tf32) is None:
+                out[...] = xp.matmul(a, b)
+            return out
+        return product
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
         q, k = inputs[0], inputs[1]

@@ -73,14 +73,36 @@ class MatMul(Layer):
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         a = self.nchw(inputs[0])
-        if len(inputs) > 1 and inputs[1] is not None:
-            y = matmul(self.xp, a, self.nchw(inputs[1]))
+        b = self.nchw(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else None
+        if self.xp is not np and self._backend_product(a, b, out):
+            return
+        if b is not None:
+            y = matmul(self.xp, a, b)
         elif self.xp is np and a.dtype == out.dtype == self.weights["weights"].dtype == np.float32:
             self._linear(a, out)
             return
         else:
             y = matmul(self.xp, a, self.weights["weights"], self.weights.get("bias"))
         self.store(out, self.activate(y.reshape(self.out_dims)))
+
+    def _backend_product(self, a: Any, b: Any | None, out: Any) -> bool:
+        """The backend's matrix product (on the GPU: cuBLAS, which CUDA graphs capture) written into the output
+        buffer, then the bias and the activation in place; False where the backend does not serve the case."""
+        kernel = self.backend.kernel("matmul")
+        if kernel is None:
+            return False
+        y = nchw_view(out, self.fmt)
+        direct = y.flags.c_contiguous and y.dtype == a.dtype
+        target = y if direct else self.xp.empty(y.shape, a.dtype)
+        if kernel(a, self.weights["weights"] if b is None else b, target, self.tf32) is None:
+            return False
+        bias = self.weights.get("bias") if b is None else None
+        if bias is not None:
+            target += bias.astype(target.dtype, copy=False)
+        if not direct:
+            y[...] = target
+        self.activate_inplace(out)
+        return True
 
     def _linear(self, a: Any, out: Any) -> None:
         """The CPU path of ``a @ weights (+ bias)``: the leading axes as rows of one BLAS product written into the

@@ -136,6 +136,32 @@ def test_traced_profile_gives_each_layer_its_kernels_and_gaps(registry):
     assert rep.layer_figures(doc)[net.order[1]]["kernels"][0]["name"] == f"k_{net.order[1]}"
 
 
+class SlowLaunchTracer(FakeTracer):
+    """As FakeTracer, with 20 ms between kernels: tracing that slows every launch far beyond the plain run's pace."""
+
+    def ran(self, name: str) -> None:
+        if self.on:
+            start = self.clock + 20_000_000
+            self.clock = start + 20000
+            self.pending.append(DeviceRecord("kernel", f"k_{name}", start, self.clock, (4, 1, 1), (128, 1, 1)))
+
+
+def test_gaps_widened_by_tracing_are_scaled_to_the_plain_runs_time(registry):
+    """A network run layer by layer (no graph) is decided by the host's gaps between kernels, which tracing widens:
+    the layers still add up to the plain run, their kernels' time as measured."""
+    net = small_resnet(registry)
+    tracer = SlowLaunchTracer(net)
+    result = prof._profile_traced(net, tracer, 3, 1, None, lambda *_: None)
+    computed = [lp for lp in result.layers if lp.times_ms]
+    plain = float(np.median(result.network_times_ms))
+    assert plain < 20.0 * len(computed)  # the traced runs were far slower
+    assert sum(lp.stats()["mean"] for lp in computed) == pytest.approx(plain, rel=0.05)
+    assert all(lp.device_ms == pytest.approx([0.02] * 3) for lp in computed)
+    assert any("gaps between kernels are scaled" in n for n in result.notes)
+    gaps = [lp.gap_ms[0] for lp in computed[1:]]
+    assert max(gaps) == pytest.approx(min(gaps))  # one factor for every layer
+
+
 def test_device_peaks_are_cached_per_machine_with_the_date_and_remeasurable(cache, monkeypatch):
     from engine.backends import NumpyBackend
 

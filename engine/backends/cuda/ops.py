@@ -20,8 +20,8 @@ from typing import Any
 import cupy
 
 from engine.backends.base import Backend, ConvOperands, derived
-from engine.backends.cuda import channel_scale as _channel_scale
 from engine.backends.cuda import (
+    blas,
     conv_direct,
     cudnn,
     depthwise,
@@ -32,6 +32,7 @@ from engine.backends.cuda import (
     runtime,
     wgmma,
 )
+from engine.backends.cuda import channel_scale as _channel_scale
 from engine.backends.cuda import upsample as _upsample
 from engine.backends.selection import Candidate, Launched, OperationTable
 from engine.epilogues import coefficients
@@ -176,6 +177,18 @@ channel_scale = _one_kernel(_channel_scale.channel_scale)
 activation = _one_kernel(pointwise.activation)
 #: per-channel ``act(x * scale + shift)`` in one pass (see :func:`engine.backends.cuda.pointwise.scale_shift`)
 scale_shift = _one_kernel(pointwise.scale_shift)
+
+
+def _matmul(a: Any, b: Any, out: Any, tf32: bool) -> Launched | None:
+    if not blas.serves(a, b, out):
+        return None
+    blas.matmul(a, b, out, tf32)
+    return Launched("cublas")
+
+
+#: batched matrix products on a cuBLAS handle of LayerLab's own, which CUDA graphs capture (see
+#: :mod:`engine.backends.cuda.blas`)
+matmul = _one_kernel(_matmul)
 
 
 def upsample(backend: Backend) -> Kernel:

@@ -1,0 +1,108 @@
+"""Matrix products on LayerLab's own cuBLAS handles (engine/backends/cuda/blas.py): every operand layout against
+NumPy, and networks with Linear layers and attention captured as one CUDA graph."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.model import Model
+from engine.network import Network
+from engine.tensor import TensorFormat
+from tests.harness import assert_replays_match, backend_param
+
+pytestmark = pytest.mark.gpu
+
+RNG = np.random.default_rng(21)
+
+
+def _pair(a_shape, b_shape, dtype):
+    return (RNG.standard_normal(a_shape).astype(dtype), RNG.standard_normal(b_shape).astype(dtype))
+
+
+CASES = [  # (a shape, b shape, how a is viewed, how b is viewed)
+    ((7, 5), (5, 3), None, None),
+    ((4, 7, 5), (5, 9), None, None),  # a Linear layer: one product over all rows
+    ((2, 3, 7, 5), (2, 3, 5, 6), None, None),  # batched, one stride
+    ((2, 1, 7, 5), (1, 3, 5, 6), None, None),  # partial broadcast: copied first
+    ((3, 5, 7), (3, 6, 5), "T", "T"),  # both transposed views (swapaxes): op T, no copy
+    ((6, 8, 5), (8, 5, 4), "slice", None),  # rows of a strided slice
+    ((1, 1), (1, 1), None, None),
+]
+
+
+def _view(x, how):
+    cupy = pytest.importorskip("cupy")
+    d = cupy.asarray(x)
+    if how == "T":
+        return cupy.swapaxes(d, -1, -2), np.swapaxes(x, -1, -2)
+    if how == "slice":
+        return d[:, ::2], x[:, ::2]
+    return d, x
+
+
+@pytest.mark.parametrize("dtype,out_dtype", [(np.float32, np.float32), (np.float16, np.float16),
+                                             (np.float16, np.float32)])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_products_of_every_layout_agree_with_numpy(case, dtype, out_dtype):
+    cupy = pytest.importorskip("cupy")
+    from engine.backends.cuda import blas
+
+    a_shape, b_shape, a_how, b_how = CASES[case]
+    a, b = _pair(a_shape, b_shape, dtype)
+    da, a = _view(a, a_how)
+    db, b = _view(b, b_how)
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    out = cupy.full(ref.shape, np.nan, out_dtype)
+    assert blas.serves(da, db, out)
+    blas.matmul(da, db, out)
+    tol = 1e-5 if dtype == np.float32 else 2e-3
+    np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), ref, rtol=tol, atol=tol * 4)
+
+
+def test_cases_it_does_not_serve_are_declined():
+    cupy = pytest.importorskip("cupy")
+    from engine.backends.cuda import blas
+
+    a, b = cupy.ones((3, 4), cupy.float32), cupy.ones((4, 2), cupy.float32)
+    assert not blas.serves(a, b.astype(cupy.float16), cupy.empty((3, 2), cupy.float32))  # mixed operands
+    assert not blas.serves(a, cupy.ones(4, cupy.float32), cupy.empty(3, cupy.float32))  # a vector
+    assert not blas.serves(a, b, cupy.empty((2, 3), cupy.float32).T)  # an output that is not C-contiguous
+    assert not blas.serves(a, b, cupy.empty((3, 2), cupy.float16))  # float32 operands into float16
+
+
+def test_strict_float32_does_not_round_to_tf32():
+    """Operands whose TF32 rounding (10-bit mantissa) changes the result: strict float32 keeps full precision."""
+    cupy = pytest.importorskip("cupy")
+    from engine.backends.cuda import blas
+
+    a = np.full((64, 256), 1 + 2.0 ** -15, np.float32)
+    b = np.full((256, 64), 1 + 2.0 ** -15, np.float32)
+    out = cupy.empty((64, 64), cupy.float32)
+    blas.matmul(cupy.asarray(a), cupy.asarray(b), out)
+    exact = 256 * (1 + 2.0 ** -15) ** 2
+    assert abs(float(out[0, 0]) - exact) < 1e-3  # TF32 would give 256.0
+
+
+def tokens() -> Model:
+    """A transformer-like block on 2 x 16 x 32 tokens: Linear (GELU), Linear, attention, a product of two tensors."""
+    m = Model("tokens")
+    m.add_layer("input", "inp", params={"dimensions": "2x16x32"})
+    m.add_layer("matmul", "fc1", params={"num_outputs": "64", "bias": "true"}, inputs=["inp"], activation="gelu")
+    m.add_layer("matmul", "fc2", params={"num_outputs": "32", "bias": "true"}, inputs=["fc1"])
+    m.add_layer("attention", "att", params={"scale": "0.2"}, inputs=["fc2", "inp", "fc2"])
+    m.add_layer("input", "w", params={"dimensions": "1x32x8"})
+    m.add_layer("matmul", "scores", inputs=["att", "w"])  # two tensors, the second broadcast over the batch
+    m.add_layer("output", "out", inputs=["scores"])
+    return m
+
+
+@pytest.mark.parametrize("fmt", ["fp16 nhwc", "fp32 nchw"])
+def test_a_network_of_products_and_attention_is_captured(registry, fmt):
+    f = TensorFormat.parse(fmt)
+    net = Network(tokens(), registry, backend_param("cupy"), f)
+    ref = Network(tokens(), registry, backend_param("numpy"), TensorFormat.parse("fp32 nchw"))
+    w = np.random.default_rng(3).standard_normal((1, 32, 8)).astype(np.float32) * 0.2
+    for n in (net, ref):
+        n.set_input("w", w)
+    assert_replays_match(net, ref, (2, 16, 32))
+    assert net.graph_status.startswith("captured"), net.graph_status
