@@ -81,6 +81,9 @@ KERNEL_OPERATIONS: dict[str, str] = {
                   "(``engine.epilogues``), physical arrays of one shape and dtype; out may be x",
     "scale_shift": "(x, scale, shift, out, nhwc, epilogue, coefs): out = act(x * scale[c] + shift[c]) in one pass, "
                    "c the channel of physical 4-D x (NHWC when nhwc), scale and shift float32 vectors; out may be x",
+    "layer_norm": "(x, scale, bias, out, n, inner, epsilon, epilogue, coefs): out = act((x - mean) / sqrt(var + "
+                  "epsilon) * scale + bias) over the n values of each row of x seen as (outer, n, inner), x and out "
+                  "C-contiguous of one shape and dtype, scale and bias vectors of n values of that dtype",
     "matmul": "(a, b, out, tf32): out = a @ b over the last two axes, the leading axes broadcast into out's (NumPy's "
               "rules, both operands of rank 2 or more), a and b of one float dtype, out C-contiguous of a's dtype or "
               "float32; float32 accumulation (tf32: TF32 tensor cores allowed for float32 operands)",

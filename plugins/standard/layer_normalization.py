@@ -98,9 +98,40 @@ class LayerNormalization(Layer):
     def _broadcast(self, w: Any, rank: int) -> Any:
         return w.reshape(w.shape + (1, 1)) if self.p["over"] == "channels" else w
 
+    def _rows(self, x: Any, axes: tuple[int, ...]) -> tuple[int, int] | None:
+        """(n, inner) of the normalized values of physical ``x`` seen as (outer, n, inner), or None where they are
+        not one axis of its memory (or a C-contiguous block of trailing ones)."""
+        if not x.flags.c_contiguous:
+            return None
+        view = nchw_view(x, self.fmt)
+        if len(axes) > 1:
+            return (int(np.prod([view.shape[a] for a in axes])), 1) if view.flags.c_contiguous else None
+        k = axes[0]
+        for p in range(x.ndim):
+            if x.strides[p] == view.strides[k] and x.shape[p] == view.shape[k]:
+                return x.shape[p], int(np.prod(x.shape[p + 1:], dtype=np.int64))
+        return None
+
+    def _backend_norm(self, inputs: list[Any], axes: tuple[int, ...], out: Any) -> bool:
+        """The backend's one-pass kernel (the GPU's), the activation fused where it has an epilogue."""
+        kernel = self.backend.kernel("layer_norm")
+        act = self.activation
+        if kernel is None or (act is not None and act.epilogue is None):
+            return False
+        x = self.physical(inputs[0])
+        rows = self._rows(x, axes)
+        if rows is None or out.shape != x.shape or out.dtype != x.dtype:
+            return False
+        xp = self.xp
+        scale, bias = (xp.ascontiguousarray(self.weight(w, inputs).reshape(-1), dtype=x.dtype) for w in ("scale", "bias"))
+        return kernel(x, scale, bias, out, rows[0], rows[1], float(self.p["epsilon"]),
+                      act.epilogue if act is not None else None, act.coefs if act is not None else {}) is not None
+
     def forward(self, inputs: list[Any], out: Any) -> None:
         x = self.nchw(inputs[0])
         axes = self._axes(Dims(*x.shape))
+        if self.xp is not np and self._backend_norm(inputs, axes, out):
+            return
         scale, bias = (self._broadcast(self.weight(w, inputs), x.ndim) for w in ("scale", "bias"))
         if self.xp is np and self.p["over"] == "trailing" and x.dtype == out.dtype == np.float32:
             n = int(np.prod([x.shape[a] for a in axes]))

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.base import derived
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
@@ -97,12 +98,35 @@ class MatMul(Layer):
         if kernel(a, self.weights["weights"] if b is None else b, target, self.tf32) is None:
             return False
         bias = self.weights.get("bias") if b is None else None
+        if direct and self._bias_and_activation(target, bias):
+            return True
         if bias is not None:
             target += bias.astype(target.dtype, copy=False)
         if not direct:
             y[...] = target
         self.activate_inplace(out)
         return True
+
+    def _bias_and_activation(self, y: Any, bias: Any | None) -> bool:
+        """The bias and the activation of ``y``'s rows in one pass (the backend's ``scale_shift`` over the last
+        axis); True when done (or nothing to do)."""
+        act = self.activation
+        if bias is None and act is None:
+            return True
+        kernel = self.backend.kernel("scale_shift")
+        if kernel is None or (act is not None and act.epilogue is None) or y.ndim < 1:
+            return False
+        n = y.shape[-1]
+        xp = self.xp
+        cache = self.__dict__.setdefault("_derived", {})  # float32 vectors made once (kept while the bias is)
+        ones = derived(cache, f"ones{n}", None, lambda: xp.ones(n, np.float32))
+        if bias is None:
+            shift = derived(cache, f"zeros{n}", None, lambda: xp.zeros(n, np.float32))
+        else:
+            shift = derived(cache, "shift", bias, lambda: bias.astype(np.float32))
+        rows = y.reshape(1, 1, -1, n)
+        return kernel(rows, ones, shift, rows, True, act.epilogue if act is not None else None,
+                      act.coefs if act is not None else {}) is not None
 
     def _linear(self, a: Any, out: Any) -> None:
         """The CPU path of ``a @ weights (+ bias)``: the leading axes as rows of one BLAS product written into the

@@ -27,6 +27,7 @@ from engine.backends.cuda import (
     depthwise,
     elementwise,
     gather,
+    normalization,
     pointwise,
     pooling,
     runtime,
@@ -186,6 +187,8 @@ def _matmul(a: Any, b: Any, out: Any, tf32: bool) -> Launched | None:
     return Launched("cublas")
 
 
+#: layer normalization of rows in one pass (see :func:`engine.backends.cuda.normalization.layer_norm`)
+layer_norm = _one_kernel(normalization.layer_norm)
 #: batched matrix products on a cuBLAS handle of LayerLab's own, which CUDA graphs capture (see
 #: :mod:`engine.backends.cuda.blas`)
 matmul = _one_kernel(_matmul)
