@@ -5,10 +5,11 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.base import derived
 from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
-from engine.tensor import Dims
+from engine.tensor import Dims, Layout
 
 MODES = ("per_tensor", "per_channel")
 
@@ -86,7 +87,25 @@ class Affine(Layer):
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
         return output.elements * (2 + int(self.activation is not None))
 
+    def _backend_scale_shift(self, inputs: list[Any], out: Any) -> bool:
+        """Per channel on the GPU: the backend's one-pass ``scale_shift`` over the physical arrays, the activation
+        fused where it has an epilogue."""
+        act = self.activation
+        kernel = self.backend.kernel("scale_shift") if self.p["mode"] == "per_channel" else None
+        if kernel is None or (act is not None and act.epilogue is None):
+            return False
+        x = inputs[0]
+        if x.ndim != 4 or x.dtype != out.dtype or x.shape != out.shape:
+            return False
+        cache = None if self.weights_from_inputs(inputs) else self.__dict__.setdefault("_derived", {})
+        scale, shift = (derived(cache, name, w, lambda w=w: self.xp.ascontiguousarray(w.reshape(-1), dtype=np.float32))
+                        for name, w in (("scale", self._value("scale", inputs)), ("shift", self._value("shift", inputs))))
+        return kernel(x, scale, shift, out, self.fmt.layout is Layout.NHWC, act.epilogue if act is not None else None,
+                      act.coefs if act is not None else {}) is not None
+
     def forward(self, inputs: list[Any], out: Any) -> None:
+        if self.xp is not np and self._backend_scale_shift(inputs, out):
+            return
         y = affine(self.nchw(inputs[0]), self._value("scale", inputs), self._value("shift", inputs))
         self.store(out, self.activate(y))
 

@@ -12,30 +12,39 @@ from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamD
 from engine.layer import Layer
 from engine.tensor import Dims, broadcast_dims
 
-Product = Callable[[Any, Any, Any], Any]
+#: ``product(a, b, out_dtype, alpha)``: ``alpha * a @ b`` as a new array of ``out_dtype``
+Product = Callable[[Any, Any, Any, float], Any]
+#: ``softmax(s, out_dtype)``: the softmax of float32 ``s`` along its last axis (``s`` may be overwritten)
+Softmax = Callable[[Any, Any], Any]
 
 
 def attention(xp: Any, q: Any, k: Any, v: Any, scale: float, bias: Any | None = None,
-              matmul_dtype: Any = np.float32, k_transposed: bool = False, product: Product | None = None) -> Any:
+              matmul_dtype: Any = np.float32, k_transposed: bool = False, product: Product | None = None,
+              softmax: Softmax | None = None) -> Any:
     """``softmax(scale * q @ k^T + bias, last axis) @ v`` with the leading axes broadcast (``k_transposed``: ``k`` is
     given as k^T). The two products run in
     ``matmul_dtype`` (float16 on the GPU: cuBLAS on tensor cores, float32 accumulation); the scores, the bias and the
     softmax in float32, the maximum subtracted first (no overflow). Returns ``matmul_dtype`` values.
-    ``product(a, b, out_dtype)``: the matrix product to use (the backend's; default ``xp.matmul``)."""
-    def default(a: Any, b: Any, out_dtype: Any) -> Any:
-        return xp.matmul(a, b).astype(out_dtype, copy=False)
+    ``product`` and ``softmax``: the backend's (default: the array module's)."""
+    def array_product(a: Any, b: Any, out_dtype: Any, alpha: float) -> Any:
+        y = xp.matmul(a, b).astype(out_dtype, copy=False)
+        if alpha != 1.0:
+            y *= np.float32(alpha)
+        return y
 
-    mul = product or default
+    def array_softmax(s: Any, out_dtype: Any) -> Any:
+        s -= s.max(axis=-1, keepdims=True)
+        xp.exp(s, out=s)
+        s /= s.sum(axis=-1, keepdims=True)
+        return s.astype(out_dtype, copy=False)
+
+    mul = product or array_product
     kt = k.astype(matmul_dtype, copy=False)
-    s = mul(q.astype(matmul_dtype, copy=False), kt if k_transposed else xp.swapaxes(kt, -1, -2), np.float32)
-    if scale != 1.0:
-        s *= np.float32(scale)
+    s = mul(q.astype(matmul_dtype, copy=False), kt if k_transposed else xp.swapaxes(kt, -1, -2), np.float32, scale)
     if bias is not None:
         s += bias.astype(np.float32, copy=False)
-    s -= s.max(axis=-1, keepdims=True)
-    xp.exp(s, out=s)
-    s /= s.sum(axis=-1, keepdims=True)
-    return mul(s.astype(matmul_dtype, copy=False), v.astype(matmul_dtype, copy=False), matmul_dtype)
+    p = (softmax or array_softmax)(s, matmul_dtype)
+    return mul(p, v.astype(matmul_dtype, copy=False), matmul_dtype, 1.0)
 
 
 DESC = LayerDesc(
@@ -99,7 +108,7 @@ class Attention(Layer):
         bias = self.nchw(inputs[3]) if len(inputs) > 3 and inputs[3] is not None else None
         dtype = self.cdtype if xp is not np else np.float32  # NumPy's float16 products are slow and widen anyway
         y = attention(xp, q, k, v, float(self.p["scale"]), bias, dtype, bool(self.p["k_transposed"]),
-                      self._backend_product())
+                      self._backend_product(), self._backend_softmax())
         self.store(out, self.activate(y.astype(self.cdtype, copy=False)))
 
     def _backend_product(self) -> Product | None:
@@ -110,13 +119,33 @@ class Attention(Layer):
             return None
         xp = self.xp
 
-        def product(a: Any, b: Any, out_dtype: Any) -> Any:
+        def product(a: Any, b: Any, out_dtype: Any, alpha: float) -> Any:
             shape = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) + (a.shape[-2], b.shape[-1])
             out = xp.empty(shape, out_dtype)
-            if kernel(a, b, out, self.tf32) is None:
+            if kernel(a, b, out, self.tf32, alpha) is None:
                 out[...] = xp.matmul(a, b)
+                if alpha != 1.0:
+                    out *= np.float32(alpha)
             return out
         return product
+
+    def _backend_softmax(self) -> Softmax | None:
+        """The backend's one-pass softmax of float32 rows (the GPU's), falling back to the array code."""
+        kernel = self.backend.kernel("softmax_rows") if self.xp is not np else None
+        if kernel is None:
+            return None
+        xp = self.xp
+
+        def softmax(s: Any, out_dtype: Any) -> Any:
+            s = xp.ascontiguousarray(s)
+            out = xp.empty(s.shape, out_dtype)
+            if kernel(s, out) is None:
+                s -= s.max(axis=-1, keepdims=True)
+                xp.exp(s, out=s)
+                s /= s.sum(axis=-1, keepdims=True)
+                out[...] = s
+            return out
+        return softmax
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
         q, k = inputs[0], inputs[1]

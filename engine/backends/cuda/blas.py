@@ -167,8 +167,8 @@ def serves(a: Any, b: Any, out: Any) -> bool:
     return b.shape[-2] == k and out.shape[-2:] == (m, n) and max(m, n, k, 1) <= _INT_MAX and out.size > 0 and k > 0
 
 
-def matmul(a: Any, b: Any, out: Any, tf32: bool = False) -> None:
-    """``out[...] = a @ b`` (batch axes broadcast into ``out``'s) on the current stream; float32 accumulation
+def matmul(a: Any, b: Any, out: Any, tf32: bool = False, alpha: float = 1.0) -> None:
+    """``out[...] = alpha * a @ b`` (batch axes broadcast into ``out``'s) on the current stream; float32 accumulation
     (TF32 tensor cores for float32 operands only with ``tf32``). Call :func:`serves` first."""
     batch = tuple(out.shape[:-2])
     m, n, k = out.shape[-2], out.shape[-1], a.shape[-1]
@@ -184,11 +184,11 @@ def matmul(a: Any, b: Any, out: Any, tf32: bool = False) -> None:
     handle = _handle()
     lib = _library()
     _check(lib.cublasSetStream_v2(handle.ptr, ctypes.c_void_p(cupy.cuda.get_current_stream().ptr)), "cublasSetStream")
-    one, zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
+    factor, zero = ctypes.c_float(alpha), ctypes.c_float(0.0)
     compute = _COMPUTE_32F_FAST_TF32 if tf32 and a.dtype == cupy.float32 else _COMPUTE_32F
     in_type, out_type = _DTYPES[a.dtype], _DTYPES[out.dtype]
     # row-major C = A @ B is column-major C^T = B^T @ A^T: b comes first
-    args = (handle.ptr, op_b, op_a, n, m, k, ctypes.byref(one))
+    args = (handle.ptr, op_b, op_a, n, m, k, ctypes.byref(factor))
     if count == 1:
         _check(lib.cublasGemmEx(*args, b.data.ptr, in_type, ldb, a.data.ptr, in_type, lda, ctypes.byref(zero),
                                 out.data.ptr, out_type, n, compute, _GEMM_DEFAULT), "cublasGemmEx")

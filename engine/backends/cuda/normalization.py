@@ -1,6 +1,7 @@
-"""Layer normalization in one kernel (``kernels/layer_norm.cu``): one warp per row of normalized values, mean and
-variance in float32, scale, bias and the activation applied in the same pass, instead of the eight or so passes of
-the array code (convert, mean, subtract, square, mean, root, divide, scale, shift)."""
+"""Normalizations over rows in one kernel each: layer normalization (``kernels/layer_norm.cu``: one warp per row of
+normalized values, mean and variance in float32, scale, bias and the activation in the same pass, instead of the
+eight or so passes of the array code) and the softmax of attention scores (``kernels/softmax.cu``: max, sum and
+quotient in one kernel, written in the type of the next product)."""
 from __future__ import annotations
 
 from typing import Any
@@ -32,10 +33,31 @@ def layer_norm(x: Any, scale: Any, bias: Any, out: Any, n: int, inner: int, epsi
     if n < 1 or inner < 1 or n > MAX_ROW or x.size % (n * inner) or x.size >= 2**62:
         return None
     rows = x.size // n
-    if rows:
-        ca, cb = epilogues.coefficients(epilogue, coefs)
+    if not rows:
+        return Launched("layer_norm")
+    ca, cb = epilogues.coefficients(epilogue, coefs)
+    tail = (cupy.float32(epsilon), cupy.int32(code), cupy.float32(ca), cupy.float32(cb))
+    if rows * 32 < runtime.sm_count() * 2048 and n >= 256:  # few long rows: a block each
+        runtime.function("layer_norm.cu", f"layer_norm_block<{_TYPES[x.dtype]},{_WARPS}>")(
+            (rows,), (32 * _WARPS,), (x, scale, bias, out, cupy.int32(n), cupy.int64(inner), *tail))
+    else:
         runtime.function("layer_norm.cu", f"layer_norm<{_TYPES[x.dtype]}>")(
             (runtime.blocks(rows, _WARPS),), (32 * _WARPS,),
-            (x, scale, bias, out, cupy.int32(n), cupy.int64(inner), cupy.int64(rows), cupy.float32(epsilon),
-             cupy.int32(code), cupy.float32(ca), cupy.float32(cb)))
+            (x, scale, bias, out, cupy.int32(n), cupy.int64(inner), cupy.int64(rows), *tail))
     return Launched("layer_norm")
+
+
+def softmax_rows(x: Any, out: Any) -> Launched | None:
+    """``out = softmax(x)`` along the last axis: ``x`` C-contiguous float32, ``out`` C-contiguous of its shape, fp16
+    or fp32; None for anything else (nothing written)."""
+    if not (x.dtype == cupy.float32 and out.dtype in _TYPES and x.shape == out.shape and x.ndim >= 1
+            and x.flags.c_contiguous and out.flags.c_contiguous):
+        return None
+    n = x.shape[-1]
+    if n < 1 or n > MAX_ROW:
+        return None
+    rows = x.size // n
+    if rows:
+        runtime.function("softmax.cu", f"softmax_rows<{_TYPES[out.dtype]}>")(
+            (runtime.blocks(rows, _WARPS),), (32 * _WARPS,), (x, out, cupy.int32(n), cupy.int64(rows)))
+    return Launched("softmax_rows")

@@ -180,15 +180,17 @@ activation = _one_kernel(pointwise.activation)
 scale_shift = _one_kernel(pointwise.scale_shift)
 
 
-def _matmul(a: Any, b: Any, out: Any, tf32: bool) -> Launched | None:
+def _matmul(a: Any, b: Any, out: Any, tf32: bool, alpha: float = 1.0) -> Launched | None:
     if not blas.serves(a, b, out):
         return None
-    blas.matmul(a, b, out, tf32)
+    blas.matmul(a, b, out, tf32, alpha)
     return Launched("cublas")
 
 
 #: layer normalization of rows in one pass (see :func:`engine.backends.cuda.normalization.layer_norm`)
 layer_norm = _one_kernel(normalization.layer_norm)
+#: the softmax of float32 rows in one pass (see :func:`engine.backends.cuda.normalization.softmax_rows`)
+softmax_rows = _one_kernel(normalization.softmax_rows)
 #: batched matrix products on a cuBLAS handle of LayerLab's own, which CUDA graphs capture (see
 #: :mod:`engine.backends.cuda.blas`)
 matmul = _one_kernel(_matmul)

@@ -35,3 +35,41 @@ __global__ void layer_norm(const T* __restrict__ x, const T* __restrict__ scale,
         yr[i * inner] = (T)layerlab_act(act, v, ca, cb);
     }
 }
+
+// The same with a block of WARPS warps per row, for few long rows (a 7 x 7 image of 768 channels: 49 rows would
+// leave most of the GPU idle and each warp walking its row alone): partial sums meet in shared memory.
+template <int WARPS>
+__device__ __forceinline__ float layerlab_block_sum(float v, float* shared) {
+    v = layerlab_warp_sum(v);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    __syncthreads();  // the previous use of shared is over
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    float t = 0.f;
+    #pragma unroll
+    for (int w = 0; w < WARPS; ++w) t += shared[w];
+    return t;
+}
+
+template <typename T, int WARPS>
+__global__ void layer_norm_block(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias,
+                                 T* __restrict__ y, int n, long long inner, float eps, int act, float ca, float cb) {
+    __shared__ float shared[WARPS];
+    long long row = blockIdx.x;
+    long long base = (row / inner) * n * inner + row % inner;
+    const T* xr = x + base;
+    T* yr = y + base;
+    float s = 0.f;
+    for (int i = threadIdx.x; i < n; i += 32 * WARPS) s += (float)xr[i * inner];
+    float mean = layerlab_block_sum<WARPS>(s, shared) / n;
+    float q = 0.f;
+    for (int i = threadIdx.x; i < n; i += 32 * WARPS) {
+        float d = (float)xr[i * inner] - mean;
+        q += d * d;
+    }
+    float inv = rsqrtf(layerlab_block_sum<WARPS>(q, shared) / n + eps);
+    for (int i = threadIdx.x; i < n; i += 32 * WARPS) {
+        float v = ((float)xr[i * inner] - mean) * inv * (float)scale[i] + (float)bias[i];
+        yr[i * inner] = (T)layerlab_act(act, v, ca, cb);
+    }
+}

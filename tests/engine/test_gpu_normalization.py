@@ -1,5 +1,6 @@
-"""Layer normalization in one GPU kernel (engine/backends/cuda/normalization.py): rows of every layout against a
-float64 reference, and the layer taking it for ConvNeXt's channels of an NHWC image and a transformer's tokens."""
+"""Normalizations in one GPU kernel (engine/backends/cuda/normalization.py): layer normalization of rows of every
+layout against a float64 reference, the layer taking it for ConvNeXt's channels of an NHWC image and a transformer's
+tokens; the softmax of attention scores."""
 from __future__ import annotations
 
 import numpy as np
@@ -79,3 +80,19 @@ def test_the_layer_runs_the_one_pass_kernel(registry, dims, over, fmt):
     assert calls, "the layer did not use the kernel"
     tol = 1e-4 if "fp32" in fmt else 3e-2
     np.testing.assert_allclose(net.output("out"), ref.output("out"), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("shape", [(192, 49, 49), (3, 1), (2, 4100), (5, 33)])
+def test_softmax_rows_agree_with_a_reference(shape, out_dtype):
+    cupy = pytest.importorskip("cupy")
+    from engine.backends.cuda import normalization
+
+    x = (RNG.standard_normal(shape) * 20).astype(np.float32)  # large scores: the maximum must be subtracted
+    out = cupy.full(shape, np.nan, out_dtype)
+    assert normalization.softmax_rows(cupy.asarray(x), out) is not None
+    e = np.exp(x.astype(np.float64) - x.max(axis=-1, keepdims=True))
+    ref = e / e.sum(axis=-1, keepdims=True)
+    tol = 1e-5 if out_dtype == np.float32 else 1e-3
+    np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), ref, rtol=tol * 10, atol=tol)
+    assert normalization.softmax_rows(cupy.asarray(x).astype(cupy.float16), out) is None  # float32 scores only
