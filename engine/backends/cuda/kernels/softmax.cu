@@ -22,7 +22,7 @@ __global__ void softmax_rows(const float* __restrict__ x, T* __restrict__ y, int
     if (row >= rows) return;
     const float* xr = x + row * n;
     T* yr = y + row * n;
-    float m = -INFINITY;
+    float m = __int_as_float(0xff800000);  // -infinity (NVRTC has no INFINITY macro)
     for (int i = lane; i < n; i += 32) m = fmaxf(m, xr[i]);
     m = layerlab_warp_max(m);
     float s = 0.f;
