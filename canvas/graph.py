@@ -390,7 +390,10 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
         self._moves_pending = False
         moved, self._moved = self._moved, set()
         if self.overview is not None:
-            self.overview.invalidate(moved)
+            try:
+                self.overview.invalidate(moved)
+            except RuntimeError:  # the canvas was closed before the timer came due
+                pass
 
     def _on_model_event(self, ev: Event) -> None:
         if isinstance(ev, LayerEvent):
@@ -417,6 +420,11 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
                 self.overview.apply_mode()  # new nodes and links follow the current mode
             if isinstance(ev, (LayerRenamed, TemplateEvent, CustomLayerChanged)):
                 self.overview.invalidate()
+            elif isinstance(ev, LayerMoved):  # (a burst of moves, as Arrange makes: the overview redone once)
+                self._moved.add(ev.layer)
+                if not self._moves_pending:
+                    self._moves_pending = True
+                    QtCore.QTimer.singleShot(0, self._after_moves)
             else:
                 self.overview.invalidate([ev.layer] if isinstance(ev, LayerEvent) else None)
 
