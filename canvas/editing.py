@@ -17,7 +17,8 @@ from canvas.constants import (
 )
 from canvas.groups import BOX_SIZE
 from canvas.overview import OVERVIEW_LOD
-from engine.layout import grouped_drawing, layered_drawing, readable_drawing
+from engine.groups import COLLAPSE_LAYERS
+from engine.layout import expanded_drawing, grouped_drawing, layered_drawing, readable_drawing
 from engine.templates import find_desc
 
 
@@ -209,7 +210,8 @@ class CanvasEditingMixin:
         """Lay out ``names`` (default: every layer) left to right by depth (engine.layout, igraph), from the
         top-left corner they occupy now, as one undo step; returns how many layers moved. With ``fold`` (every
         layer), a drawing much wider than the view is folded into bands (how an import is placed). Links are then
-        drawn along the layout's routes (``canvas.routes``); the collapsed groups are laid out as blocks."""
+        drawn along the layout's routes (``canvas.routes``); the collapsed groups are laid out as blocks, and a
+        network with groups (or a large one) drawn expanded in banded blocks (``engine.layout.expanded_drawing``)."""
         wanted = set(names) if names is not None else set(self.nodes)
         layers = {n: s for n, s in self.net_model.layers.items() if n in wanted and n in self.nodes}
         if not layers:
@@ -221,6 +223,8 @@ class CanvasEditingMixin:
         aspect = vp.width() / vp.height() if vp.height() > 50 and vp.width() > 50 else 1.6
         if collapsed:  # each collapsed group's layers together, where its box stands
             drawing = grouped_drawing(layers, sizes, collapsed, aspect, BOX_SIZE)
+        elif names is None and (self._groups or len(layers) > COLLAPSE_LAYERS):  # banded blocks (canvas.unfold)
+            drawing = expanded_drawing(layers, sizes, aspect)
         elif fold and names is None:
             drawing = readable_drawing(layers, sizes, aspect)
         else:
@@ -235,6 +239,8 @@ class CanvasEditingMixin:
             self._block_rects = {p: QtCore.QRectF(*r) for p, r in drawing.blocks.items()}
             self._refresh_groups()  # the boxes stand where their layers went
         self.set_routes(drawing.bends, replace=names is None)
+        if names is None and not collapsed and drawing is not None and self._groups:
+            self._schedule_routes()  # the links between banded blocks: found from the boxes
         self.status_message.emit(f"Arranged {len(layers)} layer(s)" if moves else "Already arranged")
         return len(moves)
 

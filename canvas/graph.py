@@ -379,12 +379,11 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
     # ---- Model events -> view --------------------------------------------------------------------
     def _node_moved(self, view: Any) -> None:
         """A node item moved (dragged, or placed from the model): refresh the overview once, after the moves."""
-        name = self.layer_of(view)
-        if name is not None:
-            self._moved.add(name)
+        name = view if isinstance(view, str) else self.layer_of(view)  # (a node item, or a layer moved in the model)
+        self._moved.update([name] if name is not None else [])
         if not self._moves_pending:
             self._moves_pending = True
-            QtCore.QTimer.singleShot(0, self._after_moves)
+            QtCore.QTimer.singleShot(0, self, self._after_moves)  # (none once the canvas is gone)
 
     def _after_moves(self) -> None:
         self._moves_pending = False
@@ -412,12 +411,13 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
             self._groups_changed()
         elif isinstance(ev, LayerMoved):
             self._groups_changed(moved_only=True)
+            self._node_moved(ev.layer)
         if self.overview is not None and isinstance(ev, STRUCTURE_EVENTS):
             if self.overview.active and isinstance(ev, (LayerAdded, LinkChanged, TemplateChanged)):
                 self.overview.apply_mode()  # new nodes and links follow the current mode
             if isinstance(ev, (LayerRenamed, TemplateEvent, CustomLayerChanged)):
                 self.overview.invalidate()
-            else:
+            elif not isinstance(ev, LayerMoved):  # (a burst of moves, as Arrange makes: the overview redone once)
                 self.overview.invalidate([ev.layer] if isinstance(ev, LayerEvent) else None)
 
     def _apply_event(self, ev: Event) -> None:

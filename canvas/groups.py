@@ -10,6 +10,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from canvas.constants import next_turn_timer
 from canvas.lazy import NodeGeom
+from canvas.unfold import UnfoldMixin
 from engine.events import GroupChanged, LayerEvent, LayerMoved, TemplateEvent
 from engine.figures import combine, summary_text
 from engine.groups import BOX_SIZE, Group, groups_of, opening_collapsed, opens_collapsed, outermost_collapsed
@@ -98,10 +99,11 @@ class GroupBox(QtWidgets.QGraphicsObject):
         event.accept()
 
 
-class GroupsMixin:
+class GroupsMixin(UnfoldMixin):
     """``ModelCanvas``'s groups: collapse, expand, and what a collapsed group hides."""
 
     def _init_groups(self) -> None:
+        self._init_unfold()
         self._collapsed: set[str] = set()
         self._hidden: dict[str, str] = {}  # layer -> the collapsed group hiding it
         self._boxes: dict[str, GroupBox] = {}
@@ -143,22 +145,31 @@ class GroupsMixin:
 
     # ---- collapse and expand ---------------------------------------------------------------------
     def collapse_group(self, path: str) -> None:
-        """Draw group ``path`` as one box."""
+        """Draw group ``path`` as one box (its layers back where they stood before it expanded, where they did not
+        move since)."""
         if path in self._groups:
+            self._fold_back(path)
             self._collapsed.add(path)
             self._refresh_groups()
 
     def expand_group(self, path: str) -> None:
-        """Draw group ``path``'s layers and subgroups in place (its enclosing groups expand too)."""
+        """Draw group ``path``'s layers and subgroups (its enclosing groups expand too), laid out afresh where its
+        box stood, the rest of the drawing moved aside to make room (``canvas.unfold``; one undo step)."""
         steps = path.split("/")
         opened = {"/".join(steps[:i + 1]) for i in range(len(steps))}
         if self._collapsed & opened:
+            shown = next((p for p in sorted(opened, key=len) if p in self._boxes), None)
+            old = self._boxes[shown].sceneBoundingRect() if shown is not None else QtCore.QRectF()
             self._collapsed -= opened
             self._refresh_groups()
+            if shown is not None:
+                self._unfold_group(shown, old)
 
     def collapse_all(self) -> None:
         """View > Collapse All: every top-level group as one box, but where a group's box would cover layers shown
-        beside it (laid out among its own), its subgroups' boxes instead (no layer is hidden behind a box)."""
+        beside it (laid out among its own), its subgroups' boxes instead (no layer is hidden behind a box). The
+        layers that expanding moved go back first (where they did not move since)."""
+        self._fold_back(None)
         collapsed = {p for p, g in self._groups.items() if not g.parent}
         while True:
             area = {}
@@ -179,9 +190,12 @@ class GroupsMixin:
         self._refresh_groups()
 
     def expand_all(self) -> None:
-        """View > Expand All: every layer drawn."""
+        """View > Expand All: every layer drawn, the groups that were boxes laid out afresh as banded blocks so
+        that the whole drawing reads at Fit to View (``canvas.unfold``; one undo step)."""
+        blocks = set(self._boxes)
         self._collapsed = set()
         self._refresh_groups()
+        self._unfold_all(blocks)
 
     def reveal(self, layer: str) -> None:
         """Expand the groups hiding ``layer``."""

@@ -323,7 +323,7 @@ def grouped_drawing(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[f
                     collapsed: set[str], aspect: float = 1.6, box: tuple[float, float] = (0.0, 0.0),
                     share: float = BLOCK_SHARE) -> Drawing:
     """A readable drawing of a grouped network: the layers of each group of ``collapsed`` (outermost ones count)
-    laid out together in one block (:func:`readable_drawing`), then those blocks and the other layers laid out as
+    laid out together in one block (:func:`banded_drawing`), then those blocks and the other layers laid out as
     one graph, each block where its group stands, centred in a place at least ``box`` large (the size of a
     collapsed group's box on the canvas) and at least ``share`` of the largest block's width and height (so a
     small group's box and name stay readable beside a large one when the whole drawing is fitted to a view).
@@ -346,7 +346,7 @@ def grouped_drawing(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[f
     outer_sizes: dict[str, tuple[float, float]] = {}
     extent: dict[str, tuple[float, float, float, float]] = {}
     for path, members in blocks.items():
-        block = readable_drawing(members, sizes, aspect)
+        block = banded_drawing(members, sizes, aspect)
         pos = block.positions
         x0, y0 = min(x for x, _ in pos.values()), min(y for _, y in pos.values())
         w = max(x + sizes.get(n, NODE_SIZE)[0] for n, (x, _) in pos.items()) - x0
@@ -390,3 +390,142 @@ def grouped_positions(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple
                       collapsed: set[str], aspect: float = 1.6) -> dict[str, tuple[float, float]]:
     """The positions of :func:`grouped_drawing`."""
     return grouped_drawing(layers, sizes, collapsed, aspect).positions
+
+
+#: a banded drawing's long links share at most this many lanes above each band
+BAND_LANES = 6
+
+
+def _ranks(names: list[str], links: list[tuple[str, str]]) -> tuple[list[int], list[tuple[int, int]]]:
+    """Each layer's column (the longest path of links reaching it) and the links that run forward, in one pass in
+    the order the links allow (Kahn's); where a cycle stops it, the first layer left goes on and its links from the
+    layers not placed yet run backward (they are left out of the ranking)."""
+    index = {n: i for i, n in enumerate(names)}
+    succ: list[list[int]] = [[] for _ in names]
+    pending = [0] * len(names)
+    for s, t in links:
+        succ[index[s]].append(index[t])
+        pending[index[t]] += 1
+    rank = [0] * len(names)
+    done = [False] * len(names)
+    ready = [i for i in range(len(names)) if not pending[i]]
+    forward, nxt = [], 0
+    while True:
+        while ready:
+            v = ready.pop()
+            done[v] = True
+            for t in succ[v]:
+                if not done[t]:
+                    rank[t] = max(rank[t], rank[v] + 1)
+                    forward.append((v, t))
+                    pending[t] -= 1
+                    if not pending[t]:
+                        ready.append(t)
+        while nxt < len(names) and done[nxt]:
+            nxt += 1
+        if nxt == len(names):
+            return rank, forward
+        ready.append(nxt)  # (a cycle: its first layer left goes on)
+        pending[nxt] = 0
+
+
+def banded_drawing(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[float, float]] | None = None,
+                   aspect: float = 1.6) -> Drawing:
+    """A compact layered drawing folded into bands for a view of width / height ``aspect``, for networks whose
+    links skip far ahead (a dense block links every layer to every later one): columns hold only layers (no lane
+    per long link, which piles a dense block into one tall staircase), each layer level with the middle of what
+    links into it, and a link that skips columns runs in one of :data:`BAND_LANES` lanes above its target's band
+    (one lane per source), reached and left through the free space between columns; a link into a later band
+    leaves through the gap under its own band and comes down left of the drawing. Time linear in layers and links."""
+    sizes = {n: (sizes or {}).get(n, NODE_SIZE) for n in layers}
+    names = list(layers)
+    if not names:
+        return Drawing()
+    links = _links(layers)
+    rank, forward = _ranks(names, links)
+    ups: list[list[int]] = [[] for _ in names]
+    for s, t in forward:
+        ups[t].append(s)
+    columns: dict[int, list[int]] = {}
+    for v in range(len(names)):
+        columns.setdefault(rank[v], []).append(v)
+    centre = [0.0] * len(names)
+    extent: dict[float, list[float]] = {}
+    column_x, widths, x = {}, {}, 0.0
+    for r in sorted(columns):
+        members = columns[r]
+        want = {v: sum(centre[u] for u in ups[v]) / len(ups[v]) if ups[v] else 0.0 for v in members}
+        members.sort(key=lambda v: (want[v], v))
+        free = -math.inf
+        for v in members:
+            h = sizes[names[v]][1]
+            y = max(free, want[v] - h / 2)
+            centre[v] = y + h / 2
+            free = y + h + ROW_GAP
+        column_x[r], widths[r] = x, max(sizes[names[v]][0] for v in members)
+        extent[x] = [centre[members[0]] - sizes[names[members[0]]][1] / 2, free - ROW_GAP]
+        x += widths[r] + COLUMN_GAP
+    xs = sorted(extent)
+    bands, band_of, spans = _bands(xs, extent, 0.0, x - COLUMN_GAP, aspect)
+    band = [band_of[column_x[rank[v]]] for v in range(len(names))]
+    # lanes: one per source of the long links into a band, at most BAND_LANES (shared round the sources beyond)
+    lane_of: dict[tuple[int, int], int] = {}
+    for s, t in sorted(forward, key=lambda e: (rank[e[0]], e[0])):
+        if band[s] != band[t] or rank[t] - rank[s] > 1:
+            lane_of.setdefault((band[t], s), sum(1 for b, _ in lane_of if b == band[t]) % BAND_LANES)
+    lanes = [0] * bands
+    for (b, _), k in lane_of.items():
+        lanes[b] = max(lanes[b], k + 1)
+    start: dict[int, float] = {}
+    for cx in xs:
+        start.setdefault(band_of[cx], cx)
+    shift, tops, y = [], [], 0.0
+    for b in range(bands):
+        y += (lanes[b] + 1) * LANE if lanes[b] else 0.0
+        shift.append(y - spans[b][0])
+        tops.append(y)
+        y += spans[b][1] - spans[b][0] + BAND_GAP / 2
+    out = Drawing()
+    left_of = {r: column_x[r] - start[band_of[column_x[r]]] for r in columns}
+    for v, n in enumerate(names):
+        out.positions[n] = (round(left_of[rank[v]], 1), round(centre[v] - sizes[n][1] / 2 + shift[band[v]], 1))
+    back_x = round(-COLUMN_GAP / 2, 1)
+    for s, t in forward:
+        a, b = names[s], names[t]
+        (_, ys_), (xt, yt) = out.positions[a], out.positions[b]
+        exit_x, entry_x = round(left_of[rank[s]] + widths[rank[s]], 1), xt
+        route = [(exit_x, ys_)]
+        if band[s] != band[t]:  # down the gap under the source's band, back left of the drawing
+            gy = round(tops[band[s]] + spans[band[s]][1] - spans[band[s]][0] + BAND_GAP / 8, 1)
+            route += [(round(exit_x + COLUMN_GAP / 2, 1), gy), (back_x, gy)]
+        if band[s] != band[t] or rank[t] - rank[s] > 1:  # along a lane above the target's band
+            lane_y = round(tops[band[t]] - (lane_of[(band[t], s)] + 1) * LANE, 1)
+            if band[s] != band[t]:
+                route.append((back_x, lane_y))
+            else:
+                route.append((round(exit_x + COLUMN_GAP / 2, 1), lane_y))
+            route.append((round(entry_x - COLUMN_GAP / 2, 1), lane_y))
+        route.append((entry_x, yt))
+        out.bends[(a, b)] = route
+    return out
+
+
+def expanded_drawing(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[float, float]],
+                     aspect: float = 1.6, blocks: set[str] | None = None) -> Drawing:
+    """A readable drawing of a network drawn with its groups expanded (View > Expand All, Edit > Arrange): the
+    layers of each group of ``blocks`` (default: those the network would open collapsed with,
+    ``engine.groups.initial_collapsed``) together in one banded block, the blocks and the other layers laid out as
+    one graph (:func:`grouped_drawing`, with no room kept for boxes); a network without groups as one
+    :func:`banded_drawing`. So each block of an imported network reads as a few bands at Fit to View instead of
+    one staircase of its long links."""
+    from engine.groups import groups_of, initial_collapsed  # noqa: PLC0415
+
+    if blocks is None:
+        groups = groups_of(layers)
+        blocks = initial_collapsed(groups, sum(1 for s in layers.values() if not s.group)) if groups else set()
+    if not blocks:
+        return banded_drawing(layers, sizes, aspect)
+    drawing = grouped_drawing(layers, sizes, blocks, aspect, share=0.0)
+    drawing.bends = {k: r for k, r in drawing.bends.items() if k[0] in layers and k[1] in layers}
+    drawing.blocks = {}
+    return drawing

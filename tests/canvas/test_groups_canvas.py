@@ -42,9 +42,11 @@ def test_collapse_hides_members_and_the_box_counts_them(gcanvas) -> None:
     assert set(c._shown_links()) >= {("inp", "group:features/stage1", 0), ("group:features/stage1", "block_conv3", 0)}
     c.collapse_all()
     assert c.shown_groups() == ["features"] and "6 layers" in c.group_box("features").toolTip()
+    places = {n: s.position for n, s in c.net_model.layers.items()}
     c.expand_all()
     assert c.shown_groups() == [] and all(c.nodes[f"block_conv{i}"].view.isVisible() for i in range(6))
-    assert not c.net_model.modified  # a view state, not an edit
+    c.collapse_all()  # the layers expanding laid out afresh go back where they stood
+    assert {n: s.position for n, s in c.net_model.layers.items()} == places
 
 
 def test_double_click_expands_a_box(gcanvas, qtbot) -> None:

@@ -156,3 +156,58 @@ def test_folded_drawings_route_links_between_bands_around_the_layers():
     for (src, dst), route in drawing.bends.items():
         line = route_through((boxes[src][2], boxes[src][1] + 30.0), route, (boxes[dst][0], boxes[dst][1] + 30.0))
         assert not any(_crosses(line, box) for name, box in boxes.items() if name not in (src, dst)), (src, dst)
+
+
+def dense_block(layers: int, scope: str = "features/denseblock1", first: str = "inp") -> dict:
+    """A DenseNet-like block as an ONNX import names and groups it: per dense layer a concatenation of the block's
+    input and every earlier layer's output, then two convolutions; returns the specs by name."""
+    from engine.model import LayerSpec
+
+    out, done = {}, [first]
+    for i in range(1, layers + 1):
+        stem = scope.replace("/", "_") + f"_denselayer{i}"
+        cat, c1, c2 = f"{stem}_Concat", f"{stem}_conv1_Conv", f"{stem}_conv2_Conv"
+        out[cat] = LayerSpec(cat, "concatenation", inputs=list(done), group=f"{scope}/denselayer{i}")
+        out[c1] = LayerSpec(c1, "convolution", inputs=[cat], group=f"{scope}/denselayer{i}")
+        out[c2] = LayerSpec(c2, "convolution", inputs=[c1], group=f"{scope}/denselayer{i}")
+        done.append(c2)
+    return out
+
+
+def test_a_dense_block_lies_in_bands_with_its_long_links_in_lanes():
+    """A dense block's links skip far ahead (every layer to every later one): the banded drawing keeps each band
+    one row of layers (not a staircase as tall as the links are many), folds to the view's shape, overlaps no
+    boxes, and routes every link (skips and band changes) clear of every layer."""
+    from engine.layout import NODE_SIZE, banded_drawing, route_through
+    from engine.model import LayerSpec
+
+    layers = {"inp": LayerSpec("inp", "input"), **dense_block(24)}
+    drawing = banded_drawing(layers, aspect=1.6)
+    pos = drawing.positions
+    assert set(pos) == set(layers) and not overlaps(pos, dict.fromkeys(layers, NODE_SIZE))
+    rows = {y for _, y in pos.values()}
+    assert 2 <= len(rows) <= len(layers) / 8  # a few bands, each a row: no diagonal of one layer per height
+    width = max(x for x, _ in pos.values()) + NODE_SIZE[0]
+    height = max(y for _, y in pos.values()) + NODE_SIZE[1] - min(y for _, y in pos.values())
+    assert 1.6 / 3 < width / height < 1.6 * 3
+    boxes = {n: (x, y, x + NODE_SIZE[0], y + NODE_SIZE[1]) for n, (x, y) in pos.items()}
+    assert set(drawing.bends) == {(s, n) for n, spec in layers.items() for s in spec.inputs}
+    for (src, dst), route in drawing.bends.items():
+        line = route_through((boxes[src][2], boxes[src][1] + 30.0), route, (boxes[dst][0], boxes[dst][1] + 30.0))
+        assert not any(_crosses(line, box) for name, box in boxes.items() if name not in (src, dst)), (src, dst)
+
+
+def test_banded_drawing_takes_cycles_and_unlinked_layers():
+    from engine.layout import banded_drawing
+
+    m = _diamond()
+    m.add_layer("convolution", "c", inputs=["out"])
+    pos = banded_drawing(m.layers).positions
+    assert set(pos) == set(m.layers) and not overlaps(pos, {})
+    assert pos["inp"][0] < pos["a"][0] < pos["add"][0] < pos["out"][0] < pos["c"][0]
+    cyc = Model("c")
+    cyc.add_layer("convolution", "a")
+    cyc.add_layer("convolution", "b", inputs=["a"])
+    cyc.connect("b", "a", 0, allow_cycle=True)
+    pos = banded_drawing(cyc.layers).positions
+    assert set(pos) == {"a", "b"} and pos["a"] != pos["b"]
