@@ -25,7 +25,8 @@ from engine.tensor import Dims
 Grid = tuple[int, int, int]  # N, H, W of a region's pixels
 
 #: layer types that may act on each pixel's channel vector alone (``_per_pixel`` checks their parameters)
-PER_PIXEL = frozenset({"layer_normalization", "matmul", "unary", "element_wise", "affine", "softmax", "reshape"})
+PER_PIXEL = frozenset({"layer_normalization", "matmul", "fully_connected", "unary", "element_wise", "affine", "softmax",
+                       "reshape"})
 #: element-wise operations with a constant vector that become a per-channel affine layer
 AFFINE_OPS = frozenset({"sum", "sub", "product", "div"})
 
@@ -54,12 +55,16 @@ class Rewrite:
     after: int
 
 
-def _last_axis(axis_text: str, rank: int) -> bool:
-    try:
-        axis = int(axis_text)
-    except ValueError:
-        return False
-    return -rank <= axis < rank and axis % rank == rank - 1
+def channel_axis(dims: tuple[int, ...], pixels: int) -> int | None:
+    """The axis holding the channels of a region tensor of ``dims`` for an image of ``pixels`` pixels (N x H x W):
+    the last one when the leading axes hold the pixels (channels-last), 1 for the pixels as rows of an
+    R x C x 1 x 1 tensor (how the N x C x H x W mappings hold a matrix); None when it holds no such tensor. Both
+    forms keep each pixel's channels together, pixel after pixel."""
+    if dims and math.prod(dims[:-1]) == pixels:
+        return len(dims) - 1
+    if len(dims) == 4 and dims[0] == pixels and dims[2:] == (1, 1):
+        return 1
+    return None
 
 
 def _held(n: int, c: int, h: int, w: int, dims: tuple[int, ...]) -> np.ndarray:
@@ -73,7 +78,10 @@ def entry_grid(spec: LayerSpec, dims: dict[str, Dims]) -> Grid | None:
     if not is_view(spec) or spec.inputs[0] not in dims or spec.name not in dims:
         return None
     x, y = tuple(dims[spec.inputs[0]]), tuple(dims[spec.name])
-    if len(x) != 4 or y[-1] != x[1] or math.prod(y) != math.prod(x) or math.prod(x) > MAX_VALUES:
+    if len(x) != 4 or math.prod(y) != math.prod(x) or math.prod(x) > MAX_VALUES:
+        return None
+    axis = channel_axis(y, x[0] * x[2] * x[3])
+    if axis is None or y[axis] != x[1]:
         return None
     got = apply_steps(np.arange(math.prod(x)).reshape(x), view_steps(x, [spec]))
     if got.shape != y or not np.array_equal(got, _held(*x, y)):
@@ -88,12 +96,23 @@ def is_exit(spec: LayerSpec, dims: dict[str, Dims], grid: Grid) -> bool:
         return False
     src, y = tuple(dims[spec.inputs[0]]), tuple(dims[spec.name])
     n, h, w = grid
-    c = src[-1]
+    axis = channel_axis(src, n * h * w)
+    if axis is None:
+        return False
+    c = src[axis]
     size = n * c * h * w
-    if math.prod(src) != size or math.prod(y) != size or size > MAX_VALUES:
+    if math.prod(y) != size or size > MAX_VALUES:
         return False
     got = apply_steps(_held(n, c, h, w, src), view_steps(src, [spec]))
     return got.shape == y and np.array_equal(got.reshape(-1), np.arange(size))
+
+
+def _axis(text: str, rank: int) -> int | None:
+    try:
+        axis = int(text)
+    except ValueError:
+        return None
+    return axis % rank if -rank <= axis < rank else None
 
 
 class _Finder:
@@ -108,26 +127,37 @@ class _Finder:
                 if i is not None:
                     self.readers.setdefault(i, []).append(spec.name)
 
-    def per_pixel(self, spec: LayerSpec) -> bool:
-        """Whether ``spec`` computes each pixel's output vector from that pixel's input vectors alone (its inputs
-        and output being channels-last; dims are checked by ``valid``)."""
-        if spec.type not in PER_PIXEL or spec.format or spec.name not in self.dims:
+    def per_pixel(self, spec: LayerSpec, grid: Grid) -> bool:
+        """Whether ``spec`` computes each pixel's output channels from that pixel's input channels alone, its
+        input and output being region tensors of pixels ``grid`` (an element-wise layer's other inputs are checked
+        by ``valid``)."""
+        if spec.type not in PER_PIXEL or spec.format or spec.name not in self.dims or not spec.inputs or \
+                spec.inputs[0] not in self.dims:
             return False
         if spec.activation != "none" and not self.elementwise(spec.activation):
             return False
-        rank, p = len(self.dims[spec.name]), spec.params
+        pixels = grid[0] * grid[1] * grid[2]
+        x, y, p = tuple(self.dims[spec.inputs[0]]), tuple(self.dims[spec.name]), spec.params
+        ax, ay = channel_axis(x, pixels), channel_axis(y, pixels)
+        if ay is None or (ax is None and spec.type != "element_wise"):
+            return False
         if spec.type == "reshape":
-            src = self.dims.get(spec.inputs[0] or "")
-            return is_view(spec) and src is not None and src[-1] == self.dims[spec.name][-1]
+            return is_view(spec) and x[ax] == y[ay]
         if spec.type == "layer_normalization":
-            return p.get("over", "trailing") == "trailing" and _last_axis(p.get("axis", "-1"), rank)
+            if p.get("over", "trailing") == "channels":
+                return ax == 1
+            first = _axis(p.get("axis", "-1"), len(x))
+            return first is not None and first <= ax and all(x[a] == 1 for a in range(first, len(x)) if a != ax)
         if spec.type == "softmax":
-            return _last_axis(p.get("axis", "-1"), rank)
-        if spec.type == "matmul":
+            return _axis(p.get("axis", "-1"), len(x)) == ax
+        if spec.type in ("matmul", "fully_connected"):
             w = self.weights.get(spec.name, {}).get("weights")
-            return not any(spec.inputs[1:]) and w is not None and w.ndim == 2
+            if any(spec.inputs[1:]) or w is None or w.ndim != 2:
+                return False
+            k = w.shape[0] if spec.type == "matmul" else w.shape[1]
+            return k == x[ax] and (ax == len(x) - 1 if spec.type == "matmul" else (ax, ay) == (1, 1))
         if spec.type == "affine":
-            return p.get("mode", "per_tensor") == "per_tensor" and not any(spec.inputs[1:])
+            return not any(spec.inputs[1:]) and (p.get("mode", "per_tensor") == "per_tensor" or ax == 1)
         return True
 
     def grow(self, start: str, grid: Grid) -> Region | None:
@@ -151,7 +181,7 @@ class _Finder:
                         constants.add(i)
                     elif entry_grid(src, self.dims) == grid:
                         region.entries.append(i)
-                    elif self.per_pixel(src):
+                    elif self.per_pixel(src, grid):
                         region.members.append(i)
                     else:
                         return None
@@ -166,7 +196,7 @@ class _Finder:
                     return None
                 if is_exit(spec_r, self.dims, grid):
                     exits.add(r)
-                elif self.per_pixel(spec_r):
+                elif self.per_pixel(spec_r, grid):
                     region.members.append(r)
                     inside.add(r)
                     todo.append(r)
@@ -179,33 +209,40 @@ class _Finder:
         return region if self.valid(region, inside) else None
 
     def valid(self, region: Region, inside: set[str]) -> bool:
-        """Every region tensor holds the region's pixels with its channels last; the exits lead out; the entries read
-        from outside; each element-wise layer's constants broadcast over the channels alone."""
-        n, h, w = region.grid
+        """The exits lead out, the entries read from outside, each element-wise layer's tensors have its output's
+        sizes and its constants broadcast over the channels alone."""
         if not region.exits or any(self.layers[e].inputs[0] in inside for e in region.entries):
             return False
+        pixels = math.prod(region.grid)
         for name in region.members:
-            d = self.dims[name]
-            if math.prod(d[:-1]) != n * h * w:
-                return False
             spec = self.layers[name]
             tensors = [i for i in spec.inputs if i is not None and i not in region.constants]
             if any(i not in inside for i in tensors):
                 return False
-            if spec.type == "matmul" and self.weights[name]["weights"].shape[0] != self.dims[tensors[0]][-1]:
-                return False
             if spec.type == "element_wise":
-                if any(tuple(self.dims[i]) != tuple(d) for i in tensors):
+                d = tuple(self.dims[name])
+                if any(tuple(self.dims[i]) != d for i in tensors):
                     return False
-                for i in spec.inputs:
-                    if i in region.constants and not self._vector(self.dims[i], d):
-                        return False
+                if any(i in region.constants and self.vector(self.dims[i], d, pixels) is None for i in spec.inputs):
+                    return False
         for const in region.constants:  # a vector reshaped to 1 x C x 1 x 1 for the region is read in it alone
             readers = self.readers.get(const, [])
-            if self.dims[const][-1] != 1 and any(r not in inside for r in readers) and \
+            if math.prod(self.dims[const]) != 1 and any(r not in inside for r in readers) and \
                     any(not self.affine_form(self.layers[r], region) for r in readers if r in inside):
                 return False
         return True
+
+    @staticmethod
+    def vector(c: Dims, d: Dims, pixels: int) -> int | None:
+        """The number of values of a constant of dims ``c`` broadcast against a region tensor of dims ``d``: 1 (one
+        value) or the channels (one per channel); None for any other broadcast."""
+        axis = channel_axis(tuple(d), pixels)
+        if axis is None or len(c) > len(d):
+            return None
+        aligned = (1,) * (len(d) - len(c)) + tuple(c)
+        if any(v != 1 for a, v in enumerate(aligned) if a != axis) or aligned[axis] not in (1, d[axis]):
+            return None
+        return aligned[axis]
 
     def regions(self) -> list[Region]:
         """Every region, grown from its first entry in layer order."""
@@ -224,18 +261,13 @@ class _Finder:
                 regions.append(region)
         return regions
 
-    @staticmethod
-    def _vector(c: Dims, d: Dims) -> bool:
-        """A constant of dims ``c`` broadcast against a tensor of dims ``d``: one value, or one per channel."""
-        return len(c) <= len(d) and all(v == 1 for v in c[:-1]) and c[-1] in (1, d[-1])
-
     def affine_form(self, spec: LayerSpec, region: Region) -> bool:
         """An element-wise layer of one region tensor and one constant vector, computed as a per-channel affine."""
         if spec.type != "element_wise" or len(spec.inputs) != 2:
             return False
         op, (a, b) = spec.params.get("operation", "sum"), spec.inputs
         const = b if b in region.constants else a if a in region.constants else None
-        if const is None or (a in region.constants and b in region.constants) or self.dims[const][-1] == 1:
+        if const is None or (a in region.constants and b in region.constants) or math.prod(self.dims[const]) == 1:
             return False
         if op == "div":
             return const == b and bool(np.all(self.weights[const]["value"] != 0))
@@ -244,8 +276,8 @@ class _Finder:
 
 def find_regions(layers: dict[str, LayerSpec], dims: dict[str, Dims], weights: dict[str, dict[str, np.ndarray]],
                  elementwise: Callable[[str], bool]) -> list[Region]:
-    """The channels-last regions of ``layers`` (see the module documentation), each what ``rewrite_channels_last`` rewrites;
-    ``elementwise(name)`` says whether an activation acts on each value alone."""
+    """The channels-last regions of ``layers`` (see the module documentation), each what ``rewrite_channels_last``
+    rewrites; ``elementwise(name)`` says whether an activation acts on each value alone."""
     return _Finder(layers, dims, weights, elementwise).regions()
 
 
@@ -277,12 +309,11 @@ class _Rewriter:
             if layers[m].type == "reshape":
                 self.redirect[m] = layers[m].inputs[0]
         for x in region.exits:
-            c = dims[layers[x].inputs[0]][-1]
-            if tuple(dims[x]) == (n, c, h, w):
+            if tuple(dims[x]) == (n, self._channels(layers[x].inputs[0]), h, w):
                 self.redirect[x] = layers[x].inputs[0]
         for m in region.members:
             if m not in self.redirect:
-                self._member(layers[m], Dims(n, dims[m][-1], h, w))
+                self._member(layers[m], Dims(n, self._channels(m), h, w))
         for x in region.exits:
             if x not in self.redirect:  # the image, reshaped: what the view gave
                 spec = layers[x]
@@ -297,13 +328,19 @@ class _Rewriter:
             self.weights.pop(name, None)
         return Rewrite(region, removed, self.converted, before, before - len(removed))
 
+    def _channels(self, name: str) -> int:
+        d = tuple(self.dims[name])
+        axis = channel_axis(d, math.prod(self.region.grid))
+        assert axis is not None  # (every region tensor has one: ``_Finder.per_pixel``)
+        return d[axis]
+
     def _member(self, spec: LayerSpec, out: Dims) -> None:
         old = spec.type
         if spec.type == "layer_normalization":
             spec.params = {k: v for k, v in spec.params.items() if k != "axis"} | {"over": "channels"}
         elif spec.type == "softmax":
             spec.params = spec.params | {"axis": "1"}
-        elif spec.type == "matmul":
+        elif spec.type in ("matmul", "fully_connected"):
             self._convolution(spec, out.c)
         elif spec.type == "element_wise":
             self._element_wise(spec, out.c)
@@ -314,14 +351,16 @@ class _Rewriter:
             self.converted[spec.name] = (old, spec.type)
 
     def _convolution(self, spec: LayerSpec, m: int) -> None:
-        """A Linear layer on the channels as a 1 x 1 convolution (activation kept)."""
+        """A Linear layer on the channels (a matmul's K x M weights, a fully_connected's M x K) as a 1 x 1
+        convolution (activation kept)."""
         weights = self.weights[spec.name]
-        k = weights["weights"].shape[0]
-        bias = spec.params.get("bias", "false").lower() in ("true", "1")
+        w = weights["weights"] if spec.type == "fully_connected" else weights["weights"].T  # M x K
+        default = "true" if spec.type == "fully_connected" else "false"
+        bias = spec.params.get("bias", default).lower() in ("true", "1")
         spec.type = "convolution"
         spec.params = {"num_output_channels": str(m), "kernel_size": "1x1x1x1", "stride": "1x1x1x1",
                        "padding": "1x1x0x0", "dilation": "1x1x1x1", "groups": "1", "bias": "true" if bias else "false"}
-        moved = {"weights": np.ascontiguousarray(weights["weights"].T.reshape(m, k, 1, 1))}
+        moved = {"weights": np.ascontiguousarray(w.reshape(m, w.shape[1], 1, 1))}
         if bias:
             moved["bias"] = weights["bias"]
         self.weights[spec.name] = moved
@@ -344,7 +383,7 @@ class _Rewriter:
                                        for k, a in (("scale", scale), ("shift", shift))}
             return
         for const in consts:
-            if self.dims[const][-1] != 1 and tuple(self.dims[const]) != (1, c, 1, 1):
+            if math.prod(self.dims[const]) != 1 and tuple(self.dims[const]) != (1, c, 1, 1):
                 self.dims[const] = Dims(1, c, 1, 1)
                 self.layers[const].params = self.layers[const].params | {"dimensions": f"1x{c}x1x1"}
                 self.weights[const]["value"] = self.weights[const]["value"].reshape(1, c, 1, 1)
