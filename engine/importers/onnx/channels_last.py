@@ -317,8 +317,8 @@ class _Rewriter:
         for x in region.exits:
             if x not in self.redirect:  # the image, reshaped: what the view gave
                 spec = layers[x]
+                self.converted[x] = (spec.type, "reshape")
                 spec.type, spec.params = "reshape", {"shape": _text(tuple(dims[x]))}
-                self.converted[x] = ("transpose", "reshape")
         removed = {name: self.resolve(name) for name in self.redirect}
         for spec in layers.values():
             spec.inputs = [None if i is None else self.resolve(i) for i in spec.inputs]
