@@ -139,6 +139,22 @@ def test_vectors_on_the_last_axis_become_per_channel_layers(tmp_path) -> None:
     assert len(consts) == 1 and result.weights[consts[0].name]["value"].shape == (1, C, 1, 1)
 
 
+def test_a_region_entered_twice_and_left_twice_is_rewritten_whole(tmp_path) -> None:
+    """Two images permuted and summed, a layer norm, two permutes back (one of them also flattening): one region."""
+    rng = np.random.default_rng(10)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Transpose", ["x"], ["t1"], perm=[0, 2, 3, 1]),
+             helper.make_node("Transpose", ["r"], ["t2"], perm=[0, 2, 3, 1]), helper.make_node("Add", ["t1", "t2"], ["s"]),
+             helper.make_node("LayerNormalization", ["s", "scale", "bias"], ["ln"], axis=-1),
+             helper.make_node("Transpose", ["ln"], ["y"], perm=[0, 3, 1, 2]),
+             helper.make_node("Transpose", ["ln"], ["b"], perm=[0, 3, 1, 2]), helper.make_node("Flatten", ["b"], ["f"])]
+    path = save_graph(tmp_path / "twice.onnx", nodes, [tensor("x", [N, C, H, W])],
+                      [tensor("y", [N, C, H, W]), tensor("f", [N, C * H * W])],
+                      {"scale": rng.uniform(0.5, 1.5, C).astype(np.float32), "bias": rng.standard_normal(C).astype(np.float32)})
+    result = check_against_ort(path, {"x": _x(11)}, tol=1e-5, clean=False)
+    assert "transpose" not in types(result)
+    assert sum(f.startswith("channels-last region") for f in result.folded) == 1
+
+
 def test_entry_and_exit_views_are_checked_on_the_values() -> None:
     dims = {"x": Dims(2, 3, 4, 5), "t": Dims(2, 4, 5, 3), "r": Dims(40, 3), "bad": Dims(2, 5, 4, 3)}
     assert entry_grid(LayerSpec("t", "transpose", {"perm": "0,2,3,1"}, inputs=["x"]), dims) == (2, 4, 5)
