@@ -103,9 +103,9 @@ def test_rank_mismatch_in_the_type_check_panel_names_both_layers(window, qtbot):
     assert doc.canvas.badge_severity("conv2") == "error"
 
 
-def test_imported_convnext_block_renders_with_its_channels_last_shapes(make_window, qtbot, tmp_path):
-    """A ConvNeXt block (PyTorch, opset 17) imported and opened: its channels-last part shows N x H x W x C shapes on
-    the nodes; rendered to PNG (LAYERLAB_SHOTS=dir keeps it)."""
+def test_imported_swin_block_renders_with_its_channels_last_shapes(make_window, qtbot, tmp_path):
+    """A Swin block (PyTorch, opset 17) imported and opened: its channels-last tokens show N x H x W x C shapes on
+    the nodes; rendered to PNG (LAYERLAB_SHOTS=dir keeps it). (A ConvNeXt block imports on N x C x H x W.)"""
     import os
     from pathlib import Path
 
@@ -114,21 +114,21 @@ def test_imported_convnext_block_renders_with_its_channels_last_shapes(make_wind
     from tests.app.test_screenshot import render_window
     from tests.engine.importers.architectures import export
 
-    export("convnext_block", str(tmp_path / "block.onnx"))
+    export("swin_block", str(tmp_path / "block.onnx"))
     result = import_onnx(tmp_path / "block.onnx")
     modelfile.save(result.model, tmp_path / "block.lnet")
     folder = Path(os.environ.get("LAYERLAB_SHOTS") or tmp_path)
     folder.mkdir(parents=True, exist_ok=True)
     _w, doc = render_window(make_window, qtbot, lambda w: w.files.open_path(tmp_path / "block.lnet"), [],
-                            str(folder / "designer_convnext_block.png"))
+                            str(folder / "designer_swin_block.png"))
     assert not [d for d in doc.diagnostics if d.severity == "error"]  # checked when opened
     shapes = set(doc.shapes.values())
-    assert (2, 14, 12, 8) in shapes  # the tokens, channels last
+    assert (1, 8, 12, 8) in shapes  # the tokens, channels last
     # the MLP's hidden layer: on the tokens, or on their rows where the import keeps the Linear on rows
-    assert (2, 14, 12, 32) in shapes or (2 * 14 * 12, 32) in shapes
+    assert (1, 8, 12, 16) in shapes or (8 * 12, 16) in shapes
     info = " ".join(node.info.get_value() for node in doc.canvas.nodes.values())
-    assert "→ 2×14×12×8" in info and "→ 2×8×14×12" in info
+    assert "→ 1×8×12×8" in info and "→ 1×8×8×12" in info
     norm = next(n for n, s in doc.model.layers.items() if s.type == "layer_normalization")
     doc.canvas.focus_layer(norm)  # zoomed in: the shapes under the nodes are drawn
     qtbot.wait(20)
-    assert doc.canvas.viewer().grab().save(str(folder / "designer_convnext_block_zoomed.png"))
+    assert doc.canvas.viewer().grab().save(str(folder / "designer_swin_block_zoomed.png"))

@@ -18,6 +18,7 @@ import numpy as np
 
 from engine.groups import BOX_SIZE, opening_collapsed, scope_groups
 from engine.importers.onnx import patterns
+from engine.importers.onnx.channels_last import rewrite_channels_last
 from engine.importers.onnx.context import Context, OnnxImportError, Refusal, RefusedNodes, Unsupported, identifier
 from engine.importers.onnx.mapping import operator_table
 from engine.importers.onnx.ops_attention import absorb_attention_inputs
@@ -201,8 +202,8 @@ def _fold_views(ctx: Context) -> None:
     (``ops_attention.absorb_attention_inputs``), element-wise activations of views onto their producers
     (``views.hoist_activations``), Linear layers on tokens written as reshape + fully_connected + reshape as one
     matmul (``views.fold_linear_views``), then chains of reshape and transpose layers as their fewest layers
-    (``views.fold_view_chains``), recorded as folds; the nodes mapped to a removed layer are credited to the layer
-    that now computes them."""
+    (``views.fold_view_chains``), then channels-last regions on N x C x H x W (``channels_last``), recorded as
+    folds; the nodes mapped to a removed layer are credited to the layer that now computes them."""
     moved: dict[str, str] = {}
     for layer, gone in absorb_attention_inputs(ctx.layers, ctx._dims, ctx.weights):
         moved.update({name: layer for name in gone})
@@ -225,6 +226,11 @@ def _fold_views(ctx: Context) -> None:
         moved.update({name: last for name in old if name not in new})
         ctx.folded.append(f"{len(old)} reshape and transpose layers ({', '.join(old)}) -> "
                           f"{' + '.join(ctx.layers[n].type for n in new)}")
+    for rw in rewrite_channels_last(ctx.layers, ctx._dims, ctx.weights, elementwise):
+        moved = {name: rw.removed.get(layer, layer) for name, layer in moved.items()} | rw.removed
+        kinds = sorted({f"{a} -> {b}" for a, b in rw.converted.values()})
+        ctx.folded.append(f"channels-last region ({', '.join(rw.region.entries)} ... {', '.join(rw.region.exits)}) on "
+                          f"N x C x H x W: {rw.before} layers -> {rw.after}" + (f" ({'; '.join(kinds)})" if kinds else ""))
     if moved:
         ctx.mapped[:] = [(op, node, moved.get(layer, layer)) for op, node, layer in ctx.mapped]
 

@@ -154,7 +154,7 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(v) for v in text.replace(" ", "").split(",") if v)
 
 
-def _steps(in_dims: tuple[int, ...], specs: Sequence[LayerSpec]) -> list[ViewStep]:
+def view_steps(in_dims: tuple[int, ...], specs: Sequence[LayerSpec]) -> list[ViewStep]:
     """What each layer does to a tensor of ``in_dims``, as steps (a transpose with ``input_shape`` or ``shape`` as up
     to three)."""
     out: list[ViewStep] = []
@@ -186,7 +186,8 @@ def reshaped(dims: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _is_view(spec: LayerSpec) -> bool:
+def is_view(spec: LayerSpec) -> bool:
+    """A reshape or transpose layer that only moves values (no activation, no format of its own, one input)."""
     return spec.type in VIEW_TYPES and spec.activation == "none" and not spec.format and len(spec.inputs) == 1
 
 
@@ -244,7 +245,7 @@ def fold_linear_views(layers: dict[str, LayerSpec], dims: dict[str, Dims],
         if tuple(dims[fc.inputs[0]])[1:] not in ((k,), (k, 1, 1)):
             continue
         sources, back, cur = [], [], layers[fc.inputs[0]]  # where the rows could be read from: (layer, views skipped)
-        while _is_view(cur) and cur.type == "reshape" and len(readers.get(cur.name, [])) == 1:
+        while is_view(cur) and cur.type == "reshape" and len(readers.get(cur.name, [])) == 1:
             back.append(cur.name)
             if rows_of(cur.inputs[0], k, r):
                 sources.append((cur.inputs[0], list(back)))
@@ -252,7 +253,7 @@ def fold_linear_views(layers: dict[str, LayerSpec], dims: dict[str, Dims],
                 break
             cur = layers[cur.inputs[0]]
         targets, ahead, nxt = [], [], sole(fc.name)  # where the result could be written: (layer, views skipped)
-        while nxt is not None and _is_view(nxt) and nxt.type == "reshape":
+        while nxt is not None and is_view(nxt) and nxt.type == "reshape":
             ahead.append(nxt.name)
             if rows_of(nxt.name, m, r):
                 targets.append((nxt.name, list(ahead)))
@@ -295,13 +296,13 @@ def fold_view_chains(layers: dict[str, LayerSpec], dims: dict[str, Dims], keep: 
     sole = {name: r[0] for name, r in readers.items() if len(r) == 1}
     chains: list[list[str]] = []
     for name, spec in layers.items():
-        if not _is_view(spec) or name in keep:
+        if not is_view(spec) or name in keep:
             continue
         src = spec.inputs[0]
-        if src in layers and _is_view(layers[src]) and src not in keep and sole.get(src) == name:
+        if src in layers and is_view(layers[src]) and src not in keep and sole.get(src) == name:
             continue  # not the start of a chain
         chain = [name]
-        while chain[-1] in sole and _is_view(layers[sole[chain[-1]]]) and chain[-1] not in keep:
+        while chain[-1] in sole and is_view(layers[sole[chain[-1]]]) and chain[-1] not in keep:
             chain.append(sole[chain[-1]])
         if len(chain) > 1:
             chains.append(chain)
@@ -338,7 +339,7 @@ def _segments(chain: list[str], layers: dict[str, LayerSpec],
             part = chain[i:j]
             if source not in dims or any(c not in dims for c in part):
                 continue
-            steps = _steps(tuple(dims[source]), [layers[c] for c in part])
+            steps = view_steps(tuple(dims[source]), [layers[c] for c in part])
             if steps[-1].dims != tuple(dims[part[-1]]):
                 continue  # (parameters the importer did not write: left alone)
             plan = view_plan(tuple(dims[source]), steps)
