@@ -150,6 +150,7 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
         if kind == QtCore.QEvent.Type.Paint and obj is self.viewer().viewport():
             self._routes_before_paint()
             self._before_paint()
+            self._frames_before_paint()
         elif kind in PRESSES and obj is self.viewer().viewport():
             self._fitted = True
             self._materialize_at(self.viewer().mapToScene(event.position().toPoint()))
@@ -381,6 +382,7 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
         """A node item moved (dragged, or placed from the model): refresh the overview once, after the moves."""
         name = view if isinstance(view, str) else self.layer_of(view)  # (a node item, or a layer moved in the model)
         self._moved.update([name] if name is not None else [])
+        self._frames_later()
         if not self._moves_pending:
             self._moves_pending = True
             QtCore.QTimer.singleShot(0, self, self._after_moves)  # (none once the canvas is gone)

@@ -9,6 +9,7 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from canvas.constants import next_turn_timer
+from canvas.frames import FramesMixin
 from canvas.lazy import NodeGeom
 from canvas.unfold import UnfoldMixin
 from engine.events import GroupChanged, LayerEvent, LayerMoved, TemplateEvent
@@ -28,6 +29,20 @@ def figures_text(members: Iterable[str], figures: dict[str, dict[str, Any]],
     summed, drift the largest), as far as ``costs`` (``engine.typecheck.layer_costs``) and ``figures`` have them."""
     costs = costs or {}
     return summary_text(combine({**costs.get(n, {}), **figures.get(n, {})} for n in members))
+
+
+def shrunk_font(text: str, px: float, least: float, width: float) -> tuple[QtGui.QFont, float]:
+    """A bold font of ``px`` pixels for a group's name, shrunk so that ``text`` fits ``width`` but never below
+    ``least`` (a name stays readable zoomed out; what still does not fit is cut at its start by the caller, keeping
+    the distinguishing end). Returns the font and its pixel size."""
+    font = QtGui.QFont()
+    font.setBold(True)
+    font.setPixelSize(max(1, round(px)))
+    wide = QtGui.QFontMetricsF(font).horizontalAdvance(text)
+    if wide > width:
+        px = max(px * width / wide, min(px, least))
+        font.setPixelSize(max(1, round(px)))
+    return font, px
 
 
 class GroupBox(QtWidgets.QGraphicsObject):
@@ -65,15 +80,9 @@ class GroupBox(QtWidgets.QGraphicsObject):
         # the name stays readable zoomed out (at least NAME_PX on screen) as far as the box allows; it never
         # runs over the box's sides (no overlap with a neighbour): shrunk to fit, then cut at its start (the
         # distinguishing end stays), the full name on hover
-        font = QtGui.QFont()
-        font.setBold(True)
         name = f"▸ {self.group.name}"
         px = min(max(15.0, NAME_PX / max(lod, 1e-3)), r.height() / 1.6)
-        font.setPixelSize(max(1, round(px)))
-        wide = QtGui.QFontMetricsF(font).horizontalAdvance(name)
-        if wide > r.width() - 16:
-            px = max(px * (r.width() - 16) / wide, min(px, NAME_PX / max(lod, 1e-3)))
-            font.setPixelSize(max(1, round(px)))
+        font, px = shrunk_font(name, px, NAME_PX / max(lod, 1e-3), r.width() - 16)
         metrics = QtGui.QFontMetricsF(font)
         painter.setFont(font)
         painter.setPen(QtGui.QColor(245, 245, 245))
@@ -99,11 +108,12 @@ class GroupBox(QtWidgets.QGraphicsObject):
         event.accept()
 
 
-class GroupsMixin(UnfoldMixin):
+class GroupsMixin(FramesMixin, UnfoldMixin):
     """``ModelCanvas``'s groups: collapse, expand, and what a collapsed group hides."""
 
     def _init_groups(self) -> None:
         self._init_unfold()
+        self._init_frames()
         self._collapsed: set[str] = set()
         self._hidden: dict[str, str] = {}  # layer -> the collapsed group hiding it
         self._boxes: dict[str, GroupBox] = {}
@@ -248,8 +258,12 @@ class GroupsMixin(UnfoldMixin):
             self._collapsed &= set(self._groups)
             if self._collapsed or self._hidden:  # (nothing collapsed: nothing hidden, nothing to redraw)
                 self._refresh_groups()
-        elif self._boxes and not self._groups_timer.isActive():
-            self._groups_timer.start()
+            else:
+                self._refresh_frames(later=True)
+        else:
+            self._frames_later()
+            if self._boxes and not self._groups_timer.isActive():
+                self._groups_timer.start()
 
     def _refresh_groups(self) -> None:
         """Hide the layers of collapsed groups, show the others, and place one box per outermost collapsed group."""
@@ -285,6 +299,7 @@ class GroupsMixin(UnfoldMixin):
             scene.addItem(box)
             self._boxes[path] = box
         self._apply_hidden([n for n in changed if self.nodes.created(n) is not None] if changed else [])
+        self._refresh_frames()
         self._covered = QtCore.QRectF()
         self._index = None
         if self.overview is not None:
