@@ -133,7 +133,7 @@ class FramesMixin:
 
     def frame_at(self, scene_pos: QtCore.QPointF) -> GroupFrame | None:
         """The innermost frame whose title band is at ``scene_pos`` (None: none)."""
-        hits = [f for f in self._frames.values() if f.title_rect().contains(scene_pos)]
+        hits = [f for f in self._frames.values() if f.isVisible() and f.title_rect().contains(scene_pos)]
         return max(hits, key=lambda f: f.depth, default=None)
 
     def frames_rect(self) -> QtCore.QRectF:
@@ -150,6 +150,19 @@ class FramesMixin:
         group = self._groups.get(path)
         if group is not None:
             self.select_layers([n for n in group.members if n not in self._hidden])
+
+    def _frame_menu(self, event: QtGui.QContextMenuEvent) -> bool:
+        """A right-click on a frame's title: its menu (Collapse, Select Members). False where there is none."""
+        frame = self.frame_at(self.viewer().mapToScene(event.pos()))
+        if frame is None:
+            return False
+        path = frame.group.path
+        menu = QtWidgets.QMenu(self.viewer())
+        menu.addAction("Collapse", lambda: self.collapse_group(path))
+        menu.addAction("Select Members", lambda: self.select_members(path))
+        menu.exec(event.globalPos())
+        menu.deleteLater()
+        return True
 
     # ---- keeping them up to date -----------------------------------------------------------------
     def _frames_later(self) -> None:

@@ -158,6 +158,8 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
             self._materialize_in_band(event.position().toPoint())
         elif kind in (QtCore.QEvent.Type.Wheel, QtCore.QEvent.Type.KeyPress):
             self._fitted = True
+        if kind == QtCore.QEvent.Type.ContextMenu and obj is self.viewer().viewport() and self._frame_menu(event):
+            return True
         if event.type() == QtCore.QEvent.Type.FocusOut and obj is self.viewer():
             self.reset_modifiers()
         if event.type() == QtCore.QEvent.Type.MouseButtonPress and event.button() == QtCore.Qt.MouseButton.LeftButton \
