@@ -216,6 +216,7 @@ class FramesMixin:
         base = _nest(self._frames, self._groups, content, {})
         wanted = band_height(scale)
         titled: dict[str, bool] = {}
+        strips: dict[str, QtCore.QRectF] = {}
         by_parent: dict[str, list[str]] = {}
         for path in base:
             by_parent.setdefault(self._groups[path].parent, []).append(path)
@@ -224,12 +225,18 @@ class FramesMixin:
                 titled[path] = True
                 continue
             inside = rect.top() + MARGIN + BAND  # the top of what it holds
-            strip = QtCore.QRectF(rect.left(), inside - MARGIN - wanted, rect.width(), wanted + MARGIN)
+            strip = strips[path] = QtCore.QRectF(rect.left(), inside - MARGIN - wanted, rect.width(), wanted + MARGIN)
             siblings = by_parent.get(self._groups[path].parent, [])
             titled[path] = not any(base[s].intersects(strip) for s in siblings if s != path)
         for siblings in by_parent.values():  # all the names of one level, or none (no pattern of holes)
             if not all(titled[s] for s in siblings):
                 titled.update(dict.fromkeys(siblings, False))
+        kept: list[tuple[str, QtCore.QRectF]] = []
+        for path, strip in strips.items():  # outer groups first: a name never runs into another one kept
+            if titled[path] and any(s.intersects(strip) and not path.startswith(p + "/") for p, s in kept):
+                titled[path] = False
+            elif titled[path]:
+                kept.append((path, strip))
         bands = {p: wanted if on else BAND for p, on in titled.items()}
         for path, rect in _nest(self._frames, self._groups, content, bands).items():
             self._frames[path].place(rect, bands[path], titled[path], titled[path] or wanted <= BAND)
