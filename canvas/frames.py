@@ -8,7 +8,7 @@ import math
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from canvas.constants import next_turn_timer
+from canvas.constants import NAME_PX, next_turn_timer, shrunk_font
 from engine.groups import Group
 
 MARGIN = 14.0  # scene units between a frame's side and what it holds (each nesting level insets by this much)
@@ -79,8 +79,6 @@ class GroupFrame(QtWidgets.QGraphicsObject):
 
     def paint(self, painter: QtGui.QPainter, option: QtWidgets.QStyleOptionGraphicsItem,
               widget: QtWidgets.QWidget | None = None) -> None:
-        from canvas.groups import NAME_PX, shrunk_font  # noqa: PLC0415 - canvas.groups imports this module
-
         lod = max(QtWidgets.QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform()), 1e-3)
         r = self._rect
         painter.save()

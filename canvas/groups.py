@@ -8,7 +8,7 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from canvas.constants import next_turn_timer
+from canvas.constants import NAME_PX, next_turn_timer, shrunk_font
 from canvas.frames import FramesMixin
 from canvas.lazy import NodeGeom
 from canvas.unfold import UnfoldMixin
@@ -18,7 +18,6 @@ from engine.groups import BOX_SIZE, Group, groups_of, opening_collapsed, opens_c
 from engine.layout import BLOCK_SHARE
 from engine.typecheck import layer_costs
 
-NAME_PX = 12.0  # a box's name is at least this tall on screen
 BOX_COLOR = QtGui.QColor(70, 86, 110)
 KEY = "group:"  # the overview's name of a collapsed group's box (layer names are identifiers: no ':')
 
@@ -29,20 +28,6 @@ def figures_text(members: Iterable[str], figures: dict[str, dict[str, Any]],
     summed, drift the largest), as far as ``costs`` (``engine.typecheck.layer_costs``) and ``figures`` have them."""
     costs = costs or {}
     return summary_text(combine({**costs.get(n, {}), **figures.get(n, {})} for n in members))
-
-
-def shrunk_font(text: str, px: float, least: float, width: float) -> tuple[QtGui.QFont, float]:
-    """A bold font of ``px`` pixels for a group's name, shrunk so that ``text`` fits ``width`` but never below
-    ``least`` (a name stays readable zoomed out; what still does not fit is cut at its start by the caller, keeping
-    the distinguishing end). Returns the font and its pixel size."""
-    font = QtGui.QFont()
-    font.setBold(True)
-    font.setPixelSize(max(1, round(px)))
-    wide = QtGui.QFontMetricsF(font).horizontalAdvance(text)
-    if wide > width:
-        px = max(px * width / wide, min(px, least))
-        font.setPixelSize(max(1, round(px)))
-    return font, px
 
 
 class GroupBox(QtWidgets.QGraphicsObject):
