@@ -5,7 +5,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from PySide6 import QtCore
+from PySide6 import QtCore, QtGui
 
 from engine.events import (
     CustomLayerChanged,
@@ -26,6 +26,8 @@ FREE_GAP = 60.0  # space left between a new layer and its neighbours
 EAGER_LAYERS = int(os.environ.get("LAYERLAB_EAGER_LAYERS", "300"))
 PREFETCH_BUDGET_S = 0.005  # idle time spent per turn of the event loop making nodes near the view
 BULK_UNINDEXED = 100  # making this many nodes at once, the scene's index is rebuilt once at the end
+
+NAME_PX = 12.0  # a group's name (on its box or its frame) is at least this tall on screen
 
 #: the scale ``focus_layer`` zooms in to from further out: nodes drawn in full (``canvas.nodes.DETAIL_LOD``)
 FOCUS_SCALE = 0.8
@@ -59,6 +61,20 @@ def compact_dims(p: Any, text: str) -> str:
     if len(d) == 2 and d[0] == d[1]:
         return str(d[0]) if p.name != "dimensions" else "×".join(map(str, d))
     return "×".join(map(str, d))
+
+
+def shrunk_font(text: str, px: float, least: float, width: float) -> tuple[QtGui.QFont, float]:
+    """A bold font of ``px`` pixels for a group's name, shrunk so that ``text`` fits ``width`` but never below
+    ``least`` (a name stays readable zoomed out; what still does not fit is cut at its start by the caller, keeping
+    the distinguishing end). Returns the font and its pixel size."""
+    font = QtGui.QFont()
+    font.setBold(True)
+    font.setPixelSize(max(1, round(px)))
+    wide = QtGui.QFontMetricsF(font).horizontalAdvance(text)
+    if wide > width:
+        px = max(px * width / wide, min(px, least))
+        font.setPixelSize(max(1, round(px)))
+    return font, px
 
 
 def next_turn_timer(parent: QtCore.QObject, call: Callable[[], object]) -> QtCore.QTimer:

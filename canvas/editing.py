@@ -254,14 +254,16 @@ class CanvasEditingMixin:
             return
         self._fitted = True
         viewer = self.viewer()
-        rect = self._shown_rect().adjusted(-40, -40, 40, 40)
-        vp = viewer.viewport().size()
-        if rect.width() < vp.width() and rect.height() < vp.height():
-            center = rect.center()
-            rect = QtCore.QRectF(0, 0, vp.width(), vp.height())
-            rect.moveCenter(center)
-        viewer._scene_range = rect
-        viewer._update_scene()
+        for _ in range(2 if self.framed_groups() else 1):  # the frames' titles take room by the scale: fit again
+            rect = self._shown_rect().united(self.frames_rect()).adjusted(-40, -40, 40, 40)
+            vp = viewer.viewport().size()
+            if rect.width() < vp.width() and rect.height() < vp.height():
+                center = rect.center()
+                rect = QtCore.QRectF(0, 0, vp.width(), vp.height())
+                rect.moveCenter(center)
+            viewer._scene_range = rect
+            viewer._update_scene()
+            self._place_frames()
         self._follow_zoom()
 
     def zoom_to(self, name: str, scale: float = 1.0) -> None:

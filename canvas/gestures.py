@@ -117,3 +117,18 @@ class GesturesMixin:
     def _on_selection(self, selected: list, deselected: list) -> None:
         self.selection_changed.emit(self.selected_layers())
 
+    def _node_moved(self, view: Any) -> None:
+        """A node item moved (dragged, or placed from the model): refresh the overview and the frames once, after
+        the moves."""
+        name = view if isinstance(view, str) else self.layer_of(view)  # (a node item, or a layer moved in the model)
+        self._moved.update([name] if name is not None else [])
+        self._frames_later()
+        if not self._moves_pending:
+            self._moves_pending = True
+            QtCore.QTimer.singleShot(0, self, self._after_moves)  # (none once the canvas is gone)
+
+    def _after_moves(self) -> None:
+        self._moves_pending = False
+        moved, self._moved = self._moved, set()
+        if self.overview is not None:
+            self.overview.invalidate(moved)

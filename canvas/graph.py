@@ -150,6 +150,7 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
         if kind == QtCore.QEvent.Type.Paint and obj is self.viewer().viewport():
             self._routes_before_paint()
             self._before_paint()
+            self._frames_before_paint()
         elif kind in PRESSES and obj is self.viewer().viewport():
             self._fitted = True
             self._materialize_at(self.viewer().mapToScene(event.position().toPoint()))
@@ -157,6 +158,8 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
             self._materialize_in_band(event.position().toPoint())
         elif kind in (QtCore.QEvent.Type.Wheel, QtCore.QEvent.Type.KeyPress):
             self._fitted = True
+        if kind == QtCore.QEvent.Type.ContextMenu and obj is self.viewer().viewport() and self._frame_menu(event):
+            return True
         if event.type() == QtCore.QEvent.Type.FocusOut and obj is self.viewer():
             self.reset_modifiers()
         if event.type() == QtCore.QEvent.Type.MouseButtonPress and event.button() == QtCore.Qt.MouseButton.LeftButton \
@@ -377,20 +380,6 @@ class ModelCanvas(GroupsMixin, RoutesMixin, CanvasEditingMixin, CanvasMenusMixin
         return self.nodes[name].badge.severity
 
     # ---- Model events -> view --------------------------------------------------------------------
-    def _node_moved(self, view: Any) -> None:
-        """A node item moved (dragged, or placed from the model): refresh the overview once, after the moves."""
-        name = view if isinstance(view, str) else self.layer_of(view)  # (a node item, or a layer moved in the model)
-        self._moved.update([name] if name is not None else [])
-        if not self._moves_pending:
-            self._moves_pending = True
-            QtCore.QTimer.singleShot(0, self, self._after_moves)  # (none once the canvas is gone)
-
-    def _after_moves(self) -> None:
-        self._moves_pending = False
-        moved, self._moved = self._moved, set()
-        if self.overview is not None:
-            self.overview.invalidate(moved)
-
     def _on_model_event(self, ev: Event) -> None:
         if isinstance(ev, LayerEvent):
             self._forget(ev.layer)

@@ -8,7 +8,8 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from canvas.constants import next_turn_timer
+from canvas.constants import NAME_PX, next_turn_timer, shrunk_font
+from canvas.frames import FramesMixin
 from canvas.lazy import NodeGeom
 from canvas.unfold import UnfoldMixin
 from engine.events import GroupChanged, LayerEvent, LayerMoved, TemplateEvent
@@ -17,7 +18,6 @@ from engine.groups import BOX_SIZE, Group, groups_of, opening_collapsed, opens_c
 from engine.layout import BLOCK_SHARE
 from engine.typecheck import layer_costs
 
-NAME_PX = 12.0  # a box's name is at least this tall on screen
 BOX_COLOR = QtGui.QColor(70, 86, 110)
 KEY = "group:"  # the overview's name of a collapsed group's box (layer names are identifiers: no ':')
 
@@ -65,15 +65,9 @@ class GroupBox(QtWidgets.QGraphicsObject):
         # the name stays readable zoomed out (at least NAME_PX on screen) as far as the box allows; it never
         # runs over the box's sides (no overlap with a neighbour): shrunk to fit, then cut at its start (the
         # distinguishing end stays), the full name on hover
-        font = QtGui.QFont()
-        font.setBold(True)
         name = f"▸ {self.group.name}"
         px = min(max(15.0, NAME_PX / max(lod, 1e-3)), r.height() / 1.6)
-        font.setPixelSize(max(1, round(px)))
-        wide = QtGui.QFontMetricsF(font).horizontalAdvance(name)
-        if wide > r.width() - 16:
-            px = max(px * (r.width() - 16) / wide, min(px, NAME_PX / max(lod, 1e-3)))
-            font.setPixelSize(max(1, round(px)))
+        font, px = shrunk_font(name, px, NAME_PX / max(lod, 1e-3), r.width() - 16)
         metrics = QtGui.QFontMetricsF(font)
         painter.setFont(font)
         painter.setPen(QtGui.QColor(245, 245, 245))
@@ -99,11 +93,12 @@ class GroupBox(QtWidgets.QGraphicsObject):
         event.accept()
 
 
-class GroupsMixin(UnfoldMixin):
+class GroupsMixin(FramesMixin, UnfoldMixin):
     """``ModelCanvas``'s groups: collapse, expand, and what a collapsed group hides."""
 
     def _init_groups(self) -> None:
         self._init_unfold()
+        self._init_frames()
         self._collapsed: set[str] = set()
         self._hidden: dict[str, str] = {}  # layer -> the collapsed group hiding it
         self._boxes: dict[str, GroupBox] = {}
@@ -248,8 +243,12 @@ class GroupsMixin(UnfoldMixin):
             self._collapsed &= set(self._groups)
             if self._collapsed or self._hidden:  # (nothing collapsed: nothing hidden, nothing to redraw)
                 self._refresh_groups()
-        elif self._boxes and not self._groups_timer.isActive():
-            self._groups_timer.start()
+            else:
+                self._refresh_frames(later=True)
+        else:
+            self._frames_later()
+            if self._boxes and not self._groups_timer.isActive():
+                self._groups_timer.start()
 
     def _refresh_groups(self) -> None:
         """Hide the layers of collapsed groups, show the others, and place one box per outermost collapsed group."""
@@ -285,6 +284,7 @@ class GroupsMixin(UnfoldMixin):
             scene.addItem(box)
             self._boxes[path] = box
         self._apply_hidden([n for n in changed if self.nodes.created(n) is not None] if changed else [])
+        self._refresh_frames()
         self._covered = QtCore.QRectF()
         self._index = None
         if self.overview is not None:
