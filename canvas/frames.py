@@ -176,7 +176,8 @@ class FramesMixin:
     def _refresh_frames(self, later: bool = False) -> None:
         """Groups opened or closed: one frame per expanded group that is not inside a collapsed one, placed now
         (or, ``later``, at the next turn of the event loop: a burst of edits places them once)."""
-        wanted = [p for p, g in self._groups.items() if p not in self._collapsed and not self._inside_collapsed(g)]
+        wanted = [p for p, g in self._groups.items() if p not in self._collapsed and not self._inside_collapsed(g)
+                  and not _wrapped(g, self._groups)]
         scene = self.scene()
         for path in [p for p in self._frames if p not in wanted or self._frames[p].group is not self._groups[p]]:
             scene.removeItem(self._frames.pop(path))
@@ -217,14 +218,14 @@ class FramesMixin:
         strips: dict[str, QtCore.QRectF] = {}
         by_parent: dict[str, list[str]] = {}
         for path in base:
-            by_parent.setdefault(self._groups[path].parent, []).append(path)
+            by_parent.setdefault(_framed(self._groups[path].parent, self._frames, self._groups), []).append(path)
         for path, rect in base.items():
             if wanted <= BAND:
                 titled[path] = True
                 continue
             inside = rect.top() + MARGIN + BAND  # the top of what it holds
             strip = strips[path] = QtCore.QRectF(rect.left(), inside - MARGIN - wanted, rect.width(), wanted + MARGIN)
-            siblings = by_parent.get(self._groups[path].parent, [])
+            siblings = by_parent.get(_framed(self._groups[path].parent, self._frames, self._groups), [])
             titled[path] = not any(base[s].intersects(strip) for s in siblings if s != path)
         for siblings in by_parent.values():  # all the names of one level, or none (no pattern of holes)
             if not all(titled[s] for s in siblings):
@@ -257,9 +258,30 @@ class FramesMixin:
             else:
                 boxed.add(top)
                 key, rect = self._groups[top].parent, self._boxes[top].sceneBoundingRect()
-            if key in self._frames:
+            key = _framed(key, self._frames, self._groups)
+            if key:
                 content[key] = content[key].united(rect) if key in content else rect
         return content
+
+
+#: a parent's own layers beside its one subgroup, at most, for the two to share one frame (a residual sum)
+WRAPPER_OWN = 2
+
+
+def _wrapped(group: Group, groups: dict[str, Group]) -> bool:
+    """Whether ``group`` is nearly all its parent holds (a module wrapping one other, as efficientnet's
+    ``features.2.1`` around its ``block`` and the residual sum): one frame, the parent's, shows both (two would
+    nearly coincide, the inner, generic name hiding the distinguishing outer one)."""
+    parent = groups.get(group.parent)
+    return (parent is not None and parent.children == [group.path]
+            and len(parent.members) - len(group.members) <= WRAPPER_OWN)
+
+
+def _framed(path: str, frames: dict[str, GroupFrame], groups: dict[str, Group]) -> str:
+    """``path`` or its nearest ancestor that has a frame (``""``: none)."""
+    while path and path not in frames:
+        path = groups[path].parent if path in groups else ""
+    return path
 
 
 def _nest(frames: dict[str, GroupFrame], groups: dict[str, Group], content: dict[str, QtCore.QRectF],
@@ -274,8 +296,8 @@ def _nest(frames: dict[str, GroupFrame], groups: dict[str, Group], content: dict
             continue
         rect = area.adjusted(-MARGIN, -MARGIN - bands.get(path, BAND), MARGIN, MARGIN)
         out[path] = rect
-        parent = groups[path].parent
-        if parent in frames:
+        parent = _framed(groups[path].parent, frames, groups)
+        if parent:
             inner[parent] = inner[parent].united(rect) if parent in inner else rect
     return out
 

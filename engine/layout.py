@@ -8,8 +8,9 @@ the designer's Arrange command and by importers, whose graphs come without posit
 numbers (the canvas passes its node sizes; defaults fit a typical node)."""
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -218,38 +219,70 @@ def fold_to_aspect(positions: dict[str, tuple[float, float]], sizes: dict[str, t
     return fold_drawing(Drawing(dict(positions)), sizes, aspect).positions
 
 
+def group_boundaries(columns: Mapping[float, Iterable[str]]) -> list[float]:
+    """The columns (left edges) where a new block starts: those whose layers' groups (``LayerSpec.group`` paths, the
+    innermost ones) share none with the column before. A band cut there keeps each block in one band."""
+    out, before = [], None
+    for x in sorted(columns):
+        here = set(columns[x])
+        if before is not None and not here & before:
+            out.append(x)
+        before = here
+    return out
+
+
 def _bands(columns: list[float], extent: dict[float, list[float]], left: float, width: float,
-           aspect: float) -> tuple[int, dict[float, int], list[tuple[float, float]]]:
+           aspect: float, prefer: Sequence[float] = ()
+           ) -> tuple[int, dict[float, int], list[tuple[float, float]], list[float]]:
     """How many bands to cut a drawing of these ``columns`` (left edges; their vertical ``extent``) into: the
-    count whose folded drawing fits a view of shape ``aspect`` largest. Returns it, each column's band and each
-    band's (top, bottom)."""
-    def cut(bands: int) -> tuple[float, dict[float, int], list[tuple[float, float]]]:
+    count whose folded drawing fits a view of shape ``aspect`` largest. A cut moves to the nearest column of
+    ``prefer`` (where a block starts, :func:`group_boundaries`) within a third of a band's width. Returns the count,
+    each column's band, each band's (top, bottom) and the cuts (the left edge of each band after the first)."""
+    wanted = sorted(prefer)
+
+    def edges_of(bands: int) -> list[float]:
         per_band = width / bands
-        band_of = {x: min(bands - 1, int((x - left) / per_band)) for x in columns}
+        edges: list[float] = []
+        for k in range(1, bands):
+            edge = left + k * per_band
+            i = bisect.bisect_left(wanted, edge)
+            near = [p for p in wanted[max(0, i - 1):i + 1] if abs(p - edge) <= per_band / 3]
+            edge = min(near, key=lambda p: abs(p - edge)) if near else edge
+            edges.append(max(edge, edges[-1]) if edges else edge)
+        return edges
+
+    def cut(bands: int) -> tuple[float, dict[float, int], list[tuple[float, float]], list[float]]:
+        edges = edges_of(bands)
+        band_of = {x: bisect.bisect_right(edges, x) for x in columns}
         spans = [(math.inf, -math.inf)] * bands
+        widths = [(math.inf, -math.inf)] * bands
         for x in columns:
             b, (lo, hi) = band_of[x], extent[x]
             spans[b] = (min(spans[b][0], lo), max(spans[b][1], hi))
+            widths[b] = (min(widths[b][0], x), max(widths[b][1], x))
         spans = [s if s[0] <= s[1] else (0.0, 0.0) for s in spans]
+        wide = max((hi - lo for lo, hi in widths if lo <= hi), default=0.0) + width / max(len(columns), 1)
         height = sum(hi - lo for lo, hi in spans) + BAND_GAP * (bands - 1)
-        return max(width / bands / aspect, height), band_of, spans  # the larger side, in the view's shape
+        return max(wide / aspect, height), band_of, spans, edges  # the larger side, in the view's shape
 
     overall = max(hi for _, hi in extent.values()) - min(lo for lo, _ in extent.values()) + BAND_GAP
     guess = max(1, round((width / (aspect * overall)) ** 0.5))
     if guess == 1:  # not much wider than the view: kept in one piece
-        return 1, dict.fromkeys(columns, 0), [(min(lo for lo, _ in extent.values()), overall - BAND_GAP)]
+        return 1, dict.fromkeys(columns, 0), [(min(lo for lo, _ in extent.values()), overall - BAND_GAP)], []
     candidates = sorted({max(1, min(len(columns), b)) for b in range(1, 4 * guess + 2)})
     if len(candidates) > 48:  # (a very long drawing: around the guess, coarser far from it)
         candidates = sorted({max(1, round(guess * 1.08 ** k)) for k in range(-20, 21)} | {1})
     best = min((cut(b)[0], b) for b in candidates)[1]
-    _, band_of, spans = cut(best)
-    return best, band_of, spans
+    _, band_of, spans, edges = cut(best)
+    return best, band_of, spans, edges
 
 
-def fold_drawing(drawing: Drawing, sizes: Mapping[str, tuple[float, float]], aspect: float) -> Drawing:
+def fold_drawing(drawing: Drawing, sizes: Mapping[str, tuple[float, float]], aspect: float,
+                 groups: Mapping[str, str] | None = None) -> Drawing:
     """:func:`fold_to_aspect` of a drawing with its routes: a route's points move with their columns, and a link
     reaching into a later band leaves its band through the free space after its column, runs back along the
-    gap under the band, and comes down left of the drawing into the band of its target."""
+    gap under the band, and comes down left of the drawing into the band of its target. ``groups`` (each layer's
+    group path): bands are cut where a block starts where one is near (:func:`group_boundaries`)."""
     positions = drawing.positions
     if not positions:
         return Drawing()
@@ -265,10 +298,13 @@ def fold_drawing(drawing: Drawing, sizes: Mapping[str, tuple[float, float]], asp
         for x, y in route[1:-1:2]:  # lane entries lie on their column's left edge
             if x in extent:
                 extent[x][0], extent[x][1] = min(extent[x][0], y - LANE), max(extent[x][1], y + LANE)
-    bands, band_of, spans = _bands(columns, extent, left, right - left, aspect)
+    members: dict[float, list[str]] = {x: [] for x in columns}
+    for n, (x, _) in positions.items():
+        members[x].append((groups or {}).get(n, ""))
+    prefer = group_boundaries(members) if groups else []
+    bands, band_of, spans, edges = _bands(columns, extent, left, right - left, aspect, prefer)
     if bands == 1:
         return Drawing(dict(positions), {k: list(v) for k, v in drawing.bends.items()})
-    per_band = (right - left) / bands
     start: dict[int, float] = {}
     for x in columns:
         start.setdefault(band_of[x], x)
@@ -278,7 +314,7 @@ def fold_drawing(drawing: Drawing, sizes: Mapping[str, tuple[float, float]], asp
         y += spans[b][1] - spans[b][0] + BAND_GAP
 
     def band(x: float) -> int:  # of a column's left edge (as ``band_of``)
-        return min(bands - 1, max(0, int((x - left) / per_band)))
+        return bisect.bisect_right(edges, x)
 
     def move(x: float, y: float, b: int) -> tuple[float, float]:
         return round(left + x - start[b], 1), round(y + shift[b], 1)
@@ -310,7 +346,7 @@ def readable_drawing(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[
     routes: how an imported graph is placed (the designer passes its node sizes and its view's shape; the
     command line :func:`estimated_sizes`)."""
     sizes = {n: (sizes or {}).get(n, NODE_SIZE) for n in layers}
-    return fold_drawing(layered_drawing(layers, sizes), sizes, aspect)
+    return fold_drawing(layered_drawing(layers, sizes), sizes, aspect, {n: s.group for n, s in layers.items()})
 
 
 def readable_positions(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[float, float]] | None = None,
@@ -466,7 +502,8 @@ def banded_drawing(layers: Mapping[str, LayerSpec], sizes: Mapping[str, tuple[fl
         extent[x] = [centre[members[0]] - sizes[names[members[0]]][1] / 2, free - ROW_GAP]
         x += widths[r] + COLUMN_GAP
     xs = sorted(extent)
-    bands, band_of, spans = _bands(xs, extent, 0.0, x - COLUMN_GAP, aspect)
+    prefer = group_boundaries({column_x[r]: [layers[names[v]].group for v in columns[r]] for r in columns})
+    bands, band_of, spans, _ = _bands(xs, extent, 0.0, x - COLUMN_GAP, aspect, prefer)
     band = [band_of[column_x[rank[v]]] for v in range(len(names))]
     # lanes: one per source of the long links into a band, at most BAND_LANES (shared round the sources beyond)
     lane_of: dict[tuple[int, int], int] = {}

@@ -123,3 +123,52 @@ def test_a_press_inside_a_frame_below_its_title_starts_a_rubber_band(gcanvas, qt
     end = QtCore.QPointF(b.right() + 6, a.top() - 2)
     mouse_drag(qtbot, c.viewer().viewport(), c.viewer().mapFromScene(start), c.viewer().mapFromScene(end))
     assert c.selected_layers() == ["block_conv0", "block_conv1"]
+
+
+def wrapped_stages():
+    """Three stages of blocks scoped as torchvision's EfficientNet exports them: each block ``stage.i`` wraps a
+    ``block`` (and, after the first, its residual sum), so ``block`` is all or nearly all its parent holds."""
+    from engine.model import LayerSpec, Model
+
+    m = Model("wrapped")
+    specs, x = [LayerSpec("inp", "input")], "inp"
+    for s in range(3):
+        for i in range(3):
+            path = f"features/features.{s}/features.{s}.{i}"
+            names = [f"f_{s}_{i}_block_{k}" for k in range(3)]
+            for k, n in enumerate(names):
+                specs.append(LayerSpec(n, "convolution", inputs=[x if k == 0 else names[k - 1]], group=f"{path}/block"))
+            if i:
+                specs.append(LayerSpec(f"f_{s}_{i}_Add", "element_wise", inputs=[names[-1], x], group=path))
+                x = f"f_{s}_{i}_Add"
+            else:
+                x = names[-1]
+    specs.append(LayerSpec("out", "output", inputs=[x]))
+    m.add_layers(specs, "build")
+    m.clear_undo()
+    return m
+
+
+def test_a_group_wrapping_one_block_shares_its_frame_named_after_the_wrapper(qtbot, registry) -> None:
+    """The frame that would coincide with its parent's is not drawn: the distinguishing outer name shows, not
+    ``block`` nine times."""
+    from canvas.bridge import ModelBridge
+    from canvas.graph import ModelCanvas
+
+    m = wrapped_stages()
+    c = ModelCanvas(m, registry, ModelBridge(m))
+    c.widget.resize(1200, 700)
+    c.widget.show()
+    try:
+        c.expand_all()
+        framed = c.framed_groups()
+        assert not [p for p in framed if p.endswith("/block")]
+        for s in range(3):
+            for i in range(3):
+                path = f"features/features.{s}/features.{s}.{i}"
+                frame = c.group_frame(path)
+                assert frame is not None and frame.title == f"features.{s}.{i}"
+                rect = frame.sceneBoundingRect()
+                assert all(rect.contains(c.node_rect(f"f_{s}_{i}_block_{k}")) for k in range(3))
+    finally:
+        dispose(c)

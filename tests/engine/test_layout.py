@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from engine.layout import layered_positions, overlaps
-from engine.model import Model
+from engine.model import LayerSpec, Model
 
 
 def _diamond() -> Model:
@@ -211,3 +211,23 @@ def test_banded_drawing_takes_cycles_and_unlinked_layers():
     cyc.connect("b", "a", 0, allow_cycle=True)
     pos = banded_drawing(cyc.layers).positions
     assert set(pos) == {"a", "b"} and pos["a"] != pos["b"]
+
+
+def test_bands_are_cut_where_a_block_starts():
+    """A long chain of blocks of five layers folded into bands: every cut falls between two blocks (a block never
+    wraps from one band to the next), and the drawing still fits the view's shape."""
+    from engine.layout import group_boundaries, readable_drawing
+
+    specs, prev = {}, None
+    for b in range(24):
+        for k in range(5):
+            name = f"b{b}_{k}"
+            specs[name] = LayerSpec(name, "convolution", inputs=[prev] if prev else [], group=f"stage/block{b}")
+            prev = name
+    drawing = readable_drawing(specs, aspect=1.6)
+    rows = {}
+    for name, (_, y) in drawing.positions.items():
+        rows.setdefault(specs[name].group, set()).add(y)
+    assert len({y for ys in rows.values() for y in ys}) > 1  # folded
+    assert all(len(ys) == 1 for ys in rows.values())  # each block in one band
+    assert group_boundaries({0.0: ["a"], 1.0: ["a", "b"], 2.0: ["c"], 3.0: ["c"]}) == [2.0]
