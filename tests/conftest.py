@@ -5,7 +5,6 @@ import importlib.util
 import os
 import re
 import sys
-from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -30,11 +29,10 @@ def _needs_qt(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The layer checks (:data:`EARLY_TESTS`) first; the ``qt`` marker on the tests that need Qt (``-m "not qt"``
-    runs the Qt-free ones); GPU tests skipped where no CUDA GPU is usable."""
+    """The ``qt`` marker on the tests that need Qt (``-m "not qt"`` runs the Qt-free ones); GPU tests skipped where no
+    CUDA GPU is usable."""
     gpu_skip = None if cupy_usable() else pytest.mark.skip(reason="no usable CUDA GPU (CuPy backend)")
     qt_skip = None if HAVE_QT else pytest.mark.skip(reason="qt: needs PySide6, which is not installed")
-    items.sort(key=lambda item: not Path(item.path).is_relative_to(EARLY_TESTS))  # (a stable sort)
     for item in items:
         if _needs_qt(item):
             item.add_marker(pytest.mark.qt)
@@ -58,31 +56,20 @@ def pytest_make_collect_report(collector: pytest.Collector):
     return report
 
 
-#: the layer checks against onnxruntime: synchronous runs without time limits, which may compile the kernels they use
-#: themselves; they run first, and may start while another test process compiles the CPU kernels
-EARLY_TESTS = Path(__file__).resolve().parent / "plugins"
-
-
-class _Kernels:
-    """Whether this test process left the first compile of the CPU kernels to another one and has not waited for it
-    yet."""
-
-    deferred = False
-
-
-def _compile_kernels(blocking: bool) -> bool:
-    """Compile the CPU kernels where Numba's cache lacks them, holding the background compile's lock (loading what
-    another process compiled meanwhile). Not ``blocking``: False, doing nothing, where another process holds it."""
+def _warm_family(family: str, blocking: bool) -> bool:
+    """Compile the CPU kernels of ``family`` (:data:`engine.backends.cpu.warmup.FAMILIES`) where Numba's cache lacks
+    them, holding that family's lock (loading what another process compiled meanwhile). Not ``blocking``: False,
+    doing nothing, where another process holds it."""
     from engine.backends.cpu import warmup
     from engine.backends.cpu.compile_cache import warmup_lock_path
 
-    with open(warmup_lock_path(), "a+b") as lock:
+    with open(warmup_lock_path(family), "a+b") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return False
         try:
-            warmup.warm()  # (every kernel cached: it loads them, in seconds)
+            warmup.warm([family])  # (its kernels cached: it loads them, in seconds)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return True
@@ -90,25 +77,19 @@ def _compile_kernels(blocking: bool) -> bool:
 
 @pytest.fixture(scope="session", autouse=True)
 def _cpu_kernels_compiled() -> None:
-    """Compile the CPU kernels once, before the tests that need them, as the designer does at its first start: on a
-    clean clone Numba takes minutes, which tests waiting on a worker thread or a process with a time limit must not
-    spend. Parallel test processes take turns (the background compile's lock): the first compiles; the others start
-    on the layer checks (:data:`EARLY_TESTS`) meanwhile instead of waiting idle, and wait for it before any other
-    test (:func:`_kernels_compiled_first`)."""
+    """Compile the CPU kernels before the first test, as the designer does at its first start: on a clean clone
+    Numba takes minutes, which tests waiting on a worker thread or a process with a time limit must not spend, and
+    test processes compiling the same kernel at once would each spend them. Parallel test processes share the
+    kernel families out (a lock per family): each compiles the families no other has taken, then waits for the
+    others' (and loads them)."""
     from engine.backends.cpu import warmup
     from engine.backends.cpu.backend import cpu_kernels
 
-    if cpu_kernels() is not None and warmup.needed():
-        _Kernels.deferred = not _compile_kernels(blocking=False)
-
-
-@pytest.fixture(autouse=True)
-def _kernels_compiled_first(request: pytest.FixtureRequest) -> None:
-    """A test outside :data:`EARLY_TESTS` waits until the first compile of the CPU kernels has finished (and
-    completes what a concurrent compile left out of Numba's cache)."""
-    if _Kernels.deferred and not Path(request.node.path).is_relative_to(EARLY_TESTS):
-        _compile_kernels(blocking=True)
-        _Kernels.deferred = False
+    if cpu_kernels() is None or not warmup.needed():
+        return
+    taken = [family for family in warmup.FAMILIES if not _warm_family(family, blocking=False)]
+    for family in taken:
+        _warm_family(family, blocking=True)
 
 
 @pytest.fixture(autouse=True)

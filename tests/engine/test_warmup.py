@@ -24,9 +24,8 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
     monkeypatch.setattr(cpu.runtime, "launch", lambda kernel, *args: launches.append((kernel.__name__, args[:3])) or (
         kernel.__name__ == "_wino_par" and weights.add(args[8].shape[:1] + (args[8].ndim,))) or real(kernel, *args))
     weights: set[tuple[int, int]] = set()  # the Winograd launches' weights: (products, dimensions)
-    x = np.random.default_rng(1).random((1, 3, 40, 40), dtype=np.float32)
     net = Network(warmup.warmup_model(), registry, NumpyBackend(), TensorFormat.parse(fmt))
-    net.set_input("input", x)
+    warmup.feed(net, seed=1)
     net.run()
     got = net.output("output")
     kinds = {(name, args[2]) if name in ("_wino_par", "_conv_par") else (name, None) for name, args in launches}
@@ -44,11 +43,11 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
     assert ("_upsample", None) in kinds
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")
     plain = Network(warmup.warmup_model(), registry, NumpyBackend(), TensorFormat.parse(fmt))
-    plain.set_input("input", x)
+    warmup.feed(plain, seed=1)
     plain.run()
     ref = plain.output("output")
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5
-    for name in ("depthwise", "squeezed"):  # the depthwise and few-pixel 1x1 kernels against the generic path
+    for name in ("depthwise", "squeezed", "steps", "residual", "stem_out", "averaged", "pooled"):  # the generic path
         fast, slow = net.output(name), plain.output(name)
         assert np.linalg.norm(fast - slow) / np.linalg.norm(slow) < 1e-5
 
@@ -88,13 +87,12 @@ def test_a_run_path_backend_defers_compiling_to_a_background_process(monkeypatch
     assert "in the background" in out.getvalue()
     assert started and started[0][0][-1] == "engine.backends.cpu.warmup" and started[0][1]["start_new_session"]
     assert backend.cpu_kernels() is None
-    x = np.random.default_rng(2).random((1, 3, 40, 40), dtype=np.float32)
     net = Network(warmup.warmup_model(), registry, backend, TensorFormat.parse("fp32 nhwc"))
-    net.set_input("input", x)
+    warmup.feed(net, seed=2)
     net.run()
     assert launches == []
     fast = Network(warmup.warmup_model(), registry, NumpyBackend(), TensorFormat.parse("fp32 nhwc"))
-    fast.set_input("input", x)
+    warmup.feed(fast, seed=2)
     fast.run()
     assert launches
     np.testing.assert_allclose(net.output("output"), fast.output("output"), rtol=1e-4, atol=1e-5)
@@ -158,3 +156,18 @@ def test_kernels_compiled_from_other_sources_are_forgotten(tmp_path):
     assert (folder / "im2col._conv_par-1.py312.nbi").read_bytes() == b"new"
     assert kernel_sources.sources_digest() != kernel_sources.sources_digest.__name__  # a real digest of the files
     assert len(kernel_sources.sources_digest()) == 40
+
+
+def test_each_kernel_family_is_a_network_of_its_own_with_a_lock_of_its_own(registry):
+    """Parallel test processes compile different families at once (tests/conftest.py): each family's network runs
+    alone, the families share no layer, together they are the whole warmup network, and each has its own lock."""
+    layers = [set(warmup.warmup_model([family]).layers) for family in warmup.FAMILIES]
+    assert set().union(*layers) == set(warmup.warmup_model().layers)
+    assert sum(map(len, layers)) == len(warmup.warmup_model().layers)
+    for family in warmup.FAMILIES:
+        net = Network(warmup.warmup_model([family]), registry, NumpyBackend(), TensorFormat.parse("fp32 nhwc"))
+        warmup.feed(net)
+        net.run()
+        assert all(np.isfinite(net.output(name)).all() for name in net.output_names)
+    locks = {compile_cache.warmup_lock_path(family) for family in warmup.FAMILIES}
+    assert len(locks) == len(warmup.FAMILIES) and compile_cache.warmup_lock_path() not in locks

@@ -24,10 +24,11 @@ def compiled_before() -> bool:
         return True
 
 
-def warmup_lock_path() -> Path:
-    """The lock file that a background compile of these kernels (``engine.backends.cpu.warmup``) holds meanwhile."""
+def warmup_lock_path(family: str | None = None) -> Path:
+    """The lock file that a background compile of these kernels (``engine.backends.cpu.warmup``) holds meanwhile;
+    with ``family``, the lock of a compile of that family alone (parallel test processes share the families out)."""
     digest = hashlib.sha1(os.path.dirname(__file__).encode()).hexdigest()[:12]
-    return Path(tempfile.gettempdir()) / f"layerlab-warmup-{digest}.lock"
+    return Path(tempfile.gettempdir()) / f"layerlab-warmup-{digest}{'-' + family if family else ''}.lock"
 
 
 def compile_under_way() -> bool:

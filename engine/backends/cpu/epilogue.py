@@ -116,6 +116,36 @@ def _gelu_tanh(v):  # pragma: no cover - compiled
 
 
 @njit(inline="always")
+def _relu(v):  # pragma: no cover - compiled
+    return np.maximum(v, np.float32(0))
+
+
+@njit(inline="always")
+def _leaky_relu(v, alpha):  # pragma: no cover - compiled
+    return np.maximum(v, np.float32(0)) + _first(alpha) * np.minimum(v, np.float32(0))
+
+
+@njit(inline="always")
+def _clamp(v, alpha):  # pragma: no cover - compiled
+    return np.minimum(np.maximum(v, _first(alpha)), _second(alpha))
+
+
+@njit(inline="always")
+def _hard_swish(v):  # pragma: no cover - compiled
+    return v * _unit(v * np.float32(1.0 / 6.0) + np.float32(0.5))
+
+
+@njit(inline="always")
+def _hard_sigmoid(v, alpha):  # pragma: no cover - compiled
+    return _unit(v * _first(alpha) + _second(alpha))
+
+
+@njit(inline="always")
+def _silu(v):  # pragma: no cover - compiled
+    return v * _sigmoid(v)
+
+
+@njit(inline="always")
 def activate(val, act, alpha):  # pragma: no cover - compiled
     """The epilogue of code ``act`` (``FUSED_EPILOGUES``) of ``val``, its coefficients in ``alpha`` (a float, or a
     pair or array of two: see :func:`epilogue_alpha`); NaN stays NaN. ReLU and the clamps are written with maximum
@@ -126,21 +156,21 @@ def activate(val, act, alpha):  # pragma: no cover - compiled
     if act == 0:
         return val
     if act == 1:
-        return np.maximum(val, zero)
+        return _relu(val)
     if act == 2:
-        return np.maximum(val, zero) + _first(alpha) * np.minimum(val, zero)
+        return _leaky_relu(val, alpha)
     if act == 3:
         return _sigmoid(val)
     if act == 4:
         return np.float32(math.tanh(val))
     if act == 5:
-        return np.minimum(np.maximum(val, _first(alpha)), _second(alpha))
+        return _clamp(val, alpha)
     if act == 6:
-        return val * _unit(val * np.float32(1.0 / 6.0) + np.float32(0.5))
+        return _hard_swish(val)
     if act == 7:
-        return _unit(val * _first(alpha) + _second(alpha))
+        return _hard_sigmoid(val, alpha)
     if act == 8:
-        return val * _sigmoid(val)
+        return _silu(val)
     if act == 9:
         return _gelu(val)
     if act == 10:
@@ -165,25 +195,25 @@ def activate_row(row, act, alpha):  # pragma: no cover - compiled
         return
     if act == 1:
         for k in range(row.size):
-            row[k] = activate(row[k], 1, alpha)
+            row[k] = _relu(row[k])
     elif act == 2:
         for k in range(row.size):
-            row[k] = activate(row[k], 2, alpha)
+            row[k] = _leaky_relu(row[k], alpha)
     elif act == 5:
         for k in range(row.size):
-            row[k] = activate(row[k], 5, alpha)
+            row[k] = _clamp(row[k], alpha)
     elif act == 6:
         for k in range(row.size):
-            row[k] = activate(row[k], 6, alpha)
+            row[k] = _hard_swish(row[k])
     elif act == 7:
         for k in range(row.size):
-            row[k] = activate(row[k], 7, alpha)
+            row[k] = _hard_sigmoid(row[k], alpha)
     elif act == 3:
         for k in range(row.size):
-            row[k] = activate(row[k], 3, alpha)
+            row[k] = _sigmoid(row[k])
     elif act == 8:
         for k in range(row.size):
-            row[k] = activate(row[k], 8, alpha)
+            row[k] = _silu(row[k])
     else:
         for k in range(row.size):
             row[k] = activate(row[k], act, alpha)

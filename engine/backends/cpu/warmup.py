@@ -13,81 +13,128 @@ import fcntl
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.backends.cpu import compile_cache
 from engine.model import Model
 
+if TYPE_CHECKING:
+    from engine.network import Network
 
-def warmup_model() -> Model:
-    """A small network through every CPU kernel path."""
-    m = Model("warmup")
-    m.add_layer("input", "input", params={"dimensions": "1x3x40x40"})
 
-    def conv(name: str, src: str, ch: int, kernel: int = 3, stride: int = 1, act: str = "relu") -> str:
-        m.add_layer("convolution", name, params={"num_output_channels": str(ch), "kernel_size": str(kernel),
-                                                 "stride": str(stride), "padding": str(kernel // 2)},
-                    inputs=[src], activation=act)
-        return name
+def _conv(m: Model, name: str, src: str, ch: int, kernel: int = 3, stride: int = 1, act: str = "relu",
+          **params: str) -> str:
+    """A convolution ``name`` of ``src`` ("same" padding unless ``params`` say otherwise); returns its name."""
+    m.add_layer("convolution", name, params={"num_output_channels": str(ch), "kernel_size": str(kernel),
+                                             "stride": str(stride), "padding": str(kernel // 2), **params},
+                inputs=[src], activation=act)
+    return name
 
-    stem = conv("stem", "input", 32, kernel=7, stride=2)  # RGB stem: the direct panel product (AVX-512, AVX2) or im2col
-    pixels = conv("pixels", stem, 24, kernel=5)  # im2col, by pixels (20x20)
-    steps = conv("wino_steps", pixels, 32)  # Winograd of 25 tiles: one block, its steps shared out
-    m.add_layer("element_wise", "add1", params={"operation": "sum"}, inputs=[steps, stem], activation="relu")
-    m.add_layer("pooling", "pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
-                inputs=["add1"])
+
+def _input(m: Model, name: str, dims: str) -> str:
+    m.add_layer("input", name, params={"dimensions": dims})
+    return name
+
+
+def _winograd(m: Model) -> None:
+    """Winograd convolutions: steps shared out, F(2x2) for a small image, blocks, the residual in the epilogue."""
+    # Winograd of 25 tiles: one block, its steps shared out
+    m.add_layer("output", "steps", inputs=[_conv(m, "wino_steps", _input(m, "wino_in", "1x24x20x20"), 32)])
     # 16x16 (16 tiles of F(4x4)): NHWC runs F(2x2, 3x3); 40 outputs fill no panel, so on every CPU it is Winograd
     # with OpenBLAS's products (the layers of 32 outputs here take the panels' where the CPU has them)
-    m.add_layer("pooling", "crop", params={"pool_type": "max", "kernel_size": "5", "stride": "1", "padding": "0"},
-                inputs=["add1"])
-    m.add_layer("output", "small_image", inputs=[conv("wino_small", "crop", 40)])
+    m.add_layer("output", "small_image", inputs=[_conv(m, "wino_small", _input(m, "small_in", "1x32x16x16"), 40)])
+    wide = _conv(m, "wino_blocks", _input(m, "blocks_in", "1x96x40x40"), 16)  # 40x40: 100 tiles, in blocks
+    # a ResNet block's end: convolution + sum (conv_sum, the residual in the kernel's epilogue)
+    res = _conv(m, "res", wide, 16, act="none")
+    m.add_layer("element_wise", "res_add", params={"operation": "sum"}, inputs=[res, wide], activation="relu")
+    m.add_layer("output", "residual", inputs=["res_add"])
+
+
+def _products(m: Model) -> None:
+    """im2col and the products over packed weight panels."""
+    # RGB stem: the direct panel product (AVX-512, AVX2) or im2col
+    m.add_layer("output", "stem_out", inputs=[_conv(m, "stem", _input(m, "input", "1x3x40x40"), 32, kernel=7, stride=2)])
+    m.add_layer("output", "by_pixels", inputs=[_conv(m, "pixels", _input(m, "pixels_in", "1x32x20x20"), 24, kernel=5)])
     # 40 outputs, no multiple of a panel (16 or 32): these two stay off the panel product on every CPU
-    small = conv("cols", "pool", 40, stride=2)  # 5x5: im2col cut by output channels
+    small = _conv(m, "cols", _input(m, "cols_in", "1x32x10x10"), 40, stride=2)  # 5x5: im2col cut by output channels
     # 1x1 of stride 1 with an activation the panel micro-kernel does not apply (SiLU): OpenBLAS, cut by output channels
-    one = conv("one", small, 40, kernel=1, act="silu")
-    m.add_layer("element_wise", "add2", params={"operation": "sum"}, inputs=[small, one], activation="relu")
-    panels = conv("panels", "add2", 64)  # a small image, 64 outputs: the product over packed panels, windows in place
-    m.add_layer("convolution", "panels_dilated", params={"num_output_channels": "64", "kernel_size": "3",
-                                                         "padding": "2", "dilation": "2"},
-                inputs=[panels], activation="relu")  # dilated: im2col, then the same product
-    panels_1x1 = conv("panels_1x1", "panels_dilated", 64, kernel=1)  # a 1x1 one
+    m.add_layer("output", "by_channels", inputs=[_conv(m, "one", small, 40, kernel=1, act="silu")])
+    # a small image, 64 outputs: the product over packed panels, windows in place
+    panels = _conv(m, "panels", _input(m, "panels_in", "1x40x5x5"), 64)
+    dilated = _conv(m, "panels_dilated", panels, 64, padding="2", dilation="2")  # im2col, then the same product
+    panels_1x1 = _conv(m, "panels_1x1", dilated, 64, kernel=1)  # a 1x1 one
     m.add_layer("pooling", "avg", params={"pool_type": "average", "kernel_size": "3", "stride": "1", "padding": "1"},
                 inputs=[panels_1x1])
-    m.add_layer("upsample", "up", params={"factor": "2", "method": "bilinear"}, inputs=["avg"])
+    m.add_layer("output", "averaged", inputs=["avg"])
+
+
+def _depthwise(m: Model) -> None:
+    """A mobile network's depthwise convolutions: stride 1 by whole rows over the cores, stride 2 pixel by pixel on
+    this thread."""
+    src = _input(m, "dw_in", "1x16x40x40")
+    for name, kernel, stride in (("dw_rows", 3, 1), ("dw_pixels", 5, 2)):
+        src = _conv(m, name, src, 16, kernel=kernel, stride=stride, groups="16")
+    m.add_layer("output", "depthwise", inputs=[src])
+
+
+def _passes(m: Model) -> None:
+    """Element-wise, pooling and upsampling passes, few output channels, the dense kernel."""
+    m.add_layer("element_wise", "add1", params={"operation": "sum"},
+                inputs=[_input(m, "add_a", "1x32x20x20"), _input(m, "add_b", "1x32x20x20")], activation="relu")
+    m.add_layer("pooling", "pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
+                inputs=["add1"])
+    m.add_layer("pooling", "crop", params={"pool_type": "max", "kernel_size": "5", "stride": "1", "padding": "0"},
+                inputs=["add1"])
+    m.add_layer("output", "cropped", inputs=["crop"])
+    m.add_layer("upsample", "up", params={"factor": "2", "method": "bilinear"}, inputs=[_input(m, "up_in", "1x64x5x5")])
     m.add_layer("concatenation", "cat", inputs=["up", "pool"])  # fused into upscale_concat
     m.add_layer("upsample", "up2", params={"factor": "4", "method": "nearest"}, inputs=["cat"])
-    # 40x40x96 values: an element-wise pass large enough to be cut over the cores (the adds above run on one)
+    # 40x40x96 values: an element-wise pass large enough to be cut over the cores (add1 runs on one)
     m.add_layer("upsample", "up3", params={"factor": "4", "method": "bilinear"}, inputs=["cat"])
     m.add_layer("element_wise", "big", params={"operation": "max"}, inputs=["up2", "up3"], activation="relu")
-    wide = conv("wino_blocks", "big", 16)  # 40x40: 100 tiles, in blocks
-    few = conv("few", wide, 3, act="none")  # few output channels: dot products along the kernel rows
-    m.add_layer("output", "output", inputs=[few])
-    # a ResNet block's end: convolution + sum (conv_sum, the residual in the kernel's epilogue), global average
-    # pooling (one job: on the calling thread), fully connected layers (the dense kernel, shared out and not)
-    res = conv("res", wide, 16, act="none")
-    m.add_layer("element_wise", "res_add", params={"operation": "sum"}, inputs=[res, wide], activation="relu")
-    m.add_layer("pooling", "gap", params={"pool_type": "average", "global": "true"}, inputs=["res_add"])
-    m.add_layer("fully_connected", "fc_big", params={"num_outputs": "16384"}, inputs=["gap"], activation="relu")
-    m.add_layer("fully_connected", "fc_small", params={"num_outputs": "3"}, inputs=["fc_big"])
-    m.add_layer("output", "classes", inputs=["fc_small"])
     # 20x20x96 values out: a pooling large enough to be cut over the cores (the ones above run on this thread)
     m.add_layer("pooling", "big_pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
                 inputs=["big"])
     m.add_layer("output", "pooled", inputs=["big_pool"])
-    # a mobile network's block: depthwise convolutions (stride 1 by whole rows over the cores, stride 2 pixel by
-    # pixel on this thread), a 1x1 convolution of the 1x1 pooled image (the dense kernel)
-    for name, src, kernel, stride in (("dw_rows", wide, 3, 1), ("dw_pixels", "dw_rows", 5, 2)):
-        m.add_layer("convolution", name, params={"num_output_channels": "16", "kernel_size": str(kernel),
-                                                 "stride": str(stride), "padding": str(kernel // 2), "groups": "16"},
-                    inputs=[src], activation="relu")
-    m.add_layer("output", "depthwise", inputs=["dw_pixels"])
-    m.add_layer("output", "squeezed", inputs=[conv("squeeze", "gap", 8, kernel=1)])
+    wide = _input(m, "wide", "1x16x40x40")
+    m.add_layer("output", "output", inputs=[_conv(m, "few", wide, 3, act="none")])  # few outputs: along kernel rows
+    # global average pooling (one job: on the calling thread), fully connected layers (the dense kernel, shared out
+    # and not), a 1x1 convolution of the 1x1 pooled image (the dense kernel)
+    m.add_layer("pooling", "gap", params={"pool_type": "average", "global": "true"}, inputs=[wide])
+    m.add_layer("fully_connected", "fc_big", params={"num_outputs": "16384"}, inputs=["gap"], activation="relu")
+    m.add_layer("fully_connected", "fc_small", params={"num_outputs": "3"}, inputs=["fc_big"])
+    m.add_layer("output", "classes", inputs=["fc_small"])
+    m.add_layer("output", "squeezed", inputs=[_conv(m, "squeeze", "gap", 8, kernel=1)])
+
+
+#: the kernel families, each a network of its own on inputs of the sizes that take its paths, largest compile first
+#: (on 2 cores: Winograd about 45% of the time, the products 30%, depthwise 20%): parallel processes compile
+#: different families at once (:func:`warm`)
+FAMILIES: dict[str, Callable[[Model], None]] = {
+    "winograd": _winograd, "products": _products, "depthwise": _depthwise, "passes": _passes}
+
+
+def warmup_model(families: Iterable[str] = tuple(FAMILIES)) -> Model:
+    """A small network through every CPU kernel path of ``families`` (default: all of them, side by side)."""
+    m = Model("warmup")
+    for family in families:
+        FAMILIES[family](m)
     return m
 
 
-def warm() -> float:
-    """Run :func:`warmup_model` in fp32 NHWC and NCHW on the NumPy backend; returns the seconds it took."""
+def feed(net: Network, seed: int = 0) -> None:
+    """Random values on every input of a :func:`warmup_model` network."""
+    rng = np.random.default_rng(seed)
+    for name in net.input_names:
+        net.set_input(name, rng.random(net.input_dims(name), dtype=np.float32))
+
+
+def warm(families: Iterable[str] = tuple(FAMILIES)) -> float:
+    """Run :func:`warmup_model` of ``families`` in fp32 NHWC and NCHW on the NumPy backend (compiling what Numba's
+    cache lacks); returns the seconds it took."""
     from engine.backends.cpu.backend import NumpyBackend  # noqa: PLC0415
     from engine.network import Network  # noqa: PLC0415
     from engine.plugins import default_registry  # noqa: PLC0415
@@ -96,8 +143,8 @@ def warm() -> float:
     t0 = time.perf_counter()
     registry = default_registry()
     for fmt in ("fp32 nhwc", "fp32 nchw"):
-        net = Network(warmup_model(), registry, NumpyBackend(), TensorFormat.parse(fmt))
-        net.set_input("input", np.random.default_rng(0).random((1, 3, 40, 40), dtype=np.float32))
+        net = Network(warmup_model(families), registry, NumpyBackend(), TensorFormat.parse(fmt))
+        feed(net)
         net.run()
     return time.perf_counter() - t0
 
