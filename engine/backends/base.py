@@ -91,6 +91,10 @@ KERNEL_OPERATIONS: dict[str, str] = {
               "C-contiguous of a's dtype or float32; float32 accumulation (tf32: TF32 tensor cores allowed for float32 operands)",
 }
 
+#: the operations of ``KERNEL_OPERATIONS`` only the GPU backend offers: on the CPU the layers compute them themselves
+#: (matrix products by BLAS into the output, layer normalization by its Numba row kernel, the softmax by NumPy)
+GPU_OPERATIONS = frozenset({"layer_norm", "softmax_rows", "matmul"})
+
 
 class Backend:
     """Array module, memory and synchronisation for one kind of device."""

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engine.backends import NumpyBackend
-from engine.backends.base import KERNEL_OPERATIONS, Backend
+from engine.backends.base import GPU_OPERATIONS, KERNEL_OPERATIONS, Backend
 from engine.backends.cpu import ops
 from engine.descriptors import ActivationDesc, CoefDesc
 from engine.model import Model
@@ -32,7 +32,8 @@ def test_a_backend_offers_every_operation_it_has_and_memoizes_it(monkeypatch):
     first = be.kernel("pool2d")
     assert be.kernel("pool2d") is first and made == ["pool2d"]
     assert NumpyBackend().kernel("pool2d") is not first and made == ["pool2d", "pool2d"]
-    assert all(callable(be.kernel(op)) for op in KERNEL_OPERATIONS)
+    assert all(callable(be.kernel(op)) for op in KERNEL_OPERATIONS if op not in GPU_OPERATIONS)
+    assert all(be.kernel(op) is None for op in GPU_OPERATIONS)
     assert be.device_kind == "cpu" and not be.supports_graphs
 
 
