@@ -94,7 +94,7 @@ _LOCK = threading.Lock()
 
 
 def _handle() -> _Handle:
-    """The handle of the current device and stream."""
+    """The handle of the current device and stream (bound to that stream when made: nothing to set per call)."""
     key = (cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr)
     with _LOCK:
         handle = _HANDLES.get(key)
@@ -183,7 +183,6 @@ def matmul(a: Any, b: Any, out: Any, tf32: bool = False, alpha: float = 1.0) -> 
         raise BlasError(f"a {a.shape} @ b {b.shape}: too large for one cuBLAS call")
     handle = _handle()
     lib = _library()
-    _check(lib.cublasSetStream_v2(handle.ptr, ctypes.c_void_p(cupy.cuda.get_current_stream().ptr)), "cublasSetStream")
     factor, zero = ctypes.c_float(alpha), ctypes.c_float(0.0)
     compute = _COMPUTE_32F_FAST_TF32 if tf32 and a.dtype == cupy.float32 else _COMPUTE_32F
     in_type, out_type = _DTYPES[a.dtype], _DTYPES[out.dtype]
