@@ -326,6 +326,16 @@ class Layer:
         """Index of the input this layer passes through unchanged (no copy), or None."""
         return None
 
+    #: how many leading inputs are already in place in the output buffer (set by the network where this layer
+    #: extends an earlier join of the same inputs in one buffer: ``joins_channels``); ``forward`` skips them
+    in_place_inputs: int = 0
+
+    def joins_channels(self) -> bool:
+        """Whether the output is the inputs one after another along the channels of a 4-D tensor, each copied
+        unchanged: a join the network may build in place (a later join of the same leading inputs writes only its
+        new ones into the earlier join's buffer, as DenseNet's blocks do)."""
+        return False
+
     def forward(self, inputs: list[Any], out: Any) -> None:
         """Compute the output into ``out`` (arrays in ``self.fmt``; None for unconnected inputs)."""
         raise NotImplementedError

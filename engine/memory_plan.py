@@ -8,6 +8,9 @@ A network's layers write into a few pooled buffers ("slots"). Pure functions ove
   (reuse by liveness over the execution order), except for pinned buffers (network inputs and outputs, permanent
   and protected layers), never recycled. A free slot that fits is chosen best-fit, otherwise the largest free one
   grows.
+* ``join_chains``: a join of channels (a concatenation) whose leading inputs are exactly an earlier join's inputs
+  shares that join's buffer (sized for the longest) and writes only its new inputs: DenseNet's blocks join all
+  earlier outputs again in every layer, which copied ever-growing tensors, once per layer.
 * ``evaluation_set``: a run computes the affected layers and their dependents, plus the producers whose buffers
   were recycled although a layer to compute still reads them.
 """
@@ -34,15 +37,48 @@ def buffer_roots(order: Sequence[str], inputs: Mapping[str, Sequence[str | None]
     return roots
 
 
+def join_chains(order: Sequence[str], inputs: Mapping[str, Sequence[str | None]],
+                joins: Collection[str]) -> dict[str, tuple[str, str | None, int]]:
+    """Joins that extend an earlier join in its buffer. ``joins``: the layers that may (``Layer.joins_channels``,
+    of one storage format). A join whose leading inputs are exactly an earlier join's inputs, in order, extends
+    that one (the longest such prefix; each join is extended by one later join at most: a chain, not a tree).
+
+    Returns, for every join of a chain, the chain's first join (whose buffer they all share), the join it extends
+    (None for the first) and how many of its leading inputs that one wrote (0 for the first). A join may pass over
+    those inputs only where the join it extends ran before it in the same run (the buffer then holds them)."""
+    pos = {n: i for i, n in enumerate(order)}
+    by_inputs: dict[tuple[str | None, ...], list[str]] = {}
+    for n in order:
+        if n in joins:
+            by_inputs.setdefault(tuple(inputs[n]), []).append(n)
+    chains: dict[str, tuple[str, str | None, int]] = {}
+    extended: set[str] = set()
+    for n in order:
+        ins = tuple(inputs[n]) if n in joins else ()
+        prev = next((p for k in range(len(ins) - 1, 0, -1) for p in reversed(by_inputs.get(ins[:k], []))
+                     if pos[p] < pos[n] and p not in extended), None)
+        if prev is not None:
+            extended.add(prev)
+            head = chains.setdefault(prev, (prev, None, 0))[0]
+            chains[n] = (head, prev, len(inputs[prev]))
+    return chains
+
+
 def assign_slots(order: Sequence[str], roots: Mapping[str, str], readers: Mapping[str, Sequence[str]],
-                 pinned: Collection[str], sizes: Mapping[str, int], reuse: bool) -> tuple[list[int], dict[str, int]]:
+                 pinned: Collection[str], sizes: Mapping[str, int], reuse: bool,
+                 shared: Mapping[str, str] | None = None) -> tuple[list[int], dict[str, int]]:
     """Assign a slot to every layer's output buffer. ``order``: the execution order; ``roots``: each layer's root
     (``buffer_roots``); ``readers``: the layers reading each layer; ``pinned``: layers whose buffers (their roots')
-    are never recycled; ``sizes``: each root's buffer size in bytes; ``reuse``: recycle slots at all.
+    are never recycled; ``sizes``: each root's buffer size in bytes; ``reuse``: recycle slots at all; ``shared``:
+    roots that write into another root's slot (a chain of joins: each root maps to the chain's first, whose size
+    must hold the longest).
 
     Returns the capacity of each slot in bytes and the slot of every layer (an alias shares its root's slot). A
-    root's slot is released after the last layer that reads the root or any of its aliases runs, for a layer later
-    in the order to take: the smallest free slot that fits, else the largest free one, grown to fit."""
+    root's slot is released after the last layer that reads the root or any of its aliases (or of the roots sharing
+    it) runs, for a layer later in the order to take: the smallest free slot that fits, else the largest free one,
+    grown to fit."""
+    if shared:
+        roots = {n: shared.get(r, r) for n, r in roots.items()}
     pos = {n: i for i, n in enumerate(order)}
     last_use: dict[str, int] = {}
     pinned_roots: set[str] = set()
@@ -56,23 +92,25 @@ def assign_slots(order: Sequence[str], roots: Mapping[str, str], readers: Mappin
     free: list[int] = []
     release_at: dict[int, list[int]] = {}
     for n in order:
-        if roots[n] != n:
-            continue
-        need = sizes[n]
-        slot = None
-        if reuse and free:
-            fitting = [s for s in free if capacity[s] >= need]
-            slot = min(fitting, key=capacity.__getitem__) if fitting else max(free, key=capacity.__getitem__)
-            free.remove(slot)
-            capacity[slot] = max(capacity[slot], need)
-        if slot is None:
-            slot = len(capacity)
-            capacity.append(need)
-        slot_of[n] = slot
-        if n not in pinned_roots:
-            release_at.setdefault(last_use[n], []).append(slot)
-        free.extend(release_at.pop(pos[n], []))
+        if roots[n] == n:
+            slot_of[n] = _take_slot(sizes[n], capacity, free, reuse)
+            if n not in pinned_roots:
+                release_at.setdefault(last_use[n], []).append(slot_of[n])
+        free.extend(release_at.pop(pos[n], []))  # after n ran, the slots it read last are free
     return capacity, {n: slot_of[roots[n]] for n in order}
+
+
+def _take_slot(need: int, capacity: list[int], free: list[int], reuse: bool) -> int:
+    """A slot for a buffer of ``need`` bytes: the smallest free slot that fits, else the largest free one grown to
+    fit, else a new one."""
+    if reuse and free:
+        fitting = [s for s in free if capacity[s] >= need]
+        slot = min(fitting, key=capacity.__getitem__) if fitting else max(free, key=capacity.__getitem__)
+        free.remove(slot)
+        capacity[slot] = max(capacity[slot], need)
+        return slot
+    capacity.append(need)
+    return len(capacity) - 1
 
 
 def holds_output(name: str, roots: Mapping[str, str], slot_of: Mapping[str, int], owner: Sequence[str | None]) -> bool:

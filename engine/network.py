@@ -29,13 +29,13 @@ from engine.io import ImageOptions, tensors_to_images
 from engine.layer import BoundActivation, Layer
 from engine.limits import check_allocation, check_layer_memory, host_memory_bytes
 from engine.log import get_logger
-from engine.memory_plan import assign_slots, buffer_roots, evaluation_set, holds_output
+from engine.memory_plan import assign_slots, buffer_roots, evaluation_set, holds_output, join_chains
 from engine.model import Model
 from engine.plugin_guard import plugin_code
 from engine.preprocess import preprocess
 from engine.registry import Registry
 from engine.replay import Replayer
-from engine.tensor import FP32_NCHW, Dims, TensorFormat, convert, nchw_view
+from engine.tensor import FP32_NCHW, Dims, Layout, TensorFormat, convert, nchw_view
 from engine.weights import RandomWeights, WeightsSource
 
 log = get_logger(__name__)
@@ -292,6 +292,9 @@ class Network:
         self._owner: list[str | None] = []
         self._views: dict[str, Any] = {}
         self._roots: dict[str, str] = {}
+        #: a join sharing an earlier join's buffer -> (that join, how many leading inputs it wrote)
+        self._extends: dict[str, tuple[str, int]] = {}
+        self._running: set[str] = set()  # the layers the current run computes
         self.peak_memory_bytes = 0
         #: the captured CUDA graph, or (where the backend captures none: the CPU) the recorded kernel calls
         self.replayer = Replayer(self.backend, {n: nd.layer for n, nd in self.nodes.items()}, self.hooks.layer_done,
@@ -454,7 +457,13 @@ class Network:
         roots = buffer_roots(self.order, self._inputs, {n: self._aliased(n) for n in self.order})
         keep = set(self.input_names) | set(self.output_names) | {n for n, nd in self.nodes.items() if nd.permanent}
         sizes = {n: self._dims[n].elements * self.storage_format(n).itemsize for n in self.order if roots[n] == n}
-        capacity, slot_of = assign_slots(self.order, roots, self._readers, keep, sizes, self.reuse_buffers)
+        chains = self._join_chains(roots)
+        last = {head: n for n, (head, _, _) in chains.items()}  # each chain's longest join
+        for head, n in last.items():
+            sizes[head] = sizes[n]
+        shared = {n: head for n, (head, _, _) in chains.items()}
+        self._extends = {n: (prev, k) for n, (_, prev, k) in chains.items() if prev is not None}
+        capacity, slot_of = assign_slots(self.order, roots, self._readers, keep, sizes, self.reuse_buffers, shared)
         held = sum(int(s.nbytes) for s in self._slots)
         what = buffers_label(self.model_name, sizes, self._dims)
         check_allocation(what, sum(capacity), self.backend.available_memory() + held, self.backend.device_name)
@@ -464,9 +473,29 @@ class Network:
         self._owner, self._slot_of, self._roots = [None] * len(capacity), slot_of, roots
         fmts = {n: self.storage_format(n) for n in sizes}  # each root's view of the start of its slot
         own = {n: self._slots[slot_of[n]][:size].view(fmts[n].dtype).reshape(fmts[n].shape(self._dims[n]))
-               for n, size in sizes.items()}
+               for n, size in sizes.items() if n not in shared}
+        for n, (head, _, _) in chains.items():  # a join of a chain: the leading channels of the chain's buffer
+            full = self._slots[slot_of[head]][:sizes[head]].view(fmts[n].dtype).reshape(
+                fmts[n].shape(self._dims[last[head]]))
+            axis = 3 if fmts[n].layout is Layout.NHWC else 1
+            own[n] = full[(slice(None),) * axis + (slice(0, self._dims[n].c),)]
         self._views = {n: own[roots[n]] for n in self.order}
         self.peak_memory_bytes, self.slot_count = int(sum(capacity)), len(capacity)
+
+    def _join_chains(self, roots: dict[str, str]) -> dict[str, tuple[str, str | None, int]]:
+        """Joins of channels that share one buffer (``engine.memory_plan.join_chains``), where the backend reads
+        a join's leading channels as a view (``Backend.views_joins``)."""
+        for nd in self.nodes.values():  # a join of an earlier plan's chain copies every input again
+            nd.layer.in_place_inputs = 0
+        if not self.backend.views_joins:
+            return {}
+        joins = {n for n in self.order if roots[n] == n and n not in self.fused_conversions
+                 and self.nodes[n].layer.joins_channels()}
+        chains = join_chains(self.order, self._inputs, joins)
+        formats: dict[str, set[TensorFormat]] = {}
+        for n, (head, _, _) in chains.items():
+            formats.setdefault(head, set()).add(self.storage_format(n))
+        return {n: c for n, c in chains.items() if len(formats[c[0]]) == 1}
 
     # ---- execution -------------------------------------------------------------------------------
     def _evaluation_set(self, wanted: set[str], downstream: bool = True) -> set[str]:
@@ -489,6 +518,7 @@ class Network:
         for cb in self.hooks.before_inference:
             cb(self)
         key = tuple(n for n in self.order if n in todo)
+        self._running = todo
         with self.backend.running():
             self.replayer.run(key, self._execute, self._own, eager=bool(self.hooks.before_layer or self.hooks.after_layer))
         self._dirty.clear()
@@ -520,6 +550,9 @@ class Network:
             cb(self, name, out)
         if self._roots[name] == name:
             ins = [self._views[s] if s is not None else None for s in nd.inputs]
+            extends = self._extends.get(name)
+            if extends is not None:  # its leading inputs are in place where the join it extends ran in this run
+                nd.layer.in_place_inputs = extends[1] if extends[0] in self._running else 0
             try:  # plugin_code's handling, inline: this runs for every layer of every inference
                 nd.layer.forward(ins, out)
             except Exception as exc:
@@ -580,6 +613,7 @@ class Network:
             self.run()
         if not holds_output(name, self._roots, self._slot_of, self._owner):
             todo = self._evaluation_set({self._roots[name]}, downstream=False)
+            self._running = todo
             for n in self.order:
                 if n in todo:
                     self._execute(n)

@@ -131,6 +131,9 @@ class Backend:
     device_kind: ClassVar[str] = "cpu"
     #: True when the backend can capture a run of layers as a graph and replay it (``capture_graph``)
     supports_graphs: ClassVar[bool] = False
+    #: whether layers read a join's leading channels as a strided view of a longer join's buffer, so that joins of
+    #: the same leading inputs share one buffer (``engine.memory_plan.join_chains``)
+    views_joins: ClassVar[bool] = False
     #: the module holding the backend's kernel factories (one function per operation name, see ``kernel``)
     kernel_module: ClassVar[str | None] = None
 

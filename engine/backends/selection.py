@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 #: bump when the meaning of a cached choice changes (candidate names, keys)
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 @dataclasses.dataclass(frozen=True)

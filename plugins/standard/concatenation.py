@@ -11,12 +11,16 @@ from engine.tensor import Dims, nchw_view
 from plugins.standard._common_rank import axis_index
 
 
-def concatenate_channels(dest: Any, arrays: Iterable[Any], axis: int = 1) -> None:
+def concatenate_channels(dest: Any, arrays: Iterable[Any], axis: int = 1, skip: int = 0) -> None:
     """Write arrays (equal N, H, W) one after another along the channel ``axis`` of ``dest`` (1 for
-    NCHW, 3 for NHWC): each goes straight into its channel slice, with no temporary for the joined tensor."""
+    NCHW, 3 for NHWC): each goes straight into its channel slice, with no temporary for the joined tensor. The
+    first ``skip`` arrays are already in place (their channels are passed over)."""
     start = 0
-    for a in arrays:
+    for i, a in enumerate(arrays):
         c = a.shape[axis]
+        if i < skip:
+            start += c
+            continue
         index = [slice(None)] * dest.ndim
         index[axis] = slice(start, start + c)
         dest[tuple(index)] = a
@@ -77,6 +81,10 @@ class Concatenation(Layer):
                                        f"{axis}, the one they are joined along")
         return Dims(*(sum(d[axis] for _, d in present) if k == axis else s for k, s in enumerate(first)))
 
+    def joins_channels(self) -> bool:
+        return (self.out_dims is not None and self._channels(len(self.out_dims)) and self.activation is None
+                and None not in self.input_dims)
+
     def forward(self, inputs: list[Any], out: Any) -> None:
         if not self._channels(out.ndim):
             arrays = [self.nchw(x) for x in inputs if x is not None]
@@ -85,7 +93,9 @@ class Concatenation(Layer):
             return
         present = (self.physical(x) for x in inputs if x is not None)
         act = self.activation
-        if act is None or act.impl.elementwise:  # applied to each input on its way into the output
+        if act is None:
+            concatenate_channels(out, present, self.channel_axis, self.in_place_inputs)
+        elif act.impl.elementwise:  # applied to each input on its way into the output
             concatenate_channels(out, (self.activate_physical(x) for x in present), self.channel_axis)
         else:  # e.g. softmax: over the joined channels, not once per input
             concatenate_channels(out, present, self.channel_axis)

@@ -106,3 +106,77 @@ def test_a_network_of_products_and_attention_is_captured(registry, fmt):
         n.set_input("w", w)
     assert_replays_match(net, ref, (2, 16, 32))
     assert net.graph_status.startswith("captured"), net.graph_status
+
+
+def _act_ref(y, act):
+    import math
+
+    if act == "relu":
+        return np.maximum(y, 0.0)
+    if act == "clamp":
+        return np.clip(y, 0.0, 6.0)
+    if act == "gelu":
+        return 0.5 * y * (1.0 + np.vectorize(math.erf)(y / math.sqrt(2.0)))
+    return y
+
+
+@pytest.mark.parametrize("layout,dtype", [("nhwc", np.float16), ("nchw", np.float32), ("nhwc", np.float32)])
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("act", [None, "relu", "clamp", "gelu"])
+def test_one_by_one_convolution_as_a_product_matches_the_reference(monkeypatch, tmp_path, layout, dtype, batch, bias,
+                                                                   act):
+    """conv2d's ``gemm`` row (a 1x1 convolution as one cuBLAS product, then bias and activation in one pass), chosen
+    by the selector when it times fastest, computes the convolution in either memory layout."""
+    cupy = pytest.importorskip("cupy")
+    from engine.backends.cuda import runtime
+    from engine.backends.selection import Selector
+
+    backend = backend_param("cupy")
+    backend.activate()
+
+    def fake_elapsed(fn, repeat=3):
+        done = fn()
+        return (0.5 if done.candidate == "gemm" else 1.0) if done is not None else None
+
+    monkeypatch.setattr(runtime, "elapsed_ms", fake_elapsed)
+    monkeypatch.setattr(backend, "_selector", Selector(tmp_path / "choices.json", "test"))
+    monkeypatch.setattr(backend, "_kernels", {}, raising=False)
+    c, k, h, w = 24, 40, 5, 7
+    x = RNG.standard_normal((batch, c, h, w)).astype(dtype)
+    wt = (RNG.standard_normal((k, c, 1, 1)) / np.sqrt(c)).astype(dtype)
+    b = RNG.standard_normal(k).astype(dtype) if bias else None
+    ref = np.einsum("nchw,kc->nkhw", x.astype(np.float64), wt[:, :, 0, 0].astype(np.float64))
+    if bias:
+        ref += b.astype(np.float64)[None, :, None, None]
+    coefs = {"min": 0.0, "max": 6.0} if act == "clamp" else {}
+    ref = _act_ref(ref, act)
+
+    def device(a):
+        d = cupy.asarray(np.ascontiguousarray(a.transpose(0, 2, 3, 1)) if layout == "nhwc" else a)
+        return d.transpose(0, 3, 1, 2) if layout == "nhwc" else d
+
+    out = device(np.full(ref.shape, np.nan, dtype))
+    done = backend.kernel("conv2d")(device(x), device(wt), None if b is None else cupy.asarray(b), out, (1, 1),
+                                    (0, 0), (1, 1), 1, act, coefs, {})
+    backend.synchronize()
+    assert done is not None and done.candidate == "gemm"
+    tol = 1e-5 if dtype == np.float32 else 4e-3
+    np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), ref, rtol=tol, atol=tol)
+
+
+def test_the_product_row_declines_what_is_not_one_product():
+    """``gemm`` applies only to 1x1, stride-1, unpadded, ungrouped convolutions on dense buffers."""
+    cupy = pytest.importorskip("cupy")
+    from engine.backends.cuda.ops import Convolution, gemm_applies
+
+    def problem(w_shape, stride=(1, 1), padding=(0, 0), groups=1, x=None):
+        x = cupy.zeros((1, 8, 6, 6), cupy.float32) if x is None else x
+        return Convolution(x, cupy.zeros(w_shape, cupy.float32), None, cupy.zeros((1, 8, 6, 6), cupy.float32),
+                           stride, padding, (1, 1), groups, None, {}, None, None, False)
+
+    assert gemm_applies(problem((8, 8, 1, 1)))
+    assert not gemm_applies(problem((8, 8, 3, 3), padding=(1, 1)))
+    assert not gemm_applies(problem((8, 8, 1, 1), stride=(2, 2)))
+    assert not gemm_applies(problem((8, 4, 1, 1), groups=2))
+    assert not gemm_applies(problem((8, 8, 1, 1), x=cupy.zeros((1, 8, 6, 12), cupy.float32)[..., ::2]))

@@ -86,3 +86,37 @@ def test_a_recycled_alias_brings_back_its_root():
     slot_of = {"a": 0, "b": 0, "c": 1, "d": 0}  # d reuses a's slot (and so b's)
     owner = ["d", "c"]
     assert evaluation_set({"c"}, order, inputs, readers, roots, slot_of, owner, downstream=False) == {"a", "b", "c"}
+
+
+def test_joins_of_the_same_leading_inputs_form_a_chain():
+    """A join whose leading inputs are an earlier join's (DenseNet: every layer joins all earlier outputs again)
+    extends it; a join extended once is not extended again, and other prefixes do not count."""
+    from engine.memory_plan import join_chains
+
+    order, inputs, _ = graph({"x": [], "j1": ["x"], "f1": ["j1"], "j2": ["x", "f1"], "f2": ["j2"],
+                              "j3": ["x", "f1", "f2"], "k": ["x", "f1"], "other": ["f1", "x", "f2"]})
+    joins = {"j1", "j2", "j3", "k", "other"}
+    chains = join_chains(order, inputs, joins)
+    assert chains == {"j1": ("j1", None, 0), "j2": ("j1", "j1", 1), "j3": ("j1", "j2", 2)}
+    # k has j2's inputs but j2 is already extended by j3: a tree is not a chain; 'other' extends nothing
+    assert join_chains(order, inputs, {"j2", "j3"}) == {"j2": ("j2", None, 0), "j3": ("j2", "j2", 2)}
+    # j3 extends j1 when j2 is not a join that may: one input in place, two to write
+    assert join_chains(order, inputs, {"j1", "j3"}) == {"j1": ("j1", None, 0), "j3": ("j1", "j1", 1)}
+    assert join_chains(order, inputs, {"j1", "other"}) == {}  # other's leading input is f1, not x
+
+
+def test_a_chain_of_joins_shares_one_slot_for_its_whole_life():
+    """The joins of a chain write into the first one's slot, sized for the longest; it is held until the last
+    reader of any of them, and the slots of layers read last by a join are free after it."""
+    order, _, readers = graph({"x": [], "j1": ["x"], "f1": ["j1"], "j2": ["x", "f1"], "f2": ["j2"],
+                               "j3": ["x", "f1", "f2"], "g": ["j3"], "h": ["g"], "out": ["h"]})
+    sizes = {**dict.fromkeys(order, 64), "j1": 192, "h": 192}
+    shared = {"j2": "j1", "j3": "j1"}
+    capacity, slot_of = assign_slots(order, plain_roots(order), readers, {"x", "out"}, sizes, True, shared)
+    assert slot_of["j1"] == slot_of["j2"] == slot_of["j3"]
+    assert capacity[slot_of["j1"]] == 192
+    # nothing computed while the chain lives takes its slot; after g (the last reader), h may
+    assert all(slot_of[n] != slot_of["j1"] for n in ("f1", "f2", "g"))
+    assert slot_of["h"] == slot_of["j1"]
+    # the slots of f1 and f2, read last by j3, are free after it: g and out take them, no new slot
+    assert {slot_of["g"], slot_of["out"]} == {slot_of["f1"], slot_of["f2"]} and len(capacity) == 4

@@ -221,3 +221,53 @@ def test_cuda_graph_replay_matches_eager_and_follows_new_inputs(registry, fmt):
     net.set_input("inp", np.random.default_rng(10).random((1, 3, 16, 20), dtype=np.float32))  # reshape: recapture later
     net.run()
     assert net.replayer.graph is None and net.dims("out") == Dims(1, 3, 16, 20)
+
+
+def dense_block() -> Model:
+    """A DenseNet block: every layer joins the input and all earlier layers' outputs again (j1, j2, j3), then
+    normalizes and convolves the join."""
+    m = Model("dense")
+    m.add_layer("input", "inp", params={"dimensions": "2x4x6x5"})
+    features = ["inp"]
+    for i in (1, 2, 3):
+        m.add_layer("concatenation", f"j{i}", inputs=list(features))
+        m.add_layer("batch_normalization", f"bn{i}", inputs=[f"j{i}"], activation="relu")
+        m.add_layer("convolution", f"c{i}", params={"num_output_channels": "3"}, inputs=[f"bn{i}"])
+        features.append(f"c{i}")
+    m.add_layer("concatenation", "j4", inputs=list(features))
+    m.add_layer("output", "out", inputs=["j4"])
+    return m
+
+
+@each_backend_and_format
+def test_joins_of_the_same_leading_inputs_share_one_buffer(registry, backend, fmt, monkeypatch):
+    """Where the backend reads a join's leading channels as a view, DenseNet-style joins share the longest one's
+    buffer and write only their new inputs: every layer's output is the same as with a buffer per join, after a
+    full run, a partial one (a join whose predecessor did not run copies all its inputs) and a read of an
+    earlier join."""
+    be = backend_param(backend)
+    monkeypatch.setattr(be, "views_joins", False)
+    ref = Network(dense_block(), registry, be, fmt)
+    expected = capture_all(ref)
+    monkeypatch.setattr(be, "views_joins", True)
+    net = Network(dense_block(), registry, be, fmt)
+    got = capture_all(net)
+    for name in net.order:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    assert len({net._slot_of[j] for j in ("j1", "j2", "j3", "j4")}) == 1
+    assert net.peak_memory_bytes < ref.peak_memory_bytes
+    x = np.random.default_rng(3).random((2, 4, 6, 5), dtype=np.float32)
+    for n in (net, ref):
+        n.set_input("inp", x)
+        n.run()
+    np.testing.assert_array_equal(net.output("out"), ref.output("out"))
+    for name in ("j2", "j1", "j3"):  # earlier joins, read after the chain moved on
+        np.testing.assert_array_equal(net.output(name), ref.output(name), err_msg=name)
+    kept = Network(dense_block(), registry, be, fmt, reuse_buffers=False)  # nothing recycled, still one chain
+    kept.set_input("inp", x)
+    kept.run()
+    assert len({kept._slot_of[j] for j in ("j1", "j2", "j3", "j4")}) == 1
+    kept._views["j3"][...] = np.nan  # what j2 wrote is gone: j3 must not count on it
+    kept.mark_affected("c2")  # c2 again: j3 runs without j2 and copies every input
+    assert kept.run() == ["c2", "j3", "bn3", "c3", "j4", "out"]
+    np.testing.assert_array_equal(kept.output("out"), ref.output("out"))

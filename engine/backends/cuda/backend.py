@@ -39,6 +39,7 @@ class CupyBackend(Backend):
     xp = cupy
     device_kind = "gpu"
     supports_graphs = True
+    views_joins = True
     kernel_module = "engine.backends.cuda.ops"
 
     def __init__(self, device: int = 0) -> None:

@@ -4,12 +4,13 @@ returns :class:`~engine.backends.selection.Launched` (naming the candidate that 
 serves the case (the caller computes it with the generic array code).
 
 ``conv2d``'s rows, in order of preference where nothing is timed: our depthwise kernel (one filter per channel),
-our direct and pointwise kernels (few channels in or out), cuDNN, then the Hopper kernels (conv64, patch64, out64)
+our direct and pointwise kernels (few channels in or out), cuDNN, a 1x1 convolution as one cuBLAS product (gemm), then
+the Hopper kernels (conv64, patch64, out64)
 and cuDNN on the space-to-depth form of a strided stem (s2d) or on a few-channel input's patches (patches). Where
 several apply, the selector times them once on the real buffers and keeps the fastest (ours win on small batches,
 cuDNN or a rewrite on large ones), on disk per GPU, driver and LayerLab version; it does not time during CUDA-graph
-capture, with autotuning off or for a small convolution (``cudnn.worth_tuning``; grouped convolutions are always
-worth it): the first applicable row runs then. ``global_pool`` and ``channel_scale`` (a squeeze-excitation block's
+capture, with autotuning off or for a small convolution (``cudnn.worth_tuning``; grouped and 1x1 convolutions are
+always worth it): the first applicable row runs then. ``global_pool`` and ``channel_scale`` (a squeeze-excitation block's
 pooling and gating) have one row each."""
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from engine.backends.cuda import (
 from engine.backends.cuda import channel_scale as _channel_scale
 from engine.backends.cuda import upsample as _upsample
 from engine.backends.selection import Candidate, Launched, OperationTable
-from engine.epilogues import coefficients
+from engine.epilogues import EPILOGUE_TABLE, coefficients
 from engine.tensor import is_nhwc_memory
 
 Kernel = Callable[..., Launched | None]
@@ -105,6 +106,46 @@ def _cudnn(p: Convolution, _prepared: Any) -> Launched | None:
                         tf32=p.tf32 and p.x.dtype == cupy.float32)
 
 
+def gemm_applies(p: Convolution) -> bool:
+    """Whether the convolution is one matrix product: 1x1 weights, stride 1, no padding, one group, float16 or
+    float32, input and output dense in the same layout (NHWC: rows of pixels times the weights' transpose; NCHW:
+    the weights times each image's channels-by-pixels matrix)."""
+    if p.w.shape[2:] != (1, 1) or tuple(p.stride) != (1, 1) or tuple(p.padding) != (0, 0) or p.groups != 1:
+        return False
+    if p.epilogue is not None and p.epilogue not in EPILOGUE_TABLE:
+        return False
+    if p.nhwc:
+        x, out = p.physical()
+        return bool(x.flags.c_contiguous and out.flags.c_contiguous)
+    return bool(p.x.flags.c_contiguous and p.out.flags.c_contiguous)
+
+
+def _gemm_weights(p: Convolution) -> Any:
+    k, c = p.w.shape[:2]
+    return cupy.ascontiguousarray(p.w.reshape(k, c))
+
+
+def _gemm(p: Convolution, w2: Any) -> Launched | None:
+    """The 1x1 convolution as one cuBLAS product (see :mod:`engine.backends.cuda.blas`), then bias and activation
+    in one pass over the output where there are any."""
+    n, k, h, wd = p.out.shape
+    tf32 = p.tf32 and p.x.dtype == cupy.float32
+    if p.nhwc:
+        x, out = p.physical()
+        blas.matmul(x.reshape(n * h * wd, x.shape[3]), w2.T, out.reshape(n * h * wd, k), tf32)
+    else:
+        out = p.out
+        blas.matmul(w2, p.x.reshape(n, p.x.shape[1], h * wd), out.reshape(n, k, h * wd), tf32)
+    if p.b is not None:
+        ones, shift = derived(p.cache, "gemm_bias", p.b, lambda: (cupy.ones(k, cupy.float32),
+                                                                   p.b.astype(cupy.float32)))
+        if pointwise.scale_shift(out, ones, shift, out, p.nhwc, p.epilogue, p.coefs) is None:
+            return None
+    elif p.epilogue is not None and pointwise.activation(out, out, p.epilogue, p.coefs) is None:
+        return None
+    return Launched("gemm")
+
+
 def _s2d(p: Convolution, w2: Any) -> Launched | None:
     return gather.conv_space_to_depth(p.cudnn, p.x, w2, p.b, p.out, p.stride[0], p.padding, p.epilogue, p.coefs,
                                       p.cache)
@@ -123,6 +164,7 @@ CONV2D_CANDIDATES = (
     Candidate("pointwise", lambda p: p.nhwc and conv_direct.pointwise_applies(*p.geometry),
               _pointwise, lambda p: conv_direct.pointwise_weights(p.w)),
     Candidate("cudnn", lambda p: p.cudnn is not None, _cudnn),
+    Candidate("gemm", gemm_applies, _gemm, _gemm_weights),
     Candidate("conv64", lambda p: p.nhwc and wgmma.conv64_applies(*p.geometry),
               _hopper(wgmma.conv3x3_c64), lambda p: wgmma.conv64_weights(p.w)),
     Candidate("patch64", lambda p: p.nhwc and wgmma.patch64_applies(*p.geometry),
@@ -153,7 +195,9 @@ def conv2d(backend: Backend) -> Kernel:
         def prepared(c: Candidate) -> Any:
             return None if c.prepare is None else derived(cache, c.name, w, lambda: c.prepare(p))
 
-        timed = cudnn.worth_tuning(w, out, groups) and not runtime.capturing()
+        # a 1x1 convolution is always timed against its matrix product: cuDNN's heuristics give small ones (a linear
+        # projection at batch 1) a grouped direct kernel several times slower than the product
+        timed = (cudnn.worth_tuning(w, out, groups) or gemm_applies(p)) and not runtime.capturing()
         return table.run(p, p.key(), prepared,
                          (lambda c, prep: runtime.elapsed_ms(lambda: c.launch(p, prep))) if timed else None)
     return run

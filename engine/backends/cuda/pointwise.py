@@ -46,6 +46,19 @@ def _dense_pair(x: Any, out: Any) -> tuple[Any, Any] | None:
     return xt.reshape(-1), ot.reshape(-1)
 
 
+def _rows(x: Any) -> Any | None:
+    """4-D ``x`` as a 2-D view (its first axes merged into rows, its last ones into columns; each row dense) where
+    its strides allow, else None: an element-wise kernel then computes a 2-D index per element instead of 4-D."""
+    n, a, b, c = x.shape
+    item = x.itemsize
+    s0, s1, s2, s3 = x.strides
+    if s3 == item and s2 == c * s3 and s1 == b * s2:  # only the first axis strided: (n, a*b*c) rows
+        return cupy.lib.stride_tricks.as_strided(x, (n, a * b * c), (s0, item))
+    if s3 == item and s1 == b * s2 and s0 == a * s1:  # only the last axis short of its stride: (n*a*b, c) rows
+        return cupy.lib.stride_tricks.as_strided(x, (n * a * b, c), (s2, item))
+    return None
+
+
 def _scale_shift_kernel() -> Any:
     return runtime.element_wise(
         "T x, raw float32 scale, raw float32 shift, int32 nhwc, int64 C, int64 HW, int32 act, float32 alpha, "
@@ -54,18 +67,22 @@ def _scale_shift_kernel() -> Any:
 
 def scale_shift(x: Any, scale: Any, shift: Any, out: Any, nhwc: bool, epilogue: str | None,
                 coefs: dict[str, float]) -> Launched | None:
-    """``out = act(x * scale[c] + shift[c])`` per channel ``c`` of physical 4-D ``x`` (C-contiguous, fp16 or fp32;
-    ``out`` of the same shape, dtype and layout, may be ``x``), ``scale`` and ``shift`` float32 vectors of C values;
-    None otherwise."""
+    """``out = act(x * scale[c] + shift[c])`` per channel ``c`` of physical 4-D ``x`` (fp16 or fp32, any strides;
+    ``out`` C-contiguous of the same shape and dtype, may be ``x``), ``scale`` and ``shift`` float32 vectors of C
+    values; None otherwise."""
     if epilogue is not None and epilogue not in EPILOGUE_TABLE:
         return None
     if not (x.ndim == 4 and x.dtype == out.dtype and x.dtype in _FLOATS and x.shape == out.shape
-            and x.flags.c_contiguous and out.flags.c_contiguous):
+            and out.flags.c_contiguous):
         return None
     c = x.shape[3] if nhwc else x.shape[1]
     if not (scale.dtype == shift.dtype == cupy.float32 and scale.size == shift.size == c):
         return None
     a, b = coefficients(epilogue, coefs)
-    _scale_shift_kernel()(x, scale, shift, int(nhwc), c, x.shape[2] * x.shape[3], code(epilogue),
-                          cupy.float32(a), cupy.float32(b), out)
+    hw = x.shape[2] * x.shape[3]
+    if not x.flags.c_contiguous:  # e.g. the leading channels of a longer join: rows of a matrix, where they are
+        rows = _rows(x)
+        if rows is not None:
+            x, out = rows, out.reshape(rows.shape)
+    _scale_shift_kernel()(x, scale, shift, int(nhwc), c, hw, code(epilogue), cupy.float32(a), cupy.float32(b), out)
     return Launched("scale_shift")
