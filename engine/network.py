@@ -168,6 +168,25 @@ def needed_weights(nd: _Node, ins: list[Dims | None]) -> dict[str, tuple[int, ..
     return out
 
 
+def load_weights(order: list[str], nodes: dict[str, _Node], in_dims: dict[str, list[Dims | None]],
+                 source: WeightsSource, loaded_shapes: dict[str, dict[str, tuple[int, ...]]]) -> int:
+    """Give each layer its weights for ``in_dims``: loaded from ``source`` once (``loaded_shapes`` records what each
+    layer got); a later plan only checks that the loaded ones still fit. Returns how many layers loaded weights."""
+    loads = 0
+    for name in order:
+        layer = nodes[name].layer
+        shapes = needed_weights(nodes[name], in_dims[name])
+        old = loaded_shapes.get(name)
+        if old is None:
+            loaded = {w: source.get(layer, w, s) for w, s in shapes.items()}
+            layer.set_weights(loaded)
+            loads += bool(loaded)
+            loaded_shapes[name] = dict(shapes)
+        elif old != shapes:
+            raise weights_changed_error(name, old, shapes)
+    return loads
+
+
 def weights_changed_error(name: str, loaded: dict[str, tuple[int, ...]],
                           needed: dict[str, tuple[int, ...]]) -> WeightsError:
     """Layer ``name``'s new input sizes need weights of other shapes than the ``loaded`` ones (weights load once)."""
@@ -188,6 +207,44 @@ def no_layer_error(network: str, name: str, merged: str | None, expanded: str | 
                              f"fusing rules off (or protect {name}) to read it")
     return LayerLabError(f"network {network} has no layer {name!r}")
 
+
+
+def joins_sharing_buffers(enabled: bool, order: list[str], inputs: dict[str, list[str | None]],
+                          layers: dict[str, Layer], excluded: set[str], storage_format: Callable[[str], TensorFormat],
+                          ) -> dict[str, tuple[str, str | None, int]]:
+    """Joins of channels that share one buffer (``engine.memory_plan.join_chains``), where ``enabled`` (the backend
+    reads a join's leading channels as a view: ``Backend.views_joins``): the layers that join channels
+    (``Layer.joins_channels``) and write a buffer of their own (not ``excluded``), in chains of one storage format.
+    Every layer's count of inputs in place is reset first (a join of an earlier plan's chain copies every input)."""
+    for layer in layers.values():
+        layer.in_place_inputs = 0
+    if not enabled:
+        return {}
+    joins = {n for n in order if n not in excluded and layers[n].joins_channels()}
+    chains = join_chains(order, inputs, joins)
+    formats: dict[str, set[TensorFormat]] = {}
+    for n, (head, _, _) in chains.items():
+        formats.setdefault(head, set()).add(storage_format(n))
+    return {n: c for n, c in chains.items() if len(formats[c[0]]) == 1}
+
+
+def leading_channels(memory: Any, fmt: TensorFormat, full: Dims, channels: int | None) -> Any:
+    """The first ``channels`` channels (None: the whole tensor) of a tensor of dimensions ``full`` in ``fmt`` held by
+    ``memory`` (bytes): a strided view in NHWC (and in NCHW beyond one image)."""
+    whole = memory.view(fmt.dtype).reshape(fmt.shape(full))
+    if channels is None:
+        return whole
+    axis = 3 if fmt.layout is Layout.NHWC else 1
+    return whole[(slice(None),) * axis + (slice(0, channels),)]
+
+
+def apply_activation(act: BoundActivation, backend: Backend, out: Any, fmt: TensorFormat) -> None:
+    """A layer's activation applied to its output ``out`` (in ``fmt``) in place, by the backend's one-pass kernel
+    where it is element-wise."""
+    if act.impl.elementwise:
+        act.apply_inplace(backend, out)
+    else:
+        act.impl.apply_inplace(backend.xp, nchw_view(out, fmt), act.coefs)
 
 
 def buffers_label(model_name: str, sizes: dict[str, int], dims: dict[str, Dims]) -> str:
@@ -292,8 +349,7 @@ class Network:
         self._owner: list[str | None] = []
         self._views: dict[str, Any] = {}
         self._roots: dict[str, str] = {}
-        #: a join sharing an earlier join's buffer -> (that join, how many leading inputs it wrote)
-        self._extends: dict[str, tuple[str, int]] = {}
+        self._extends: dict[str, tuple[str, int]] = {}  # a join in a chain -> (the join it extends, inputs in place)
         self._running: set[str] = set()  # the layers the current run computes
         self.peak_memory_bytes = 0
         #: the captured CUDA graph, or (where the backend captures none: the CPU) the recorded kernel calls
@@ -421,24 +477,12 @@ class Network:
     def _plan(self, input_dims: dict[str, Dims]) -> None:
         dims, in_dims = infer_dims(self.order, self.nodes, input_dims)
         # checked before any tensor or weight is allocated; the buffers held now are freed by the new plan
-        held = sum(int(s.nbytes) for s in self._slots)
-        available = self.backend.available_memory() + held
+        available = self.backend.available_memory() + sum(int(s.nbytes) for s in self._slots)
         for name in self.order:
             layer = self.nodes[name].layer
             check_layer_memory(f"{layer.desc.name} {name}", dims[name], layer.weight_shapes(in_dims[name]),
                                self.fmt_of(name).itemsize, available, self.backend.device_name)
-        # weights: loaded once; a reshape only checks that the loaded ones still fit
-        for name in self.order:
-            layer = self.nodes[name].layer
-            shapes = needed_weights(self.nodes[name], in_dims[name])
-            old = self._weight_shapes.get(name)
-            if old is None:
-                loaded = {w: self.weights_source.get(layer, w, s) for w, s in shapes.items()}
-                layer.set_weights(loaded)
-                self.weights_loads += bool(loaded)
-                self._weight_shapes[name] = dict(shapes)
-            elif old != shapes:
-                raise weights_changed_error(name, old, shapes)
+        self.weights_loads += load_weights(self.order, self.nodes, in_dims, self.weights_source, self._weight_shapes)
         for name in self.order:
             nd = self.nodes[name]
             if self._in_dims.get(name) != in_dims[name] or self._dims.get(name) != dims[name]:
@@ -457,10 +501,11 @@ class Network:
         roots = buffer_roots(self.order, self._inputs, {n: self._aliased(n) for n in self.order})
         keep = set(self.input_names) | set(self.output_names) | {n for n, nd in self.nodes.items() if nd.permanent}
         sizes = {n: self._dims[n].elements * self.storage_format(n).itemsize for n in self.order if roots[n] == n}
-        chains = self._join_chains(roots)
+        chains = joins_sharing_buffers(self.backend.views_joins, self.order, self._inputs, {
+            n: nd.layer for n, nd in self.nodes.items()}, set(self.fused_conversions) | set(roots) - set(sizes),
+            self.storage_format)
         last = {head: n for n, (head, _, _) in chains.items()}  # each chain's longest join
-        for head, n in last.items():
-            sizes[head] = sizes[n]
+        sizes.update({head: sizes[n] for head, n in last.items()})
         shared = {n: head for n, (head, _, _) in chains.items()}
         self._extends = {n: (prev, k) for n, (_, prev, k) in chains.items() if prev is not None}
         capacity, slot_of = assign_slots(self.order, roots, self._readers, keep, sizes, self.reuse_buffers, shared)
@@ -472,30 +517,11 @@ class Network:
             self._slots = [self.backend.alloc_bytes(c) for c in capacity]
         self._owner, self._slot_of, self._roots = [None] * len(capacity), slot_of, roots
         fmts = {n: self.storage_format(n) for n in sizes}  # each root's view of the start of its slot
-        own = {n: self._slots[slot_of[n]][:size].view(fmts[n].dtype).reshape(fmts[n].shape(self._dims[n]))
-               for n, size in sizes.items() if n not in shared}
-        for n, (head, _, _) in chains.items():  # a join of a chain: the leading channels of the chain's buffer
-            full = self._slots[slot_of[head]][:sizes[head]].view(fmts[n].dtype).reshape(
-                fmts[n].shape(self._dims[last[head]]))
-            axis = 3 if fmts[n].layout is Layout.NHWC else 1
-            own[n] = full[(slice(None),) * axis + (slice(0, self._dims[n].c),)]
+        own = {n: leading_channels(self._slots[slot_of[h]][:sizes[h]], fmts[n], self._dims[last.get(h, n)],
+                                   self._dims[n].c if n in chains else None) for n, h in (
+            (n, shared.get(n, n)) for n in sizes)}  # a join of a chain: the leading channels of its buffer
         self._views = {n: own[roots[n]] for n in self.order}
         self.peak_memory_bytes, self.slot_count = int(sum(capacity)), len(capacity)
-
-    def _join_chains(self, roots: dict[str, str]) -> dict[str, tuple[str, str | None, int]]:
-        """Joins of channels that share one buffer (``engine.memory_plan.join_chains``), where the backend reads
-        a join's leading channels as a view (``Backend.views_joins``)."""
-        for nd in self.nodes.values():  # a join of an earlier plan's chain copies every input again
-            nd.layer.in_place_inputs = 0
-        if not self.backend.views_joins:
-            return {}
-        joins = {n for n in self.order if roots[n] == n and n not in self.fused_conversions
-                 and self.nodes[n].layer.joins_channels()}
-        chains = join_chains(self.order, self._inputs, joins)
-        formats: dict[str, set[TensorFormat]] = {}
-        for n, (head, _, _) in chains.items():
-            formats.setdefault(head, set()).add(self.storage_format(n))
-        return {n: c for n, c in chains.items() if len(formats[c[0]]) == 1}
 
     # ---- execution -------------------------------------------------------------------------------
     def _evaluation_set(self, wanted: set[str], downstream: bool = True) -> set[str]:
@@ -563,10 +589,7 @@ class Network:
                     raise
             act = nd.layer.activation
             if act is not None and not nd.layer.fuses_activation:
-                if act.impl.elementwise:
-                    act.apply_inplace(self.backend, out)
-                else:
-                    act.impl.apply_inplace(self.xp, nchw_view(out, self.fmt_of(name)), act.coefs)
+                apply_activation(act, self.backend, out, self.fmt_of(name))
             self._own(name)
         for done in self.hooks.layer_done:
             done(name)
