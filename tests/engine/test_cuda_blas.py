@@ -180,3 +180,43 @@ def test_the_product_row_declines_what_is_not_one_product():
     assert not gemm_applies(problem((8, 8, 1, 1), stride=(2, 2)))
     assert not gemm_applies(problem((8, 4, 1, 1), groups=2))
     assert not gemm_applies(problem((8, 8, 1, 1), x=cupy.zeros((1, 8, 6, 12), cupy.float32)[..., ::2]))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("s,c,h,w", [(2, 24, 8, 6), (4, 3, 12, 8), (2, 5, 7, 9)])  # 7x9: a cut-off last patch
+@pytest.mark.parametrize("act", [None, "gelu"])
+def test_patch_convolution_as_a_product_matches_the_reference(monkeypatch, tmp_path, dtype, s, c, h, w, act):
+    """conv2d's ``patchify`` row (kernel = stride: every patch gathered into one row, then one cuBLAS product, bias
+    and activation in one pass), chosen when it times fastest, computes ConvNeXt's stem and downsampling layers."""
+    cupy = pytest.importorskip("cupy")
+    from engine.backends.cuda import runtime
+    from engine.backends.selection import Selector
+
+    backend = backend_param("cupy")
+    backend.activate()
+
+    def fake_elapsed(fn, repeat=3):
+        done = fn()
+        return (0.5 if done.candidate == "patchify" else 1.0) if done is not None else None
+
+    monkeypatch.setattr(runtime, "elapsed_ms", fake_elapsed)
+    monkeypatch.setattr(backend, "_selector", Selector(tmp_path / "choices.json", "test"))
+    monkeypatch.setattr(backend, "_kernels", {}, raising=False)
+    k = 16
+    x = RNG.standard_normal((2, c, h, w)).astype(dtype)
+    wt = (RNG.standard_normal((k, c, s, s)) / np.sqrt(c * s * s)).astype(dtype)
+    b = RNG.standard_normal(k).astype(dtype)
+    ho, wo = h // s, w // s
+    patches = x[:, :, :ho * s, :wo * s].astype(np.float64).reshape(2, c, ho, s, wo, s)
+    ref = np.einsum("ncirjt,kcrt->nkij", patches, wt.astype(np.float64)) + b.astype(np.float64)[None, :, None, None]
+    ref = _act_ref(ref, act)
+
+    def nhwc(a):
+        return cupy.asarray(np.ascontiguousarray(a.transpose(0, 2, 3, 1))).transpose(0, 3, 1, 2)
+
+    out = nhwc(np.full(ref.shape, np.nan, dtype))
+    done = backend.kernel("conv2d")(nhwc(x), nhwc(wt), cupy.asarray(b), out, (s, s), (0, 0), (1, 1), 1, act, {}, {})
+    backend.synchronize()
+    assert done is not None and done.candidate == "patchify"
+    tol = 1e-5 if dtype == np.float32 else 4e-3
+    np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), ref, rtol=tol, atol=tol)

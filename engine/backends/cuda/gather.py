@@ -74,15 +74,17 @@ def patch_weights(w: Any) -> Any:
     return wz.reshape(k, 1, 1, -1).transpose(0, 3, 1, 2)
 
 
-def _gathered(x: Any, shape: tuple[int, int, int, int], block: tuple[int, int], step: tuple[int, int],
-              padding: tuple[int, int], buffers: dict[str, Any] | None) -> Any:
-    """The gathered input of NHWC shape ``shape``, in a buffer kept in ``buffers``."""
-    kept = buffers.get("gathered_input") if buffers is not None else None
+def gathered(x: Any, shape: tuple[int, int, int, int], block: tuple[int, int], step: tuple[int, int],
+             padding: tuple[int, int], buffers: dict[str, Any] | None, key: str = "gathered_input") -> Any:
+    """The input ``x`` (logical NCHW) gathered into NHWC shape ``shape``: every ``block`` of pixels, ``step`` apart,
+    as the channels of one pixel (channel ``(c * block_h + r) * block_w + u`` holds tap ``(r, u)`` of channel ``c``;
+    zeros past the input and in the padding channels), in a buffer kept in ``buffers[key]``; a logical NCHW view."""
+    kept = buffers.get(key) if buffers is not None else None
     z = kept[1] if kept is not None and kept[0] == (shape, x.dtype) else None
     if z is None:
         z = cupy.empty(shape, x.dtype)
         if buffers is not None:
-            buffers["gathered_input"] = ((shape, x.dtype), z)
+            buffers[key] = ((shape, x.dtype), z)
     n, c, h, wd = x.shape
     i32 = cupy.int32
     _gather_kernel()(x.transpose(0, 2, 3, 1), i32(c), i32(h), i32(wd), i32(block[0]), i32(block[1]), i32(step[0]),
@@ -103,7 +105,7 @@ def conv_space_to_depth(cudnn: Any, x: Any, w2: Any, b: Any | None, out: Any, st
         return None
     k, cz, r2, t2 = w2.shape
     ho, wo = out.shape[2:]
-    z = _gathered(x, (x.shape[0], ho + r2 - 1, wo + t2 - 1, cz), (stride, stride), (stride, stride), padding, buffers)
+    z = gathered(x, (x.shape[0], ho + r2 - 1, wo + t2 - 1, cz), (stride, stride), (stride, stride), padding, buffers)
     done = cudnn.conv(z, w2, b, out, (1, 1), (0, 0), (1, 1), epilogue, coefs)
     return Launched("s2d") if done else None
 
@@ -118,6 +120,6 @@ def conv_patches(cudnn: Any, x: Any, wp: Any, b: Any | None, out: Any, kernel: t
     if cudnn is None:
         return None
     ho, wo = out.shape[2:]
-    z = _gathered(x, (x.shape[0], ho, wo, wp.shape[1]), kernel, stride, padding, buffers)
+    z = gathered(x, (x.shape[0], ho, wo, wp.shape[1]), kernel, stride, padding, buffers)
     done = cudnn.conv(z, wp, b, out, (1, 1), (0, 0), (1, 1), epilogue, coefs)
     return Launched("patches") if done else None

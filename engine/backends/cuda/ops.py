@@ -3,15 +3,15 @@ rows of an :class:`~engine.backends.selection.OperationTable`, chosen by the bac
 returns :class:`~engine.backends.selection.Launched` (naming the candidate that ran) or None when no candidate
 serves the case (the caller computes it with the generic array code).
 
-``conv2d``'s rows, in order of preference where nothing is timed: our depthwise kernel (one filter per channel),
-our direct and pointwise kernels (few channels in or out), cuDNN, a 1x1 convolution as one cuBLAS product (gemm), then
-the Hopper kernels (conv64, patch64, out64)
-and cuDNN on the space-to-depth form of a strided stem (s2d) or on a few-channel input's patches (patches). Where
-several apply, the selector times them once on the real buffers and keeps the fastest (ours win on small batches,
-cuDNN or a rewrite on large ones), on disk per GPU, driver and LayerLab version; it does not time during CUDA-graph
-capture, with autotuning off or for a small convolution (``cudnn.worth_tuning``; grouped and 1x1 convolutions are
-always worth it): the first applicable row runs then. ``global_pool`` and ``channel_scale`` (a squeeze-excitation block's
-pooling and gating) have one row each."""
+``conv2d``'s rows, in order of preference where nothing is timed: our depthwise kernel (one filter per channel), our
+direct and pointwise kernels (few channels in or out), cuDNN, a 1x1 convolution as one cuBLAS product (gemm), a
+convolution over whole patches (kernel = stride) as the gathered patches times the weights (patchify), the Hopper
+kernels (conv64, patch64, out64) and cuDNN on the space-to-depth form of a strided stem (s2d) or on a few-channel
+input's patches (patches). Where several apply, the selector times them once on the real buffers and keeps the fastest
+(ours win on small batches, cuDNN or a rewrite on large ones), on disk per GPU, driver and LayerLab version; it does
+not time during CUDA-graph capture, with autotuning off or for a small convolution (``cudnn.worth_tuning``; grouped,
+1x1 and patch convolutions are always worth it): the first applicable row runs then. ``global_pool`` and
+``channel_scale`` (a squeeze-excitation block's pooling and gating) have one row each."""
 from __future__ import annotations
 
 import dataclasses
@@ -136,14 +136,46 @@ def _gemm(p: Convolution, w2: Any) -> Launched | None:
     else:
         out = p.out
         blas.matmul(w2, p.x.reshape(n, p.x.shape[1], h * wd), out.reshape(n, k, h * wd), tf32)
+    return _bias_activation(p, out, "gemm")
+
+
+def _bias_activation(p: Convolution, out: Any, candidate: str) -> Launched | None:
+    """The bias and activation of a convolution computed as a plain product, in one pass over physical ``out``."""
     if p.b is not None:
-        ones, shift = derived(p.cache, "gemm_bias", p.b, lambda: (cupy.ones(k, cupy.float32),
+        ones, shift = derived(p.cache, "gemm_bias", p.b, lambda: (cupy.ones(p.b.size, cupy.float32),
                                                                    p.b.astype(cupy.float32)))
         if pointwise.scale_shift(out, ones, shift, out, p.nhwc, p.epilogue, p.coefs) is None:
             return None
     elif p.epilogue is not None and pointwise.activation(out, out, p.epilogue, p.coefs) is None:
         return None
-    return Launched("gemm")
+    return Launched(candidate)
+
+
+def patchify_applies(p: Convolution) -> bool:
+    """Whether the convolution cuts the input into whole patches (kernel = stride >= 2, no padding or dilation, one
+    group, NHWC): the patches gathered into rows are one matrix product (ConvNeXt's stem and downsampling layers)."""
+    s = tuple(p.stride)
+    return (p.nhwc and tuple(p.w.shape[2:]) == s and s[0] >= 2 and s[1] >= 2 and tuple(p.padding) == (0, 0)
+            and tuple(p.dilation) == (1, 1) and p.groups == 1 and all(a.flags.c_contiguous for a in p.physical())
+            and (p.epilogue is None or p.epilogue in EPILOGUE_TABLE))
+
+
+def _patchify_weights(p: Convolution) -> Any:
+    k, c, r, t = p.w.shape
+    cz = -(-c * r * t // 8) * 8  # the gathered channels, padded to a multiple of 8 (zero rows of the weights)
+    w2 = cupy.zeros((k, cz), p.w.dtype)
+    w2[:, :c * r * t] = p.w.reshape(k, c * r * t)  # channel (c * r_size + r) * t_size + u: tap (r, u) of c
+    return w2
+
+
+def _patchify(p: Convolution, w2: Any) -> Launched | None:
+    """Every output pixel's patch gathered into one row (``gather.gathered``), then one cuBLAS product."""
+    n, k, ho, wo = p.out.shape
+    z = gather.gathered(p.x, (n, ho, wo, w2.shape[1]), p.stride, p.stride, (0, 0), p.cache, "patchify_input")
+    out = p.physical()[1]
+    blas.matmul(z.transpose(0, 2, 3, 1).reshape(n * ho * wo, w2.shape[1]), w2.T, out.reshape(n * ho * wo, k),
+                p.tf32 and p.x.dtype == cupy.float32)
+    return _bias_activation(p, out, "patchify")
 
 
 def _s2d(p: Convolution, w2: Any) -> Launched | None:
@@ -165,6 +197,7 @@ CONV2D_CANDIDATES = (
               _pointwise, lambda p: conv_direct.pointwise_weights(p.w)),
     Candidate("cudnn", lambda p: p.cudnn is not None, _cudnn),
     Candidate("gemm", gemm_applies, _gemm, _gemm_weights),
+    Candidate("patchify", patchify_applies, _patchify, _patchify_weights),
     Candidate("conv64", lambda p: p.nhwc and wgmma.conv64_applies(*p.geometry),
               _hopper(wgmma.conv3x3_c64), lambda p: wgmma.conv64_weights(p.w)),
     Candidate("patch64", lambda p: p.nhwc and wgmma.patch64_applies(*p.geometry),
@@ -197,7 +230,8 @@ def conv2d(backend: Backend) -> Kernel:
 
         # a 1x1 convolution is always timed against its matrix product: cuDNN's heuristics give small ones (a linear
         # projection at batch 1) a grouped direct kernel several times slower than the product
-        timed = (cudnn.worth_tuning(w, out, groups) or gemm_applies(p)) and not runtime.capturing()
+        timed = ((cudnn.worth_tuning(w, out, groups) or gemm_applies(p) or patchify_applies(p))
+                 and not runtime.capturing())
         return table.run(p, p.key(), prepared,
                          (lambda c, prep: runtime.elapsed_ms(lambda: c.launch(p, prep))) if timed else None)
     return run

@@ -20,6 +20,7 @@ from engine.groups import BOX_SIZE, opening_collapsed, scope_groups
 from engine.importers.onnx import patterns
 from engine.importers.onnx.channels_last import rewrite_channels_last
 from engine.importers.onnx.context import Context, OnnxImportError, Refusal, RefusedNodes, Unsupported, identifier
+from engine.importers.onnx.folding import fold_affine_into_convolutions
 from engine.importers.onnx.mapping import operator_table
 from engine.importers.onnx.ops_attention import absorb_attention_inputs
 from engine.importers.onnx.reader import CleanModel, graph_inputs, load_clean
@@ -231,6 +232,10 @@ def _fold_views(ctx: Context) -> None:
         kinds = sorted({f"{a} -> {b}" for a, b in rw.converted.values()})
         ctx.folded.append(f"channels-last region ({', '.join(rw.region.entries)} ... {', '.join(rw.region.exits)}) on "
                           f"N x C x H x W: {rw.before} layers -> {rw.after}" + (f" ({'; '.join(kinds)})" if kinds else ""))
+    for affine, conv in fold_affine_into_convolutions(ctx.layers, ctx.weights):
+        moved = {name: conv if layer == affine else layer for name, layer in moved.items()} | {affine: conv}
+        ctx._dims.pop(affine, None)
+        ctx.folded.append(f"affine {affine} -> the weights and bias of convolution {conv}")
     if moved:
         ctx.mapped[:] = [(op, node, moved.get(layer, layer)) for op, node, layer in ctx.mapped]
 

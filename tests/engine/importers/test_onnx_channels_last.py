@@ -75,6 +75,10 @@ def test_a_convnext_block_runs_on_nchw_without_permutes(tmp_path, rows) -> None:
     assert result.weights[up.name]["weights"].shape == (HIDDEN, C, 1, 1)
     assert any("channels-last region" in f for f in result.folded)
     assert all(layer in result.model.layers for _, _, layer in result.mapped)  # nodes credited to layers that exist
+    # the layer scale is folded into the last 1x1 convolution's weights and bias: no pass of its own
+    assert "affine" not in layers and any(f.startswith("affine ") for f in result.folded)
+    down = [s for s in result.model.layers.values() if s.type == "convolution"][2]
+    assert down.params["bias"] == "true" and down.activation == "none"
 
 
 def test_the_stem_layer_norm_between_two_permutes_is_one_layer(tmp_path) -> None:
