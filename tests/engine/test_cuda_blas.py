@@ -220,3 +220,34 @@ def test_patch_convolution_as_a_product_matches_the_reference(monkeypatch, tmp_p
     assert done is not None and done.candidate == "patchify"
     tol = 1e-5 if dtype == np.float32 else 4e-3
     np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), ref, rtol=tol, atol=tol)
+
+
+def test_candidates_are_timed_on_the_device_not_by_their_launch_overhead():
+    """``runtime.elapsed_ms`` times calls captured in a CUDA graph: a kernel's device time, without the host's launch
+    overhead (a call that spends 2 ms on the host but queues a tiny kernel times far below 2 ms); calls that cannot be
+    captured (a synchronization) are timed as launched; a declining call gives None."""
+    import time
+
+    cupy = pytest.importorskip("cupy")
+    from engine.backends.cuda import runtime
+
+    backend = backend_param("cupy")
+    backend.activate()
+    x = cupy.zeros(1024, cupy.float32)
+
+    def slow_host() -> bool:
+        time.sleep(0.002)
+        x.__iadd__(1.0)
+        return True
+
+    assert runtime.elapsed_ms(slow_host) < 1.0
+    before = float(x[0].get())
+    assert before == 7.0  # the warm-up call, then the 3 captured calls replayed twice (warm-up of the graph, timed)
+
+    def syncs() -> bool:
+        x.__iadd__(1.0)
+        cupy.cuda.get_current_stream().synchronize()
+        return True
+
+    assert runtime.elapsed_ms(syncs) is not None
+    assert runtime.elapsed_ms(lambda: None) is None

@@ -312,19 +312,13 @@ class CudnnConvolutions:
         return _SPLIT.setdefault(key, split)  # another thread's choice, where it came first, stands
 
     def _elapsed_ms(self, launch: Any) -> float:
-        """Device time of three runs of ``launch`` on this object's stream, after one run to warm up. The
-        calling thread's current stream is left as it was: CuPy's ``with stream`` would leave the stream of an
-        enclosing ``with`` block (the null stream) current instead of the backend's stream set by ``Stream.use``,
-        and the network's next kernels would then race with cuDNN's."""
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        """Device time of one run of ``launch`` on this object's stream (``runtime.elapsed_ms``: captured and
+        replayed as a network runs it). The calling thread's current stream is left as it was: CuPy's ``with
+        stream`` would leave the stream of an enclosing ``with`` block (the null stream) current instead of the
+        backend's stream set by ``Stream.use``, and the network's next kernels would then race with cuDNN's."""
         with runtime.current_stream(self.stream):
-            launch()
-            start.record(self.stream)
-            for _ in range(3):
-                launch()
-            end.record(self.stream)
-        end.synchronize()
-        return float(cupy.cuda.get_elapsed_time(start, end))
+            ms = runtime.elapsed_ms(lambda: launch() or True)
+        return float("inf") if ms is None else float(ms)
 
     def _entry(self, key: tuple[Any, ...], x: Any, w: Any, b: Any | None, out: Any, stride: tuple[int, int],
                padding: tuple[int, int], dilation: tuple[int, int], act: str | None, coefs: dict[str, float],
