@@ -141,14 +141,15 @@ class CudnnConvolutions:
 
     def workspace(self, size: int) -> Any:
         """The shared workspace, grown to at least ``size`` bytes. An outgrown workspace is freed unless a CUDA
-        graph captured its address while it was current (then it is kept for as long as this object lives)."""
+        graph captured its address while it was current (then it is kept for as long as this object lives; not for a
+        graph captured to time a call, replayed at once and dropped)."""
         ws = self._workspace
         if ws is None or ws.nbytes < size:
             if ws is not None and self._workspace_captured:
                 self._retired.append(ws)
             self._workspace = ws = cupy.empty(max(size, 1), dtype=cupy.uint8)
             self._workspace_captured = False
-        if not self._workspace_captured and self.stream.is_capturing():
+        if not self._workspace_captured and self.stream.is_capturing() and not runtime.timing_capture():
             self._workspace_captured = True
         return ws
 

@@ -9,6 +9,7 @@ import atexit
 import contextlib
 import functools
 import hashlib
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -178,6 +179,15 @@ def elapsed_ms(fn: Callable[[], Any], repeat: int = 3) -> float | None:
     return cupy.cuda.get_elapsed_time(start, end) / repeat
 
 
+_TIMING = threading.local()
+
+
+def timing_capture() -> bool:
+    """Whether the calling thread is capturing calls to time them (``elapsed_ms``): the graph is replayed at once and
+    dropped, so what it used need not be kept for later replays."""
+    return bool(getattr(_TIMING, "active", False))
+
+
 def _captured(fn: Callable[[], Any], repeat: int, stream: Any) -> Any | None:
     """``repeat`` calls of ``fn`` captured on ``stream`` as a CUDA graph (memory from an asynchronous pool), or None
     where the stream cannot capture (the null stream, a capture already open) or a call does what capture forbids."""
@@ -186,10 +196,12 @@ def _captured(fn: Callable[[], Any], repeat: int, stream: Any) -> Any | None:
     try:
         with cupy.cuda.using_allocator(cupy.cuda.MemoryAsyncPool().malloc):
             stream.begin_capture()
+            _TIMING.active = True
             try:
                 for _ in range(repeat):
                     fn()
             finally:
+                _TIMING.active = False
                 graph = stream.end_capture()
     except Exception:  # what capture forbids (a synchronization, a pageable copy): timed as launched
         stream.synchronize()
