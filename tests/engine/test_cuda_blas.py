@@ -108,6 +108,24 @@ def test_a_network_of_products_and_attention_is_captured(registry, fmt):
     assert net.graph_status.startswith("captured"), net.graph_status
 
 
+def _fastest(monkeypatch, tmp_path, name):
+    """The CuPy backend with a fresh selector whose timer finds candidate ``name`` the fastest."""
+    from engine.backends.cuda import runtime
+    from engine.backends.selection import Selector
+
+    backend = backend_param("cupy")
+    backend.activate()
+
+    def fake_elapsed(fn, repeat=3):
+        done = fn()
+        return (0.5 if getattr(done, "candidate", None) == name else 1.0) if done is not None else None
+
+    monkeypatch.setattr(runtime, "elapsed_ms", fake_elapsed)
+    monkeypatch.setattr(backend, "_selector", Selector(tmp_path / "choices.json", "test"))
+    monkeypatch.setattr(backend, "_kernels", {}, raising=False)
+    return backend
+
+
 def _act_ref(y, act):
     import math
 
@@ -129,19 +147,7 @@ def test_one_by_one_convolution_as_a_product_matches_the_reference(monkeypatch, 
     """conv2d's ``gemm`` row (a 1x1 convolution as one cuBLAS product, then bias and activation in one pass), chosen
     by the selector when it times fastest, computes the convolution in either memory layout."""
     cupy = pytest.importorskip("cupy")
-    from engine.backends.cuda import runtime
-    from engine.backends.selection import Selector
-
-    backend = backend_param("cupy")
-    backend.activate()
-
-    def fake_elapsed(fn, repeat=3):
-        done = fn()
-        return (0.5 if getattr(done, "candidate", None) == "gemm" else 1.0) if done is not None else None
-
-    monkeypatch.setattr(runtime, "elapsed_ms", fake_elapsed)
-    monkeypatch.setattr(backend, "_selector", Selector(tmp_path / "choices.json", "test"))
-    monkeypatch.setattr(backend, "_kernels", {}, raising=False)
+    backend = _fastest(monkeypatch, tmp_path, "gemm")
     c, k, h, w = 24, 40, 5, 7
     x = RNG.standard_normal((batch, c, h, w)).astype(dtype)
     wt = (RNG.standard_normal((k, c, 1, 1)) / np.sqrt(c)).astype(dtype)
@@ -189,19 +195,7 @@ def test_patch_convolution_as_a_product_matches_the_reference(monkeypatch, tmp_p
     """conv2d's ``patchify`` row (kernel = stride: every patch gathered into one row, then one cuBLAS product, bias
     and activation in one pass), chosen when it times fastest, computes ConvNeXt's stem and downsampling layers."""
     cupy = pytest.importorskip("cupy")
-    from engine.backends.cuda import runtime
-    from engine.backends.selection import Selector
-
-    backend = backend_param("cupy")
-    backend.activate()
-
-    def fake_elapsed(fn, repeat=3):
-        done = fn()
-        return (0.5 if getattr(done, "candidate", None) == "patchify" else 1.0) if done is not None else None
-
-    monkeypatch.setattr(runtime, "elapsed_ms", fake_elapsed)
-    monkeypatch.setattr(backend, "_selector", Selector(tmp_path / "choices.json", "test"))
-    monkeypatch.setattr(backend, "_kernels", {}, raising=False)
+    backend = _fastest(monkeypatch, tmp_path, "patchify")
     k = 16
     x = RNG.standard_normal((2, c, h, w)).astype(dtype)
     wt = (RNG.standard_normal((k, c, s, s)) / np.sqrt(c * s * s)).astype(dtype)
