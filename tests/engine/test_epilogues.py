@@ -199,3 +199,18 @@ def test_gpu_activation_on_views_of_memory(view):
     out = x if view != "other" else cupy.empty(x.shape, x.dtype)  # C-contiguous output of a transposed input
     assert backend.kernel("activation")(x, out, "clamp", {"min": 0.0, "max": 6.0}) is not None
     np.testing.assert_array_equal(cupy.asnumpy(out), ref)
+
+
+def test_one_coefficient_and_a_pair_reach_the_kernels_as_one_argument_type():
+    """Every epilogue's coefficients reach a kernel as the same Numba type (a pair of float32 values): a kernel the
+    warm-up compiled for ReLU serves ReLU6's clamp and leaky ReLU's slope without compiling again."""
+    import numba
+
+    def alpha(impl):
+        coefs = impl.desc.coefficient_values(COEFS.get(impl.desc.name, {}))
+        return cpu_epilogue.kernel_alpha(cpu_epilogue.epilogue_alpha(impl.desc.epilogue, coefs))
+
+    kinds = {numba.typeof(alpha(impl)) for impl in FUSED}
+    assert kinds == {numba.types.UniTuple(numba.types.float32, 2)}
+    assert cpu_epilogue.kernel_alpha(0.25) == (np.float32(0.25), np.float32(0))
+    assert cpu_epilogue.kernel_alpha((-1.5, 2.25)) == (np.float32(-1.5), np.float32(2.25))

@@ -41,13 +41,15 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
     else:
         assert weights == {(36, 3)}  # NCHW: F(4x4), products by OpenBLAS
     assert ("_upsample", None) in kinds
+    assert ("_scale_nhwc" if fmt.endswith("nhwc") else "_scale_rows_par", None) in kinds  # a squeeze-excitation gate
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")
     plain = Network(warmup.warmup_model(), registry, NumpyBackend(), TensorFormat.parse(fmt))
     warmup.feed(plain, seed=1)
     plain.run()
     ref = plain.output("output")
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5
-    for name in ("depthwise", "squeezed", "steps", "residual", "stem_out", "averaged", "pooled"):  # the generic path
+    for name in ("depthwise", "squeezed", "steps", "residual", "stem_out", "averaged", "pooled", "wide_gate_out",
+                 "big_gate_out"):  # the generic path
         fast, slow = net.output(name), plain.output(name)
         assert np.linalg.norm(fast - slow) / np.linalg.norm(slow) < 1e-5
 

@@ -7,7 +7,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.elementwise import ELEMENT_WISE_SPLIT_MIN
-from engine.backends.cpu.epilogue import activate
+from engine.backends.cpu.epilogue import activate, kernel_alpha
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
 
@@ -146,7 +146,7 @@ def channel_scale(x: np.ndarray, g: np.ndarray, out: np.ndarray, nhwc: bool, act
     """``out = x * act(g)``, the gate ``g`` (N, C: one value per image and channel) broadcast over the pixels of
     float32 C-contiguous ``x`` and ``out`` (N, H, W, C when ``nhwc``, else N, C, H, W; ``out`` may be ``x``), one
     pass, spread over the cores when ``x`` is large."""
-    a = np.float32(alpha)
+    a = kernel_alpha(alpha)
     if nhwc:
         n, h, w, c = x.shape
         xs, ys, gs = x.reshape(n, h * w, c), out.reshape(n, h * w, c), g.reshape(n, c)

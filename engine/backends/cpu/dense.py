@@ -5,7 +5,7 @@ import numpy as np
 from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
-from engine.backends.cpu.epilogue import activate
+from engine.backends.cpu.epilogue import activate, kernel_alpha
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
 #: most items of a batch :func:`dense` takes (larger batches are products worth BLAS's blocking)
@@ -25,9 +25,9 @@ def dense(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, out: np.ndarray
     b = np.zeros(w.shape[0], np.float32) if bias is None else bias
     threads = rt.threads()
     if w.size < DENSE_SPLIT_MIN:
-        _dense_range(x, w, b, out, 0, w.shape[0], act, np.float32(alpha))
+        _dense_range(x, w, b, out, 0, w.shape[0], act, kernel_alpha(alpha))
         return
-    rt.launch(_dense_par, x, w, b, out, act, np.float32(alpha), threads)
+    rt.launch(_dense_par, x, w, b, out, act, kernel_alpha(alpha), threads)
 
 
 @njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)

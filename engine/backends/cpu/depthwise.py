@@ -14,7 +14,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.blocks import row_block, row_blocks
-from engine.backends.cpu.epilogue import activate_row
+from engine.backends.cpu.epilogue import activate_row, kernel_alpha
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
 #: largest filter (either side) the depthwise kernel takes
@@ -142,10 +142,10 @@ def depthwise_plan(x: np.ndarray, wd: np.ndarray, bias: np.ndarray | None, out: 
     flat = stride == (1, 1) and c < FLAT_MAX_CHANNELS and wd.shape[0] * wd.shape[1] * wo * c * 4 <= FLAT_MAX_BYTES
     if flat:
         kernel, one, filters = _depthwise_flat_par, _depthwise_rows_flat, tiled_weights(wd, wo)
-        geometry = (*padding, *dilation, act, np.float32(alpha))
+        geometry = (*padding, *dilation, act, kernel_alpha(alpha))
     else:
         kernel, one, filters = _depthwise_par, _depthwise_rows, wd
-        geometry = (*stride, *padding, *dilation, act, np.float32(alpha))
+        geometry = (*stride, *padding, *dilation, act, kernel_alpha(alpha))
     rows = rt.share(ho * n, ho, n) if yp.size >= rt.SPLIT_MIN_PIXELS * 16 else ho
     if n == 1 and rows >= ho:  # a small output: one job on this thread, no parallel region to wake
         return functools.partial(one, xp[0], filters, b, yp[0], 0, ho, *geometry)

@@ -5,7 +5,7 @@ import numpy as np
 from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
-from engine.backends.cpu.epilogue import activate
+from engine.backends.cpu.epilogue import activate, kernel_alpha
 
 #: element-wise operations of two inputs (name -> code used by the kernel)
 ELEMENT_WISE_OPS = {"sum": 0, "product": 1, "max": 2, "min": 3, "sub": 4}
@@ -46,9 +46,9 @@ def element_wise(a: np.ndarray, b: np.ndarray, out: np.ndarray, op: int, act: in
     spread over the cores; float32 C-contiguous arrays of one shape (``out`` may be ``a`` or ``b``)."""
     fy = out.reshape(-1)
     if fy.size < ELEMENT_WISE_SPLIT_MIN:  # on this thread: no parallel region to wake
-        _element_wise_range(a.reshape(-1), b.reshape(-1), fy, 0, fy.size, op, act, np.float32(alpha))
+        _element_wise_range(a.reshape(-1), b.reshape(-1), fy, 0, fy.size, op, act, kernel_alpha(alpha))
         return
-    rt.launch(_element_wise, a.reshape(-1), b.reshape(-1), fy, op, act, np.float32(alpha), rt.threads())
+    rt.launch(_element_wise, a.reshape(-1), b.reshape(-1), fy, op, act, kernel_alpha(alpha), rt.threads())
 
 
 @njit(cache=True, nogil=True, parallel=True)

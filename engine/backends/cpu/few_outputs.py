@@ -9,7 +9,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.blocks import row_block, row_blocks
-from engine.backends.cpu.epilogue import activate
+from engine.backends.cpu.epilogue import activate, kernel_alpha
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
 #: most output channels of :func:`conv_few_outputs`, and fewest input channels (its sums run along C)
@@ -49,7 +49,7 @@ def conv_few_outputs_plan(x: np.ndarray, wr: np.ndarray, kernel: tuple[int, int]
     if bias is not None:
         b[:k] = bias
     rows = rt.share(ho * n, ho, n) if out.size >= rt.SPLIT_MIN_PIXELS else ho
-    geometry = (*kernel, *stride, *padding, *dilation, act, np.float32(alpha))
+    geometry = (*kernel, *stride, *padding, *dilation, act, kernel_alpha(alpha))
     return lambda: rt.launch(_few_par, live(), wr, b, ys, rows, *geometry)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
-from engine.backends.cpu.epilogue import activate_row
+from engine.backends.cpu.epilogue import activate_row, kernel_alpha
 
 #: bytes of im2col rows per block of output pixels: 1 MiB stays in a core's L2 (3 MiB blocks, in L3, made resnet18's
 #: 1x1 strided shortcut 0.15 instead of 0.05 ms and its RGB stem 0.90 instead of 0.86)
@@ -127,7 +127,7 @@ def conv_nhwc_plan(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias:
     bounds = np.array([0] + [s.stop for s in share_columns(k)] if split else [0, k], np.int64)
     shape = (threads, 0 if direct else (ho * wo if split else step) * wm.shape[0])
     head = (rt.blas_sgemm(),)
-    tail = (wm, b, act, np.float32(alpha), wo, kh, kw, *stride, *padding, *dilation, step, direct, bounds)
+    tail = (wm, b, act, kernel_alpha(alpha), wo, kh, kw, *stride, *padding, *dilation, step, direct, bounds)
 
     def run() -> None:
         if rt.threads() != threads:  # the cores this process may use changed: the work buffers' shapes too

@@ -10,7 +10,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import runtime as rt
-from engine.backends.cpu.epilogue import activate_row
+from engine.backends.cpu.epilogue import activate_row, kernel_alpha
 from engine.backends.cpu.im2col import gemm_weights, im2col_nhwc, nhwc_operands, pixel_rows
 from engine.backends.cpu.microkernel import PANEL, PANEL_KBLOCK, PANEL_ROWS, tile_bias_n, tile_n, tile_rows
 
@@ -101,7 +101,7 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
     kh, kw = kernel
     live, ys, b = nhwc_operands(x, out, bias)
     rs, has_res = (ys, False) if residual is None else (pixel_rows(residual), True)
-    al = np.float32(alpha)
+    al = kernel_alpha(alpha)
     if dilation == (1, 1):
         b = np.concatenate([b, np.zeros(wp.shape[0] * PANEL - k, np.float32)])  # whole panels of bias
         epi = mk.fused_epilogue(act if act in mk.MICROKERNEL_EPILOGUES else 0, alpha)

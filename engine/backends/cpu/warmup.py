@@ -81,7 +81,7 @@ def _depthwise(m: Model) -> None:
 
 
 def _passes(m: Model) -> None:
-    """Element-wise, pooling and upsampling passes, few output channels, the dense kernel."""
+    """Element-wise, pooling and upsampling passes, few output channels, the dense kernel, squeeze-excitation."""
     m.add_layer("element_wise", "add1", params={"operation": "sum"},
                 inputs=[_input(m, "add_a", "1x32x20x20"), _input(m, "add_b", "1x32x20x20")], activation="relu")
     m.add_layer("pooling", "pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
@@ -99,6 +99,7 @@ def _passes(m: Model) -> None:
     m.add_layer("pooling", "big_pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
                 inputs=["big"])
     m.add_layer("output", "pooled", inputs=["big_pool"])
+    _excitation(m, "big_gate", "big", 96)  # large enough to be cut over the cores
     wide = _input(m, "wide", "1x16x40x40")
     m.add_layer("output", "output", inputs=[_conv(m, "few", wide, 3, act="none")])  # few outputs: along kernel rows
     # global average pooling (one job: on the calling thread), fully connected layers (the dense kernel, shared out
@@ -108,6 +109,16 @@ def _passes(m: Model) -> None:
     m.add_layer("fully_connected", "fc_small", params={"num_outputs": "3"}, inputs=["fc_big"])
     m.add_layer("output", "classes", inputs=["fc_small"])
     m.add_layer("output", "squeezed", inputs=[_conv(m, "squeeze", "gap", 8, kernel=1)])
+    _excitation(m, "wide_gate", wide, 16)  # on the calling thread
+
+
+def _excitation(m: Model, name: str, src: str, ch: int) -> None:
+    """A squeeze-excitation gate on ``src`` (``ch`` channels): global average pooling, a 1x1 convolution with a
+    sigmoid, the product of ``src`` and the gate per channel (the channel-scale kernel)."""
+    m.add_layer("pooling", f"{name}_pool", params={"pool_type": "average", "global": "true"}, inputs=[src])
+    gate = _conv(m, name, f"{name}_pool", ch, kernel=1, act="sigmoid")
+    m.add_layer("element_wise", f"{name}_scaled", params={"operation": "product"}, inputs=[src, gate])
+    m.add_layer("output", f"{name}_out", inputs=[f"{name}_scaled"])
 
 
 #: the kernel families, each a network of its own on inputs of the sizes that take its paths, largest compile first

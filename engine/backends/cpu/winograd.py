@@ -20,7 +20,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import runtime as rt
-from engine.backends.cpu.epilogue import activate
+from engine.backends.cpu.epilogue import activate, kernel_alpha
 from engine.backends.cpu.microkernel import PANEL
 from engine.backends.cpu.panels import panel_product
 from engine.tensor import is_nhwc_memory
@@ -290,7 +290,7 @@ def winograd_plan(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out: np
     threads = rt.threads()
     shapes = ((threads, nmat * rows * ntx * c), (threads, nmat * rows * ntx * k))
     head = (rt.blas_sgemm(),)
-    tail = (u, b, act, np.float32(alpha), padding[0], padding[1], nty, ntx, rows, nhwc, f)
+    tail = (u, b, act, kernel_alpha(alpha), padding[0], padding[1], nty, ntx, rows, nhwc, f)
     per_image = -(-nty // rows)
     if n * per_image >= max(2, threads // 2):  # some threads may idle: one launch still beats three a block
         def run() -> None:

@@ -277,15 +277,16 @@ def _static_shapes(proto: Any) -> dict[str, tuple[int, ...]]:
 
 
 def constants(proto: Any) -> dict[str, np.ndarray]:
-    """Initializers and Constant node outputs as arrays."""
+    """Initializers and Constant node outputs as arrays of their own (writable: the CPU kernels compiled ahead of the
+    first run take writable weights; read-only views of the model's bytes would each compile a variant of their own)."""
     onnx = _onnx()
-    out = {t.name: onnx.numpy_helper.to_array(t) for t in proto.graph.initializer}
+    out = {t.name: onnx.numpy_helper.to_array(t).copy() for t in proto.graph.initializer}
     for n in proto.graph.node:
         if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
             a = n.attribute[0]
             v = onnx.helper.get_attribute_value(a)
             if isinstance(v, onnx.TensorProto):
-                out[n.output[0]] = onnx.numpy_helper.to_array(v)
+                out[n.output[0]] = onnx.numpy_helper.to_array(v).copy()
             elif a.name in ("value_float", "value_int"):
                 out[n.output[0]] = np.asarray(v, dtype=np.float32 if a.name == "value_float" else np.int64)
             elif a.name in ("value_floats", "value_ints"):
