@@ -2,9 +2,8 @@
 activation and exposes it as ``ACTIVATION``."""
 from __future__ import annotations
 
-import importlib
-
-from engine.registry import PluginMeta, Registrar
+from engine.registry import PluginMeta
+from plugins._collection import registering
 
 PLUGIN = PluginMeta(
     name="activations",
@@ -36,7 +35,4 @@ ACTIVATION_MODULES = (
     "hard_sigmoid",
 )
 
-
-def register(registrar: Registrar) -> None:
-    for name in ACTIVATION_MODULES:
-        registrar.activation(importlib.import_module(f"{__name__}.{name}").ACTIVATION)
+register = registering(__name__, activations=ACTIVATION_MODULES)

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.descriptors import ActivationDesc, CoefDesc
-from engine.layer import Activation
+
+from ._operator import OperatorActivation
 
 #: smallest alpha accepted (alpha divides x; 0 is undefined)
 CELU_MIN_ALPHA = 1e-6
@@ -20,7 +21,9 @@ def celu(xp: Any, x: Any, alpha: float) -> Any:
     return xp.where(x > 0, x, t(alpha) * xp.expm1(xp.clip(x, low, t(0)) / t(alpha)))
 
 
-class Celu(Activation):
+class Celu(OperatorActivation):
+    onnx_op = "Celu"
+    function = staticmethod(celu)
     desc = ActivationDesc(
         "celu", "CELU", "Continuously differentiable ELU: x above zero, alpha*(exp(x/alpha) - 1) below.",
         coefficients=(CoefDesc("alpha", 1.0, "value approached for very negative x is -alpha",
@@ -32,17 +35,6 @@ class Celu(Activation):
             "<p>ONNX: <code>Celu(x, alpha)</code> (opset 12).</p>"
         ),
     )
-
-    @staticmethod
-    def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
-        return celu(xp, x, coefs["alpha"])
-
-    onnx_support = "yes"
-    torch_support = "yes"
-
-    @classmethod
-    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
-        return g.node("Celu", [x], "act", alpha=float(coefs["alpha"]))
 
     @classmethod
     def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:

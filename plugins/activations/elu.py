@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.descriptors import ActivationDesc, CoefDesc
-from engine.layer import Activation
+
+from ._operator import OperatorActivation
 
 
 def elu(xp: Any, x: Any, alpha: float) -> Any:
@@ -12,7 +13,9 @@ def elu(xp: Any, x: Any, alpha: float) -> Any:
     return xp.where(x > 0, x, x.dtype.type(alpha) * xp.expm1(xp.minimum(x, 0)))
 
 
-class Elu(Activation):
+class Elu(OperatorActivation):
+    onnx_op = "Elu"
+    function = staticmethod(elu)
     desc = ActivationDesc(
         "elu", "ELU", "Exponential linear unit: x above zero, alpha*(exp(x) - 1) below.",
         coefficients=(CoefDesc("alpha", 1.0, "value approached for very negative x is -alpha", min=0.0),),
@@ -23,17 +26,6 @@ class Elu(Activation):
         ),
         epilogue="elu",
     )
-
-    @staticmethod
-    def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
-        return elu(xp, x, coefs["alpha"])
-
-    onnx_support = "yes"
-    torch_support = "yes"
-
-    @classmethod
-    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
-        return g.node("Elu", [x], "act", alpha=float(coefs["alpha"]))
 
     @classmethod
     def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:

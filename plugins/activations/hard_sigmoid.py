@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.descriptors import ActivationDesc, CoefDesc
-from engine.layer import Activation
+
+from ._operator import OperatorActivation
 
 
 def hard_sigmoid(xp: Any, x: Any, alpha: float, beta: float) -> Any:
@@ -13,7 +14,9 @@ def hard_sigmoid(xp: Any, x: Any, alpha: float, beta: float) -> Any:
     return xp.clip(x * t(alpha) + t(beta), t(0), t(1))
 
 
-class HardSigmoid(Activation):
+class HardSigmoid(OperatorActivation):
+    onnx_op = "HardSigmoid"
+    function = staticmethod(hard_sigmoid)
     desc = ActivationDesc(
         "hard_sigmoid", "Hard sigmoid", "Piecewise-linear sigmoid: max(0, min(1, alpha*x + beta)).",
         coefficients=(CoefDesc("alpha", 0.2, "slope of the linear part"),
@@ -27,17 +30,6 @@ class HardSigmoid(Activation):
         ),
         epilogue="hard_sigmoid",
     )
-
-    @staticmethod
-    def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
-        return hard_sigmoid(xp, x, coefs["alpha"], coefs["beta"])
-
-    onnx_support = "yes"
-    torch_support = "yes"
-
-    @classmethod
-    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
-        return g.node("HardSigmoid", [x], "act", alpha=float(coefs["alpha"]), beta=float(coefs["beta"]))
 
     @classmethod
     def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.descriptors import ActivationDesc, CoefDesc
-from engine.layer import Activation
 
+from ._operator import OperatorActivation
 from .elu import elu
 
 #: ONNX Selu's default coefficients (the self-normalising constants, rounded to float32)
@@ -18,7 +18,9 @@ def selu(xp: Any, x: Any, alpha: float, gamma: float) -> Any:
     return elu(xp, x, alpha) * x.dtype.type(gamma)
 
 
-class Selu(Activation):
+class Selu(OperatorActivation):
+    onnx_op = "Selu"
+    function = staticmethod(selu)
     desc = ActivationDesc(
         "selu", "SELU", "Scaled ELU: gamma * (x above zero, alpha*(exp(x) - 1) below).",
         coefficients=(
@@ -34,17 +36,6 @@ class Selu(Activation):
             "<p>ONNX: <code>Selu(x, alpha, gamma)</code> (these defaults are ONNX's and PyTorch's).</p>"
         ),
     )
-
-    @staticmethod
-    def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
-        return selu(xp, x, coefs["alpha"], coefs["gamma"])
-
-    onnx_support = "yes"
-    torch_support = "yes"
-
-    @classmethod
-    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
-        return g.node("Selu", [x], "act", alpha=float(coefs["alpha"]), gamma=float(coefs["gamma"]))
 
     @classmethod
     def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:

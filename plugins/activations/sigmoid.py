@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.descriptors import ActivationDesc
-from engine.layer import Activation
+
+from ._operator import OperatorActivation
 
 
 def sigmoid(xp: Any, x: Any) -> Any:
@@ -13,20 +14,11 @@ def sigmoid(xp: Any, x: Any) -> Any:
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
-class Sigmoid(Activation):
+class Sigmoid(OperatorActivation):
+    onnx_op = "Sigmoid"
+    function = staticmethod(sigmoid)
     desc = ActivationDesc("sigmoid", "Sigmoid", "Logistic function 1/(1+exp(-x)).",
                           documentation="<p><code>y = 1 / (1 + exp(-x))</code>. ONNX: Sigmoid.</p>", epilogue="sigmoid")
-
-    @staticmethod
-    def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
-        return sigmoid(xp, x)
-
-    onnx_support = "yes"
-    torch_support = "yes"
-
-    @classmethod
-    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
-        return g.node("Sigmoid", [x], "act")
 
     @classmethod
     def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:

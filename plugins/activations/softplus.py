@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.descriptors import ActivationDesc
-from engine.layer import Activation
+
+from ._operator import OperatorActivation
 
 
 def softplus(xp: Any, x: Any) -> Any:
@@ -13,7 +14,9 @@ def softplus(xp: Any, x: Any) -> Any:
     return xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x)))
 
 
-class Softplus(Activation):
+class Softplus(OperatorActivation):
+    onnx_op = "Softplus"
+    function = staticmethod(softplus)
     desc = ActivationDesc(
         "softplus", "Softplus", "Smooth ReLU: log(1 + exp(x)).",
         documentation=(
@@ -23,17 +26,6 @@ class Softplus(Activation):
         ),
         epilogue="softplus",
     )
-
-    @staticmethod
-    def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
-        return softplus(xp, x)
-
-    onnx_support = "yes"
-    torch_support = "yes"
-
-    @classmethod
-    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
-        return g.node("Softplus", [x], "act")
 
     @classmethod
     def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:

@@ -2,9 +2,8 @@
 Parameter Editor changes live (mix, linear_blend, noise, affine_transform, snapshot, selector)."""
 from __future__ import annotations
 
-import importlib
-
-from engine.registry import PluginMeta, Registrar
+from engine.registry import PluginMeta
+from plugins._collection import registering
 
 PLUGIN = PluginMeta(
     name="analysis",
@@ -23,7 +22,4 @@ LAYER_MODULES = (
     "selector",
 )
 
-
-def register(registrar: Registrar) -> None:
-    for name in LAYER_MODULES:
-        registrar.layer(importlib.import_module(f"{__name__}.{name}").LAYER)
+register = registering(__name__, layers=LAYER_MODULES)

@@ -1,9 +1,8 @@
 """The standard layer collection. Each layer module defines one layer and exposes it as ``LAYER``."""
 from __future__ import annotations
 
-import importlib
-
-from engine.registry import PluginMeta, Registrar
+from engine.registry import PluginMeta
+from plugins._collection import registering
 from plugins.standard.fusing_rules import RULES
 
 PLUGIN = PluginMeta(
@@ -64,9 +63,4 @@ LAYER_MODULES = (
     "attention",
 )
 
-
-def register(registrar: Registrar) -> None:
-    for name in LAYER_MODULES:
-        registrar.layer(importlib.import_module(f"{__name__}.{name}").LAYER)
-    for rule in RULES:
-        registrar.fusing_rule(rule)
+register = registering(__name__, layers=LAYER_MODULES, rules=RULES)

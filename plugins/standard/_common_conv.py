@@ -180,6 +180,17 @@ CONV_PARAMS_DOC = (
     "<b>groups</b> (default 1, divides C_in and C_out), <b>bias</b> (default true).</li>"
 )
 
+#: the layer documentation's item on the replaceable convolution weights, for the layers that fuse a convolution
+FUSED_CONV_WEIGHTS_DOC = (
+    "<li><b>weights</b>, <b>bias</b> (secondary): replace the convolution weights "
+    "(C_out x C_in/groups x K_h x K_w values) and bias (C_out values).</li>"
+)
+#: the layer documentation's paragraph on the weights files of a convolution
+CONV_WEIGHTS_FILES_DOC = (
+    "<p>Weights files: <code>NAME_weights.npy</code> (C_out, C_in/groups, K_h, K_w) and "
+    "<code>NAME_bias.npy</code> (C_out,).</p>"
+)
+
 
 class ConvolutionBase(Layer):
     """A layer computing a convolution with the ``CONV_PARAMS`` parameters (subclasses set ``desc``)."""
@@ -294,6 +305,22 @@ class ConvolutionBase(Layer):
         return backend_convolve(self, nchw_view(x, self.fmt), physical_weight(self, w, cacheable), b,
                                 nchw_view(out, self.fmt), geometry, self.p["groups"], cacheable,
                                 None if residual is None else nchw_view(residual, self.fmt), activation)
+
+    # ---- export: the convolution part of the layer's ONNX graph and PyTorch module ---------------------------
+    def onnx_conv(self, g: Any, inputs: list[str | None], suffix: str = "") -> str:
+        """Add the ONNX Conv of this layer's convolution (weights and bias as loaded or connected) to the graph
+        ``g``; returns its output name."""
+        ins = [inputs[0], g.weight("weights", inputs)] + ([g.weight("bias", inputs)] if self.p["bias"] else [])
+        return g.node("Conv", ins, suffix, **conv_onnx_attributes(self.p))
+
+    def torch_conv_state(self, t: Any, prefix: str = "") -> dict[str, Any]:
+        """The PyTorch state of the convolution module (``prefix``: where it sits in an enclosing module)."""
+        return {f"{prefix}weight": t.weight("weights")} | ({f"{prefix}bias": t.weight("bias")} if self.p["bias"] else {})
+
+    def torch_conv(self, t: Any, inputs: list[str | None]) -> str:
+        """The PyTorch expression of this layer's convolution of ``inputs[0]``."""
+        module = t.module(conv_torch_module(self.p, self.input_dims[0].c), self.torch_conv_state(t))
+        return f"{module}({torch_padded_input(self.p, inputs[0])})"
 
 
 REPLAYABLE_FORWARDS.add(ConvolutionBase.forward)  # the plain convolution's: one convolve call

@@ -1,5 +1,6 @@
 """Shared by the normalization layers: the batch-normalization maths and weights (batch_normalization, conv_bn) and
-the per-channel affine of instance_normalization and group_normalization (inputs, validation, weights)."""
+the per-channel affine of instance_normalization and group_normalization (inputs, validation, weights), and the
+base of the layers that scale and shift every value (affine, batch_normalization)."""
 from __future__ import annotations
 
 from typing import Any
@@ -33,6 +34,22 @@ class AffineNormBase(Layer):
     def init_weight(self, weight: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         """Identity affine transform (scale 1, bias 0), like PyTorch's initialisation."""
         return np.full(shape, 1.0 if weight == "scale" else 0.0, dtype=np.float32)
+
+
+class ScaleShiftBase(Layer):
+    """A layer computing ``x * mul + add`` element by element (affine, batch_normalization): the output has the
+    input's dimensions, two operations per value (three with an activation), and precision conversions fuse into it
+    (it reads through nchw/physical, widening, computes in its own precision and writes once:
+    ``engine.format_conversion``)."""
+
+    conversion_fusion = frozenset({"read", "write"})
+
+    def output_dims(self, inputs: list[Dims | None]) -> Dims:
+        return self.primary(inputs)
+
+    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
+        return output.elements * (2 + int(self.activation is not None))
+
 
 BN_WEIGHTS = ("mean", "variance", "scale", "bias")
 

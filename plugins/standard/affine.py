@@ -8,8 +8,8 @@ import numpy as np
 from engine.backends.base import derived
 from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
-from engine.layer import Layer
 from engine.tensor import Dims, Layout
+from plugins.standard._common_norm import ScaleShiftBase
 
 MODES = ("per_tensor", "per_channel")
 
@@ -56,14 +56,8 @@ DESC = LayerDesc(
 )
 
 
-class Affine(Layer):
+class Affine(ScaleShiftBase):
     desc = DESC
-    #: reads through nchw/physical (widening), computes in its own precision, writes once (engine.format_conversion)
-    conversion_fusion = frozenset({"read", "write"})
-
-    def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = self.primary(inputs)
-        return x
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
         x = self.primary(inputs)
@@ -83,9 +77,6 @@ class Affine(Layer):
         if idx is not None and idx < len(inputs) and inputs[idx] is not None:
             return self.weight(name, inputs)
         return self.p[name]
-
-    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
-        return output.elements * (2 + int(self.activation is not None))
 
     def _backend_scale_shift(self, inputs: list[Any], out: Any) -> bool:
         """Per channel on the GPU: the backend's one-pass ``scale_shift`` over the physical arrays, the activation

@@ -9,10 +9,10 @@ from engine.backends.layer_kernels import kernel_cache
 from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.errors import WeightsError
-from engine.layer import Layer
 from engine.tensor import Dims, Layout
 from plugins.standard._common_norm import (
     BN_WEIGHTS,
+    ScaleShiftBase,
     batch_norm,
     batch_norm_coefficients,
     bn_init_weight,
@@ -48,14 +48,8 @@ DESC = LayerDesc(
 )
 
 
-class BatchNormalization(Layer):
+class BatchNormalization(ScaleShiftBase):
     desc = DESC
-    #: reads through nchw/physical (widening), computes in its own precision, writes once (engine.format_conversion)
-    conversion_fusion = frozenset({"read", "write"})
-
-    def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        x = self.primary(inputs)
-        return x
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
         x = self.primary(inputs)
@@ -70,9 +64,6 @@ class BatchNormalization(Layer):
             if problem:
                 raise WeightsError(f"{self.desc.name} {self.name}: weight 'variance': {problem}")
         super().set_weights(weights)
-
-    def flops(self, inputs: list[Dims | None], output: Dims) -> int:
-        return output.elements * (2 + int(self.activation is not None))
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         mean, var, scale, bias = (self.weight(w, inputs) for w in BN_WEIGHTS)

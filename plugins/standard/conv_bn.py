@@ -18,8 +18,8 @@ from plugins.standard._common_conv import (
     CONV_INPUTS,
     CONV_PARAMS,
     CONV_WEIGHTS,
+    FUSED_CONV_WEIGHTS_DOC,
     ConvolutionBase,
-    conv_onnx_attributes,
     conv_torch_module,
     torch_padded_input,
 )
@@ -50,8 +50,7 @@ DESC = LayerDesc(
         "The normalization is folded into the convolution weights and bias, so it costs one convolution. "
         "The activation, if any, is applied after the normalization.</p>"
         "<ul><li><b>input</b> (primary): N x C_in x H x W.</li>"
-        "<li><b>weights</b>, <b>bias</b> (secondary): replace the convolution weights "
-        "(C_out x C_in/groups x K_h x K_w values) and bias (C_out values).</li>"
+        + FUSED_CONV_WEIGHTS_DOC +
         "<li><b>bn_mean</b>, <b>bn_variance</b>, <b>bn_scale</b>, <b>bn_bias</b> (secondary): replace the "
         "normalization weights (C_out values each).</li>"
         "<li>Convolution parameters, with the same names and defaults as the convolution layer: "
@@ -133,14 +132,13 @@ class ConvBN(ConvolutionBase):
     torch_support = "partial: weights from secondary inputs are not exported"
 
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
-        ins = [inputs[0], g.weight("weights", inputs)] + ([g.weight("bias", inputs)] if self.p["bias"] else [])
-        conv = g.node("Conv", ins, "conv", **conv_onnx_attributes(self.p))
+        conv = self.onnx_conv(g, inputs, "conv")
         stats = [g.weight(BN_NAMES[w], inputs) for w in ("scale", "bias", "mean", "variance")]
         return g.node("BatchNormalization", [conv, *stats], epsilon=float(self.p["epsilon"]))
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
         t.no_weight_inputs(inputs)
-        state = {"0.weight": t.weight("weights")} | ({"0.bias": t.weight("bias")} if self.p["bias"] else {})
+        state = self.torch_conv_state(t, "0.")
         state |= {"1.weight": t.weight("bn_scale"), "1.bias": t.weight("bn_bias"), "1.running_mean": t.weight("bn_mean"),
                   "1.running_var": t.weight("bn_variance")}
         conv = conv_torch_module(self.p, self.input_dims[0].c)

@@ -14,9 +14,9 @@ from plugins.standard._common_conv import (
     CONV_PARAMS,
     CONV_PARAMS_DOC,
     CONV_WEIGHTS,
+    CONV_WEIGHTS_FILES_DOC,
+    FUSED_CONV_WEIGHTS_DOC,
     ConvolutionBase,
-    conv_onnx_attributes,
-    conv_torch_module,
 )
 from plugins.standard._common_pool import (
     POOLING_PARAMS,
@@ -58,16 +58,14 @@ DESC = LayerDesc(
         "to the convolution result, before pooling (the usual convolution+ReLU -&gt; pooling pattern; "
         "for max pooling and a non-decreasing activation such as ReLU the order does not matter).</p>"
         "<ul><li><b>input</b> (primary): N x C_in x H x W.</li>"
-        "<li><b>weights</b>, <b>bias</b> (secondary): replace the convolution weights "
-        "(C_out x C_in/groups x K_h x K_w values) and bias (C_out values).</li>"
+        + FUSED_CONV_WEIGHTS_DOC
         + CONV_PARAMS_DOC +
         "<li>Pooling parameters, named like the pooling layer's with a <code>pool_</code> prefix and with "
         "the same defaults: <b>pool_type</b> (max or average, default max), <b>pool_kernel_size</b> "
         "(default 2), <b>pool_stride</b> (default 2), <b>pool_padding</b> (default 0, smaller than the "
         "pooling kernel), <b>pool_global</b> (pool over the whole image, default false), "
         "<b>pool_count_include_pad</b> (average pooling divides by the whole window, default false).</li></ul>"
-        "<p>Weights files: <code>NAME_weights.npy</code> (C_out, C_in/groups, K_h, K_w) and "
-        "<code>NAME_bias.npy</code> (C_out,).</p>"
+        + CONV_WEIGHTS_FILES_DOC
     ),
     inputs=CONV_INPUTS,
     params=(*(p for p in CONV_PARAMS if p.name not in UNFUSED_PARAMS), *POOL_PARAMS),
@@ -147,16 +145,13 @@ class ConvPool(ConvolutionBase):
     exports_activation = True  # the activation sits between the convolution and the pooling
 
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
-        ins = [inputs[0], g.weight("weights", inputs)] + ([g.weight("bias", inputs)] if self.p["bias"] else [])
-        y = g.activation(g.node("Conv", ins, "conv", **conv_onnx_attributes(self.p)))
+        y = g.activation(self.onnx_conv(g, inputs, "conv"))
         return pool_onnx(g, y, self._pool("pool_type"), self._pool("kernel_size"), self._pool("stride"),
                                  self._pool("padding"), self._pool("global"), self._pool("count_include_pad"))
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
         t.no_weight_inputs(inputs)
-        state = {"weight": t.weight("weights")} | ({"bias": t.weight("bias")} if self.p["bias"] else {})
-        conv = t.module(conv_torch_module(self.p, self.input_dims[0].c), state)
-        y = t.activation(f"{conv}({inputs[0]})")
+        y = t.activation(self.torch_conv(t, inputs))
         return pool_torch(t, y, self._pool("pool_type"), self._pool("kernel_size"), self._pool("stride"),
                                   self._pool("padding"), self._pool("global"), self._pool("count_include_pad"))
 

@@ -15,11 +15,10 @@ from plugins.standard._common_conv import (
     CONV_PARAMS,
     CONV_PARAMS_DOC,
     CONV_WEIGHTS,
+    CONV_WEIGHTS_FILES_DOC,
+    FUSED_CONV_WEIGHTS_DOC,
     ConvolutionBase,
-    conv_onnx_attributes,
-    conv_torch_module,
     padding_end_doc,
-    torch_padded_input,
 )
 
 #: the fused layers' input 1: what the element_wise sum added to the convolution
@@ -70,13 +69,11 @@ DESC = LayerDesc(
         "<code>y = activation(conv(x, weights) + bias + residual)</code>, the activation after the sum (a ResNet "
         "block's <code>relu(conv(x) + shortcut)</code>). The built-in fusing rule makes it from a convolution "
         "without activation read only by a two-input sum, as that sum's input 0.</p>"
-        "<ul><li><b>input</b> (primary): N x C_in x H x W.</li>" + RESIDUAL_DOC +
-        "<li><b>weights</b>, <b>bias</b> (secondary): replace the convolution weights "
-        "(C_out x C_in/groups x K_h x K_w values) and bias (C_out values).</li>"
+        "<ul><li><b>input</b> (primary): N x C_in x H x W.</li>" + RESIDUAL_DOC
+        + FUSED_CONV_WEIGHTS_DOC
         + CONV_PARAMS_DOC + padding_end_doc() +
         "</ul>"
-        "<p>Weights files: <code>NAME_weights.npy</code> (C_out, C_in/groups, K_h, K_w) and "
-        "<code>NAME_bias.npy</code> (C_out,).</p>"
+        + CONV_WEIGHTS_FILES_DOC
     ),
     inputs=(CONV_INPUTS[0], RESIDUAL_INPUT, *CONV_INPUTS[1:]),
     params=CONV_PARAMS,
@@ -96,14 +93,11 @@ class ConvSum(ResidualSum, ConvolutionBase):
     torch_support = "partial: weights and bias from secondary inputs are not exported"
 
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
-        ins = [inputs[0], g.weight("weights", inputs)] + ([g.weight("bias", inputs)] if self.p["bias"] else [])
-        return self.onnx_sum(g, g.node("Conv", ins, "conv", **conv_onnx_attributes(self.p)), inputs)
+        return self.onnx_sum(g, self.onnx_conv(g, inputs, "conv"), inputs)
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
         t.no_weight_inputs(inputs)
-        state = {"weight": t.weight("weights")} | ({"bias": t.weight("bias")} if self.p["bias"] else {})
-        conv = f"{t.module(conv_torch_module(self.p, self.input_dims[0].c), state)}({torch_padded_input(self.p, inputs[0])})"
-        return self.torch_sum(conv, inputs)
+        return self.torch_sum(self.torch_conv(t, inputs), inputs)
 
 
 REPLAYABLE_FORWARDS.add(ConvSum.forward)

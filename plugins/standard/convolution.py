@@ -9,11 +9,9 @@ from plugins.standard._common_conv import (
     CONV_INPUTS,
     CONV_PARAMS,
     CONV_WEIGHTS,
+    CONV_WEIGHTS_FILES_DOC,
     ConvolutionBase,
-    conv_onnx_attributes,
-    conv_torch_module,
     padding_end_doc,
-    torch_padded_input,
 )
 
 DESC = LayerDesc(
@@ -37,8 +35,7 @@ DESC = LayerDesc(
         "<li><b>bias</b>: add a bias, default true.</li>"
         + padding_end_doc() +
         "</ul>"
-        "<p>Weights files: <code>NAME_weights.npy</code> (C_out, C_in/groups, K_h, K_w) and "
-        "<code>NAME_bias.npy</code> (C_out,).</p>"
+        + CONV_WEIGHTS_FILES_DOC
     ),
     inputs=CONV_INPUTS,
     params=CONV_PARAMS,
@@ -59,13 +56,11 @@ class Convolution(ConvolutionBase):
     torch_support = "partial: weights and bias from secondary inputs are not exported"
 
     def to_onnx(self, g: Any, inputs: list[str | None]) -> str:
-        ins = [inputs[0], g.weight("weights", inputs)] + ([g.weight("bias", inputs)] if self.p["bias"] else [])
-        return g.node("Conv", ins, **conv_onnx_attributes(self.p))
+        return self.onnx_conv(g, inputs)
 
     def to_torch(self, t: Any, inputs: list[str | None]) -> str:
         t.no_weight_inputs(inputs)
-        state = {"weight": t.weight("weights")} | ({"bias": t.weight("bias")} if self.p["bias"] else {})
-        return f"{t.module(conv_torch_module(self.p, self.input_dims[0].c), state)}({torch_padded_input(self.p, inputs[0])})"
+        return self.torch_conv(t, inputs)
 
 
 
