@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -195,3 +196,20 @@ def _claim(cls: type, desc: Any, info: PluginInfo, aliases: dict[str, str], name
         aliases[legacy] = desc.name
     names.append(desc.name)
     return cls
+
+
+def registering(package: str, layers: Sequence[str] = (), activations: Sequence[str] = (),
+                rules: Sequence[str] = ()) -> Callable[[Registrar], None]:
+    """A collection's ``register(registrar)``: the ``LAYER`` of each module named in ``layers`` and the ``ACTIVATION``
+    of each named in ``activations`` (modules of ``package``, imported when the collection registers, in order), then
+    the fusing ``rules``."""
+
+    def register(registrar: Registrar) -> None:
+        for name in layers:
+            registrar.layer(importlib.import_module(f"{package}.{name}").LAYER)
+        for name in activations:
+            registrar.activation(importlib.import_module(f"{package}.{name}").ACTIVATION)
+        for rule in rules:
+            registrar.fusing_rule(rule)
+
+    return register

@@ -2,8 +2,7 @@
 activation and exposes it as ``ACTIVATION``."""
 from __future__ import annotations
 
-from engine.registry import PluginMeta
-from plugins._collection import registering
+from engine.registry import PluginMeta, registering
 
 PLUGIN = PluginMeta(
     name="activations",

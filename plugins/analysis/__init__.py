@@ -2,8 +2,7 @@
 Parameter Editor changes live (mix, linear_blend, noise, affine_transform, snapshot, selector)."""
 from __future__ import annotations
 
-from engine.registry import PluginMeta
-from plugins._collection import registering
+from engine.registry import PluginMeta, registering
 
 PLUGIN = PluginMeta(
     name="analysis",

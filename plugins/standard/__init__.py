@@ -1,8 +1,7 @@
 """The standard layer collection. Each layer module defines one layer and exposes it as ``LAYER``."""
 from __future__ import annotations
 
-from engine.registry import PluginMeta
-from plugins._collection import registering
+from engine.registry import PluginMeta, registering
 from plugins.standard.fusing_rules import RULES
 
 PLUGIN = PluginMeta(
