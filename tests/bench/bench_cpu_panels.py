@@ -7,6 +7,12 @@ medians), and the path the backend picks. Not collected by the test run.
 
 ``--residual`` times a ResNet block's second convolution with its residual sum + ReLU: fused into the kernel
 (conv_bn_sum's path) against the convolution followed by the element-wise pass (the unfused chain's).
+
+``--pointwise`` times the model zoo's 1x1 convolutions with their activations (convnext_tiny's with GELU,
+efficientnet_b0's with SiLU, mobilenet_v3_large's with hard-swish, mobilenet_v2's with ReLU6, projections with
+none) through im2col + BLAS and through the panels, and the path the backend picks.
+
+    python -m tests.bench.bench_cpu_panels --pointwise
 """
 from __future__ import annotations
 
@@ -105,9 +111,43 @@ def residual() -> None:
         print(f"{c:4d} -> {c:4d}  {hw:3d}x{hw:<3d} 3x3 + residual + ReLU ({chosen}): {times} ms")
 
 
+#: (input channels, outputs, image size, activation): the zoo's 1x1 convolutions of stride 1
+POINTWISE_SHAPES = [(96, 384, 56, "gelu"), (384, 96, 56, None), (192, 768, 28, "gelu"), (768, 192, 28, None),
+                    (384, 1536, 14, "gelu"), (1536, 384, 14, None), (768, 3072, 7, "gelu"), (3072, 768, 7, None),
+                    (16, 96, 112, "silu"), (96, 24, 56, None), (24, 144, 56, "silu"), (40, 240, 28, "silu"),
+                    (80, 480, 14, "silu"), (192, 1152, 7, "silu"), (40, 240, 28, "hardswish"),
+                    (80, 200, 14, "hardswish"), (160, 960, 7, "hardswish"), (16, 96, 112, "relu6"),
+                    (24, 144, 56, "relu6")]
+
+
+def pointwise() -> None:
+    from engine.backends.cpu.epilogue import FUSED_EPILOGUES, epilogue_alpha  # noqa: PLC0415
+
+    rng = np.random.default_rng(0)
+    for c, k, hw, act in POINTWISE_SHAPES:
+        x, w, b, out = _operands(rng, c, k, hw, 1, 1)
+        epilogue = "clamp" if act == "relu6" else act
+        code = FUSED_EPILOGUES[epilogue]
+        alpha = epilogue_alpha(epilogue, {"min": 0.0, "max": 6.0} if act == "relu6" else {})
+        geometry = ((1, 1), (0, 0), (1, 1), code, alpha)
+        runs = {"im2col": im2col.conv_nhwc_plan(x, im2col.gemm_weights(w), (1, 1), b, out, *geometry)}
+        if microkernel.panels_available():
+            runs["panels"] = panels.conv_panels_plan(x, panels.panel_weights(w), (1, 1), b, out, *geometry)
+        problem = ops.ConvProblem.of(x, w, b, out, *geometry, None, None)
+        chosen = next((row.name for row in ops.CONV2D_CANDIDATES if row.applies(problem)), "none")
+        with runtime.single_threaded_blas():
+            res: dict[str, list[float]] = {name: [] for name in runs}
+            for _ in range(3):
+                for name, f in runs.items():
+                    res[name].append(_median_ms(f))
+        flops = 2e-6 * c * k * hw * hw
+        times = "   ".join(f"{name} {min(v):7.3f} ms ({flops / min(v):5.1f} GFLOP/s)" for name, v in res.items())
+        print(f"{c:4d} -> {k:4d}  {hw:3d}x{hw:<3d} {act or 'none':9s}: {times}   (backend: {chosen})")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    residual() if "--residual" in args else paths()
+    residual() if "--residual" in args else pointwise() if "--pointwise" in args else paths()
     return 0
 
 

@@ -69,6 +69,7 @@ def _conv(x, w, b, out, stride, padding, dilation, groups, epilogue=None, coefs=
     (1, 40, (6, 6), (5, 5), (1, 1), (0, 0), (1, 1), True),       # no padding
     (1, 8, (4, 4), (7, 7), (1, 1), (3, 3), (1, 1), True),        # a filter larger than the image
     (2, 96, (64, 64), (3, 3), (2, 2), (1, 1), (1, 1), True),     # large enough to share over the cores
+    (1, 72, (9, 13), (3, 3), (2, 1), (1, 2), (2, 1), True),      # 3x3 inside and on the borders, unequal geometry
     (1, 33, (1, 1), (3, 3), (1, 1), (1, 1), (1, 1), True),       # one pixel
 ])
 @pytest.mark.parametrize("by_rows", [True, False], ids=["rows", "pixels"])

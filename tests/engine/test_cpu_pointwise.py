@@ -59,8 +59,10 @@ def _rel(a, b):
     (1, 40, 24, (5, 5), (1, 1)),      # a small image (whole), the last panel part-filled
 ])
 @pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("clamp", True), ("hardswish", True),
-                                      ("leaky_relu", True), ("sigmoid", False)])
+                                      ("leaky_relu", True), ("sigmoid", False), ("silu", True), ("gelu", True)])
 def test_pointwise_panels_match_the_reference(n, c, k, size, stride, act, bias):
+    """Every activation: the micro-kernel's own in its epilogue, the others by passes over the panel's columns
+    (a last panel part-filled: on a tile of the thread's own)."""
     _, x, wt, b = _case(5 + c + k, n, c, k, *size, bias)
     ref = _reference(x, wt, b, stride, act)
     out = _out(n, k, *ref.shape[2:])
@@ -72,13 +74,14 @@ def test_pointwise_panels_match_the_reference(n, c, k, size, stride, act, bias):
 
 
 @pytest.mark.parametrize("k", [16, 20, 48])
-def test_pointwise_panels_add_a_residual_before_the_activation(k):
+@pytest.mark.parametrize("act", ["relu", "gelu"])
+def test_pointwise_panels_add_a_residual_before_the_activation(k, act):
     rng, x, wt, b = _case(31, 1, 12, k, 13, 15, True)
     residual = rng.standard_normal((1, 13, 15, k)).astype(np.float32).transpose(0, 3, 1, 2)
-    ref = _reference(x, wt, b, (1, 1), "relu", residual)
+    ref = _reference(x, wt, b, (1, 1), act, residual)
     out = _out(1, k, 13, 15)
     plan = cpu.panels.conv_panels_plan(x, cpu.panels.panel_weights(wt), (1, 1), b, out, (1, 1), (0, 0), (1, 1),
-                                       EPILOGUES["relu"], 0.0, residual)
+                                       EPILOGUES[act], 0.0, residual)
     plan()
     assert _rel(out, ref) < 1e-5
 

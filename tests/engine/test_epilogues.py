@@ -97,6 +97,25 @@ def test_cpu_epilogue_in_place_and_as_a_pair(impl):
     _close(fused, ref, 2e-6, 1e-6)
 
 
+def test_cpu_gelu_across_both_forms_of_phi():
+    """GELU's Phi takes a polynomial of erf near 0 and exp of a polynomial of log erfc beyond |v| = 0.92 * sqrt(2),
+    and is 0 or 1 from |v| = 3.92 * sqrt(2) on: every float32 around those joins and a dense range, within the
+    activation tests' tolerance of float64's, signs and NaN kept."""
+    from engine.backends.cpu import pointwise
+
+    impl = next(i for i in FUSED if i.desc.name == "gelu")
+    joins = np.float32([0.921875 * np.sqrt(2), 3.92 * np.sqrt(2)])
+    near = np.concatenate([np.nextafter(j, np.float32(np.inf) * s, dtype=np.float32) * np.float32([1, -1])[:, None]
+                           for j in joins for s in (1, -1)]).ravel()
+    x = np.concatenate([np.linspace(-9, 9, 180_001, dtype=np.float32), joins, -joins, near,
+                        np.float32([1e-30, -1e-30, 1e-7, -1e-7])])
+    out = np.empty_like(x)
+    pointwise.activation(x, out, "gelu", {})
+    ref = _reference(impl, x)
+    _close(out, ref, 2e-6, 1e-6)
+    assert (np.sign(out) == np.sign(x))[np.abs(x) < 5].all()
+
+
 def _scale_shift_case(nhwc: bool, dtype=np.float32):
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 6, 5, 7)).astype(dtype)
@@ -123,6 +142,23 @@ def test_cpu_scale_shift(nhwc):
     plain = _logical(x, nhwc).astype(np.float64) * scale[None, :, None, None] + shift[None, :, None, None]
     pointwise.scale_shift(x, scale, shift, x, nhwc, None, {})  # in place, no activation
     _close(_logical(x, nhwc), plain, 1e-6, 1e-6)
+
+
+@pytest.mark.parametrize("impl", FUSED, ids=lambda i: i.desc.name)
+@pytest.mark.parametrize("nhwc", [False, True])
+def test_cpu_scale_shift_applies_every_epilogue(impl, nhwc):
+    """Batch normalization's pass with each activation, rows of channels (NHWC) or planes (NCHW) of odd sizes."""
+    from engine.backends.cpu import pointwise
+
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((1, 37, 3, 5)) * 4).astype(np.float32)
+    scale, shift = rng.standard_normal(37).astype(np.float32), rng.standard_normal(37).astype(np.float32)
+    coefs = impl.desc.coefficient_values(COEFS.get(impl.desc.name, {}))
+    phys = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if nhwc else x
+    out = np.empty_like(phys)
+    pointwise.scale_shift(phys, scale, shift, out, nhwc, impl.desc.epilogue, coefs)
+    y = (x.astype(np.float64) * scale[None, :, None, None] + shift[None, :, None, None]).astype(np.float32)
+    _close(_logical(out, nhwc), _reference(impl, y), 2e-6, 1e-6)
 
 
 def test_cpu_operations_decline_what_they_do_not_serve():

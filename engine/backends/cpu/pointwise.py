@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
-from engine.backends.cpu.epilogue import FUSED_EPILOGUES, activate, activate_row
+from engine.backends.cpu.epilogue import FUSED_EPILOGUES, activate_row
 from engine.epilogues import coefficients
 
 #: values a thread handles at least (fewer threads for small tensors)
@@ -41,22 +41,27 @@ def activation(x: np.ndarray, out: np.ndarray, epilogue: str, coefs: dict[str, f
 
 @njit(cache=True, nogil=True, parallel=True)
 def _scale_shift_rows(x, y, scale, shift, act, a, b):  # pragma: no cover - compiled
-    """Rows (pixels, C) of NHWC memory: channel = column."""
+    """Rows (pixels, C) of NHWC memory: channel = column. Each row scaled and shifted, then activated by
+    ``activate_row`` while in L1 (one vectorised loop per epilogue: a switch per value kept the loop scalar)."""
     ab = (a, b)
     for p in prange(x.shape[0]):
-        for c in range(x.shape[1]):
-            y[p, c] = activate(x[p, c] * scale[c] + shift[c], act, ab)
+        src, dst = x[p], y[p]
+        for c in range(src.size):
+            dst[c] = src[c] * scale[c] + shift[c]
+        activate_row(dst, act, ab)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _scale_shift_planes(x, y, scale, shift, act, a, b):  # pragma: no cover - compiled
-    """Planes (N, C, H*W) of NCHW memory."""
+    """Planes (N, C, H*W) of NCHW memory, each activated as :func:`_scale_shift_rows` activates a row."""
     ab = (a, b)
     for q in prange(x.shape[0] * x.shape[1]):
         n, c = q // x.shape[1], q % x.shape[1]
         s, t = scale[c], shift[c]
-        for i in range(x.shape[2]):
-            y[n, c, i] = activate(x[n, c, i] * s + t, act, ab)
+        src, dst = x[n, c], y[n, c]
+        for i in range(src.size):
+            dst[i] = src[i] * s + t
+        activate_row(dst, act, ab)
 
 
 def scale_shift(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, out: np.ndarray, nhwc: bool,
