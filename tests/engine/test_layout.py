@@ -111,13 +111,21 @@ def test_a_deep_chain_is_laid_out_without_recursion():
 
 
 def _crosses(polyline: list[tuple[float, float]], box: tuple[float, float, float, float]) -> bool:
-    """Whether a point of ``polyline`` (sampled every pixel) lies strictly inside ``box`` (x0, y0, x1, y1)."""
+    """Whether a segment of ``polyline`` passes strictly inside ``box`` (x0, y0, x1, y1): each segment clipped to the
+    box (Liang-Barsky); touching an edge or running along it is not crossing."""
+    x0, y0, x1, y1 = box
     for (ax, ay), (bx, by) in zip(polyline, polyline[1:]):
-        steps = max(1, int(max(abs(bx - ax), abs(by - ay))))
-        for k in range(steps + 1):
-            x, y = ax + (bx - ax) * k / steps, ay + (by - ay) * k / steps
-            if box[0] < x < box[2] and box[1] < y < box[3]:
-                return True
+        dx, dy = bx - ax, by - ay
+        lo, hi, inside = 0.0, 1.0, True
+        for p, q in ((-dx, ax - x0), (dx, x1 - ax), (-dy, ay - y0), (dy, y1 - ay)):
+            if p == 0:
+                inside = inside and q > 0  # parallel to this edge: strictly on the box's side of it, or never
+            elif p < 0:
+                lo = max(lo, q / p)
+            else:
+                hi = min(hi, q / p)
+        if inside and lo < hi:
+            return True
     return False
 
 
