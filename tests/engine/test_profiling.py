@@ -261,3 +261,27 @@ def test_profile_cli_measures_peaks_again_and_lists_kernels(tmp_path, cache, mon
     assert main([*args, "--measure-peaks", "--kernels", "0"], out=(out := io.StringIO())) == 0
     assert len(measured) == 2 and "slowest layers" not in out.getvalue()
     assert main([*args, "--kernels", "-1"], out=io.StringIO()) == 2
+
+
+def test_a_cpu_profile_names_the_candidate_of_every_convolution(registry):
+    """Every run of a CPU convolution after the first replays its prepared call; the profile still names the
+    candidate that computes it (not the replayed function's name)."""
+    from engine.backends import get_backend
+    from engine.model import Model
+    from engine.network import Network
+    from engine.profiling import profile
+    from engine.tensor import TensorFormat
+
+    m = Model("convs")
+    m.add_layer("input", "inp", params={"dimensions": "1x16x12x12"})
+    m.add_layer("convolution", "pw", params={"num_output_channels": "32", "kernel_size": "1", "padding": "0"},
+                inputs=["inp"], activation="gelu")
+    m.add_layer("convolution", "c3", params={"num_output_channels": "8"}, inputs=["pw"], activation="relu")
+    m.add_layer("output", "out", inputs=["c3"])
+    net = Network(m, registry, get_backend("numpy", notice=None), TensorFormat.parse("fp32 nhwc"))
+    net.run()
+    result = profile(net, iterations=2)
+    by_name = {lp.name: lp for lp in result.layers}
+    for name in ("pw", "c3"):
+        assert by_name[name].candidates, name
+        assert by_name[name].kernels[0].name == ", ".join(by_name[name].candidates)
