@@ -228,8 +228,8 @@ def conv2d(backend: Backend) -> Kernel:
         def prepared(c: Candidate) -> Any:
             return None if c.prepare is None else derived(cache, c.name, w, lambda: c.prepare(p))
 
-        # a 1x1 convolution is always timed against its matrix product: cuDNN's heuristics give small ones (a linear
-        # projection at batch 1) a grouped direct kernel several times slower than the product
+        # 1x1 and patch convolutions are always timed against their matrix products: cuDNN's heuristics give small
+        # ones a grouped direct kernel, or a legacy one between layout transposes, several times slower
         timed = ((cudnn.worth_tuning(w, out, groups) or gemm_applies(p) or patchify_applies(p))
                  and not runtime.capturing())
         return table.run(p, p.key(), prepared,
