@@ -28,7 +28,7 @@ from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
 from engine.formats import LayerFormat, LayerFormatError, canonical, nearest_supported
 from engine.layer import Layer
 from engine.model import LayerSpec, Model
-from engine.tensor import FORMATS, Dims, Precision, TensorFormat, from_nchw_view, nchw_view
+from engine.tensor import FORMATS, Dims, Layout, Precision, TensorFormat, from_nchw_view, nchw_view
 
 #: the layer type of an inserted conversion (an engine layer: every registry knows it, no palette shows it)
 CONVERSION_TYPE = "format_conversion"
@@ -56,6 +56,10 @@ def layer_formats(model: Model, registry: Any, network: TensorFormat,
     setting computes in ``compute`` when given (the backend's layout for the network's format), and a partial
     setting keeps the rest of ``compute``: "fp32" in an fp16 NCHW network computing channels-last is fp32 NHWC.
 
+    Where the layers compute channels-last, a layer without a setting holds its rank-4 tensors as its type asks
+    (``Layer.layout_for``, :func:`automatic_layouts`): token layers (a matrix product along the last axis) in logical
+    order, so a transformer's N x H x W x C features are not transposed in memory by every layer that reads them.
+
     Input and output layers compute nothing, so without a setting of their own they take the format that saves a
     conversion: an output layer the format of the layer it outputs, an input layer whose readers all run in one
     format that format (the conversion is then fused into staging the input on the device)."""
@@ -70,20 +74,62 @@ def layer_formats(model: Model, registry: Any, network: TensorFormat,
         for src in spec.inputs:
             if src in readers:
                 readers[src].append(name)
+    settings = {n: spec.format or (inherited or {}).get(n, "") for n, spec in model.layers.items()}
+    base = compute or network
+    layouts = automatic_layouts(model, registry, readers, settings) if base.layout is Layout.NHWC else {}
     for name in sorted(model.layers, key=role):  # inputs after their readers, outputs after their sources
         spec = model.layers[name]
-        text = spec.format or (inherited or {}).get(name, "")
+        text = settings[name]
         cls = registry.layer_class(spec.type)
         if not text and role(name) == 2 and spec.inputs and spec.inputs[0] in out:
             out[name] = out[spec.inputs[0]]  # an output layer computes nothing: no conversion for it
             continue
         # a partial setting ("fp32", "nhwc") keeps the other part of the format the layers compute in
-        wanted = LayerFormat.parse(text, f"layer {name}: format").over(compute or network)
+        wanted = LayerFormat.parse(text, f"layer {name}: format").over(base)
+        if name in layouts:
+            wanted = TensorFormat(wanted.precision, layouts[name])
         out[name] = nearest_supported(wanted, cls.desc.formats) if cls is not None else wanted
         theirs = {out[r] for r in readers[name] if r in out}
         if not text and role(name) == 1 and len(theirs) == 1 and cls is not None and theirs <= set(cls.desc.formats):
             out[name] = theirs.pop()  # an input staged straight in its readers' format: the upload converts
     return out
+
+
+def automatic_layouts(model: Model, registry: Any, readers: Mapping[str, Sequence[str]],
+                      settings: Mapping[str, str]) -> dict[str, Layout]:
+    """The layers (without a format setting, not inputs or outputs) that hold their tensors in logical order in a
+    network computing channels-last: those whose type asks for it (``Layer.layout_for`` "logical"), and the
+    "follow" layers (element-wise, views, joins) that read one (directly or through other follow layers), and those
+    reading no computing layer (a constant, a view of the input) that are read only by such layers. A network
+    without token layers gets none: its layers run channels-last as before."""
+    roles: dict[str, str] = {}
+    for name, spec in model.layers.items():
+        cls = registry.layer_class(spec.type)
+        if settings[name] or cls is None or getattr(cls, "is_network_input", False) \
+                or getattr(cls, "is_network_output", False):
+            continue
+        roles[name] = cls.layout_for(spec.params)
+    if "logical" not in roles.values():
+        return {}
+    decided = {n: (Layout.NCHW if r == "logical" else Layout.NHWC) for n, r in roles.items() if r != "follow"}
+    pending = [n for n, r in roles.items() if r == "follow"]
+    sources = {n for n in pending if not any(s in roles for s in model.layers[n].inputs)}
+    while pending:
+        left = []
+        for name in pending:
+            # network inputs and sources of their own (a constant) follow their readers, so they are not waited for
+            producers = [s for s in model.layers[name].inputs if s in roles and s not in sources]
+            theirs = {decided[r] for r in readers[name] if r in decided}
+            if producers and all(s in decided for s in producers):  # logical order spreads: the rarer case
+                decided[name] = Layout.NCHW if any(decided[s] is Layout.NCHW for s in producers) else Layout.NHWC
+            elif not producers and len(theirs) == 1:
+                decided[name] = theirs.pop()
+            else:
+                left.append(name)
+        if len(left) == len(pending):  # nothing known to follow (a constant read by layers that follow it)
+            decided[left.pop(0)] = Layout.NHWC
+        pending = left
+    return {n: lay for n, lay in decided.items() if lay is Layout.NCHW}
 
 
 @dataclass

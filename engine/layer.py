@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -111,6 +111,18 @@ class Layer:
     #: in its own precision and writes it once, activation included, into an output buffer of the other precision
     #: (``store``, ``store_physical``), so that write is the conversion's rounding and the only one.
     conversion_fusion: ClassVar[frozenset[str]] = frozenset()
+    #: how the layer wants its rank-4 tensors held where the network computes channels-last
+    #: (``engine.format_conversion.layer_formats``; only for layers without a format setting of their own):
+    #: ``"image"`` channels last, the backend's layout (convolutions, pooling, and every layer that does not say);
+    #: ``"logical"`` N x C x H x W in order, as a layer working along the last axis reads it (a transformer's
+    #: token features: matrix products, layer normalization over the trailing axes, attention); ``"follow"`` either
+    #: at no cost (element-wise, views, joins, slices): the layout of the layer it reads, else of its readers
+    layout_role: ClassVar[str] = "image"
+
+    @classmethod
+    def layout_for(cls, params: Mapping[str, Any]) -> str:
+        """``layout_role`` for a layer of these (raw) parameters; a type whose role depends on them overrides it."""
+        return cls.layout_role
 
     def __init__(self, name: str, params: dict[str, Any], activation: BoundActivation | None,
                  fmt: TensorFormat, backend: Any) -> None:

@@ -215,8 +215,16 @@ def open_network(model: Model, spec: RunSpec, registry: Registry | None = None, 
 
 
 def format_notes(net: Network) -> list[str]:
-    """One line per layer in another format than the network's and one per inserted format conversion."""
-    notes = [f"layer {name} runs in {fmt} (network {net.fmt})" for name, fmt in net.pinned.items()]
+    """One line per layer in another format than the network's (the layers that hold their tensors in logical
+    order by their type's choice, without a setting, in one line) and one per inserted format conversion."""
+    source = net.preprocessed.source.layers
+    chosen = [n for n, f in net.pinned.items() if f.precision is net.fmt.precision
+              and not (source[n].format if n in source else "")]
+    notes = [f"layer {name} runs in {fmt} (network {net.fmt})" for name, fmt in net.pinned.items()
+             if name not in chosen]
+    if chosen:
+        notes.append(f"{len(chosen)} layer(s) hold their tensors in logical order (token layers and the layers "
+                     f"between them: matrix products, layer normalization, attention), the others channels-last")
     return notes + [f"format conversion {conv}: {src} {a} -> {b}{fused_note(net, conv)}"
                     for conv, src, a, b in net.conversions]
 

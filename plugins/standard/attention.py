@@ -78,6 +78,7 @@ DESC = LayerDesc(
 
 class Attention(Layer):
     desc = DESC
+    layout_role = "logical"
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         q, k, v = inputs[0], inputs[1], inputs[2]

@@ -50,6 +50,7 @@ DESC = LayerDesc(
 
 class Concatenation(Layer):
     desc = DESC
+    layout_role = "follow"
 
     def _channels(self, rank: int) -> bool:
         """True for the N x C x H x W form (joined along C, in the memory layout)."""

@@ -31,6 +31,7 @@ DESC = LayerDesc(
 
 class Constant(Layer):
     desc = DESC
+    layout_role = "follow"
 
     def validate(self) -> None:
         if min(self.p["dimensions"]) < 1:

@@ -35,6 +35,7 @@ DESC = LayerDesc(
 
 class Dropout(Layer):
     desc = DESC
+    layout_role = "follow"
 
     def validate(self) -> None:
         if self.p["ratio"] >= 1.0:

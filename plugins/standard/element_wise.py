@@ -61,6 +61,7 @@ DESC = LayerDesc(
 
 class ElementWise(Layer):
     desc = DESC
+    layout_role = "follow"
     #: reads through nchw/physical (widening), computes in its own precision, writes once (engine.format_conversion)
     conversion_fusion = frozenset({"read", "write"})
 

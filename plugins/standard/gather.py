@@ -50,6 +50,7 @@ DESC = LayerDesc(
 
 class Gather(Layer):
     desc = DESC
+    layout_role = "follow"
 
     def validate(self) -> None:
         try:

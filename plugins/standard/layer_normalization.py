@@ -1,6 +1,7 @@
 """layer_normalization: normalize over the trailing axes, or over the channels of N x C x H x W (ConvNeXt)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -70,6 +71,11 @@ DESC = LayerDesc(
 
 class LayerNormalization(Layer):
     desc = DESC
+
+    @classmethod
+    def layout_for(cls, params: Mapping[str, Any]) -> str:
+        """Over the channels of each pixel: an image layer; over the trailing axes: a token layer (logical order)."""
+        return "image" if params.get("over") == "channels" else "logical"
 
     def _axes(self, x: Dims) -> tuple[int, ...]:
         if self.p["over"] == "channels":

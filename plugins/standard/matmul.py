@@ -44,6 +44,7 @@ DESC = LayerDesc(
 
 class MatMul(Layer):
     desc = DESC
+    layout_role = "logical"
 
     def _b(self, inputs: list[Dims | None]) -> tuple[int, ...]:
         a = self.primary(inputs)

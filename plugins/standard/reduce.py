@@ -95,6 +95,7 @@ DESC = LayerDesc(
 
 class Reduce(Layer):
     desc = DESC
+    layout_role = "follow"
 
     def validate(self) -> None:
         try:

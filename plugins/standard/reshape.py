@@ -50,6 +50,7 @@ DESC = LayerDesc(
 
 class Reshape(Layer):
     desc = DESC
+    layout_role = "follow"
     fused_activations = frozenset()  # a view: the network applies an activation into its own buffer
 
     def validate(self) -> None:

@@ -94,6 +94,7 @@ DESC = LayerDesc(
 
 class Slice(Layer):
     desc = DESC
+    layout_role = "follow"
 
     def validate(self) -> None:
         self._ranges: dict[str, slice] = {}

@@ -54,6 +54,7 @@ DESC = LayerDesc(
 
 class Softmax(Layer):
     desc = DESC
+    layout_role = "follow"
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         x = self.primary(inputs)

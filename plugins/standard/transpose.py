@@ -47,6 +47,7 @@ DESC = LayerDesc(
 
 class Transpose(Layer):
     desc = DESC
+    layout_role = "follow"
 
     def validate(self) -> None:
         try:

@@ -88,6 +88,7 @@ DESC = LayerDesc(
 
 class Unary(Layer):
     desc = DESC
+    layout_role = "follow"
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         return self.primary(inputs)

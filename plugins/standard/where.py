@@ -32,6 +32,7 @@ DESC = LayerDesc(
 
 class Where(Layer):
     desc = DESC
+    layout_role = "follow"
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         if any(d is None for d in inputs[:3]) or len(inputs) < 3:
