@@ -84,7 +84,8 @@ KERNEL_OPERATIONS: dict[str, str] = {
     "layer_norm": "(x, scale, bias, out, n, inner, epsilon, epilogue, coefs): out = act((x - mean) / sqrt(var + "
                   "epsilon) * scale + bias) over the n values of each row of x seen as (outer, n, inner), x and out "
                   "C-contiguous of one shape and dtype, scale and bias vectors of n values of that dtype",
-    "softmax_rows": "(x, out): out = softmax of C-contiguous float32 x along its last axis, out C-contiguous of x's "
+    "softmax_rows": "(x, out, bias=None): out = softmax of C-contiguous float32 x (plus bias, C-contiguous, whose "
+                    "shape without leading ones is x's trailing axes) along its last axis, out C-contiguous of x's "
                     "shape (fp16 or fp32)",
     "matmul": "(a, b, out, tf32, alpha=1.0): out = alpha * a @ b over the last two axes, the leading axes broadcast "
               "into out's (NumPy's rules, both operands of rank 2 or more), a and b of one float dtype, out "

@@ -10,29 +10,37 @@ import numpy as np
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
-from engine.tensor import Dims, broadcast_dims
+from engine.tensor import Dims, broadcast_dims, nchw_view
 
-#: ``product(a, b, out_dtype, alpha)``: ``alpha * a @ b`` as a new array of ``out_dtype``
-Product = Callable[[Any, Any, Any, float], Any]
-#: ``softmax(s, out_dtype)``: the softmax of float32 ``s`` along its last axis (``s`` may be overwritten)
-Softmax = Callable[[Any, Any], Any]
+#: ``product(a, b, out_dtype, alpha, out)``: ``alpha * a @ b`` as a new array of ``out_dtype``, or written into
+#: ``out`` when given (C-contiguous, of that dtype)
+Product = Callable[..., Any]
+#: ``softmax(s, out_dtype, bias)``: the softmax of float32 ``s + bias`` (bias None: none) along its last axis
+#: (``s`` may be overwritten)
+Softmax = Callable[[Any, Any, Any], Any]
 
 
 def attention(xp: Any, q: Any, k: Any, v: Any, scale: float, bias: Any | None = None,
               matmul_dtype: Any = np.float32, k_transposed: bool = False, product: Product | None = None,
-              softmax: Softmax | None = None) -> Any:
+              softmax: Softmax | None = None, out: Any | None = None) -> Any:
     """``softmax(scale * q @ k^T + bias, last axis) @ v`` with the leading axes broadcast (``k_transposed``: ``k`` is
     given as k^T). The two products run in
     ``matmul_dtype`` (float16 on the GPU: cuBLAS on tensor cores, float32 accumulation); the scores, the bias and the
-    softmax in float32, the maximum subtracted first (no overflow). Returns ``matmul_dtype`` values.
+    softmax in float32, the maximum subtracted first (no overflow). Returns ``matmul_dtype`` values, written into
+    ``out`` when given (C-contiguous, of ``matmul_dtype`` and the result's shape).
     ``product`` and ``softmax``: the backend's (default: the array module's)."""
-    def array_product(a: Any, b: Any, out_dtype: Any, alpha: float) -> Any:
+    def array_product(a: Any, b: Any, out_dtype: Any, alpha: float, into: Any | None = None) -> Any:
         y = xp.matmul(a, b).astype(out_dtype, copy=False)
         if alpha != 1.0:
             y *= np.float32(alpha)
+        if into is not None:
+            into[...] = y
+            return into
         return y
 
-    def array_softmax(s: Any, out_dtype: Any) -> Any:
+    def array_softmax(s: Any, out_dtype: Any, add: Any | None) -> Any:
+        if add is not None:
+            s += add.astype(np.float32, copy=False)
         s -= s.max(axis=-1, keepdims=True)
         xp.exp(s, out=s)
         s /= s.sum(axis=-1, keepdims=True)
@@ -41,10 +49,8 @@ def attention(xp: Any, q: Any, k: Any, v: Any, scale: float, bias: Any | None = 
     mul = product or array_product
     kt = k.astype(matmul_dtype, copy=False)
     s = mul(q.astype(matmul_dtype, copy=False), kt if k_transposed else xp.swapaxes(kt, -1, -2), np.float32, scale)
-    if bias is not None:
-        s += bias.astype(np.float32, copy=False)
-    p = (softmax or array_softmax)(s, matmul_dtype)
-    return mul(p, v.astype(matmul_dtype, copy=False), matmul_dtype, 1.0)
+    p = (softmax or array_softmax)(s, matmul_dtype, bias)
+    return mul(p, v.astype(matmul_dtype, copy=False), matmul_dtype, 1.0, out)
 
 
 DESC = LayerDesc(
@@ -108,21 +114,25 @@ class Attention(Layer):
         q, k, v = (self.nchw(x) for x in inputs[:3])
         bias = self.nchw(inputs[3]) if len(inputs) > 3 and inputs[3] is not None else None
         dtype = self.cdtype if xp is not np else np.float32  # NumPy's float16 products are slow and widen anyway
-        y = attention(xp, q, k, v, float(self.p["scale"]), bias, dtype, bool(self.p["k_transposed"]),
-                      self._backend_product(), self._backend_softmax())
-        self.store(out, self.activate(y.astype(self.cdtype, copy=False)))
+        y = nchw_view(out, self.fmt)
+        direct = self.activation is None and y.flags.c_contiguous and y.dtype == dtype
+        r = attention(xp, q, k, v, float(self.p["scale"]), bias, dtype, bool(self.p["k_transposed"]),
+                      self._backend_product(), self._backend_softmax(), out=y if direct else None)
+        if not direct:
+            self.store(out, self.activate(r.astype(self.cdtype, copy=False)))
 
     def _backend_product(self) -> Product | None:
         """The backend's matrix product (on the GPU: cuBLAS, which CUDA graphs capture) into a new array of the
-        asked dtype, falling back to the array module's where the backend does not serve a case; None on the CPU."""
+        asked dtype (or into ``into``), falling back to the array module's where the backend does not serve a case;
+        None on the CPU."""
         kernel = self.backend.kernel("matmul") if self.xp is not np else None
         if kernel is None:
             return None
         xp = self.xp
 
-        def product(a: Any, b: Any, out_dtype: Any, alpha: float) -> Any:
+        def product(a: Any, b: Any, out_dtype: Any, alpha: float, into: Any | None = None) -> Any:
             shape = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) + (a.shape[-2], b.shape[-1])
-            out = xp.empty(shape, out_dtype)
+            out = into if into is not None else xp.empty(shape, out_dtype)
             if kernel(a, b, out, self.tf32, alpha) is None:
                 out[...] = xp.matmul(a, b)
                 if alpha != 1.0:
@@ -131,15 +141,20 @@ class Attention(Layer):
         return product
 
     def _backend_softmax(self) -> Softmax | None:
-        """The backend's one-pass softmax of float32 rows (the GPU's), falling back to the array code."""
+        """The backend's one-pass softmax of float32 rows (the GPU's), the bias added as it reads where the kernel
+        serves its shape, falling back to the array code."""
         kernel = self.backend.kernel("softmax_rows") if self.xp is not np else None
         if kernel is None:
             return None
         xp = self.xp
 
-        def softmax(s: Any, out_dtype: Any) -> Any:
+        def softmax(s: Any, out_dtype: Any, bias: Any | None) -> Any:
             s = xp.ascontiguousarray(s)
             out = xp.empty(s.shape, out_dtype)
+            if bias is not None and kernel(s, out, xp.ascontiguousarray(bias)) is not None:
+                return out
+            if bias is not None:
+                s += bias.astype(np.float32, copy=False)
             if kernel(s, out) is None:
                 s -= s.max(axis=-1, keepdims=True)
                 xp.exp(s, out=s)

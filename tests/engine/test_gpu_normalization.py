@@ -96,3 +96,21 @@ def test_softmax_rows_agree_with_a_reference(shape, out_dtype):
     tol = 1e-5 if out_dtype == np.float32 else 1e-3
     np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), ref, rtol=tol * 10, atol=tol)
     assert normalization.softmax_rows(cupy.asarray(x).astype(cupy.float16), out) is None  # float32 scores only
+
+
+@pytest.mark.parametrize("bias_shape", [(3, 49, 49), (1, 3, 49, 49), (49, 49), (8, 3, 49, 49)])
+@pytest.mark.parametrize("bias_dtype", [np.float16, np.float32])
+def test_softmax_rows_add_a_bias_broadcast_over_the_leading_axes(bias_shape, bias_dtype):
+    cupy = pytest.importorskip("cupy")
+    from engine.backends.cuda import normalization
+
+    x = (RNG.standard_normal((8, 3, 49, 49)) * 5).astype(np.float32)
+    bias = (RNG.standard_normal(bias_shape) * 5).astype(bias_dtype)
+    out = cupy.full(x.shape, np.nan, np.float16)
+    assert normalization.softmax_rows(cupy.asarray(x), out, cupy.asarray(bias)) is not None
+    s = x.astype(np.float64) + bias.astype(np.float64)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), e / e.sum(axis=-1, keepdims=True),
+                               rtol=1e-2, atol=1e-3)
+    # a bias that broadcasts otherwise (over a middle axis) is not served: the caller adds it
+    assert normalization.softmax_rows(cupy.asarray(x), out, cupy.zeros((8, 1, 49, 49), bias_dtype)) is None

@@ -47,17 +47,30 @@ def layer_norm(x: Any, scale: Any, bias: Any, out: Any, n: int, inner: int, epsi
     return Launched("layer_norm")
 
 
-def softmax_rows(x: Any, out: Any) -> Launched | None:
-    """``out = softmax(x)`` along the last axis: ``x`` C-contiguous float32, ``out`` C-contiguous of its shape, fp16
-    or fp32; None for anything else (nothing written)."""
+def softmax_rows(x: Any, out: Any, bias: Any | None = None) -> Launched | None:
+    """``out = softmax(x + bias)`` along the last axis: ``x`` C-contiguous float32, ``out`` C-contiguous of its shape,
+    fp16 or fp32; ``bias`` (optional) C-contiguous fp16 or fp32 whose shape, leading ones aside, is the trailing
+    axes of ``x`` (it repeats over the leading ones, as broadcasting does). None for anything else (nothing
+    written)."""
     if not (x.dtype == cupy.float32 and out.dtype in _TYPES and x.shape == out.shape and x.ndim >= 1
             and x.flags.c_contiguous and out.flags.c_contiguous):
         return None
     n = x.shape[-1]
     if n < 1 or n > MAX_ROW:
         return None
+    bias_rows = 0
+    if bias is not None:
+        shape = tuple(bias.shape)
+        while shape and shape[0] == 1 and len(shape) > 1:
+            shape = shape[1:]
+        if not (bias.dtype in _TYPES and bias.flags.c_contiguous and len(shape) <= x.ndim
+                and shape == tuple(x.shape[x.ndim - len(shape):]) and shape[-1] == n):
+            return None
+        bias_rows = bias.size // n
     rows = x.size // n
     if rows:
-        runtime.function("softmax.cu", f"softmax_rows<{_TYPES[out.dtype]}>")(
-            (runtime.blocks(rows, _WARPS),), (32 * _WARPS,), (x, out, cupy.int32(n), cupy.int64(rows)))
+        b = bias if bias is not None else out  # not read without a bias (bias_rows 0)
+        runtime.function("softmax.cu", f"softmax_rows<{_TYPES[out.dtype]},{_TYPES[b.dtype]}>")(
+            (runtime.blocks(rows, _WARPS),), (32 * _WARPS,),
+            (x, out, cupy.int32(n), cupy.int64(rows), b, cupy.int64(bias_rows)))
     return Launched("softmax_rows")
