@@ -9,8 +9,8 @@ import numpy as np
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
-from engine.tensor import Dims
-from plugins.standard._common_rank import axis_index, int_list
+from engine.tensor import Dims, nchw_view
+from plugins.standard._common_rank import axis_index
 
 
 def gather(xp: Any, x: Any, axis: int, indices: list[int], drop_axis: bool = False) -> Any:
@@ -35,17 +35,41 @@ DESC = LayerDesc(
         "index or <code>qkv[0]</code> in PyTorch.</p>"
         "<p><b>Inputs</b>: <b>input</b> (primary), a tensor of any rank 1 to 6.</p>"
         "<ul><li><b>axis</b>: the axis (negative: from the end).</li>"
-        "<li><b>indices</b>: comma separated integers.</li>"
+        "<li><b>indices</b>: comma separated integers, or runs <code>start:end</code> (end excluded: "
+        "<code>3:56,0:3</code> is a roll by 3 of an axis of 56, as an imported torch.roll is written).</li>"
         "<li><b>drop_axis</b>: remove the axis (exactly one index).</li></ul>"
     ),
     inputs=(InputDesc("input"),),
     params=(
         ParamDesc("axis", "int", 0, "the axis picked from; negative: from the end", min=-6, max=5, main=True),
-        ParamDesc("indices", "string", "0", "the entries kept, comma separated (negative: from the end)", main=True),
+        ParamDesc("indices", "string", "0", "the entries kept, comma separated (negative: from the end); runs "
+                  "start:end", main=True),
         ParamDesc("drop_axis", "bool", False, "remove the axis (one index, as a scalar index)"),
     ),
     ranks=ANY_RANK,
 )
+
+
+#: the most entries one gather layer picks (its parameter is text in the model file)
+MAX_INDICES = 1 << 16
+
+
+def index_list(text: str) -> list[int]:
+    """The indices of ``text``: comma separated integers or runs ``start:end`` (``end`` excluded, both not negative,
+    ``3:6`` is 3,4,5). ValueError for anything else or more than MAX_INDICES entries."""
+    out: list[int] = []
+    for part in str(text).replace(" ", "").strip("[]()").split(","):
+        if ":" in part:
+            a, b = part.split(":")
+            start, end = int(a), int(b)
+            if start < 0 or end < start:
+                raise ValueError(f"run {part!r}")
+            out.extend(range(start, end))
+        elif part:
+            out.append(int(part))
+        if len(out) > MAX_INDICES:
+            raise ValueError("too many indices")
+    return out
 
 
 class Gather(Layer):
@@ -54,9 +78,10 @@ class Gather(Layer):
 
     def validate(self) -> None:
         try:
-            self._indices = int_list(self.p["indices"])
+            self._indices = index_list(self.p["indices"])
         except ValueError:
-            raise self.param_error("indices", f"{self.p['indices']!r} is not a list of integers like 0,2,-1") from None
+            raise self.param_error("indices", f"{str(self.p['indices'])[:80]!r} is not a list of integers or runs like "
+                                              f"0,2,-1 or 3:56,0:3 (at most {MAX_INDICES} entries)") from None
         if not self._indices:
             raise self.param_error("indices", "no index given; at least one is needed")
         if self.p["drop_axis"] and len(self._indices) != 1:
@@ -83,6 +108,17 @@ class Gather(Layer):
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         x = self.nchw(inputs[0])
+        y = nchw_view(out, self.fmt)
+        if not self.p["drop_axis"] and self.activation is None and y.flags.c_contiguous and y.dtype == x.dtype:
+            # the entries taken straight into the output buffer, by indices kept on the device: one copy
+            axis = self._axis(x.ndim)
+            size, index = self.__dict__.get("_device_indices", (None, None))
+            if size != x.shape[axis]:
+                size = x.shape[axis]
+                index = self.xp.asarray(np.asarray(self._indices, dtype=np.int64) % size)
+                self._device_indices = (size, index)
+            self.xp.take(x, index, axis=axis, out=y)
+            return
         y = gather(self.xp, x, self._axis(x.ndim), self._indices, bool(self.p["drop_axis"]))
         self.store(out, self.activate(y))
 

@@ -24,6 +24,7 @@ from engine.importers.onnx.folding import fold_affine_into_convolutions
 from engine.importers.onnx.mapping import operator_table
 from engine.importers.onnx.ops_attention import absorb_attention_inputs
 from engine.importers.onnx.reader import CleanModel, graph_inputs, load_clean
+from engine.importers.onnx.slice_joins import fold_slice_joins
 from engine.importers.onnx.validate import MAX_NODES, MalformedModel
 from engine.importers.onnx.views import fold_linear_views, fold_view_chains, hoist_activations
 from engine.layout import estimated_sizes, grouped_drawing, readable_positions
@@ -202,7 +203,8 @@ def _fold_views(ctx: Context) -> None:
     """After mapping: the scale and k transpose of each attention layer's inputs into it
     (``ops_attention.absorb_attention_inputs``), element-wise activations of views onto their producers
     (``views.hoist_activations``), Linear layers on tokens written as reshape + fully_connected + reshape as one
-    matmul (``views.fold_linear_views``), then chains of reshape and transpose layers as their fewest layers
+    matmul (``views.fold_linear_views``), joins of slices of one tensor as one gather (``slice_joins``: a roll),
+    then chains of reshape and transpose layers as their fewest layers
     (``views.fold_view_chains``), then channels-last regions on N x C x H x W (``channels_last``), recorded as
     folds; the nodes mapped to a removed layer are credited to the layer that now computes them."""
     moved: dict[str, str] = {}
@@ -218,6 +220,9 @@ def _fold_views(ctx: Context) -> None:
     for old, layer in fold_linear_views(ctx.layers, ctx._dims, ctx.weights):
         moved.update({name: layer for name in old if name != layer})
         ctx.folded.append(f"reshape + fully_connected + reshape ({', '.join(old)}) -> matmul {layer}")
+    for old, layer in fold_slice_joins(ctx.layers, ctx._dims):
+        moved.update({name: layer for name in old})
+        ctx.folded.append(f"{len(old)} slices joined ({', '.join(old)}) -> gather {layer}")
     folds = fold_view_chains(ctx.layers, ctx._dims, keep=set())
     for old, new in folds:
         last = old[-1]
