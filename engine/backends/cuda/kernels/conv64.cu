@@ -9,19 +9,17 @@ conv3x3_c64_rows(const unsigned short* __restrict__ x, const unsigned short* __r
     // each warpgroup walks strips of NP pixels down SEG rows at a time, keeping a ring of 5 input rows: the row
     // three below the one being computed loads while it computes; one output row = 36 wgmma m64nNPk16 with the
     // weights (A) and the ring's rows (B) both in shared memory, then transposed through stmatrix to a staging row
-    extern __shared__ unsigned char smem_raw[];
-    unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7, t128 = threadIdx.x & 127;
-    const unsigned wbase = smem_u32(smem);
+    const unsigned wbase = smem_base();
     const unsigned ring = wbase + W_BYTES + wg * WG_BYTES, stage = ring + RING * ROWB;
     load_weights(wbase, wt, 9 * 64);
     float bv[2];
     load_bias2(bv, bias, has_bias, warp, lane);
     const unsigned long long wdesc = desc_of(wbase);
-    const int strips = (W + NP - 1) / NP, segs = (H + SEG - 1) / SEG, items = N * strips * segs;
+    const int items = strip_count(N, H, W);
     for (int item = blockIdx.x * GROUPS + wg; item < items; item += gridDim.x * GROUPS) {
-        const int n = item / (strips * segs), rest = item % (strips * segs);
-        const int y0 = (rest / strips) * SEG, x0 = (rest % strips) * NP - 1;
+        const auto [n, y0, xs] = strip_of(item, H, W);
+        const int x0 = xs - 1;  // the ring's first column: the padding left of the strip
         const unsigned short* xn = x + (size_t)n * H * W * 64;
         unsigned short* yn = y + (size_t)n * H * W * 64;
         ring_start(ring, xn, y0, x0, H, W, t128);

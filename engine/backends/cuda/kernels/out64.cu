@@ -9,10 +9,8 @@ extern "C" __global__ void __launch_bounds__(128 * GROUPS, 1)
 conv3x3_out64(const unsigned short* __restrict__ x, const unsigned short* __restrict__ wt,
               const unsigned short* __restrict__ bias, int has_bias, unsigned short* __restrict__ y, int N, int H,
               int W, int K, int act, float alpha) {
-    extern __shared__ unsigned char smem_raw[];
-    unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7, t128 = threadIdx.x & 127;
-    const unsigned wbase = smem_u32(smem);                       // 9 taps x 8 outputs x 128 bytes
+    const unsigned wbase = smem_base();  // 9 taps x 8 outputs x 128 bytes
     const unsigned ring = wbase + 9 * 1024 + wg * (RING * ROWB);
     load_weights(wbase, wt, 9 * 8);
     const int ch = 2 * (lane & 3);  // this thread's two outputs
@@ -23,10 +21,10 @@ conv3x3_out64(const unsigned short* __restrict__ x, const unsigned short* __rest
         asm("cvt.f32.f16 %0, %1;\n" : "=f"(bv[h]) : "h"(u));
     }
     const unsigned long long wdesc = desc_of(wbase);
-    const int strips = (W + NP - 1) / NP, segs = (H + SEG - 1) / SEG, items = N * strips * segs;
+    const int items = strip_count(N, H, W);
     for (int item = blockIdx.x * GROUPS + wg; item < items; item += gridDim.x * GROUPS) {
-        const int n = item / (strips * segs), rest = item % (strips * segs);
-        const int y0 = (rest / strips) * SEG, x0 = (rest % strips) * NP - 1;
+        const auto [n, y0, xs] = strip_of(item, H, W);
+        const int x0 = xs - 1;  // the ring's first column: the padding left of the strip
         const unsigned short* xn = x + (size_t)n * H * W * 64;
         unsigned short* yn = y + (size_t)n * H * W * K;
         ring_start(ring, xn, y0, x0, H, W, t128);

@@ -12,6 +12,25 @@
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
+// the dynamic shared memory, its start aligned to 1024 bytes (the 128-byte swizzle wgmma reads needs it)
+__device__ __forceinline__ unsigned smem_base() {
+    extern __shared__ unsigned char smem_raw[];
+    return smem_u32((const void*)(((size_t)smem_raw + 1023) & ~(size_t)1023));
+}
+
+// A work item: the strip of NP output pixels from column xs of image n, rows y0 to y0 + SEG - 1 (those in the image);
+// the warpgroups of the grid take the items in turn
+struct Strip { int n, y0, xs; };
+
+__device__ __forceinline__ int strip_count(int N, int H, int W) {
+    return N * ((W + NP - 1) / NP) * ((H + SEG - 1) / SEG);
+}
+
+__device__ __forceinline__ Strip strip_of(int item, int H, int W) {
+    const int strips = (W + NP - 1) / NP, segs = (H + SEG - 1) / SEG, rest = item % (strips * segs);
+    return {item / (strips * segs), (rest / strips) * SEG, (rest % strips) * NP};
+}
+
 __device__ __forceinline__ void cp16(unsigned dst, const void* src, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
