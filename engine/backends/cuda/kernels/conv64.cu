@@ -16,38 +16,26 @@ conv3x3_c64_rows(const unsigned short* __restrict__ x, const unsigned short* __r
     float bv[2];
     load_bias2(bv, bias, has_bias, warp, lane);
     const unsigned long long wdesc = desc_of(wbase);
-    const int items = strip_count(N, H, W);
-    for (int item = blockIdx.x * GROUPS + wg; item < items; item += gridDim.x * GROUPS) {
-        const auto [n, y0, xs] = strip_of(item, H, W);
-        const int x0 = xs - 1;  // the ring's first column: the padding left of the strip
-        const unsigned short* xn = x + (size_t)n * H * W * 64;
-        unsigned short* yn = y + (size_t)n * H * W * 64;
-        ring_start(ring, xn, y0, x0, H, W, t128);
-        for (int k = 0; k < SEG && y0 + k < H; ++k) {
-            unsigned long long rdesc[3];
-            ring_next(ring, xn, y0, k, x0, H, W, t128, wg, rdesc);
-            float acc[NACC];
+    ring_walk(ring, x, y, N, H, W, 64, t128, wg,
+              [&](const unsigned long long* rdesc, unsigned short* yn, int gy, int xs) {
+        float acc[NACC];
+        #pragma unroll
+        for (int e = 0; e < NACC; ++e) { acc[e] = 0.0f; keepf(acc[e]); }
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        #pragma unroll
+        for (int dx = 0; dx < 3; ++dx)
             #pragma unroll
-            for (int e = 0; e < NACC; ++e) { acc[e] = 0.0f; keepf(acc[e]); }
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-            #pragma unroll
-            for (int dx = 0; dx < 3; ++dx)
+            for (int kc = 0; kc < 4; ++kc)
                 #pragma unroll
-                for (int kc = 0; kc < 4; ++kc)
-                    #pragma unroll
-                    for (int dy = 0; dy < 3; ++dy)
-                        wgmma_ss(acc, wdesc + (unsigned)(((dy * 3 + dx) * 8192 + kc * 32) >> 4),
-                                 rdesc[dy] + (unsigned)((dx * 128 + kc * 32) >> 4));
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-            #pragma unroll
-            for (int e = 0; e < NACC; ++e) keepf(acc[e]);
-            stage_row(acc, bv, act, alpha, stage, warp, lane);
-            wg_barrier(1 + wg);
-            const int gy = y0 + k;
-            store_row(stage, yn + (size_t)gy * W * 64, x0 + 1, W, t128);
-        }
-        asm volatile("cp.async.wait_group 0;\n" ::);
+                for (int dy = 0; dy < 3; ++dy)
+                    wgmma_ss(acc, wdesc + (unsigned)(((dy * 3 + dx) * 8192 + kc * 32) >> 4),
+                             rdesc[dy] + (unsigned)((dx * 128 + kc * 32) >> 4));
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        #pragma unroll
+        for (int e = 0; e < NACC; ++e) keepf(acc[e]);
+        stage_row(acc, bv, act, alpha, stage, warp, lane);
         wg_barrier(1 + wg);
-    }
+        store_row(stage, yn + (size_t)gy * W * 64, xs, W, t128);
+    });
 }

@@ -90,6 +90,30 @@ __device__ __forceinline__ void ring_next(unsigned ring, const unsigned short* _
     for (int dy = 0; dy < 3; ++dy) rdesc[dy] = desc_of(ring + ((k + dy) % RING) * ROWB);
 }
 
+// Every work item of this warpgroup, its input rows walked through the ring: row(rdesc, yn, gy, xs) computes output
+// row gy of the strip from column xs (rdesc: the descriptors of its three input rows; yn: image n of y, K channels a
+// pixel); the ring's loads are all waited for before the next item
+template <class Row>
+__device__ __forceinline__ void ring_walk(unsigned ring, const unsigned short* __restrict__ x,
+                                          unsigned short* __restrict__ y, int N, int H, int W, int K, int t128,
+                                          int wg, Row row) {
+    const int items = strip_count(N, H, W);
+    for (int item = blockIdx.x * GROUPS + wg; item < items; item += gridDim.x * GROUPS) {
+        const auto [n, y0, xs] = strip_of(item, H, W);
+        const int x0 = xs - 1;  // the ring's first column: the padding left of the strip
+        const unsigned short* xn = x + (size_t)n * H * W * 64;
+        unsigned short* yn = y + (size_t)n * H * W * K;
+        ring_start(ring, xn, y0, x0, H, W, t128);
+        for (int k = 0; k < SEG && y0 + k < H; ++k) {
+            unsigned long long rdesc[3];
+            ring_next(ring, xn, y0, k, x0, H, W, t128, wg, rdesc);
+            row(rdesc, yn, y0 + k, xs);
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::);
+        wg_barrier(1 + wg);
+    }
+}
+
 // wgmma_ss(d, a, b): d += A B, one m64nNk16 product (N = WGMMA_N) with both operands read from shared memory
 // through descriptors, WGMMA_N / 2 float accumulators a thread
 #if WGMMA_N == 96
