@@ -24,6 +24,7 @@ def celu(xp: Any, x: Any, alpha: float) -> Any:
 class Celu(OperatorActivation):
     onnx_op = "Celu"
     function = staticmethod(celu)
+    torch_function = "F.celu"
     desc = ActivationDesc(
         "celu", "CELU", "Continuously differentiable ELU: x above zero, alpha*(exp(x/alpha) - 1) below.",
         coefficients=(CoefDesc("alpha", 1.0, "value approached for very negative x is -alpha",
@@ -35,10 +36,6 @@ class Celu(OperatorActivation):
             "<p>ONNX: <code>Celu(x, alpha)</code> (opset 12).</p>"
         ),
     )
-
-    @classmethod
-    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
-        return f"F.celu({x}, alpha={float(coefs['alpha'])!r})"
 
 
 ACTIVATION = Celu

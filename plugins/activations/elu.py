@@ -16,6 +16,7 @@ def elu(xp: Any, x: Any, alpha: float) -> Any:
 class Elu(OperatorActivation):
     onnx_op = "Elu"
     function = staticmethod(elu)
+    torch_function = "F.elu"
     desc = ActivationDesc(
         "elu", "ELU", "Exponential linear unit: x above zero, alpha*(exp(x) - 1) below.",
         coefficients=(CoefDesc("alpha", 1.0, "value approached for very negative x is -alpha", min=0.0),),
@@ -26,10 +27,6 @@ class Elu(OperatorActivation):
         ),
         epilogue="elu",
     )
-
-    @classmethod
-    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
-        return f"F.elu({x}, alpha={float(coefs['alpha'])!r})"
 
 
 ACTIVATION = Elu

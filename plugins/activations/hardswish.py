@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.descriptors import ActivationDesc
-from engine.layer import Activation
+
+from ._operator import OperatorActivation
 
 
 def hardswish(xp: Any, x: Any) -> Any:
@@ -14,7 +15,10 @@ def hardswish(xp: Any, x: Any) -> Any:
     return x * xp.clip(x * t(1.0 / 6.0) + t(0.5), t(0), t(1))
 
 
-class HardSwish(Activation):
+class HardSwish(OperatorActivation):
+    onnx_op = "HardSwish"
+    function = staticmethod(hardswish)
+    torch_function = "F.hardswish"
     desc = ActivationDesc(
         "hardswish", "Hard swish", "Piecewise-linear swish: x * relu6(x + 3) / 6.",
         documentation=(
@@ -24,21 +28,6 @@ class HardSwish(Activation):
         ),
         epilogue="hardswish",
     )
-
-    @staticmethod
-    def apply(xp: Any, x: Any, coefs: dict[str, float]) -> Any:
-        return hardswish(xp, x)
-
-    onnx_support = "yes"
-    torch_support = "yes"
-
-    @classmethod
-    def to_onnx(cls, g: Any, x: str, coefs: dict[str, float]) -> str:
-        return g.node("HardSwish", [x], "act")
-
-    @classmethod
-    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
-        return f"F.hardswish({x})"
 
 
 ACTIVATION = HardSwish

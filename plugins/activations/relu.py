@@ -16,16 +16,13 @@ def relu(xp: Any, x: Any) -> Any:
 class Relu(OperatorActivation):
     onnx_op = "Relu"
     function = staticmethod(relu)
+    torch_function = "F.relu"
     desc = ActivationDesc("relu", "ReLU", "Rectified linear unit: max(x, 0).",
                           documentation="<p><code>y = max(x, 0)</code>. ONNX: Relu.</p>", epilogue="relu")
 
     @classmethod
     def apply_inplace(cls, xp: Any, x: Any, coefs: dict[str, float]) -> None:
         xp.maximum(x, 0, out=x)  # exact in every dtype: no float32 round trip, no temporary
-
-    @classmethod
-    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
-        return f"F.relu({x})"
 
 
 ACTIVATION = Relu

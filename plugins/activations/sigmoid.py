@@ -17,12 +17,9 @@ def sigmoid(xp: Any, x: Any) -> Any:
 class Sigmoid(OperatorActivation):
     onnx_op = "Sigmoid"
     function = staticmethod(sigmoid)
+    torch_function = "torch.sigmoid"
     desc = ActivationDesc("sigmoid", "Sigmoid", "Logistic function 1/(1+exp(-x)).",
                           documentation="<p><code>y = 1 / (1 + exp(-x))</code>. ONNX: Sigmoid.</p>", epilogue="sigmoid")
-
-    @classmethod
-    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
-        return f"torch.sigmoid({x})"
 
 
 ACTIVATION = Sigmoid

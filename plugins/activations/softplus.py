@@ -17,6 +17,7 @@ def softplus(xp: Any, x: Any) -> Any:
 class Softplus(OperatorActivation):
     onnx_op = "Softplus"
     function = staticmethod(softplus)
+    torch_function = "F.softplus"
     desc = ActivationDesc(
         "softplus", "Softplus", "Smooth ReLU: log(1 + exp(x)).",
         documentation=(
@@ -26,10 +27,6 @@ class Softplus(OperatorActivation):
         ),
         epilogue="softplus",
     )
-
-    @classmethod
-    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
-        return f"F.softplus({x})"
 
 
 ACTIVATION = Softplus

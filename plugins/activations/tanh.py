@@ -16,12 +16,9 @@ def tanh(xp: Any, x: Any) -> Any:
 class Tanh(OperatorActivation):
     onnx_op = "Tanh"
     function = staticmethod(tanh)
+    torch_function = "torch.tanh"
     desc = ActivationDesc("tanh", "Tanh", "Hyperbolic tangent.",
                           documentation="<p><code>y = tanh(x)</code>. ONNX: Tanh.</p>", epilogue="tanh")
-
-    @classmethod
-    def torch_expr(cls, x: str, coefs: dict[str, float]) -> str:
-        return f"torch.tanh({x})"
 
 
 ACTIVATION = Tanh

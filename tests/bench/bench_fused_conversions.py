@@ -10,7 +10,6 @@ are bit-identical to the unfused one's. Not collected by the test run.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 import numpy as np
@@ -20,9 +19,8 @@ from engine.plugins import default_registry
 from engine.run import RunSpec, open_backend, time_iteration
 from engine.tensor import TensorFormat
 from engine.weights import RandomWeights
-from tests.bench.bench_precision import CPU_SIZES, GPU_SIZES
+from tests.bench.bench_precision import CPU_SIZES, GPU_SIZES, parser, report
 from tests.bench.networks import NETWORKS
-from tests.bench.store import write_json
 
 #: pin sets: every layer of these types to fp32
 PIN_SETS = {"bn+add": ("batch_normalization", "element_wise"), "bn": ("batch_normalization",),
@@ -58,23 +56,16 @@ def bench(name: str, device: str, pin_set: str, iterations: int) -> dict[str, ob
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    ap.add_argument("--nets", nargs="+", default=["resnet18", "unet"], choices=sorted(GPU_SIZES))
+    ap = parser(__doc__, iterations=30)
     ap.add_argument("--pins", nargs="+", default=list(PIN_SETS), choices=list(PIN_SETS))
-    ap.add_argument("--iterations", type=int, default=30)
-    ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args(argv)
     rows = [bench(n, args.device, p, args.iterations) for n in args.nets for p in args.pins]
-    print(f"{'network':<9} {'pins':<7} {'pinned':>6} {'conv':>5} {'fused':>5} {'ms fused':>9} {'ms unfused':>10} "
-          f"{'MB fused':>9} {'MB unfused':>10} identical")
-    for r in rows:
-        print(f"{r['network']:<9} {r['pins']:<7} {r['pinned']:>6} {r['conversions']:>5} {r['fused']:>5} "
-              f"{r['ms_fused']:>9.3f} {r['ms_unfused']:>10.3f} {r['peak_mb_fused']:>9.2f} {r['peak_mb_unfused']:>10.2f} "
-              f"{r['identical']}")
-        print(f"{'':<9} CUDA graphs: fused {r['graph_fused']}, unfused {r['graph_unfused']}")
-    write_json(args.json, rows)
-    return 0
+    return report(rows, f"{'network':<9} {'pins':<7} {'pinned':>6} {'conv':>5} {'fused':>5} {'ms fused':>9} "
+                  f"{'ms unfused':>10} {'MB fused':>9} {'MB unfused':>10} identical",
+                  lambda r: f"{r['network']:<9} {r['pins']:<7} {r['pinned']:>6} {r['conversions']:>5} {r['fused']:>5} "
+                  f"{r['ms_fused']:>9.3f} {r['ms_unfused']:>10.3f} {r['peak_mb_fused']:>9.2f} "
+                  f"{r['peak_mb_unfused']:>10.2f} {r['identical']}\n"
+                  f"{'':<9} CUDA graphs: fused {r['graph_fused']}, unfused {r['graph_unfused']}", args.json)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -51,23 +53,35 @@ def bench(name: str, device: str, threshold: float, iterations: int) -> dict[str
             "graphs": {t.label: t.graph for t in timed}}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser(doc: str | None, iterations: int) -> argparse.ArgumentParser:
+    """The options of the fp16 benchmarks of whole networks: device, networks, iterations and the JSON output."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     ap.add_argument("--nets", nargs="+", default=["resnet18", "unet"], choices=sorted(GPU_SIZES))
-    ap.add_argument("--threshold", type=float, default=1e-2)
-    ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--iterations", type=int, default=iterations)
     ap.add_argument("--json", metavar="PATH")
+    return ap
+
+
+def report(rows: list[dict[str, Any]], header: str, line: Callable[[dict[str, Any]], str], path: str | None) -> int:
+    """Print the results table (``header``, then ``line(row)`` for each row) and write the rows to ``path``."""
+    print(header)
+    for r in rows:
+        print(line(r))
+    write_json(path, rows)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser(__doc__, iterations=20)
+    ap.add_argument("--threshold", type=float, default=1e-2)
     args = ap.parse_args(argv)
     rows = [bench(n, args.device, args.threshold, args.iterations) for n in args.nets]
-    print(f"{'network':<9} {'pins':>4} {'err fp16':>10} {'err mixed':>10} {'ms mixed':>9} {'ms fp16':>9} "
-          f"{'ms fp32':>9}  pinned layers")
-    for r in rows:
-        print(f"{r['network']:<9} {len(r['pins']):>4} {r['error_all_fp16']:>10.3e} {r['error_mixed']:>10.3e} "
-              f"{r['ms_mixed']:>9.3f} {r['ms_all_fp16']:>9.3f} {r['ms_all_fp32']:>9.3f}  {', '.join(r['pins']) or '-'}")
-        print(f"{'':<9} CUDA graphs: {r['graphs']}")
-    write_json(args.json, rows)
-    return 0
+    return report(rows, f"{'network':<9} {'pins':>4} {'err fp16':>10} {'err mixed':>10} {'ms mixed':>9} {'ms fp16':>9} "
+                  f"{'ms fp32':>9}  pinned layers",
+                  lambda r: f"{r['network']:<9} {len(r['pins']):>4} {r['error_all_fp16']:>10.3e} "
+                  f"{r['error_mixed']:>10.3e} {r['ms_mixed']:>9.3f} {r['ms_all_fp16']:>9.3f} {r['ms_all_fp32']:>9.3f}  "
+                  f"{', '.join(r['pins']) or '-'}\n{'':<9} CUDA graphs: {r['graphs']}", args.json)
 
 
 if __name__ == "__main__":

@@ -8,29 +8,7 @@ import pytest
 from engine.model import Model
 from engine.network import Network
 from engine.plugins import load_plugins
-
-GOOD = '''
-from engine.descriptors import InputDesc, LayerDesc
-from engine.layer import Layer
-from engine.registry import PluginMeta
-
-PLUGIN = PluginMeta("thirdparty", "1.2", "Someone", "Doubles things")
-
-
-class Double(Layer):
-    desc = LayerDesc("double", "Double", "Multiplies by two.", inputs=(InputDesc("input"),))
-
-    def output_dims(self, inputs):
-        return inputs[0]
-
-    def forward(self, inputs, out):
-        self.store(out, self.nchw(inputs[0]) * 2)
-
-
-def register(r):
-    r.layer(Double)
-    r.fusing_rule("fp32|nchw|double = double {double}")
-'''
+from tests.plugin_file import GOOD
 
 
 def write(folder, name, text):

@@ -4,24 +4,11 @@ plugin's key changes when its file does. Qt-free."""
 from __future__ import annotations
 
 from engine.plugin_probe import probe_entry, probe_key
+from tests.plugin_file import GOOD
 
 HEADER = ("from engine.registry import PluginMeta\n"
           "PLUGIN = PluginMeta('{name}', '1.0', 'someone', 'a plugin')\n"
           "def register(r):\n    pass\n")
-GOOD = '''
-from engine.descriptors import InputDesc, LayerDesc
-from engine.layer import Layer
-from engine.registry import PluginMeta
-PLUGIN = PluginMeta("goodies", "1.0", "someone", "a plugin that behaves")
-class Copy(Layer):
-    desc = LayerDesc("probe_copy", "Copy", "copies its input", inputs=(InputDesc("x"),))
-    def output_dims(self, inputs):
-        return inputs[0]
-    def forward(self, inputs, out):
-        out[...] = inputs[0]
-def register(r):
-    r.layer(Copy)
-'''
 BAD = {
     "exits.py": "import os\nos._exit(3)\n",
     "loops.py": "while True:\n    pass\n",
@@ -45,7 +32,7 @@ def test_the_probe_tells_crash_exit_hang_from_a_good_plugin(tmp_path):
     assert not results["exits.py"].ok and "exit status 3" in results["exits.py"].reason
     assert not results["loops.py"].ok and "did not finish loading within 4 s" in results["loops.py"].reason
     assert not results["crashes.py"].ok and "SIGSEGV" in results["crashes.py"].reason
-    assert results["good.py"].ok and results["good.py"].collections == ("goodies",)
+    assert results["good.py"].ok and results["good.py"].collections == ("thirdparty",)
     assert all(results[n].fatal for n in BAD) and not results["good.py"].fatal
     res = probe_entry(folder / "raises.py", PROBE_TIMEOUT)
     assert not res.ok and not res.fatal and res.reason.startswith("RuntimeError: no luck")

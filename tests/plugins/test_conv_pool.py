@@ -70,16 +70,17 @@ def test_weights_from_secondary_input():
     assert_close(out, onnx_pool(onnx_conv(x, {"weights": w}, {}), {}), FORMATS[0])
 
 
-def test_errors_are_named():
-    x = np.zeros((1, 2, 4, 4), np.float32)
-    with pytest.raises(ShapeError, match=r"^conv_pool L: pooling kernel 5 is larger than the padded convolution output 4$"):
-        run_layer("conv_pool", dict(pool_kernel_size=5), [x], FORMATS[0])
-    with pytest.raises(ParameterError, match=r"conv_pool L: parameter pool_padding: 2x2 must be smaller than the kernel 2x2"):
-        run_layer("conv_pool", dict(pool_padding=2), [x], FORMATS[0])
-    with pytest.raises(ParameterError, match=r"conv_pool L: parameter pool_type: 'min' is not one of max, average"):
-        run_layer("conv_pool", dict(pool_type="min"), [x], FORMATS[0])
-    with pytest.raises(ShapeError, match=r"conv_pool L: kernel 7x7 \(dilated\) is larger than the padded input 6x6"):
-        run_layer("conv_pool", dict(kernel_size=7), [x], FORMATS[0])
+@pytest.mark.parametrize("params, error, message", [
+    (dict(pool_kernel_size=5), ShapeError,
+     r"^conv_pool L: pooling kernel 5 is larger than the padded convolution output 4$"),
+    (dict(pool_padding=2), ParameterError,
+     r"conv_pool L: parameter pool_padding: 2x2 must be smaller than the kernel 2x2"),
+    (dict(pool_type="min"), ParameterError, r"conv_pool L: parameter pool_type: 'min' is not one of max, average"),
+    (dict(kernel_size=7), ShapeError, r"conv_pool L: kernel 7x7 \(dilated\) is larger than the padded input 6x6"),
+])
+def test_errors_are_named(params, error, message):
+    with pytest.raises(error, match=message):
+        run_layer("conv_pool", params, [np.zeros((1, 2, 4, 4), np.float32)], FORMATS[0])
 
 
 def test_flops_are_those_of_the_unfused_chain():

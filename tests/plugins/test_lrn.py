@@ -49,15 +49,13 @@ def test_lrn_documented_example_and_fused_activation():
     assert_close(out, np.tanh(x64 / (1 + x64 * x64)), FORMATS[0])
 
 
-def test_lrn_bad_parameters_are_named():
-    x = np.zeros((1, 3, 4, 4), np.float32)
-    with pytest.raises(ParameterError, match=r"lrn L: parameter bias: 0: must be greater than 0"):
-        run_layer("lrn", dict(bias=0), [x], FORMATS[0])
-    with pytest.raises(ParameterError, match=r"lrn L: parameter size: 4: must be odd"):
-        run_layer("lrn", dict(size=4), [x], FORMATS[0])
-    with pytest.raises(ParameterError, match=r"lrn L: parameter size: '0' is not an integer in \[1, 255\]"):
-        run_layer("lrn", dict(size=0), [x], FORMATS[0])
-    with pytest.raises(ParameterError, match=r"lrn L: parameter beta: 0: must be greater than 0"):
-        run_layer("lrn", dict(beta=0), [x], FORMATS[0])
-    with pytest.raises(ParameterError, match=r"lrn L: parameter alpha: '-1' is not a number >= 0"):
-        run_layer("lrn", dict(alpha=-1), [x], FORMATS[0])
+@pytest.mark.parametrize("params, message", [
+    (dict(bias=0), r"lrn L: parameter bias: 0: must be greater than 0"),
+    (dict(size=4), r"lrn L: parameter size: 4: must be odd"),
+    (dict(size=0), r"lrn L: parameter size: '0' is not an integer in \[1, 255\]"),
+    (dict(beta=0), r"lrn L: parameter beta: 0: must be greater than 0"),
+    (dict(alpha=-1), r"lrn L: parameter alpha: '-1' is not a number >= 0"),
+])
+def test_lrn_bad_parameters_are_named(params, message):
+    with pytest.raises(ParameterError, match=message):
+        run_layer("lrn", params, [np.zeros((1, 3, 4, 4), np.float32)], FORMATS[0])

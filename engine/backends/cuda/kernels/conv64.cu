@@ -9,47 +9,33 @@ conv3x3_c64_rows(const unsigned short* __restrict__ x, const unsigned short* __r
     // each warpgroup walks strips of NP pixels down SEG rows at a time, keeping a ring of 5 input rows: the row
     // three below the one being computed loads while it computes; one output row = 36 wgmma m64nNPk16 with the
     // weights (A) and the ring's rows (B) both in shared memory, then transposed through stmatrix to a staging row
-    extern __shared__ unsigned char smem_raw[];
-    unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7, t128 = threadIdx.x & 127;
-    const unsigned wbase = smem_u32(smem);
+    const unsigned wbase = smem_base();
     const unsigned ring = wbase + W_BYTES + wg * WG_BYTES, stage = ring + RING * ROWB;
     load_weights(wbase, wt, 9 * 64);
     float bv[2];
     load_bias2(bv, bias, has_bias, warp, lane);
     const unsigned long long wdesc = desc_of(wbase);
-    const int strips = (W + NP - 1) / NP, segs = (H + SEG - 1) / SEG, items = N * strips * segs;
-    for (int item = blockIdx.x * GROUPS + wg; item < items; item += gridDim.x * GROUPS) {
-        const int n = item / (strips * segs), rest = item % (strips * segs);
-        const int y0 = (rest / strips) * SEG, x0 = (rest % strips) * NP - 1;
-        const unsigned short* xn = x + (size_t)n * H * W * 64;
-        unsigned short* yn = y + (size_t)n * H * W * 64;
-        ring_start(ring, xn, y0, x0, H, W, t128);
-        for (int k = 0; k < SEG && y0 + k < H; ++k) {
-            unsigned long long rdesc[3];
-            ring_next(ring, xn, y0, k, x0, H, W, t128, wg, rdesc);
-            float acc[NACC];
+    ring_walk(ring, x, y, N, H, W, 64, t128, wg,
+              [&](const unsigned long long* rdesc, unsigned short* yn, int gy, int xs) {
+        float acc[NACC];
+        #pragma unroll
+        for (int e = 0; e < NACC; ++e) { acc[e] = 0.0f; keepf(acc[e]); }
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        #pragma unroll
+        for (int dx = 0; dx < 3; ++dx)
             #pragma unroll
-            for (int e = 0; e < NACC; ++e) { acc[e] = 0.0f; keepf(acc[e]); }
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-            #pragma unroll
-            for (int dx = 0; dx < 3; ++dx)
+            for (int kc = 0; kc < 4; ++kc)
                 #pragma unroll
-                for (int kc = 0; kc < 4; ++kc)
-                    #pragma unroll
-                    for (int dy = 0; dy < 3; ++dy)
-                        wgmma_ss(acc, wdesc + (unsigned)(((dy * 3 + dx) * 8192 + kc * 32) >> 4),
-                                 rdesc[dy] + (unsigned)((dx * 128 + kc * 32) >> 4));
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-            #pragma unroll
-            for (int e = 0; e < NACC; ++e) keepf(acc[e]);
-            stage_row(acc, bv, act, alpha, stage, warp, lane);
-            wg_barrier(1 + wg);
-            const int gy = y0 + k;
-            store_row(stage, yn + (size_t)gy * W * 64, x0 + 1, W, t128);
-        }
-        asm volatile("cp.async.wait_group 0;\n" ::);
+                for (int dy = 0; dy < 3; ++dy)
+                    wgmma_ss(acc, wdesc + (unsigned)(((dy * 3 + dx) * 8192 + kc * 32) >> 4),
+                             rdesc[dy] + (unsigned)((dx * 128 + kc * 32) >> 4));
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        #pragma unroll
+        for (int e = 0; e < NACC; ++e) keepf(acc[e]);
+        stage_row(acc, bv, act, alpha, stage, warp, lane);
         wg_barrier(1 + wg);
-    }
+        store_row(stage, yn + (size_t)gy * W * 64, xs, W, t128);
+    });
 }

@@ -9,10 +9,8 @@ extern "C" __global__ void __launch_bounds__(128 * GROUPS, 1)
 conv3x3_out64(const unsigned short* __restrict__ x, const unsigned short* __restrict__ wt,
               const unsigned short* __restrict__ bias, int has_bias, unsigned short* __restrict__ y, int N, int H,
               int W, int K, int act, float alpha) {
-    extern __shared__ unsigned char smem_raw[];
-    unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7, t128 = threadIdx.x & 127;
-    const unsigned wbase = smem_u32(smem);                       // 9 taps x 8 outputs x 128 bytes
+    const unsigned wbase = smem_base();  // 9 taps x 8 outputs x 128 bytes
     const unsigned ring = wbase + 9 * 1024 + wg * (RING * ROWB);
     load_weights(wbase, wt, 9 * 8);
     const int ch = 2 * (lane & 3);  // this thread's two outputs
@@ -23,58 +21,46 @@ conv3x3_out64(const unsigned short* __restrict__ x, const unsigned short* __rest
         asm("cvt.f32.f16 %0, %1;\n" : "=f"(bv[h]) : "h"(u));
     }
     const unsigned long long wdesc = desc_of(wbase);
-    const int strips = (W + NP - 1) / NP, segs = (H + SEG - 1) / SEG, items = N * strips * segs;
-    for (int item = blockIdx.x * GROUPS + wg; item < items; item += gridDim.x * GROUPS) {
-        const int n = item / (strips * segs), rest = item % (strips * segs);
-        const int y0 = (rest / strips) * SEG, x0 = (rest % strips) * NP - 1;
-        const unsigned short* xn = x + (size_t)n * H * W * 64;
-        unsigned short* yn = y + (size_t)n * H * W * K;
-        ring_start(ring, xn, y0, x0, H, W, t128);
-        for (int k = 0; k < SEG && y0 + k < H; ++k) {
-            unsigned long long rdesc[3];
-            ring_next(ring, xn, y0, k, x0, H, W, t128, wg, rdesc);
-            float acc[NP / 64][4];
+    ring_walk(ring, x, y, N, H, W, K, t128, wg,
+              [&](const unsigned long long* rdesc, unsigned short* yn, int gy, int xs) {
+        float acc[NP / 64][4];
+        #pragma unroll
+        for (int t = 0; t < NP / 64; ++t)
             #pragma unroll
-            for (int t = 0; t < NP / 64; ++t)
-                #pragma unroll
-                for (int e = 0; e < 4; ++e) { acc[t][e] = 0.0f; keepf(acc[t][e]); }
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+            for (int e = 0; e < 4; ++e) { acc[t][e] = 0.0f; keepf(acc[t][e]); }
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        #pragma unroll
+        for (int t = 0; t < NP / 64; ++t)
             #pragma unroll
-            for (int t = 0; t < NP / 64; ++t)
+            for (int dy = 0; dy < 3; ++dy)
                 #pragma unroll
-                for (int dy = 0; dy < 3; ++dy)
+                for (int dx = 0; dx < 3; ++dx)
                     #pragma unroll
-                    for (int dx = 0; dx < 3; ++dx)
-                        #pragma unroll
-                        for (int kc = 0; kc < 4; ++kc)
-                            wgmma_ss(acc[t], rdesc[dy] + (unsigned)(((t * 64 + dx) * 128 + kc * 32) >> 4),
-                                     wdesc + (unsigned)(((dy * 3 + dx) * 1024 + kc * 32) >> 4));
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                    for (int kc = 0; kc < 4; ++kc)
+                        wgmma_ss(acc[t], rdesc[dy] + (unsigned)(((t * 64 + dx) * 128 + kc * 32) >> 4),
+                                 wdesc + (unsigned)(((dy * 3 + dx) * 1024 + kc * 32) >> 4));
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        #pragma unroll
+        for (int t = 0; t < NP / 64; ++t)
             #pragma unroll
-            for (int t = 0; t < NP / 64; ++t)
-                #pragma unroll
-                for (int e = 0; e < 4; ++e) keepf(acc[t][e]);
-            wg_barrier(1 + wg);  // every warp is done reading the ring row the next load overwrites
-            const int gy = y0 + k;
+            for (int e = 0; e < 4; ++e) keepf(acc[t][e]);
+        wg_barrier(1 + wg);  // every warp is done reading the ring row the next load overwrites
+        #pragma unroll
+        for (int t = 0; t < NP / 64; ++t)
             #pragma unroll
-            for (int t = 0; t < NP / 64; ++t)
+            for (int r = 0; r < 2; ++r) {
+                const int gx = xs + t * 64 + warp * 16 + (lane >> 2) + 8 * r;
+                if (gx >= W) continue;
+                unsigned short* dst = yn + ((size_t)gy * W + gx) * K + ch;
                 #pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    const int gx = x0 + 1 + t * 64 + warp * 16 + (lane >> 2) + 8 * r;
-                    if (gx >= W) continue;
-                    unsigned short* dst = yn + ((size_t)gy * W + gx) * K + ch;
-                    #pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        if (ch + h >= K) continue;
-                        float v = activate(acc[t][2 * r + h] + bv[h], act, alpha);
-                        unsigned short u;
-                        asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(u) : "f"(v));
-                        dst[h] = u;
-                    }
+                for (int h = 0; h < 2; ++h) {
+                    if (ch + h >= K) continue;
+                    float v = activate(acc[t][2 * r + h] + bv[h], act, alpha);
+                    unsigned short u;
+                    asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(u) : "f"(v));
+                    dst[h] = u;
                 }
-        }
-        asm volatile("cp.async.wait_group 0;\n" ::);
-        wg_barrier(1 + wg);
-    }
+            }
+    });
 }

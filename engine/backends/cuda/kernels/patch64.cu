@@ -8,10 +8,8 @@ extern "C" __global__ void __launch_bounds__(128 * GROUPS, 1)
 conv3x3_patch64(const unsigned short* __restrict__ x, const unsigned short* __restrict__ wt,
                 const unsigned short* __restrict__ bias, int has_bias, unsigned short* __restrict__ y, int N, int H,
                 int W, int C, int act, float alpha) {
-    extern __shared__ unsigned char smem_raw[];
-    unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7, t128 = threadIdx.x & 127;
-    const unsigned wbase = smem_u32(smem);                       // 64 rows x 128 bytes
+    const unsigned wbase = smem_base();  // 64 rows x 128 bytes
     const unsigned pbuf = wbase + 8192 + wg * (2 * NP * 128), stage = pbuf + NP * 128;
     load_weights(wbase, wt, 64);
     float bv[2];
@@ -28,10 +26,9 @@ conv3x3_patch64(const unsigned short* __restrict__ x, const unsigned short* __re
         cv[j] = ok ? k % C : 0;
     }
     const unsigned long long wdesc = desc_of(wbase), pdesc = desc_of(pbuf);
-    const int strips = (W + NP - 1) / NP, segs = (H + SEG - 1) / SEG, items = N * strips * segs;
+    const int items = strip_count(N, H, W);
     for (int item = blockIdx.x * GROUPS + wg; item < items; item += gridDim.x * GROUPS) {
-        const int n = item / (strips * segs), rest = item % (strips * segs);
-        const int y0 = (rest / strips) * SEG, xs = (rest % strips) * NP;
+        const auto [n, y0, xs] = strip_of(item, H, W);
         const unsigned short* xn = x + (size_t)n * H * W * C;
         unsigned short* yn = y + (size_t)n * H * W * 64;
         for (int k = 0; k < SEG && y0 + k < H; ++k) {

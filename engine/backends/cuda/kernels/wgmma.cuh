@@ -12,6 +12,25 @@
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
+// the dynamic shared memory, its start aligned to 1024 bytes (the 128-byte swizzle wgmma reads needs it)
+__device__ __forceinline__ unsigned smem_base() {
+    extern __shared__ unsigned char smem_raw[];
+    return smem_u32((const void*)(((size_t)smem_raw + 1023) & ~(size_t)1023));
+}
+
+// A work item: the strip of NP output pixels from column xs of image n, rows y0 to y0 + SEG - 1 (those in the image);
+// the warpgroups of the grid take the items in turn
+struct Strip { int n, y0, xs; };
+
+__device__ __forceinline__ int strip_count(int N, int H, int W) {
+    return N * ((W + NP - 1) / NP) * ((H + SEG - 1) / SEG);
+}
+
+__device__ __forceinline__ Strip strip_of(int item, int H, int W) {
+    const int strips = (W + NP - 1) / NP, segs = (H + SEG - 1) / SEG, rest = item % (strips * segs);
+    return {item / (strips * segs), (rest / strips) * SEG, (rest % strips) * NP};
+}
+
 __device__ __forceinline__ void cp16(unsigned dst, const void* src, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
@@ -69,6 +88,30 @@ __device__ __forceinline__ void ring_next(unsigned ring, const unsigned short* _
     wg_barrier(1 + wg);
     #pragma unroll
     for (int dy = 0; dy < 3; ++dy) rdesc[dy] = desc_of(ring + ((k + dy) % RING) * ROWB);
+}
+
+// Every work item of this warpgroup, its input rows walked through the ring: row(rdesc, yn, gy, xs) computes output
+// row gy of the strip from column xs (rdesc: the descriptors of its three input rows; yn: image n of y, K channels a
+// pixel); the ring's loads are all waited for before the next item
+template <class Row>
+__device__ __forceinline__ void ring_walk(unsigned ring, const unsigned short* __restrict__ x,
+                                          unsigned short* __restrict__ y, int N, int H, int W, int K, int t128,
+                                          int wg, Row row) {
+    const int items = strip_count(N, H, W);
+    for (int item = blockIdx.x * GROUPS + wg; item < items; item += gridDim.x * GROUPS) {
+        const auto [n, y0, xs] = strip_of(item, H, W);
+        const int x0 = xs - 1;  // the ring's first column: the padding left of the strip
+        const unsigned short* xn = x + (size_t)n * H * W * 64;
+        unsigned short* yn = y + (size_t)n * H * W * K;
+        ring_start(ring, xn, y0, x0, H, W, t128);
+        for (int k = 0; k < SEG && y0 + k < H; ++k) {
+            unsigned long long rdesc[3];
+            ring_next(ring, xn, y0, k, x0, H, W, t128, wg, rdesc);
+            row(rdesc, yn, y0 + k, xs);
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::);
+        wg_barrier(1 + wg);
+    }
 }
 
 // wgmma_ss(d, a, b): d += A B, one m64nNk16 product (N = WGMMA_N) with both operands read from shared memory
