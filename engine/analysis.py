@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import LayerLabError
-from engine.format_conversion import fused_note
+from engine.format_conversion import chosen_layouts, fused_note
 from engine.model import Model
 from engine.network import Network
 from engine.registry import Registry
@@ -381,12 +381,15 @@ def network_overview(net: Network) -> list[OverviewItem]:
 
 
 def format_status(net: Network, name: str) -> list[str]:
-    """The overview's format badge of a layer: ``fp32|nhwc`` for a layer in another format than the network's,
+    """The overview's format badge of a layer: ``pinned fp32|nhwc`` for a layer in another format than the network's
+    by its setting, ``logical order fp32|nchw`` for a token layer holding its tensors in logical order by its own choice,
     ``conversion fp16|nhwc -> fp32|nhwc`` for an inserted format conversion (``..., fused into c2`` where the network
     fused it into that layer); nothing for the others."""
     for conv, _src, a, b in net.conversions:
         if conv == name:
             return [f"conversion {a} -> {b}{fused_note(net, conv)}"]
+    if name in net.pinned and name in chosen_layouts(net):
+        return [f"logical order {net.pinned[name]}"]  # a token layer's own choice, no setting
     return [f"pinned {net.pinned[name]}"] if name in net.pinned else []
 
 

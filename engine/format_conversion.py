@@ -222,6 +222,14 @@ def fused_conversions(conversions: Iterable[tuple[str, str, TensorFormat, Tensor
     return out
 
 
+def chosen_layouts(net: Any) -> set[str]:
+    """The layers of network ``net`` in another layout than the network's by their type's choice
+    (:func:`automatic_layouts`), not by a setting: the same precision as the network, no format setting."""
+    source = net.preprocessed.source.layers
+    return {n for n, f in net.pinned.items() if f.precision is net.fmt.precision
+            and not (source[n].format if n in source else "")}
+
+
 def fused_note(net: Any, conv: str) -> str:
     """``, fused into c2 (its write)`` / ``, fused into c3, c4 (their reads)`` for a conversion the network ``net``
     fused (``Network.fused_conversions``), ``''`` for the others: what reports and the overview add to it."""

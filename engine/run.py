@@ -30,7 +30,7 @@ from engine import report as rep
 from engine.backends import BACKENDS, get_backend
 from engine.backends.base import Backend
 from engine.errors import InputError, LayerLabError, check_at_least
-from engine.format_conversion import fused_note
+from engine.format_conversion import chosen_layouts, fused_note
 from engine.formats import (
     AUTO,
     DEFAULT_FORMATS,
@@ -217,9 +217,7 @@ def open_network(model: Model, spec: RunSpec, registry: Registry | None = None, 
 def format_notes(net: Network) -> list[str]:
     """One line per layer in another format than the network's (the layers that hold their tensors in logical
     order by their type's choice, without a setting, in one line) and one per inserted format conversion."""
-    source = net.preprocessed.source.layers
-    chosen = [n for n, f in net.pinned.items() if f.precision is net.fmt.precision
-              and not (source[n].format if n in source else "")]
+    chosen = chosen_layouts(net)
     notes = [f"layer {name} runs in {fmt} (network {net.fmt})" for name, fmt in net.pinned.items()
              if name not in chosen]
     if chosen:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.analysis import format_status
 from engine.format_conversion import layer_formats
 from engine.model import Model
 from engine.network import Network
@@ -108,3 +109,6 @@ def test_the_notes_count_the_automatic_layouts_in_one_line():
     assert sum("hold their tensors in logical order" in n for n in notes) == 1
     assert any(n.startswith("6 layer(s) hold their tensors in logical order") for n in notes)
     assert any(n.startswith("layer pool runs in fp16|nhwc") for n in notes)  # a setting is still named
+    # the overview's badge says which is which
+    assert format_status(net, "mlp") == ["logical order fp32|nchw"]
+    assert format_status(net, "pool") == ["pinned fp16|nhwc"]
