@@ -338,6 +338,12 @@ class Layer:
         """Index of the input this layer passes through unchanged (no copy), or None."""
         return None
 
+    def input_view(self) -> Callable[[Any], Any] | None:
+        """A function giving this layer's output as a view of its input 0's array (no copy: a pick along the
+        leading axis), or None to compute it. Called after ``reshape``; the network takes the view only where the
+        layer has no activation and the view is C-contiguous with the output's shape (engine.network.view_of)."""
+        return None
+
     #: how many leading inputs are already in place in the output buffer (set by the network where this layer
     #: extends an earlier join of the same inputs in one buffer: ``joins_channels``); ``forward`` skips them
     in_place_inputs: int = 0

@@ -350,6 +350,7 @@ class Network:
         self._views: dict[str, Any] = {}
         self._roots: dict[str, str] = {}
         self._run_sets: dict[tuple[frozenset[str], tuple[str | None, ...]], tuple[set[str], tuple[str, ...]]] = {}
+        self._view_fns: dict[str, Callable[[Any], Any]] = {}  # layers whose output is a view of their input's
         self._extends: dict[str, tuple[str, int]] = {}  # a join in a chain -> (the join it extends, inputs in place)
         self._running: set[str] = set()  # the layers the current run computes
         self.peak_memory_bytes = 0
@@ -410,7 +411,11 @@ class Network:
         if name in self.fused_conversions:
             return 0
         layer = self.nodes[name].layer
-        return layer.bypass_input() if layer.activation is None else None
+        if layer.activation is not None:
+            return None
+        if name in self._view_fns:
+            return 0
+        return layer.bypass_input()
 
     # ---- inputs ----------------------------------------------------------------------------------
     def set_input(self, name: str, array: Any, fmt: TensorFormat | None = None) -> None:
@@ -499,7 +504,9 @@ class Network:
 
     def _plan_memory(self) -> None:
         """Slots for the layers' outputs (``engine.memory_plan``), allocated, and each layer's view of its own."""
-        roots = buffer_roots(self.order, self._inputs, {n: self._aliased(n) for n in self.order})
+        self._view_fns = {n: fn for n in self.order if (fn := view_of(self, n)) is not None}
+        aliased = {n: self._aliased(n) for n in self.order}
+        roots = buffer_roots(self.order, self._inputs, aliased)
         keep = set(self.input_names) | set(self.output_names) | {n for n, nd in self.nodes.items() if nd.permanent}
         sizes = {n: self._dims[n].elements * self.storage_format(n).itemsize for n in self.order if roots[n] == n}
         chains = joins_sharing_buffers(self.backend.views_joins, self.order, self._inputs, {
@@ -522,7 +529,11 @@ class Network:
         own = {n: leading_channels(self._slots[slot_of[h]][:sizes[h]], fmts[n], self._dims[last.get(h, n)],
                                    self._dims[n].c if n in chains else None) for n, h in (
             (n, shared.get(n, n)) for n in sizes)}  # a join of a chain: the leading channels of its buffer
-        self._views = {n: own[roots[n]] for n in self.order}
+        self._views = {}
+        for n in self.order:  # a root's own view; a bypass its input's; a view layer a view of its input's
+            src = self._inputs[n][aliased[n]] if roots[n] != n else None  # type: ignore[index]
+            self._views[n] = own[n] if src is None else self._view_fns[n](self._views[src]) \
+                if n in self._view_fns else self._views[src]
         self.peak_memory_bytes, self.slot_count = int(sum(capacity)), len(capacity)
 
     # ---- execution -------------------------------------------------------------------------------
@@ -667,3 +678,26 @@ def run_set(net: Network) -> tuple[set[str], tuple[str, ...]]:
         if len(net._run_sets) > 64:  # many partial runs (the designer's edits): keep the latest only
             net._run_sets = {memo: hit}
     return hit
+
+
+def view_of(net: Network, name: str) -> Callable[[Any], Any] | None:
+    """Layer ``name``'s view of its input (``Layer.input_view``) where the network takes it: no activation, input
+    and output stored in logical order, and the view of a C-contiguous input C-contiguous of the output's shape
+    (checked on an array of the input's strides over one element, no memory)."""
+    nd = net.nodes[name]
+    layer = nd.layer
+    if layer.activation is not None or not nd.inputs or nd.inputs[0] is None or name in net.fused_conversions:
+        return None
+    fn = layer.input_view()
+    if fn is None:
+        return None
+    src, out = net._dims[nd.inputs[0]], net._dims[name]
+    if net.storage_format(nd.inputs[0]) != net.storage_format(name):
+        return None
+    strides, step = [], 1
+    for size in reversed(tuple(src)):
+        strides.append(step)
+        step *= size
+    probe = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(src), tuple(reversed(strides)))
+    view = fn(probe)
+    return fn if view.shape == tuple(out) and view.flags.c_contiguous else None

@@ -2,6 +2,7 @@
 ``x[:, 2]``)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -9,7 +10,7 @@ import numpy as np
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
-from engine.tensor import Dims, nchw_view
+from engine.tensor import Dims, Layout, nchw_view
 from plugins.standard._common_rank import axis_index
 
 
@@ -121,6 +122,15 @@ class Gather(Layer):
             return
         y = gather(self.xp, x, self._axis(x.ndim), self._indices, bool(self.p["drop_axis"]))
         self.store(out, self.activate(y))
+
+    def input_view(self) -> Callable[[Any], Any] | None:
+        """One index with ``drop_axis``, in logical order: ``x[..., i]`` along the axis is a view (a ``qkv[0]``)."""
+        x = self.input_dims[0] if self.input_dims else None
+        if not self.p["drop_axis"] or x is None or (Layout.NHWC is self.fmt.layout and 4 in (len(x), len(x) - 1)):
+            return None
+        axis = self._axis(len(x))
+        index = (slice(None),) * axis + (self._indices[0] % x[axis],)
+        return lambda a: a[index]
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
         return 0
