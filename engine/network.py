@@ -405,18 +405,6 @@ class Network:
         self._ensure_planned()
         return self._dims[name]
 
-    def _aliased(self, name: str) -> int | None:
-        """The input whose buffer holds layer ``name``'s output: a fused conversion's source, or the input a layer
-        passes through unchanged (unless an activation is applied after it); None for a layer writing its own."""
-        if name in self.fused_conversions:
-            return 0
-        layer = self.nodes[name].layer
-        if layer.activation is not None:
-            return None
-        if name in self._view_fns:
-            return 0
-        return layer.bypass_input()
-
     # ---- inputs ----------------------------------------------------------------------------------
     def set_input(self, name: str, array: Any, fmt: TensorFormat | None = None) -> None:
         """Give input layer ``name`` a tensor (4-D in ``fmt``, default fp32 NCHW, or of another rank 1 to 6): a host array,
@@ -505,7 +493,7 @@ class Network:
     def _plan_memory(self) -> None:
         """Slots for the layers' outputs (``engine.memory_plan``), allocated, and each layer's view of its own."""
         self._view_fns = {n: fn for n in self.order if (fn := view_of(self, n)) is not None}
-        aliased = {n: self._aliased(n) for n in self.order}
+        aliased = {n: aliased_input(self, n) for n in self.order}
         roots = buffer_roots(self.order, self._inputs, aliased)
         keep = set(self.input_names) | set(self.output_names) | {n for n, nd in self.nodes.items() if nd.permanent}
         sizes = {n: self._dims[n].elements * self.storage_format(n).itemsize for n in self.order if roots[n] == n}
@@ -701,3 +689,16 @@ def view_of(net: Network, name: str) -> Callable[[Any], Any] | None:
     probe = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(src), tuple(reversed(strides)))
     view = fn(probe)
     return fn if view.shape == tuple(out) and view.flags.c_contiguous else None
+
+
+def aliased_input(net: Network, name: str) -> int | None:
+    """The input whose buffer holds layer ``name``'s output: a fused conversion's source, or the input a layer
+    passes through unchanged (unless an activation is applied after it); None for a layer writing its own."""
+    if name in net.fused_conversions:
+        return 0
+    layer = net.nodes[name].layer
+    if layer.activation is not None:
+        return None
+    if name in net._view_fns:
+        return 0
+    return layer.bypass_input()
