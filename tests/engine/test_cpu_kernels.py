@@ -26,6 +26,8 @@ def _ref_conv(x, w, b, stride, padding, dilation, act=None, alpha=0.0):
         y = np.maximum(y, 0)
     elif act == "leaky_relu":
         y = np.where(y > 0, y, alpha * y)
+    elif act == "silu":
+        y = y / (1 + np.exp(-y))
     return y
 
 
