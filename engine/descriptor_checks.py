@@ -53,7 +53,7 @@ def layer_desc_problems(desc: Any) -> list[str]:
     problems = []
     if not isinstance(desc.name, str) or not is_identifier(desc.name):
         problems.append(f"name: {cut(desc.name)} is not an identifier (letters, digits, '_')")
-    for f in ("display_name", "summary", "documentation", "collection"):
+    for f in ("display_name", "summary", "documentation", "collection", "inputs_commute"):
         if not isinstance(getattr(desc, f), str):
             problems.append(f"{f}: {cut(getattr(desc, f))} is not text")
     for f in ("categories", "legacy_names", "weights"):

@@ -264,6 +264,10 @@ class LayerDesc:
     weights: tuple[str, ...] = field(default=())  # names of the weights the layer may need
     #: the tensor ranks the layer's inputs may have (4: N x C x H x W); the type checker refuses others
     ranks: tuple[int, ...] = (4,)
+    #: a condition in the fusing rule language over the layer's parameters (``operation == 'sum'``); where it holds,
+    #: the order of the layer's data inputs does not change its result, so a fusing rule's inner layer matches at
+    #: any of them (a convolution at either input of a sum); empty: the order matters
+    inputs_commute: str = ""
 
     def rank_problem(self, inputs: list[Dims | None], sources: list[str | None]) -> str | None:
         """Why input dimensions ``inputs`` (read from the layers ``sources``) have a rank this layer does not

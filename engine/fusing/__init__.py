@@ -2,7 +2,7 @@
 
 A rule names the tensor formats it applies to, the replacement layer type, and a pattern: the outer
 layer (with an optional condition) and, in braces, the inner layer that feeds its input 0 (with its own
-optional condition)::
+optional condition; any of its data inputs where the outer layer's inputs commute, as a sum's do)::
 
     fp16|nhwc|conv_bn = batch_normalization[act == 'none' || act == 'relu'] {convolution[act == 'none']}
 

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from engine.descriptors import InputKind, LayerDesc
 from engine.formats import LayerFormat
-from engine.fusing.syntax import FusingRule
+from engine.fusing.conditions import Node
+from engine.fusing.syntax import FusingRule, LayerPattern, parse_condition
 from engine.graph import execution_order
 from engine.model import LayerSpec, Model
 from engine.registry import Registry
@@ -49,9 +51,12 @@ def apply_rules(model: Model, registry: Registry, fmt: TensorFormat, rules: list
     fuses nothing, so chains fuse whatever their length (conv_bn followed by a conv_bn_pool rule...).
 
     A match is the outer layer and the layer linked to its input 0, both of the pattern's types and
-    meeting their conditions. It is never fused when the inner layer's output is needed elsewhere: it has
-    another reader (or another link to the outer layer), it is permanent, it is a network input or read
-    by an output layer, or its name is in ``protected`` (breakpoints, inspected layers).
+    meeting their conditions. Where the outer layer's inputs commute (its descriptor's ``inputs_commute``
+    holds: a sum, a product), the inner layer may sit at any of its data inputs (input 0 tried first); the
+    match is then fused as if the two inputs were swapped, so ``sum(x, conv(x))`` becomes ``conv_sum(x, x)``
+    with the residual at input 1 as for ``sum(conv(x), x)``. It is never fused when the inner layer's output
+    is needed elsewhere: it has another reader (or another link to the outer layer), it is permanent, it is a
+    network input or read by an output layer, or its name is in ``protected`` (breakpoints, inspected layers).
 
     The fused layer, named after the outer layer (keeping its position and permanent flag):
     * parameters: each parameter of the replacement takes the value of the same-named parameter of the
@@ -101,6 +106,7 @@ class _Fuser:
         self.fused_names: set[str] = set()
         self.replaced_once: set[tuple[str, str]] = set()
         self.skipped: dict[tuple[str, str, str], tuple[str, str, str, str]] = {}
+        self.commute_conditions: dict[str, Node] = {}
 
     def fmt_of(self, spec: LayerSpec) -> TensorFormat:
         """The layer's own format (``LayerSpec.format``, set by the preprocessor's formats pass), else the network's."""
@@ -119,9 +125,13 @@ class _Fuser:
             if not rule.applies_to(self.fmt_of(spec)) or not rule.outer.holds(spec, outer_desc, rule.label,
                                                                                self._act(spec)):
                 continue
-            inner = None
-            if rule.inner is not None:
-                src = spec.inputs[0] if spec.inputs else None
+            if rule.inner is None:
+                if (rule.text, name) in self.replaced_once:
+                    continue
+                changed |= self._try(rule, None, spec)
+                continue
+            for at in self._inner_slots(spec, outer_desc):
+                src = spec.inputs[at] if at < len(spec.inputs) else None
                 inner = self.model.layers.get(src) if src else None
                 if inner is None or self.registry.find_layer(inner.type) is not inner_desc:
                     continue
@@ -129,17 +139,36 @@ class _Fuser:
                     continue
                 if not rule.inner.holds(inner, inner_desc, rule.label, self._act(inner)):  # type: ignore[arg-type]
                     continue
-            elif (rule.text, name) in self.replaced_once:
-                continue
-            try:
-                self.fuse(rule, inner, spec)
-            except _Refused as why:
-                key = (rule.name, inner.name if inner else "", name)
-                self.skipped[key] = (*key, str(why))
-                continue
-            self.skipped.pop((rule.name, inner.name if inner else "", name), None)
-            changed = True
+                if self._try(rule, inner, _with_input_first(spec, at)):
+                    changed = True
+                    break
         return changed
+
+    def _try(self, rule: FusingRule, inner: LayerSpec | None, outer: LayerSpec) -> bool:
+        """Fuse one match, or record why not; True when it fused."""
+        key = (rule.name, inner.name if inner else "", outer.name)
+        try:
+            self.fuse(rule, inner, outer)
+        except _Refused as why:
+            self.skipped[key] = (*key, str(why))
+            return False
+        self.skipped.pop(key, None)
+        return True
+
+    def _inner_slots(self, spec: LayerSpec, desc: LayerDesc) -> list[int]:
+        """The outer layer's inputs where a pattern's inner layer may sit: input 0, and every other data input
+        when the layer's inputs commute (its descriptor's ``inputs_commute`` holds: a sum, a product)."""
+        if not desc.inputs_commute or len(spec.inputs) < 2:
+            return [0]
+        cond = self.commute_conditions.get(desc.name)
+        if cond is None:
+            cond = self.commute_conditions[desc.name] = parse_condition(
+                desc.inputs_commute, f"{desc.name} inputs_commute")
+        label = f"layer type {desc.name}'s inputs_commute"
+        if not LayerPattern(desc.name, cond, 1).holds(spec, desc, label, self._act(spec)):
+            return [0]
+        return [0, *(i for i in range(1, len(spec.inputs))
+                     if (d := desc.input_desc(i)) is not None and not d.weight)]
 
     def _act(self, spec: LayerSpec) -> str:
         desc = self.registry.find_activation(spec.activation) if spec.activation not in ("", "none") else None
@@ -152,7 +181,9 @@ class _Fuser:
         return desc
 
     def _check_inner_free(self, inner: LayerSpec, outer: LayerSpec) -> None:
-        others = [f"{r}:{i}" for r, i in self.model.readers(inner.name) if (r, i) != (outer.name, 0)]
+        links = self.model.readers(inner.name)
+        own = [(r, i) for r, i in links if r == outer.name]  # one link from the outer layer is the match
+        others = [f"{r}:{i}" for r, i in links if r != outer.name] + [f"{r}:{i}" for r, i in own[1:]]
         if others:
             raise _Refused(f"the output of {inner.name} is also read by {', '.join(others)}")
         if inner.permanent:
@@ -283,6 +314,16 @@ class _Fuser:
         wm.update(new)
         for layer, _ in new.values():
             self.result.sources.setdefault(layer, copy.deepcopy(self.original.layers[layer]))
+
+
+def _with_input_first(spec: LayerSpec, at: int) -> LayerSpec:
+    """``spec`` with its inputs 0 and ``at`` swapped (a copy; itself when ``at`` is 0): the outer layer of a match
+    whose inner layer sits at input ``at`` of a layer whose inputs commute, seen as if it sat at input 0."""
+    if at == 0:
+        return spec
+    inputs = list(spec.inputs)
+    inputs[0], inputs[at] = inputs[at], inputs[0]
+    return dataclasses.replace(spec, inputs=inputs)
 
 
 def _resolve(names: list[str], sources: list[set[str]]) -> dict[str, tuple[int, str]]:

@@ -286,6 +286,16 @@ class _Parser:
         raise self.fail("a parameter name, act, a number or a 'string'")
 
 
+def parse_condition(text: str, name: str) -> Node:
+    """Parse a condition alone (a descriptor's ``inputs_commute``); ``name`` identifies it in messages. Raises
+    FusingRuleError naming it, the column and what was expected."""
+    parser = _Parser(text, name)
+    node = parser.condition()
+    if parser.tok.kind != "end":
+        raise parser.fail("'&&', '||' or the end of the condition")
+    return node
+
+
 def parse_rule(text: str, name: str | None = None) -> FusingRule:
     """Parse one rule. ``name`` identifies it in messages and in ``FusedModel.applied`` (default: its
     head, e.g. ``fp16|nhwc|conv_bn``). Raises FusingRuleError naming the rule, the column and what was

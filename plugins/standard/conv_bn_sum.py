@@ -24,7 +24,7 @@ DESC = LayerDesc(
         "<code>y = activation((z - bn_mean[o]) / sqrt(bn_variance[o] + epsilon) * bn_scale[o] + bn_bias[o] + "
         "residual)</code>: a ResNet block's <code>relu(bn(conv(x)) + shortcut)</code>. The normalization is folded "
         "into the convolution weights; the built-in fusing rule makes this layer from a conv_bn without activation "
-        "read only by a two-input sum, as that sum's input 0.</p>"
+        "read only by a two-input sum, at either of that sum's inputs (the other one becomes the residual).</p>"
         "<ul><li><b>input</b> (primary): N x C_in x H x W.</li>" + RESIDUAL_DOC +
         "<li><b>weights</b>, <b>bias</b>, <b>bn_mean</b>, <b>bn_variance</b>, <b>bn_scale</b>, <b>bn_bias</b> "
         "(secondary): replace the weights of the same names (as in conv_bn).</li>"

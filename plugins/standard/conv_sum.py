@@ -68,7 +68,8 @@ DESC = LayerDesc(
         "<p>Computes the chain <b>convolution</b> -&gt; <b>element_wise</b> (sum) as one layer: "
         "<code>y = activation(conv(x, weights) + bias + residual)</code>, the activation after the sum (a ResNet "
         "block's <code>relu(conv(x) + shortcut)</code>). The built-in fusing rule makes it from a convolution "
-        "without activation read only by a two-input sum, as that sum's input 0.</p>"
+        "without activation read only by a two-input sum, at either of that sum's inputs (the other one becomes "
+        "the residual).</p>"
         "<ul><li><b>input</b> (primary): N x C_in x H x W.</li>" + RESIDUAL_DOC
         + FUSED_CONV_WEIGHTS_DOC
         + CONV_PARAMS_DOC + padding_end_doc() +

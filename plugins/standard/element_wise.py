@@ -56,6 +56,7 @@ DESC = LayerDesc(
     ranks=ANY_RANK,
     params=(ParamDesc("operation", "enum", "sum", "how inputs combine", enum_values=OPERATIONS, main=True,
                       legacy_names=("op",)),),
+    inputs_commute="operation != 'sub' && operation != 'div'",
 )
 
 

@@ -6,8 +6,9 @@ Each applies only where the fused layer computes exactly what the chain computes
 * conv_pool applies the activation between the convolution and the pooling, so the pooling must
   have none, except ReLU after max pooling, which gives the same result in either order;
 * conv_sum and conv_bn_sum apply their activation after the sum, as the sum does, so the convolution must have
-  none; the sum's input 1 (a ResNet block's shortcut) becomes the fused layer's input 1 (``residual``). Only a
-  convolution at the sum's input 0 matches, and a sum of more than two inputs is not fused;
+  none; the sum's other input (a ResNet block's shortcut) becomes the fused layer's input 1 (``residual``). The
+  convolution may be either input of the sum (a sum's inputs commute: ``x + conv(x)`` fuses as ``conv(x) + x``
+  does); a sum of more than two inputs is not fused;
 * upscale_concat (a U-Net decoder step in one pass over memory) applies its activation to every
   channel, as the concatenation does, so the upsample must have none. The concatenation's input 1 (the
   skip tensor) becomes the fused layer's input 1; a concatenation of more inputs is not fused, and one

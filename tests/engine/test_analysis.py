@@ -147,6 +147,19 @@ def test_network_overview_shows_order_shapes_and_fused_layers(registry):
     assert roles[("inp", "cmp", 0)] == ""
 
 
+def test_network_overview_shows_a_sum_fused_with_the_convolution_at_its_second_input(registry):
+    """x + conv(x): the sum's inputs commute, so the convolution at input 1 fuses, and the overview says so."""
+    m = Model("residual")
+    m.add_layer("input", "inp", params={"dimensions": "1x4x8x8"})
+    m.add_layer("convolution", "conv", params={"num_output_channels": "4"}, inputs=["inp"])
+    m.add_layer("element_wise", "add", params={"operation": "sum"}, inputs=["inp", "conv"])
+    m.add_layer("output", "out", inputs=["add"])
+    by = {i.name: i for i in network_overview(Network(m, registry, fusing="on"))}
+    assert "conv" not in by and by["add"].type == "conv_sum"
+    assert by["add"].fused_from == ["conv"] and by["add"].status.startswith("fused: conv + add")
+    assert by["add"].rule == "*|*|conv_sum" and by["add"].inputs == ["inp", "inp"]
+
+
 def test_variant_parsing():
     assert Variant.parse("fp16") == Variant("numpy", TensorFormat.parse("fp16"))
     assert Variant.parse("cupy:fp16 nhwc") == Variant("cupy", TensorFormat.parse("fp16|nhwc"))

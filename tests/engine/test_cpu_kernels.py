@@ -26,6 +26,8 @@ def _ref_conv(x, w, b, stride, padding, dilation, act=None, alpha=0.0):
         y = np.maximum(y, 0)
     elif act == "leaky_relu":
         y = np.where(y > 0, y, alpha * y)
+    elif act == "silu":
+        y = y / (1 + np.exp(-y))
     return y
 
 
@@ -182,8 +184,9 @@ def test_panel_product_tiles_every_row_count_exactly(m):
     (1, 3, 64, (30, 23), (7, 7), (2, 2), (3, 3)),   # a ResNet stem, odd sizes: the last tile of a row part-filled
     (2, 4, 32, (11, 17), (5, 3), (1, 2), (2, 0)),   # rectangular, two images, padding on one axis
     (1, 3, 96, (9, 9), (3, 3), (1, 1), (0, 0)),     # no padding
+    (1, 3, 32, (37, 29), (3, 3), (2, 2), (1, 1)),   # a MobileNet stem of 19x15 pixels: by output rows
 ])
-@pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("leaky_relu", True)])
+@pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("leaky_relu", True), ("silu", True)])
 def test_direct_panel_convolution_matches_the_reference(n, c, k, size, kernel, stride, padding, act, bias):
     def call(x, wt, b, out):
         cpu.panels.conv_panels(x, cpu.panels.panel_weights(wt), kernel, b, out, stride, padding, (1, 1), EPILOGUES[act], 0.2)
@@ -212,11 +215,15 @@ def test_backend_takes_the_direct_panels_for_an_rgb_stem_only(monkeypatch):
     assert be.kernel("conv2d")(x, stem, None, out, (2, 2), (3, 3), (1, 1), 1, "relu", {})
     assert calls == [(1, 3, 40, 40)]
     assert _rel(out, _ref_conv(x, stem, None, (2, 2), (3, 3), (1, 1), "relu")) < 1e-5
-    # a 3x3 RGB window (27 values) and dilated windows keep im2col
+    # a 3x3 RGB window (27 values) takes them too; a one-channel 3x3 window (9 values) and dilated windows keep im2col
     small = rng.standard_normal((64, 3, 3, 3)).astype(np.float32)
-    assert be.kernel("conv2d")(x, small, None, _out(1, 64, 40, 40, nhwc=True), (1, 1), (1, 1), (1, 1), 1, None, {})
+    assert be.kernel("conv2d")(x, small, None, _out(1, 64, 20, 20, nhwc=True), (2, 2), (1, 1), (1, 1), 1, "silu", {})
+    assert calls == [(1, 3, 40, 40)] * 2
+    gray = rng.standard_normal((64, 1, 3, 3)).astype(np.float32)
+    gray_x = _tensors(rng, 1, 1, 40, 40, nhwc=True)
+    assert be.kernel("conv2d")(gray_x, gray, None, _out(1, 64, 40, 40, nhwc=True), (1, 1), (1, 1), (1, 1), 1, None, {})
     assert be.kernel("conv2d")(x, stem, None, _out(1, 64, 17, 17, nhwc=True), (2, 2), (3, 3), (2, 2), 1, None, {})
-    assert len(calls) == 1
+    assert len(calls) == 2
 
 
 def test_panel_product_keeps_nan_and_leaves_other_pixels_alone():

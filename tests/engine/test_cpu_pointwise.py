@@ -75,11 +75,14 @@ def test_pointwise_panels_match_the_reference(n, c, k, size, stride, act, bias):
 
 @pytest.mark.parametrize("k", [16, 20, 48])
 @pytest.mark.parametrize("act", ["relu", "gelu"])
-def test_pointwise_panels_add_a_residual_before_the_activation(k, act):
-    rng, x, wt, b = _case(31, 1, 12, k, 13, 15, True)
-    residual = rng.standard_normal((1, 13, 15, k)).astype(np.float32).transpose(0, 3, 1, 2)
+@pytest.mark.parametrize("h,w", [(13, 15), (19, 17)], ids=["whole", "by-rows"])
+def test_pointwise_panels_add_a_residual_before_the_activation(k, act, h, w):
+    """A small image as one block, a large one (more than PANEL_MAX_PIXELS pixels) by output rows, each row's panels
+    then activated as one run."""
+    rng, x, wt, b = _case(31, 1, 12, k, h, w, True)
+    residual = rng.standard_normal((1, h, w, k)).astype(np.float32).transpose(0, 3, 1, 2)
     ref = _reference(x, wt, b, (1, 1), act, residual)
-    out = _out(1, k, 13, 15)
+    out = _out(1, k, h, w)
     plan = cpu.panels.conv_panels_plan(x, cpu.panels.panel_weights(wt), (1, 1), b, out, (1, 1), (0, 0), (1, 1),
                                        EPILOGUES[act], 0.0, residual)
     plan()

@@ -82,9 +82,10 @@ def test_only_layers_whose_forward_is_one_kernel_call_are_replayed():
     net.run()
     types = {name: net.nodes[name].layer.desc.name for name in net.order}
     replayed = {name for name, call, _ in net.replayer.recorded if call is not None}
-    assert {types[n] for n in replayed} == {"convolution", "conv_bn_sum", "pooling", "fully_connected"}
+    assert {types[n] for n in replayed} == {"convolution", "conv_bn_sum", "pooling", "fully_connected", "conv_pool"}
     assert {"p6", "gap", "fc"} <= replayed
-    assert any(t == "conv_pool" for t in types.values())  # the pooling after its convolution: not replayed
+    # the pooling after its convolution: both prepared calls, replayed as a pair
+    assert any(t == "conv_pool" and n in replayed for n, t in types.items())
     assert "c4" not in replayed  # a sine no kernel applies: the layer's forward does a second pass
     assert "p7" not in replayed  # the same after a pooling
     counts = _forwards(net)

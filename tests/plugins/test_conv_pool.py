@@ -122,3 +122,28 @@ def test_fp32_nhwc_on_the_cpu_runs_the_convolution_and_pooling_kernels(monkeypat
     assert "pool_nhwc" in calls and set(calls) & {"conv_nhwc_plan", "conv_panels_plan", "winograd_plan"}
     c = np.maximum(onnx_conv(x, w, params), 0)
     assert_close(out, onnx_pool(c, pool_params(params)), fmt, "conv_pool through the kernels vs onnxruntime")
+
+
+@pytest.mark.parametrize("pool", [dict(pool_type="max", kernel_size="3", stride="2", padding="1"),
+                                  dict(pool_type="average", **{"global": "true"})], ids=["max", "global-average"])
+def test_the_cpu_replays_the_convolution_and_the_pooling_as_one_call(pool):
+    """fp32 NHWC on the CPU: both are prepared kernel calls, so later runs replay the pair (no Python work per run);
+    each run, on a new input, gives what the unfused chain gives."""
+    pytest.importorskip("engine.backends.cpu.ops", reason="Numba is not installed")
+    from engine.backends import get_backend
+
+    m = Model("stem")
+    m.add_layer("input", "inp", params={"dimensions": "1x3x32x32"})
+    m.add_layer("convolution", "conv", params={"num_output_channels": "16", "kernel_size": "7", "stride": "2",
+                                               "padding": "3"}, inputs=["inp"], activation="relu")
+    m.add_layer("pooling", "pool", params=pool, inputs=["conv"])
+    m.add_layer("output", "out", inputs=["pool"])
+    fmt = next(f for f in FORMATS if str(f) == "fp32|nhwc")
+    fused = Network(m, default_registry(), get_backend("numpy", notice=None), fmt)
+    plain = Network(m, default_registry(), get_backend("numpy", notice=None), fmt, fusing="off")
+    assert fused.layer("pool").desc.name == "conv_pool"
+    rng = np.random.default_rng(8)
+    for _ in range(3):
+        x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
+        assert_close(fused.infer({"inp": x})["out"], plain.infer({"inp": x})["out"], fmt, "replayed conv_pool")
+    assert {name: call for name, call, _ in fused.replayer.recorded}["pool"] is not None

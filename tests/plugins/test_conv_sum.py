@@ -61,8 +61,9 @@ def test_matches_onnxruntime(backend, fmt, layer_type, dims, rdims, params, acti
     assert_close(out, ref, fmt, f"{layer_type} {params}")
 
 
-def resnet_block(bn: bool, activation: str = "relu") -> Model:
-    """in0 -> conv(+bn) -> [relu] -> conv(+bn) -> sum with in0 [relu] -> out: a ResNet basic block."""
+def resnet_block(bn: bool, activation: str = "relu", conv_first: bool = True) -> Model:
+    """in0 -> conv(+bn) -> [relu] -> conv(+bn) -> sum with in0 [relu] -> out: a ResNet basic block; the second
+    convolution at the sum's input 0 (``out += identity``) or, ``conv_first`` False, input 1 (``x + conv(x)``)."""
     m = Model("block")
     m.add_layer("input", "in0", params={"dimensions": "1x16x14x14"})
     m.add_layer("convolution", "c1", params={"num_output_channels": "16"}, inputs=["in0"], activation="relu")
@@ -72,17 +73,20 @@ def resnet_block(bn: bool, activation: str = "relu") -> Model:
     if bn:
         m.add_layer("batch_normalization", "bn2", inputs=["c2"])
         last = "bn2"
-    m.add_layer("element_wise", "add", params={"operation": "sum"}, inputs=[last, "in0"], activation=activation)
+    m.add_layer("element_wise", "add", params={"operation": "sum"}, inputs=[last, "in0"] if conv_first else ["in0", last],
+                activation=activation)
     m.add_layer("output", "out", inputs=["add"])
     return m
 
 
 @each_backend_and_format
 @pytest.mark.parametrize("bn", [False, True], ids=["conv", "conv_bn"])
-def test_a_resnet_block_fuses_and_computes_what_the_chain_computes(backend, fmt, bn):
+@pytest.mark.parametrize("conv_first", [True, False], ids=["conv+x", "x+conv"])
+def test_a_resnet_block_fuses_and_computes_what_the_chain_computes(backend, fmt, bn, conv_first):
     x = np.random.default_rng(5).standard_normal((1, 16, 14, 14)).astype(np.float32)
-    fused = Network(resnet_block(bn), default_registry(), backend_param(backend), fmt)
-    plain = Network(resnet_block(bn), default_registry(), backend_param(backend), fmt, fusing="off")
+    fused = Network(resnet_block(bn, conv_first=conv_first), default_registry(), backend_param(backend), fmt)
+    plain = Network(resnet_block(bn, conv_first=conv_first), default_registry(), backend_param(backend), fmt,
+                    fusing="off")
     assert fused.layer("add").desc.name == ("conv_bn_sum" if bn else "conv_sum")
     assert fused.layer("add").activation.name == "relu"
     assert "c2" not in fused.nodes and "bn2" not in fused.nodes and plain.layer("add").desc.name == "element_wise"
@@ -101,13 +105,34 @@ def test_what_does_not_fuse():
         return {s.type for s in apply_rules(m, reg, FP32_NCHW, rules).model.layers.values()}
 
     assert "conv_sum" in fused_types(lambda m: None)
-    # the convolution at the sum's input 1, an activation on the convolution, another reader, three inputs,
-    # another operation: the chain stays as it is
-    assert "conv_sum" not in fused_types(lambda m: setattr(m.layers["add"], "inputs", ["in0", "c2"]))
+    assert "conv_sum" in fused_types(lambda m: setattr(m.layers["add"], "inputs", ["in0", "c2"]))
+    # an activation on the convolution, another reader, three inputs, another operation, a difference with the
+    # convolution second (a difference's inputs do not commute): the chain stays as it is
     assert "conv_sum" not in fused_types(lambda m: setattr(m.layers["c2"], "activation", "relu"))
     assert "conv_sum" not in fused_types(lambda m: m.add_layer("output", "peek", inputs=["c2"]))
     assert "conv_sum" not in fused_types(lambda m: setattr(m.layers["add"], "inputs", ["c2", "in0", "c1"]))
     assert "conv_sum" not in fused_types(lambda m: m.layers["add"].params.update(operation="product"))
+    assert "conv_sum" not in fused_types(lambda m: (m.layers["add"].params.update(operation="sub"),
+                                                    setattr(m.layers["add"], "inputs", ["in0", "c2"])))
+
+
+def test_a_sum_of_a_convolution_at_input_1_takes_the_other_input_as_residual():
+    """x + conv(x): the fused layer reads the convolution's input at input 0 and the sum's input 0 as its residual;
+    a sum of two convolutions fuses the one at input 0; one whose input-0 convolution has another reader fuses the
+    other."""
+    reg = default_registry()
+    rules = [parse_rule(r) for r in RULES]
+    m = resnet_block(bn=False, conv_first=False)
+    m.layers["c1"].activation = "none"
+    result = apply_rules(m, reg, FP32_NCHW, rules)
+    assert result.model.layers["add"].type == "conv_sum" and result.model.layers["add"].inputs == ["c1", "in0"]
+    assert ("*|*|conv_sum", "c2", "add", "add") in result.applied
+    m.layers["add"].inputs = ["c1", "c2"]  # two convolutions: c1 (input 0) is read by c2 too, so c2 fuses
+    fused = apply_rules(m, reg, FP32_NCHW, rules).model.layers["add"]
+    assert (fused.type, fused.inputs) == ("conv_sum", ["c1", "c1"])
+    m.layers["c2"].inputs = ["in0"]  # now both convolutions are free: the one at input 0 fuses
+    fused = apply_rules(m, reg, FP32_NCHW, rules).model.layers["add"]
+    assert (fused.type, fused.inputs) == ("conv_sum", ["in0", "c2"])
 
 
 def test_the_cpu_adds_the_residual_inside_the_convolution_kernels(monkeypatch):

@@ -182,7 +182,10 @@ def _gelu_tanh(v):  # pragma: no cover - compiled
 
 @njit(inline="always")
 def _relu(v):  # pragma: no cover - compiled
-    return np.maximum(v, np.float32(0))
+    """max(v, 0), plus 0: in place (``activate_row``) the maximum alone stores a new value only where v < 0, which
+    LLVM turns into AVX2's masked store (vmaskmovps, microcoded on Zen); with the sum every value is stored (-0
+    becomes +0, NaN stays). 1.2 M values on one Zen 3 core: 0.11 against 0.86 ms."""
+    return np.maximum(v, np.float32(0)) + np.float32(0)
 
 
 @njit(inline="always")

@@ -70,9 +70,10 @@ def pointwise_panels_apply(w_shape: tuple[int, ...], act: int) -> bool:
     (mk.MICROKERNEL_EPILOGUES): it reads each pixel's channels in place and fuses the bias and the activation, where
     OpenBLAS packs both operands on every call and leaves bias and activation to a pass of their own.
     mobilenet_v2's 1x1 layers of 16 to 32 input channels at 56x56 to 112x112 (ReLU6) ran 2-4x faster than through
-    OpenBLAS on a 2-core AVX2 machine (tests/bench/bench_cpu_layers.py on the zoo's files). Other activations
-    (SiLU: 6.4 against 2.2 ms at 112x112, 16 -> 96) keep OpenBLAS, whose rows of all K channels the epilogue
-    pass activates in long vector loops."""
+    OpenBLAS on a 2-core AVX2 machine (tests/bench/bench_cpu_layers.py on the zoo's files). Other activations keep
+    OpenBLAS, whose rows of all K channels the epilogue pass activates in long vector loops: through the panels
+    SiLU at 112x112, 16 -> 96 ran 6.4 against 2.2 ms with a pass per panel, and about as fast as OpenBLAS with the
+    rows activated whole (``by_rows``; GELU at 56x56, 96 -> 384: 8.6 against 6.7 ms on one Zen 3 core)."""
     return w_shape[2:] == (1, 1) and act in mk.MICROKERNEL_EPILOGUES and mk.panels_available()
 
 
@@ -104,13 +105,14 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
     al = kernel_alpha(alpha)
     if dilation == (1, 1):
         b = np.concatenate([b, np.zeros(wp.shape[0] * PANEL - k, np.float32)])  # whole panels of bias
-        epi = mk.fused_epilogue(act if act in mk.MICROKERNEL_EPILOGUES else 0, alpha)
         ph, pw = padding
         step = ho * wo if ho * wo <= PANEL_MAX_PIXELS else wo  # a small image whole, a large one by rows
-        jobs = n * -(-(ho * wo) // step) * wp.shape[0]
+        by_rows = step < ho * wo and (has_res or act not in mk.MICROKERNEL_EPILOGUES)
+        epi = mk.fused_epilogue(act if act in mk.MICROKERNEL_EPILOGUES and not by_rows else 0, alpha)
+        jobs = n * -(-(ho * wo) // step) * (1 if by_rows else wp.shape[0])
         if not (ph or pw):
             return lambda: rt.launch(_panel_windows_par, live(), wp, ys, rs, has_res, b, act, al, epi, kh, kw, *stride,
-                                     wo, step, _job_shares(jobs))
+                                     wo, step, by_rows, _job_shares(jobs))
         xpad = np.zeros((n, h + 2 * ph, w + 2 * pw, c), np.float32)
         inside = xpad[:, ph:ph + h, pw:pw + w]
         xv = x.transpose(0, 2, 3, 1)
@@ -118,7 +120,7 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
         def run() -> None:
             inside[...] = xv
             rt.launch(_panel_windows_par, xpad, wp, ys, rs, has_res, b, act, al, epi, kh, kw, *stride, wo, step,
-                      _job_shares(jobs))
+                      by_rows, _job_shares(jobs))
         return run
 
     def run_im2col() -> None:
@@ -131,23 +133,37 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _panel_windows_par(x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step,
+def _panel_windows_par(x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step, by_rows,
                        shares):  # pragma: no cover - compiled
     """``ys`` (N, P, K) = act(conv(``x``) + ``b``) for the (padded) images ``x`` (N, Hp, Wp, C), by jobs of one block
     of ``step`` output pixels and one panel of PANEL output channels (:func:`_panel_job`; the panels of a block one
     after the other), in ``shares`` runs of jobs (:func:`_job_shares`), each with its work arrays allocated once
-    rather than once per job."""
-    n, m, _ = ys.shape
+    rather than once per job.
+
+    ``by_rows`` (a large image, whose blocks are output rows, with a residual or an activation the micro-kernel does
+    not apply itself; ``epi`` then the identity): a job is one block and every panel of it, the block's pixels then
+    activated whole rows of K values at a time while in cache, where a pass per panel ran over strips of PANEL
+    columns (SiLU after a 1x1 convolution, efficientnet's 16 -> 96 at 112x112)."""
+    n, m, k = ys.shape
     panels = wp.shape[0]
     blocks = (m + step - 1) // step
-    jobs = n * blocks * panels
+    jobs = n * blocks * (1 if by_rows else panels)
     for share in prange(shares):
         rows_a = np.empty(PANEL_ROWS, np.int64)
         rows_c = np.empty(PANEL_ROWS, np.int64)
         tile = np.empty(PANEL_ROWS * PANEL, np.float32)
         for job in range(jobs * share // shares, jobs * (share + 1) // shares):
-            _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step, rows_a, rows_c,
-                       tile)
+            if not by_rows:
+                _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step, rows_a, rows_c,
+                           tile)
+                continue
+            for p in range(panels):  # the block's sums (and residual), not activated
+                _panel_job(job * panels + p, x, wp, ys, rs, has_res, b, 0, alpha, epi, kh, kw, sh, sw, wo, step,
+                           rows_a, rows_c, tile)
+            if act != 0:
+                y = ys[job // blocks]
+                for q in range(job % blocks * step, min(m, job % blocks * step + step)):
+                    activate_row(y[q], act, alpha)
 
 
 #: runs of jobs per thread of :func:`_panel_windows_par` (several, so that a thread slowed by another program
@@ -281,7 +297,9 @@ def stem_panels_apply(w_shape: tuple[int, ...], dilation: tuple[int, int], pixel
             and k % PANEL == 0 and pixels > PANEL_MAX_PIXELS and mk.panels_available())
 
 
-#: most input channels of a stem for :func:`conv_panels`, and fewest values in its window: a 3x3 RGB window (27)
-#: made too short a sum per call of the micro-kernel (dncnn's first layer: 1.64 against 1.39 ms through im2col)
+#: most input channels of a stem for :func:`conv_panels`, and fewest values in its window: a one-channel 3x3 window
+#: (9) makes too short a sum per call of the micro-kernel (dncnn's first layer: 1.64 against 1.39 ms through
+#: im2col), while a 3x3 RGB one (27) beats im2col and OpenBLAS (mobilenet_v2's stem, 3 -> 32 at stride 2 from
+#: 224x224, on 2 Zen 3 cores: 0.52 against 0.81 ms; 3 -> 64 at stride 1 on 256x256: 4.5 against 6.2)
 STEM_PANEL_MAX_CHANNELS = 4
-STEM_PANEL_MIN_WINDOW = 64
+STEM_PANEL_MIN_WINDOW = 27

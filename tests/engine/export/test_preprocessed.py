@@ -20,8 +20,9 @@ def test_preprocessed_model_runs_like_the_original(tmp_path):
     result = export_preprocessed(model, REGISTRY, tmp_path / "pre.lnet", weights=RandomWeights(3), seed=3)
     pre = load(tmp_path / "pre.lnet", REGISTRY)
     types = [s.type for s in pre.layers.values()]
-    assert types.count("conv_bn") == 3 and "batch_normalization" not in types
-    assert len(pre.layers) == len(model.layers) - 3 and "3 fewer" in result.summary
+    # the three batch normalizations folded, and the residual sum with the last convolution (at its input 1)
+    assert types.count("conv_bn") == 3 and "batch_normalization" not in types and types.count("conv_sum") == 1
+    assert len(pre.layers) == len(model.layers) - 4 and "4 fewer" in result.summary
     assert pre.fusing_rules == [] and pre.settings["fusing"] == "off" and pre.settings["weights"] == "pre_weights"
     x = {"input": np.random.default_rng(0).random((1, 3, 12, 12), dtype=np.float32)}
     want = Network(model, REGISTRY, weights=RandomWeights(3)).infer(x)["output"]

@@ -125,8 +125,8 @@ def test_reserved_layer_names_are_renamed(tmp_path):
     m = Model("names")
     m.add_layer("input", "input", params={"dimensions": "1x2x4x4"})
     m.add_layer("convolution", "forward", params={"num_output_channels": "2"}, inputs=["input"])
-    m.add_layer("convolution", "F", params={"num_output_channels": "2"}, inputs=["forward"])
-    m.add_layer("element_wise", "torch", inputs=["input", "F"])  # F at input 1: not fused into a conv_sum
+    m.add_layer("convolution", "F", params={"num_output_channels": "2"}, inputs=["forward"], activation="relu")
+    m.add_layer("element_wise", "torch", inputs=["input", "F"])  # F has an activation: not fused into a conv_sum
     m.add_layer("output", "self", inputs=["torch"])
     source = check(m, {"input": np.random.default_rng(6).random((1, 2, 4, 4), dtype=np.float32)}, tmp_path)
     assert "self.layer_forward = nn.Conv2d" in source and "self.layer_F = nn.Conv2d" in source
