@@ -84,6 +84,9 @@ KERNEL_OPERATIONS: dict[str, str] = {
     "layer_norm": "(x, scale, bias, out, n, inner, epsilon, epilogue, coefs): out = act((x - mean) / sqrt(var + "
                   "epsilon) * scale + bias) over the n values of each row of x seen as (outer, n, inner), x and out "
                   "C-contiguous of one shape and dtype, scale and bias vectors of n values of that dtype",
+    "resize_taps": "(x, out, taps_h, taps_w, nhwc): out = physical 4-D x resampled by separable taps (device int32 "
+                   "indices and float32 weights, each (taps, size), from engine.backends.cuda.resize.device_taps), "
+                   "one pass, either layout",
     "softmax_rows": "(x, out, bias=None): out = softmax of C-contiguous float32 x (plus bias, C-contiguous, whose "
                     "shape without leading ones is x's trailing axes) along its last axis, out C-contiguous of x's "
                     "shape (fp16 or fp32)",
@@ -94,7 +97,7 @@ KERNEL_OPERATIONS: dict[str, str] = {
 
 #: the operations of ``KERNEL_OPERATIONS`` only the GPU backend offers: on the CPU the layers compute them themselves
 #: (matrix products by BLAS into the output, layer normalization by its Numba row kernel, the softmax by NumPy)
-GPU_OPERATIONS = frozenset({"layer_norm", "softmax_rows", "matmul"})
+GPU_OPERATIONS = frozenset({"layer_norm", "softmax_rows", "matmul", "resize_taps"})
 
 
 class Backend:

@@ -9,7 +9,7 @@ from typing import Any
 from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
-from engine.tensor import Dims
+from engine.tensor import Dims, Layout
 from plugins.standard._common_resample import CUBIC_A, axis_taps, device_taps, resample
 
 METHODS = ("nearest", "bilinear", "bicubic")
@@ -183,7 +183,12 @@ class Resize(Layer):
         self._taps_w = device_taps(self.xp, axis_taps(x.w, output.w, mode, coords, sw, **extra), self.cdtype)
 
     def forward(self, inputs: list[Any], out: Any) -> None:
-        y = resample(self.xp, self.nchw(inputs[0]), self._taps_h, self._taps_w)
+        x = inputs[0]
+        kernel = self.backend.kernel("resize_taps") if self.activation is None else None
+        if kernel is not None and x.ndim == 4 and kernel(x, out, self._taps_h, self._taps_w,
+                                                         self.fmt.layout is Layout.NHWC) is not None:
+            return
+        y = resample(self.xp, self.nchw(x), self._taps_h, self._taps_w)
         self.store(out, self.activate(y))
 
     onnx_support = "yes"

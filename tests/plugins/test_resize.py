@@ -179,3 +179,23 @@ def test_onnx_upsample_op_is_resize_asymmetric(mode, layer_mode):
     out, _, _ = run_layer("resize", dict(mode=layer_mode, coordinate_mode="asymmetric", nearest_mode="floor",
                                          scale_h=2, scale_w=3), [x], FORMATS[0])
     assert_close(out, ref, FORMATS[0], f"Upsample {mode}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nhwc", [True, False])
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "bicubic"])
+def test_the_gpu_resizes_in_one_kernel_as_the_array_code_does(nhwc, mode):
+    cupy = pytest.importorskip("cupy")
+    from engine.backends.cuda.resize import resize_taps
+    from plugins.standard._common_resample import axis_taps, device_taps, resample
+
+    x = np.random.default_rng(4).standard_normal((2, 5, 7, 9)).astype(np.float32)  # N x C x H x W
+    th = device_taps(cupy, axis_taps(7, 20, mode), cupy.float32)
+    tw = device_taps(cupy, axis_taps(9, 13, mode, "align_corners"), cupy.float32)
+    ref = cupy.asnumpy(resample(cupy, cupy.asarray(x), th, tw))
+    physical = cupy.ascontiguousarray(cupy.asarray(x.transpose(0, 2, 3, 1) if nhwc else x))
+    out = cupy.full((2, 20, 13, 5) if nhwc else (2, 5, 20, 13), np.nan, np.float32)
+    assert resize_taps(physical, out, th, tw, nhwc) is not None
+    got = cupy.asnumpy(out)
+    np.testing.assert_allclose(got.transpose(0, 3, 1, 2) if nhwc else got, ref, rtol=1e-5, atol=1e-5)
+    assert resize_taps(physical, out.astype(cupy.float16), th, tw, nhwc) is None  # one dtype only

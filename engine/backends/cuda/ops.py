@@ -31,6 +31,7 @@ from engine.backends.cuda import (
     normalization,
     pointwise,
     pooling,
+    resize,
     runtime,
     wgmma,
 )
@@ -267,6 +268,8 @@ def _matmul(a: Any, b: Any, out: Any, tf32: bool, alpha: float = 1.0) -> Launche
 
 #: layer normalization of rows in one pass (see :func:`engine.backends.cuda.normalization.layer_norm`)
 layer_norm = _one_kernel(normalization.layer_norm)
+#: a Resize of a 4-D tensor by its separable taps in one pass (see :func:`engine.backends.cuda.resize.resize_taps`)
+resize_taps = _one_kernel(resize.resize_taps)
 #: the softmax of float32 rows in one pass (see :func:`engine.backends.cuda.normalization.softmax_rows`)
 softmax_rows = _one_kernel(normalization.softmax_rows)
 #: batched matrix products on a cuBLAS handle of LayerLab's own, which CUDA graphs capture (see
