@@ -26,17 +26,23 @@ def _affine_vectors(spec: LayerSpec, weights: dict[str, np.ndarray], k: int) -> 
     return np.full(k, s), np.full(k, t)
 
 
+def layer_readers(layers: dict[str, LayerSpec]) -> dict[str, list[str]]:
+    """Every layer's readers (a layer reading one twice is listed twice), by name; layers nobody reads are absent."""
+    readers: dict[str, list[str]] = {}
+    for name, spec in layers.items():
+        for i in spec.inputs:
+            if i is not None:
+                readers.setdefault(i, []).append(name)
+    return readers
+
+
 def fold_affine_into_convolutions(layers: dict[str, LayerSpec],
                                   weights: dict[str, dict[str, np.ndarray]]) -> list[tuple[str, str]]:
     """Fold every affine layer whose input is a convolution without activation read by it alone into that
     convolution: weights scaled per output channel, bias ``scale * bias + shift``,
     the affine's activation taken over. Readers of the affine read the convolution. Changes ``layers`` and
     ``weights`` in place; returns the (affine, convolution) pairs folded."""
-    readers: dict[str, list[str]] = {}
-    for name, spec in layers.items():
-        for i in spec.inputs:
-            if i is not None:
-                readers.setdefault(i, []).append(name)
+    readers = layer_readers(layers)
     folded = []
     for name, spec in list(layers.items()):
         src = spec.inputs[0] if spec.type == "affine" and spec.inputs else None

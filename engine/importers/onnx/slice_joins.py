@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from engine.importers.onnx.folding import layer_readers
 from engine.model import LayerSpec
 from engine.tensor import Dims
 
@@ -71,11 +72,7 @@ def single_cut(spec: LayerSpec, rank: int) -> tuple[int, slice] | None:
 def fold_slice_joins(layers: dict[str, LayerSpec], dims: dict[str, Dims]) -> list[tuple[list[str], str]]:
     """Replace every concatenation of slices of one tensor along the slices' one cut axis by a gather layer of the
     same name (its activation kept); the slices go. Changes ``layers`` in place; returns (slices, join) pairs."""
-    readers: dict[str, list[str]] = {}
-    for name, spec in layers.items():
-        for i in spec.inputs:
-            if i is not None:
-                readers.setdefault(i, []).append(name)
+    readers = layer_readers(layers)
     folded = []
     for name, spec in list(layers.items()):
         if spec.type != "concatenation" or len(spec.inputs) < 2 or name not in dims:
