@@ -32,9 +32,9 @@ def test_manage_collections_refuses_plugins_that_crash_exit_or_hang(tmp_path, mo
     dlg = window.findChildren(ManageCollectionsDialog)[-1]
     added = dlg.add_folder(str(folder))
 
-    assert added == ["goodies"] and window.registry.find_layer("probe_copy") is not None
-    assert dlg.item_for("goodies").checkState(0) == QtCore.Qt.CheckState.Checked
-    assert window.palette.item_for("probe_copy") is not None
+    assert added == ["thirdparty"] and window.registry.find_layer("double") is not None
+    assert dlg.item_for("thirdparty").checkState(0) == QtCore.Qt.CheckState.Checked
+    assert window.palette.item_for("double") is not None
     assert len(warnings) == 1
     text = warnings[0]
     assert "exits.py: loading it ended the process with exit status 3" in text
@@ -53,7 +53,7 @@ def test_manage_collections_refuses_plugins_that_crash_exit_or_hang(tmp_path, mo
     window.collections.probe.probed = 0
     again = designer(ini)
     assert again.collections.probe.probed == 0
-    assert again.registry.find_layer("probe_copy") is not None
+    assert again.registry.find_layer("double") is not None
     refused = {f.source.rsplit("/", 1)[-1] for f in again.collections.manager.failures}
     assert refused == {*BAD, "raises.py"} and len(warnings) == 1  # at start: listed, not shouted
 
