@@ -63,7 +63,7 @@ def index_list(text: str) -> list[int]:
         if ":" in part:
             a, b = part.split(":")
             start, end = int(a), int(b)
-            if start < 0 or end < start:
+            if start < 0 or end < start or len(out) + end - start > MAX_INDICES:
                 raise ValueError(f"run {part!r}")
             out.extend(range(start, end))
         elif part:
