@@ -25,7 +25,9 @@ from typing import Any
 
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
+from engine.errors import GraphError
 from engine.formats import LayerFormat, LayerFormatError, canonical, nearest_supported
+from engine.graph import execution_order
 from engine.layer import Layer
 from engine.model import LayerSpec, Model
 from engine.tensor import FORMATS, Dims, Layout, Precision, TensorFormat, from_nchw_view, nchw_view
@@ -112,23 +114,27 @@ def automatic_layouts(model: Model, registry: Any, readers: Mapping[str, Sequenc
     if "logical" not in roles.values():
         return {}
     decided = {n: (Layout.NCHW if r == "logical" else Layout.NHWC) for n, r in roles.items() if r != "follow"}
-    pending = [n for n, r in roles.items() if r == "follow"]
-    sources = {n for n in pending if not any(s in roles for s in model.layers[n].inputs)}
-    while pending:
-        left = []
-        for name in pending:
-            # network inputs and sources of their own (a constant) follow their readers, so they are not waited for
-            producers = [s for s in model.layers[name].inputs if s in roles and s not in sources]
+    try:
+        order = execution_order(model)
+    except GraphError:  # a loop (the type checker reports it): the model's order
+        order = list(model.layers)
+
+    # layers reading no computing layer (a constant) follow their readers: they are not waited for
+    sources = {n for n, r in roles.items() if r == "follow" and not any(s in roles for s in model.layers[n].inputs)}
+
+    def from_producers(name: str) -> Layout | None:
+        producers = [s for s in model.layers[name].inputs if s in roles and s not in sources]
+        if not producers or not all(s in decided for s in producers):
+            return None
+        return Layout.NCHW if any(decided[s] is Layout.NCHW for s in producers) else Layout.NHWC  # logical spreads
+
+    for name in order:  # producers first: a follow layer takes the layout of what it reads
+        if roles.get(name) == "follow" and (lay := from_producers(name)) is not None:
+            decided[name] = lay
+    for name in reversed(order):  # readers first: what reads no computing layer (a constant) follows its readers
+        if roles.get(name) == "follow" and name not in decided:
             theirs = {decided[r] for r in readers[name] if r in decided}
-            if producers and all(s in decided for s in producers):  # logical order spreads: the rarer case
-                decided[name] = Layout.NCHW if any(decided[s] is Layout.NCHW for s in producers) else Layout.NHWC
-            elif not producers and len(theirs) == 1:
-                decided[name] = theirs.pop()
-            else:
-                left.append(name)
-        if len(left) == len(pending):  # nothing known to follow (a constant read by layers that follow it)
-            decided[left.pop(0)] = Layout.NHWC
-        pending = left
+            decided[name] = from_producers(name) or (theirs.pop() if len(theirs) == 1 else Layout.NHWC)
     return {n: lay for n, lay in decided.items() if lay is Layout.NCHW}
 
 

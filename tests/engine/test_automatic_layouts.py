@@ -112,3 +112,21 @@ def test_the_notes_count_the_automatic_layouts_in_one_line():
     # the overview's badge says which is which
     assert format_status(net, "mlp") == ["logical order fp32|nchw"]
     assert format_status(net, "pool") == ["pinned fp16|nhwc"]
+
+
+def test_the_layouts_do_not_depend_on_the_order_the_layers_are_listed_in():
+    model = token_block()  # with a long chain of follow layers after the token layers, then listed backwards
+    chain = Model("chain")
+    for name, spec in model.layers.items():
+        chain.layers[name] = spec
+    prev = "residual"
+    for i in range(300):
+        chain.add_layer("element_wise", f"e{i}", params={"operation": "sum"}, inputs=[prev, prev])
+        prev = f"e{i}"
+    chain.layers["to_image"].inputs = [prev]
+    backwards = Model("backwards")
+    for name in reversed(list(chain.layers)):
+        backwards.layers[name] = chain.layers[name]
+    got, want = layouts(backwards), layouts(chain)
+    assert got == want
+    assert got["e0"] is got["e299"] is got["to_image"] is Layout.NCHW and got["stem"] is Layout.NHWC
