@@ -23,17 +23,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 import engine.backends.cpu.runtime  # noqa: F401  (before onnxruntime: see bench_networks)
-from engine.backends import get_backend
 from engine.backends.selection import served_candidates
-from engine.export.onnx_export import OnnxOptions, build_onnx
-from engine.network import Network
-from engine.plugins import default_registry
-from engine.tensor import TensorFormat
-from tests.bench.bench_networks import CPU_SIZES
-from tests.bench.networks import NETWORKS
+from tests.bench.bench_cpu_turns import cpu_network
 
 #: suffixes ONNX Runtime's optimizer gives the nodes it fuses or re-lays out
 ORT_SUFFIXES = ("__act_nchwc", "_nchwc", "__gemm")
@@ -45,23 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     name = args[0] if args else "resnet18"
     rounds = int(args[1]) if len(args) > 1 else 4
-    reg, cpu = default_registry(), get_backend("numpy", notice=None)
-    if name.endswith(".onnx"):
-        from engine.importers import load_model_any
-
-        model, weights = load_model_any(name, reg)
-        net = Network(model, reg, cpu, TensorFormat.parse("fp32 nhwc"), weights=weights)
-        (input_name,) = net.input_names
-        x = np.random.default_rng(0).standard_normal(tuple(net.dims(input_name))).astype(np.float32)
-        with open(name, "rb") as f:
-            payload = f.read()
-    else:
-        dims = CPU_SIZES[name]
-        x = np.random.default_rng(0).random(tuple(dims), dtype=np.float32)
-        net = Network(NETWORKS[name](dims), reg, cpu, TensorFormat.parse("fp32 nhwc"))
-        input_name = "input"
-        plain = Network(NETWORKS[name](dims), reg, cpu, TensorFormat.parse("fp32 nchw"), fusing="off")
-        payload = build_onnx(plain, OnnxOptions(explicit_sizes=True))[0].SerializeToString()
+    net, input_name, x, payload = cpu_network(name)
     net.set_input(input_name, x)
     served: dict[str, list[str]] = {}
     execute = net._execute

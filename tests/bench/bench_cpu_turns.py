@@ -28,12 +28,10 @@ from tests.bench.bench_networks import CPU_SIZES
 from tests.bench.networks import NETWORKS
 
 
-def main(argv: list[str] | None = None) -> int:
-    import onnxruntime as ort
-
-    args = sys.argv[1:] if argv is None else argv
-    name = args[0] if args else "resnet18"
-    blocks = int(args[1]) if len(args) > 1 else 6
+def cpu_network(name: str) -> tuple[Network, str, np.ndarray, bytes]:
+    """A reference network by name (at its CPU size, its ONNX export unfused for ONNX Runtime) or an ONNX file (as
+    ``layerlab import`` reads it, the file itself for ONNX Runtime), built on the CPU in fp32 NHWC: the network, its
+    input layer, a random input and the ONNX bytes."""
     reg, cpu = default_registry(), get_backend("numpy", notice=None)
     if name.endswith(".onnx"):
         from engine.importers import load_model_any
@@ -42,17 +40,24 @@ def main(argv: list[str] | None = None) -> int:
         net = Network(model, reg, cpu, TensorFormat.parse("fp32 nhwc"), weights=weights)
         (input_name,) = net.input_names
         x = np.random.default_rng(0).standard_normal(tuple(net.dims(input_name))).astype(np.float32)
-        net.set_input(input_name, x)
-        payload = open(name, "rb").read()
-    else:
-        dims = CPU_SIZES[name]
-        model = NETWORKS[name](dims)
-        x = np.random.default_rng(0).random(tuple(dims), dtype=np.float32)
-        net = Network(model, reg, cpu, TensorFormat.parse("fp32 nhwc"))
-        input_name = "input"
-        net.set_input(input_name, x)
-        plain = Network(model, reg, cpu, TensorFormat.parse("fp32 nchw"), fusing="off")
-        payload = build_onnx(plain, OnnxOptions(explicit_sizes=True))[0].SerializeToString()
+        with open(name, "rb") as f:
+            return net, input_name, x, f.read()
+    dims = CPU_SIZES[name]
+    model = NETWORKS[name](dims)
+    x = np.random.default_rng(0).random(tuple(dims), dtype=np.float32)
+    net = Network(model, reg, cpu, TensorFormat.parse("fp32 nhwc"))
+    plain = Network(model, reg, cpu, TensorFormat.parse("fp32 nchw"), fusing="off")
+    return net, "input", x, build_onnx(plain, OnnxOptions(explicit_sizes=True))[0].SerializeToString()
+
+
+def main(argv: list[str] | None = None) -> int:
+    import onnxruntime as ort
+
+    args = sys.argv[1:] if argv is None else argv
+    name = args[0] if args else "resnet18"
+    blocks = int(args[1]) if len(args) > 1 else 6
+    net, input_name, x, payload = cpu_network(name)
+    net.set_input(input_name, x)
     net.run()
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 2
