@@ -30,6 +30,10 @@ def attention(xp: Any, q: Any, k: Any, v: Any, scale: float, bias: Any | None = 
     ``out`` when given (C-contiguous, of ``matmul_dtype`` and the result's shape).
     ``product`` and ``softmax``: the backend's (default: the array module's)."""
     def array_product(a: Any, b: Any, out_dtype: Any, alpha: float, into: Any | None = None) -> Any:
+        if alpha != 1.0 and a.shape[-1] <= b.shape[-1]:  # the scale on the smaller operand: one pass less
+            a, alpha = a * a.dtype.type(alpha), 1.0
+        if into is not None and a.dtype == b.dtype == into.dtype and alpha == 1.0:
+            return xp.matmul(a, b, out=into)  # straight into the output buffer
         y = xp.matmul(a, b).astype(out_dtype, copy=False)
         if alpha != 1.0:
             y *= np.float32(alpha)
@@ -43,7 +47,8 @@ def attention(xp: Any, q: Any, k: Any, v: Any, scale: float, bias: Any | None = 
             s += add.astype(np.float32, copy=False)
         s -= s.max(axis=-1, keepdims=True)
         xp.exp(s, out=s)
-        s /= s.sum(axis=-1, keepdims=True)
+        total = s.sum(axis=-1, keepdims=True)
+        s *= xp.reciprocal(total, out=total)  # a product per value instead of a quotient
         return s.astype(out_dtype, copy=False)
 
     mul = product or array_product
