@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 
 def open_run(args: argparse.Namespace, profiling: bool) -> tuple[RunSpec, Model, Network]:
-    """The run's spec, model and network (engine.run), the fusions made printed on stderr."""
+    """The run's spec, model and network (engine.run), the fusions made printed on stderr (not when profiling: the
+    profile's notes list them with the layer table)."""
     from engine.run import fusing_notes, open_network, with_model_weights
 
     spec = spec_from_args(args, profiling)
@@ -26,7 +27,7 @@ def open_run(args: argparse.Namespace, profiling: bool) -> tuple[RunSpec, Model,
     require_custom_consent(args, model)
     spec = with_model_weights(spec, model)  # no --weights: the model's weights setting, if any
     net = open_network(model, spec, reg, notice=sys.stderr, always_notice=getattr(args, "verbose", 0) > 0)
-    for line in fusing_notes(net):
+    for line in [] if profiling else fusing_notes(net):
         print(f"layerlab: {line}", file=sys.stderr)
     return spec, model, net
 

@@ -169,9 +169,10 @@ def test_fusing_rules_flag(tmp_path, capsys):
     (tmp_path / "rules.txt").write_text("# my rules\nfp32|nchw|conv_bn = batch_normalization {convolution[act = 'none']}\n")
     code, _, err = run(["infer", str(tmp_path / "cbn.lnet"), "--fusing-rules", str(tmp_path / "rules.txt")], capsys)
     assert code == 2 and "rules.txt:2" in err and "column" in err
-    code, out, _ = run(["profile", str(tmp_path / "cbn.lnet"), "-n", "2", "-b", "numpy", "--report",
-                        str(tmp_path / "fused")], capsys)
+    code, out, err = run(["profile", str(tmp_path / "cbn.lnet"), "-n", "2", "-b", "numpy", "--report",
+                          str(tmp_path / "fused")], capsys)
     assert code == 0 and "note: fusing rules applied: 1 fusion(s) (*|*|conv_bn); a fused layer is timed as one layer" in out
+    assert "note: fusing rule *|*|conv_bn: conv + bn -> bn" in out and "fusing rule" not in err  # said once
     code, out, _ = run(["profile", str(tmp_path / "cbn.lnet"), "-n", "2", "-b", "numpy", "--fusing-rules", "off",
                         "--report", str(tmp_path / "plain")], capsys)
     assert code == 0 and "note: fusing rules: none applied (switched off, or nothing matched)" in out
