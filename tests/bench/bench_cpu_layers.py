@@ -18,14 +18,13 @@ import json
 import os
 import re
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import engine.backends.cpu.runtime  # noqa: F401  (before onnxruntime: see bench_networks)
 from engine.backends.selection import served_candidates
-from tests.bench.bench_cpu_turns import cpu_network
+from tests.bench.bench_cpu_turns import network_from_args
 
 #: suffixes ONNX Runtime's optimizer gives the nodes it fuses or re-lays out
 ORT_SUFFIXES = ("__act_nchwc", "_nchwc", "__gemm")
@@ -34,11 +33,7 @@ ORT_SUFFIXES = ("__act_nchwc", "_nchwc", "__gemm")
 def main(argv: list[str] | None = None) -> int:
     import onnxruntime as ort
 
-    args = sys.argv[1:] if argv is None else argv
-    name = args[0] if args else "resnet18"
-    rounds = int(args[1]) if len(args) > 1 else 4
-    net, input_name, x, payload = cpu_network(name)
-    net.set_input(input_name, x)
+    name, net, input_name, x, payload, rounds = network_from_args(argv, 4)
     served: dict[str, list[str]] = {}
     execute = net._execute
 

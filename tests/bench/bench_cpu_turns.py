@@ -50,14 +50,20 @@ def cpu_network(name: str) -> tuple[Network, str, np.ndarray, bytes]:
     return net, "input", x, build_onnx(plain, OnnxOptions(explicit_sizes=True))[0].SerializeToString()
 
 
+def network_from_args(argv: list[str] | None, count: int) -> tuple[str, Network, str, np.ndarray, bytes, int]:
+    """The command line's first argument (default resnet18), its ``cpu_network`` with the input set, and the count
+    its second argument gives (default ``count``)."""
+    args = sys.argv[1:] if argv is None else argv
+    name = args[0] if args else "resnet18"
+    net, input_name, x, payload = cpu_network(name)
+    net.set_input(input_name, x)
+    return name, net, input_name, x, payload, int(args[1]) if len(args) > 1 else count
+
+
 def main(argv: list[str] | None = None) -> int:
     import onnxruntime as ort
 
-    args = sys.argv[1:] if argv is None else argv
-    name = args[0] if args else "resnet18"
-    blocks = int(args[1]) if len(args) > 1 else 6
-    net, input_name, x, payload = cpu_network(name)
-    net.set_input(input_name, x)
+    name, net, input_name, x, payload, blocks = network_from_args(argv, 6)
     net.run()
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 2
