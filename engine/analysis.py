@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import LayerLabError
-from engine.format_conversion import chosen_layouts, fused_note
+from engine.format_conversion import chose_layout, fused_note
 from engine.model import Model
 from engine.network import Network
 from engine.registry import Registry
@@ -388,7 +388,7 @@ def format_status(net: Network, name: str) -> list[str]:
     for conv, _src, a, b in net.conversions:
         if conv == name:
             return [f"conversion {a} -> {b}{fused_note(net, conv)}"]
-    if name in net.pinned and name in chosen_layouts(net):
+    if chose_layout(net, name):
         return [f"logical order {net.pinned[name]}"]  # a token layer's own choice, no setting
     return [f"pinned {net.pinned[name]}"] if name in net.pinned else []
 

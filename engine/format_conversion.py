@@ -228,12 +228,17 @@ def fused_conversions(conversions: Iterable[tuple[str, str, TensorFormat, Tensor
     return out
 
 
+def chose_layout(net: Any, name: str) -> bool:
+    """Whether layer ``name`` of network ``net`` runs in another layout than the network's by its type's choice
+    (:func:`automatic_layouts`), not by a setting: pinned, of the network's precision, without a format setting."""
+    fmt, source = net.pinned.get(name), net.preprocessed.source.layers
+    return fmt is not None and fmt.precision is net.fmt.precision and not (source[name].format if name in source
+                                                                           else "")
+
+
 def chosen_layouts(net: Any) -> set[str]:
-    """The layers of network ``net`` in another layout than the network's by their type's choice
-    (:func:`automatic_layouts`), not by a setting: the same precision as the network, no format setting."""
-    source = net.preprocessed.source.layers
-    return {n for n, f in net.pinned.items() if f.precision is net.fmt.precision
-            and not (source[n].format if n in source else "")}
+    """Every layer of ``net`` for which :func:`chose_layout` holds."""
+    return {n for n in net.pinned if chose_layout(net, n)}
 
 
 def fused_note(net: Any, conv: str) -> str:

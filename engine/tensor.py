@@ -62,6 +62,27 @@ class Dims(tuple):
         return cls(*(int(p) for p in parts))
 
 
+def parse_range(text: str) -> slice:
+    """A range of one axis as the slice layer's parameters and the importer write it: ``start:end:step`` (each
+    part optional, Python meaning) or a single index ``i`` (that one element).
+
+    Raises ValueError for anything else, including a step of 0."""
+    raw = str(text).strip()
+    parts = raw.split(":")
+    if len(parts) > 3:
+        raise ValueError("more than two ':'")
+    vals = [int(p) if p.strip() else None for p in parts]
+    if len(parts) == 1:
+        if vals[0] is None:
+            return slice(None)
+        i = vals[0]
+        return slice(i, i + 1 if i != -1 else None)
+    step = vals[2] if len(parts) == 3 else None
+    if step == 0:
+        raise ValueError("the step is 0")
+    return slice(vals[0], vals[1], step)
+
+
 def broadcast_dims(dims: list[Dims]) -> Dims:
     """The dimensions of tensors of ``dims`` combined element by element as ONNX and NumPy broadcast them: sizes
     aligned from the last axis, missing leading ones taken as 1, a size 1 stretched. ValueError when they do not

@@ -7,30 +7,10 @@ from typing import Any
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
-from engine.tensor import Dims
+from engine.tensor import Dims, parse_range
 from plugins.standard._common_rank import axis_index, int_list
 
 AXES = (("channels", "C", "c"), ("height", "H", "h"), ("width", "W", "w"))
-
-
-def parse_range(text: str) -> slice:
-    """``start:end:step`` (each part optional, Python meaning) or a single index ``i`` (that one element).
-
-    Raises ValueError for anything else, including a step of 0."""
-    raw = str(text).strip()
-    parts = raw.split(":")
-    if len(parts) > 3:
-        raise ValueError("more than two ':'")
-    vals = [int(p) if p.strip() else None for p in parts]
-    if len(parts) == 1:
-        if vals[0] is None:
-            return slice(None)
-        i = vals[0]
-        return slice(i, i + 1 if i != -1 else None)
-    step = vals[2] if len(parts) == 3 else None
-    if step == 0:
-        raise ValueError("the step is 0")
-    return slice(vals[0], vals[1], step)
 
 
 def range_length(rng: slice, size: int) -> int:

@@ -11,21 +11,9 @@ import dataclasses
 
 from engine.importers.onnx.folding import layer_readers
 from engine.model import LayerSpec
-from engine.tensor import Dims
+from engine.tensor import Dims, parse_range
 
 _NAMED = {"channels": 1, "height": 2, "width": 3}  # a slice's named ranges of N x C x H x W
-
-
-def _range(text: str) -> slice | None:
-    parts = str(text).strip().split(":")
-    if len(parts) == 1 or len(parts) > 3:
-        return None
-    try:
-        vals = [int(p) if p.strip() else None for p in parts]
-    except ValueError:
-        return None
-    step = vals[2] if len(parts) == 3 else None
-    return None if step == 0 else slice(vals[0], vals[1], step)
 
 
 def index_text(indices: list[int]) -> str:
@@ -50,19 +38,21 @@ def single_cut(spec: LayerSpec, rank: int) -> tuple[int, slice] | None:
         if len(axes) != len(ranges):
             return None
         for a, r in zip(axes, ranges):
-            rng = _range(r)
             try:
-                axis = int(a)
+                rng, axis = parse_range(r), int(a)
             except ValueError:
                 return None
-            if rng is None or not -rank <= axis < rank:
+            if not -rank <= axis < rank:
                 return None
             cuts.append((axis % rank, rng))
     for name, axis in _NAMED.items():
         text = str(spec.params.get(name, ":")).strip()
         if text != ":":
-            rng = _range(text)
-            if rng is None or rank != 4:
+            try:
+                rng = parse_range(text)
+            except ValueError:
+                return None
+            if rank != 4:
                 return None
             cuts.append((axis, rng))
     cuts = [(a, r) for a, r in cuts if r != slice(None)]
