@@ -85,6 +85,7 @@ class Gather(Layer):
                                               f"0,2,-1 or 3:56,0:3 (at most {MAX_INDICES} entries)") from None
         if not self._indices:
             raise self.param_error("indices", "no index given; at least one is needed")
+        self._device_indices: tuple[int | None, Any] = (None, None)  # (axis size, the indices on the device)
         if self.p["drop_axis"] and len(self._indices) != 1:
             raise self.param_error("drop_axis", f"removes the axis of one index, but indices has {len(self._indices)}")
 
@@ -113,7 +114,7 @@ class Gather(Layer):
         if not self.p["drop_axis"] and self.activation is None and y.flags.c_contiguous and y.dtype == x.dtype:
             # the entries taken straight into the output buffer, by indices kept on the device: one copy
             axis = self._axis(x.ndim)
-            size, index = self.__dict__.get("_device_indices", (None, None))
+            size, index = self._device_indices
             if size != x.shape[axis]:
                 size = x.shape[axis]
                 index = self.xp.asarray(np.asarray(self._indices, dtype=np.int64) % size)
