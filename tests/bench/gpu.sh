@@ -6,7 +6,8 @@
 # Usage (repository root): bash tests/bench/gpu.sh [tests|paths|compile|pipeline|all]
 #   tests     every GPU-marked test (pytest -m gpu), then the CPU kernels' tests on this machine's CPU
 #   paths     bench_paths: every network and format at batch 1, resnet18 at batches 32 and 64
-#   compile   bench_paths against torch.compile(max-autotune): resnet18 fp16 NHWC at batches 32 and 64 (minutes)
+#   compile   against torch.compile(max-autotune): bench_paths' resnet18 fp16 NHWC at batches 32 and 64, and
+#             zoo_compile (the zoo's networks at batch 1, compiled at once in processes of their own; minutes)
 #   pipeline  run.py (reference networks against PyTorch), batch (JPEG and PNG frames), precision, frames
 #   zoo       bench_zoo (torchvision networks against PyTorch, fp16 and strict fp32, batches 1 and 32), profile_sums
 #   all       tests, zoo, paths, pipeline (the default)
@@ -63,6 +64,9 @@ if [ "$what" = compile ]; then
   python3 -m tests.bench.bench_paths --nets resnet18 --batches 32 64 --formats "fp16 nhwc" --tf32 off --repeat 60 \
     --compile max-autotune --json "$OUT/paths_compile.json" 2>&1 | grep -E "^network|^resnet18" | tail -3
   keep paths-compile "$OUT/paths_compile.json" "$cmd"
+  echo "== the zoo against torch.compile"
+  python3 -m tests.bench.zoo_compile --wait 330 --json "$OUT/zoo_compile.json" 2>&1 | tail -8
+  keep zoo-compile "$OUT/zoo_compile.json" "python3 -m tests.bench.zoo_compile --wait 330"
 fi
 if [ "$what" = pipeline ] || [ "$what" = all ]; then
   echo "== reference networks against PyTorch"
