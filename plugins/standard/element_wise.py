@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.backends.selection import Launched
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamDesc
-from engine.layer import Layer
+from engine.layer import REPLAYABLE_FORWARDS, Layer
 from engine.tensor import Dims, broadcast_dims
 
 OPERATIONS = ("sum", "product", "max", "min", "sub", "div", "mean")
@@ -84,14 +85,18 @@ class ElementWise(Layer):
                                    "(sizes aligned from the last axis must be equal or 1)") from None
 
     def forward(self, inputs: list[Any], out: Any) -> None:
+        self.offer_replay(None)
         present = [x for x in inputs if x is not None]
         act = self.activation
         kernel = self.backend.kernel("element_wise") if len(present) == 2 else None
-        if kernel is not None and (act is None or act.epilogue is not None) and kernel(
+        if kernel is not None and (act is None or act.epilogue is not None) and (done := kernel(
                 self.p["operation"], present[0], present[1], out, act.epilogue if act is not None else None,
-                act.coefs if act is not None else {}):
+                act.coefs if act is not None else {})):
+            self.offer_replay(done.replay)  # one kernel call is the whole forward: the network may replay it
             return
-        if self.p["operation"] == "product" and act is None and len(present) == 2 and self._channel_scale(present, out):
+        if self.p["operation"] == "product" and act is None and len(present) == 2 and (
+                done := self._channel_scale(present, out)):
+            self.offer_replay(done.replay)
             return
         if len(present) > 1 and all(x.shape == out.shape and x.dtype == out.dtype == self.cdtype for x in present):
             # one pass per input straight into the output buffer (no temporaries)
@@ -110,18 +115,18 @@ class ElementWise(Layer):
         arrays = [self.nchw(x) for x in present]
         self.store(out, self.activate(element_wise(self.xp, arrays, self.p["operation"])))
 
-    def _channel_scale(self, present: list[Any], out: Any) -> bool:
+    def _channel_scale(self, present: list[Any], out: Any) -> Launched | None:
         """A tensor times one value per image and channel (a squeeze-excitation gate, 1x1 pixels) by the backend's
-        ``channel_scale`` kernel where it has one: one pass, no broadcast temporaries."""
+        ``channel_scale`` kernel where it has one: one pass, no broadcast temporaries. None where it does not serve."""
         if out.ndim != 4:
-            return False
+            return None
         nhwc = self.hw_axes == (1, 2)
         big, gate = present if present[0].shape == out.shape else present[::-1]
         n, c = out.shape[0], out.shape[3 if nhwc else 1]
         if big.shape != out.shape or gate.shape != ((n, 1, 1, c) if nhwc else (n, c, 1, 1)):
-            return False
+            return None
         kernel = self.backend.kernel("channel_scale")
-        return kernel is not None and kernel(big, gate, out, nhwc, None, {}) is not None
+        return kernel(big, gate, out, nhwc, None, {}) if kernel is not None else None
 
     onnx_support = "yes"
     torch_support = "yes"
@@ -151,5 +156,7 @@ class ElementWise(Layer):
             acc = f"torch.{'maximum' if op == 'max' else 'minimum'}({acc}, {x})"
         return acc
 
+
+REPLAYABLE_FORWARDS.add(ElementWise.forward)  # one element_wise or channel_scale call
 
 LAYER = ElementWise

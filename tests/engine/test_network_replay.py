@@ -19,8 +19,8 @@ DIMS = "1x8x12x12"
 
 def _model() -> Model:
     """A residual block (conv_bn_sum once fused), a convolution + pooling (conv_pool), a convolution with an
-    activation no kernel fuses (sine), a plain one, poolings (one with an activation pass), a global average
-    and a fully connected layer."""
+    activation no kernel fuses (sine), a plain one, a product, a squeeze-excitation gate (a global average times
+    the tensor), poolings (one with an activation pass), a global average and a fully connected layer."""
     m = Model("replay")
     m.add_layer("input", "input", params={"dimensions": DIMS})
     m.add_layer("convolution", "c1", params={"num_output_channels": "16"}, inputs=["input"], activation="relu")
@@ -33,7 +33,9 @@ def _model() -> Model:
     m.add_layer("convolution", "c5", params={"num_output_channels": "8", "kernel_size": "1", "padding": "0"},
                 inputs=["c4"])
     m.add_layer("element_wise", "mul", params={"operation": "product"}, inputs=["c5", "c5"])
-    m.add_layer("pooling", "p6", params={"pool_type": "average", "kernel_size": "2", "stride": "1"}, inputs=["mul"])
+    m.add_layer("pooling", "squeeze", params={"global": "true"}, inputs=["c5"])
+    m.add_layer("element_wise", "excite", params={"operation": "product"}, inputs=["mul", "squeeze"])
+    m.add_layer("pooling", "p6", params={"pool_type": "average", "kernel_size": "2", "stride": "1"}, inputs=["excite"])
     m.add_layer("pooling", "p7", params={"pool_type": "max", "kernel_size": "2", "stride": "1"}, inputs=["p6"],
                 activation="sigmoid")
     m.add_layer("pooling", "gap", params={"global": "true"}, inputs=["p7"])
@@ -82,8 +84,9 @@ def test_only_layers_whose_forward_is_one_kernel_call_are_replayed():
     net.run()
     types = {name: net.nodes[name].layer.desc.name for name in net.order}
     replayed = {name for name, call, _ in net.replayer.recorded if call is not None}
-    assert {types[n] for n in replayed} == {"convolution", "conv_bn_sum", "pooling", "fully_connected", "conv_pool"}
-    assert {"p6", "gap", "fc"} <= replayed
+    assert {types[n] for n in replayed} == {"convolution", "conv_bn_sum", "pooling", "fully_connected", "conv_pool",
+                                            "element_wise"}
+    assert {"p6", "gap", "fc", "mul", "excite"} <= replayed  # element-wise: one element_wise or channel_scale call
     # the pooling after its convolution: both prepared calls, replayed as a pair
     assert any(t == "conv_pool" and n in replayed for n, t in types.items())
     assert "c4" not in replayed  # a sine no kernel applies: the layer's forward does a second pass

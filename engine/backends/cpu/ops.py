@@ -108,9 +108,8 @@ def element_wise(backend: Backend) -> Kernel:
             return None
         if not (a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
             return None
-        elementwise.element_wise(a, b, out, elementwise.ELEMENT_WISE_OPS[op], FUSED_EPILOGUES[epilogue],
-                                 epilogue_alpha(epilogue, coefs))
-        return Launched("element_wise")
+        return _ran("element_wise", functools.partial(elementwise.element_wise, a, b, out, elementwise.ELEMENT_WISE_OPS[op],
+                                                      FUSED_EPILOGUES[epilogue], epilogue_alpha(epilogue, coefs)))
     return run
 
 
