@@ -7,6 +7,7 @@ where ``scale = max(1, max|reference|)``. fp16 inputs and weights are rounded to
 reference is computed, so the remaining error is the fp16 rounding of intermediate and output values."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,18 +88,28 @@ def run_layer(layer_type: str, params: dict[str, Any] | None, inputs: list[np.nd
     return out, src.used.get("L", {}), net
 
 
-def run_unfused(x: np.ndarray, chain: list[tuple[str, str, dict[str, Any], str]],
+#: one layer of a chain: (layer type, name, parameters, activation)
+ChainLayer = tuple[str, str, dict[str, Any], str]
+
+
+def chain_model(dims: str, chain: Sequence[ChainLayer], name: str = "chain", source: str = "in0") -> Model:
+    """Input ``source`` of ``dims`` -> each layer of ``chain``, reading the one before -> output 'out': the straight
+    chain most network tests build (parameter values are written as text, as a model file holds them)."""
+    m = Model(name)
+    m.add_layer("input", source, params={"dimensions": dims})
+    for layer_type, layer_name, params, activation in chain:
+        m.add_layer(layer_type, layer_name, params={k: str(v) for k, v in params.items()}, inputs=[source],
+                    activation=activation)
+        source = layer_name
+    m.add_layer("output", "out", inputs=[source])
+    return m
+
+
+def run_unfused(x: np.ndarray, chain: Sequence[ChainLayer],
                 weights: dict[str, dict[str, np.ndarray]], fmt: TensorFormat, backend: str = "numpy") -> np.ndarray:
     """Run ``x`` through ``chain`` (layer type, name, parameters, activation; each reading the one before) with
     fusing rules off, checking that no layer was fused: the plain chain a fused layer must equal."""
-    m = Model("chain")
-    m.add_layer("input", "in0", params={"dimensions": str(Dims(*x.shape))})
-    source = "in0"
-    for layer_type, name, params, activation in chain:
-        m.add_layer(layer_type, name, params={k: str(v) for k, v in params.items()}, inputs=[source],
-                    activation=activation)
-        source = name
-    m.add_layer("output", "out", inputs=[source])
+    m = chain_model(str(Dims(*x.shape)), chain)
     net = Network(m, default_registry(), backend_param(backend), fmt, weights=DictWeights(weights), fusing="off")
     assert [net.layer(name).desc.name for _, name, _, _ in chain] == [t for t, _, _, _ in chain]  # really unfused
     return net.infer({"in0": x})["out"]
@@ -147,27 +158,17 @@ def drift_model(dims: str = "1x2x6x6", weight: str = "1e5", restore: bool = Fals
     """inp -> c1 -> c2 -> amp -> out, 'amp' multiplying by ``weight`` (beyond fp16's range, 65504): a network whose
     fp16 run drifts from its fp32 run at 'amp', for the precision tools. ``restore``: a layer 'back' divides by
     ``weight`` again before the output."""
-    m = Model(name)
-    m.add_layer("input", "inp", params={"dimensions": dims})
-    for conv, source in (("c1", "inp"), ("c2", "c1")):
-        m.add_layer("convolution", conv, params={"num_output_channels": "4"}, inputs=[source])
-    m.add_layer("linear_blend", "amp", params={"weight_a": weight}, inputs=["c2"])
-    last = "amp"
+    chain: list[ChainLayer] = [("convolution", conv, {"num_output_channels": 4}, "none") for conv in ("c1", "c2")]
+    chain.append(("linear_blend", "amp", {"weight_a": weight}, "none"))
     if restore:
-        m.add_layer("linear_blend", "back", params={"weight_a": repr(1 / float(weight))}, inputs=["amp"])
-        last = "back"
-    m.add_layer("output", "out", inputs=[last])
-    return m
+        chain.append(("linear_blend", "back", {"weight_a": repr(1 / float(weight))}, "none"))
+    return chain_model(dims, chain, name, source="inp")
 
 
 def conv_bn_model(dims: str, channels: int, conv: str = "conv") -> Model:
     """inp -> ``conv`` -> bn -> out: the chain the built-in fusing rule folds into the batch normalization."""
-    m = Model("fused")
-    m.add_layer("input", "inp", params={"dimensions": dims})
-    m.add_layer("convolution", conv, params={"num_output_channels": str(channels)}, inputs=["inp"])
-    m.add_layer("batch_normalization", "bn", inputs=[conv])
-    m.add_layer("output", "out", inputs=["bn"])
-    return m
+    return chain_model(dims, [("convolution", conv, {"num_output_channels": channels}, "none"),
+                              ("batch_normalization", "bn", {}, "none")], "fused", source="inp")
 
 
 def assert_replays_match(net: Network, ref: Network, shape: tuple[int, ...], runs: int = 4) -> None:

@@ -8,17 +8,15 @@ unloaded collection become type-check errors). Plugins of an added folder are fi
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.designer.collection_probe import CollectionProbe, tell_refused
+from app.designer.context import Controller, DesignerContext
 from engine.errors import LayerLabError
 from engine.log import get_logger
 from engine.plugin_collections import Collection, CollectionManager
-
-if TYPE_CHECKING:
-    from app.designer.context import DesignerContext
 
 UNLOADED_KEY = "collections/unloaded"
 FOLDERS_KEY = "collections/folders"
@@ -33,15 +31,14 @@ def _strings(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else [str(v) for v in value]
 
 
-class Collections(QtCore.QObject):
+class Collections(Controller):
     """The designer's collections: the manager over its registry, the remembered choices and the refresh
     (``changed``: the documentation browser and the fusing-rules window follow it)."""
 
     changed = QtCore.Signal()
 
     def __init__(self, ctx: DesignerContext) -> None:
-        super().__init__(ctx.parent)
-        self.ctx = ctx
+        super().__init__(ctx)
         self.manager = CollectionManager(ctx.registry)
         self.probe = CollectionProbe(ctx.settings)
         self.manager.accept = self.probe

@@ -71,3 +71,12 @@ class DesignerContext:
         """The menu bar's menu named ``title`` (without its ``&``), or None."""
         return next((a.menu() for a in self.parent.menuBar().actions()
                      if a.menu() is not None and a.text().replace("&", "") == title), None)
+
+
+class Controller(QtCore.QObject):
+    """A part of the designer's window (files, runs, templates, ...): a QObject the window owns (dialogs and actions
+    are parented to it), working through ``ctx`` alone."""
+
+    def __init__(self, ctx: DesignerContext) -> None:
+        super().__init__(ctx.parent)
+        self.ctx = ctx

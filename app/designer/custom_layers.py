@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app.designer.context import Controller, DesignerContext
 from app.designer.custom_layer_dialog import DEFINITION_FILTER, CustomLayerDialog
 from engine.custom import CONSENT, CustomLayerDef, custom_name, set_definition, used_definitions
 from engine.custom.consent import content_hash
@@ -21,18 +22,14 @@ from engine.custom.definition import read_definition_file, write_definition_file
 from engine.custom.scope import get_definition, remove_definition
 from engine.errors import LayerLabError
 
-if TYPE_CHECKING:
-    from app.designer.context import DesignerContext
-
 SETTINGS_KEY = "customCode/trusted"
 
 
-class CustomLayers(QtCore.QObject):
+class CustomLayers(Controller):
     """The designer's custom layers (``window.custom``): its actions, dialog, prompt and file dialogs."""
 
     def __init__(self, ctx: DesignerContext) -> None:
-        super().__init__(ctx.parent)
-        self.ctx = ctx
+        super().__init__(ctx)
         self.dialog: CustomLayerDialog | None = None
         self.prompt: QtWidgets.QMessageBox | None = None
         self.file_dialog: QtWidgets.QFileDialog | None = None

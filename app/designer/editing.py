@@ -7,7 +7,7 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.designer.context import DesignerContext
+from app.designer.context import Controller, DesignerContext
 from app.designer.document import Document
 from engine.errors import LayerLabError
 
@@ -27,12 +27,11 @@ def make_action(parent: QtWidgets.QWidget, text: str, slot: Callable[[], Any],
     return act
 
 
-class Editing(QtCore.QObject):
+class Editing(Controller):
     """The edit and view actions (``act_*``) acting on the current document's canvas."""
 
     def __init__(self, ctx: DesignerContext) -> None:
-        super().__init__(ctx.parent)
-        self.ctx = ctx
+        super().__init__(ctx)
         K, P = QtGui.QKeySequence.StandardKey, QtWidgets.QStyle.StandardPixmap
         a = lambda *args: make_action(ctx.parent, *args)  # noqa: E731
         on = self.with_doc

@@ -9,7 +9,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtWidgets
 
 from app.designer.autosave import Autosaver
-from app.designer.context import DesignerContext
+from app.designer.context import Controller, DesignerContext
 from app.designer.document import Document
 from app.designer.onnx_import import OPEN_FILTER, OnnxImport
 from app.designer.templates import Templates
@@ -19,7 +19,7 @@ from engine.errors import LayerLabError
 from engine.importers import is_importable
 
 
-class Files(QtCore.QObject):
+class Files(Controller):
     """Opening, saving and closing models; ``saved`` tells the window a document got a (new) file."""
 
     saved = QtCore.Signal(object)  # the Document
@@ -27,8 +27,7 @@ class Files(QtCore.QObject):
 
     def __init__(self, ctx: DesignerContext, workspace: Workspace, autosaver: Autosaver, templates: Templates,
                  onnx_import: OnnxImport) -> None:
-        super().__init__(ctx.parent)
-        self.ctx = ctx
+        super().__init__(ctx)
         self.workspace = workspace
         self.autosaver = autosaver
         self.templates = templates

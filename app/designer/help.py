@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from app.designer.context import DesignerContext
+from app.designer.context import Controller, DesignerContext
 from app.designer.docs_browser import DocsBrowser
 from engine.custom import custom_descs
 from engine.templates import template_descs
 
 
-class Help(QtCore.QObject):
+class Help(Controller):
     """The documentation browser (``docs_browser``, made when first shown) and the About box."""
 
     def __init__(self, ctx: DesignerContext) -> None:
-        super().__init__(ctx.parent)
-        self.ctx = ctx
+        super().__init__(ctx)
         self.docs_browser: DocsBrowser | None = None
 
     def show_docs(self, key: str | None = None) -> DocsBrowser:

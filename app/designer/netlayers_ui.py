@@ -8,21 +8,20 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app.designer.context import Controller, DesignerContext
 from app.designer.workspace import FILE_FILTER
 from engine.errors import LayerLabError
 from engine.netlayers import network_desc, network_file, network_type, referenced_files, relative_reference, resolve
 
 if TYPE_CHECKING:
-    from app.designer.context import DesignerContext
     from app.designer.document import Document
 
 
-class NetworkLayers(QtCore.QObject):
+class NetworkLayers(Controller):
     """What the main window does with network layers (one per window)."""
 
     def __init__(self, ctx: DesignerContext) -> None:
-        super().__init__(ctx.parent)
-        self.ctx = ctx
+        super().__init__(ctx)
         self.watcher = QtCore.QFileSystemWatcher(self)
         self.watcher.fileChanged.connect(self.file_changed)
         self.act_import = QtGui.QAction("Import Model as &Layer…", ctx.parent)

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 from PySide6 import QtCore, QtGui, QtWidgets
 from shiboken6 import isValid
 
+from app.designer.context import Controller, DesignerContext
 from engine.errors import LayerLabError
 from engine.importers import is_importable
 from engine.log import get_logger
 from engine.weights import ArrayWeights, save_safetensors
 
 if TYPE_CHECKING:
-    from app.designer.context import DesignerContext
     from app.designer.document import Document
     from engine.importers.onnx import ImportResult
     from engine.registry import Registry
@@ -355,15 +355,14 @@ class ImportDialog(QtWidgets.QDialog):
             w.show()
 
 
-class OnnxImport(QtCore.QObject):
+class OnnxImport(Controller):
     """Wires the ONNX import into the designer: File > Import ONNX Model… (after ``open_action``), ``.onnx`` in
     File > Open, drops on the window and its canvases, and the weights file written when an imported model is saved."""
 
     imported = QtCore.Signal(object)  # the Document an import opened
 
     def __init__(self, ctx: DesignerContext, open_action: QtGui.QAction) -> None:
-        super().__init__(ctx.parent)
-        self.ctx = ctx
+        super().__init__(ctx)
         self.dialogs: list[ImportDialog] = []  # imports shown (the latest last)
         self.options_dialog: ImportOptionsDialog | None = None
         self._jobs: dict[ImportDialog, _Job] = {}

@@ -9,7 +9,7 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.designer.context import DesignerContext
+from app.designer.context import Controller, DesignerContext
 from app.designer.document import Document
 from app.designer.reports import Reports, canvas_layer
 from canvas.overlay import FigureOverlay
@@ -22,7 +22,7 @@ HOW = {TIME: "run the model (Tools > Launch Inference) or open a report of it (T
        DIFF: "compare reports of it (Tools > Compare Inference Reports)"}
 
 
-class CanvasFigures(QtCore.QObject):
+class CanvasFigures(Controller):
     """The View menu's figure choice (``actions``: None and one per ``engine.figures.KINDS``, and ``act_show``, the
     toggle between None and the last figure chosen) and one ``FigureOverlay`` per open model."""
 
@@ -30,8 +30,7 @@ class CanvasFigures(QtCore.QObject):
                  analysis: QtCore.QObject, analysed: Callable[[], Document | None]) -> None:
         """``run_finished``: the worker's signal after a run; ``analysis``: the analysis session's proxy (its ``drift``
         and ``precision_fixed`` signals); ``analysed``: the model analysis runs on."""
-        super().__init__(ctx.parent)
-        self.ctx = ctx
+        super().__init__(ctx)
         self.reports = reports
         self._analysed = analysed
         self._drift: tuple[int, Any] | None = None  # (document id, engine.analysis.DriftResult)

@@ -8,7 +8,7 @@ import os
 from PySide6 import QtCore, QtWidgets
 
 from app.designer.autosave import Autosaver, restore
-from app.designer.context import DesignerContext
+from app.designer.context import Controller, DesignerContext
 from app.designer.document import Document
 from engine.errors import LayerLabError
 
@@ -25,12 +25,11 @@ def default_autosave_dir() -> str:
     return os.path.join(base or os.path.join(os.path.expanduser("~"), ".layerlab"), "autosave")
 
 
-class Autosave(QtCore.QObject):
+class Autosave(Controller):
     """The autosave timer (``timer``, every ``interval_ms``) and the recovery offer."""
 
     def __init__(self, ctx: DesignerContext, autosaver: Autosaver, interval_ms: int) -> None:
-        super().__init__(ctx.parent)
-        self.ctx = ctx
+        super().__init__(ctx)
         self.autosaver = autosaver
         self.timer = QtCore.QTimer(self)
         self.timer.setInterval(interval_ms)

@@ -9,7 +9,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtWidgets
 
 from app.designer.compare_view import REPORT_FILTER, CompareDialog
-from app.designer.context import DesignerContext
+from app.designer.context import Controller, DesignerContext
 from app.designer.document import Document
 from app.designer.report_view import ReportView
 from app.designer.worker import RunResult
@@ -56,15 +56,14 @@ def canvas_layer(doc: Document, name: str) -> str | None:
     return None
 
 
-class Reports(QtCore.QObject):
+class Reports(Controller):
     """The report tabs (``reports``) among the model tabs, and the comparison dialogs (``compare_dialogs``);
     ``closed`` when a report tab was closed."""
 
     closed = QtCore.Signal()
 
     def __init__(self, ctx: DesignerContext, reports_dir: str) -> None:
-        super().__init__(ctx.parent)
-        self.ctx = ctx
+        super().__init__(ctx)
         self.reports_dir = reports_dir
         self.reports: list[ReportView] = []
         self._live: dict[int, ReportView] = {}  # document id -> the tab showing its latest run

@@ -11,7 +11,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtWidgets
 
 from app import run_config
-from app.designer.context import DesignerContext
+from app.designer.context import Controller, DesignerContext
 from app.designer.custom_layers import CustomLayers
 from app.designer.document import Document
 from app.designer.fusing_rules import FusingRulesDialog
@@ -23,7 +23,7 @@ from engine.custom import used_definitions
 from engine.errors import LayerLabError
 
 
-class Runs(QtCore.QObject):
+class Runs(Controller):
     """Starts runs in ``runner``'s worker and follows them; ``changed`` when a run starts or ends (the window's
     actions follow). ``analysis_active`` says whether Analysis holds the worker."""
 
@@ -32,8 +32,7 @@ class Runs(QtCore.QObject):
     def __init__(self, ctx: DesignerContext, runner: RunController, reports: Reports, logger: RunLogger,
                  logger_dock: QtWidgets.QDockWidget, custom: CustomLayers,
                  analysis_active: Callable[[], bool]) -> None:
-        super().__init__(ctx.parent)
-        self.ctx = ctx
+        super().__init__(ctx)
         self.runner = runner
         self.reports = reports
         self.logger = logger

@@ -15,7 +15,7 @@ from typing import Any
 
 from PySide6 import QtCore, QtWidgets
 
-from app.designer.context import DesignerContext
+from app.designer.context import Controller, DesignerContext
 from app.designer.document import Document
 from app.designer.params import ParamPanel
 from app.designer.workspace import FILE_FILTER, SAMPLE
@@ -42,12 +42,11 @@ def default_template_name(model: Model) -> str:
     return f"template{n}"
 
 
-class Templates(QtCore.QObject):
+class Templates(Controller):
     """The designer's template commands and template-editing tabs (``sessions``: editing tab id -> what it edits)."""
 
     def __init__(self, ctx: DesignerContext, params: ParamPanel) -> None:
-        super().__init__(ctx.parent)
-        self.ctx = ctx
+        super().__init__(ctx)
         self.params = params
         self.template_dialog: QtWidgets.QInputDialog | None = None  # the latest name dialog
         self.sessions: dict[int, _Editing] = {}

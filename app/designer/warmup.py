@@ -6,15 +6,14 @@ from typing import Any
 
 from PySide6 import QtCore
 
-from app.designer.context import DesignerContext
+from app.designer.context import Controller, DesignerContext
 
 
-class KernelWarmup(QtCore.QObject):
+class KernelWarmup(Controller):
     """The background compile (``process``, None when none was needed) and the timer that watches it."""
 
     def __init__(self, ctx: DesignerContext) -> None:
-        super().__init__(ctx.parent)
-        self.ctx = ctx
+        super().__init__(ctx)
         self.process: Any = None
         self.timer = QtCore.QTimer(self)
         self.timer.setInterval(500)

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from engine.errors import ParameterError, ShapeError
-from engine.model import Model
 from engine.network import Network
 from engine.plugins import default_registry
 from engine.tensor import FORMATS
 from tests.harness import (
     assert_close,
+    chain_model,
     each_backend_and_format,
     round_like,
     run_layer,
@@ -87,10 +87,8 @@ def test_flops_are_those_of_the_unfused_chain():
     params = dict(num_output_channels=4, pool_type="average", pool_kernel_size=3, pool_stride=2, pool_padding=1)
     x = np.zeros((2, 3, 9, 8), np.float32)
     _, w, fused = run_layer("conv_pool", params, [x], FORMATS[0])
-    m = Model("chain")
-    m.add_layer("input", "in0", params={"dimensions": "2x3x9x8"})
-    m.add_layer("convolution", "conv", params={"num_output_channels": "4"}, inputs=["in0"])
-    m.add_layer("pooling", "pool", params={k: str(v) for k, v in pool_params(params).items()}, inputs=["conv"])
+    m = chain_model("2x3x9x8", [("convolution", "conv", {"num_output_channels": 4}, "none"),
+                                ("pooling", "pool", pool_params(params), "none")])
     chain = Network(m, default_registry(), fusing="off")
     chain.run()
 
@@ -132,12 +130,9 @@ def test_the_cpu_replays_the_convolution_and_the_pooling_as_one_call(pool):
     pytest.importorskip("engine.backends.cpu.ops", reason="Numba is not installed")
     from engine.backends import get_backend
 
-    m = Model("stem")
-    m.add_layer("input", "inp", params={"dimensions": "1x3x32x32"})
-    m.add_layer("convolution", "conv", params={"num_output_channels": "16", "kernel_size": "7", "stride": "2",
-                                               "padding": "3"}, inputs=["inp"], activation="relu")
-    m.add_layer("pooling", "pool", params=pool, inputs=["conv"])
-    m.add_layer("output", "out", inputs=["pool"])
+    conv = {"num_output_channels": 16, "kernel_size": 7, "stride": 2, "padding": 3}
+    m = chain_model("1x3x32x32", [("convolution", "conv", conv, "relu"), ("pooling", "pool", pool, "none")], "stem",
+                    source="inp")
     fmt = next(f for f in FORMATS if str(f) == "fp32|nhwc")
     fused = Network(m, default_registry(), get_backend("numpy", notice=None), fmt)
     plain = Network(m, default_registry(), get_backend("numpy", notice=None), fmt, fusing="off")

@@ -12,8 +12,10 @@ from engine.plugins import default_registry
 from engine.tensor import FORMATS, Dims
 from tests.harness import (
     FORMAT_IDS,
+    ChainLayer,
     assert_close,
     backend_param,
+    chain_model,
     each_backend_and_format,
     ort_run,
     round_like,
@@ -30,22 +32,17 @@ def test_dropout_is_identity_like_onnxruntime(backend, fmt, shape, ratio):
     np.testing.assert_array_equal(out, ref)
 
 
+CONV_C: ChainLayer = ("convolution", "c", {"num_output_channels": 4}, "none")
+CONV_E: ChainLayer = ("convolution", "e", {"num_output_channels": 2}, "none")
+
+
 def _chain(dropout_act: str = "none") -> Model:
-    m = Model("t")
-    m.add_layer("input", "x", params={"dimensions": "2x3x8x8"})
-    m.add_layer("convolution", "c", params={"num_output_channels": 4}, inputs=["x"])
-    m.add_layer("dropout", "d", inputs=["c"], activation=dropout_act)
-    m.add_layer("convolution", "e", params={"num_output_channels": 2}, inputs=["d"])
-    m.add_layer("output", "out", inputs=["e"])
-    return m
+    """x -> c -> dropout d -> e -> out."""
+    return chain_model("2x3x8x8", [CONV_C, ("dropout", "d", {}, dropout_act), CONV_E], "t", source="x")
 
 
 def test_dropout_aliases_its_input_without_a_buffer():
-    plain = Model("t")
-    plain.add_layer("input", "x", params={"dimensions": "2x3x8x8"})
-    plain.add_layer("convolution", "c", params={"num_output_channels": 4}, inputs=["x"])
-    plain.add_layer("convolution", "e", params={"num_output_channels": 2}, inputs=["c"])
-    plain.add_layer("output", "out", inputs=["e"])
+    plain = chain_model("2x3x8x8", [CONV_C, CONV_E], "t", source="x")
     with_dropout = Network(_chain(), default_registry(), reuse_buffers=False)
     without = Network(plain, default_registry(), reuse_buffers=False)
     x = np.random.default_rng(2).standard_normal((2, 3, 8, 8)).astype(np.float32)
