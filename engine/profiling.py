@@ -85,7 +85,7 @@ def measure_peaks(backend: Backend, dtype: Any, trials: int = 5, budget_s: float
     """Measure the device's matrix-product rate and copy bandwidth: the best of ``trials`` trials (each the best of
     repeated runs in its share of ``budget_s``), so that a moment of a busy machine does not set the roof."""
     xp = backend.xp
-    n = 2048 if backend.name != "numpy" else 512
+    n = 2048 if backend.name != "numpy" else 1024
     a = xp.ones((n, n), dtype=dtype)
     b = xp.ones((n, n), dtype=dtype)
     src = xp.ones((64 << 20) // 4 if backend.name != "numpy" else (16 << 20) // 4, dtype=np.float32)
