@@ -98,13 +98,10 @@ class BatchDialog(QtWidgets.QDialog):
         row.addWidget(self.output, 1)
         row.addWidget(self.browse_output)
         form.addRow("Output folder:", row)
-        form.addRow("Batch size:", self.batch_size)
-        form.addRow("Every K-th frame:", self.every)
-        form.addRow("Save stills as:", self.save_as)
-        form.addRow("PNG compression:", self.png_compression)
-        form.addRow("Engine:", self.engine)
-        form.addRow("", self.overwrite)
-        form.addRow("Network:", self.settings_label)
+        for label, widget in (("Batch size:", self.batch_size), ("Every K-th frame:", self.every),
+                              ("Save stills as:", self.save_as), ("PNG compression:", self.png_compression),
+                              ("Engine:", self.engine), ("", self.overwrite), ("Network:", self.settings_label)):
+            form.addRow(label, widget)
 
         self.progress = QtWidgets.QProgressBar()
         self.progress.setRange(0, 1)

@@ -87,13 +87,10 @@ class NetworkSettingsDialog(QtWidgets.QDialog):
 
         run_box = QtWidgets.QGroupBox("Run")
         form = QtWidgets.QFormLayout(run_box)
-        form.addRow("Backend:", self.backend)
-        form.addRow("Tensor format:", self.format)
-        form.addRow("Iterations:", self.iterations)
-        form.addRow("Warm-up iterations:", self.warmup)
-        form.addRow("Seed:", self.seed)
-        form.addRow("", self.profiling)
-        form.addRow("", self.fusing)
+        for label, widget in (("Backend:", self.backend), ("Tensor format:", self.format),
+                              ("Iterations:", self.iterations), ("Warm-up iterations:", self.warmup),
+                              ("Seed:", self.seed), ("", self.profiling), ("", self.fusing)):
+            form.addRow(label, widget)
         self.tf32 = QtWidgets.QCheckBox("fp32 on the GPU may use TF32 tensor cores")
         self.tf32.setToolTip("Faster fp32 convolutions on the GPU (products rounded to 10-bit mantissas, about 1e-3 "
                              "relative error); off: strict float32, as on the CPU")
