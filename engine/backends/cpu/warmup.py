@@ -3,10 +3,10 @@
 ``python -m engine.backends.cpu.warmup`` runs a small network that takes every kernel path (Winograd in blocks
 and shared out, F(2x2) for a small image, its products by OpenBLAS and over weight panels, im2col by pixels
 and by output channels, 1x1, pooling, element-wise, upsampling alone and with a concatenation, few output
-channels, products over packed weight panels) in fp32 NHWC and NCHW, so that Numba's on-disk cache holds
-them; a later inference starts at once. The designer runs it in a separate process at its first start after
-installing (compiling holds the Python interpreter for minutes: in-process, the window would
-stutter)."""
+channels, products over packed weight panels, batch normalization, an activation alone) in fp32 NHWC and NCHW,
+so that Numba's on-disk cache holds them; a later inference starts at once. The designer runs it in a separate
+process at its first start after installing (compiling holds the Python interpreter for minutes: in-process,
+the window would stutter)."""
 from __future__ import annotations
 
 import fcntl
@@ -81,7 +81,8 @@ def _depthwise(m: Model) -> None:
 
 
 def _passes(m: Model) -> None:
-    """Element-wise, pooling and upsampling passes, few output channels, the dense kernel, squeeze-excitation."""
+    """Element-wise, pooling and upsampling passes, few output channels, the dense kernel, squeeze-excitation, batch
+    normalization, an activation alone."""
     m.add_layer("element_wise", "add1", params={"operation": "sum"},
                 inputs=[_input(m, "add_a", "1x32x20x20"), _input(m, "add_b", "1x32x20x20")], activation="relu")
     m.add_layer("pooling", "pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
@@ -110,6 +111,10 @@ def _passes(m: Model) -> None:
     m.add_layer("output", "classes", inputs=["fc_small"])
     m.add_layer("output", "squeezed", inputs=[_conv(m, "squeeze", "gap", 8, kernel=1)])
     _excitation(m, "wide_gate", wide, 16)  # on the calling thread
+    # batch normalization that no convolution before it took in (the per-channel scale-and-shift kernel), and an
+    # activation no layer fused (the output's: the activation kernel)
+    m.add_layer("batch_normalization", "bn", inputs=[wide], activation="relu")
+    m.add_layer("output", "normalized", inputs=["bn"], activation="sigmoid")
 
 
 def _excitation(m: Model, name: str, src: str, ch: int) -> None:
