@@ -3,6 +3,7 @@ also shown firing on a planted violation."""
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import subprocess
 import sys
@@ -13,8 +14,20 @@ FORBIDDEN_IN_ENGINE = ("PySide6", "PyQt5", "PyQt6", "shiboken6", "NodeGraphQt", 
 QT = ("PySide6", "PyQt5", "PyQt6", "shiboken6", "NodeGraphQt", "pyqtgraph")
 
 
+@functools.cache
+def _parsed(text: str, filename: str) -> ast.Module:
+    """The syntax tree of a source file's ``text``, parsed once per test process (the rules below scan the same
+    files again and again; a file written anew has a text of its own)."""
+    return ast.parse(text, filename)
+
+
+def parse(path: Path) -> ast.Module:
+    """The syntax tree of the source file ``path`` as it is now."""
+    return _parsed(path.read_text(encoding="utf-8"), str(path))
+
+
 def imported_modules(path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    tree = parse(path)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -94,7 +107,7 @@ def module_imports(path: Path, module: str) -> list[tuple[int, str]]:
     close a circle too), under ``if TYPE_CHECKING:`` (a circle that only the type checker sees is still two
     modules that need each other) and through importlib. Relative imports are resolved; ``from package import
     name`` gives ``package.name``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    tree = parse(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
@@ -190,7 +203,7 @@ def oversized(root: Path, packages: tuple[str, ...] = PACKAGES, allowed: tuple[s
         lines = len(text.splitlines())
         if lines > MAX_FILE_LINES:
             bad.append(f"{name}: {lines} lines")
-        for node in ast.walk(ast.parse(text, str(path))):
+        for node in ast.walk(_parsed(text, str(path))):
             if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
                 bad.append(f"{name}: class {node.name} {node.end_lineno - node.lineno + 1} lines")
     return sorted(b for b in bad if _where(b) not in allowed)

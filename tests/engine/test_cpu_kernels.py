@@ -12,6 +12,7 @@ import pytest
 from engine.backends import cpu
 from engine.backends.cpu import backend as cpu_backend
 from engine.backends.cpu.backend import NumpyBackend, cpu_kernels
+from engine.backends.cpu.epilogue import kernel_alpha
 from plugins.standard._common_conv import conv2d
 from plugins.standard._common_resample import resample, upsample_taps
 
@@ -169,7 +170,7 @@ def test_panel_product_tiles_every_row_count_exactly(m):
     w = rng.standard_normal((2 * cpu.microkernel.PANEL, 40, 1, 1)).astype(np.float32)
     b = rng.standard_normal(2 * cpu.microkernel.PANEL).astype(np.float32)
     y = np.full((m + 1, 2 * cpu.microkernel.PANEL), np.nan, np.float32)  # one row more than the product writes
-    cpu.panels._panel_par(a, cpu.panels.panel_weights(w), y[:m], y[:m], False, b, 0, np.float32(0))
+    cpu.panels._panel_par(a, cpu.panels.panel_weights(w), y[:m], y[:m], False, b, 0, kernel_alpha(0.0))
     ref = a.astype(np.float64) @ w[:, :, 0, 0].T.astype(np.float64) + b
     assert _rel(y[:m], ref) < 1e-6
     assert np.isnan(y[m]).all()

@@ -22,8 +22,8 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
     launches = []
     real = cpu.runtime.launch
     monkeypatch.setattr(cpu.runtime, "launch", lambda kernel, *args: launches.append((kernel.__name__, args[:3])) or (
-        kernel.__name__ == "_wino_par" and weights.add(args[8].shape[:1] + (args[8].ndim,))) or real(kernel, *args))
-    weights: set[tuple[int, int]] = set()  # the Winograd launches' weights: (products, dimensions)
+        kernel.__name__ == "_wino_par" and weights.add((args[8].shape[0], args[9]))) or real(kernel, *args))
+    weights: set[tuple[int, bool]] = set()  # the Winograd launches' weights: (products, over the panels)
     net = Network(warmup.warmup_model(), registry, NumpyBackend(), TensorFormat.parse(fmt))
     warmup.feed(net, seed=1)
     net.run()
@@ -35,13 +35,14 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
                 ("_few_par", None), ("_depthwise_flat_par", None)} <= kinds
         if cpu.microkernel.panels_available():  # AVX-512 or AVX2: small images' products over packed weight panels
             assert {("_panel_windows_par", None), ("_im2col_par", None), ("_panel_par", None)} <= kinds
-            assert {(16, 3), (36, 4)} <= weights  # F(2x2) by OpenBLAS, F(4x4) on the panels
+            assert {(16, False), (36, True)} <= weights  # F(2x2) by OpenBLAS, F(4x4) on the panels
         else:
-            assert {(16, 3), (36, 3)} <= weights
+            assert {(16, False), (36, False)} <= weights
     else:
-        assert weights == {(36, 3)}  # NCHW: F(4x4), products by OpenBLAS
+        assert weights == {(36, False)}  # NCHW: F(4x4), products by OpenBLAS
     assert ("_upsample", None) in kinds
     assert ("_scale_nhwc" if fmt.endswith("nhwc") else "_scale_rows_par", None) in kinds  # a squeeze-excitation gate
+    assert {("_scale_shift_rows" if fmt.endswith("nhwc") else "_scale_shift_planes", None), ("_activation", None)} <= kinds
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")
     plain = Network(warmup.warmup_model(), registry, NumpyBackend(), TensorFormat.parse(fmt))
     warmup.feed(plain, seed=1)
@@ -49,7 +50,7 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
     ref = plain.output("output")
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5
     for name in ("depthwise", "squeezed", "steps", "residual", "stem_out", "averaged", "pooled", "wide_gate_out",
-                 "big_gate_out"):  # the generic path
+                 "big_gate_out", "normalized"):  # the generic path
         fast, slow = net.output(name), plain.output(name)
         assert np.linalg.norm(fast - slow) / np.linalg.norm(slow) < 1e-5
 

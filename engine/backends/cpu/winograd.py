@@ -290,7 +290,10 @@ def winograd_plan(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out: np
     threads = rt.threads()
     shapes = ((threads, nmat * rows * ntx * c), (threads, nmat * rows * ntx * k))
     head = (rt.blas_sgemm(),)
-    tail = (u, b, act, kernel_alpha(alpha), padding[0], padding[1], nty, ntx, rows, nhwc, f)
+    # weights of both kinds as one 4-D array type, (P, 1, C, K) for OpenBLAS's products: one compile of the kernel
+    # serves both (each kind compiled on its own took about 35 s more on 2 cores)
+    panels = u.ndim == 4
+    tail = (u if panels else u[:, None], panels, b, act, kernel_alpha(alpha), padding[0], padding[1], nty, ntx, rows, nhwc, f)
     per_image = -(-nty // rows)
     if n * per_image >= max(2, threads // 2):  # some threads may idle: one launch still beats three a block
         def run() -> None:
@@ -318,18 +321,20 @@ def winograd_plan(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out: np
 
 @njit(cache=True, nogil=True)
 def _products(sgemm, v, u, m, q0, q1, nhwc):  # pragma: no cover - compiled
-    """Winograd products q0..q1 of the 36: ``m[q] = v[q] @ u[q]`` (NHWC: tiles x C by C x K), or
-    ``u[q] @ v[q]`` (NCHW: K x C by C x tiles)."""
+    """Winograd products q0..q1 of the 36: ``m[q] = v[q] @ u[q, 0]`` (NHWC: tiles x C by C x K), or
+    ``u[q, 0] @ v[q]`` (NCHW: K x C by C x tiles)."""
     one, zero = np.float32(1), np.float32(0)
     for q in range(q0, q1):
         if nhwc:
             t, c = v.shape[1], v.shape[2]
-            k = u.shape[2]
-            sgemm(101, 111, 111, t, k, c, one, v[q].ctypes.data, c, u[q].ctypes.data, k, zero, m[q].ctypes.data, k)
+            k = u.shape[3]
+            sgemm(101, 111, 111, t, k, c, one, v[q].ctypes.data, c, u[q, 0].ctypes.data, k, zero, m[q].ctypes.data,
+                  k)
         else:
             c, t = v.shape[1], v.shape[2]
-            k = u.shape[1]
-            sgemm(101, 111, 111, k, t, c, one, u[q].ctypes.data, c, v[q].ctypes.data, t, zero, m[q].ctypes.data, t)
+            k = u.shape[2]
+            sgemm(101, 111, 111, k, t, c, one, u[q, 0].ctypes.data, c, v[q].ctypes.data, t, zero, m[q].ctypes.data,
+                  t)
 
 
 @njit(cache=True, nogil=True)
@@ -353,26 +358,27 @@ def _tiles(buf, nmat, tiles, c, nhwc):  # pragma: no cover - compiled
 # parallel passes see one call (a kernel with the work inline took 30 s to compile), and cached.
 
 @njit(cache=True, nogil=True, parallel=True)
-def _wino_par(j0, count, step, sgemm, xs, ys, rs, has_res, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, f, vbuf,
-              mbuf):  # pragma: no cover - compiled
+def _wino_par(j0, count, step, sgemm, xs, ys, rs, has_res, u, panels, b, act, alpha, ph, pw, nty, ntx, rows, nhwc,
+              f, vbuf, mbuf):  # pragma: no cover - compiled
     """Step -1: blocks j0..j0+count, one per iteration, in the work buffers of the thread running it. Steps
     0, 1, 2: shares 0..count of that step of block j0."""
     for q in prange(count):
-        if step < 0:
-            _wino_job(j0 + q, 0, -1, numba.get_thread_id(), sgemm, xs, ys, rs, has_res, u, b, act, alpha, ph, pw,
-                      nty, ntx, rows, nhwc, f, vbuf, mbuf)
-        else:
-            _wino_job(j0, q, step, 0, sgemm, xs, ys, rs, has_res, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc,
-                      f, vbuf, mbuf)
+        # one call, its arguments of one type (no literal constant, no unsigned loop index): Numba compiles a
+        # callee once per argument types, and this one holds every Winograd pass (three compiles took 90 s)
+        _wino_job(j0, np.int64(q), step, np.int64(numba.get_thread_id()), sgemm, xs, ys, rs, has_res, u, panels, b,
+                  act, alpha, ph, pw, nty, ntx, rows, nhwc, f, vbuf, mbuf)
 
 
 @njit(cache=True, nogil=True)
-def _wino_job(j, q, step, tid, sgemm, xs, ys, rs, has_res, u, b, act, alpha, ph, pw, nty, ntx, rows, nhwc, f, vbuf,
-              mbuf):  # pragma: no cover - compiled
-    """Block ``j`` (``rows`` tile rows of one image) in the work buffers of thread ``tid``: all of it (step -1:
-    input transform, the products, output transform) or share ``q`` of one step, the shares of a step being
-    run by all the threads: tile row ``q`` of the input (0) or output (2) transform, or products
-    P q/T..P (q+1)/T of the P (1), T threads. ``f``: F(4x4, 3x3) (36 products) or F(2x2, 3x3) (16, NHWC)."""
+def _wino_job(j0, q, step, tid, sgemm, xs, ys, rs, has_res, u, panels, b, act, alpha, ph, pw, nty, ntx, rows, nhwc,
+              f, vbuf, mbuf):  # pragma: no cover - compiled
+    """Iteration ``q`` of :func:`_wino_par` on thread ``tid``. Step -1: all of block ``j0 + q`` (``rows`` tile rows
+    of one image: input transform, the products, output transform) in the work buffers of thread ``tid``. Steps 0,
+    1, 2: share ``q`` of that step of block ``j0``, the shares of a step being run by all the threads in the work
+    buffers of thread 0: tile row ``q`` of the input (0) or output (2) transform, or products P q/T..P (q+1)/T of
+    the P (1), T threads. ``f``: F(4x4, 3x3) (36 products) or F(2x2, 3x3) (16, NHWC). ``u``: the weights over the
+    panels (``panels``) or (P, 1, C, K), (P, 1, K, C) for NCHW, for OpenBLAS."""
+    j, q, tid = (j0 + q, 0, tid) if step < 0 else (j0, q, 0)
     per_image = (nty + rows - 1) // rows
     i, ty0 = j // per_image, (j % per_image) * rows
     r = min(rows, nty - ty0)
@@ -390,7 +396,7 @@ def _wino_job(j, q, step, tid, sgemm, xs, ys, rs, has_res, u, b, act, alpha, ph,
     if step == -1 or step == 1:
         shares = vbuf.shape[0]
         q0, q1 = (0, nmat) if step < 0 else (nmat * q // shares, nmat * (q + 1) // shares)
-        if u.ndim == 4:
+        if panels:
             _panel_products(v, u, m, q0, q1)
         else:
             _products(sgemm, v, u, m, q0, q1, nhwc)
