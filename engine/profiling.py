@@ -194,6 +194,22 @@ class LayerProfile:
         t = np.asarray(self.times_ms or [0.0])
         return {"median": float(np.median(t)), "mean": float(t.mean()), "min": float(t.min()), "max": float(t.max())}
 
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte read and written (0 for a layer that moves nothing)."""
+        moved = self.bytes_read + self.bytes_written
+        return self.flops / moved if moved else 0.0
+
+    @property
+    def achieved_flops_per_s(self) -> float:
+        """FLOPs per second at the layer's mean time (0 where it was not timed)."""
+        sec = self.stats()["mean"] / 1e3
+        return self.flops / sec if sec > 0 else 0.0
+
+    def above_roof(self, peaks: DevicePeaks, factor: float = 1.0) -> bool:
+        """Whether the layer's achieved rate lies above ``factor`` times the roofline of ``peaks``."""
+        return self.intensity > 0 and self.achieved_flops_per_s > factor * peaks.roof(self.intensity)
+
 
 @dataclass
 class ProfileResult:
@@ -353,11 +369,12 @@ def profile(net: Network, iterations: int = 10, warmup: int = 1,
         result = _profile_host(net, iterations, warmup, progress, check, warming)
     if measure_device:
         result.peaks = network_peaks(net, remeasure_peaks)
-        if not remeasure_peaks and _over_roof(result, result.peaks) and _peaks_key(
-                backend, _compute_dtype(net)) not in _remeasured:
+        key = _peaks_key(backend, _compute_dtype(net))
+        if not remeasure_peaks and key not in _remeasured and any(
+                lp.above_roof(result.peaks, STALE_ROOF_FACTOR) for lp in result.layers):
             # the cached peaks were measured low (a busy moment of the first run on this machine): once per process,
             # measure again rather than draw layers above the roof in every report from now on
-            _remeasured.add(_peaks_key(backend, _compute_dtype(net)))
+            _remeasured.add(key)
             result.peaks = network_peaks(net, remeasure=True)
     return result
 
@@ -367,18 +384,6 @@ _remeasured: set[str] = set()
 #: how far above the cached roof a layer's rate must be for the peaks to count as measured low (Winograd and other
 #: shortcuts do less arithmetic than their FLOP count, so a layer may lie somewhat above a true roof)
 STALE_ROOF_FACTOR = 2.0
-
-
-def _over_roof(result: ProfileResult, peaks: DevicePeaks) -> bool:
-    """Whether a layer's achieved rate lies more than STALE_ROOF_FACTOR above the roofline of ``peaks``."""
-    for lp in result.layers:
-        sec = lp.stats()["mean"] / 1e3 if lp.times_ms else 0.0
-        moved = lp.bytes_read + lp.bytes_written
-        if sec <= 0 or not moved or not lp.flops:
-            continue
-        if lp.flops / sec > STALE_ROOF_FACTOR * peaks.roof(lp.flops / moved):
-            return True
-    return False
 
 
 def _compute_dtype(net: Network) -> Any:

@@ -94,12 +94,12 @@ def build_report(result: ProfileResult, *, model_name: str, model_version: str, 
         st = lp.stats()
         sec = st["mean"] / 1e3
         moved = lp.bytes_read + lp.bytes_written
-        intensity = lp.flops / moved if moved else 0.0
+        intensity = lp.intensity
         bound = "none"
         if peaks and moved:
             bound = "compute" if intensity >= peaks.ridge else "memory"
-        achieved = lp.flops / sec if sec > 0 else 0.0
-        over = bool(peaks and intensity > 0 and achieved > peaks.roof(intensity))
+        achieved = lp.achieved_flops_per_s
+        over = bool(peaks and lp.above_roof(peaks))
         if over:
             above.append(lp.name)
         layers.append({
