@@ -288,6 +288,20 @@ def account(spans: Sequence[tuple[int, int]], begin_ns: int | None = None,
     return [(busy, gap) for busy, gap in out]
 
 
+#: a traced run whose span on the device exceeds the median run's by this factor is left out of the layer times (the
+#: host was held between two launches: one such run among twenty moves every layer's mean)
+OUTLIER_SPAN_FACTOR = 1.25
+
+
+def steady_runs(spans_ms: Sequence[float]) -> list[int]:
+    """The indices of the runs whose span (``spans_ms``) is within :data:`OUTLIER_SPAN_FACTOR` of the median run's
+    (at least half of them)."""
+    if not spans_ms:
+        return []
+    limit = OUTLIER_SPAN_FACTOR * float(np.median(spans_ms))
+    return [i for i, span in enumerate(spans_ms) if span <= limit]
+
+
 def fit_gaps(costs: Sequence[LayerProfile], plain_ms: float, runs: int) -> float | None:
     """Where the traced runs took longer than the plain ones (``plain_ms``, untraced: CUPTI's work on every launch
     widens the host's gaps between kernels, which decide a network that runs layer by layer), scale every layer's
@@ -544,10 +558,13 @@ def _profile_traced(net: Network, tracer: Any, iterations: int, warmup: int,
     kernel_sums: dict[str, list[list[float]]] = {}
     shapes: dict[str, list[Any]] = {}
     unmatched = 0
+    accounts = [account([(r.start_ns, r.end_ns) for r in records]) for records in traced]
+    kept = steady_runs([sum(busy + gap for busy, gap in acc) for acc in accounts])
+    left_out = len(traced) - len(kept)
+    traced, accounts = [traced[i] for i in kept], [accounts[i] for i in kept]
     spans: list[float] = []
-    for records in traced:
+    for records, acc in zip(traced, accounts):
         owners = attribute(reference, [r.name for r in records])
-        acc = account([(r.start_ns, r.end_ns) for r in records])
         spans.append(sum(busy + gap for busy, gap in acc))
         layer_busy: dict[str, float] = {}
         layer_gap: dict[str, float] = {}
@@ -578,6 +595,9 @@ def _profile_traced(net: Network, tracer: Any, iterations: int, warmup: int,
                                  r.grid, r.block, only if r.kind == "kernel" else "")
                       for k, r in enumerate(shapes.get(name, []))]
     notes = []
+    if left_out:
+        notes.append(f"{left_out} of {left_out + len(traced)} traced runs left out: each took over "
+                     f"{OUTLIER_SPAN_FACTOR:g} times the median run on the device (the host held a launch)")
     fitted = fit_gaps(costs, float(np.median(net_times)), len(traced))
     if fitted is not None:
         notes.append(f"tracing slowed the launches: the gaps between kernels are scaled by {fitted:.3f} to the plain "

@@ -163,6 +163,35 @@ def test_gaps_widened_by_tracing_are_scaled_to_the_plain_runs_time(registry):
     assert max(gaps) == pytest.approx(min(gaps))  # one factor for every layer
 
 
+class HeldOnceTracer(FakeTracer):
+    """As FakeTracer, the host held for 50 ms before one layer of the second traced run."""
+
+    def __init__(self, net: Network) -> None:
+        super().__init__(net)
+        self.runs = 0
+
+    def ran(self, name: str) -> None:
+        if self.on and name == self.held_layer and self.pending:
+            self.runs += 1
+            if self.runs == 4:  # two capture runs, the layer-by-layer run, then the first timed run
+                self.clock += 50_000_000
+        super().ran(name)
+
+
+def test_a_traced_run_the_host_held_is_left_out_of_the_layer_times(registry):
+    net = small_resnet(registry)
+    tracer = HeldOnceTracer(net)
+    tracer.held_layer = net.order[2]
+    result = prof._profile_traced(net, tracer, 5, 1, None, lambda *_: None)
+    computed = [lp for lp in result.layers if lp.times_ms]
+    assert all(len(lp.times_ms) == 4 for lp in computed)  # 5 timed runs, the held one left out
+    assert all(max(lp.gap_ms) < 1.0 for lp in computed[1:])
+    assert any("1 of 5 traced runs left out" in n for n in result.notes)
+    assert sum(lp.stats()["mean"] for lp in computed) == pytest.approx(float(np.median(result.network_times_ms)))
+    assert prof.steady_runs([1.0, 1.1, 0.9, 5.0, 1.2]) == [0, 1, 2, 4]
+    assert prof.steady_runs([]) == []
+
+
 def test_device_peaks_are_cached_per_machine_with_the_date_and_remeasurable(cache, monkeypatch):
     from engine.backends import NumpyBackend
 
