@@ -310,8 +310,8 @@ def fit_gaps(costs: Sequence[LayerProfile], plain_ms: float, runs: int) -> float
     timed = [lp for lp in costs if len(lp.device_ms) >= runs > 0]
     if not timed:
         return None
-    busy = float(np.median([sum(lp.device_ms[-runs + i] for lp in timed) for i in range(runs)]))
-    gaps = float(np.median([sum(lp.gap_ms[-runs + i] for lp in timed) for i in range(runs)]))
+    busy = float(np.mean([sum(lp.device_ms[-runs + i] for lp in timed) for i in range(runs)]))
+    gaps = float(np.mean([sum(lp.gap_ms[-runs + i] for lp in timed) for i in range(runs)]))
     if gaps <= 0 or busy + gaps <= plain_ms:
         return None
     factor = min(1.0, max(0.0, (plain_ms - busy) / gaps))
@@ -604,9 +604,10 @@ def _profile_traced(net: Network, tracer: Any, iterations: int, warmup: int,
                      "runs' time (their kernels' own time is as measured)")
         spans = []
     # the device's wait before the first kernel (the host's work in Network.run and the graph's launch) is part of a
-    # plain run; traced runs launch slower (CUPTI's own work), so it is taken from the untraced runs: their time less
-    # the kernels' span, counted in the first layer's gap
-    launch = max(0.0, float(np.median(net_times)) - float(np.median(spans))) if spans else 0.0
+    # plain run; traced runs launch slower (CUPTI's own work), so it is taken from the untraced runs: their median time
+    # less the kernels' mean span (the layers' means then add up to the median plain run), counted in the first
+    # layer's gap
+    launch = max(0.0, float(np.median(net_times)) - float(np.mean(spans))) if spans else 0.0
     first = next((lp for lp in costs if lp.times_ms), None)
     if first is not None and launch > 0:
         first.times_ms = [t + launch for t in first.times_ms]

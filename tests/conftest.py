@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import fcntl
+import gc
 import importlib.util
 import os
 import re
 import sys
+from collections.abc import Iterator
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -92,6 +94,35 @@ def _cpu_kernels_compiled() -> None:
         _warm_family(family, blocking=True)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _gpu_memory_given_back(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test module, the GPU memory this process's CuPy pools and PyTorch's caching allocator keep for
+    reuse goes back to the device: parallel test processes share one GPU, and a pool never shrinks on its own (one
+    module's large network would hold its memory for the rest of the run, failing the other processes' allocations).
+    With ``LAYERLAB_TEST_GPU_MEMORY_LOG`` set to a file, each module's largest pool is appended to it first."""
+    yield
+    held = 0
+    if "cupy" in sys.modules:
+        gc.collect()  # arrays a failed run's traceback still reached
+        cupy = sys.modules["cupy"]
+        try:
+            pool = cupy.get_default_memory_pool()
+            held = pool.total_bytes()
+            pool.free_all_blocks()
+            cupy.get_default_pinned_memory_pool().free_all_blocks()
+        except Exception:  # noqa: BLE001 - no usable device: nothing held
+            pass
+    torch = sys.modules.get("torch")
+    if torch is not None and getattr(torch, "cuda", None) is not None and torch.cuda.is_initialized():
+        held += torch.cuda.memory_reserved()
+        torch.cuda.empty_cache()
+    log = os.environ.get("LAYERLAB_TEST_GPU_MEMORY_LOG")
+    if log and held:
+        with open(log, "a") as f:
+            f.write(f"{held / 2**30:8.2f} GiB {os.environ.get('PYTEST_XDIST_WORKER', '')} "
+                    f"{request.node.nodeid}\n")
+
+
 @pytest.fixture(autouse=True)
 def _own_cache_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test process its own user cache folder (notices given, timing choices): tests neither read what the
@@ -113,7 +144,6 @@ def registry():
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Clear the clipboard and destroy every widget while the QApplication still exists: a clipboard
     still holding our mime data when Qt shuts down (offscreen platform) ends the process with a segfault."""
-    import gc
 
     if "PySide6.QtWidgets" not in sys.modules:
         return

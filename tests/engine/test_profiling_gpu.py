@@ -4,6 +4,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine import profiling as prof
@@ -18,11 +19,17 @@ pytestmark = pytest.mark.gpu
 def check_sums(net: Network) -> None:
     pytest.importorskip("cupti")
     net.run()
-    plain = sorted(time_iteration(net) for _ in range(20))[10]  # the median plain run
+    before = sorted(time_iteration(net) for _ in range(20))[10]  # the median plain run
     result = prof.profile(net, iterations=20, warmup=2, measure_device=False)
+    after = sorted(time_iteration(net) for _ in range(20))[10]
     assert result.timing == prof.TIMING_CUPTI_GRAPH, result.timing
     layer_sum = sum(lp.stats()["mean"] for lp in result.layers)
-    assert abs(layer_sum - plain) <= 0.1 * plain, (layer_sum, plain, result.notes)
+    # the layers add up to the profile's own plain runs (taken minutes apart, other test processes sharing the GPU,
+    # a separate measurement moves by more than the profile's error)...
+    plain = float(np.median(result.network_times_ms))
+    assert abs(layer_sum - plain) <= 0.05 * plain, (layer_sum, plain, result.notes)
+    # ...which are plain runs as this test times them, before or after
+    assert 0.9 * min(before, after) <= plain <= 1.1 * max(before, after), (plain, before, after)
     for lp in result.layers:
         if lp.times_ms:
             assert lp.stats()["mean"] == pytest.approx(sum(lp.device_ms) / len(lp.device_ms)
