@@ -38,6 +38,7 @@ keep() {  # keep BENCHMARK FILE COMMAND: store FILE as the latest result of BENC
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== GPU tests"
+  export LAYERLAB_TEST_GPU_MEMORY_LOG="$OUT/gpu_memory.log"  # each test module's pooled GPU memory
   python3 -m pytest -q -m gpu -p no:cacheprovider -n 12 -o addopts="-ra" --continue-on-collection-errors tests 2>&1 | tee "$OUT/gpu_tests.log" \
     | grep -E "^FAILED|^ERROR|passed|failed" | tail -25
   echo "== CPU kernels on this CPU"
