@@ -13,7 +13,7 @@ from pathlib import Path
 
 def compiled_before() -> bool:
     """Whether Numba's on-disk cache already holds the main kernels (compiled by an earlier run on this
-    machine); compiling them all takes about five minutes on 2 cores."""
+    machine); compiling them all takes about three minutes on 2 cores."""
     from engine.backends.cpu import few_outputs, im2col, microkernel, panels, winograd  # noqa: PLC0415 - Numba
 
     try:
