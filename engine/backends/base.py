@@ -71,6 +71,8 @@ KERNEL_OPERATIONS: dict[str, str] = {
     "upsample_concat": "(x, skip, out, factor, bilinear, nhwc): the channels of x upsampled (as upsample) followed "
                        "by the channels of skip, the upsampled size equal to the skip size",
     "dense": "(x, w, b, out, epilogue, coefs): out (N, O) = act(x (N, K) @ w (O, K) transposed + b), 2-D arrays",
+    "linear": "(x, w, b, out, epilogue, coefs): out (M, O) = act(x (M, K) @ w (K, O) + b), 2-D arrays, many rows "
+              "(a linear layer over a transformer's tokens)",
     "pool2d": "(x, out, is_max, kernel, stride, padding, count_include_pad, nhwc): max or average pooling of "
               "physical x (averages over the real cells of a window unless count_include_pad)",
     "global_pool": "(x, out, is_max, nhwc): max or average over all pixels of each channel of physical x into out "
@@ -98,6 +100,8 @@ KERNEL_OPERATIONS: dict[str, str] = {
 #: the operations of ``KERNEL_OPERATIONS`` only the GPU backend offers: on the CPU the layers compute them themselves
 #: (matrix products by BLAS into the output, layer normalization by its Numba row kernel, the softmax by NumPy)
 GPU_OPERATIONS = frozenset({"layer_norm", "softmax_rows", "matmul", "resize_taps"})
+#: the operations only the CPU backend offers: on the GPU the layer computes them with the backend's ``matmul``
+CPU_OPERATIONS = frozenset({"linear"})
 
 
 class Backend:

@@ -136,8 +136,20 @@ class MatMul(Layer):
         y = nchw_view(out, self.fmt)
         rows = y.reshape(-1, w.shape[1]) if y.flags.c_contiguous else np.empty((a.size // w.shape[0], w.shape[1]),
                                                                                  np.float32)
-        np.matmul(a.reshape(-1, w.shape[0]), w, out=rows)
         bias = self.weights.get("bias")
+        act = self.activation
+        fused = act is None or act.epilogue is not None
+        kernel = self.backend.kernel("linear")
+        if kernel is not None and kernel(np.ascontiguousarray(a.reshape(-1, w.shape[0])), w, bias, rows,
+                                         act.epilogue if fused and act is not None else None,
+                                         act.coefs if fused and act is not None else {}) is not None:
+            # the rows shared out over the cores, the bias and a fused activation added while in cache
+            if not y.flags.c_contiguous:
+                y[...] = rows.reshape(y.shape)
+            if not fused:
+                self.activate_inplace(out)
+            return
+        np.matmul(a.reshape(-1, w.shape[0]), w, out=rows)
         if bias is not None:
             rows += bias.astype(np.float32, copy=False)
         if not y.flags.c_contiguous:

@@ -776,6 +776,46 @@ def test_fully_connected_on_the_cpu_takes_the_dense_kernel_for_small_batches(mon
     assert calls == [(1, 36), (1, 36)]  # batch 9: BLAS's blocked product
 
 
+@pytest.mark.parametrize("m,k,o", [(3136, 96, 384), (49, 768, 3072), (5, 1024, 512)])
+@pytest.mark.parametrize("act", [None, "gelu", "clamp"])
+def test_linear_rows_shared_out_match_the_matrix_product(m, k, o, act):
+    rng = np.random.default_rng(m + o)
+    x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, o)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    y = np.full((m, o), np.nan, np.float32)
+    with cpu.runtime.single_threaded_blas():
+        cpu.dense.linear(x, w, b, y, EPILOGUES[act], (0.0, 6.0))
+    ref = x.astype(np.float64) @ w.astype(np.float64) + b
+    if act == "gelu":
+        from scipy.special import erf
+        ref = ref * 0.5 * (1 + erf(ref / np.sqrt(2)))
+    elif act == "clamp":
+        ref = np.clip(ref, 0.0, 6.0)
+    assert _rel(y, ref) < 1e-5
+    x[m // 2, 3] = np.nan  # a NaN spoils its row only, in whichever core's share it lies
+    cpu.dense.linear(x, w, None, y, 0)
+    assert np.isnan(y[m // 2]).all() and np.isfinite(np.delete(y, m // 2, axis=0)).all()
+
+
+def test_a_linear_layer_over_many_tokens_shares_its_rows_out_on_the_cpu(monkeypatch):
+    """A matrix product with weights (a transformer's projection) of at least LINEAR_SPLIT_MIN multiply-adds takes
+    the row-shared kernel, bias and activation fused, in every fp32 format; a small one stays one BLAS call."""
+    from engine.tensor import FORMATS
+    from tests.harness import run_layer
+
+    calls = []
+    real = cpu.dense.linear
+    monkeypatch.setattr(cpu.dense, "linear", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
+    rng = np.random.default_rng(9)
+    for fmt in (f for f in FORMATS if f.precision.name == "FP32"):
+        for tokens in (400, 3):
+            x = rng.standard_normal((1, tokens, 96)).astype(np.float32)
+            out, w, _ = run_layer("matmul", {"num_outputs": "128", "bias": "true"}, [x], fmt, activation="relu")
+            ref = np.maximum(x @ w["weights"] + w["bias"], 0)
+            assert _rel(out.reshape(ref.shape), ref) < 1e-5, (fmt, tokens)
+    assert calls == [(400, 96)] * sum(1 for f in FORMATS if f.precision.name == "FP32")
+
+
 @pytest.mark.parametrize("others,expected", [(0.0, 4), (0.3, 4), (0.7, 3), (1.0, 3), (2.2, 2), (9.0, 1)])
 def test_cores_left_to_other_busy_processes(monkeypatch, others, expected):
     """The kernels share their work over the cores this process may use less those other processes kept busy

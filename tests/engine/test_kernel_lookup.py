@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engine.backends import NumpyBackend
-from engine.backends.base import GPU_OPERATIONS, KERNEL_OPERATIONS, Backend
+from engine.backends.base import CPU_OPERATIONS, GPU_OPERATIONS, KERNEL_OPERATIONS, Backend
 from engine.backends.cpu import ops
 from engine.descriptors import ActivationDesc, CoefDesc
 from engine.model import Model
@@ -35,6 +35,15 @@ def test_a_backend_offers_every_operation_it_has_and_memoizes_it(monkeypatch):
     assert all(callable(be.kernel(op)) for op in KERNEL_OPERATIONS if op not in GPU_OPERATIONS)
     assert all(be.kernel(op) is None for op in GPU_OPERATIONS)
     assert be.device_kind == "cpu" and not be.supports_graphs
+
+
+@pytest.mark.gpu
+def test_the_gpu_backend_offers_the_gpu_operations_and_none_of_the_cpu_only_ones():
+    from engine.backends import get_backend
+
+    be = get_backend("cupy", notice=None)
+    assert all(callable(be.kernel(op)) for op in GPU_OPERATIONS)
+    assert all(be.kernel(op) is None for op in CPU_OPERATIONS)
 
 
 def test_an_unknown_operation_names_the_known_ones_and_a_bare_backend_has_none():

@@ -127,6 +127,21 @@ def dense(backend: Backend) -> Kernel:
     return run
 
 
+def linear(backend: Backend) -> Kernel:
+    def run(x: Any, w: Any, b: Any | None, out: Any, epilogue: str | None,
+            coefs: dict[str, float]) -> Launched | None:
+        if (backend.cpu_kernels() is None or epilogue not in FUSED_EPILOGUES  # type: ignore[attr-defined]
+                or x.ndim != 2 or x.shape[0] * x.shape[1] * w.shape[1] < dense_kernels.LINEAR_SPLIT_MIN
+                or runtime.blas_sgemm() is None):
+            return None
+        arrays = (x, w, out) if b is None else (x, w, b, out)
+        if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays):
+            return None
+        return _ran("linear", functools.partial(dense_kernels.linear, x, w, b, out, FUSED_EPILOGUES[epilogue],
+                                                epilogue_alpha(epilogue, coefs)))
+    return run
+
+
 def upsample(backend: Backend) -> Kernel:
     def run(x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> Launched | None:
         if backend.cpu_kernels() is None or not (  # type: ignore[attr-defined]

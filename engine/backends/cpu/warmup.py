@@ -69,6 +69,10 @@ def _products(m: Model) -> None:
     m.add_layer("pooling", "avg", params={"pool_type": "average", "kernel_size": "3", "stride": "1", "padding": "1"},
                 inputs=[panels_1x1])
     m.add_layer("output", "averaged", inputs=["avg"])
+    # a linear layer over many tokens (a transformer's MLP): its rows shared out, one BLAS product per core
+    m.add_layer("matmul", "linear", params={"num_outputs": "128", "bias": "true"},
+                inputs=[_input(m, "tokens", "1x256x64")], activation="gelu")
+    m.add_layer("output", "projected", inputs=["linear"])
 
 
 def _depthwise(m: Model) -> None:
