@@ -743,20 +743,39 @@ def test_a_prepared_padded_call_copies_the_new_input_inside_a_zero_border():
         assert _rel(out, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1))) < 1e-5
 
 
-@pytest.mark.parametrize("n,k,o", [(1, 512, 1000), (3, 100, 7), (8, 2048, 64)])
-@pytest.mark.parametrize("act", [None, "relu", "leaky_relu"])
-def test_dense_matches_the_matrix_product(n, k, o, act):
-    rng = np.random.default_rng(n + o)
-    x, w = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal((o, k)).astype(np.float32)
+def _activated(ref: np.ndarray, act: str | None) -> np.ndarray:
+    """``ref`` through ``act`` as the product kernels' tests apply it (leaky ReLU 0.1, clamp to 0..6)."""
+    if act == "relu":
+        return np.maximum(ref, 0)
+    if act == "leaky_relu":
+        return np.where(ref > 0, ref, 0.1 * ref)
+    if act == "clamp":
+        return np.clip(ref, 0.0, 6.0)
+    if act == "gelu":
+        from scipy.special import erf
+        return ref * 0.5 * (1 + erf(ref / np.sqrt(2)))
+    return ref
+
+
+@pytest.mark.parametrize("kernel,rows,k,o", [("dense", 1, 512, 1000), ("dense", 3, 100, 7), ("dense", 8, 2048, 64),
+                                             ("linear", 3136, 96, 384), ("linear", 49, 768, 3072),
+                                             ("linear", 5, 1024, 512)])
+@pytest.mark.parametrize("act", [None, "relu", "leaky_relu", "clamp", "gelu"])
+def test_product_kernels_match_the_matrix_product(kernel, rows, k, o, act):
+    """dense (weights O x K, a few items) and linear (weights K x O, the rows shared out over the cores): act(x @ w +
+    b); a NaN spoils its own item or row only."""
+    rng = np.random.default_rng(rows + o)
+    x, w = rng.standard_normal((rows, k)).astype(np.float32), rng.standard_normal((k, o)).astype(np.float32)
     b = rng.standard_normal(o).astype(np.float32)
-    y = np.full((n, o), np.nan, np.float32)
-    cpu.dense.dense(x, w, b, y, EPILOGUES[act], 0.1)
-    ref = x.astype(np.float64) @ w.T.astype(np.float64) + b
-    ref = np.maximum(ref, 0) if act == "relu" else np.where(ref > 0, ref, 0.1 * ref) if act == "leaky_relu" else ref
-    assert _rel(y, ref) < 1e-6
-    x[0, 3] = np.nan
-    cpu.dense.dense(x, w, None, y, 0)
-    assert np.isnan(y[0]).all() and (n == 1 or np.isfinite(y[1:]).all())
+    y = np.full((rows, o), np.nan, np.float32)
+    weights = np.ascontiguousarray(w.T) if kernel == "dense" else w
+    alpha = 0.1 if act == "leaky_relu" else (0.0, 6.0)
+    with cpu.runtime.single_threaded_blas():
+        getattr(cpu.dense, kernel)(x, weights, b, y, EPILOGUES[act], alpha)
+    assert _rel(y, _activated(x.astype(np.float64) @ w.astype(np.float64) + b, act)) < 1e-5
+    x[rows // 2, 3] = np.nan
+    getattr(cpu.dense, kernel)(x, weights, None, y, 0)
+    assert np.isnan(y[rows // 2]).all() and np.isfinite(np.delete(y, rows // 2, axis=0)).all()
 
 
 def test_fully_connected_on_the_cpu_takes_the_dense_kernel_for_small_batches(monkeypatch):
@@ -774,27 +793,6 @@ def test_fully_connected_on_the_cpu_takes_the_dense_kernel_for_small_batches(mon
             ref = np.maximum(x.reshape(n, -1) @ w["weights"].T + w["bias"], 0)
             assert _rel(out.reshape(n, -1), ref) < 1e-6, (fmt, n)
     assert calls == [(1, 36), (1, 36)]  # batch 9: BLAS's blocked product
-
-
-@pytest.mark.parametrize("m,k,o", [(3136, 96, 384), (49, 768, 3072), (5, 1024, 512)])
-@pytest.mark.parametrize("act", [None, "gelu", "clamp"])
-def test_linear_rows_shared_out_match_the_matrix_product(m, k, o, act):
-    rng = np.random.default_rng(m + o)
-    x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, o)).astype(np.float32)
-    b = rng.standard_normal(o).astype(np.float32)
-    y = np.full((m, o), np.nan, np.float32)
-    with cpu.runtime.single_threaded_blas():
-        cpu.dense.linear(x, w, b, y, EPILOGUES[act], (0.0, 6.0))
-    ref = x.astype(np.float64) @ w.astype(np.float64) + b
-    if act == "gelu":
-        from scipy.special import erf
-        ref = ref * 0.5 * (1 + erf(ref / np.sqrt(2)))
-    elif act == "clamp":
-        ref = np.clip(ref, 0.0, 6.0)
-    assert _rel(y, ref) < 1e-5
-    x[m // 2, 3] = np.nan  # a NaN spoils its row only, in whichever core's share it lies
-    cpu.dense.linear(x, w, None, y, 0)
-    assert np.isnan(y[m // 2]).all() and np.isfinite(np.delete(y, m // 2, axis=0)).all()
 
 
 def test_a_linear_layer_over_many_tokens_shares_its_rows_out_on_the_cpu(monkeypatch):

@@ -113,33 +113,29 @@ def element_wise(backend: Backend) -> Kernel:
     return run
 
 
-def dense(backend: Backend) -> Kernel:
+def _product(backend: Backend, name: str, applies: Callable[[Any, Any], bool]) -> Kernel:
+    """The kernel ``name`` of :mod:`engine.backends.cpu.dense` (``dense`` or ``linear``): act(x @ w + b) over float32
+    C-contiguous arrays, where ``applies(x, w)``."""
     def run(x: Any, w: Any, b: Any | None, out: Any, epilogue: str | None,
             coefs: dict[str, float]) -> Launched | None:
         if (backend.cpu_kernels() is None or epilogue not in FUSED_EPILOGUES  # type: ignore[attr-defined]
-                or x.shape[0] > dense_kernels.DENSE_MAX_ITEMS):
+                or not applies(x, w)):
             return None
         arrays = (x, w, out) if b is None else (x, w, b, out)
         if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays):
             return None
-        return _ran("dense", functools.partial(dense_kernels.dense, x, w, b, out, FUSED_EPILOGUES[epilogue],
-                                               epilogue_alpha(epilogue, coefs)))
+        return _ran(name, functools.partial(getattr(dense_kernels, name), x, w, b, out, FUSED_EPILOGUES[epilogue],
+                                            epilogue_alpha(epilogue, coefs)))
     return run
+
+
+def dense(backend: Backend) -> Kernel:
+    return _product(backend, "dense", lambda x, w: x.shape[0] <= dense_kernels.DENSE_MAX_ITEMS)
 
 
 def linear(backend: Backend) -> Kernel:
-    def run(x: Any, w: Any, b: Any | None, out: Any, epilogue: str | None,
-            coefs: dict[str, float]) -> Launched | None:
-        if (backend.cpu_kernels() is None or epilogue not in FUSED_EPILOGUES  # type: ignore[attr-defined]
-                or x.ndim != 2 or x.shape[0] * x.shape[1] * w.shape[1] < dense_kernels.LINEAR_SPLIT_MIN
-                or runtime.blas_sgemm() is None):
-            return None
-        arrays = (x, w, out) if b is None else (x, w, b, out)
-        if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays):
-            return None
-        return _ran("linear", functools.partial(dense_kernels.linear, x, w, b, out, FUSED_EPILOGUES[epilogue],
-                                                epilogue_alpha(epilogue, coefs)))
-    return run
+    return _product(backend, "linear", lambda x, w: x.ndim == 2 and runtime.blas_sgemm() is not None
+                    and x.shape[0] * x.shape[1] * w.shape[1] >= dense_kernels.LINEAR_SPLIT_MIN)
 
 
 def upsample(backend: Backend) -> Kernel:
