@@ -778,40 +778,31 @@ def test_product_kernels_match_the_matrix_product(kernel, rows, k, o, act):
     assert np.isnan(y[rows // 2]).all() and np.isfinite(np.delete(y, rows // 2, axis=0)).all()
 
 
-def test_fully_connected_on_the_cpu_takes_the_dense_kernel_for_small_batches(monkeypatch):
+@pytest.mark.parametrize("layer,params,kernel,shapes,served", [
+    # fully connected: the dense kernel for small batches; batch 9 is BLAS's blocked product
+    ("fully_connected", {"num_outputs": "5"}, "dense", [(1, 6, 3, 2), (9, 6, 3, 2)], (1, 36)),
+    # a matrix product with weights (a transformer's projection) of at least LINEAR_SPLIT_MIN multiply-adds: the
+    # rows shared out, bias and activation fused; a small one stays one BLAS call
+    ("matmul", {"num_outputs": "128", "bias": "true"}, "linear", [(1, 400, 96), (1, 3, 96)], (400, 96)),
+])
+def test_product_layers_on_the_cpu_take_their_kernel_where_it_pays(monkeypatch, layer, params, kernel, shapes, served):
     from engine.tensor import FORMATS
     from tests.harness import run_layer
 
     calls = []
-    real = cpu.dense.dense
-    monkeypatch.setattr(cpu.dense, "dense", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
+    real = getattr(cpu.dense, kernel)
+    monkeypatch.setattr(cpu.dense, kernel, lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
     rng = np.random.default_rng(8)
-    for fmt in (f for f in FORMATS if f.precision.name == "FP32"):
-        for n in (1, 9):
-            x = rng.standard_normal((n, 6, 3, 2)).astype(np.float32)
-            out, w, _ = run_layer("fully_connected", {"num_outputs": "5"}, [x], fmt, activation="relu")
-            ref = np.maximum(x.reshape(n, -1) @ w["weights"].T + w["bias"], 0)
-            assert _rel(out.reshape(n, -1), ref) < 1e-6, (fmt, n)
-    assert calls == [(1, 36), (1, 36)]  # batch 9: BLAS's blocked product
-
-
-def test_a_linear_layer_over_many_tokens_shares_its_rows_out_on_the_cpu(monkeypatch):
-    """A matrix product with weights (a transformer's projection) of at least LINEAR_SPLIT_MIN multiply-adds takes
-    the row-shared kernel, bias and activation fused, in every fp32 format; a small one stays one BLAS call."""
-    from engine.tensor import FORMATS
-    from tests.harness import run_layer
-
-    calls = []
-    real = cpu.dense.linear
-    monkeypatch.setattr(cpu.dense, "linear", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
-    rng = np.random.default_rng(9)
-    for fmt in (f for f in FORMATS if f.precision.name == "FP32"):
-        for tokens in (400, 3):
-            x = rng.standard_normal((1, tokens, 96)).astype(np.float32)
-            out, w, _ = run_layer("matmul", {"num_outputs": "128", "bias": "true"}, [x], fmt, activation="relu")
-            ref = np.maximum(x @ w["weights"] + w["bias"], 0)
-            assert _rel(out.reshape(ref.shape), ref) < 1e-5, (fmt, tokens)
-    assert calls == [(400, 96)] * sum(1 for f in FORMATS if f.precision.name == "FP32")
+    formats = [f for f in FORMATS if f.precision.name == "FP32"]
+    for fmt in formats:
+        for shape in shapes:
+            x = rng.standard_normal(shape).astype(np.float32)
+            out, w, _ = run_layer(layer, params, [x], fmt, activation="relu")
+            weights = w["weights"].T if layer == "fully_connected" else w["weights"]
+            rows = x.reshape(shape[0], -1) if layer == "fully_connected" else x
+            ref = np.maximum(rows @ weights + w["bias"], 0)
+            assert _rel(out.reshape(ref.shape), ref) < 1e-5, (fmt, shape)
+    assert calls == [served] * len(formats)
 
 
 @pytest.mark.parametrize("others,expected", [(0.0, 4), (0.3, 4), (0.7, 3), (1.0, 3), (2.2, 2), (9.0, 1)])
