@@ -119,7 +119,8 @@ class LayerNormalization(Layer):
         return None
 
     def _backend_norm(self, inputs: list[Any], axes: tuple[int, ...], out: Any) -> bool:
-        """The backend's one-pass kernel (the GPU's), the activation fused where it has an epilogue."""
+        """The backend's one-pass kernel, the activation fused where it has an epilogue (the CPU's takes the
+        normalized values as the rows of a matrix: the trailing form, and the channels of NHWC memory)."""
         kernel = self.backend.kernel("layer_norm")
         act = self.activation
         if kernel is None or (act is not None and act.epilogue is None):
@@ -136,7 +137,7 @@ class LayerNormalization(Layer):
     def forward(self, inputs: list[Any], out: Any) -> None:
         x = self.nchw(inputs[0])
         axes = self._axes(Dims(*x.shape))
-        if self.xp is not np and self._backend_norm(inputs, axes, out):
+        if self._backend_norm(inputs, axes, out):
             return
         scale, bias = (self._broadcast(self.weight(w, inputs), x.ndim) for w in ("scale", "bias"))
         if self.xp is np and self.p["over"] == "trailing" and x.dtype == out.dtype == np.float32:

@@ -805,6 +805,50 @@ def test_product_layers_on_the_cpu_take_their_kernel_where_it_pays(monkeypatch, 
     assert calls == [served] * len(formats)
 
 
+def _layer_norm_ref(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    x = x.astype(np.float64)
+    mean = x.mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(x.var(axis=-1, keepdims=True) + eps) * scale + bias
+
+
+@pytest.mark.parametrize("rows,n", [(3136, 96), (49, 768), (3, 40)])
+@pytest.mark.parametrize("act", [None, "gelu"])
+def test_layer_norm_rows_match_the_reference(rows, n, act):
+    rng = np.random.default_rng(rows + n)
+    x = (rng.standard_normal((rows, n)) * 3 + 5).astype(np.float32)  # an offset: the variance's cancellation
+    scale, bias = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    cpu.pointwise.layer_norm_rows(x, scale, bias, y, 1e-5, EPILOGUES[act])
+    assert _rel(y, _activated(_layer_norm_ref(x, scale, bias, 1e-5), act)) < 1e-5
+    x[rows // 2, 1] = np.nan  # a NaN spoils its own row only
+    cpu.pointwise.layer_norm_rows(x, scale, bias, x, 1e-5)  # in place
+    assert np.isnan(x[rows // 2]).all() and np.isfinite(np.delete(x, rows // 2, axis=0)).all()
+
+
+def test_layer_normalization_on_the_cpu_takes_the_row_kernel(monkeypatch):
+    """The trailing form in every fp32 format, and the channels form (ConvNeXt's) where the channels are the rows of
+    NHWC memory; the channels of NCHW memory stay on NumPy."""
+    from engine.tensor import FORMATS
+    from tests.harness import run_layer
+
+    calls = []
+    real = cpu.pointwise.layer_norm_rows
+    monkeypatch.setattr(cpu.pointwise, "layer_norm_rows", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
+    rng = np.random.default_rng(4)
+    served = []
+    for fmt in (f for f in FORMATS if f.precision.name == "FP32"):
+        for over, shape in (("trailing", (1, 50, 64)), ("channels", (1, 24, 6, 5))):
+            x = rng.standard_normal(shape).astype(np.float32)
+            out, w, _ = run_layer("layer_normalization", {"over": over}, [x], fmt, activation="relu")
+            moved = x if over == "trailing" else x.transpose(0, 2, 3, 1)
+            ref = np.maximum(_layer_norm_ref(moved, w["scale"].reshape(-1), w["bias"].reshape(-1), 1e-5), 0)
+            got = out if over == "trailing" else out.transpose(0, 2, 3, 1)
+            assert _rel(got.reshape(ref.shape), ref) < 1e-5, (fmt, over)
+            if over == "trailing" or fmt.layout.name == "NHWC":
+                served.append((shape[1], shape[2]) if over == "trailing" else (30, 24))
+    assert calls == served
+
+
 @pytest.mark.parametrize("others,expected", [(0.0, 4), (0.3, 4), (0.7, 3), (1.0, 3), (2.2, 2), (9.0, 1)])
 def test_cores_left_to_other_busy_processes(monkeypatch, others, expected):
     """The kernels share their work over the cores this process may use less those other processes kept busy

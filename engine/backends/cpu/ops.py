@@ -138,6 +138,21 @@ def linear(backend: Backend) -> Kernel:
                     and x.shape[0] * x.shape[1] * w.shape[1] >= dense_kernels.LINEAR_SPLIT_MIN)
 
 
+def layer_norm(backend: Backend) -> Kernel:
+    def run(x: Any, scale: Any, bias: Any, out: Any, n: int, inner: int, epsilon: float, epilogue: str | None,
+            coefs: dict[str, float]) -> Launched | None:
+        if (backend.cpu_kernels() is None or epilogue not in FUSED_EPILOGUES  # type: ignore[attr-defined]
+                or inner != 1 or n < 1 or x.size % n):
+            return None
+        if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in (x, scale, bias, out)):
+            return None
+        rows = x.size // n
+        return _ran("layer_norm", functools.partial(pointwise.layer_norm_rows, x.reshape(rows, n), scale, bias,
+                                                    out.reshape(rows, n), epsilon, FUSED_EPILOGUES[epilogue],
+                                                    epilogue_alpha(epilogue, coefs)))
+    return run
+
+
 def upsample(backend: Backend) -> Kernel:
     def run(x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> Launched | None:
         if backend.cpu_kernels() is None or not (  # type: ignore[attr-defined]

@@ -1,12 +1,14 @@
 """One-pass pointwise kernels of the NumPy backend (Numba, every core): an activation by its fused epilogue (an
-activation no producer fused), and the per-channel ``act(x * scale + shift)`` of batch normalization."""
+activation no producer fused), the per-channel ``act(x * scale + shift)`` of batch normalization, and layer
+normalization over the rows of a matrix."""
 from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
-from engine.backends.cpu.epilogue import FUSED_EPILOGUES, activate_row
+from engine.backends.cpu.epilogue import FUSED_EPILOGUES, activate_row, kernel_alpha
+from engine.backends.cpu.runtime import REORDERED_SUMS
 from engine.epilogues import coefficients
 
 #: values a thread handles at least (fewer threads for small tensors)
@@ -76,3 +78,42 @@ def scale_shift(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, out: np.nda
     else:
         n, c = x.shape[:2]
         rt.launch(_scale_shift_planes, x.reshape(n, c, -1), out.reshape(n, c, -1), scale, shift, act, a, b)
+
+
+def layer_norm_rows(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, out: np.ndarray, epsilon: float, act: int = 0,
+                    alpha: float | tuple[float, float] = 0.0) -> None:
+    """``out`` = act((x - mean) / sqrt(var + epsilon) * scale + bias) over each row of the float32 C-contiguous
+    matrix ``x`` (``out`` may be ``x``): the rows shared out over the cores, each row read twice (its sum, then its
+    squared deviations) and written once, activated while in cache."""
+    parts = _parts(x.size)
+    args = (x, scale, bias, out, np.float32(epsilon), act, kernel_alpha(alpha))
+    if parts == 1:
+        _layer_norm_range(*args, 0, x.shape[0])
+        return
+    rt.launch(_layer_norm_par, *args, parts)
+
+
+@njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)
+def _layer_norm_range(x, scale, bias, y, eps, act, alpha, r0, r1):  # pragma: no cover - compiled
+    n = x.shape[1]
+    for r in range(r0, r1):
+        xr, yr = x[r], y[r]
+        s = np.float32(0)
+        for k in range(n):
+            s += xr[k]
+        mean = s / np.float32(n)
+        v = np.float32(0)
+        for k in range(n):
+            d = xr[k] - mean
+            v += d * d
+        inv = np.float32(1) / np.sqrt(v / np.float32(n) + eps)
+        for k in range(n):
+            yr[k] = (xr[k] - mean) * inv * scale[k] + bias[k]
+        activate_row(yr, act, alpha)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _layer_norm_par(x, scale, bias, y, eps, act, alpha, parts):  # pragma: no cover - compiled
+    rows = x.shape[0]
+    for q in prange(parts):
+        _layer_norm_range(x, scale, bias, y, eps, act, alpha, rows * q // parts, rows * (q + 1) // parts)

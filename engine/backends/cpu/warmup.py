@@ -121,6 +121,12 @@ def _pointwise(m: Model) -> None:
     activation no layer fused (the output's: the activation kernel)."""
     m.add_layer("batch_normalization", "bn", inputs=[_input(m, "bn_in", "1x16x40x40")], activation="relu")
     m.add_layer("output", "normalized", inputs=["bn"], activation="sigmoid")
+    # layer normalization by rows: over the tokens' trailing axis, and over the channels of each pixel (ConvNeXt)
+    m.add_layer("layer_normalization", "ln_tokens", inputs=[_input(m, "ln_in", "1x256x64")])
+    m.add_layer("output", "tokens_normalized", inputs=["ln_tokens"])
+    m.add_layer("layer_normalization", "ln_channels", params={"over": "channels"},
+                inputs=[_input(m, "ln_px", "1x32x16x16")], activation="gelu")
+    m.add_layer("output", "channels_normalized", inputs=["ln_channels"])
 
 
 def _excitation(m: Model, name: str, src: str, ch: int) -> None:
