@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                 for suffix in ORT_SUFFIXES:
                     node = node.replace(suffix, "")
                 node = re.sub(r"[^A-Za-z0-9]+", "_", node).strip("_")
+                node = re.sub(r"_output_0$", "", node)  # nodes ONNX Runtime made, named after their output
                 runs[node].append(e["dur"] / 1000)
         for node, times in runs.items():
             peer[node] += times[5:]  # the warm-up runs' events left out

@@ -72,10 +72,15 @@ def _conv(x, w, b, out, stride, padding, dilation, groups, epilogue=None, coefs=
     (1, 72, (9, 13), (3, 3), (2, 1), (1, 2), (2, 1), True),      # 3x3 inside and on the borders, unequal geometry
     (1, 33, (1, 1), (3, 3), (1, 1), (1, 1), (1, 1), True),       # one pixel
 ])
-@pytest.mark.parametrize("by_rows", [True, False], ids=["rows", "pixels"])
-def test_depthwise_matches_the_reference(monkeypatch, n, c, size, kernel, stride, padding, dilation, bias, by_rows):
-    """Both ways (stride 1 by whole output rows, or pixel by pixel), every geometry, on the backend's table."""
-    if not by_rows:
+@pytest.mark.parametrize("way", ["tiles", "rows", "pixels"])
+def test_depthwise_matches_the_reference(monkeypatch, n, c, size, kernel, stride, padding, dilation, bias, way):
+    """Every way (vector tiles where the CPU has FMA vectors; else stride 1 by whole output rows, or pixel by
+    pixel), every geometry, on the backend's table."""
+    if way != "tiles":
+        monkeypatch.setattr(cpu.depthwise, "vector_tiles_apply", lambda channels: False)
+    elif not cpu.depthwise.vector_tiles_apply(c):
+        pytest.skip("no FMA vectors, or fewer channels than a vector")
+    if way == "pixels":
         monkeypatch.setattr(cpu.depthwise, "FLAT_MAX_BYTES", 0)
     x, w, b, ref = _depthwise_case(c + size[0], n, c, size, kernel, stride, padding, dilation, bias)
     out = _out_nhwc(n, c, *ref.shape[2:])
@@ -89,7 +94,11 @@ def test_depthwise_matches_the_reference(monkeypatch, n, c, size, kernel, stride
 
 @pytest.mark.parametrize("epilogue", EPILOGUE_NAMES)
 @pytest.mark.parametrize("stride", [(1, 1), (2, 2)])
-def test_depthwise_fuses_every_epilogue(epilogue, stride):
+@pytest.mark.parametrize("tiles", [True, False], ids=["tiles", "loops"])
+def test_depthwise_fuses_every_epilogue(monkeypatch, epilogue, stride, tiles):
+    """The vector tiles' own epilogue (none, ReLU, the clamps, hard-swish), the others by a pass over each row."""
+    if not tiles:
+        monkeypatch.setattr(cpu.depthwise, "vector_tiles_apply", lambda channels: False)
     coefs, act = _activation(epilogue)
     x, w, b, ref = _depthwise_case(3, 1, 24, (14, 14), (3, 3), stride, (1, 1), (1, 1))
     out = _out_nhwc(1, 24, *ref.shape[2:])

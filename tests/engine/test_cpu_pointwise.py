@@ -131,3 +131,13 @@ def test_backend_takes_the_panels_for_1x1_convolutions_of_any_size(monkeypatch):
     monkeypatch.setattr(cpu.microkernel, "panels_available", lambda: False)
     assert be.kernel("conv2d")(x, wt, b, _out(1, 36, 40, 40), (1, 1), (0, 0), (1, 1), 1, None, {})
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("k", [24, 20, 32])
+def test_a_dilated_1x1_convolution_is_the_plain_one(k):
+    """A 1x1 window's dilation changes nothing: the backend gives the undilated result (its last panel part-filled
+    had gone through the im2col path, whose panels are whole, and written past the output's rows)."""
+    _, x, wt, b = _case(43, 1, 16, k, 20, 20, True)
+    out = _out(1, k, 20, 20)
+    assert NumpyBackend().kernel("conv2d")(x, wt, b, out, (1, 1), (0, 0), (2, 2), 1, "relu", {}, {})
+    assert _rel(out, _reference(x, wt, b, (1, 1), "relu")) < 1e-5

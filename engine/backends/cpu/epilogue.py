@@ -36,10 +36,11 @@ def kernel_alpha(alpha: float | tuple[float, float]) -> tuple[np.float32, np.flo
     """``alpha`` (one coefficient, or a pair: :func:`epilogue_alpha`) as the pair of float32 values every kernel
     takes: one argument type for every epilogue, so that Numba compiles a kernel once (the warm-up's compile serves
     ReLU6's clamp and hard-sigmoid too) rather than once for one coefficient and again for a pair. Passed by value,
-    the values stay in registers as a single float did."""
-    if np.ndim(alpha) == 0:
-        return np.float32(alpha), np.float32(0)
-    return np.float32(alpha[0]), np.float32(alpha[1])
+    the values stay in registers as a single float did. Called on every run of some kernels: ``np.ndim`` took
+    4 us of a squeeze-excitation layer's 10."""
+    if isinstance(alpha, (tuple, list)) or (isinstance(alpha, np.ndarray) and alpha.ndim):
+        return np.float32(alpha[0]), np.float32(alpha[1])
+    return np.float32(alpha), np.float32(0)
 
 
 def _first(alpha):  # pragma: no cover - replaced by the overload in compiled code

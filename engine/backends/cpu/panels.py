@@ -12,7 +12,8 @@ from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.epilogue import activate_row, kernel_alpha
 from engine.backends.cpu.im2col import gemm_weights, im2col_nhwc, nhwc_operands, pixel_rows
-from engine.backends.cpu.microkernel import PANEL, PANEL_KBLOCK, PANEL_ROWS, tile_bias_n, tile_n, tile_rows
+from engine.backends.cpu.microkernel import (PANEL, PANEL_KBLOCK, PANEL_ROWS, PANEL_VECTOR, half_bias_n, half_n,
+                                             tile_bias_n, tile_n, tile_rows)
 
 #: largest output (pixels per image) the panel product takes: there OpenBLAS, which packs the weights on every
 #: call, ran 1.4-1.7x slower (7x7, 4608 -> 512: 0.97 against 0.58 ms; 14x14, 2304 -> 256: 0.76 against 0.53); from
@@ -21,20 +22,29 @@ PANEL_MAX_PIXELS = 256
 
 
 @njit(cache=True, nogil=True)
-def _panel_fill(y, r, has_res, k0, b):  # pragma: no cover - compiled
-    """Columns k0..k0+PANEL of every row of ``y`` (rows, K) set to the bias, plus the residual ``r`` (rows, K)
-    when ``has_res`` (the micro-kernel adds to them). Row by row through slices: indexing ``y[q, k0 + j]`` here
-    kept LLVM from vectorising (resnet18's stem, 448 such passes, 2.75 instead of 2.2 ms)."""
-    bb = b[k0:k0 + PANEL]
+def _panel_fill(y, r, has_res, k0, b, width=PANEL):  # pragma: no cover - compiled
+    """Columns k0..k0+``width`` (PANEL or PANEL_VECTOR) of every row of ``y`` (rows, K) set to the bias, plus the
+    residual ``r`` (rows, K) when ``has_res`` (the micro-kernel adds to them). Row by row through slices, each a
+    loop of a constant count: indexing ``y[q, k0 + j]`` here kept LLVM from vectorising (resnet18's stem, 448 such
+    passes, 2.75 instead of 2.2 ms)."""
+    if width == PANEL:
+        _fill_columns(y, r, has_res, k0, b, PANEL)
+    else:
+        _fill_columns(y, r, has_res, k0, b, PANEL_VECTOR)
+
+
+@njit(inline="always")
+def _fill_columns(y, r, has_res, k0, b, width):  # pragma: no cover - compiled
+    bb = b[k0:k0 + width]
     if has_res:
         for q in range(y.shape[0]):
-            row, rr = y[q][k0:k0 + PANEL], r[q][k0:k0 + PANEL]
-            for j in range(PANEL):
+            row, rr = y[q][k0:k0 + width], r[q][k0:k0 + width]
+            for j in range(width):
                 row[j] = bb[j] + rr[j]
         return
     for q in range(y.shape[0]):
-        row = y[q][k0:k0 + PANEL]
-        for j in range(PANEL):
+        row = y[q][k0:k0 + width]
+        for j in range(width):
             row[j] = bb[j]
 
 
@@ -100,6 +110,8 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
     n, c, h, w = x.shape
     k, ho, wo = out.shape[1:]
     kh, kw = kernel
+    if kernel == (1, 1):  # a 1x1 window's dilation changes nothing
+        dilation = (1, 1)
     live, ys, b = nhwc_operands(x, out, bias)
     rs, has_res = (ys, False) if residual is None else (pixel_rows(residual), True)
     al = kernel_alpha(alpha)
@@ -196,25 +208,40 @@ def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, 
     k0 = p * PANEL
     width = min(PANEL, k - k0)
     whole = width == PANEL
+    half = width == PANEL_VECTOR  # the micro-kernel on the panel's first vector of columns
     # the bias and the activation inside the micro-kernel where it is one of mk.MICROKERNEL_EPILOGUES (no passes
     # over the panel)
-    fused = whole and not has_res and (act == 0 or act == 1 or act == 5 or act == 6)
-    own_tile = not whole
-    passes = whole and not fused
+    fused = (whole or half) and not has_res and (act == 0 or act == 1 or act == 5 or act == 6)
+    own_tile = not (whole or half)
+    passes = (whole or half) and not fused
     if passes:
-        _panel_fill(y, r, has_res, k0, b)
+        _panel_fill(y, r, has_res, k0, b, width)
     panel = wp.ctypes.data + 4 * p * kk * PANEL
     image = x[i].ctypes.data
     bias = b.ctypes.data + 4 * k0
+    # each pixel's window by steps from the block's first one: a division per pixel (its row and column) cost as
+    # much as the sums of a 1x1 layer of 16 input channels (16 -> 64 at 112x112: 0.64 against 0.32 ms, 2 cores)
+    oh, ow = q0 // wo, q0 % wo
+    at = image + oh * sh * row_bytes + ow * sw * pix_bytes
+    col_step, row_step = sw * pix_bytes, sh * row_bytes - (wo - 1) * sw * pix_bytes
     t0 = q0
     while t0 < q1:
         nr = tile_rows(q1 - t0)
         for t in range(nr):
-            q = t0 + t
-            rows_a[t] = image + (q // wo) * sh * row_bytes + (q % wo) * sw * pix_bytes
-            rows_c[t] = tile.ctypes.data + 4 * t * PANEL if own_tile else y.ctypes.data + 4 * ((q - q0) * k + k0)
-        if fused:
+            rows_a[t] = at
+            rows_c[t] = tile.ctypes.data + 4 * t * PANEL if own_tile else y.ctypes.data + 4 * ((t0 + t - q0) * k + k0)
+            ow += 1
+            if ow == wo:
+                ow = 0
+                at += row_step
+            else:
+                at += col_step
+        if fused and half:
+            half_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes, bias, epi.ctypes.data)
+        elif fused:
             tile_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes, bias, epi.ctypes.data)
+        elif half:
+            half_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes)
         elif own_tile:
             _own_tile(nr, rows_a, rows_c, panel, span, kh, row_bytes, tile, y, r, has_res, t0 - q0, k0, width, bias,
                       act, alpha)

@@ -76,8 +76,8 @@ def _products(m: Model) -> None:
 
 
 def _depthwise(m: Model) -> None:
-    """A mobile network's depthwise convolutions: stride 1 by whole rows over the cores, stride 2 pixel by pixel on
-    this thread."""
+    """A mobile network's depthwise convolutions: one large enough to be shared out over the cores by rows, one
+    (stride 2) on this thread."""
     src = _input(m, "dw_in", "1x16x40x40")
     for name, kernel, stride in (("dw_rows", 3, 1), ("dw_pixels", 5, 2)):
         src = _conv(m, name, src, 16, kernel=kernel, stride=stride, groups="16")

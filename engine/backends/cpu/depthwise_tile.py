@@ -1,0 +1,167 @@
+"""The depthwise convolution's vector tile: up to DEPTHWISE_TILE output pixels of one output row times one vector of
+channels, the sums kept in vector registers over the filter's cells, generated as LLVM IR (AVX-512 or AVX2 with
+FMA) as the panel micro-kernel is. :mod:`engine.backends.cpu.depthwise` drives it."""
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir as llvm_ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from engine.backends.cpu.microkernel import PANEL_VECTOR, epilogue_ir
+
+#: output pixels of the widest tile: eight accumulators hide the fused multiply-add's latency, and with the cell's
+#: filter vector and an input vector they fit AVX2's sixteen registers
+DEPTHWISE_TILE = 8
+#: floats per vector (the channels a tile sums at once)
+DEPTHWISE_VECTOR = PANEL_VECTOR
+
+
+def _make_tile(nt: int, nc: int) -> Any:
+    """The tile of ``nt`` output pixels times ``nc`` vectors of channels (see ``dw_tile``)."""
+
+    def _tile(typingctx, x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups):  # pragma: no cover
+        return _tile_codegen(nt, nc)
+
+    _tile.__name__ = _tile.__qualname__ = f"_dw_tile{nt}x{nc}"  # one name each: Numba keys intrinsics by name
+    return intrinsic(_tile)
+
+
+def _tile_codegen(nt: int, nc: int) -> Any:
+    """For each group g < ``groups`` of ``nc`` vectors of channels (V = DEPTHWISE_VECTOR floats each), and each
+    vector u of it, at byte offset o = 4 V (g nc + u): y_t[o] = epilogue(bias[o] + sum over i < ni, j < nj of
+    X(x + o + t * xpix + i * xrow + j * xcol) * W(w + o + i * wrow + j * wcol)) for the ``nt`` pixels t, stored at
+    y + o + t * ypix; every argument an int64 (an address, a count or a step in bytes). ``nt`` x ``nc``
+    accumulators, each cell's filter vectors loaded once for the ``nt`` pixels; the loop over the channels inside,
+    so that the addresses are worked out once per tile (a call per vector of channels spent more on them than on
+    the sums). A tile of few pixels sums several vectors of channels at once: one chain of dependent multiply-adds
+    per pixel left a window at an image's edge waiting on their latency (480 channels at 14x14: the two edge pixels
+    of a row took as long as its twelve inside). The epilogue's four float32 values (lo, hi, slope, offset) at
+    ``epi`` are those of ``microkernel.fused_epilogue``."""
+    sig = types.void(*([types.int64] * 14))
+    width = DEPTHWISE_VECTOR
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        f32, i64 = llvm_ir.FloatType(), llvm_ir.IntType(64)
+        vec = llvm_ir.VectorType(f32, width)
+        pv = vec.as_pointer()
+        fma = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vec, [vec, vec, vec]),
+                                             f"llvm.fma.v{width}f32")
+        x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec = args
+        step = 4 * width  # bytes per vector
+        zero, one = llvm_ir.Constant(i64, 0), llvm_ir.Constant(i64, 1)
+        epi_p = builder.inttoptr(epi, f32.as_pointer())
+
+        def load(address: Any) -> Any:
+            value = builder.load(builder.inttoptr(address, pv))
+            value.align = 4
+            return value
+
+        entry = builder.block
+        vec_head = builder.append_basic_block("dw_vector")
+        row_head = builder.append_basic_block("dw_row")
+        cell = builder.append_basic_block("dw_cell")
+        row_next = builder.append_basic_block("dw_row_next")
+        store = builder.append_basic_block("dw_store")
+        done = builder.append_basic_block("dw_done")
+        cells = builder.and_(builder.icmp_signed(">", ni, zero), builder.icmp_signed(">", nj, zero))
+        builder.cbranch(builder.icmp_signed(">", nvec, zero), vec_head, done)
+        # one vector of channels
+        builder.position_at_end(vec_head)
+        v = builder.phi(i64)
+        v.add_incoming(zero, entry)
+        o = builder.mul(v, llvm_ir.Constant(i64, step * nc))
+        starts = [load(builder.add(bias, builder.add(o, llvm_ir.Constant(i64, step * u)))) for u in range(nc)]
+        start = [starts[q % nc] for q in range(nt * nc)]  # accumulator q: pixel q // nc, vector q % nc
+        x_v, w_v = builder.add(x, o), builder.add(w, o)
+        builder.cbranch(cells, row_head, store)
+        # a row of the filter's cells
+        builder.position_at_end(row_head)
+        i = builder.phi(i64)
+        i.add_incoming(zero, vec_head)
+        acc_i = [builder.phi(vec) for _ in range(nt * nc)]
+        for a, value in zip(acc_i, start):
+            a.add_incoming(value, vec_head)
+        x_i, w_i = builder.add(x_v, builder.mul(i, xrow)), builder.add(w_v, builder.mul(i, wrow))
+        builder.branch(cell)
+        # one cell: its filter vector times each pixel's input vector
+        builder.position_at_end(cell)
+        j = builder.phi(i64)
+        j.add_incoming(zero, row_head)
+        acc = [builder.phi(vec) for _ in range(nt * nc)]
+        for a, b in zip(acc, acc_i):
+            a.add_incoming(b, row_head)
+        w_ij = builder.add(w_i, builder.mul(j, wcol))
+        filt = [load(builder.add(w_ij, llvm_ir.Constant(i64, step * u))) for u in range(nc)]
+        x_ij = builder.add(x_i, builder.mul(j, xcol))
+        new = []
+        for t in range(nt):
+            x_t = builder.add(x_ij, builder.mul(llvm_ir.Constant(i64, t), xpix))
+            new += [builder.call(fma, [load(builder.add(x_t, llvm_ir.Constant(i64, step * u))), filt[u],
+                                       acc[t * nc + u]]) for u in range(nc)]
+        j_next = builder.add(j, one)
+        j.add_incoming(j_next, cell)
+        for a, value in zip(acc, new):
+            a.add_incoming(value, cell)
+        builder.cbranch(builder.icmp_signed("<", j_next, nj), cell, row_next)
+        builder.position_at_end(row_next)
+        i_next = builder.add(i, one)
+        i.add_incoming(i_next, row_next)
+        for a, value in zip(acc_i, new):
+            a.add_incoming(value, row_next)
+        builder.cbranch(builder.icmp_signed("<", i_next, ni), row_head, store)
+        # the epilogue and the stores of this vector of channels
+        builder.position_at_end(store)
+        finals = [builder.phi(vec) for _ in range(nt * nc)]
+        for f, first, value in zip(finals, start, new):
+            f.add_incoming(first, vec_head)
+            f.add_incoming(value, row_next)
+        finals = epilogue_ir(builder, vec, epi_p, finals)
+        y_v = builder.add(y, o)
+        for q, final in enumerate(finals):
+            y_t = builder.add(y_v, builder.mul(llvm_ir.Constant(i64, q // nc), ypix))
+            address = builder.add(y_t, llvm_ir.Constant(i64, step * (q % nc)))
+            builder.store(final, builder.inttoptr(address, pv)).align = 4
+        v_next = builder.add(v, one)
+        v.add_incoming(v_next, builder.block)  # the epilogue's last block
+        builder.cbranch(builder.icmp_signed("<", v_next, nvec), vec_head, done)
+        builder.position_at_end(done)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+#: the tiles' shapes, (pixels, vectors of channels): at most eight accumulators
+_TILES = {(8, 1): _make_tile(8, 1), (4, 2): _make_tile(4, 2), (2, 4): _make_tile(2, 4), (1, 4): _make_tile(1, 4),
+          (4, 1): _make_tile(4, 1), (2, 1): _make_tile(2, 1), (1, 1): _make_tile(1, 1)}
+_dw8x1, _dw4x2, _dw2x4, _dw1x4, _dw4x1, _dw2x1, _dw1x1 = _TILES.values()
+
+
+@njit(inline="always")
+def dw_tile(nt, x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec):  # pragma: no cover
+    """The tile of ``nt`` (1, 2, 4 or DEPTHWISE_TILE) output pixels over ``nvec`` vectors of channels: groups of
+    DEPTHWISE_TILE / ``nt`` vectors at once, the vectors left over one at a time."""
+    step = 4 * DEPTHWISE_VECTOR
+    if nt == 8:
+        _dw8x1(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
+        return
+    nc = 2 if nt == 4 else 4
+    whole = nvec // nc
+    if whole:
+        if nt == 4:
+            _dw4x2(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, whole)
+        elif nt == 2:
+            _dw2x4(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, whole)
+        else:
+            _dw1x4(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, whole)
+    left = nvec - whole * nc
+    if left:
+        o = whole * nc * step
+        if nt == 4:
+            _dw4x1(x + o, xrow, xcol, xpix, w + o, wrow, wcol, ni, nj, bias + o, y + o, ypix, epi, left)
+        elif nt == 2:
+            _dw2x1(x + o, xrow, xcol, xpix, w + o, wrow, wcol, ni, nj, bias + o, y + o, ypix, epi, left)
+        else:
+            _dw1x1(x + o, xrow, xcol, xpix, w + o, wrow, wcol, ni, nj, bias + o, y + o, ypix, epi, left)
