@@ -13,7 +13,7 @@ from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.epilogue import activate_row, kernel_alpha
 from engine.backends.cpu.im2col import gemm_weights, im2col_nhwc, nhwc_operands, pixel_rows
 from engine.backends.cpu.microkernel import (PANEL, PANEL_KBLOCK, PANEL_ROWS, PANEL_VECTOR, half_bias_n, half_n,
-                                             tile_bias_n, tile_n, tile_rows)
+                                             strip_n, tile_bias_n, tile_n, tile_rows)
 
 #: largest output (pixels per image) the panel product takes: there OpenBLAS, which packs the weights on every
 #: call, ran 1.4-1.7x slower (7x7, 4608 -> 512: 0.97 against 0.58 ms; 14x14, 2304 -> 256: 0.76 against 0.53); from
@@ -221,10 +221,15 @@ def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, 
     bias = b.ctypes.data + 4 * k0
     # each pixel's window by steps from the block's first one: a division per pixel (its row and column) cost as
     # much as the sums of a 1x1 layer of 16 input channels (16 -> 64 at 112x112: 0.64 against 0.32 ms, 2 cores)
-    oh, ow = q0 // wo, q0 % wo
+    t0 = q0
+    if kh == 1 and kw == 1 and sh == 1 and sw == 1 and row_bytes == wo * pix_bytes and not own_tile:
+        # a 1x1 convolution of stride 1: its pixels are one strip, whole tiles of it in one call
+        strip_n(fused, half, image + q0 * pix_bytes, pix_bytes, y.ctypes.data + 4 * k0, 4 * k, q1 - q0, panel, span,
+                bias, epi.ctypes.data)
+        t0 = q0 + (q1 - q0) // PANEL_ROWS * PANEL_ROWS
+    oh, ow = t0 // wo, t0 % wo
     at = image + oh * sh * row_bytes + ow * sw * pix_bytes
     col_step, row_step = sw * pix_bytes, sh * row_bytes - (wo - 1) * sw * pix_bytes
-    t0 = q0
     while t0 < q1:
         nr = tile_rows(q1 - t0)
         for t in range(nr):
