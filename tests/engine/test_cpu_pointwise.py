@@ -90,13 +90,13 @@ def test_pointwise_panels_add_a_residual_before_the_activation(k, act, h, w):
 
 
 def test_fused_epilogues_keep_nan_and_infinities():
-    """The micro-kernel's clamp and gate treat NaN and infinities as the activations do: a 1x1 convolution of
+    """The micro-kernel's clamp, gate and SiLU treat NaN and infinities as the activations do: a 1x1 convolution of
     unit weights from one input channel is the activation itself."""
     values = np.array([np.nan, np.inf, -np.inf, 0.0, -3.0, -1.0, 0.5, 2.0, 3.0, 7.0, -7.0, 1e30], np.float32)
     k = cpu.microkernel.PANEL
     x = values.reshape(1, 1, values.size, 1)
     wt = np.ones((k, 1, 1, 1), np.float32)
-    for act in ("relu", "clamp", "hardswish", None):
+    for act in ("relu", "clamp", "hardswish", "silu", None):
         out = _out(1, k, 1, values.size)
         alpha = cpu.epilogue.epilogue_alpha(act, COEFS.get(act, {}))
         cpu.panels.conv_panels(x.transpose(0, 3, 1, 2), cpu.panels.panel_weights(wt), (1, 1), None, out, (1, 1),
@@ -127,7 +127,7 @@ def test_backend_takes_the_panels_for_1x1_convolutions_of_any_size(monkeypatch):
     rng = np.random.default_rng(2)
     w3 = rng.standard_normal((36, 24, 3, 3)).astype(np.float32)
     assert be.kernel("conv2d")(x, w3, None, _out(1, 36, 40, 40), (1, 1), (1, 1), (1, 1), 1, None, {})
-    assert be.kernel("conv2d")(x, wt, b, _out(1, 36, 40, 40), (1, 1), (0, 0), (1, 1), 1, "silu", {})
+    assert be.kernel("conv2d")(x, wt, b, _out(1, 36, 40, 40), (1, 1), (0, 0), (1, 1), 1, "gelu", {})
     monkeypatch.setattr(cpu.microkernel, "panels_available", lambda: False)
     assert be.kernel("conv2d")(x, wt, b, _out(1, 36, 40, 40), (1, 1), (0, 0), (1, 1), 1, None, {})
     assert len(calls) == 1

@@ -244,9 +244,10 @@ def _emit_tile(builder: Any, nr: int, nv: int, a_addr: list[Any], c_addr: list[A
 def epilogue_ir(builder: Any, vec: Any, epi: Any, values: list[Any]) -> list[Any]:
     """The fused epilogue of ``tile_bias_n`` on the accumulators ``values``: a clamp to [lo, hi] by selects on
     ordered comparisons (a NaN compares false and stays), then, on a branch taken where ``slope`` is not zero, the
-    gate ``v * clamp(v * slope + offset, 0, 1)`` (an infinite v without a gate stays itself). The gate's five
-    operations per vector, done and discarded by a select, had cost a ReLU6 depthwise tile a quarter of its time.
-    The builder is left in the block that joins the branch."""
+    gate ``v * clamp(v * slope + offset, 0, 1)`` (an infinite v without a gate stays itself), or, on one taken where
+    the fifth value is not zero, SiLU (:func:`_silu_ir`). The gate's five operations per vector, done and discarded
+    by a select, had cost a ReLU6 depthwise tile a quarter of its time. The builder is left in the block that joins
+    the branches."""
     f32, i32, i64 = llvm_ir.FloatType(), llvm_ir.IntType(32), llvm_ir.IntType(64)
     width = vec.count
     splat = llvm_ir.Constant(llvm_ir.VectorType(i32, width), [0] * width)
@@ -255,7 +256,7 @@ def epilogue_ir(builder: Any, vec: Any, epi: Any, values: list[Any]) -> list[Any
         one = builder.insert_element(llvm_ir.Constant(ty, llvm_ir.Undefined), value, llvm_ir.Constant(i32, 0))
         return builder.shuffle_vector(one, llvm_ir.Constant(ty, llvm_ir.Undefined), splat)
 
-    lo, hi, slope, offset = (builder.load(builder.gep(epi, [llvm_ir.Constant(i64, j)])) for j in range(4))
+    lo, hi, slope, offset, silu = (builder.load(builder.gep(epi, [llvm_ir.Constant(i64, j)])) for j in range(5))
     lo_v, hi_v = broadcast(lo, vec), broadcast(hi, vec)
     clamped = []
     for v in values:
@@ -263,8 +264,11 @@ def epilogue_ir(builder: Any, vec: Any, epi: Any, values: list[Any]) -> list[Any
         clamped.append(builder.select(builder.fcmp_ordered(">", v, hi_v), hi_v, v))
     plain = builder.block
     gate = builder.append_basic_block("epilogue_gate")
+    no_gate = builder.append_basic_block("epilogue_no_gate")
+    silu_block = builder.append_basic_block("epilogue_silu")
     joined = builder.append_basic_block("epilogue_done")
-    builder.cbranch(builder.fcmp_unordered("!=", slope, llvm_ir.Constant(f32, 0.0)), gate, joined)
+    zero = llvm_ir.Constant(f32, 0.0)
+    builder.cbranch(builder.fcmp_unordered("!=", slope, zero), gate, no_gate)
     builder.position_at_end(gate)
     slope_v, offset_v = broadcast(slope, vec), broadcast(offset, vec)
     zero_v, one_v = llvm_ir.Constant(vec, [0.0] * width), llvm_ir.Constant(vec, [1.0] * width)
@@ -275,34 +279,77 @@ def epilogue_ir(builder: Any, vec: Any, epi: Any, values: list[Any]) -> list[Any
         g = builder.select(builder.fcmp_ordered(">", g, one_v), one_v, g)
         gated.append(builder.fmul(v, g))
     builder.branch(joined)
+    builder.position_at_end(no_gate)
+    builder.cbranch(builder.fcmp_unordered("!=", silu, zero), silu_block, joined)
+    builder.position_at_end(silu_block)
+    silus = [_silu_ir(builder, vec, v) for v in clamped]
+    builder.branch(joined)
     builder.position_at_end(joined)
     out = []
-    for v, g in zip(clamped, gated):
+    for v, g, u in zip(clamped, gated, silus):
         phi = builder.phi(vec)
-        phi.add_incoming(v, plain)
+        phi.add_incoming(v, no_gate)
         phi.add_incoming(g, gate)
+        phi.add_incoming(u, silu_block)
         out.append(phi)
     return out
 
 
+def _silu_ir(builder: Any, vec: Any, v: Any) -> Any:
+    """SiLU ``v / (1 + exp(-v))`` of a float32 vector as ``epilogue._silu`` computes it: the sigmoid through
+    e = exp(-|v|) (never overflows), 1 / (1 + e) for v >= 0 and e / (1 + e) below, exp by Cephes' expf (a degree-6
+    polynomial on the remainder of x / ln 2, times 2**n built from its bits; 0 below -87.3). NaN stays NaN (the
+    exponent's bits come from a value clamped with ordered comparisons, so the NaN reaches only the products)."""
+    width = vec.count
+    f32, i32 = llvm_ir.FloatType(), llvm_ir.IntType(32)
+    ivec = llvm_ir.VectorType(i32, width)
+
+    def const(value: float) -> Any:
+        return llvm_ir.Constant(vec, [value] * width)
+
+    fabs = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vec, [vec]), f"llvm.fabs.v{width}f32")
+    floor = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vec, [vec]), f"llvm.floor.v{width}f32")
+    fma = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vec, [vec, vec, vec]),
+                                         f"llvm.fma.v{width}f32")
+    neg = builder.fsub(const(0.0), builder.call(fabs, [v]))  # -|v|
+    low = builder.fcmp_ordered("<", neg, const(-87.3))
+    x = builder.select(builder.fcmp_ordered(">=", neg, const(-87.3)), neg, const(-87.3))  # NaN -> -87.3
+    fx = builder.call(floor, [builder.fadd(builder.fmul(x, const(1.44269504088896341)), const(0.5))])
+    r = builder.fsub(builder.fsub(x, builder.fmul(fx, const(0.693359375))), builder.fmul(fx, const(-2.12194440e-4)))
+    z = builder.fmul(r, r)
+    y = const(1.9875691500e-4)
+    for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
+        y = builder.call(fma, [y, r, const(c)])
+    y = builder.fadd(builder.call(fma, [y, z, r]), const(1.0))
+    bits = builder.shl(builder.add(builder.fptosi(fx, ivec), llvm_ir.Constant(ivec, [127] * width)),
+                       llvm_ir.Constant(ivec, [23] * width))
+    e = builder.fmul(y, builder.bitcast(bits, vec))
+    e = builder.select(low, const(0.0), e)
+    d = builder.fdiv(const(1.0), builder.fadd(const(1.0), e))
+    sig = builder.select(builder.fcmp_ordered(">=", v, const(0.0)), d, builder.fmul(e, d))
+    return builder.fmul(v, sig)
+
+
 #: the epilogue codes (``epilogue.FUSED_EPILOGUES``) :func:`fused_epilogue` gives the micro-kernel's form: none,
-#: ReLU, clamp, hard-swish
-MICROKERNEL_EPILOGUES = frozenset({0, 1, 5, 6})
+#: ReLU, clamp, hard-swish, SiLU
+MICROKERNEL_EPILOGUES = frozenset({0, 1, 5, 6, 8})
 
 
 def fused_epilogue(act: int, alpha: Any) -> np.ndarray:
-    """The (lo, hi, slope, offset) float32 values of ``tile_bias_n``'s epilogue for code ``act`` (one of
-    MICROKERNEL_EPILOGUES; ``alpha`` as ``epilogue.epilogue_alpha`` gives it: clamp's (min, max))."""
+    """The (lo, hi, slope, offset, silu) float32 values of ``tile_bias_n``'s epilogue (:func:`epilogue_ir`) for code
+    ``act`` (one of MICROKERNEL_EPILOGUES; ``alpha`` as ``epilogue.epilogue_alpha`` gives it: clamp's (min, max))."""
     inf = np.inf
     if act == 1:
-        return np.array([0.0, inf, 0.0, 0.0], np.float32)
+        return np.array([0.0, inf, 0.0, 0.0, 0.0], np.float32)
     if act == 5:
-        return np.array([alpha[0], alpha[1], 0.0, 0.0], np.float32)
+        return np.array([alpha[0], alpha[1], 0.0, 0.0, 0.0], np.float32)
     if act == 6:
-        return np.array([-inf, inf, 1.0 / 6.0, 0.5], np.float32)
+        return np.array([-inf, inf, 1.0 / 6.0, 0.5, 0.0], np.float32)
+    if act == 8:
+        return np.array([-inf, inf, 0.0, 0.0, 1.0], np.float32)
     if act != 0:
         raise ValueError(f"epilogue code {act} is not one the micro-kernel applies")
-    return np.array([-inf, inf, 0.0, 0.0], np.float32)
+    return np.array([-inf, inf, 0.0, 0.0, 0.0], np.float32)
 
 
 _tile1, _tile2, _tile3, _tile4, _tile5, _tile6, _tile7 = (_make_tile(r) for r in range(1, 8))

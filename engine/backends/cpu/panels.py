@@ -211,7 +211,7 @@ def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, 
     half = width == PANEL_VECTOR  # the micro-kernel on the panel's first vector of columns
     # the bias and the activation inside the micro-kernel where it is one of mk.MICROKERNEL_EPILOGUES (no passes
     # over the panel)
-    fused = (whole or half) and not has_res and (act == 0 or act == 1 or act == 5 or act == 6)
+    fused = (whole or half) and not has_res and (act == 0 or act == 1 or act == 5 or act == 6 or act == 8)
     own_tile = not (whole or half)
     passes = (whole or half) and not fused
     if passes:
