@@ -73,12 +73,13 @@ def test_pointwise_panels_match_the_reference(n, c, k, size, stride, act, bias):
     assert _rel(out, ref) < 1e-5
 
 
-@pytest.mark.parametrize("k", [16, 20, 48])
+@pytest.mark.parametrize("k", [16, 20, 24, 48])
 @pytest.mark.parametrize("act", ["relu", "gelu"])
 @pytest.mark.parametrize("h,w", [(13, 15), (19, 17)], ids=["whole", "by-rows"])
 def test_pointwise_panels_add_a_residual_before_the_activation(k, act, h, w):
     """A small image as one block, a large one (more than PANEL_MAX_PIXELS pixels) by output rows, each row's panels
-    then activated as one run."""
+    then activated as one run; whole tiles of the pixels from bias + residual inside the micro-kernel (whole panels
+    and a half-filled last one), the rest by passes."""
     rng, x, wt, b = _case(31, 1, 12, k, h, w, True)
     residual = rng.standard_normal((1, h, w, k)).astype(np.float32).transpose(0, 3, 1, 2)
     ref = _reference(x, wt, b, (1, 1), act, residual)

@@ -31,8 +31,9 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
     kinds = {(name, args[2]) if name in ("_wino_par", "_conv_par") else (name, None) for name, args in launches}
     assert {("_wino_par", -1), ("_wino_par", 0), ("_wino_par", 1), ("_wino_par", 2)} <= kinds  # blocks, steps
     if fmt.endswith("nhwc"):  # im2col convolutions, pooling and element-wise kernels are NHWC ones
+        depthwise = "_depthwise_vec_par" if cpu.depthwise.vector_tiles_apply(16) else "_depthwise_flat_par"
         assert {("_conv_par", 0), ("_conv_par", 1), ("_conv_par", 2), ("_pool", None), ("_element_wise", None),
-                ("_few_par", None), ("_depthwise_flat_par", None)} <= kinds
+                ("_few_par", None), (depthwise, None)} <= kinds
         if cpu.microkernel.panels_available():  # AVX-512 or AVX2: small images' products over packed weight panels
             assert {("_panel_windows_par", None), ("_im2col_par", None), ("_panel_par", None)} <= kinds
             assert {(16, False), (36, True)} <= weights  # F(2x2) by OpenBLAS, F(4x4) on the panels

@@ -112,29 +112,35 @@ def _tile_codegen(nr: int, fused: bool = False, nv: int = PANEL_VECTORS) -> Any:
     return sig, codegen
 
 
-def _make_strip(fused: bool, nv: int) -> Any:
-    """The micro-kernel along a strip of rows at a constant step (see ``strip_n``)."""
+def _make_strip(fused: bool, nv: int, residual: bool = False) -> Any:
+    """The micro-kernel along a strip of rows at a constant step (see ``strip_n`` and ``strip_residual_n``)."""
+    if residual:
+        def _strip(typingctx, a, a_stride, c, c_stride, rows, bp, depth, bias, epi, r,
+                   r_stride):  # pragma: no cover - compiled
+            return _strip_codegen(True, nv, True)
+    else:
+        def _strip(typingctx, a, a_stride, c, c_stride, rows, bp, depth, bias, epi):  # pragma: no cover - compiled
+            return _strip_codegen(fused, nv)
 
-    def _strip(typingctx, a, a_stride, c, c_stride, rows, bp, depth, bias, epi):  # pragma: no cover - compiled
-        return _strip_codegen(fused, nv)
-
-    _strip.__name__ = _strip.__qualname__ = f"_strip{'_bias' if fused else ''}_{nv}"
+    _strip.__name__ = _strip.__qualname__ = f"_strip{'_residual' if residual else '_bias' if fused else ''}_{nv}"
     return intrinsic(_strip)
 
 
-def _strip_codegen(fused: bool, nv: int) -> Any:
+def _strip_codegen(fused: bool, nv: int, residual: bool = False) -> Any:
     """:func:`_tile_codegen` over the first ``rows`` // PANEL_ROWS * PANEL_ROWS rows of a strip whose rows r lie at
     ``a`` + r ``a_stride`` and ``c`` + r ``c_stride`` (bytes; ``outer`` 1), tile after tile inside one call: a 1x1
     convolution of stride 1, whose pixels are one such strip. Filling the row tables of each tile from Numba and
     calling the tile cost about as much as the sums of a short one (16 input channels: 16 -> 64 at 112x112,
     0.30 against 0.53 ms on 2 Zen 3 cores, mobilenet_v3_large's layer in the network; 24 -> 72 at 56x56 0.13 against
     0.21). Arguments all int64: a, a_stride, c, c_stride, rows, the panel, depth, the
-    bias's address and the epilogue's (both unused unless ``fused``)."""
-    sig = types.void(*([types.int64] * 9))
+    bias's address and the epilogue's (both unused unless ``fused``). ``residual``: two more, the residual's first
+    row and its step (rows of PANEL columns, as C's): the sums start from bias + residual, so that a convolution's
+    sum with its block input (a MobileNet's or a ResNet's block end) costs no pass of its own."""
+    sig = types.void(*([types.int64] * (11 if residual else 9)))
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         i64 = llvm_ir.IntType(64)
-        a, a_stride, c, c_stride, rows, bp, depth, bias, epi = args
+        a, a_stride, c, c_stride, rows, bp, depth, bias, epi = args[:9]
         zero, one = llvm_ir.Constant(i64, 0), llvm_ir.Constant(i64, 1)
         tiles = builder.sdiv(rows, llvm_ir.Constant(i64, PANEL_ROWS))
         entry = builder.block
@@ -149,8 +155,10 @@ def _strip_codegen(fused: bool, nv: int) -> Any:
                   for r in range(PANEL_ROWS)]
         c_addr = [builder.add(c, builder.mul(builder.add(first, llvm_ir.Constant(i64, r)), c_stride))
                   for r in range(PANEL_ROWS)]
+        r_addr = [builder.add(args[9], builder.mul(builder.add(first, llvm_ir.Constant(i64, r)), args[10]))
+                  for r in range(PANEL_ROWS)] if residual else None
         _emit_tile(builder, PANEL_ROWS, nv, a_addr, c_addr, bp, depth, one, zero,
-                   *((bias, epi) if fused else (None, None)))
+                   *((bias, epi) if fused else (None, None)), r_addr)
         t_next = builder.add(t, one)
         t.add_incoming(t_next, builder.block)
         builder.cbranch(builder.icmp_signed("<", t_next, tiles), head, done)
@@ -161,9 +169,10 @@ def _strip_codegen(fused: bool, nv: int) -> Any:
 
 
 def _emit_tile(builder: Any, nr: int, nv: int, a_addr: list[Any], c_addr: list[Any], bp: Any, depth: Any, outer: Any,
-               a_step: Any, bias: Any, epi: Any) -> None:
+               a_step: Any, bias: Any, epi: Any, r_addr: list[Any] | None = None) -> None:
     """The IR of one tile (:func:`_tile_codegen`) of rows at the int64 addresses ``a_addr`` and ``c_addr``; fused
-    (from the bias, with the epilogue) where ``bias`` and ``epi`` are given. Leaves the builder in its last block."""
+    (from the bias, with the epilogue) where ``bias`` and ``epi`` are given, from bias + the residual rows at
+    ``r_addr`` where those are given too. Leaves the builder in its last block."""
     width = PANEL_VECTOR
     fused = bias is not None
     f32, i64, i32 = llvm_ir.FloatType(), llvm_ir.IntType(64), llvm_ir.IntType(32)
@@ -184,6 +193,11 @@ def _emit_tile(builder: Any, nr: int, nv: int, a_addr: list[Any], c_addr: list[A
             value.align = 4
             init.append(value)
         start = [init[j % nv] for j in range(len(parts))]
+        for j in range(len(parts) if r_addr is not None else 0):  # accumulator j: row j // nv, vector j % nv
+            value = builder.load(builder.bitcast(
+                builder.gep(builder.inttoptr(r_addr[j // nv], pf), [llvm_ir.Constant(i64, width * (j % nv))]), pv))
+            value.align = 4
+            start[j] = builder.fadd(start[j], value)
     else:
         for p in parts:
             value = builder.load(p)
@@ -361,6 +375,16 @@ _half_bias1, _half_bias2, _half_bias3, _half_bias4, _half_bias5, _half_bias6, _h
 
 
 _strip_2, _strip_1, _strip_bias_2, _strip_bias_1 = (_make_strip(f, v) for f in (False, True) for v in (PANEL_VECTORS, 1))
+_strip_residual_2, _strip_residual_1 = (_make_strip(True, v, True) for v in (PANEL_VECTORS, 1))
+
+
+@njit(inline="always")
+def strip_residual_n(half, a, a_stride, c, c_stride, rows, bp, depth, bias, epi, r, r_stride):  # pragma: no cover
+    """:func:`strip_n` fused, its sums starting from the bias plus the residual rows at ``r`` (``r_stride`` apart)."""
+    if half:
+        _strip_residual_1(a, a_stride, c, c_stride, rows, bp, depth, bias, epi, r, r_stride)
+    else:
+        _strip_residual_2(a, a_stride, c, c_stride, rows, bp, depth, bias, epi, r, r_stride)
 
 
 @njit(inline="always")

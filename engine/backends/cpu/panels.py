@@ -13,7 +13,7 @@ from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.epilogue import activate_row, kernel_alpha
 from engine.backends.cpu.im2col import gemm_weights, im2col_nhwc, nhwc_operands, pixel_rows
 from engine.backends.cpu.microkernel import (PANEL, PANEL_KBLOCK, PANEL_ROWS, PANEL_VECTOR, half_bias_n, half_n,
-                                             strip_n, tile_bias_n, tile_n, tile_rows)
+                                             strip_n, strip_residual_n, tile_bias_n, tile_n, tile_rows)
 
 #: largest output (pixels per image) the panel product takes: there OpenBLAS, which packs the weights on every
 #: call, ran 1.4-1.7x slower (7x7, 4608 -> 512: 0.97 against 0.58 ms; 14x14, 2304 -> 256: 0.76 against 0.53); from
@@ -211,11 +211,9 @@ def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, 
     half = width == PANEL_VECTOR  # the micro-kernel on the panel's first vector of columns
     # the bias and the activation inside the micro-kernel where it is one of mk.MICROKERNEL_EPILOGUES (no passes
     # over the panel)
-    fused = (whole or half) and not has_res and (act == 0 or act == 1 or act == 5 or act == 6 or act == 8)
+    epilogue = act == 0 or act == 1 or act == 5 or act == 6 or act == 8
+    fused = (whole or half) and not has_res and epilogue
     own_tile = not (whole or half)
-    passes = (whole or half) and not fused
-    if passes:
-        _panel_fill(y, r, has_res, k0, b, width)
     panel = wp.ctypes.data + 4 * p * kk * PANEL
     image = x[i].ctypes.data
     bias = b.ctypes.data + 4 * k0
@@ -223,10 +221,25 @@ def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, 
     # much as the sums of a 1x1 layer of 16 input channels (16 -> 64 at 112x112: 0.64 against 0.32 ms, 2 cores)
     t0 = q0
     if kh == 1 and kw == 1 and sh == 1 and sw == 1 and row_bytes == wo * pix_bytes and not own_tile:
-        # a 1x1 convolution of stride 1: its pixels are one strip, whole tiles of it in one call
-        strip_n(fused, half, image + q0 * pix_bytes, pix_bytes, y.ctypes.data + 4 * k0, 4 * k, q1 - q0, panel, span,
-                bias, epi.ctypes.data)
-        t0 = q0 + (q1 - q0) // PANEL_ROWS * PANEL_ROWS
+        # a 1x1 convolution of stride 1: its pixels are one strip, whole tiles of it in one call (with a residual,
+        # from bias + residual and the epilogue fused: no passes over those rows)
+        strip = (q1 - q0) // PANEL_ROWS * PANEL_ROWS
+        if has_res and epilogue:
+            strip_residual_n(half, image + q0 * pix_bytes, pix_bytes, y.ctypes.data + 4 * k0, 4 * k, strip, panel,
+                             span, bias, epi.ctypes.data, r.ctypes.data + 4 * k0, r.strides[0])
+        else:
+            if not fused:
+                _panel_fill(y[:strip], r[:strip], has_res, k0, b, width)
+            strip_n(fused, half, image + q0 * pix_bytes, pix_bytes, y.ctypes.data + 4 * k0, 4 * k, strip, panel,
+                    span, bias, epi.ctypes.data)
+            if not fused:
+                _panel_activate(y[:strip], k0, act, alpha)
+        t0 = q0 + strip
+    # the rows left: passes for the bias (and residual) and an activation the micro-kernel did not apply
+    passes = (whole or half) and not fused and t0 < q1
+    if passes:
+        _panel_fill(y[t0 - q0:], r[t0 - q0:], has_res, k0, b, width)
+    t1 = t0
     oh, ow = t0 // wo, t0 % wo
     at = image + oh * sh * row_bytes + ow * sw * pix_bytes
     col_step, row_step = sw * pix_bytes, sh * row_bytes - (wo - 1) * sw * pix_bytes
@@ -254,7 +267,7 @@ def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, 
             tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes)
         t0 += nr
     if passes:
-        _panel_activate(y, k0, act, alpha)
+        _panel_activate(y[t1 - q0:], k0, act, alpha)
 
 
 @njit(cache=True, nogil=True)
