@@ -249,7 +249,7 @@ def depthwise_plan(x: np.ndarray, wd: np.ndarray, bias: np.ndarray | None, out: 
     n, ho, wo, c = yp.shape
     flat = stride == (1, 1) and c < FLAT_MAX_CHANNELS and wd.shape[0] * wd.shape[1] * wo * c * 4 <= FLAT_MAX_BYTES
     rows = rt.share(ho * n, ho, n) if yp.size >= rt.SPLIT_MIN_PIXELS * 16 else ho
-    if vector_tiles_apply(c):
+    if vector_tiles_apply(c) and xp.flags.c_contiguous and yp.flags.c_contiguous:  # the tiles step by bytes
         fused = act in mk.MICROKERNEL_EPILOGUES
         epi = mk.fused_epilogue(act if fused else 0, alpha)
         args = (*stride, *padding, *dilation, act, kernel_alpha(alpha), epi, fused)
