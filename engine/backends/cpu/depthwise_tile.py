@@ -10,7 +10,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from engine.backends.cpu.microkernel import PANEL_VECTOR, epilogue_ir
+from engine.backends.cpu.microkernel import PANEL_VECTOR, epilogue_ir, incoming, phis
 
 #: output pixels of the widest tile: eight accumulators hide the fused multiply-add's latency, and with the cell's
 #: filter vector and an input vector they fit AVX2's sixteen registers
@@ -81,18 +81,14 @@ def _tile_codegen(nt: int, nc: int) -> Any:
         builder.position_at_end(row_head)
         i = builder.phi(i64)
         i.add_incoming(zero, vec_head)
-        acc_i = [builder.phi(vec) for _ in range(nt * nc)]
-        for a, value in zip(acc_i, start):
-            a.add_incoming(value, vec_head)
+        acc_i = phis(builder, vec, start, vec_head)
         x_i, w_i = builder.add(x_v, builder.mul(i, xrow)), builder.add(w_v, builder.mul(i, wrow))
         builder.branch(cell)
         # one cell: its filter vector times each pixel's input vector
         builder.position_at_end(cell)
         j = builder.phi(i64)
         j.add_incoming(zero, row_head)
-        acc = [builder.phi(vec) for _ in range(nt * nc)]
-        for a, b in zip(acc, acc_i):
-            a.add_incoming(b, row_head)
+        acc = phis(builder, vec, acc_i, row_head)
         w_ij = builder.add(w_i, builder.mul(j, wcol))
         filt = [load(builder.add(w_ij, llvm_ir.Constant(i64, step * u))) for u in range(nc)]
         x_ij = builder.add(x_i, builder.mul(j, xcol))
@@ -103,21 +99,17 @@ def _tile_codegen(nt: int, nc: int) -> Any:
                                        acc[t * nc + u]]) for u in range(nc)]
         j_next = builder.add(j, one)
         j.add_incoming(j_next, cell)
-        for a, value in zip(acc, new):
-            a.add_incoming(value, cell)
+        incoming(acc, new, cell)
         builder.cbranch(builder.icmp_signed("<", j_next, nj), cell, row_next)
         builder.position_at_end(row_next)
         i_next = builder.add(i, one)
         i.add_incoming(i_next, row_next)
-        for a, value in zip(acc_i, new):
-            a.add_incoming(value, row_next)
+        incoming(acc_i, new, row_next)
         builder.cbranch(builder.icmp_signed("<", i_next, ni), row_head, store)
         # the epilogue and the stores of this vector of channels
         builder.position_at_end(store)
-        finals = [builder.phi(vec) for _ in range(nt * nc)]
-        for f, first, value in zip(finals, start, new):
-            f.add_incoming(first, vec_head)
-            f.add_incoming(value, row_next)
+        finals = phis(builder, vec, start, vec_head)
+        incoming(finals, new, row_next)
         finals = epilogue_ir(builder, vec, epi_p, finals)
         y_v = builder.add(y, o)
         for q, final in enumerate(finals):
@@ -142,26 +134,20 @@ _dw8x1, _dw4x2, _dw2x4, _dw1x4, _dw4x1, _dw2x1, _dw1x1 = _TILES.values()
 @njit(inline="always")
 def dw_tile(nt, x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec):  # pragma: no cover
     """The tile of ``nt`` (1, 2, 4 or DEPTHWISE_TILE) output pixels over ``nvec`` vectors of channels: groups of
-    DEPTHWISE_TILE / ``nt`` vectors at once, the vectors left over one at a time."""
-    step = 4 * DEPTHWISE_VECTOR
+    DEPTHWISE_TILE / ``nt`` vectors at once, the vectors left over one at a time (a tile of no vectors does
+    nothing)."""
+    nc = 1 if nt == 8 else 2 if nt == 4 else 4
+    groups = nvec // nc
+    o = groups * nc * 4 * DEPTHWISE_VECTOR  # the first vector left over, in bytes
+    left = nvec - groups * nc
     if nt == 8:
         _dw8x1(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
-        return
-    nc = 2 if nt == 4 else 4
-    whole = nvec // nc
-    if whole:
-        if nt == 4:
-            _dw4x2(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, whole)
-        elif nt == 2:
-            _dw2x4(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, whole)
-        else:
-            _dw1x4(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, whole)
-    left = nvec - whole * nc
-    if left:
-        o = whole * nc * step
-        if nt == 4:
-            _dw4x1(x + o, xrow, xcol, xpix, w + o, wrow, wcol, ni, nj, bias + o, y + o, ypix, epi, left)
-        elif nt == 2:
-            _dw2x1(x + o, xrow, xcol, xpix, w + o, wrow, wcol, ni, nj, bias + o, y + o, ypix, epi, left)
-        else:
-            _dw1x1(x + o, xrow, xcol, xpix, w + o, wrow, wcol, ni, nj, bias + o, y + o, ypix, epi, left)
+    elif nt == 4:
+        _dw4x2(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups)
+        _dw4x1(x + o, xrow, xcol, xpix, w + o, wrow, wcol, ni, nj, bias + o, y + o, ypix, epi, left)
+    elif nt == 2:
+        _dw2x4(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups)
+        _dw2x1(x + o, xrow, xcol, xpix, w + o, wrow, wcol, ni, nj, bias + o, y + o, ypix, epi, left)
+    else:
+        _dw1x4(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups)
+        _dw1x1(x + o, xrow, xcol, xpix, w + o, wrow, wcol, ni, nj, bias + o, y + o, ypix, epi, left)

@@ -42,16 +42,16 @@ def panels_available() -> bool:
     return _SHAPE is not None
 
 
-def _phis(builder: Any, ty: Any, values: list[Any], block: Any) -> list[Any]:
+def phis(builder: Any, ty: Any, values: list[Any], block: Any) -> list[Any]:
     """One phi node of type ``ty`` per value, each taking its value when coming from ``block``."""
-    phis = [builder.phi(ty) for _ in values]
-    _incoming(phis, values, block)
-    return phis
+    nodes = [builder.phi(ty) for _ in values]
+    incoming(nodes, values, block)
+    return nodes
 
 
-def _incoming(phis: list[Any], values: list[Any], block: Any) -> None:
-    """Each phi takes its value when coming from ``block``."""
-    for phi, value in zip(phis, values):
+def incoming(nodes: list[Any], values: list[Any], block: Any) -> None:
+    """Each phi node takes its value when coming from ``block``."""
+    for phi, value in zip(nodes, values):
         phi.add_incoming(value, block)
 
 
@@ -94,9 +94,9 @@ def _tile_codegen(nr: int, fused: bool = False, nv: int = PANEL_VECTORS) -> Any:
     activation: about 0.6 ms of resnet18's RGB stem on one core; 1x1 layers with a ReLU6 at 112x112, 7x).
 
     ``nv`` < PANEL_VECTORS: only the first ``nv`` vectors of each panel row (rows still PANEL values apart) are
-    summed and stored, C then ``nv`` * PANEL_VECTOR values wide: a last panel half-filled (24, 40, 72 or 120 output
-    channels on AVX2) is summed straight into the output, where a tile of the thread's own cost its zero columns'
-    products and a copy (72 -> 24 at 56x56 with a sum, 2 Zen 3 cores: 0.155 against 0.218 ms; 24 -> 72 with a
+    summed and stored, C then ``nv`` * PANEL_VECTOR values wide: along a strip (:func:`_strip_codegen`), a last panel
+    half-filled (24, 40, 72 or 120 output channels on AVX2) is summed straight into the output, where a tile of the
+    thread's own cost its zero columns' products and a copy (72 -> 24 at 56x56 with a sum, 2 Zen 3 cores: 0.155 against 0.218 ms; 24 -> 72 with a
     ReLU 0.188 against 0.222)."""
     sig = types.void(*([types.int64] * (8 if fused else 6)))
 
@@ -214,7 +214,7 @@ def _emit_tile(builder: Any, nr: int, nv: int, a_addr: list[Any], c_addr: list[A
     builder.position_at_end(head)
     o = builder.phi(i64)
     o.add_incoming(zero, entry)
-    acc_o = _phis(builder, vec, start, entry)
+    acc_o = phis(builder, vec, start, entry)
     rows = [builder.inttoptr(builder.add(a, builder.mul(o, a_step)), pf) for a in a_addr]
     first = builder.mul(builder.mul(o, depth), llvm_ir.Constant(i64, PANEL))
     builder.branch(inner)
@@ -222,7 +222,7 @@ def _emit_tile(builder: Any, nr: int, nv: int, a_addr: list[Any], c_addr: list[A
     builder.position_at_end(inner)
     i = builder.phi(i64)
     i.add_incoming(zero, head)
-    acc = _phis(builder, vec, acc_o, head)
+    acc = phis(builder, vec, acc_o, head)
     offset = builder.add(first, builder.mul(i, llvm_ir.Constant(i64, PANEL)))
     b = []
     for h in range(nv):
@@ -239,16 +239,16 @@ def _emit_tile(builder: Any, nr: int, nv: int, a_addr: list[Any], c_addr: list[A
         new += [builder.call(fma, [one, b[h], acc[nv * r + h]]) for h in range(nv)]
     step = builder.add(i, llvm_ir.Constant(i64, 1))
     i.add_incoming(step, inner)
-    _incoming(acc, new, inner)
+    incoming(acc, new, inner)
     builder.cbranch(builder.icmp_signed("<", step, depth), inner, latch)
     builder.position_at_end(latch)
     o_next = builder.add(o, llvm_ir.Constant(i64, 1))
     o.add_incoming(o_next, latch)
-    _incoming(acc_o, new, latch)
+    incoming(acc_o, new, latch)
     builder.cbranch(builder.icmp_signed("<", o_next, outer), head, done)
     builder.position_at_end(done)
-    finals = _phis(builder, vec, start, entry)  # every phi first: LLVM wants them at the top of the block
-    _incoming(finals, new, latch)
+    finals = phis(builder, vec, start, entry)  # every phi first: LLVM wants them at the top of the block
+    incoming(finals, new, latch)
     if fused:
         finals = epilogue_ir(builder, vec, builder.inttoptr(epi, pf), finals)
     for p, final in zip(parts, finals):
@@ -369,11 +369,6 @@ def fused_epilogue(act: int, alpha: Any) -> np.ndarray:
 _tile1, _tile2, _tile3, _tile4, _tile5, _tile6, _tile7 = (_make_tile(r) for r in range(1, 8))
 _tile_bias1, _tile_bias2, _tile_bias3, _tile_bias4, _tile_bias5, _tile_bias6, _tile_bias7 = (
     _make_tile_bias(r) for r in range(1, 8))
-_half1, _half2, _half3, _half4, _half5, _half6, _half7 = (_make_tile(r, 1) for r in range(1, 8))
-_half_bias1, _half_bias2, _half_bias3, _half_bias4, _half_bias5, _half_bias6, _half_bias7 = (
-    _make_tile_bias(r, 1) for r in range(1, 8))
-
-
 _strip_2, _strip_1, _strip_bias_2, _strip_bias_1 = (_make_strip(f, v) for f in (False, True) for v in (PANEL_VECTORS, 1))
 _strip_residual_2, _strip_residual_1 = (_make_strip(True, v, True) for v in (PANEL_VECTORS, 1))
 
@@ -400,44 +395,6 @@ def strip_n(fused, half, a, a_stride, c, c_stride, rows, bp, depth, bias, epi): 
         _strip_1(a, a_stride, c, c_stride, rows, bp, depth, bias, epi)
     else:
         _strip_2(a, a_stride, c, c_stride, rows, bp, depth, bias, epi)
-
-
-@njit(inline="always")
-def half_bias_n(nr, rows_a, rows_c, bp, depth, outer, a_step, bias, epi):  # pragma: no cover - compiled
-    """:func:`tile_bias_n` on the first PANEL_VECTOR columns of the panel only (C that wide)."""
-    if nr == 7:
-        _half_bias7(rows_a, rows_c, bp, depth, outer, a_step, bias, epi)
-    elif nr == 6:
-        _half_bias6(rows_a, rows_c, bp, depth, outer, a_step, bias, epi)
-    elif nr == 5:
-        _half_bias5(rows_a, rows_c, bp, depth, outer, a_step, bias, epi)
-    elif nr == 4:
-        _half_bias4(rows_a, rows_c, bp, depth, outer, a_step, bias, epi)
-    elif nr == 3:
-        _half_bias3(rows_a, rows_c, bp, depth, outer, a_step, bias, epi)
-    elif nr == 2:
-        _half_bias2(rows_a, rows_c, bp, depth, outer, a_step, bias, epi)
-    else:
-        _half_bias1(rows_a, rows_c, bp, depth, outer, a_step, bias, epi)
-
-
-@njit(inline="always")
-def half_n(nr, rows_a, rows_c, bp, depth, outer, a_step):  # pragma: no cover - compiled
-    """:func:`tile_n` on the first PANEL_VECTOR columns of the panel only (C that wide)."""
-    if nr == 7:
-        _half7(rows_a, rows_c, bp, depth, outer, a_step)
-    elif nr == 6:
-        _half6(rows_a, rows_c, bp, depth, outer, a_step)
-    elif nr == 5:
-        _half5(rows_a, rows_c, bp, depth, outer, a_step)
-    elif nr == 4:
-        _half4(rows_a, rows_c, bp, depth, outer, a_step)
-    elif nr == 3:
-        _half3(rows_a, rows_c, bp, depth, outer, a_step)
-    elif nr == 2:
-        _half2(rows_a, rows_c, bp, depth, outer, a_step)
-    else:
-        _half1(rows_a, rows_c, bp, depth, outer, a_step)
 
 
 @njit(inline="always")

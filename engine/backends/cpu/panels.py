@@ -12,8 +12,8 @@ from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.epilogue import activate_row, kernel_alpha
 from engine.backends.cpu.im2col import gemm_weights, im2col_nhwc, nhwc_operands, pixel_rows
-from engine.backends.cpu.microkernel import (PANEL, PANEL_KBLOCK, PANEL_ROWS, PANEL_VECTOR, half_bias_n, half_n,
-                                             strip_n, strip_residual_n, tile_bias_n, tile_n, tile_rows)
+from engine.backends.cpu.microkernel import (PANEL, PANEL_KBLOCK, PANEL_ROWS, PANEL_VECTOR, strip_n, strip_residual_n,
+                                             tile_bias_n, tile_n, tile_rows)
 
 #: largest output (pixels per image) the panel product takes: there OpenBLAS, which packs the weights on every
 #: call, ran 1.4-1.7x slower (7x7, 4608 -> 512: 0.97 against 0.58 ms; 14x14, 2304 -> 256: 0.76 against 0.53); from
@@ -208,19 +208,19 @@ def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, 
     k0 = p * PANEL
     width = min(PANEL, k - k0)
     whole = width == PANEL
-    half = width == PANEL_VECTOR  # the micro-kernel on the panel's first vector of columns
+    half = width == PANEL_VECTOR  # along a strip, the micro-kernel on the panel's first vector of columns
     # the bias and the activation inside the micro-kernel where it is one of mk.MICROKERNEL_EPILOGUES (no passes
     # over the panel)
     epilogue = act == 0 or act == 1 or act == 5 or act == 6 or act == 8
-    fused = (whole or half) and not has_res and epilogue
-    own_tile = not (whole or half)
+    fused = whole and not has_res and epilogue
+    own_tile = not whole
     panel = wp.ctypes.data + 4 * p * kk * PANEL
     image = x[i].ctypes.data
     bias = b.ctypes.data + 4 * k0
     # each pixel's window by steps from the block's first one: a division per pixel (its row and column) cost as
     # much as the sums of a 1x1 layer of 16 input channels (16 -> 64 at 112x112: 0.64 against 0.32 ms, 2 cores)
     t0 = q0
-    if kh == 1 and kw == 1 and sh == 1 and sw == 1 and row_bytes == wo * pix_bytes and not own_tile:
+    if kh == 1 and kw == 1 and sh == 1 and sw == 1 and row_bytes == wo * pix_bytes and (whole or half):
         # a 1x1 convolution of stride 1: its pixels are one strip, whole tiles of it in one call (with a residual,
         # from bias + residual and the epilogue fused: no passes over those rows)
         strip = (q1 - q0) // PANEL_ROWS * PANEL_ROWS
@@ -228,15 +228,17 @@ def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, 
             strip_residual_n(half, image + q0 * pix_bytes, pix_bytes, y.ctypes.data + 4 * k0, 4 * k, strip, panel,
                              span, bias, epi.ctypes.data, r.ctypes.data + 4 * k0, r.strides[0])
         else:
-            if not fused:
+            own_epilogue = not has_res and epilogue
+            if not own_epilogue:
                 _panel_fill(y[:strip], r[:strip], has_res, k0, b, width)
-            strip_n(fused, half, image + q0 * pix_bytes, pix_bytes, y.ctypes.data + 4 * k0, 4 * k, strip, panel,
-                    span, bias, epi.ctypes.data)
-            if not fused:
+            strip_n(own_epilogue, half, image + q0 * pix_bytes, pix_bytes, y.ctypes.data + 4 * k0, 4 * k, strip,
+                    panel, span, bias, epi.ctypes.data)
+            if not own_epilogue:
                 _panel_activate(y[:strip], k0, act, alpha)
         t0 = q0 + strip
-    # the rows left: passes for the bias (and residual) and an activation the micro-kernel did not apply
-    passes = (whole or half) and not fused and t0 < q1
+    # the rows left: passes for the bias (and residual) and an activation the micro-kernel did not apply; a part-filled
+    # last panel through a tile of the thread's own
+    passes = whole and not fused and t0 < q1
     if passes:
         _panel_fill(y[t0 - q0:], r[t0 - q0:], has_res, k0, b, width)
     t1 = t0
@@ -254,12 +256,8 @@ def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, 
                 at += row_step
             else:
                 at += col_step
-        if fused and half:
-            half_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes, bias, epi.ctypes.data)
-        elif fused:
+        if fused:
             tile_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes, bias, epi.ctypes.data)
-        elif half:
-            half_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes)
         elif own_tile:
             _own_tile(nr, rows_a, rows_c, panel, span, kh, row_bytes, tile, y, r, has_res, t0 - q0, k0, width, bias,
                       act, alpha)
