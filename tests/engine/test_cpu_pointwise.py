@@ -57,6 +57,7 @@ def _rel(a, b):
     (2, 7, 20, (9, 11), (2, 2)),      # two images, strided, odd channel counts
     (1, 32, 8, (30, 30), (1, 1)),     # fewer outputs than one panel
     (1, 40, 24, (5, 5), (1, 1)),      # a small image (whole), the last panel part-filled
+    (1, 24, 40, (40, 37), (2, 2)),    # strided, a large image by output rows: strips of windows 2 pixels apart
 ])
 @pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("clamp", True), ("hardswish", True),
                                       ("leaky_relu", True), ("sigmoid", False), ("silu", True), ("gelu", True)])
