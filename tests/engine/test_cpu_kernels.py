@@ -683,6 +683,28 @@ def test_kernels_avoid_an_openmp_runtime_started_before_them():
     assert out.stdout.split()[-2:] == ["workqueue", "True"], out.stdout
 
 
+
+def test_a_private_openmp_copy_loaded_first_keeps_the_openmp_threads():
+    """igraph (the importer's layout) loads its own renamed copy of GNU OpenMP, a runtime Numba's layer does not
+    share: the kernels keep the threading layer they take without it (`layerlab infer model.onnx` had run on the
+    slower work-queue threads)."""
+    import subprocess
+
+    pytest.importorskip("igraph")
+    code = ("{}import numpy as np, numba\n"
+            "import engine.backends.cpu.runtime as rt\n"
+            "from engine.backends.cpu.elementwise import element_wise\n"
+            "a = np.ones(1 << 20, np.float32); element_wise(a, a, a, 0)\n"
+            "print(numba.threading_layer(), float(a[0]))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_THREADING_LAYER", "OMP_WAIT_POLICY")}
+    layers = []
+    for first in ("", "import igraph\n"):
+        out = subprocess.run([sys.executable, "-c", code.format(first)], capture_output=True, text=True, timeout=300,
+                             env=env, cwd=str(Path(__file__).resolve().parents[2]))
+        assert out.returncode == 0, out.stderr[-2000:]
+        layers.append(out.stdout.split())
+    assert layers[0] == layers[1] and layers[0][1] == "2.0", layers
+
 # ---- prepared calls (the per-layer Python work done once) and the residual epilogues --------------------------
 
 @pytest.mark.parametrize("size,kernel,stride", [(7, 3, 1), (20, 3, 1), (20, 3, 2), (16, 1, 1), (12, 1, 2)],

@@ -13,6 +13,7 @@ import ctypes
 import functools
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,16 +27,24 @@ from typing import Any
 os.environ.setdefault("GOMP_SPINCOUNT", "1000")
 
 
+#: the file names of the OpenMP runtimes Numba's OpenMP layer binds to (by their shared soname): a package's
+#: privately renamed copy (auditwheel's ``libgomp-<hash>.so.1.0.0``, igraph's) is another runtime and shares nothing
+_SHARED_OPENMP = re.compile(r"lib(gomp|iomp5)\.so(\.\d+)*")
+
+
 def _openmp_started_before() -> bool:
-    """Whether a GNU or Intel OpenMP runtime was loaded before this module (PyTorch imported first, say): Numba's
-    OpenMP layer would then run on that runtime, started with the default spin count (``GOMP_SPINCOUNT`` is read
-    once, when the runtime starts), and its threads spin against the BLAS calls of the next layer: resnet18 on
-    2 cores took 364 ms instead of 29-36 ms with ``import torch`` first."""
+    """Whether a GNU or Intel OpenMP runtime under its shared name was loaded before this module (PyTorch imported
+    first, say, whose copy is ``libgomp.so.1``): Numba's OpenMP layer would then run on that runtime, started with
+    the default spin count (``GOMP_SPINCOUNT`` is read once, when the runtime starts), and its threads spin against
+    the BLAS calls of the next layer: resnet18 on 2 cores took 364 ms instead of 29-36 ms with ``import torch``
+    first. A renamed private copy does not count: igraph's (loaded by the ONNX importer's layout) had sent
+    ``layerlab infer model.onnx`` to the work-queue threads, mobilenet_v3_large 21 instead of 10-11 ms."""
     if os.environ.get("OMP_WAIT_POLICY", "").lower() == "passive" or os.environ.get("NUMBA_THREADING_LAYER"):
         return False
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            return any("libgomp" in line or "libiomp" in line for line in maps)
+            return any(_SHARED_OPENMP.fullmatch(os.path.basename(line.split()[-1])) for line in maps
+                       if len(line.split()) >= 6)
     except OSError:  # not Linux
         return False
 
