@@ -175,3 +175,26 @@ def test_each_kernel_family_is_a_network_of_its_own_with_a_lock_of_its_own(regis
         assert all(np.isfinite(net.output(name)).all() for name in net.output_names)
     locks = {compile_cache.warmup_lock_path(family) for family in warmup.FAMILIES}
     assert len(locks) == len(warmup.FAMILIES) and compile_cache.warmup_lock_path() not in locks
+
+
+_SIGNATURES = """
+import gc
+from numba.core.registry import CPUDispatcher
+from engine.backends.cpu import warmup
+warmup.warm()
+for obj in gc.get_objects():
+    if isinstance(obj, CPUDispatcher) and obj.py_func.__module__.startswith("engine.") and len(obj.overloads) > 1:
+        print(obj.py_func.__module__, obj.py_func.__qualname__, *map(str, obj.overloads))
+"""
+
+
+def test_the_warmup_compiles_each_kernel_once():
+    """Every kernel the warm-up network reaches holds one compiled signature: a constant one kernel passes to another
+    (typed ``Literal[int](0)``) or a loop index of another integer type compiles the callee again (a fifth of the
+    warm-up's compile time). Run in a process of its own, where the kernels load from the cache the test processes
+    filled."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _SIGNATURES], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""

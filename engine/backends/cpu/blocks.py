@@ -1,7 +1,22 @@
-"""How the parallel CPU kernels cut a batch into jobs: blocks of ``rows`` output rows of one image each."""
+"""Small compiled helpers the CPU kernels share: how the parallel kernels cut a batch into jobs (blocks of ``rows``
+output rows of one image each), and constants passed on as plain values."""
 from __future__ import annotations
 
-from numba import njit
+from numba import njit, types
+from numba.extending import intrinsic
+
+
+@intrinsic
+def plain(typingctx, value):  # pragma: no cover - compiled
+    """``value`` typed as a run-time value of its type. A constant that one compiled kernel passes to another is
+    typed as a literal (``Literal[int](0)``), and Numba compiles the callee once more for that constant: the first
+    compile of every kernel then took seconds longer for the same machine code."""
+    kind = types.unliteral(value)
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        return context.cast(builder, args[0], value, kind)
+
+    return kind(value), codegen
 
 
 @njit(inline="always")

@@ -11,6 +11,7 @@ import numpy as np
 from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
+from engine.backends.cpu.blocks import plain
 from engine.backends.cpu.epilogue import activate_row, kernel_alpha
 
 #: bytes of im2col rows per block of output pixels: 1 MiB stays in a core's L2 (3 MiB blocks, in L3, made resnet18's
@@ -160,7 +161,7 @@ def _conv_par(j0, count, step_kind, sgemm, xs, ys, rs, has_res, wm, b, act, alph
     and 2, for image j0 cut by output channels: shares of its im2col (by rows), then of its product."""
     for q in prange(count):
         tid = numba.get_thread_id() if step_kind == 0 else 0
-        _conv_job(j0 + q if step_kind == 0 else j0, q, step_kind, tid, sgemm, xs, ys, rs, has_res, wm, b, act, alpha,
+        _conv_job(j0 + q if step_kind == 0 else j0, np.int64(q), step_kind, tid, sgemm, xs, ys, rs, has_res, wm, b, act, alpha,
                   wo, kh, kw, sh, sw, ph, pw, dh, dw, step, direct, bounds, cbuf)
 
 
@@ -178,25 +179,25 @@ def _conv_job(j, q, step_kind, tid, sgemm, xs, ys, rs, has_res, wm, b, act, alph
         i, p0 = j // per_image, (j % per_image) * step
         p1 = min(total, p0 + step)
         if direct:
-            _product(sgemm, xs[i].ctypes.data + 4 * p0 * c, c, p1 - p0, wm, 0, k, ys[i], p0)
+            _product(sgemm, xs[i].ctypes.data + 4 * p0 * c, c, p1 - p0, wm, plain(0), k, ys[i], p0)
         else:
             cols = cbuf[tid][:(p1 - p0) * kk].reshape((p1 - p0, kk))
-            im2col_nhwc(xs[i], cols, p0, 0, p1 - p0, wo, kh, kw, sh, sw, ph, pw, dh, dw)
-            _product(sgemm, cols.ctypes.data, kk, p1 - p0, wm, 0, k, ys[i], p0)
-        _bias_act(ys[i], rs[i], has_res, p0, p1, 0, k, b, act, alpha)
+            im2col_nhwc(xs[i], cols, p0, plain(0), p1 - p0, wo, kh, kw, sh, sw, ph, pw, dh, dw)
+            _product(sgemm, np.int64(cols.ctypes.data), kk, p1 - p0, wm, plain(0), k, ys[i], p0)
+        _bias_act(ys[i], rs[i], has_res, p0, p1, plain(0), k, b, act, alpha)
         return
     if direct:  # a 1x1 convolution of stride 1 reads its input as it is
-        a, lda = xs[j].ctypes.data, c
+        a, lda = np.int64(xs[j].ctypes.data), c
     else:
         cols = cbuf[0][:total * kk].reshape((total, kk))
         if step_kind == 1:
             shares = cbuf.shape[0]
-            im2col_nhwc(xs[j], cols, 0, total * q // shares, total * (q + 1) // shares, wo, kh, kw, sh, sw, ph, pw,
+            im2col_nhwc(xs[j], cols, plain(0), total * q // shares, total * (q + 1) // shares, wo, kh, kw, sh, sw, ph, pw,
                          dh, dw)
             return
-        a, lda = cols.ctypes.data, kk
-    _product(sgemm, a, lda, total, wm, bounds[q], bounds[q + 1], ys[j], 0)
-    _bias_act(ys[j], rs[j], has_res, 0, total, bounds[q], bounds[q + 1], b, act, alpha)
+        a, lda = np.int64(cols.ctypes.data), kk
+    _product(sgemm, a, lda, total, wm, bounds[q], bounds[q + 1], ys[j], plain(0))
+    _bias_act(ys[j], rs[j], has_res, plain(0), total, bounds[q], bounds[q + 1], b, act, alpha)
 
 
 def share_columns(k: int) -> list[slice]:

@@ -10,6 +10,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import runtime as rt
+from engine.backends.cpu.blocks import plain
 from engine.backends.cpu.epilogue import activate_row, kernel_alpha
 from engine.backends.cpu.im2col import gemm_weights, im2col_nhwc, nhwc_operands, pixel_rows
 from engine.backends.cpu.microkernel import (PANEL, PANEL_KBLOCK, PANEL_ROWS, PANEL_VECTOR, strip_n, strip_residual_n,
@@ -170,7 +171,7 @@ def _panel_windows_par(x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, s
                            tile)
                 continue
             for p in range(panels):  # the block's sums (and residual), not activated
-                _panel_job(job * panels + p, x, wp, ys, rs, has_res, b, 0, alpha, epi, kh, kw, sh, sw, wo, step,
+                _panel_job(job * panels + p, x, wp, ys, rs, has_res, b, plain(0), alpha, epi, kh, kw, sh, sw, wo, step,
                            rows_a, rows_c, tile)
             if act != 0:
                 y = ys[job // blocks]
@@ -295,14 +296,14 @@ _IDENTITY = mk.fused_epilogue(0, 0.0)
 def _im2col_par(x, cols, shares, wo, kh, kw, sh, sw, ph, pw, dh, dw):  # pragma: no cover - compiled
     total = cols.shape[0]
     for q in prange(shares):
-        im2col_nhwc(x, cols, 0, total * q // shares, total * (q + 1) // shares, wo, kh, kw, sh, sw, ph, pw, dh, dw)
+        im2col_nhwc(x, cols, plain(0), total * q // shares, total * (q + 1) // shares, wo, kh, kw, sh, sw, ph, pw, dh, dw)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _panel_par(a, wp, y, r, has_res, b, act, alpha):  # pragma: no cover - compiled
     """``y`` (P, K) = act(``a`` (P, KK) @ panels ``wp`` + ``b``), one panel of PANEL output channels per iteration."""
     for p in prange(wp.shape[0]):
-        panel_product(a, wp, y, r, has_res, p, b, act, alpha)
+        panel_product(a, wp, y, r, has_res, np.int64(p), b, act, alpha)
 
 
 @njit(cache=True, nogil=True)
@@ -313,7 +314,7 @@ def panel_product(a, wp, y, r, has_res, p, b, act, alpha):  # pragma: no cover -
     m, kk = a.shape
     k0 = p * PANEL
     lda, ldy = a.strides[0], y.strides[0]
-    _panel_fill(y, r, has_res, k0, b)
+    _panel_fill(y, r, has_res, k0, b, plain(PANEL))
     rows_a = np.empty(PANEL_ROWS, np.int64)
     rows_c = np.empty(PANEL_ROWS, np.int64)
     for d0 in range(0, kk, PANEL_KBLOCK):

@@ -20,6 +20,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import runtime as rt
+from engine.backends.cpu.blocks import plain
 from engine.backends.cpu.epilogue import activate, kernel_alpha
 from engine.backends.cpu.microkernel import PANEL
 from engine.backends.cpu.panels import panel_product
@@ -344,7 +345,7 @@ def _panel_products(v, up, m, q0, q1):  # pragma: no cover - compiled
     zeros = np.zeros(m.shape[2], np.float32)
     for q in range(q0, q1):
         for p in range(up.shape[1]):
-            panel_product(v[q], up[q], m[q], m[q], False, p, zeros, 0, np.float32(0))
+            panel_product(v[q], up[q], m[q], m[q], plain(False), p, zeros, plain(0), (np.float32(0), np.float32(0)))
 
 
 @njit(cache=True, nogil=True)
