@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.base import KERNEL_OPERATIONS, Backend
+from engine.backends.cpu.memory import aligned_empty
 
 RUNTIME = "engine.backends.cpu.runtime"
 
@@ -63,6 +64,14 @@ class NumpyBackend(Backend):
     @property
     def device_name(self) -> str:
         return f"CPU ({platform.processor() or platform.machine()})"
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        """Tensors start a cache line (``engine.backends.cpu.memory``): the kernels' vectors of channels then never
+        straddle two."""
+        return aligned_empty(shape, dtype)
+
+    def alloc_bytes(self, nbytes: int) -> Any:
+        return aligned_empty(max(int(nbytes), 1), np.uint8)
 
     def running(self) -> contextlib.AbstractContextManager[Any]:
         runtime = self.cpu_kernels()

@@ -18,6 +18,7 @@ from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.blocks import row_block, row_blocks
 from engine.backends.cpu.depthwise_tile import DEPTHWISE_TILE, DEPTHWISE_VECTOR, dw_tile
 from engine.backends.cpu.epilogue import activate_row, kernel_alpha
+from engine.backends.cpu.memory import aligned_copy
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
 #: largest filter (either side) the depthwise kernel takes
@@ -33,12 +34,12 @@ FLAT_MAX_BYTES = 256 * 1024
 def depthwise_weights(w: np.ndarray) -> np.ndarray:
     """The filters of a depthwise convolution, logical (C, 1, R, S), as the kernel reads them: (R, S, C)
     float32, C-contiguous (one row of channels per filter cell)."""
-    return np.ascontiguousarray(w[:, 0].transpose(1, 2, 0), dtype=np.float32)
+    return aligned_copy(w[:, 0].transpose(1, 2, 0))
 
 
 def tiled_weights(wd: np.ndarray, width: int) -> np.ndarray:
     """Filters ``wd`` (R, S, C) repeated ``width`` times along each cell's channels: (R, S, width * C)."""
-    return np.ascontiguousarray(np.tile(wd, (1, 1, width)))
+    return aligned_copy(np.tile(wd, (1, 1, width)))
 
 
 @njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)

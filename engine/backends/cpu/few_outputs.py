@@ -10,6 +10,7 @@ from numba import njit, prange
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.blocks import row_block, row_blocks
 from engine.backends.cpu.epilogue import activate, kernel_alpha
+from engine.backends.cpu.memory import aligned_copy
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
 #: most output channels of :func:`conv_few_outputs`, and fewest input channels (its sums run along C)
@@ -23,7 +24,7 @@ def few_output_weights(w: np.ndarray) -> np.ndarray:
     k, c, kh, kw = w.shape
     padded = np.zeros((FEW_OUTPUTS_MAX, c, kh, kw), np.float32)
     padded[:k] = w
-    return np.ascontiguousarray(padded.transpose(0, 2, 3, 1)).reshape(1, FEW_OUTPUTS_MAX, kh, kw * c)
+    return aligned_copy(padded.transpose(0, 2, 3, 1)).reshape(1, FEW_OUTPUTS_MAX, kh, kw * c)
 
 
 def conv_few_outputs(x: np.ndarray, wr: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None, out: np.ndarray,

@@ -13,8 +13,18 @@ from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.blocks import plain
 from engine.backends.cpu.epilogue import activate_row, kernel_alpha
 from engine.backends.cpu.im2col import gemm_weights, im2col_nhwc, nhwc_operands, pixel_rows
-from engine.backends.cpu.microkernel import (PANEL, PANEL_KBLOCK, PANEL_ROWS, PANEL_VECTOR, strip_n, strip_residual_n,
-                                             tile_bias_n, tile_n, tile_rows)
+from engine.backends.cpu.memory import aligned_copy, aligned_zeros
+from engine.backends.cpu.microkernel import (
+    PANEL,
+    PANEL_KBLOCK,
+    PANEL_ROWS,
+    PANEL_VECTOR,
+    strip_n,
+    strip_residual_n,
+    tile_bias_n,
+    tile_n,
+    tile_rows,
+)
 
 #: largest output (pixels per image) the panel product takes: there OpenBLAS, which packs the weights on every
 #: call, ran 1.4-1.7x slower (7x7, 4608 -> 512: 0.97 against 0.58 ms; 14x14, 2304 -> 256: 0.76 against 0.53); from
@@ -67,7 +77,7 @@ def panel_weights(w: np.ndarray) -> np.ndarray:
     panels = -(-k // PANEL)
     if k % PANEL:
         wm = np.concatenate([wm, np.zeros((kk, panels * PANEL - k), np.float32)], axis=1)
-    return np.ascontiguousarray(wm.reshape(kk, panels, PANEL).transpose(1, 0, 2))
+    return aligned_copy(wm.reshape(kk, panels, PANEL).transpose(1, 0, 2))
 
 
 def panels_apply(pixels: int, k: int) -> bool:
@@ -126,7 +136,7 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
         if not (ph or pw):
             return lambda: rt.launch(_panel_windows_par, live(), wp, ys, rs, has_res, b, act, al, epi, kh, kw, *stride,
                                      wo, step, by_rows, _job_shares(jobs))
-        xpad = np.zeros((n, h + 2 * ph, w + 2 * pw, c), np.float32)
+        xpad = aligned_zeros((n, h + 2 * ph, w + 2 * pw, c))
         inside = xpad[:, ph:ph + h, pw:pw + w]
         xv = x.transpose(0, 2, 3, 1)
 

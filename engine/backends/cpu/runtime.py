@@ -59,6 +59,7 @@ if os.environ.get("NUMBA_THREADING_LAYER") == "workqueue":  # Numba imported ear
     numba.config.THREADING_LAYER = "workqueue"
 
 from engine.backends.cpu.kernel_sources import forget_stale_kernels  # noqa: E402
+from engine.backends.cpu.memory import aligned_empty  # noqa: E402
 
 forget_stale_kernels()  # before any kernel loads from Numba's cache: compiled from these very sources
 
@@ -77,7 +78,7 @@ def scratch(slot: int, shape: tuple[int, ...]) -> np.ndarray:
     size = math.prod(shape)
     buf = bufs.get(slot)
     if buf is None or buf.size < size:
-        buf = bufs[slot] = np.empty(size, np.float32)
+        buf = bufs[slot] = aligned_empty(size)
     return buf[:size].reshape(shape)
 
 

@@ -22,6 +22,7 @@ from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.blocks import plain
 from engine.backends.cpu.epilogue import activate, kernel_alpha
+from engine.backends.cpu.memory import aligned_copy
 from engine.backends.cpu.microkernel import PANEL
 from engine.backends.cpu.panels import panel_product
 from engine.tensor import is_nhwc_memory
@@ -50,7 +51,7 @@ def transform_weights(w: np.ndarray, nhwc: bool = True, tile: int = 4) -> np.nda
     g = _G[tile]
     a = g.shape[0]
     u = np.einsum("ai,kcij,bj->abck", g, np.asarray(w, dtype=np.float64), g).reshape(a * a, w.shape[1], w.shape[0])
-    return np.ascontiguousarray(u if nhwc else u.transpose(0, 2, 1), dtype=np.float32)
+    return aligned_copy(u if nhwc else u.transpose(0, 2, 1))
 
 _2, _4, _5, _8 = np.float32(2), np.float32(4), np.float32(5), np.float32(8)  # float32 constants keep float32 math
 
@@ -244,7 +245,7 @@ def winograd_panels(u: np.ndarray) -> np.ndarray:
     """NHWC Winograd weights (P, C, K) from :func:`transform_weights` as the (P, K / PANEL, C, PANEL) panels of the
     micro-kernel, which :func:`winograd_conv3x3` then multiplies by."""
     p, c, k = u.shape
-    return np.ascontiguousarray(u.reshape(p, c, k // PANEL, PANEL).transpose(0, 2, 1, 3))
+    return aligned_copy(u.reshape(p, c, k // PANEL, PANEL).transpose(0, 2, 1, 3))
 
 
 def winograd_panels_apply(k: int) -> bool:
