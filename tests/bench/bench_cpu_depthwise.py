@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-import engine.backends.cpu.runtime  # noqa: F401  (before onnxruntime: see bench_networks)
+import engine.backends.cpu.runtime as rt  # (before onnxruntime: see bench_networks)
 from engine.backends import get_backend
 
 #: (channels, input size, filter size, stride) of mobilenet_v3_large's depthwise layers, in network order
@@ -75,8 +75,13 @@ def main(argv: list[str] | None = None) -> int:
         err = float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
         ours, theirs = [], []
         for _ in range(rounds):
-            ours += _times(done.replay, 20)
-            theirs += _times(lambda session=session, x=x: session.run(None, {"x": x}), 20)
+            # a pause first: ONNX Runtime's threads spin for a while after its runs, and spinning on the cores
+            # ours run on they made our times vary fivefold (and ours theirs, less)
+            time.sleep(0.05)
+            with rt.single_threaded_blas():  # as inside a network's run: no BLAS thread setting per launch
+                ours += _times(done.replay, 20)[2:]
+            time.sleep(0.05)
+            theirs += _times(lambda session=session, x=x: session.run(None, {"x": x}), 20)[2:]
         a, o = statistics.median(ours), statistics.median(theirs)
         total[0] += a
         total[1] += o
