@@ -58,6 +58,7 @@ def _rel(a, b):
     (1, 32, 8, (30, 30), (1, 1)),     # fewer outputs than one panel
     (1, 40, 24, (5, 5), (1, 1)),      # a small image (whole), the last panel part-filled
     (1, 24, 40, (40, 37), (2, 2)),    # strided, a large image by output rows: strips of windows 2 pixels apart
+    (1, 600, 40, (9, 8), (1, 1)),     # many input channels (a whole panel's weights larger than L1)
 ])
 @pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("clamp", True), ("hardswish", True),
                                       ("leaky_relu", True), ("sigmoid", False), ("silu", True), ("gelu", True)])
@@ -77,11 +78,12 @@ def test_pointwise_panels_match_the_reference(n, c, k, size, stride, act, bias):
 @pytest.mark.parametrize("k", [16, 20, 24, 48])
 @pytest.mark.parametrize("act", ["relu", "gelu"])
 @pytest.mark.parametrize("h,w", [(13, 15), (19, 17)], ids=["whole", "by-rows"])
-def test_pointwise_panels_add_a_residual_before_the_activation(k, act, h, w):
+@pytest.mark.parametrize("c", [12, 700])
+def test_pointwise_panels_add_a_residual_before_the_activation(k, act, h, w, c):
     """A small image as one block, a large one (more than PANEL_MAX_PIXELS pixels) by output rows, each row's panels
     then activated as one run; whole tiles of the pixels from bias + residual inside the micro-kernel (whole panels
     and a half-filled last one), the rest by passes."""
-    rng, x, wt, b = _case(31, 1, 12, k, h, w, True)
+    rng, x, wt, b = _case(31, 1, c, k, h, w, True)
     residual = rng.standard_normal((1, h, w, k)).astype(np.float32).transpose(0, 3, 1, 2)
     ref = _reference(x, wt, b, (1, 1), act, residual)
     out = _out(1, k, h, w)
@@ -143,3 +145,4 @@ def test_a_dilated_1x1_convolution_is_the_plain_one(k):
     out = _out(1, k, 20, 20)
     assert NumpyBackend().kernel("conv2d")(x, wt, b, out, (1, 1), (0, 0), (2, 2), 1, "relu", {}, {})
     assert _rel(out, _reference(x, wt, b, (1, 1), "relu")) < 1e-5
+
