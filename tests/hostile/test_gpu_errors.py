@@ -140,9 +140,12 @@ def test_buffers_that_do_not_fit_name_the_largest_tensor(monkeypatch):
 
 @pytest.mark.gpu
 def test_a_network_larger_than_the_gpu_fails_with_exit_status_2(tmp_path):
-    """1x64x16384x16384 (64 GiB a tensor) on the CuPy backend: one line naming the layer and the sizes. The run is a
-    process of its own: the 64 GiB input it uploads before the convolution fails would stay in this process's memory
-    pool, where the parallel test processes sharing the GPU need it."""
+    """A 1x64x16384x16384 input and a convolution output eight times its size on the CuPy backend (288 GiB in fp16,
+    the default format): one line naming the layer and the sizes, before anything is allocated on the GPU (its
+    tensor buffers are more than any GPU holds). The run is a process of its own all the same. With an output of
+    the input's size, the buffers fitted an H200: the run allocated them and failed only in the convolution,
+    meanwhile leaving too little memory to the parallel test processes sharing the GPU (one's cuBLAS handle failed
+    to allocate)."""
     import subprocess
     import sys
 
@@ -152,7 +155,7 @@ def test_a_network_larger_than_the_gpu_fails_with_exit_status_2(tmp_path):
     model = tmp_path / "big.lnet"
     model.write_text('<?xml version="1.0" encoding="utf-8"?>\n<network format-version="1" name="big" version="1.0">\n'
                      '<layers>\n<layer name="inp" type="input"><param name="dimensions" value="1x64x16384x16384" />'
-                     '</layer>\n<layer name="conv" type="convolution"><param name="num_output_channels" value="64" />'
+                     '</layer>\n<layer name="conv" type="convolution"><param name="num_output_channels" value="512" />'
                      '<input index="0" source="inp" /></layer>\n<layer name="out" type="output">'
                      '<input index="0" source="conv" /></layer>\n</layers>\n</network>\n', encoding="utf-8")
     assert layerlab(["check", model]).rc == 0  # a valid model: only its size is the problem
