@@ -2,9 +2,9 @@
 
 NumPy's allocator gives 16-byte alignment: a tensor or a weight array then starts 16, 32 or 48 bytes into a
 64-byte cache line, and every vector of a pixel's channels or of a weight panel that the kernels load or store
-straddles two lines. Aligned, mobilenet_v2, mobilenet_v3_large and efficientnet_b0 ran 7% faster on two Zen 3
-cores (the activations' buffers alone, the same networks side by side in one process, in turns). Imports only
-NumPy."""
+straddles two lines. Aligned, mobilenet_v2 ran in 0.90-0.92 of the time on two Zen 3 cores, efficientnet_b0 in
+0.83-0.88, resnet50 and convnext_tiny in about 0.95 (``tests/bench/bench_cpu_alignment.py``: the same network twice
+in one process, in turns). Imports only NumPy."""
 from __future__ import annotations
 
 from typing import Any
