@@ -112,6 +112,29 @@ def test_fused_epilogues_keep_nan_and_infinities():
         np.testing.assert_allclose(got, ref, rtol=1e-6, equal_nan=True, err_msg=str(act))
 
 
+def test_the_micro_kernels_gelu_is_the_activation_pass():
+    """GELU in the micro-kernel's epilogue computes what the CPU's activation pass does, step for step (the same
+    polynomials for erf and erfc, the same exp): over -12..12, NaN and infinities, within float32 rounding of the
+    multiply-adds; and within the activation's tolerance of its float64 definition."""
+    values = np.concatenate([np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.921875, -0.921875, 3.92 * 2 ** 0.5,
+                                       -3.92 * 2 ** 0.5, 1e30, -1e30], np.float32),
+                             np.linspace(-12, 12, 4001, dtype=np.float32)])
+    k = cpu.microkernel.PANEL
+    x = values.reshape(1, 1, values.size, 1).transpose(0, 3, 1, 2)
+    out = _out(1, k, 1, values.size)
+    cpu.panels.conv_panels(x, cpu.panels.panel_weights(np.ones((k, 1, 1, 1), np.float32)), (1, 1), None, out, (1, 1),
+                           (0, 0), (1, 1), EPILOGUES["gelu"], 0.0)
+    got = out[0, 0, 0]
+    np.testing.assert_array_equal(out[0, :, 0], np.broadcast_to(got, out[0, :, 0].shape))  # every panel column
+    passed = np.empty_like(values)
+    cpu.pointwise.activation(values.copy(), passed, "gelu", {})
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(passed))
+    np.testing.assert_allclose(got, passed, rtol=2e-7, atol=1e-30, equal_nan=True)
+    finite = np.isfinite(values) & (np.abs(values) < 1e6)
+    np.testing.assert_allclose(got[finite], _activation("gelu", values[finite].astype(np.float64)), rtol=2e-6,
+                               atol=1e-6)
+
+
 def test_fused_epilogue_refuses_other_codes():
     with pytest.raises(ValueError, match="epilogue code"):
         cpu.microkernel.fused_epilogue(EPILOGUES["sigmoid"], 0.0)
@@ -131,7 +154,7 @@ def test_backend_takes_the_panels_for_1x1_convolutions_of_any_size(monkeypatch):
     rng = np.random.default_rng(2)
     w3 = rng.standard_normal((36, 24, 3, 3)).astype(np.float32)
     assert be.kernel("conv2d")(x, w3, None, _out(1, 36, 40, 40), (1, 1), (1, 1), (1, 1), 1, None, {})
-    assert be.kernel("conv2d")(x, wt, b, _out(1, 36, 40, 40), (1, 1), (0, 0), (1, 1), 1, "gelu", {})
+    assert be.kernel("conv2d")(x, wt, b, _out(1, 36, 40, 40), (1, 1), (0, 0), (1, 1), 1, "sigmoid", {})
     monkeypatch.setattr(cpu.microkernel, "panels_available", lambda: False)
     assert be.kernel("conv2d")(x, wt, b, _out(1, 36, 40, 40), (1, 1), (0, 0), (1, 1), 1, None, {})
     assert len(calls) == 1

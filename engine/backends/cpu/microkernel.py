@@ -293,41 +293,53 @@ def epilogue_ir(builder: Any, vec: Any, epi: Any, values: list[Any]) -> list[Any
         g = builder.select(builder.fcmp_ordered(">", g, one_v), one_v, g)
         gated.append(builder.fmul(v, g))
     builder.branch(joined)
+    smooth = builder.append_basic_block("epilogue_smooth")
+    gelu_block = builder.append_basic_block("epilogue_gelu")
     builder.position_at_end(no_gate)
-    builder.cbranch(builder.fcmp_unordered("!=", silu, zero), silu_block, joined)
+    builder.cbranch(builder.fcmp_unordered("!=", silu, zero), smooth, joined)
+    builder.position_at_end(smooth)
+    builder.cbranch(builder.fcmp_ordered("==", silu, llvm_ir.Constant(f32, 2.0)), gelu_block, silu_block)
     builder.position_at_end(silu_block)
     silus = [_silu_ir(builder, vec, v) for v in clamped]
     builder.branch(joined)
+    builder.position_at_end(gelu_block)
+    gelus = [_gelu_ir(builder, vec, v) for v in clamped]
+    builder.branch(joined)
     builder.position_at_end(joined)
     out = []
-    for v, g, u in zip(clamped, gated, silus):
+    for v, g, u, e in zip(clamped, gated, silus, gelus):
         phi = builder.phi(vec)
         phi.add_incoming(v, no_gate)
         phi.add_incoming(g, gate)
         phi.add_incoming(u, silu_block)
+        phi.add_incoming(e, gelu_block)
         out.append(phi)
     return out
 
 
-def _silu_ir(builder: Any, vec: Any, v: Any) -> Any:
-    """SiLU ``v / (1 + exp(-v))`` of a float32 vector as ``epilogue._silu`` computes it: the sigmoid through
-    e = exp(-|v|) (never overflows), 1 / (1 + e) for v >= 0 and e / (1 + e) below, exp by Cephes' expf (a degree-6
-    polynomial on the remainder of x / ln 2, times 2**n built from its bits; 0 below -87.3). NaN stays NaN (the
-    exponent's bits come from a value clamped with ordered comparisons, so the NaN reaches only the products)."""
+def _intrinsics(builder: Any, vec: Any) -> tuple[Any, Any, Any]:
+    """LLVM's fabs, floor and fma on vectors of type ``vec``."""
     width = vec.count
-    f32, i32 = llvm_ir.FloatType(), llvm_ir.IntType(32)
-    ivec = llvm_ir.VectorType(i32, width)
+
+    def fn(name: str, args: int) -> Any:
+        return cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vec, [vec] * args),
+                                              f"llvm.{name}.v{width}f32")
+    return fn("fabs", 1), fn("floor", 1), fn("fma", 3)
+
+
+def _exp_neg_ir(builder: Any, vec: Any, u: Any) -> Any:
+    """``exp(u)`` of a float32 vector ``u`` <= 0 as ``epilogue._exp_neg`` computes it: Cephes' expf (a degree-6
+    polynomial on the remainder of u / ln 2, times 2**n built from its bits), 0 below -87.3. A NaN gives a number
+    (the exponent's bits come from a value clamped with ordered comparisons): callers let the NaN reach a product."""
+    width = vec.count
+    ivec = llvm_ir.VectorType(llvm_ir.IntType(32), width)
 
     def const(value: float) -> Any:
         return llvm_ir.Constant(vec, [value] * width)
 
-    fabs = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vec, [vec]), f"llvm.fabs.v{width}f32")
-    floor = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vec, [vec]), f"llvm.floor.v{width}f32")
-    fma = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vec, [vec, vec, vec]),
-                                         f"llvm.fma.v{width}f32")
-    neg = builder.fsub(const(0.0), builder.call(fabs, [v]))  # -|v|
-    low = builder.fcmp_ordered("<", neg, const(-87.3))
-    x = builder.select(builder.fcmp_ordered(">=", neg, const(-87.3)), neg, const(-87.3))  # NaN -> -87.3
+    _, floor, fma = _intrinsics(builder, vec)
+    low = builder.fcmp_ordered("<", u, const(-87.3))
+    x = builder.select(builder.fcmp_ordered(">=", u, const(-87.3)), u, const(-87.3))  # NaN -> -87.3
     fx = builder.call(floor, [builder.fadd(builder.fmul(x, const(1.44269504088896341)), const(0.5))])
     r = builder.fsub(builder.fsub(x, builder.fmul(fx, const(0.693359375))), builder.fmul(fx, const(-2.12194440e-4)))
     z = builder.fmul(r, r)
@@ -337,20 +349,62 @@ def _silu_ir(builder: Any, vec: Any, v: Any) -> Any:
     y = builder.fadd(builder.call(fma, [y, z, r]), const(1.0))
     bits = builder.shl(builder.add(builder.fptosi(fx, ivec), llvm_ir.Constant(ivec, [127] * width)),
                        llvm_ir.Constant(ivec, [23] * width))
-    e = builder.fmul(y, builder.bitcast(bits, vec))
-    e = builder.select(low, const(0.0), e)
+    return builder.select(low, const(0.0), builder.fmul(y, builder.bitcast(bits, vec)))
+
+
+def _silu_ir(builder: Any, vec: Any, v: Any) -> Any:
+    """SiLU ``v / (1 + exp(-v))`` of a float32 vector as ``epilogue._silu`` computes it: the sigmoid through
+    e = exp(-|v|) (never overflows, :func:`_exp_neg_ir`), 1 / (1 + e) for v >= 0 and e / (1 + e) below. NaN stays
+    NaN (it reaches the product)."""
+    width = vec.count
+
+    def const(value: float) -> Any:
+        return llvm_ir.Constant(vec, [value] * width)
+
+    fabs, _, _ = _intrinsics(builder, vec)
+    e = _exp_neg_ir(builder, vec, builder.fsub(const(0.0), builder.call(fabs, [v])))  # exp(-|v|)
     d = builder.fdiv(const(1.0), builder.fadd(const(1.0), e))
     sig = builder.select(builder.fcmp_ordered(">=", v, const(0.0)), d, builder.fmul(e, d))
     return builder.fmul(v, sig)
 
 
+def _gelu_ir(builder: Any, vec: Any, v: Any) -> Any:
+    """GELU ``v * Phi(v)`` of a float32 vector as ``epilogue._gelu`` computes it (``epilogue._phi``: for |x| = |v| /
+    sqrt(2) below 0.921875, 1/2 + erf(x) / 2 with erf(x) = x * P(x**2); above, erfc(|x|) = exp(Q(|x|)), 0 from 3.92
+    on), the same polynomials and steps, so the micro-kernel's GELU equals the passes' (NaN stays NaN; -inf gives
+    ``-inf * 0``, NaN, there too)."""
+    width = vec.count
+
+    def const(value: float) -> Any:
+        return llvm_ir.Constant(vec, [value] * width)
+
+    fabs, _, fma = _intrinsics(builder, vec)
+    x = builder.fmul(v, const(0.70710678118654752))
+    z = builder.call(fabs, [x])
+    s = builder.fmul(z, z)
+    p = const(-6.0471066e-4)
+    for c in (5.0056167e-3, -2.6776398e-2, 1.128214e-1, -3.7612534e-1, 1.1283791):
+        p = builder.call(fma, [p, s, const(c)])
+    small = builder.call(fma, [builder.fmul(const(0.5), x), p, const(0.5)])
+    t = builder.select(builder.fcmp_ordered("<", z, const(3.92)), z, const(3.92))  # min(z, 3.92); NaN -> 3.92
+    q = const(-1.4315262e-05)
+    for c in (3.3490028e-4, -3.5614218e-3, 2.3105131e-2, -1.0440876e-1, -6.376671e-1, -1.1269268, -4.6692337e-4):
+        q = builder.call(fma, [q, t, const(c)])
+    q = builder.select(builder.fcmp_ordered("<", q, const(0.0)), q, const(0.0))  # min(q, 0)
+    half = builder.fmul(const(0.5), _exp_neg_ir(builder, vec, q))
+    half = builder.select(builder.fcmp_ordered(">=", z, const(3.92)), const(0.0), half)
+    large = builder.select(builder.fcmp_ordered("<", v, const(0.0)), half, builder.fsub(const(1.0), half))
+    phi = builder.select(builder.fcmp_ordered("<", z, const(0.921875)), small, large)
+    return builder.fmul(v, phi)
+
+
 #: the epilogue codes (``epilogue.FUSED_EPILOGUES``) :func:`fused_epilogue` gives the micro-kernel's form: none,
-#: ReLU, clamp, hard-swish, SiLU
-MICROKERNEL_EPILOGUES = frozenset({0, 1, 5, 6, 8})
+#: ReLU, clamp, hard-swish, SiLU, GELU
+MICROKERNEL_EPILOGUES = frozenset({0, 1, 5, 6, 8, 9})
 
 
 def fused_epilogue(act: int, alpha: Any) -> np.ndarray:
-    """The (lo, hi, slope, offset, silu) float32 values of ``tile_bias_n``'s epilogue (:func:`epilogue_ir`) for code
+    """The (lo, hi, slope, offset, kind: 1 SiLU, 2 GELU) float32 values of ``tile_bias_n``'s epilogue (:func:`epilogue_ir`) for code
     ``act`` (one of MICROKERNEL_EPILOGUES; ``alpha`` as ``epilogue.epilogue_alpha`` gives it: clamp's (min, max))."""
     inf = np.inf
     if act == 1:
@@ -361,6 +415,8 @@ def fused_epilogue(act: int, alpha: Any) -> np.ndarray:
         return np.array([-inf, inf, 1.0 / 6.0, 0.5, 0.0], np.float32)
     if act == 8:
         return np.array([-inf, inf, 0.0, 0.0, 1.0], np.float32)
+    if act == 9:
+        return np.array([-inf, inf, 0.0, 0.0, 2.0], np.float32)
     if act != 0:
         raise ValueError(f"epilogue code {act} is not one the micro-kernel applies")
     return np.array([-inf, inf, 0.0, 0.0, 0.0], np.float32)

@@ -222,7 +222,7 @@ def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, 
     half = width == PANEL_VECTOR  # along a strip, the micro-kernel on the panel's first vector of columns
     # the bias and the activation inside the micro-kernel where it is one of mk.MICROKERNEL_EPILOGUES (no passes
     # over the panel)
-    epilogue = act == 0 or act == 1 or act == 5 or act == 6 or act == 8
+    epilogue = act == 0 or act == 1 or act == 5 or act == 6 or act == 8 or act == 9
     fused = whole and not has_res and epilogue
     own_tile = not whole
     panel = wp.ctypes.data + 4 * p * kk * PANEL
