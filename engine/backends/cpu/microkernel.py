@@ -96,8 +96,8 @@ def _tile_codegen(nr: int, fused: bool = False, nv: int = PANEL_VECTORS) -> Any:
     ``nv`` < PANEL_VECTORS: only the first ``nv`` vectors of each panel row (rows still PANEL values apart) are
     summed and stored, C then ``nv`` * PANEL_VECTOR values wide: along a strip (:func:`_strip_codegen`), a last panel
     half-filled (24, 40, 72 or 120 output channels on AVX2) is summed straight into the output, where a tile of the
-    thread's own cost its zero columns' products and a copy (72 -> 24 at 56x56 with a sum, 2 Zen 3 cores: 0.155 against 0.218 ms; 24 -> 72 with a
-    ReLU 0.188 against 0.222)."""
+    thread's own cost its zero columns' products and a copy (72 -> 24 at 56x56 with a sum, 2 Zen 3 cores: 0.155
+    against 0.218 ms; 24 -> 72 with a ReLU 0.188 against 0.222)."""
     sig = types.void(*([types.int64] * (8 if fused else 6)))
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
@@ -276,7 +276,6 @@ def epilogue_ir(builder: Any, vec: Any, epi: Any, values: list[Any]) -> list[Any
     for v in values:
         v = builder.select(builder.fcmp_ordered("<", v, lo_v), lo_v, v)
         clamped.append(builder.select(builder.fcmp_ordered(">", v, hi_v), hi_v, v))
-    plain = builder.block
     gate = builder.append_basic_block("epilogue_gate")
     no_gate = builder.append_basic_block("epilogue_no_gate")
     silu_block = builder.append_basic_block("epilogue_silu")
@@ -404,8 +403,9 @@ MICROKERNEL_EPILOGUES = frozenset({0, 1, 5, 6, 8, 9})
 
 
 def fused_epilogue(act: int, alpha: Any) -> np.ndarray:
-    """The (lo, hi, slope, offset, kind: 1 SiLU, 2 GELU) float32 values of ``tile_bias_n``'s epilogue (:func:`epilogue_ir`) for code
-    ``act`` (one of MICROKERNEL_EPILOGUES; ``alpha`` as ``epilogue.epilogue_alpha`` gives it: clamp's (min, max))."""
+    """The (lo, hi, slope, offset, kind: 1 SiLU, 2 GELU) float32 values of ``tile_bias_n``'s epilogue
+    (:func:`epilogue_ir`) for code ``act`` (one of MICROKERNEL_EPILOGUES; ``alpha`` as ``epilogue.epilogue_alpha``
+    gives it: clamp's (min, max))."""
     inf = np.inf
     if act == 1:
         return np.array([0.0, inf, 0.0, 0.0, 0.0], np.float32)

@@ -91,10 +91,10 @@ def pointwise_panels_apply(w_shape: tuple[int, ...], act: int) -> bool:
     (mk.MICROKERNEL_EPILOGUES): it reads each pixel's channels in place and fuses the bias and the activation, where
     OpenBLAS packs both operands on every call and leaves bias and activation to a pass of their own.
     mobilenet_v2's 1x1 layers of 16 to 32 input channels at 56x56 to 112x112 (ReLU6) ran 2-4x faster than through
-    OpenBLAS on a 2-core AVX2 machine (tests/bench/bench_cpu_layers.py on the zoo's files). Other activations keep
-    OpenBLAS, whose rows of all K channels the epilogue pass activates in long vector loops: through the panels
-    SiLU at 112x112, 16 -> 96 ran 6.4 against 2.2 ms with a pass per panel, and about as fast as OpenBLAS with the
-    rows activated whole (``by_rows``; GELU at 56x56, 96 -> 384: 8.6 against 6.7 ms on one Zen 3 core)."""
+    OpenBLAS on a 2-core AVX2 machine (tests/bench/bench_cpu_layers.py on the zoo's files); with SiLU or GELU in the
+    epilogue, efficientnet's and ConvNeXt's too. Other activations keep OpenBLAS, whose rows of all K channels the
+    epilogue pass activates in long vector loops: through the panels SiLU at 112x112, 16 -> 96 had run 6.4 against
+    2.2 ms with a pass per panel, and about as fast as OpenBLAS with the rows activated whole (``by_rows``)."""
     return w_shape[2:] == (1, 1) and act in mk.MICROKERNEL_EPILOGUES and mk.panels_available()
 
 
