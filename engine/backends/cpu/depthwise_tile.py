@@ -7,10 +7,9 @@ from typing import Any
 
 from llvmlite import ir as llvm_ir
 from numba import njit, types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
-from engine.backends.cpu.microkernel import PANEL_VECTOR, epilogue_ir, incoming, phis
+from engine.backends.cpu.microkernel import PANEL_VECTOR, epilogue_ir, incoming, phis, vector_intrinsics
 
 #: output pixels of the widest tile: eight accumulators hide the fused multiply-add's latency, and with the cell's
 #: filter vector and an input vector they fit AVX2's sixteen registers
@@ -47,8 +46,7 @@ def _tile_codegen(nt: int, nc: int) -> Any:
         f32, i64 = llvm_ir.FloatType(), llvm_ir.IntType(64)
         vec = llvm_ir.VectorType(f32, width)
         pv = vec.as_pointer()
-        fma = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vec, [vec, vec, vec]),
-                                             f"llvm.fma.v{width}f32")
+        fma = vector_intrinsics(builder, vec)[2]
         x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec = args
         step = 4 * width  # bytes per vector
         zero, one = llvm_ir.Constant(i64, 0), llvm_ir.Constant(i64, 1)

@@ -178,8 +178,7 @@ def _emit_tile(builder: Any, nr: int, nv: int, a_addr: list[Any], c_addr: list[A
     f32, i64, i32 = llvm_ir.FloatType(), llvm_ir.IntType(64), llvm_ir.IntType(32)
     vec = llvm_ir.VectorType(f32, width)
     pf, pv = f32.as_pointer(), vec.as_pointer()
-    fma = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vec, [vec, vec, vec]),
-                                         f"llvm.fma.v{width}f32")
+    fma = vector_intrinsics(builder, vec)[2]
     parts = [builder.bitcast(builder.gep(builder.inttoptr(c, pf), [llvm_ir.Constant(i64, width * h)]), pv)
              for c in c_addr for h in range(nv)]
     panel = builder.inttoptr(bp, pf)
@@ -316,7 +315,7 @@ def epilogue_ir(builder: Any, vec: Any, epi: Any, values: list[Any]) -> list[Any
     return out
 
 
-def _intrinsics(builder: Any, vec: Any) -> tuple[Any, Any, Any]:
+def vector_intrinsics(builder: Any, vec: Any) -> tuple[Any, Any, Any]:
     """LLVM's fabs, floor and fma on vectors of type ``vec``."""
     width = vec.count
 
@@ -336,7 +335,7 @@ def _exp_neg_ir(builder: Any, vec: Any, u: Any) -> Any:
     def const(value: float) -> Any:
         return llvm_ir.Constant(vec, [value] * width)
 
-    _, floor, fma = _intrinsics(builder, vec)
+    _, floor, fma = vector_intrinsics(builder, vec)
     low = builder.fcmp_ordered("<", u, const(-87.3))
     x = builder.select(builder.fcmp_ordered(">=", u, const(-87.3)), u, const(-87.3))  # NaN -> -87.3
     fx = builder.call(floor, [builder.fadd(builder.fmul(x, const(1.44269504088896341)), const(0.5))])
@@ -360,7 +359,7 @@ def _silu_ir(builder: Any, vec: Any, v: Any) -> Any:
     def const(value: float) -> Any:
         return llvm_ir.Constant(vec, [value] * width)
 
-    fabs, _, _ = _intrinsics(builder, vec)
+    fabs, _, _ = vector_intrinsics(builder, vec)
     e = _exp_neg_ir(builder, vec, builder.fsub(const(0.0), builder.call(fabs, [v])))  # exp(-|v|)
     d = builder.fdiv(const(1.0), builder.fadd(const(1.0), e))
     sig = builder.select(builder.fcmp_ordered(">=", v, const(0.0)), d, builder.fmul(e, d))
@@ -377,7 +376,7 @@ def _gelu_ir(builder: Any, vec: Any, v: Any) -> Any:
     def const(value: float) -> Any:
         return llvm_ir.Constant(vec, [value] * width)
 
-    fabs, _, fma = _intrinsics(builder, vec)
+    fabs, _, fma = vector_intrinsics(builder, vec)
     x = builder.fmul(v, const(0.70710678118654752))
     z = builder.call(fabs, [x])
     s = builder.fmul(z, z)
