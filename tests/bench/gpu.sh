@@ -7,7 +7,7 @@
 #   tests     every GPU-marked test (pytest -m gpu), then the CPU kernels' tests on this machine's CPU
 #   paths     bench_paths: every network and format at batch 1, resnet18 at batches 32 and 64
 #   compile   against torch.compile(max-autotune): bench_paths' resnet18 fp16 NHWC at batches 32 and 64, and
-#             zoo_compile (the zoo's networks at batch 1, compiled at once in processes of their own; minutes)
+#             zoo_compile (the zoo's networks at batches 1 and 32, compiled at once in processes of their own; minutes)
 #   pipeline  run.py (reference networks against PyTorch), batch (JPEG and PNG frames), precision, frames
 #   zoo       bench_zoo (torchvision networks against PyTorch, fp16 and strict fp32, batches 1 and 32), profile_sums
 #   all       tests, zoo, paths, pipeline (the default)
@@ -68,6 +68,10 @@ if [ "$what" = compile ]; then
   echo "== the zoo against torch.compile"
   python3 -m tests.bench.zoo_compile --wait 330 --json "$OUT/zoo_compile.json" 2>&1 | tail -8
   keep zoo-compile "$OUT/zoo_compile.json" "python3 -m tests.bench.zoo_compile --wait 330"
+  echo "== the zoo against torch.compile, batch 32"
+  cmd="python3 -m tests.bench.zoo_compile --batch 32 --aten-gemms densenet121 --wait 420"
+  eval "$cmd --json $OUT/zoo_compile_b32.json" 2>&1 | tail -8
+  keep zoo-compile-b32 "$OUT/zoo_compile_b32.json" "$cmd"
 fi
 if [ "$what" = pipeline ] || [ "$what" = all ]; then
   echo "== reference networks against PyTorch"
