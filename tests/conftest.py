@@ -9,6 +9,11 @@ import sys
 from collections.abc import Iterator
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Python's bytecode cache on in the test processes and the processes tests start: where the environment turns it off
+# (PYTHONDONTWRITEBYTECODE), every one of them compiles the engine's modules from source again, and pytest rewrites
+# every test module's asserts again in each test process.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 import pytest  # noqa: E402
 
