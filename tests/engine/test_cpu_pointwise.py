@@ -52,7 +52,8 @@ def _rel(a, b):
 
 
 @pytest.mark.parametrize("n,c,k,size,stride", [
-    (1, 16, 96, (23, 19), (1, 1)),    # whole panels, a large image (by rows), rows no multiple of a tile
+    (1, 16, 96, (23, 19), (1, 1)),    # whole panels, a large image (one block), rows no multiple of a tile
+    (1, 16, 64, (70, 63), (1, 1)),    # a large image in blocks of several rows, a block's pixels no multiple of a tile
     (1, 24, 40, (17, 18), (1, 1)),    # the last panel part-filled
     (2, 7, 20, (9, 11), (2, 2)),      # two images, strided, odd channel counts
     (1, 32, 8, (30, 30), (1, 1)),     # fewer outputs than one panel

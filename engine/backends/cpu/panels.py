@@ -129,8 +129,11 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
     if dilation == (1, 1):
         b = np.concatenate([b, np.zeros(wp.shape[0] * PANEL - k, np.float32)])  # whole panels of bias
         ph, pw = padding
-        step = ho * wo if ho * wo <= PANEL_MAX_PIXELS else wo  # a small image whole, a large one by rows
-        by_rows = step < ho * wo and (has_res or act not in mk.MICROKERNEL_EPILOGUES)
+        large = ho * wo > PANEL_MAX_PIXELS
+        by_rows = large and (has_res or act not in mk.MICROKERNEL_EPILOGUES)
+        # a small image whole, a large one by blocks of output rows
+        step = strip_rows(wo, ho, c, k, by_rows) * wo if large and kernel == (1, 1) and stride == (1, 1) and not (
+            ph or pw) else ho * wo if not large else wo
         epi = mk.fused_epilogue(act if act in mk.MICROKERNEL_EPILOGUES and not by_rows else 0, alpha)
         jobs = n * -(-(ho * wo) // step) * (1 if by_rows else wp.shape[0])
         if not (ph or pw):
@@ -153,6 +156,23 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
             rt.launch(_im2col_par, xs[i], cols, rt.threads(), wo, kh, kw, *stride, *padding, *dilation)
             rt.launch(_panel_par, cols, wp, ys[i], rs[i], has_res, b, act, al)
     return run_im2col
+
+
+#: input and output bytes of a block of :func:`_panel_windows_par`'s 1x1 convolutions of stride 1 on a large image
+STRIP_BLOCK_BYTES = 256 << 10
+
+
+def strip_rows(wo: int, ho: int, c: int, k: int, by_rows: bool) -> int:
+    """Output rows a block of a 1x1 convolution of stride 1 on a large image (``ho`` rows of ``wo`` pixels, ``c`` in,
+    ``k`` out) holds: about STRIP_BLOCK_BYTES of input and output, so that a job's call of the micro-kernel runs over
+    a long strip of pixels while its input stays in cache for the next panel; ``by_rows`` (a job is a block and every
+    panel of it), no fewer than PANEL_JOB_SHARES blocks a thread. Against a row a block, in turns on two Zen 3 cores:
+    16 -> 64 at 112x112 0.85, 24 -> 72 at 56x56 0.81, 40 -> 240 at 28x28 (hard-swish) 0.84, 72 -> 24 at 56x56 with
+    the residual 0.85, 96 -> 384 at 56x56 (GELU) 0.96 of the time."""
+    rows = max(1, STRIP_BLOCK_BYTES // (wo * (c + k) * 4))
+    if by_rows:
+        rows = min(rows, -(-ho // (PANEL_JOB_SHARES * rt.threads())))
+    return max(1, min(ho, rows))
 
 
 @njit(cache=True, nogil=True, parallel=True)
