@@ -72,14 +72,16 @@ def _conv(x, w, b, out, stride, padding, dilation, groups, epilogue=None, coefs=
     (1, 72, (9, 13), (3, 3), (2, 1), (1, 2), (2, 1), True),      # 3x3 inside and on the borders, unequal geometry
     (1, 33, (1, 1), (3, 3), (1, 1), (1, 1), (1, 1), True),       # one pixel
 ])
-@pytest.mark.parametrize("way", ["tiles", "rows", "pixels"])
+@pytest.mark.parametrize("way", ["tiles", "tiles-looped", "rows", "pixels"])
 def test_depthwise_matches_the_reference(monkeypatch, n, c, size, kernel, stride, padding, dilation, bias, way):
-    """Every way (vector tiles where the CPU has FMA vectors; else stride 1 by whole output rows, or pixel by
-    pixel), every geometry, on the backend's table."""
-    if way != "tiles":
+    """Every way (vector tiles where the CPU has FMA vectors, the cells of 3x3 and 5x5 windows inside the image
+    unrolled or looped over; else stride 1 by whole output rows, or pixel by pixel), every geometry, on the
+    backend's table."""
+    if not way.startswith("tiles"):
         monkeypatch.setattr(cpu.depthwise, "vector_tiles_apply", lambda channels: False)
     elif not cpu.depthwise.vector_tiles_apply(c):
         pytest.skip("no FMA vectors, or fewer channels than a vector")
+    monkeypatch.setattr(cpu.depthwise, "UNROLLED_CELLS", way != "tiles-looped")
     if way == "pixels":
         monkeypatch.setattr(cpu.depthwise, "FLAT_MAX_BYTES", 0)
     x, w, b, ref = _depthwise_case(c + size[0], n, c, size, kernel, stride, padding, dilation, bias)

@@ -29,6 +29,8 @@ DEPTHWISE_MAX_KERNEL = 7
 #: read once per output row) take at most FLAT_MAX_BYTES
 FLAT_MAX_CHANNELS = 64
 FLAT_MAX_BYTES = 256 * 1024
+#: the vector tiles' 3x3 and 5x5 windows inside the image with their cells unrolled (``depthwise_tile``)
+UNROLLED_CELLS = True
 
 
 def depthwise_weights(w: np.ndarray) -> np.ndarray:
@@ -135,7 +137,8 @@ def _depthwise_rows_flat(x, wt, b, y, r0, r1, ph, pw, dh, dw, act, alpha):  # pr
 
 
 @njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)
-def _depthwise_rows_vec(x, w, b, y, r0, r1, sh, sw, ph, pw, dh, dw, act, alpha, epi, fused):  # pragma: no cover
+def _depthwise_rows_vec(x, w, b, y, r0, r1, sh, sw, ph, pw, dh, dw, act, alpha, epi, fused,
+                        unroll):  # pragma: no cover
     """:func:`_depthwise_rows` by vector tiles (:func:`depthwise_tile.dw_tile`): along each output row, tiles of up
     to DEPTHWISE_TILE pixels whose windows lie inside the image across, each one vector of channels at a time, the
     sums in registers over the filter's cells; a pixel whose window crosses the left or right edge is a tile of one
@@ -173,7 +176,7 @@ def _depthwise_rows_vec(x, w, b, y, r0, r1, sh, sw, ph, pw, dh, dw, act, alpha, 
                 j0 = 0 if iw0 >= 0 else (-iw0 + dw - 1) // dw
                 nj = (min(kw, (wi - 1 - iw0) // dw + 1) if iw0 <= wi - 1 else 0) - j0
             dw_tile(nt, x_row + (iw0 + j0 * dw) * cb, dh * xrow, dw * cb, sw * cb, w_row + j0 * cb, kw * cb, cb, ni,
-                    nj, ba, y_row + ow * cb, cb, ea, nvec)
+                    nj, ba, y_row + ow * cb, cb, ea, nvec, unroll)
             ow += nt
         if cv < c:
             yr = y[oh]
@@ -200,11 +203,11 @@ def _depthwise_rows_vec(x, w, b, y, r0, r1, sh, sw, ph, pw, dh, dw, act, alpha, 
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _depthwise_vec_par(x, w, b, y, rows, sh, sw, ph, pw, dh, dw, act, alpha, epi, fused):  # pragma: no cover
+def _depthwise_vec_par(x, w, b, y, rows, sh, sw, ph, pw, dh, dw, act, alpha, epi, fused, unroll):  # pragma: no cover
     n, ho = y.shape[:2]
     for j in prange(row_blocks(n, ho, rows)):
         i, r0, r1 = row_block(j, ho, rows)
-        _depthwise_rows_vec(x[i], w, b, y[i], r0, r1, sh, sw, ph, pw, dh, dw, act, alpha, epi, fused)
+        _depthwise_rows_vec(x[i], w, b, y[i], r0, r1, sh, sw, ph, pw, dh, dw, act, alpha, epi, fused, unroll)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -253,7 +256,7 @@ def depthwise_plan(x: np.ndarray, wd: np.ndarray, bias: np.ndarray | None, out: 
     if vector_tiles_apply(c) and xp.flags.c_contiguous and yp.flags.c_contiguous:  # the tiles step by bytes
         fused = act in mk.MICROKERNEL_EPILOGUES
         epi = mk.fused_epilogue(act if fused else 0, alpha)
-        args = (*stride, *padding, *dilation, act, kernel_alpha(alpha), epi, fused)
+        args = (*stride, *padding, *dilation, act, kernel_alpha(alpha), epi, fused, UNROLLED_CELLS)
         if n == 1 and rows >= ho:
             return functools.partial(_depthwise_rows_vec, xp[0], wd, b, yp[0], 0, ho, *args)
 

@@ -18,17 +18,19 @@ DEPTHWISE_TILE = 8
 DEPTHWISE_VECTOR = PANEL_VECTOR
 
 
-def _make_tile(nt: int, nc: int) -> Any:
-    """The tile of ``nt`` output pixels times ``nc`` vectors of channels (see ``dw_tile``)."""
+def _make_tile(nt: int, nc: int, cells: int = 0) -> Any:
+    """The tile of ``nt`` output pixels times ``nc`` vectors of channels (see ``dw_tile``); ``cells`` (3 or 5): for a
+    window of ``cells`` x ``cells`` cells all inside the image, unrolled."""
 
     def _tile(typingctx, x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups):  # pragma: no cover
-        return _tile_codegen(nt, nc)
+        return _tile_codegen(nt, nc, cells)
 
-    _tile.__name__ = _tile.__qualname__ = f"_dw_tile{nt}x{nc}"  # one name each: Numba keys intrinsics by name
+    # one name each: Numba keys intrinsics by name
+    _tile.__name__ = _tile.__qualname__ = f"_dw_tile{nt}x{nc}" + (f"_cells{cells}" if cells else "")
     return intrinsic(_tile)
 
 
-def _tile_codegen(nt: int, nc: int) -> Any:
+def _tile_codegen(nt: int, nc: int, cells: int = 0) -> Any:
     """For each group g < ``groups`` of ``nc`` vectors of channels (V = DEPTHWISE_VECTOR floats each), and each
     vector u of it, at byte offset o = 4 V (g nc + u): y_t[o] = epilogue(bias[o] + sum over i < ni, j < nj of
     X(x + o + t * xpix + i * xrow + j * xcol) * W(w + o + i * wrow + j * wcol)) for the ``nt`` pixels t, stored at
@@ -38,16 +40,22 @@ def _tile_codegen(nt: int, nc: int) -> Any:
     the sums). A tile of few pixels sums several vectors of channels at once: one chain of dependent multiply-adds
     per pixel left a window at an image's edge waiting on their latency (480 channels at 14x14: the two edge pixels
     of a row took as long as its twelve inside). The epilogue's four float32 values (lo, hi, slope, offset) at
-    ``epi`` are those of ``microkernel.fused_epilogue``."""
+    ``epi`` are those of ``microkernel.fused_epilogue``.
+
+    ``cells`` (3 or 5): ``ni`` and ``nj`` are both ``cells`` (a window inside the image), and the loops over them
+    are unrolled: with loops, the three cells of a 3x3 filter's row ran as one pass of a loop unrolled by two plus a
+    remainder, and their bookkeeping (the accumulators' phi nodes, the addresses of eight pixels reloaded from the
+    stack) outweighed the multiply-adds: 8.5 of AVX2's 32 floating-point operations a cycle with the data in L1."""
     sig = types.void(*([types.int64] * 14))
     width = DEPTHWISE_VECTOR
+    unrolled = cells
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         f32, i64 = llvm_ir.FloatType(), llvm_ir.IntType(64)
         vec = llvm_ir.VectorType(f32, width)
         pv = vec.as_pointer()
         fma = vector_intrinsics(builder, vec)[2]
-        x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec = args
+        x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec = args  # (ni, nj: see ``cells``)
         step = 4 * width  # bytes per vector
         zero, one = llvm_ir.Constant(i64, 0), llvm_ir.Constant(i64, 1)
         epi_p = builder.inttoptr(epi, f32.as_pointer())
@@ -59,12 +67,13 @@ def _tile_codegen(nt: int, nc: int) -> Any:
 
         entry = builder.block
         vec_head = builder.append_basic_block("dw_vector")
-        row_head = builder.append_basic_block("dw_row")
-        cell = builder.append_basic_block("dw_cell")
-        row_next = builder.append_basic_block("dw_row_next")
+        if not unrolled:
+            row_head = builder.append_basic_block("dw_row")
+            cell = builder.append_basic_block("dw_cell")
+            row_next = builder.append_basic_block("dw_row_next")
         store = builder.append_basic_block("dw_store")
         done = builder.append_basic_block("dw_done")
-        cells = builder.and_(builder.icmp_signed(">", ni, zero), builder.icmp_signed(">", nj, zero))
+        cells_inside = builder.and_(builder.icmp_signed(">", ni, zero), builder.icmp_signed(">", nj, zero))
         builder.cbranch(builder.icmp_signed(">", nvec, zero), vec_head, done)
         # one vector of channels
         builder.position_at_end(vec_head)
@@ -74,40 +83,58 @@ def _tile_codegen(nt: int, nc: int) -> Any:
         starts = [load(builder.add(bias, builder.add(o, llvm_ir.Constant(i64, step * u)))) for u in range(nc)]
         start = [starts[q % nc] for q in range(nt * nc)]  # accumulator q: pixel q // nc, vector q % nc
         x_v, w_v = builder.add(x, o), builder.add(w, o)
-        builder.cbranch(cells, row_head, store)
-        # a row of the filter's cells
-        builder.position_at_end(row_head)
-        i = builder.phi(i64)
-        i.add_incoming(zero, vec_head)
-        acc_i = phis(builder, vec, start, vec_head)
-        x_i, w_i = builder.add(x_v, builder.mul(i, xrow)), builder.add(w_v, builder.mul(i, wrow))
-        builder.branch(cell)
-        # one cell: its filter vector times each pixel's input vector
-        builder.position_at_end(cell)
-        j = builder.phi(i64)
-        j.add_incoming(zero, row_head)
-        acc = phis(builder, vec, acc_i, row_head)
-        w_ij = builder.add(w_i, builder.mul(j, wcol))
-        filt = [load(builder.add(w_ij, llvm_ir.Constant(i64, step * u))) for u in range(nc)]
-        x_ij = builder.add(x_i, builder.mul(j, xcol))
-        new = []
-        for t in range(nt):
-            x_t = builder.add(x_ij, builder.mul(llvm_ir.Constant(i64, t), xpix))
-            new += [builder.call(fma, [load(builder.add(x_t, llvm_ir.Constant(i64, step * u))), filt[u],
-                                       acc[t * nc + u]]) for u in range(nc)]
-        j_next = builder.add(j, one)
-        j.add_incoming(j_next, cell)
-        incoming(acc, new, cell)
-        builder.cbranch(builder.icmp_signed("<", j_next, nj), cell, row_next)
-        builder.position_at_end(row_next)
-        i_next = builder.add(i, one)
-        i.add_incoming(i_next, row_next)
-        incoming(acc_i, new, row_next)
-        builder.cbranch(builder.icmp_signed("<", i_next, ni), row_head, store)
+        if unrolled:  # every cell in line, the tile's pixels' addresses as offsets from each cell's
+            new = start
+            for ci in range(unrolled):
+                for cj in range(unrolled):
+                    w_ij = builder.add(w_v, builder.add(builder.mul(llvm_ir.Constant(i64, ci), wrow),
+                                                        builder.mul(llvm_ir.Constant(i64, cj), wcol)))
+                    filt = [load(builder.add(w_ij, llvm_ir.Constant(i64, step * u))) for u in range(nc)]
+                    x_ij = builder.add(x_v, builder.add(builder.mul(llvm_ir.Constant(i64, ci), xrow),
+                                                        builder.mul(llvm_ir.Constant(i64, cj), xcol)))
+                    new = [builder.call(fma, [load(builder.add(builder.add(x_ij, builder.mul(
+                        llvm_ir.Constant(i64, q // nc), xpix)), llvm_ir.Constant(i64, step * (q % nc)))),
+                        filt[q % nc], new[q]]) for q in range(nt * nc)]
+            builder.branch(store)
+        else:
+            builder.cbranch(cells_inside, row_head, store)
+        if not unrolled:
+            # a row of the filter's cells
+            builder.position_at_end(row_head)
+            i = builder.phi(i64)
+            i.add_incoming(zero, vec_head)
+            acc_i = phis(builder, vec, start, vec_head)
+            x_i, w_i = builder.add(x_v, builder.mul(i, xrow)), builder.add(w_v, builder.mul(i, wrow))
+            builder.branch(cell)
+            # one cell: its filter vector times each pixel's input vector
+            builder.position_at_end(cell)
+            j = builder.phi(i64)
+            j.add_incoming(zero, row_head)
+            acc = phis(builder, vec, acc_i, row_head)
+            w_ij = builder.add(w_i, builder.mul(j, wcol))
+            filt = [load(builder.add(w_ij, llvm_ir.Constant(i64, step * u))) for u in range(nc)]
+            x_ij = builder.add(x_i, builder.mul(j, xcol))
+            new = []
+            for t in range(nt):
+                x_t = builder.add(x_ij, builder.mul(llvm_ir.Constant(i64, t), xpix))
+                new += [builder.call(fma, [load(builder.add(x_t, llvm_ir.Constant(i64, step * u))), filt[u],
+                                           acc[t * nc + u]]) for u in range(nc)]
+            j_next = builder.add(j, one)
+            j.add_incoming(j_next, cell)
+            incoming(acc, new, cell)
+            builder.cbranch(builder.icmp_signed("<", j_next, nj), cell, row_next)
+            builder.position_at_end(row_next)
+            i_next = builder.add(i, one)
+            i.add_incoming(i_next, row_next)
+            incoming(acc_i, new, row_next)
+            builder.cbranch(builder.icmp_signed("<", i_next, ni), row_head, store)
         # the epilogue and the stores of this vector of channels
         builder.position_at_end(store)
-        finals = phis(builder, vec, start, vec_head)
-        incoming(finals, new, row_next)
+        if unrolled:
+            finals = new
+        else:
+            finals = phis(builder, vec, start, vec_head)
+            incoming(finals, new, row_next)
         finals = epilogue_ir(builder, vec, epi_p, finals)
         y_v = builder.add(y, o)
         for q, final in enumerate(finals):
@@ -127,10 +154,12 @@ def _tile_codegen(nt: int, nc: int) -> Any:
 _TILES = {(8, 1): _make_tile(8, 1), (4, 2): _make_tile(4, 2), (2, 4): _make_tile(2, 4), (1, 4): _make_tile(1, 4),
           (4, 1): _make_tile(4, 1), (2, 1): _make_tile(2, 1), (1, 1): _make_tile(1, 1)}
 _dw8x1, _dw4x2, _dw2x4, _dw1x4, _dw4x1, _dw2x1, _dw1x1 = _TILES.values()
+#: the widest tile with its window's cells unrolled, for 3x3 and 5x5 filters (mobile networks' depthwise layers)
+_dw8x1_cells3, _dw8x1_cells5 = _make_tile(8, 1, 3), _make_tile(8, 1, 5)
 
 
 @njit(inline="always")
-def dw_tile(nt, x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec):  # pragma: no cover
+def dw_tile(nt, x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec, unroll):  # pragma: no cover
     """The tile of ``nt`` (1, 2, 4 or DEPTHWISE_TILE) output pixels over ``nvec`` vectors of channels: groups of
     DEPTHWISE_TILE / ``nt`` vectors at once, the vectors left over one at a time (a tile of no vectors does
     nothing)."""
@@ -139,7 +168,12 @@ def dw_tile(nt, x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, 
     o = groups * nc * 4 * DEPTHWISE_VECTOR  # the first vector left over, in bytes
     left = nvec - groups * nc
     if nt == 8:
-        _dw8x1(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
+        if unroll and ni == 3 and nj == 3:
+            _dw8x1_cells3(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
+        elif unroll and ni == 5 and nj == 5:
+            _dw8x1_cells5(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
+        else:
+            _dw8x1(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
     elif nt == 4:
         _dw4x2(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups)
         _dw4x1(x + o, xrow, xcol, xpix, w + o, wrow, wcol, ni, nj, bias + o, y + o, ypix, epi, left)
