@@ -20,11 +20,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 # GNU OpenMP threads spin this many times waiting for the next launch before they sleep (read when Numba first
-# loads its OpenMP layer; set it yourself to override). resnet18 on 2 cores (tests/bench), median ms idle / with
-# another process busy on one core: 10000 spins 19.2 / 64-66, 3000 20-23 / 46-52, 1000 20.6-24 / 41, the
-# Python worker threads this replaced 28.7 / 50. Spinning threads count as busy, so the scheduler makes them wait
-# behind other programs; the default (300000) also kept them spinning against the BLAS calls of the next layer.
-os.environ.setdefault("GOMP_SPINCOUNT", "1000")
+# loads its OpenMP layer; set it yourself to override). A sleeping thread is slow to wake on a virtual machine, whose
+# idle virtual CPU the hypervisor halts: a launch after the workers were idle 50-100 us took 10 us instead of 2-3,
+# after 300 us 35, after 1 ms 170 (2 Zen 3 cores, KVM). 20000 spins keep them awake through 300 us (a layer run on
+# one thread, the Python work between layers) and no more than about a millisecond; 1000 covered 20 us. Against
+# ONNX Runtime in the same process, processes in turns: mobilenet_v3_large 1.29-1.46 instead of 1.42-1.77,
+# efficientnet_b0 1.26-1.38 instead of 1.33-1.52, mobilenet_v2 1.22-1.30 instead of 1.24-1.36 (five and three
+# pairs, every one in favour). With another process busy on one core the kernels keep to one thread (``cores``),
+# so no worker spins against it: mobilenet_v3_large 15.2-15.3 against 13.3-14.8 ms, resnet18 53-54 against 46-54
+# (two pairs, within this machine's swings). The default (300000) kept them spinning against the BLAS calls of the
+# next layer for milliseconds.
+os.environ.setdefault("GOMP_SPINCOUNT", "20000")
 
 
 #: the file names of the OpenMP runtimes Numba's OpenMP layer binds to (by their shared soname): a package's
