@@ -176,8 +176,11 @@ def test_a_1x1_convolution_of_many_pixels_or_a_3x3_one_is_no_dense_product():
 
 @pytest.mark.parametrize("nhwc", [True, False], ids=["nhwc", "nchw"])
 @pytest.mark.parametrize("is_max", [False, True], ids=["average", "max"])
-@pytest.mark.parametrize("n,c,h,w", [(1, 960, 7, 7), (2, 13, 5, 3), (1, 40, 56, 56), (2, 24, 1, 1)])
+@pytest.mark.parametrize("n,c,h,w", [(1, 960, 7, 7), (2, 13, 5, 3), (1, 40, 56, 56), (2, 24, 1, 1),
+                                     (3, 16, 37, 41)])  # (the last: three large images, pixels no multiple of 4)
 def test_global_pool_matches_the_reference(nhwc, is_max, n, c, h, w):
+    """One pass on this thread for a small tensor, runs of pixels (NHWC) or blocks of rows (NCHW) over the cores
+    for a large one; NaN wins a maximum and spoils its channel's mean, in whichever run it falls."""
     rng = np.random.default_rng(c + h)
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
     ref = x.astype(np.float64).max(axis=(2, 3)) if is_max else x.astype(np.float64).mean(axis=(2, 3))
