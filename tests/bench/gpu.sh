@@ -42,7 +42,8 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   python3 -m pytest -q -m gpu -p no:cacheprovider -n 12 -o addopts="-ra" --continue-on-collection-errors tests 2>&1 | tee "$OUT/gpu_tests.log" \
     | grep -E "^FAILED|^ERROR|passed|failed" | tail -25
   echo "== CPU kernels on this CPU"
-  python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/engine/test_cpu_kernels.py tests/engine/test_warmup.py \
+  python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/engine/test_cpu_kernels.py tests/engine/test_cpu_depthwise.py \
+    tests/engine/test_cpu_pointwise.py tests/engine/test_warmup.py \
     2>&1 | tail -4
 fi
 if [ "$what" = zoo ] || [ "$what" = all ]; then
