@@ -15,8 +15,6 @@ import numpy as np
 from engine.backends.cpu import backend as cpu_backend  # (before onnxruntime: see bench_networks)
 from engine.backends.cpu import memory
 from engine.backends.cpu import runtime as rt
-from engine.plugins import default_registry
-from engine.run import RunSpec
 from tests.bench import bench_zoo
 from tests.bench.bench_networks import interleaved_ms
 
@@ -36,22 +34,15 @@ def main(argv: list[str] | None = None) -> int:
     name = args[0] if args else "mobilenet_v2"
     rounds = int(args[1]) if len(args) > 1 else 40
     offset = int(args[2]) if len(args) > 2 else 16
-    net = bench_zoo.zoo_net(name)
-    path = bench_zoo.CACHE / f"{net.name}_{net.size}.onnx"
-    if not path.is_file():
-        print(f"{path} is missing: python -m tests.bench.bench_zoo --device cpu --networks {name} exports it")
+    open_it = bench_zoo.cpu_opener(name)
+    if open_it is None:
         return 2
-    dims = (1, 3, net.size, net.size)
-    reg = default_registry()
-    x = np.random.default_rng(0).standard_normal(dims, dtype=np.float32)
-    spec = RunSpec(backend="numpy", format="auto", fusing="on", profiling=False)
     nets = {}
     real = memory.aligned_empty
     for label, empty in (("aligned", real), ("skewed", _skewed(offset))):
         memory.aligned_empty = cpu_backend.aligned_empty = rt.aligned_empty = empty
         rt._local.__dict__.pop("bufs", None)  # the work buffers made again
-        model, inp, out = bench_zoo.import_network(path, dims, reg)
-        nets[label] = (bench_zoo._open(model, spec, reg, inp, x), inp, out)
+        nets[label] = open_it()
     memory.aligned_empty = cpu_backend.aligned_empty = rt.aligned_empty = real
     (a, ia, oa), (s, is_, os_) = nets["aligned"], nets["skewed"]
     diff = float(np.abs(a.output(oa) - s.output(os_)).max())

@@ -14,8 +14,6 @@ import sys
 import numpy as np
 
 from engine.backends.cpu import backend as _cpu_backend  # noqa: F401  (before onnxruntime: see bench_networks)
-from engine.plugins import default_registry
-from engine.run import RunSpec
 from tests.bench import bench_zoo
 from tests.bench.bench_networks import interleaved_ms
 
@@ -28,24 +26,23 @@ def main(argv: list[str] | None = None) -> int:
     name, attribute, *values = args[:4]
     rounds = int(args[4]) if len(args) > 4 else 30
     module_name, _, attr = attribute.rpartition(".")
-    module = importlib.import_module(module_name)
-    net = bench_zoo.zoo_net(name)
-    path = bench_zoo.CACHE / f"{net.name}_{net.size}.onnx"
-    if not path.is_file():
-        print(f"{path} is missing: python -m tests.bench.bench_zoo --device cpu --networks {name} exports it")
+    try:
+        module = importlib.import_module(module_name)
+        real = getattr(module, attr)
+        settings = [ast.literal_eval(text) for text in values]
+    except (ImportError, AttributeError, ValueError, SyntaxError) as exc:
+        print(f"bench_cpu_setting: {attribute} = {' or '.join(values)}: {exc}")
         return 2
-    dims = (1, 3, net.size, net.size)
-    reg = default_registry()
-    x = np.random.default_rng(0).standard_normal(dims, dtype=np.float32)
-    spec = RunSpec(backend="numpy", format="auto", fusing="on", profiling=False)
-    real = getattr(module, attr)
+    open_it = bench_zoo.cpu_opener(name)
+    if open_it is None:
+        return 2
     nets, timers = {}, {}
     try:
-        for text in values:
-            setattr(module, attr, ast.literal_eval(text))
-            model, inp, out = bench_zoo.import_network(path, dims, reg)
-            nets[text] = (bench_zoo._open(model, spec, reg, inp, x), out)
-            timers[text] = bench_zoo._timer(nets[text][0], inp)
+        for text, value in zip(values, settings):
+            setattr(module, attr, value)
+            lnet, inp, out = open_it()
+            nets[text] = (lnet, out)
+            timers[text] = bench_zoo._timer(lnet, inp)
     finally:
         setattr(module, attr, real)
     (a, oa), (b, ob) = nets.values()

@@ -37,7 +37,7 @@ import re
 import subprocess
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -134,6 +134,27 @@ def zoo_net(text: str) -> ZooNet:
         print(f"bench_zoo: {text!r}: expected NAME or NAME@SIZE", file=sys.stderr)
         raise SystemExit(2)
     return ZooNet(name, int(size) if size else (512 if seg else 224), seg)
+
+
+def cpu_opener(text: str) -> Callable[[], tuple[Network, str, str]] | None:
+    """A function that imports the network named ``text`` (``zoo_net``) from the ONNX file an earlier run exported
+    (``CACHE``) and opens it on the NumPy backend in its default format, run once on a seeded random image: the
+    network, its input and output layers. None, with the command that exports the file printed, where there is
+    none. For the benchmarks that open one network several ways in one process."""
+    net = zoo_net(text)
+    path = CACHE / f"{net.key}.onnx"
+    if not path.is_file():
+        print(f"{path} is missing: python -m tests.bench.bench_zoo --device cpu --networks {text} exports it")
+        return None
+    dims = (1, 3, net.size, net.size)
+    registry = default_registry()
+    x = np.random.default_rng(0).standard_normal(dims, dtype=np.float32)
+    spec = RunSpec(backend="numpy", format="auto", fusing="on", profiling=False)
+
+    def open_it() -> tuple[Network, str, str]:
+        model, inp, out = import_network(path, dims, registry)
+        return _open(model, spec, registry, inp, x), inp, out
+    return open_it
 
 
 def build_torch(net: ZooNet, seed: int = 0) -> Any:
