@@ -24,7 +24,7 @@ from typing import Any
 # idle virtual CPU the hypervisor halts: a launch after the workers were idle 50-100 us took 10 us instead of 2-3,
 # after 300 us 35, after 1 ms 170 (2 Zen 3 cores, KVM). 20000 spins keep them awake through 300 us (a layer run on
 # one thread, the Python work between layers) and no more than about a millisecond; 1000 covered 20 us. Against
-# ONNX Runtime in the same process, processes in turns: mobilenet_v3_large 1.29-1.46 instead of 1.42-1.77,
+# ONNX Runtime in the same process, processes in turns: mobilenet_v3_large 1.21-1.46 instead of 1.42-1.77,
 # efficientnet_b0 1.26-1.38 instead of 1.33-1.52, mobilenet_v2 1.22-1.30 instead of 1.24-1.36 (five and three
 # pairs, every one in favour). With another process busy on one core the kernels keep to one thread (``cores``),
 # so no worker spins against it: mobilenet_v3_large 15.2-15.3 against 13.3-14.8 ms, resnet18 53-54 against 46-54
