@@ -71,8 +71,9 @@ KERNEL_OPERATIONS: dict[str, str] = {
     "upsample_concat": "(x, skip, out, factor, bilinear, nhwc): the channels of x upsampled (as upsample) followed "
                        "by the channels of skip, the upsampled size equal to the skip size",
     "dense": "(x, w, b, out, epilogue, coefs): out (N, O) = act(x (N, K) @ w (O, K) transposed + b), 2-D arrays",
-    "linear": "(x, w, b, out, epilogue, coefs): out (M, O) = act(x (M, K) @ w (K, O) + b), 2-D arrays, many rows "
-              "(a linear layer over a transformer's tokens)",
+    "linear": "(x, w, b, out, epilogue, coefs, cache=None): out (M, O) = act(x (M, K) @ w (K, O) + b), 2-D arrays, "
+              "many rows (a linear layer over a transformer's tokens); cache: where the backend may keep what it "
+              "derives from w (w stays the same array), None where w changes between calls",
     "pool2d": "(x, out, is_max, kernel, stride, padding, count_include_pad, nhwc): max or average pooling of "
               "physical x (averages over the real cells of a window unless count_include_pad)",
     "global_pool": "(x, out, is_max, nhwc): max or average over all pixels of each channel of physical x into out "

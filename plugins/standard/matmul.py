@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.base import derived
+from engine.backends.layer_kernels import kernel_cache
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import Layer
@@ -130,8 +131,9 @@ class MatMul(Layer):
                       act.coefs if act is not None else {}) is not None
 
     def _linear(self, a: Any, out: Any) -> None:
-        """The CPU path of ``a @ weights (+ bias)``: the leading axes as rows of one BLAS product written into the
-        output buffer, the bias and the activation added in place (not one small product per leading index)."""
+        """The CPU path of ``a @ weights (+ bias)``: the leading axes as rows of one product written into the output
+        buffer (the backend's ``linear``, which may keep the weights packed in the layer's kernel cache), the bias
+        and the activation added in place (not one small product per leading index)."""
         w = self.weights["weights"]
         y = nchw_view(out, self.fmt)
         rows = y.reshape(-1, w.shape[1]) if y.flags.c_contiguous else np.empty((a.size // w.shape[0], w.shape[1]),
@@ -142,7 +144,8 @@ class MatMul(Layer):
         kernel = self.backend.kernel("linear")
         if kernel is not None and kernel(np.ascontiguousarray(a.reshape(-1, w.shape[0])), w, bias, rows,
                                          act.epilogue if fused and act is not None else None,
-                                         act.coefs if fused and act is not None else {}) is not None:
+                                         act.coefs if fused and act is not None else {},
+                                         kernel_cache(self)) is not None:
             # the rows shared out over the cores, the bias and a fused activation added while in cache
             if not y.flags.c_contiguous:
                 y[...] = rows.reshape(y.shape)

@@ -800,11 +800,48 @@ def test_product_kernels_match_the_matrix_product(kernel, rows, k, o, act):
     assert np.isnan(y[rows // 2]).all() and np.isfinite(np.delete(y, rows // 2, axis=0)).all()
 
 
+@pytest.mark.parametrize("rows,k,o", [(3136, 96, 384), (49, 768, 3072), (1001, 40, 72), (4001, 24, 20)])
+@pytest.mark.parametrize("act", [None, "relu", "clamp", "hardswish", "silu", "gelu", "sigmoid"])
+def test_the_linear_operation_packs_its_weights_once_and_matches_the_product(rows, k, o, act):
+    """With a cache, the backend's ``linear`` runs over weights packed once in panels where the micro-kernel applies
+    the activation (any row and output count: tiles and panels part-filled), else the rows shared out over OpenBLAS;
+    the packed weights are kept while the weights are the same array, packed again for a new one; a NaN spoils
+    its own row only."""
+    kernel = NumpyBackend().kernel("linear")
+    rng = np.random.default_rng(rows + o)
+    x, w = rng.standard_normal((rows, k)).astype(np.float32), rng.standard_normal((k, o)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    coefs = {"min": 0.0, "max": 6.0} if act == "clamp" else {}
+    cache: dict = {}
+    y = np.full((rows, o), np.nan, np.float32)
+    with cpu.runtime.single_threaded_blas():
+        done = kernel(x, w, b, y, act, coefs, cache)
+    panels = cpu.microkernel.panels_available() and EPILOGUES[act] in cpu.microkernel.MICROKERNEL_EPILOGUES
+    assert done is not None and done.candidate == ("linear_panels" if panels else "linear")
+    ref = x.astype(np.float64) @ w.astype(np.float64) + b
+    sigmoid = 1 / (1 + np.exp(-ref))
+    expected = {"hardswish": ref * np.clip(ref / 6 + 0.5, 0, 1), "silu": ref * sigmoid, "sigmoid": sigmoid}.get(
+        act, _activated(ref, act))
+    assert _rel(y, expected) < 1e-5
+    if panels:
+        packed = cache["linear_panels"][1]
+        kernel(x, w, b, y, act, coefs, cache)
+        assert cache["linear_panels"][1] is packed  # the same weights: packed once
+        w2 = -w
+        kernel(x, w2, None, y, None, {}, cache)
+        assert cache["linear_panels"][1] is not packed  # a new weights array: packed again
+        assert _rel(y, x.astype(np.float64) @ w2.astype(np.float64)) < 1e-5
+    x[rows // 2, 3] = np.nan
+    kernel(x, w, None, y, None, {}, cache)
+    assert np.isnan(y[rows // 2]).all() and np.isfinite(np.delete(y, rows // 2, axis=0)).all()
+
+
 @pytest.mark.parametrize("layer,params,kernel,shapes,served", [
     # fully connected: the dense kernel for small batches; batch 9 is BLAS's blocked product
     ("fully_connected", {"num_outputs": "5"}, "dense", [(1, 6, 3, 2), (9, 6, 3, 2)], (1, 36)),
-    # a matrix product with weights (a transformer's projection) of at least LINEAR_SPLIT_MIN multiply-adds: the
-    # rows shared out, bias and activation fused; a small one stays one BLAS call
+    # a matrix product with weights (a transformer's projection) of at least LINEAR_SPLIT_MIN multiply-adds: over
+    # weights packed in panels where the CPU has the micro-kernel (the rows as a one-column image), else the rows
+    # shared out, bias and activation fused; a small one stays one BLAS call
     ("matmul", {"num_outputs": "128", "bias": "true"}, "linear", [(1, 400, 96), (1, 3, 96)], (400, 96)),
 ])
 def test_product_layers_on_the_cpu_take_their_kernel_where_it_pays(monkeypatch, layer, params, kernel, shapes, served):
@@ -812,8 +849,11 @@ def test_product_layers_on_the_cpu_take_their_kernel_where_it_pays(monkeypatch, 
     from tests.harness import run_layer
 
     calls = []
-    real = getattr(cpu.dense, kernel)
-    monkeypatch.setattr(cpu.dense, kernel, lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
+    module, name = cpu.dense, kernel
+    if kernel == "linear" and cpu.microkernel.panels_available():
+        module, name, served = cpu.panels, "conv_panels_plan", (1, served[1], served[0], 1)
+    real = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
     rng = np.random.default_rng(8)
     formats = [f for f in FORMATS if f.precision.name == "FP32"]
     for fmt in formats:
