@@ -805,8 +805,8 @@ def test_product_kernels_match_the_matrix_product(kernel, rows, k, o, act):
 def test_the_linear_operation_packs_its_weights_once_and_matches_the_product(rows, k, o, act):
     """With a cache, the backend's ``linear`` runs over weights packed once in panels where the micro-kernel applies
     the activation (any row and output count: tiles and panels part-filled), else the rows shared out over OpenBLAS;
-    the packed weights are kept while the weights are the same array, packed again for a new one; a NaN spoils
-    its own row only."""
+    the same arrays again replay the prepared call on their new values; the packed weights are kept while the weights
+    are the same array, packed again for a new one; a NaN spoils its own row only."""
     kernel = NumpyBackend().kernel("linear")
     rng = np.random.default_rng(rows + o)
     x, w = rng.standard_normal((rows, k)).astype(np.float32), rng.standard_normal((k, o)).astype(np.float32)
@@ -825,8 +825,13 @@ def test_the_linear_operation_packs_its_weights_once_and_matches_the_product(row
     assert _rel(y, expected) < 1e-5
     if panels:
         packed = cache["linear_panels"][1]
-        kernel(x, w, b, y, act, coefs, cache)
+        x[...] = rng.standard_normal(x.shape)  # the same arrays, new values: the prepared call again
+        assert kernel(x, w, b, y, act, coefs, cache) is done
         assert cache["linear_panels"][1] is packed  # the same weights: packed once
+        ref = x.astype(np.float64) @ w.astype(np.float64) + b
+        sigmoid = 1 / (1 + np.exp(-ref))
+        assert _rel(y, {"hardswish": ref * np.clip(ref / 6 + 0.5, 0, 1), "silu": ref * sigmoid}.get(
+            act, _activated(ref, act))) < 1e-5
         w2 = -w
         kernel(x, w2, None, y, None, {}, cache)
         assert cache["linear_panels"][1] is not packed  # a new weights array: packed again

@@ -140,29 +140,40 @@ def linear(backend: Backend) -> Kernel:
     the cores, one OpenBLAS product each, which packs the weights again on every call. swin_t's products, in turns
     on two Zen 3 cores: 0.71-0.89 of the OpenBLAS time (3136 x 96 -> 384 with GELU 3.52 against 4.00 ms, 49 x 3072
     -> 768 2.11 against 2.96)."""
-    blas = _product(backend, "linear", lambda x, w: x.ndim == 2 and runtime.blas_sgemm() is not None
-                    and x.shape[0] * x.shape[1] * w.shape[1] >= dense_kernels.LINEAR_SPLIT_MIN)
+    blas = _product(backend, "linear", lambda x, w: runtime.blas_sgemm() is not None and _linear_rows(x, w))
 
     def run(x: Any, w: Any, b: Any | None, out: Any, epilogue: str | None, coefs: dict[str, float],
             cache: dict[str, Any] | None = None) -> Launched | None:
-        if (cache is not None and backend.cpu_kernels() is not None  # type: ignore[attr-defined]
-                and _linear_panels_apply(x, w, b, out, epilogue)):
-            (m, k), o = x.shape, w.shape[1]
-            wp = derived(cache, "linear_panels", w,
-                         lambda: panels.panel_weights(np.ascontiguousarray(w.T).reshape(o, k, 1, 1)))
-            return _ran("linear_panels", panels.conv_panels_plan(
-                x.reshape(1, m, 1, k).transpose(0, 3, 1, 2), wp, (1, 1), b,
-                out.reshape(1, m, 1, o).transpose(0, 3, 1, 2), (1, 1), (0, 0), (1, 1), FUSED_EPILOGUES[epilogue],
-                epilogue_alpha(epilogue, coefs)))
-        return blas(x, w, b, out, epilogue, coefs)
+        if (cache is None or backend.cpu_kernels() is None  # type: ignore[attr-defined]
+                or not _linear_panels_apply(x, w, b, out, epilogue)):
+            return blas(x, w, b, out, epilogue, coefs)
+        alpha = epilogue_alpha(epilogue, coefs)
+        # the same arrays as last call (a network's buffers): the prepared call, no Python work
+        key = (_address(x), x.shape, _address(out), out.shape, id(w), id(b), epilogue, alpha)
+        ready = cache.get("linear_call")
+        if ready is not None and ready[0] == key:
+            ready[1].replay()
+            return ready[1]
+        (m, k), o = x.shape, w.shape[1]
+        wp = derived(cache, "linear_panels", w,
+                     lambda: panels.panel_weights(np.ascontiguousarray(w.T).reshape(o, k, 1, 1)))
+        done = _ran("linear_panels", panels.conv_panels_plan(
+            x.reshape(1, m, 1, k).transpose(0, 3, 1, 2), wp, (1, 1), b, out.reshape(1, m, 1, o).transpose(0, 3, 1, 2),
+            (1, 1), (0, 0), (1, 1), FUSED_EPILOGUES[epilogue], alpha))
+        cache["linear_call"] = (key, done, w, b)  # keeps w and b alive, so that their ids in the key stay theirs
+        return done
     return run
+
+
+def _linear_rows(x: Any, w: Any) -> bool:
+    """A product of rows ``x`` (M, K) and weights ``w`` (K, O) large enough to share out over the cores."""
+    return x.ndim == 2 and x.shape[0] * x.shape[1] * w.shape[1] >= dense_kernels.LINEAR_SPLIT_MIN
 
 
 def _linear_panels_apply(x: Any, w: Any, b: Any | None, out: Any, epilogue: str | None) -> bool:
     arrays = (x, w, out) if b is None else (x, w, b, out)
-    return (x.ndim == 2 and w.ndim == 2 and epilogue in FUSED_EPILOGUES
+    return (_linear_rows(x, w) and w.ndim == 2 and epilogue in FUSED_EPILOGUES
             and FUSED_EPILOGUES[epilogue] in mk.MICROKERNEL_EPILOGUES and mk.panels_available()
-            and x.shape[0] * x.shape[1] * w.shape[1] >= dense_kernels.LINEAR_SPLIT_MIN
             and all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays))
 
 

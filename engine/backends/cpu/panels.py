@@ -131,9 +131,12 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
         ph, pw = padding
         large = ho * wo > PANEL_MAX_PIXELS
         by_rows = large and (has_res or act not in mk.MICROKERNEL_EPILOGUES)
-        # a small image whole, a large one by blocks of output rows
-        step = strip_rows(wo, ho, c, k, by_rows) * wo if large and kernel == (1, 1) and stride == (1, 1) and not (
-            ph or pw) else ho * wo if not large else wo
+        if not large:  # a small image whole
+            step = ho * wo
+        elif kernel == (1, 1) and stride == (1, 1) and not (ph or pw):  # a strip: blocks of several output rows
+            step = strip_rows(wo, ho, c, k, by_rows) * wo
+        else:  # a large image's windows by output rows
+            step = wo
         epi = mk.fused_epilogue(act if act in mk.MICROKERNEL_EPILOGUES and not by_rows else 0, alpha)
         jobs = n * -(-(ho * wo) // step) * (1 if by_rows else wp.shape[0])
         if not (ph or pw):
