@@ -2,6 +2,7 @@
 implements ``output_dims`` and ``forward`` (and ``weight_shapes`` if it has weights)."""
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -170,6 +171,14 @@ class Layer:
     def store(self, out: Any, y: Any) -> None:
         """Write a logical NCHW result into the output buffer (layout and dtype conversion included)."""
         nchw_view(out, self.fmt)[...] = y
+
+    def store_view(self, out: Any, y: Any, x: Any) -> None:
+        """``store`` for a result ``y`` that may be a view of the array ``x`` (an input seen permuted, sliced,
+        reshaped): on the CPU, where it is, the copy into the output buffer is offered as the layer's replay
+        (``offer_replay``), the same copy between the network's buffers on every run."""
+        self.store(out, y)
+        if self.xp is np and np.may_share_memory(y, x):
+            self.offer_replay(functools.partial(np.copyto, nchw_view(out, self.fmt), y))
 
     @staticmethod
     def primary(inputs: list[T | None]) -> T:

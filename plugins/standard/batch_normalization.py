@@ -9,6 +9,7 @@ from engine.backends.layer_kernels import kernel_cache
 from engine.categories import Category
 from engine.descriptors import InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.errors import WeightsError
+from engine.layer import REPLAYABLE_FORWARDS
 from engine.tensor import Dims, Layout
 from plugins.standard._common_norm import (
     BN_WEIGHTS,
@@ -66,6 +67,7 @@ class BatchNormalization(ScaleShiftBase):
         super().set_weights(weights)
 
     def forward(self, inputs: list[Any], out: Any) -> None:
+        self.offer_replay(None)
         mean, var, scale, bias = (self.weight(w, inputs) for w in BN_WEIGHTS)
         if self._scale_shift(inputs[0], out, (mean, var, scale, bias), not self.weights_from_inputs(inputs)):
             return
@@ -90,10 +92,13 @@ class BatchNormalization(ScaleShiftBase):
         epilogue, coefs = (act.epilogue, act.coefs) if act is not None else (None, {})
         # a precision conversion fused into the layer: computed in the compute dtype as unfused, rounded once
         y = out if out.dtype == self.cdtype else self.xp.empty_like(out, dtype=self.cdtype)
-        if kernel(self.physical(x), mul, add, y, self.fmt.layout is Layout.NHWC, epilogue, coefs) is None:
+        done = kernel(self.physical(x), mul, add, y, self.fmt.layout is Layout.NHWC, epilogue, coefs)
+        if done is None:
             return False
         if y is not out:
             out[...] = y
+        elif cacheable:  # one kernel call on the network's buffers and arrays kept with the weights: replayable
+            self.offer_replay(done.replay)
         return True
 
     onnx_support = "yes"
@@ -113,3 +118,6 @@ class BatchNormalization(ScaleShiftBase):
 
 
 LAYER = BatchNormalization
+
+
+REPLAYABLE_FORWARDS.add(BatchNormalization.forward)  # one scale_shift call on the network's buffers

@@ -1,12 +1,12 @@
 """concatenation: stacks any number of inputs along the channel axis, or along any axis of tensors of any rank."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamDesc
-from engine.layer import Layer
+from engine.layer import REPLAYABLE_FORWARDS, Layer
 from engine.tensor import Dims, nchw_view
 from plugins.standard._common_rank import axis_index
 
@@ -25,6 +25,24 @@ def concatenate_channels(dest: Any, arrays: Iterable[Any], axis: int = 1, skip: 
         index[axis] = slice(start, start + c)
         dest[tuple(index)] = a
         start += c
+
+
+def channel_copies(dest: Any, arrays: Iterable[Any], axis: int = 1, skip: int = 0) -> Callable[[], None]:
+    """:func:`concatenate_channels` as a call that makes the copies, each slice of ``dest`` taken once: run again, it
+    copies the same arrays into the same slices."""
+    start, pairs = 0, []
+    for i, a in enumerate(arrays):
+        c = a.shape[axis]
+        if i >= skip:
+            index = [slice(None)] * dest.ndim
+            index[axis] = slice(start, start + c)
+            pairs.append((dest[tuple(index)], a))
+        start += c
+
+    def copy() -> None:
+        for d, a in pairs:
+            d[...] = a
+    return copy
 
 
 DESC = LayerDesc(
@@ -87,15 +105,22 @@ class Concatenation(Layer):
                 and None not in self.input_dims)
 
     def forward(self, inputs: list[Any], out: Any) -> None:
+        self.offer_replay(None)
         if not self._channels(out.ndim):
-            arrays = [self.nchw(x) for x in inputs if x is not None]
-            concatenate_channels(nchw_view(out, self.fmt), arrays, axis_index(self.p["axis"], out.ndim))
+            present = [x for x in inputs if x is not None]
+            arrays = [self.nchw(x) for x in present]
+            copies = channel_copies(nchw_view(out, self.fmt), arrays, axis_index(self.p["axis"], out.ndim))
+            copies()
             self.activate_inplace(out)
+            if self.activation is None and all(a.dtype == x.dtype for a, x in zip(arrays, present)):
+                self.offer_replay(copies)  # views of the inputs copied into the output: the same on every run
             return
         present = (self.physical(x) for x in inputs if x is not None)
         act = self.activation
         if act is None:
-            concatenate_channels(out, present, self.channel_axis, self.in_place_inputs)
+            copies = channel_copies(out, present, self.channel_axis, self.in_place_inputs)
+            copies()
+            self.offer_replay(copies)  # the same copies between the network's buffers: replayable
         elif act.impl.elementwise:  # applied to each input on its way into the output
             concatenate_channels(out, (self.activate_physical(x) for x in present), self.channel_axis)
         else:  # e.g. softmax: over the joined channels, not once per input
@@ -113,3 +138,6 @@ class Concatenation(Layer):
 
 
 LAYER = Concatenation
+
+
+REPLAYABLE_FORWARDS.add(Concatenation.forward)  # the copies of its inputs into their slices, where it offers them

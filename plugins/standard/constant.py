@@ -7,7 +7,7 @@ import numpy as np
 
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, LayerDesc, ParamDesc
-from engine.layer import Layer
+from engine.layer import REPLAYABLE_FORWARDS, Layer
 from engine.tensor import Dims
 
 DESC = LayerDesc(
@@ -54,8 +54,9 @@ class Constant(Layer):
         return 0
 
     def forward(self, inputs: list[Any], out: Any) -> None:
+        self.offer_replay(None)
         value = self.weights["value"].reshape(tuple(self.out_dims)).astype(self.cdtype, copy=False)
-        self.store(out, self.activate(value))
+        self.store_view(out, self.activate(value), self.weights["value"])
 
     onnx_support = "yes"
     torch_support = "yes"
@@ -69,3 +70,6 @@ class Constant(Layer):
 
 
 LAYER = Constant
+
+
+REPLAYABLE_FORWARDS.add(Constant.forward)  # one copy between the network's buffers, where it offers it

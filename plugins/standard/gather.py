@@ -2,6 +2,7 @@
 ``x[:, 2]``)."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
-from engine.layer import Layer
+from engine.layer import REPLAYABLE_FORWARDS, Layer
 from engine.tensor import Dims, Layout, nchw_view
 from plugins.standard._common_rank import axis_index
 
@@ -109,6 +110,7 @@ class Gather(Layer):
         return Dims(*(x[:axis] + (len(self._indices),) + x[axis + 1:]))
 
     def forward(self, inputs: list[Any], out: Any) -> None:
+        self.offer_replay(None)
         x = self.nchw(inputs[0])
         y = nchw_view(out, self.fmt)
         if not self.p["drop_axis"] and self.activation is None and y.flags.c_contiguous and y.dtype == x.dtype:
@@ -120,9 +122,11 @@ class Gather(Layer):
                 index = self.xp.asarray(np.asarray(self._indices, dtype=np.int64) % size)
                 self._device_indices = (size, index)
             self.xp.take(x, index, axis=axis, out=y)
+            if self.xp is np and np.may_share_memory(x, inputs[0]):  # the same entries taken on every run
+                self.offer_replay(functools.partial(np.take, x, index, axis=axis, out=y))
             return
         y = gather(self.xp, x, self._axis(x.ndim), self._indices, bool(self.p["drop_axis"]))
-        self.store(out, self.activate(y))
+        self.store_view(out, self.activate(y), inputs[0])  # one index is a view: its copy replayable
 
     def input_view(self) -> Callable[[Any], Any] | None:
         """One index with ``drop_axis``, in logical order: ``x[..., i]`` along the axis is a view (a ``qkv[0]``)."""
@@ -152,3 +156,6 @@ class Gather(Layer):
 
 
 LAYER = Gather
+
+
+REPLAYABLE_FORWARDS.add(Gather.forward)  # one copy between the network's buffers, where it offers it

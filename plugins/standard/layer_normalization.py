@@ -8,7 +8,7 @@ import numpy as np
 
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
-from engine.layer import Layer
+from engine.layer import REPLAYABLE_FORWARDS, Layer
 from engine.tensor import Dims, nchw_view
 from plugins.standard._common_rank import axis_index
 
@@ -131,10 +131,16 @@ class LayerNormalization(Layer):
             return False
         xp = self.xp
         scale, bias = (xp.ascontiguousarray(self.weight(w, inputs).reshape(-1), dtype=x.dtype) for w in ("scale", "bias"))
-        return kernel(x, scale, bias, out, rows[0], rows[1], float(self.p["epsilon"]),
-                      act.epilogue if act is not None else None, act.coefs if act is not None else {}) is not None
+        done = kernel(x, scale, bias, out, rows[0], rows[1], float(self.p["epsilon"]),
+                      act.epilogue if act is not None else None, act.coefs if act is not None else {})
+        if done is None:
+            return False
+        if not self.weights_from_inputs(inputs):  # one call on the network's buffers and the weights: replayable
+            self.offer_replay(done.replay)
+        return True
 
     def forward(self, inputs: list[Any], out: Any) -> None:
+        self.offer_replay(None)
         x = self.nchw(inputs[0])
         axes = self._axes(Dims(*x.shape))
         if self._backend_norm(inputs, axes, out):
@@ -180,3 +186,6 @@ class LayerNormalization(Layer):
 
 
 LAYER = LayerNormalization
+
+
+REPLAYABLE_FORWARDS.add(LayerNormalization.forward)  # one layer_norm call, where it offers it

@@ -9,7 +9,7 @@ from engine.backends.base import derived
 from engine.backends.layer_kernels import kernel_cache
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamDesc
-from engine.layer import Layer
+from engine.layer import REPLAYABLE_FORWARDS, Layer
 from engine.tensor import Dims, broadcast_dims, nchw_view
 
 
@@ -75,6 +75,7 @@ class MatMul(Layer):
         return shapes
 
     def forward(self, inputs: list[Any], out: Any) -> None:
+        self.offer_replay(None)
         a = self.nchw(inputs[0])
         b = self.nchw(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else None
         if self.xp is not np and self._backend_product(a, b, out):
@@ -142,22 +143,31 @@ class MatMul(Layer):
         act = self.activation
         fused = act is None or act.epilogue is not None
         kernel = self.backend.kernel("linear")
-        if kernel is not None and kernel(np.ascontiguousarray(a.reshape(-1, w.shape[0])), w, bias, rows,
-                                         act.epilogue if fused and act is not None else None,
-                                         act.coefs if fused and act is not None else {},
-                                         kernel_cache(self)) is not None:
+        if kernel is not None and (done := kernel(np.ascontiguousarray(a.reshape(-1, w.shape[0])), w, bias, rows,
+                                                  act.epilogue if fused and act is not None else None,
+                                                  act.coefs if fused and act is not None else {},
+                                                  kernel_cache(self))) is not None:
             # the rows shared out over the cores, the bias and a fused activation added while in cache
             if not y.flags.c_contiguous:
                 y[...] = rows.reshape(y.shape)
             if not fused:
                 self.activate_inplace(out)
+            elif y.flags.c_contiguous and a.flags.c_contiguous:  # one call on the network's buffers: replayable
+                self.offer_replay(done.replay)
             return
-        np.matmul(a.reshape(-1, w.shape[0]), w, out=rows)
-        if bias is not None:
-            rows += bias.astype(np.float32, copy=False)
-        if not y.flags.c_contiguous:
-            y[...] = rows.reshape(y.shape)
-        self.activate_inplace(out)
+        x = a.reshape(-1, w.shape[0])
+        b = None if bias is None else bias.astype(np.float32, copy=False)
+
+        def product() -> None:
+            np.matmul(x, w, out=rows)
+            if b is not None:
+                np.add(rows, b, out=rows)
+            if not y.flags.c_contiguous:
+                y[...] = rows.reshape(y.shape)
+            self.activate_inplace(out)
+        product()
+        if a.flags.c_contiguous:  # the same arrays (the network's buffers, the weights) on every run: replayable
+            self.offer_replay(product)
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
         return 2 * output.elements * self.primary(inputs)[-1]
@@ -181,3 +191,6 @@ class MatMul(Layer):
 
 
 LAYER = MatMul
+
+
+REPLAYABLE_FORWARDS.add(MatMul.forward)  # one linear call, where it offers it

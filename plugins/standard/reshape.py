@@ -6,7 +6,7 @@ from typing import Any
 
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
-from engine.layer import Layer
+from engine.layer import REPLAYABLE_FORWARDS, Layer
 from engine.tensor import MAX_RANK, Dims
 from plugins.standard._common_rank import int_list
 
@@ -69,7 +69,8 @@ class Reshape(Layer):
             raise self.shape_error(f"shape {self.p['shape']} does not fit the input {x}: {exc}") from None
 
     def forward(self, inputs: list[Any], out: Any) -> None:
-        self.store(out, self.xp.ascontiguousarray(self.nchw(inputs[0])).reshape(self.out_dims))
+        self.offer_replay(None)
+        self.store_view(out, self.xp.ascontiguousarray(self.nchw(inputs[0])).reshape(self.out_dims), inputs[0])
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
         return 0
@@ -88,3 +89,6 @@ class Reshape(Layer):
 
 
 LAYER = Reshape
+
+
+REPLAYABLE_FORWARDS.add(Reshape.forward)  # one copy between the network's buffers, where it offers it

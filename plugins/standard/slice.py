@@ -6,7 +6,7 @@ from typing import Any
 
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
-from engine.layer import Layer
+from engine.layer import REPLAYABLE_FORWARDS, Layer
 from engine.tensor import Dims, parse_range
 from plugins.standard._common_rank import axis_index, int_list
 
@@ -136,13 +136,14 @@ class Slice(Layer):
         return Dims(x.n, *sizes)
 
     def forward(self, inputs: list[Any], out: Any) -> None:
+        self.offer_replay(None)
         if self._axes:
             x = self.nchw(inputs[0])
-            self.store(out, self.activate(slice_axes(x, self._cuts(x.ndim))))
+            self.store_view(out, self.activate(slice_axes(x, self._cuts(x.ndim))), inputs[0])
             return
         r = self._ranges
         y = slice_tensor(self.nchw(inputs[0]), r["channels"], r["height"], r["width"])
-        self.store(out, self.activate(y))
+        self.store_view(out, self.activate(y), inputs[0])
 
     onnx_support = "yes"
     torch_support = "yes"
@@ -181,3 +182,6 @@ class Slice(Layer):
 
 
 LAYER = Slice
+
+
+REPLAYABLE_FORWARDS.add(Slice.forward)  # one copy between the network's buffers, where it offers it

@@ -3,12 +3,15 @@ sizes first and given other sizes after (a Reshape -> Transpose -> Reshape chain
 layer that copies once)."""
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
+import numpy as np
+
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
-from engine.layer import Layer
+from engine.layer import REPLAYABLE_FORWARDS, Layer
 from engine.tensor import MAX_RANK, Dims, nchw_view
 from plugins.standard._common_rank import int_list
 
@@ -88,18 +91,22 @@ class Transpose(Layer):
         return Dims(*(x[a] for a in perm))
 
     def forward(self, inputs: list[Any], out: Any) -> None:
+        self.offer_replay(None)
         x = self.nchw(inputs[0])
         if self._input_shape:
             x = x.reshape(self._input_shape)
-        y = self.activate(transpose(self.xp, x, self.perm(x.ndim)))
+        y = transpose(self.xp, x, self.perm(x.ndim))
         if not self._shape:
-            self.store(out, y)
+            self.store_view(out, self.activate(y), inputs[0])
             return
         logical = nchw_view(out, self.fmt)
         if logical.flags.c_contiguous:  # the output's buffer seen under the permuted sizes: one copy
-            logical.reshape(y.shape)[...] = y
+            dest = logical.reshape(y.shape)
+            dest[...] = self.activate(y)
+            if self.activation is None and self.xp is np and np.may_share_memory(y, inputs[0]):
+                self.offer_replay(functools.partial(np.copyto, dest, y))  # the same copy on every run
         else:
-            self.store(out, y.reshape(self._shape))
+            self.store(out, self.activate(y).reshape(self._shape))
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
         return 0
@@ -128,3 +135,6 @@ class Transpose(Layer):
 
 
 LAYER = Transpose
+
+
+REPLAYABLE_FORWARDS.add(Transpose.forward)  # one copy between the network's buffers, where it offers it

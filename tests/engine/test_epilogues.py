@@ -144,6 +144,32 @@ def test_cpu_scale_shift(nhwc):
     _close(_logical(x, nhwc), plain, 1e-6, 1e-6)
 
 
+@pytest.mark.parametrize("nhwc", [False, True])
+def test_cpu_scale_shift_reads_the_leading_channels_of_a_join(nhwc):
+    """A join's leading channels read as a view of its longer buffer (rows of 9 channels per pixel, 6 read; in NCHW
+    two images of 9 planes, 6 read) give what the same channels copied out give; a view whose last row would run
+    past the memory (channels 2-7 of 9) is declined, and the layer's plain path then serves it."""
+    from engine.backends import get_backend
+    from engine.backends.cpu import pointwise
+
+    rng = np.random.default_rng(8)
+    whole = rng.standard_normal((2, 9, 5, 7)).astype(np.float32)
+    phys = np.ascontiguousarray(whole.transpose(0, 2, 3, 1)) if nhwc else whole
+    axis = 3 if nhwc else 1
+    scale, shift = rng.standard_normal(6).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    for first, done in ((0, True), (2, False)):
+        view = phys[(slice(None),) * axis + (slice(first, first + 6),)]
+        assert not view.flags.c_contiguous
+        out = np.full(view.shape, np.nan, np.float32)
+        assert pointwise.scale_shift(view, scale, shift, out, nhwc, "relu", {}) is done
+        kernel = get_backend("numpy").kernel("scale_shift")
+        assert (kernel(view, scale, shift, out, nhwc, "relu", {}) is not None) is done
+        if done:
+            x = whole[:, first:first + 6].astype(np.float64)
+            ref = np.maximum(x * scale[None, :, None, None] + shift[None, :, None, None], 0)
+            _close(_logical(out, nhwc), ref, 1e-6, 1e-6)
+
+
 @pytest.mark.parametrize("impl", FUSED, ids=lambda i: i.desc.name)
 @pytest.mark.parametrize("nhwc", [False, True])
 def test_cpu_scale_shift_applies_every_epilogue(impl, nhwc):

@@ -201,3 +201,59 @@ def test_a_runtime_option_change_upstream_is_seen_through_the_replay():
     blended.set_input("input", _data(6))
     blended.run()
     assert not np.allclose(outs[0], blended.output("output"))  # the option changed the result
+
+
+def _sequence_model() -> Model:
+    """Standalone batch normalizations, DenseNet joins sharing one buffer (the second normalization reads the leading
+    channels as a view), then a transformer's layers on the pixels as tokens: a permutation, a layer normalization,
+    a linear layer with GELU, a reshape, slices, entries taken, a constant added."""
+    m = Model("replay_tokens")
+    m.add_layer("input", "input", params={"dimensions": DIMS})
+    m.add_layer("batch_normalization", "bn0", inputs=["input"], activation="relu")
+    m.add_layer("convolution", "d1", params={"num_output_channels": "8"}, inputs=["bn0"], activation="relu")
+    m.add_layer("concatenation", "j1", inputs=["input", "d1"])
+    m.add_layer("batch_normalization", "bn1", inputs=["j1"], activation="relu")
+    m.add_layer("convolution", "d2", params={"num_output_channels": "8"}, inputs=["bn1"], activation="relu")
+    m.add_layer("concatenation", "j2", inputs=["input", "d1", "d2"])
+    m.add_layer("batch_normalization", "bn2", inputs=["j2"])
+    m.add_layer("transpose", "tokens", params={"perm": "0,2,3,1", "shape": "1,144,24"}, inputs=["bn2"])
+    m.add_layer("layer_normalization", "ln", inputs=["tokens"])
+    m.add_layer("matmul", "mlp", params={"num_outputs": "32", "bias": "true"}, inputs=["ln"], activation="gelu")
+    m.add_layer("reshape", "grid", params={"shape": "1,12,12,32"}, inputs=["mlp"])
+    m.add_layer("slice", "rows", params={"axes": "1", "ranges": "2:10"}, inputs=["grid"])
+    m.add_layer("gather", "cols", params={"axis": "2", "indices": "0,3,5,7"}, inputs=["rows"])
+    m.add_layer("constant", "offset", params={"dimensions": "1x8x4x32"})
+    m.add_layer("element_wise", "shifted", params={"operation": "sum"}, inputs=["cols", "offset"])
+    m.add_layer("output", "output", inputs=["shifted"])
+    return m
+
+
+def test_normalizations_joins_and_token_layers_are_replayed_with_the_same_results():
+    """Batch and layer normalizations, joins (their new channels' copy), linear layers and the copies of permuted,
+    reshaped, sliced and gathered views are each one call on the network's buffers: replayed, the forwards do not
+    run, and every layer's output equals a network that runs each forward, on new inputs and new weights."""
+    def open_it(replay: bool) -> Network:
+        net = Network(_sequence_model(), default_registry(), NumpyBackend(), TensorFormat.parse("fp32 nhwc"), seed=4)
+        net.replay_calls = replay
+        return net
+
+    net, reference = open_it(True), open_it(False)
+    for n in (net, reference):
+        n.set_input("input", _data(0))
+        n.run()
+    assert len({net._slot_of[j] for j in ("j1", "j2")}) == 1  # the joins share one buffer
+    types = {name: net.nodes[name].layer.desc.name for name in net.order}
+    replayed = {name for name, call, _ in net.replayer.recorded if call is not None}
+    assert {types[n] for n in replayed} >= {"batch_normalization", "concatenation", "layer_normalization", "matmul",
+                                            "transpose", "reshape", "slice", "gather", "constant"}
+    counts = _forwards(net)
+    for seed in (1, 2):
+        if seed == 2:  # new weights of a replayed normalization: that layer runs its forward again, once
+            for n in (net, reference):
+                layer = n.layer("bn1")
+                layer.set_weights({k: np.asarray(v) * 1.5 for k, v in layer.weights.items()})
+        for n in (net, reference):
+            n.set_input("input", _data(seed))
+            n.run()
+        np.testing.assert_array_equal(net.output("output"), reference.output("output"))
+    assert counts["bn1"] == [1] and all(counts[n] == [0] for n in replayed - {"bn1"})

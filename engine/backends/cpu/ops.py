@@ -460,11 +460,11 @@ def scale_shift(backend: Backend) -> Kernel:
     def run(x: Any, scale: Any, shift: Any, out: Any, nhwc: bool, epilogue: str | None,
             coefs: dict[str, float]) -> Launched | None:
         if (backend.cpu_kernels() is None or epilogue not in FUSED_EPILOGUES  # type: ignore[attr-defined]
-                or x.ndim != 4 or x.shape != out.shape or not _float32_arrays(x, out, scale, shift)):
+                or x.ndim != 4 or x.shape != out.shape or x.dtype != np.float32
+                or not _float32_arrays(out, scale, shift)):
             return None
         c = x.shape[3] if nhwc else x.shape[1]
-        if scale.size != c or shift.size != c:
-            return None
-        pointwise.scale_shift(x, scale, shift, out, nhwc, epilogue, coefs)
-        return Launched("scale_shift")
+        call = None if scale.size != c or shift.size != c else pointwise.scale_shift_call(x, scale, shift, out, nhwc,
+                                                                                          epilogue, coefs)
+        return None if call is None else _ran("scale_shift", call)
     return run

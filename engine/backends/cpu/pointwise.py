@@ -3,6 +3,9 @@ activation no producer fused), the per-channel ``act(x * scale + shift)`` of bat
 normalization over the rows of a matrix."""
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit, prange
 
@@ -43,22 +46,24 @@ def activation(x: np.ndarray, out: np.ndarray, epilogue: str, coefs: dict[str, f
 
 @njit(cache=True, nogil=True, parallel=True)
 def _scale_shift_rows(x, y, scale, shift, act, a, b):  # pragma: no cover - compiled
-    """Rows (pixels, C) of NHWC memory: channel = column. Each row scaled and shifted, then activated by
-    ``activate_row`` while in L1 (one vectorised loop per epilogue: a switch per value kept the loop scalar)."""
+    """Rows (pixels, C) of NHWC memory: channel = column (the first ``y.shape[1]`` columns of ``x``, whose rows may
+    be longer: a join's leading channels). Each row scaled and shifted, then activated by ``activate_row`` while in
+    L1 (one vectorised loop per epilogue: a switch per value kept the loop scalar)."""
     ab = (a, b)
     for p in prange(x.shape[0]):
         src, dst = x[p], y[p]
-        for c in range(src.size):
+        for c in range(dst.size):
             dst[c] = src[c] * scale[c] + shift[c]
         activate_row(dst, act, ab)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _scale_shift_planes(x, y, scale, shift, act, a, b):  # pragma: no cover - compiled
-    """Planes (N, C, H*W) of NCHW memory, each activated as :func:`_scale_shift_rows` activates a row."""
+    """Planes (N, C, H*W) of NCHW memory (the first ``y.shape[1]`` planes of each image of ``x``), each activated as
+    :func:`_scale_shift_rows` activates a row."""
     ab = (a, b)
-    for q in prange(x.shape[0] * x.shape[1]):
-        n, c = q // x.shape[1], q % x.shape[1]
+    for q in prange(y.shape[0] * y.shape[1]):
+        n, c = q // y.shape[1], q % y.shape[1]
         s, t = scale[c], shift[c]
         src, dst = x[n, c], y[n, c]
         for i in range(src.size):
@@ -66,18 +71,61 @@ def _scale_shift_planes(x, y, scale, shift, act, a, b):  # pragma: no cover - co
         activate_row(dst, act, ab)
 
 
-def scale_shift(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, out: np.ndarray, nhwc: bool,
-                epilogue: str | None, coefs: dict[str, float]) -> None:
-    """``out = act(x * scale[c] + shift[c])`` per channel of physical 4-D float32 C-contiguous ``x`` (``out`` alike,
-    may be ``x``)."""
+def leading_rows(x: np.ndarray, channel_axis: int) -> np.ndarray | None:
+    """``x`` (float32, 4-D) as a C-contiguous array of its memory whose axis ``channel_axis`` is longer than
+    ``x``'s where ``x`` is the leading channels of a larger tensor (a join's buffer read as a view: each pixel row in
+    NHWC, each image in NCHW, longer than ``x``'s): NHWC (pixels, C'), NCHW (N, C', H*W); ``x`` itself so reshaped
+    where it is C-contiguous; None for other layouts. Kernels read only ``x``'s channels of it."""
+    n, *_ = x.shape
+    if x.flags.c_contiguous:
+        return x.reshape(-1, x.shape[3]) if channel_axis == 3 else x.reshape(n, x.shape[1], -1)
+    item = x.itemsize
+    if channel_axis == 3:
+        _, h, w, _ = x.shape
+        row = x.strides[2]
+        if x.strides[3] != item or row % item or x.strides[1] != w * row or (n > 1 and x.strides[0] != h * w * row):
+            return None
+        shape, strides = (n * h * w, row // item), (row, item)
+    else:
+        _, c, h, w = x.shape
+        image = x.strides[0]
+        if x.strides[3] != item or x.strides[2] != w * item or x.strides[1] != h * w * item or image % (h * w * item):
+            return None
+        shape, strides = (n, image // (h * w * item), h * w), (image, h * w * item, item)
+    whole = x
+    while isinstance(whole.base, np.ndarray):
+        whole = whole.base
+    end = whole.__array_interface__["data"][0] + whole.nbytes
+    if not whole.flags.c_contiguous or x.__array_interface__["data"][0] + shape[0] * strides[0] > end:
+        return None  # the last row's tail may lie outside the memory
+    return np.lib.stride_tricks.as_strided(x, shape, strides)
+
+
+def scale_shift_call(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, out: np.ndarray, nhwc: bool,
+                     epilogue: str | None, coefs: dict[str, float]) -> Callable[[], None] | None:
+    """The prepared call of ``out = act(x * scale[c] + shift[c])`` per channel of physical 4-D float32 ``x``
+    (C-contiguous, or the leading channels of a larger tensor: :func:`leading_rows`) into ``out`` (C-contiguous, may
+    be ``x``), to run now and again on the same arrays; None (nothing to run) for other layouts of ``x``."""
+    rows = leading_rows(x, 3 if nhwc else 1)
+    if rows is None:
+        return None
     a, b = (np.float32(v) for v in coefficients(epilogue, coefs))
     act = FUSED_EPILOGUES[epilogue]
     if nhwc:
-        c = x.shape[3]
-        rt.launch(_scale_shift_rows, x.reshape(-1, c), out.reshape(-1, c), scale, shift, act, a, b)
-    else:
-        n, c = x.shape[:2]
-        rt.launch(_scale_shift_planes, x.reshape(n, c, -1), out.reshape(n, c, -1), scale, shift, act, a, b)
+        return functools.partial(rt.launch, _scale_shift_rows, rows, out.reshape(-1, x.shape[3]), scale, shift, act,
+                                 a, b)
+    return functools.partial(rt.launch, _scale_shift_planes, rows, out.reshape(x.shape[0], x.shape[1], -1), scale,
+                             shift, act, a, b)
+
+
+def scale_shift(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, out: np.ndarray, nhwc: bool,
+                epilogue: str | None, coefs: dict[str, float]) -> bool:
+    """Run :func:`scale_shift_call`; False (nothing done) where it declines ``x``."""
+    call = scale_shift_call(x, scale, shift, out, nhwc, epilogue, coefs)
+    if call is None:
+        return False
+    call()
+    return True
 
 
 def layer_norm_rows(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, out: np.ndarray, epsilon: float, act: int = 0,
