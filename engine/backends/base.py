@@ -99,8 +99,7 @@ KERNEL_OPERATIONS: dict[str, str] = {
 }
 
 #: the operations of ``KERNEL_OPERATIONS`` only the GPU backend offers: on the CPU the layers compute them themselves
-#: (matrix products by BLAS into the output, the softmax by NumPy)
-GPU_OPERATIONS = frozenset({"softmax_rows", "matmul", "resize_taps"})
+GPU_OPERATIONS = frozenset({"resize_taps"})
 #: the operations only the CPU backend offers: on the GPU the layer computes them with the backend's ``matmul``
 CPU_OPERATIONS = frozenset({"linear"})
 

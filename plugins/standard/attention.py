@@ -127,10 +127,10 @@ class Attention(Layer):
             self.store(out, self.activate(r.astype(self.cdtype, copy=False)))
 
     def _backend_product(self) -> Product | None:
-        """The backend's matrix product (on the GPU: cuBLAS, which CUDA graphs capture) into a new array of the
-        asked dtype (or into ``into``), falling back to the array module's where the backend does not serve a case;
-        None on the CPU."""
-        kernel = self.backend.kernel("matmul") if self.xp is not np else None
+        """The backend's matrix product (on the GPU: cuBLAS, which CUDA graphs capture; on the CPU: the stack of
+        products shared out over the cores) into a new array of the asked dtype (or into ``into``), falling back to
+        the array module's where the backend does not serve a case."""
+        kernel = self.backend.kernel("matmul")
         if kernel is None:
             return None
         xp = self.xp
@@ -146,16 +146,17 @@ class Attention(Layer):
         return product
 
     def _backend_softmax(self) -> Softmax | None:
-        """The backend's one-pass softmax of float32 rows (the GPU's), the bias added as it reads where the kernel
+        """The backend's one-pass softmax of float32 rows, the bias added as it reads where the kernel
         serves its shape, falling back to the array code."""
-        kernel = self.backend.kernel("softmax_rows") if self.xp is not np else None
+        kernel = self.backend.kernel("softmax_rows")
         if kernel is None:
             return None
         xp = self.xp
 
         def softmax(s: Any, out_dtype: Any, bias: Any | None) -> Any:
             s = xp.ascontiguousarray(s)
-            out = xp.empty(s.shape, out_dtype)
+            # on the CPU in place (the scores are the layer's own); the GPU's kernel writes another array
+            out = s if xp is np and s.dtype == out_dtype else xp.empty(s.shape, out_dtype)
             if bias is not None and kernel(s, out, xp.ascontiguousarray(bias)) is not None:
                 return out
             if bias is not None:

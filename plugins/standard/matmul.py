@@ -78,7 +78,7 @@ class MatMul(Layer):
         self.offer_replay(None)
         a = self.nchw(inputs[0])
         b = self.nchw(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else None
-        if self.xp is not np and self._backend_product(a, b, out):
+        if (self.xp is not np or b is not None) and self._backend_product(a, b, out):  # CPU: stacks of products
             return
         if b is not None:
             y = matmul(self.xp, a, b)
@@ -90,7 +90,8 @@ class MatMul(Layer):
         self.store(out, self.activate(y.reshape(self.out_dims)))
 
     def _backend_product(self, a: Any, b: Any | None, out: Any) -> bool:
-        """The backend's matrix product (on the GPU: cuBLAS, which CUDA graphs capture) written into the output
+        """The backend's matrix product (on the GPU: cuBLAS, which CUDA graphs capture; on the CPU a product of two
+        inputs, stacks of matrices shared out over the cores) written into the output
         buffer, then the bias and the activation in place; False where the backend does not serve the case."""
         kernel = self.backend.kernel("matmul")
         if kernel is None:

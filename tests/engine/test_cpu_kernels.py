@@ -943,3 +943,31 @@ def test_cores_without_proc_stat_are_the_affinity(monkeypatch):
     monkeypatch.setattr(cpu.runtime.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
     assert cpu.runtime.cores() == 3
     assert cpu.runtime._cores_taken() == 0.0
+
+
+@pytest.mark.parametrize("a_shape,b_shape,transpose_b", [
+    ((64, 3, 49, 32), (64, 3, 32, 49), False),   # window attention's scores
+    ((64, 3, 49, 49), (64, 3, 49, 32), False),   # and its product with v
+    ((2, 1, 40, 24), (1, 5, 24, 30), True),     # leading axes broadcast both ways, k given transposed
+    ((300, 64), (64, 48), True),                # one matrix: blocks of its rows over the cores
+])
+def test_stacked_matrix_products_match_numpy(a_shape, b_shape, transpose_b):
+    """The CPU's products of stacks of matrices (``dense.matmul``): operands read in place, a transposed view read
+    as BLAS's transpose, a strided view of a larger tensor (a q of a joint q, k, v), the scale applied; declined for
+    sizes too small to share out and for float64."""
+    from engine.backends.cpu import dense
+
+    rng = np.random.default_rng(21)
+    qkv = rng.standard_normal((3, *a_shape)).astype(np.float32)
+    a = qkv[1]  # a view at an offset of a larger array
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    if transpose_b:
+        b = np.ascontiguousarray(np.swapaxes(b, -1, -2)).swapaxes(-1, -2)  # stored as its transpose
+        assert not b.flags.c_contiguous
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    out = np.full((*batch, a.shape[-2], b.shape[-1]), np.nan, np.float32)
+    assert dense.matmul(a, b, out, 0.5)
+    ref = 0.5 * np.matmul(a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    assert not dense.matmul(a[..., :2, :2], b[..., :2, :2], out[..., :2, :2].copy())  # too small to share
+    assert not dense.matmul(a.astype(np.float64), b.astype(np.float64), out)

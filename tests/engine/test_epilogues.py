@@ -276,3 +276,31 @@ def test_one_coefficient_and_a_pair_reach_the_kernels_as_one_argument_type():
     assert kinds == {numba.types.UniTuple(numba.types.float32, 2)}
     assert cpu_epilogue.kernel_alpha(0.25) == (np.float32(0.25), np.float32(0))
     assert cpu_epilogue.kernel_alpha((-1.5, 2.25)) == (np.float32(-1.5), np.float32(2.25))
+
+
+@pytest.mark.parametrize("shape,bias_shape", [((64, 3, 49, 49), (3, 49, 49)), ((4, 3, 49, 49), (1, 3, 49, 49)),
+                                              ((3, 4100), None), ((5, 33), (33,)), ((3, 1), None)])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_cpu_softmax_rows_agree_with_a_reference(shape, bias_shape, in_place):
+    """The CPU's softmax along the last axis (rows shared out over the cores where there are enough), a bias repeated
+    over the leading axes added as it reads, large scores (the maximum subtracted first), a row with NaN and a row
+    of -inf as NumPy's softmax gives them; a bias that broadcasts otherwise or a float64 score is declined."""
+    from engine.backends.cpu import pointwise
+
+    rng = np.random.default_rng(12)
+    x = (rng.standard_normal(shape) * 20).astype(np.float32)
+    flat = x.reshape(-1, shape[-1])
+    flat[1, 0] = np.nan
+    flat[2] = -np.inf
+    bias = None if bias_shape is None else (rng.standard_normal(bias_shape) * 5).astype(np.float32)
+    s = x.astype(np.float64) + (0 if bias is None else bias)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        ref = e / e.sum(axis=-1, keepdims=True)
+    out = x if in_place else np.full(shape, 7.0, np.float32)
+    assert pointwise.softmax_rows(x, out, bias)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+    assert np.isnan(out.reshape(-1, shape[-1])[1:3]).all()
+    assert not pointwise.softmax_rows(x.astype(np.float64), out)
+    if len(shape) == 4:
+        assert not pointwise.softmax_rows(x, out, np.zeros((shape[0], 1, *shape[2:]), np.float32))

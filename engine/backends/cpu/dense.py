@@ -81,3 +81,82 @@ def _linear_par(sgemm, x, w, y, b, has_bias, act, alpha, parts):  # pragma: no c
                     for e in range(o):
                         row[e] += b[e]
                 activate_row(row, act, alpha)
+
+
+#: fewest multiply-adds of a product of stacked matrices worth this kernel (a smaller one: NumPy's matmul)
+MATMUL_MIN = 1 << 16
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+
+def _matrix(x: np.ndarray) -> tuple[np.ndarray, int, int] | None:
+    """(array, BLAS op, leading dimension) of the last two axes of float32 ``x`` as a row-major product reads them:
+    row by row (no transpose), or as the transpose of a row-major matrix; None where neither fits."""
+    rows, cols = x.shape[-2:]
+    if any(s % 4 for s in x.strides[-2:]):
+        return None
+    s0, s1 = x.strides[-2] // 4, x.strides[-1] // 4
+    if (s1 == 1 or cols == 1) and s0 >= max(cols, 1):
+        return x, _NO_TRANS, max(s0, cols, 1)
+    if (s0 == 1 or rows == 1) and s1 >= max(rows, 1):
+        return x, _TRANS, max(s1, rows, 1)
+    return None
+
+
+def _offsets(x: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
+    """Element offsets of the matrices of ``x`` (its leading axes broadcast to ``batch``), in C order of ``batch``."""
+    lead = x.ndim - 2
+    shape = (1,) * (len(batch) - lead) + x.shape[:lead]
+    strides = (0,) * (len(batch) - lead) + tuple(s // 4 for s in x.strides[:lead])
+    off = np.zeros(batch, np.int64)
+    for axis, (n, s) in enumerate(zip(shape, strides, strict=True)):
+        if n != 1 and s:
+            off += (np.arange(n, dtype=np.int64) * s).reshape([-1 if i == axis else 1 for i in range(len(batch))])
+    return off.reshape(-1)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, alpha: float = 1.0) -> bool:
+    """``out[...] = alpha * a @ b`` over the last two axes, the leading axes broadcast into ``out``'s (NumPy's
+    rules): float32 ``a`` and ``b`` read in place (any strides with one unit step per matrix: a transposed view is
+    BLAS's transpose, no copy), ``out`` C-contiguous float32. The matrices (or, for fewer matrices than cores, blocks
+    of their rows) shared out over the cores, one BLAS product each (BLAS held to one thread during an inference):
+    attention's stacks of small products, which NumPy's matmul runs one after another on one core. False (nothing
+    written) for other arrays, for sizes too small to share, or where there is no BLAS."""
+    sgemm = rt.blas_sgemm()
+    if sgemm is None or a.ndim < 2 or b.ndim < 2 or not (a.dtype == b.dtype == out.dtype == np.float32):
+        return False
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    if b.shape[-2] != k or out.shape[-2:] != (m, n) or not out.flags.c_contiguous or min(m, n, k) < 1:
+        return False
+    batch = tuple(out.shape[:-2])
+    try:
+        if tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2], batch)) != batch:
+            return False
+    except ValueError:
+        return False
+    count = out.size // (m * n)
+    if count * m * n * k < MATMUL_MIN:
+        return False
+    ma, mb = _matrix(a), _matrix(b)
+    if ma is None or mb is None:
+        return False
+    (_, op_a, lda), (_, op_b, ldb) = ma, mb
+    parts = rt.threads()
+    splits = 1 if count >= parts else min(parts, m)  # few matrices: blocks of rows of each
+    rt.launch(_matmul_par, sgemm, op_a, op_b, m, n, k, np.float32(alpha), a.ctypes.data, lda, _offsets(a, batch),
+              b.ctypes.data, ldb, _offsets(b, batch), out.ctypes.data, splits, parts)
+    return True
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _matmul_par(sgemm, op_a, op_b, m, n, k, alpha, a, lda, a_off, b, ldb, b_off, c, splits,
+                parts):  # pragma: no cover - compiled
+    jobs = a_off.size * splits
+    for q in prange(parts):
+        for j in range(jobs * q // parts, jobs * (q + 1) // parts):
+            i, s = j // splits, j % splits
+            r0, r1 = m * s // splits, m * (s + 1) // splits
+            if r1 > r0:
+                row = r0 * lda if op_a == 111 else r0  # a's row r0: a row step, or a column of its transpose
+                sgemm(101, op_a, op_b, r1 - r0, n, k, alpha, a + 4 * (a_off[i] + row), lda, b + 4 * b_off[i], ldb,
+                      np.float32(0), c + 4 * (i * m * n + r0 * n), n)

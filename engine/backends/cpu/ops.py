@@ -192,6 +192,26 @@ def layer_norm(backend: Backend) -> Kernel:
     return run
 
 
+def matmul(backend: Backend) -> Kernel:
+    """``out = alpha * a @ b`` over stacks of matrices, shared out over the cores (see
+    :func:`engine.backends.cpu.dense.matmul`); ``tf32`` has no meaning on the CPU."""
+    def run(a: Any, b: Any, out: Any, tf32: bool = False, alpha: float = 1.0) -> Launched | None:
+        if backend.cpu_kernels() is None or not dense_kernels.matmul(a, b, out, alpha):  # type: ignore[attr-defined]
+            return None
+        return Launched("matmul")
+    return run
+
+
+def softmax_rows(backend: Backend) -> Kernel:
+    """The softmax along the last axis, a bias repeated over the leading axes added as it reads (see
+    :func:`engine.backends.cpu.pointwise.softmax_rows`; ``out`` may be ``x``)."""
+    def run(x: Any, out: Any, bias: Any | None = None) -> Launched | None:
+        if backend.cpu_kernels() is None or not pointwise.softmax_rows(x, out, bias):  # type: ignore[attr-defined]
+            return None
+        return Launched("softmax_rows")
+    return run
+
+
 def upsample(backend: Backend) -> Kernel:
     def run(x: Any, out: Any, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> Launched | None:
         if backend.cpu_kernels() is None or not (  # type: ignore[attr-defined]

@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
-from engine.backends.cpu.epilogue import FUSED_EPILOGUES, activate_row, kernel_alpha
+from engine.backends.cpu.epilogue import FUSED_EPILOGUES, _exp_neg, activate_row, kernel_alpha
 from engine.backends.cpu.runtime import REORDERED_SUMS
 from engine.epilogues import coefficients
 
@@ -165,3 +165,66 @@ def _layer_norm_par(x, scale, bias, y, eps, act, alpha, parts):  # pragma: no co
     rows = x.shape[0]
     for q in prange(parts):
         _layer_norm_range(x, scale, bias, y, eps, act, alpha, rows * q // parts, rows * (q + 1) // parts)
+
+
+def softmax_rows(x: np.ndarray, out: np.ndarray, bias: np.ndarray | None = None) -> bool:
+    """``out = softmax(x + bias)`` along the last axis of float32 C-contiguous ``x`` (``out`` alike, may be ``x``):
+    ``bias`` (optional, float32 C-contiguous) has the trailing axes of ``x``, leading ones aside, and repeats over
+    the leading ones, as broadcasting does (a relative-position bias or a window mask onto every window's scores).
+    Rows shared out over the cores, each read once and written three times while in L1, the maximum subtracted
+    first, the exponential by ``epilogue._exp_neg`` (vectorised, no libm call). False (nothing written) for other
+    shapes."""
+    n = x.shape[-1] if x.ndim else 0
+    if not (x.dtype == out.dtype == np.float32 and x.shape == out.shape and n >= 1 and x.flags.c_contiguous
+            and out.flags.c_contiguous):
+        return False
+    bias_rows = 0
+    if bias is not None:
+        shape = tuple(bias.shape)
+        while len(shape) > 1 and shape[0] == 1:
+            shape = shape[1:]
+        if not (bias.dtype == np.float32 and bias.flags.c_contiguous and len(shape) <= x.ndim
+                and shape == x.shape[x.ndim - len(shape):]):
+            return False
+        bias_rows = bias.size // n
+    rows = x.size // n
+    b = bias.reshape(-1, n) if bias is not None else out.reshape(-1, n)[:1]  # not read without a bias
+    parts = _parts(x.size)
+    args = (x.reshape(rows, n), out.reshape(rows, n), b, bias_rows)
+    if parts == 1:
+        _softmax_range(*args, 0, rows)
+    else:
+        rt.launch(_softmax_par, *args, parts)
+    return True
+
+
+@njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)
+def _softmax_range(x, y, bias, bias_rows, r0, r1):  # pragma: no cover - compiled
+    n = x.shape[1]
+    for r in range(r0, r1):
+        xr, yr = x[r], y[r]
+        if bias_rows:
+            br = bias[r % bias_rows]
+            for k in range(n):
+                yr[k] = xr[k] + br[k]
+        else:
+            for k in range(n):
+                yr[k] = xr[k]
+        m = yr[0]
+        for k in range(1, n):
+            m = max(m, yr[k])
+        s = np.float32(0)
+        for k in range(n):
+            e = _exp_neg(yr[k] - m)
+            yr[k] = e
+            s += e
+        inv = np.float32(1) / s
+        for k in range(n):
+            yr[k] *= inv
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _softmax_par(x, y, bias, bias_rows, parts):  # pragma: no cover - compiled
+    rows = x.shape[0]
+    for q in prange(parts):
+        _softmax_range(x, y, bias, bias_rows, rows * q // parts, rows * (q + 1) // parts)

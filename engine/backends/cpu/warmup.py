@@ -117,8 +117,8 @@ def _passes(m: Model) -> None:
 
 
 def _pointwise(m: Model) -> None:
-    """Batch normalization that no convolution before it took in (the per-channel scale-and-shift kernel), and an
-    activation no layer fused (the output's: the activation kernel)."""
+    """Batch normalization that no convolution before it took in (the per-channel scale-and-shift kernel), an
+    activation no layer fused (the output's: the activation kernel), layer normalization and attention's softmax."""
     m.add_layer("batch_normalization", "bn", inputs=[_input(m, "bn_in", "1x16x40x40")], activation="relu")
     m.add_layer("output", "normalized", inputs=["bn"], activation="sigmoid")
     # layer normalization by rows: over the tokens' trailing axis, and over the channels of each pixel (ConvNeXt)
@@ -127,6 +127,11 @@ def _pointwise(m: Model) -> None:
     m.add_layer("layer_normalization", "ln_channels", params={"over": "channels"},
                 inputs=[_input(m, "ln_px", "1x32x16x16")], activation="gelu")
     m.add_layer("output", "channels_normalized", inputs=["ln_channels"])
+    # attention over windows (the softmax's rows, a bias repeated over the windows): Swin's
+    m.add_layer("attention", "attention", params={"scale": "0.25"},
+                inputs=[_input(m, "q", "1x8x49x16"), _input(m, "k", "1x8x49x16"), _input(m, "v", "1x8x49x16"),
+                        _input(m, "position_bias", "1x1x49x49")])
+    m.add_layer("output", "attended", inputs=["attention"])
 
 
 def _excitation(m: Model, name: str, src: str, ch: int) -> None:
