@@ -87,9 +87,9 @@ KERNEL_OPERATIONS: dict[str, str] = {
     "layer_norm": "(x, scale, bias, out, n, inner, epsilon, epilogue, coefs): out = act((x - mean) / sqrt(var + "
                   "epsilon) * scale + bias) over the n values of each row of x seen as (outer, n, inner), x and out "
                   "C-contiguous of one shape and dtype, scale and bias vectors of n values of that dtype",
-    "resize_taps": "(x, out, taps_h, taps_w, nhwc): out = physical 4-D x resampled by separable taps (device int32 "
-                   "indices and float32 weights, each (taps, size), from engine.backends.cuda.resize.device_taps), "
-                   "one pass, either layout",
+    "resize_taps": "(x, out, taps_h, taps_w, nhwc): out = physical 4-D x resampled by separable taps (int64 "
+                   "indices and weights of x's dtype or None for nearest, each (taps, size), on the device: "
+                   "device_taps of plugins.standard._common_resample), one pass, either layout",
     "softmax_rows": "(x, out, bias=None): out = softmax of C-contiguous float32 x (plus bias, C-contiguous, whose "
                     "shape without leading ones is x's trailing axes) along its last axis, out C-contiguous of x's "
                     "shape (fp16 or fp32)",
@@ -99,7 +99,7 @@ KERNEL_OPERATIONS: dict[str, str] = {
 }
 
 #: the operations of ``KERNEL_OPERATIONS`` only the GPU backend offers: on the CPU the layers compute them themselves
-GPU_OPERATIONS = frozenset({"resize_taps"})
+GPU_OPERATIONS: frozenset[str] = frozenset()
 #: the operations only the CPU backend offers: on the GPU the layer computes them with the backend's ``matmul``
 CPU_OPERATIONS = frozenset({"linear"})
 

@@ -971,3 +971,27 @@ def test_stacked_matrix_products_match_numpy(a_shape, b_shape, transpose_b):
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
     assert not dense.matmul(a[..., :2, :2], b[..., :2, :2], out[..., :2, :2].copy())  # too small to share
     assert not dense.matmul(a.astype(np.float64), b.astype(np.float64), out)
+
+
+@pytest.mark.parametrize("nhwc", [False, True])
+@pytest.mark.parametrize("mode,coords,size", [("bilinear", "half_pixel", (64, 48)), ("nearest", "asymmetric", (7, 11)),
+                                              ("bicubic", "align_corners", (40, 21)), ("bilinear", "half_pixel", (5, 3))])
+def test_resize_by_taps_matches_the_separable_reference(nhwc, mode, coords, size):
+    """The CPU's one-pass resampling (``upsample.resize_taps``) against the layer's separable NumPy resampling, up and
+    down, in both layouts; taps that point outside the input are declined."""
+    from engine.backends.cpu import upsample
+    from plugins.standard._common_resample import axis_taps, device_taps, resample
+
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((2, 5, 13, 9)).astype(np.float32)
+    extra = {"nearest_mode": "floor"} if mode == "nearest" else {}
+    th, tw = (device_taps(np, axis_taps(n, m, mode, coords, m / n, **extra), np.float32)
+              for n, m in ((13, size[0]), (9, size[1])))
+    ref = resample(np, x.astype(np.float64), th, tw)
+    phys = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if nhwc else x
+    out = np.full((2, *size, 5) if nhwc else (2, 5, *size), np.nan, np.float32)
+    assert upsample.resize_taps(phys, out, th.index, th.weight, tw.index, tw.weight, nhwc)
+    np.testing.assert_allclose(out.transpose(0, 3, 1, 2) if nhwc else out, ref, rtol=1e-5, atol=1e-5)
+    bad = th.index.copy()
+    bad[0, -1] = 13
+    assert not upsample.resize_taps(phys, out, bad, th.weight, tw.index, tw.weight, nhwc)

@@ -33,7 +33,7 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
     if fmt.endswith("nhwc"):  # im2col convolutions, pooling and element-wise kernels are NHWC ones
         depthwise = "_depthwise_vec_par" if cpu.depthwise.vector_tiles_apply(16) else "_depthwise_flat_par"
         assert {("_conv_par", 0), ("_conv_par", 1), ("_conv_par", 2), ("_pool", None), ("_element_wise", None),
-                ("_few_par", None), (depthwise, None)} <= kinds
+                ("_few_par", None), (depthwise, None), ("_taps_par", None)} <= kinds
         if cpu.microkernel.panels_available():  # AVX-512 or AVX2: small images' products over packed weight panels
             assert {("_panel_windows_par", None), ("_im2col_par", None), ("_panel_par", None)} <= kinds
             assert {(16, False), (36, True)} <= weights  # F(2x2) by OpenBLAS, F(4x4) on the panels
@@ -41,7 +41,7 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
             assert {(16, False), (36, False)} <= weights
     else:
         assert weights == {(36, False)}  # NCHW: F(4x4), products by OpenBLAS
-    assert ("_upsample", None) in kinds
+    assert {("_upsample", None), ("_resize_rows", None), ("_matmul_par", None)} <= kinds  # resize, attention
     assert ("_scale_nhwc" if fmt.endswith("nhwc") else "_scale_rows_par", None) in kinds  # a squeeze-excitation gate
     assert {("_scale_shift_rows" if fmt.endswith("nhwc") else "_scale_shift_planes", None), ("_activation", None)} <= kinds
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")

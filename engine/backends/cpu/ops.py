@@ -28,12 +28,13 @@ from engine.backends.cpu import (
     pointwise,
     pooling,
     runtime,
+    taps,
     winograd,
 )
 from engine.backends.cpu import dense as dense_kernels
 from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import upsample as upsample_kernels
-from engine.backends.cpu.epilogue import FUSED_EPILOGUES, epilogue_alpha
+from engine.backends.cpu.epilogue import FUSED_EPILOGUES, epilogue_alpha, kernel_alpha
 from engine.backends.selection import Candidate, Launched, OperationTable, Selector, note_served
 from engine.tensor import is_nhwc_memory
 
@@ -202,6 +203,17 @@ def matmul(backend: Backend) -> Kernel:
     return run
 
 
+def resize_taps(backend: Backend) -> Kernel:
+    """Resampling by separable taps in one pass (see :func:`engine.backends.cpu.upsample.resize_taps`)."""
+    def run(x: Any, out: Any, taps_h: Any, taps_w: Any, nhwc: bool) -> Launched | None:
+        if backend.cpu_kernels() is None:  # type: ignore[attr-defined]
+            return None
+        if not upsample_kernels.resize_taps(x, out, taps_h.index, taps_h.weight, taps_w.index, taps_w.weight, nhwc):
+            return None
+        return Launched("resize_taps")
+    return run
+
+
 def softmax_rows(backend: Backend) -> Kernel:
     """The softmax along the last axis, a bias repeated over the leading axes added as it reads (see
     :func:`engine.backends.cpu.pointwise.softmax_rows`; ``out`` may be ``x``)."""
@@ -359,6 +371,24 @@ def _winograd_row(tile: int) -> Candidate:
     return Candidate(f"winograd_f{tile}x{tile}", applies, launch, prepare)
 
 
+def _taps_applies(p: ConvProblem) -> bool:
+    """A stride-1 convolution whose taps mostly read padding (an atrous convolution on a small image), NHWC memory,
+    no residual, more output pixels than the panels take (their packed weights and windows in place serve smaller
+    images better than a BLAS product per tap): each tap over the pixels it reads inside the image (``taps``)."""
+    kernel = p.w.shape[2:]
+    return (p.pixel_rows and p.groups == 1 and p.residual is None and p.stride == (1, 1) and kernel != (1, 1)
+            and p.out.shape[2] * p.out.shape[3] > panels.PANEL_MAX_PIXELS
+            and runtime.blas_sgemm() is not None and p.x.transpose(0, 2, 3, 1).flags.c_contiguous
+            and taps.inside_share(p.x.shape[2:], p.out.shape[2:], kernel, p.padding, p.dilation)
+            <= taps.TAPS_MAX_SHARE)
+
+
+def _taps_launch(p: ConvProblem, wt: Any) -> Launched:
+    return _ran("taps", functools.partial(taps.conv_taps, p.x.transpose(0, 2, 3, 1), wt, p.w.shape[2:], p.b,
+                                          p.out.transpose(0, 2, 3, 1), p.padding, p.dilation, p.code,
+                                          kernel_alpha(p.alpha)))
+
+
 def _im2col_applies(p: ConvProblem) -> bool:
     return (p.pixel_rows and p.groups == 1 and not p.winograd and not _few_outputs_shape(p)
             and not _panels_applies(p))
@@ -384,6 +414,8 @@ CONV2D_CANDIDATES = (
                                 lambda: np.ascontiguousarray(p.w[:, :, 0, 0], dtype=np.float32))),
     Candidate("few_outputs", _few_outputs_applies, _few_outputs_launch,
               lambda p: derived(p.cache, "few_outputs", p.w, lambda: few_outputs.few_output_weights(p.w))),
+    Candidate("taps", _taps_applies, _taps_launch,
+              lambda p: derived(p.cache, "taps", p.w, lambda: taps.tap_weights(p.w))),
     Candidate("panels", _panels_applies, _panels_launch,
               lambda p: derived(p.cache, "gemm_panels", p.w, lambda: panels.panel_weights(p.w))),
     _winograd_row(2),

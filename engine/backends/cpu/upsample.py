@@ -93,3 +93,52 @@ def _upsample(x, skip, y, fh, fw, bilinear, parts):  # pragma: no cover - compil
     for q in prange(parts):
         _upsample_rows(x, skip, y, total * q // parts, total * (q + 1) // parts, fh, fw, bilinear)
 
+
+
+def resize_taps(x: np.ndarray, out: np.ndarray, ih: np.ndarray, wh: np.ndarray | None, iw: np.ndarray,
+                ww: np.ndarray | None, nhwc: bool) -> bool:
+    """``out`` = physical 4-D float32 ``x`` resampled by separable taps: ``ih``/``iw`` int64 source rows/columns
+    and ``wh``/``ww`` their float32 weights (None: nearest, weight 1), each (taps, output size). Each output pixel
+    the weighted sum of its taps' pixels (NHWC: whole pixels of channels; NCHW: one plane at a time), output rows
+    shared out over the cores. False (nothing written) for other arrays."""
+    if not (x.ndim == out.ndim == 4 and x.dtype == out.dtype == np.float32 and x.flags.c_contiguous
+            and out.flags.c_contiguous):
+        return False
+    n, c, hin, win = (x.shape[0], x.shape[3], x.shape[1], x.shape[2]) if nhwc else x.shape
+    n2, c2, hout, wout = (out.shape[0], out.shape[3], out.shape[1], out.shape[2]) if nhwc else out.shape
+    taps = ((ih, wh), (iw, ww))
+    if (n, c) != (n2, c2) or ih.ndim != 2 or iw.ndim != 2 or ih.shape[1] != hout or iw.shape[1] != wout \
+            or not all(i.dtype == np.int64 and (w is None or (w.dtype == np.float32 and w.shape == i.shape))
+                       for i, w in taps):
+        return False
+    if not all(((i >= 0) & (i < size)).all() for (i, _), size in zip(taps, (hin, win), strict=True)):
+        return False
+    wh = np.ones(ih.shape, np.float32) if wh is None else np.ascontiguousarray(wh)
+    ww = np.ones(iw.shape, np.float32) if ww is None else np.ascontiguousarray(ww)
+    ih, iw = np.ascontiguousarray(ih), np.ascontiguousarray(iw)
+    if out.size:
+        planes = x.reshape(n, hin, win, c) if nhwc else x.reshape(n * c, hin, win, 1)
+        target = out.reshape(n, hout, wout, c) if nhwc else out.reshape(n * c, hout, wout, 1)
+        rt.launch(_resize_rows, planes, target, ih, wh, iw, ww, min(rt.threads(), max(1, out.size // 16384)))
+    return True
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _resize_rows(x, y, ih, wh, iw, ww, parts):  # pragma: no cover - compiled
+    """Output rows of ``y`` (B, Ho, Wo, C) from ``x`` (B, H, W, C) by the taps, in ``parts`` shares."""
+    b, ho, wo, c = y.shape
+    rows = b * ho
+    for q in prange(parts):
+        for r in range(rows * q // parts, rows * (q + 1) // parts):
+            image, oy = r // ho, r % ho
+            for ox in range(wo):
+                dst = y[image, oy, ox]
+                dst[:] = 0
+                for th in range(ih.shape[0]):
+                    src_row = x[image, ih[th, oy]]
+                    wy = wh[th, oy]
+                    for tw in range(iw.shape[0]):
+                        src = src_row[iw[tw, ox]]
+                        weight = wy * ww[tw, ox]
+                        for ch in range(c):
+                            dst[ch] += weight * src[ch]

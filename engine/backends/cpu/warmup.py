@@ -2,8 +2,9 @@
 
 ``python -m engine.backends.cpu.warmup`` runs a small network that takes every kernel path (Winograd in blocks
 and shared out, F(2x2) for a small image, its products by OpenBLAS and over weight panels, im2col by pixels
-and by output channels, 1x1, pooling, element-wise, upsampling alone and with a concatenation, few output
-channels, products over packed weight panels, batch normalization, an activation alone) in fp32 NHWC and NCHW,
+and by output channels, 1x1, an atrous convolution by taps, pooling, element-wise, upsampling alone and with a
+concatenation, resampling, few output channels, products over packed weight panels, batch normalization, an
+activation alone, layer normalization, attention) in fp32 NHWC and NCHW,
 so that Numba's on-disk cache holds them; a later inference starts at once. The designer runs it in a separate
 process at its first start after installing (compiling holds the Python interpreter for minutes: in-process,
 the window would stutter)."""
@@ -66,6 +67,9 @@ def _products(m: Model) -> None:
     panels = _conv(m, "panels", _input(m, "panels_in", "1x40x5x5"), 64)
     dilated = _conv(m, "panels_dilated", panels, 64, padding="2", dilation="2")  # im2col, then the same product
     panels_1x1 = _conv(m, "panels_1x1", dilated, 64, kernel=1)  # a 1x1 one
+    # an atrous convolution whose taps mostly read padding (a segmentation head's): by taps
+    m.add_layer("output", "atrous_out", inputs=[_conv(m, "atrous", _input(m, "atrous_in", "1x32x20x20"), 32,
+                                                      padding="10", dilation="10")])
     m.add_layer("pooling", "avg", params={"pool_type": "average", "kernel_size": "3", "stride": "1", "padding": "1"},
                 inputs=[panels_1x1])
     m.add_layer("output", "averaged", inputs=["avg"])
@@ -85,7 +89,8 @@ def _depthwise(m: Model) -> None:
 
 
 def _passes(m: Model) -> None:
-    """Element-wise, pooling and upsampling passes, few output channels, the dense kernel, squeeze-excitation."""
+    """Element-wise, pooling, upsampling and resampling passes, few output channels, the dense kernel,
+    squeeze-excitation."""
     m.add_layer("element_wise", "add1", params={"operation": "sum"},
                 inputs=[_input(m, "add_a", "1x32x20x20"), _input(m, "add_b", "1x32x20x20")], activation="relu")
     m.add_layer("pooling", "pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
@@ -103,6 +108,11 @@ def _passes(m: Model) -> None:
     m.add_layer("pooling", "big_pool", params={"pool_type": "max", "kernel_size": "2", "stride": "2", "padding": "0"},
                 inputs=["big"])
     m.add_layer("output", "pooled", inputs=["big_pool"])
+    # resampling by taps (a segmentation head's resize to the input size): bilinear, and nearest by a fraction
+    m.add_layer("resize", "resized", params={"scale_h": "4", "scale_w": "4"}, inputs=["cat"])
+    m.add_layer("resize", "nearest", params={"mode": "nearest", "scale_h": "1.5", "scale_w": "1.5"}, inputs=["cat"])
+    m.add_layer("output", "resampled", inputs=["resized"])
+    m.add_layer("output", "nearest_out", inputs=["nearest"])
     _excitation(m, "big_gate", "big", 96)  # large enough to be cut over the cores
     wide = _input(m, "wide", "1x16x40x40")
     m.add_layer("output", "output", inputs=[_conv(m, "few", wide, 3, act="none")])  # few outputs: along kernel rows
