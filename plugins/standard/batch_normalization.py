@@ -92,12 +92,13 @@ class BatchNormalization(ScaleShiftBase):
         epilogue, coefs = (act.epilogue, act.coefs) if act is not None else (None, {})
         # a precision conversion fused into the layer: computed in the compute dtype as unfused, rounded once
         y = out if out.dtype == self.cdtype else self.xp.empty_like(out, dtype=self.cdtype)
-        done = kernel(self.physical(x), mul, add, y, self.fmt.layout is Layout.NHWC, epilogue, coefs)
+        source = self.physical(x)
+        done = kernel(source, mul, add, y, self.fmt.layout is Layout.NHWC, epilogue, coefs)
         if done is None:
             return False
         if y is not out:
             out[...] = y
-        elif cacheable:  # one kernel call on the network's buffers and arrays kept with the weights: replayable
+        elif cacheable and source is x:  # one call on the network's buffers and arrays kept with the weights
             self.offer_replay(done.replay)
         return True
 

@@ -115,12 +115,14 @@ class Concatenation(Layer):
             if self.activation is None and all(a.dtype == x.dtype for a, x in zip(arrays, present)):
                 self.offer_replay(copies)  # views of the inputs copied into the output: the same on every run
             return
-        present = (self.physical(x) for x in inputs if x is not None)
+        given = [x for x in inputs if x is not None]
+        present = [self.physical(x) for x in given]
         act = self.activation
         if act is None:
             copies = channel_copies(out, present, self.channel_axis, self.in_place_inputs)
             copies()
-            self.offer_replay(copies)  # the same copies between the network's buffers: replayable
+            if all(p is x for p, x in zip(present, given)):  # the same copies between the network's buffers
+                self.offer_replay(copies)
         elif act.impl.elementwise:  # applied to each input on its way into the output
             concatenate_channels(out, (self.activate_physical(x) for x in present), self.channel_axis)
         else:  # e.g. softmax: over the joined channels, not once per input

@@ -135,7 +135,7 @@ class LayerNormalization(Layer):
                       act.epilogue if act is not None else None, act.coefs if act is not None else {})
         if done is None:
             return False
-        if not self.weights_from_inputs(inputs):  # one call on the network's buffers and the weights: replayable
+        if x is inputs[0] and not self.weights_from_inputs(inputs):  # one call on the network's buffers: replayable
             self.offer_replay(done.replay)
         return True
 

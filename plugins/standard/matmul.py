@@ -83,7 +83,7 @@ class MatMul(Layer):
         if b is not None:
             y = matmul(self.xp, a, b)
         elif self.xp is np and a.dtype == out.dtype == self.weights["weights"].dtype == np.float32:
-            self._linear(a, out)
+            self._linear(a, out, inputs[0])
             return
         else:
             y = matmul(self.xp, a, self.weights["weights"], self.weights.get("bias"))
@@ -132,10 +132,11 @@ class MatMul(Layer):
         return kernel(rows, ones, shift, rows, True, act.epilogue if act is not None else None,
                       act.coefs if act is not None else {}) is not None
 
-    def _linear(self, a: Any, out: Any) -> None:
+    def _linear(self, a: Any, out: Any, source: Any) -> None:
         """The CPU path of ``a @ weights (+ bias)``: the leading axes as rows of one product written into the output
         buffer (the backend's ``linear``, which may keep the weights packed in the layer's kernel cache), the bias
-        and the activation added in place (not one small product per leading index)."""
+        and the activation added in place (not one small product per leading index). ``source``: the layer's input as
+        given (``a`` is read from it: the call is offered for replay only where ``a`` is a view of it)."""
         w = self.weights["weights"]
         y = nchw_view(out, self.fmt)
         rows = y.reshape(-1, w.shape[1]) if y.flags.c_contiguous else np.empty((a.size // w.shape[0], w.shape[1]),
@@ -153,7 +154,7 @@ class MatMul(Layer):
                 y[...] = rows.reshape(y.shape)
             if not fused:
                 self.activate_inplace(out)
-            elif y.flags.c_contiguous and a.flags.c_contiguous:  # one call on the network's buffers: replayable
+            elif y.flags.c_contiguous and a.flags.c_contiguous and np.may_share_memory(a, source):  # replayable
                 self.offer_replay(done.replay)
             return
         x = a.reshape(-1, w.shape[0])
@@ -167,7 +168,7 @@ class MatMul(Layer):
                 y[...] = rows.reshape(y.shape)
             self.activate_inplace(out)
         product()
-        if a.flags.c_contiguous:  # the same arrays (the network's buffers, the weights) on every run: replayable
+        if a.flags.c_contiguous and np.may_share_memory(a, source):  # the network's buffers, the weights: replayable
             self.offer_replay(product)
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:

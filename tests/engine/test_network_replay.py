@@ -257,3 +257,23 @@ def test_normalizations_joins_and_token_layers_are_replayed_with_the_same_result
             n.run()
         np.testing.assert_array_equal(net.output("output"), reference.output("output"))
     assert counts["bn1"] == [1] and all(counts[n] == [0] for n in replayed - {"bn1"})
+
+
+def test_a_network_of_mixed_precision_replays_with_the_same_results():
+    """fp32 layers in an fp16 network (conversions between them): with the replay on, the outputs on new inputs equal
+    a network that runs every forward (a call on a copy converted by the forward would replay stale values)."""
+    fp32 = {name: "fp32" for name in ("bn1", "bn2", "ln", "mlp", "j2")}
+
+    def open_it(replay: bool) -> Network:
+        net = Network(_sequence_model(), default_registry(), NumpyBackend(), TensorFormat.parse("fp16 nhwc"), seed=4,
+                      layer_formats=fp32)
+        net.replay_calls = replay
+        return net
+
+    net, reference = open_it(True), open_it(False)
+    for seed in range(3):
+        for n in (net, reference):
+            n.set_input("input", _data(seed))
+            n.run()
+        np.testing.assert_array_equal(net.output("output"), reference.output("output"))
+    assert any(call is not None for _, call, _ in net.replayer.recorded)
