@@ -15,21 +15,12 @@ def concatenate_channels(dest: Any, arrays: Iterable[Any], axis: int = 1, skip: 
     """Write arrays (equal N, H, W) one after another along the channel ``axis`` of ``dest`` (1 for
     NCHW, 3 for NHWC): each goes straight into its channel slice, with no temporary for the joined tensor. The
     first ``skip`` arrays are already in place (their channels are passed over)."""
-    start = 0
-    for i, a in enumerate(arrays):
-        c = a.shape[axis]
-        if i < skip:
-            start += c
-            continue
-        index = [slice(None)] * dest.ndim
-        index[axis] = slice(start, start + c)
-        dest[tuple(index)] = a
-        start += c
+    channel_copies(dest, arrays, axis, skip)()
 
 
 def channel_copies(dest: Any, arrays: Iterable[Any], axis: int = 1, skip: int = 0) -> Callable[[], None]:
     """:func:`concatenate_channels` as a call that makes the copies, each slice of ``dest`` taken once: run again, it
-    copies the same arrays into the same slices."""
+    copies the same arrays into the same slices (a layer's replay)."""
     start, pairs = 0, []
     for i, a in enumerate(arrays):
         c = a.shape[axis]
