@@ -384,9 +384,9 @@ def _taps_applies(p: ConvProblem) -> bool:
 
 
 def _taps_launch(p: ConvProblem, wt: Any) -> Launched:
-    return _ran("taps", functools.partial(taps.conv_taps, p.x.transpose(0, 2, 3, 1), wt, p.w.shape[2:], p.b,
-                                          p.out.transpose(0, 2, 3, 1), p.padding, p.dilation, p.code,
-                                          kernel_alpha(p.alpha)))
+    return _ran("taps", taps.conv_taps_plan(p.x.transpose(0, 2, 3, 1), wt, p.w.shape[2:], p.b,
+                                            p.out.transpose(0, 2, 3, 1), p.padding, p.dilation, p.code,
+                                            kernel_alpha(p.alpha)))
 
 
 def _im2col_applies(p: ConvProblem) -> bool:

@@ -6,6 +6,8 @@ rows of its rectangle) with that tap's C x K weights, added into the output; the
 the cores, each core owning its rows (no two add into one pixel), one BLAS product per tap and share."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit, prange
 
@@ -46,21 +48,24 @@ def tap_weights(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(kh * kw, c, k), dtype=np.float32)
 
 
-def conv_taps(x: np.ndarray, wt: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None, out: np.ndarray,
-              padding: tuple[int, int], dilation: tuple[int, int], act: int = 0,
-              alpha: tuple[np.float32, np.float32] = (np.float32(0), np.float32(0))) -> None:
-    """``out`` (N, Ho, Wo, K) = act(conv(``x`` (N, H, W, C)) + ``bias``), stride 1, both float32 C-contiguous NHWC,
-    ``wt`` from :func:`tap_weights`: each tap a product over the pixels it reads inside the image only."""
+def conv_taps_plan(x: np.ndarray, wt: np.ndarray, kernel: tuple[int, int], bias: np.ndarray | None, out: np.ndarray,
+                   padding: tuple[int, int], dilation: tuple[int, int], act: int = 0,
+                   alpha: tuple[np.float32, np.float32] = (np.float32(0), np.float32(0))) -> Callable[[], None]:
+    """The prepared call of ``out`` (N, Ho, Wo, K) = act(conv(``x`` (N, H, W, C)) + ``bias``), stride 1, both float32
+    C-contiguous NHWC, ``wt`` from :func:`tap_weights`: each tap a product over the pixels it reads inside the image
+    only. The taps' rectangles and the bias are worked out once; each call takes its work buffers and its cores."""
     n, h, w, c = x.shape
     _, ho, wo, k = out.shape
     rects = tap_rectangles((h, w), (ho, wo), kernel, padding, dilation)
-    parts = max(1, min(rt.threads(), n * ho))
-    share = -(-n * ho // parts)
-    most = share * wo  # pixels of a share's largest product
     b = np.zeros(k, np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
-    gathered, products = rt.scratch(0, (parts, most, c)), rt.scratch(1, (parts, most, k))
-    rt.launch(_taps_par, rt.blas_sgemm(), x, wt, b, out, rects, kernel[1], padding[0], padding[1], dilation[0],
-              dilation[1], gathered, products, act, alpha, parts)
+    head = (rt.blas_sgemm(), x, wt, b, out, rects, kernel[1], padding[0], padding[1], dilation[0], dilation[1])
+
+    def run() -> None:
+        parts = max(1, min(rt.threads(), n * ho))
+        most = -(-n * ho // parts) * wo  # pixels of a share's largest product
+        rt.launch(_taps_par, *head, rt.scratch(0, (parts, most, c)), rt.scratch(1, (parts, most, k)), act, alpha,
+                  parts)
+    return run
 
 
 @njit(cache=True, nogil=True, parallel=True)
