@@ -9,7 +9,7 @@ import numpy as np
 
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamDesc
-from engine.layer import Layer
+from engine.layer import REPLAYABLE_FORWARDS, Layer
 from engine.tensor import Dims, broadcast_dims, nchw_view
 
 #: ``product(a, b, out_dtype, alpha, out)``: ``alpha * a @ b`` as a new array of ``out_dtype``, or written into
@@ -121,6 +121,16 @@ class Attention(Layer):
         dtype = self.cdtype if xp is not np else np.float32  # NumPy's float16 products are slow and widen anyway
         y = nchw_view(out, self.fmt)
         direct = self.activation is None and y.flags.c_contiguous and y.dtype == dtype
+        self.offer_replay(None)
+        if direct and xp is np:
+            fused = self.backend.kernel("attention")  # the CPU's: each matrix's scores kept in the core's cache
+            done = None if fused is None else fused(q, k, v, bias, y, float(self.p["scale"]),
+                                                    bool(self.p["k_transposed"]))
+            if done is not None:
+                operands = list(zip((q, k, v, bias), inputs, strict=False))
+                if all(a is None or np.may_share_memory(a, given) for a, given in operands):
+                    self.offer_replay(done.replay)  # read in place from the network's buffers
+                return
         r = attention(xp, q, k, v, float(self.p["scale"]), bias, dtype, bool(self.p["k_transposed"]),
                       self._backend_product(), self._backend_softmax(), out=y if direct else None)
         if not direct:
@@ -198,5 +208,7 @@ class Attention(Layer):
             s = f"{s} + {inputs[3]}"
         return f"torch.matmul(torch.softmax({s}, -1), {v})"
 
+
+REPLAYABLE_FORWARDS.add(Attention.forward)  # one attention call, where it offers it
 
 LAYER = Attention

@@ -9,7 +9,7 @@ import numpy as np
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, LayerDesc, ParamDesc
 from engine.layer import Layer
-from engine.tensor import Dims
+from engine.tensor import Dims, nchw_view
 from plugins.activations.softmax import softmax
 from plugins.standard._common_rank import axis_index
 
@@ -66,8 +66,22 @@ class Softmax(Layer):
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         x = self.nchw(inputs[0])
+        if self._rows_kernel(x, out):
+            return
         y = normalized(self.xp, x, self.p["operation"], axis_index(self.p["axis"], x.ndim))
         self.store(out, self.activate(y))
+
+    def _rows_kernel(self, x: Any, out: Any) -> bool:
+        """The softmax along the last axis of float32 rows by the CPU's one-pass kernel (rows shared over the
+        cores), straight into the output buffer; False where it does not apply."""
+        if self.xp is not np or self.activation is not None or self.p["operation"] != "softmax" or \
+                axis_index(self.p["axis"], x.ndim) != x.ndim - 1:
+            return False
+        y = nchw_view(out, self.fmt)
+        if not (x.dtype == y.dtype == np.float32 and x.flags.c_contiguous and y.flags.c_contiguous):
+            return False
+        kernel = self.backend.kernel("softmax_rows")
+        return kernel is not None and kernel(x, y) is not None
 
     def flops(self, inputs: list[Dims | None], output: Dims) -> int:
         return output.elements * 5

@@ -13,6 +13,7 @@ from engine.backends import cpu
 from engine.backends.cpu import backend as cpu_backend
 from engine.backends.cpu.backend import NumpyBackend, cpu_kernels
 from engine.backends.cpu.epilogue import kernel_alpha
+from engine.backends.cpu.microkernel import panels_available
 from plugins.standard._common_conv import conv2d
 from plugins.standard._common_resample import resample, upsample_taps
 
@@ -971,6 +972,47 @@ def test_stacked_matrix_products_match_numpy(a_shape, b_shape, transpose_b):
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
     assert not dense.matmul(a[..., :2, :2], b[..., :2, :2], out[..., :2, :2].copy())  # too small to share
     assert not dense.matmul(a.astype(np.float64), b.astype(np.float64), out)
+
+
+@pytest.mark.skipif(not panels_available(), reason="needs the micro-kernel's FMA vectors")
+@pytest.mark.parametrize("q_shape,k_rows,dv,bias_shape,k_transposed", [
+    ((64, 3, 49, 32), 49, 32, (1, 3, 49, 49), False),  # Swin's windows: a position bias repeated over the windows
+    ((4, 3, 49, 32), 49, 32, (4, 3, 49, 49), True),    # a bias per window (a shifted window's mask), k given as k^T
+    ((1, 2, 50, 20), 37, 24, (37,), False),            # few matrices (rows shared out), odd sizes, a bias row
+    ((3, 1, 7, 5), 70, 5, None, False),                # no bias, D and Dv not whole panels, S over four panels
+    ((2, 96, 17), 96, 40, (2, 1, 96), True),            # rank 3, a bias broadcast over the rows
+])
+def test_attention_in_one_pass_matches_the_reference(q_shape, k_rows, dv, bias_shape, k_transposed):
+    """The CPU's attention kernel (``attention.attention``) against the layer's array code in float64: q, k and v
+    read in place as strided views of a joint q, k, v tensor (Swin's), k given transposed, biases broadcast over
+    windows and rows, matrices fewer than the cores; a NaN spreads over its row only; declined for float64 and for
+    a read-only operand."""
+    from engine.backends.cpu import attention
+    from plugins.standard.attention import attention as reference
+
+    rng = np.random.default_rng(23)
+    lead, (m, d) = q_shape[:-2], q_shape[-2:]
+    width = max(d, dv)
+    qkv = rng.standard_normal((*lead, max(m, k_rows), 3, width)).astype(np.float32)  # one projection's output
+    q = qkv[..., :m, 0, :d]
+    k = qkv[..., :k_rows, 1, :d]
+    v = qkv[..., :k_rows, 2, :dv]
+    if k_transposed:
+        k = np.ascontiguousarray(np.swapaxes(k, -1, -2))
+    bias = None if bias_shape is None else rng.standard_normal(bias_shape).astype(np.float32)
+    out = np.full((*lead, m, dv), np.nan, np.float32)
+    assert attention.attention(q, k, v, bias, out, 0.3, k_transposed)
+    ref = reference(np, q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), 0.3,
+                    None if bias is None else bias.astype(np.float64), np.float64, k_transposed)
+    np.testing.assert_allclose(out, ref, rtol=2e-5, atol=2e-5)
+    q[(0,) * len(lead) + (1, 0)] = np.nan
+    assert attention.attention(q, k, v, bias, out, 0.3, k_transposed)
+    first = out[(0,) * len(lead)]
+    assert np.isnan(first[1]).all() and not np.isnan(np.delete(first, 1, axis=0)).any()
+    assert not attention.attention(q.astype(np.float64), k, v, bias, out, 0.3, k_transposed)
+    frozen = v.copy()
+    frozen.flags.writeable = False
+    assert not attention.attention(q, k, frozen, bias, out, 0.3, k_transposed)
 
 
 @pytest.mark.parametrize("nhwc", [False, True])

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from engine.backends.cpu.backend import NumpyBackend, cpu_kernels
+from engine.backends.cpu.microkernel import panels_available
 from engine.model import Model
 from engine.network import Network
 from engine.plugins import default_registry
@@ -206,7 +207,8 @@ def test_a_runtime_option_change_upstream_is_seen_through_the_replay():
 def _sequence_model() -> Model:
     """Standalone batch normalizations, DenseNet joins sharing one buffer (the second normalization reads the leading
     channels as a view), then a transformer's layers on the pixels as tokens: a permutation, a layer normalization,
-    a linear layer with GELU, a reshape, slices, entries taken, a constant added."""
+    a linear layer with GELU, a reshape, slices, entries taken, attention over them with a constant bias, a
+    constant added."""
     m = Model("replay_tokens")
     m.add_layer("input", "input", params={"dimensions": DIMS})
     m.add_layer("batch_normalization", "bn0", inputs=["input"], activation="relu")
@@ -222,15 +224,17 @@ def _sequence_model() -> Model:
     m.add_layer("reshape", "grid", params={"shape": "1,12,12,32"}, inputs=["mlp"])
     m.add_layer("slice", "rows", params={"axes": "1", "ranges": "2:10"}, inputs=["grid"])
     m.add_layer("gather", "cols", params={"axis": "2", "indices": "0,3,5,7"}, inputs=["rows"])
+    m.add_layer("constant", "position_bias", params={"dimensions": "1x8x4x4"})
+    m.add_layer("attention", "attend", params={"scale": "0.2"}, inputs=["cols", "cols", "cols", "position_bias"])
     m.add_layer("constant", "offset", params={"dimensions": "1x8x4x32"})
-    m.add_layer("element_wise", "shifted", params={"operation": "sum"}, inputs=["cols", "offset"])
+    m.add_layer("element_wise", "shifted", params={"operation": "sum"}, inputs=["attend", "offset"])
     m.add_layer("output", "output", inputs=["shifted"])
     return m
 
 
 def test_normalizations_joins_and_token_layers_are_replayed_with_the_same_results():
-    """Batch and layer normalizations, joins (their new channels' copy), linear layers and the copies of permuted,
-    reshaped, sliced and gathered views are each one call on the network's buffers: replayed, the forwards do not
+    """Batch and layer normalizations, joins (their new channels' copy), linear layers, attention and the copies of
+    permuted, reshaped, sliced and gathered views are each one call on the network's buffers: replayed, the forwards do not
     run, and every layer's output equals a network that runs each forward, on new inputs and new weights."""
     def open_it(replay: bool) -> Network:
         net = Network(_sequence_model(), default_registry(), NumpyBackend(), TensorFormat.parse("fp32 nhwc"), seed=4)
@@ -244,8 +248,9 @@ def test_normalizations_joins_and_token_layers_are_replayed_with_the_same_result
     assert len({net._slot_of[j] for j in ("j1", "j2")}) == 1  # the joins share one buffer
     types = {name: net.nodes[name].layer.desc.name for name in net.order}
     replayed = {name for name, call, _ in net.replayer.recorded if call is not None}
-    assert {types[n] for n in replayed} >= {"batch_normalization", "concatenation", "layer_normalization", "matmul",
-                                            "transpose", "reshape", "slice", "gather", "constant"}
+    expected = {"batch_normalization", "concatenation", "layer_normalization", "matmul", "transpose", "reshape",
+                "slice", "gather", "constant"} | ({"attention"} if panels_available() else set())
+    assert {types[n] for n in replayed} >= expected
     counts = _forwards(net)
     for seed in (1, 2):
         if seed == 2:  # new weights of a replayed normalization: that layer runs its forward again, once

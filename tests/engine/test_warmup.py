@@ -41,7 +41,9 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
             assert {(16, False), (36, False)} <= weights
     else:
         assert weights == {(36, False)}  # NCHW: F(4x4), products by OpenBLAS
-    assert {("_upsample", None), ("_resize_rows", None), ("_matmul_par", None)} <= kinds  # resize, attention
+    assert {("_upsample", None), ("_resize_rows", None), ("_matmul_par", None), ("_softmax_par", None)} <= kinds
+    if cpu.microkernel.panels_available():  # attention in one pass per matrix on the micro-kernel
+        assert ("_attention_par", None) in kinds
     assert ("_scale_nhwc" if fmt.endswith("nhwc") else "_scale_rows_par", None) in kinds  # a squeeze-excitation gate
     assert {("_scale_shift_rows" if fmt.endswith("nhwc") else "_scale_shift_planes", None), ("_activation", None)} <= kinds
     monkeypatch.setenv("LAYERLAB_CPU_KERNELS", "off")

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.base import Backend, ConvOperands, derived
+from engine.backends.cpu import attention as attention_kernels
 from engine.backends.cpu import (
     channels,
     depthwise,
@@ -190,6 +191,18 @@ def layer_norm(backend: Backend) -> Kernel:
         return _ran("layer_norm", functools.partial(pointwise.layer_norm_rows, x.reshape(rows, n), scale, bias,
                                                     out.reshape(rows, n), epsilon, FUSED_EPILOGUES[epilogue],
                                                     epilogue_alpha(epilogue, coefs)))
+    return run
+
+
+def attention(backend: Backend) -> Kernel:
+    """Scaled dot-product attention, each matrix's scores kept in the core's cache (see
+    :func:`engine.backends.cpu.attention.attention`)."""
+    def run(q: Any, k: Any, v: Any, bias: Any | None, out: Any, scale: float,
+            k_transposed: bool = False) -> Launched | None:
+        if backend.cpu_kernels() is None:  # type: ignore[attr-defined]
+            return None
+        call = attention_kernels.attention_call(q, k, v, bias, out, scale, k_transposed)
+        return None if call is None else _ran("attention", call)
     return run
 
 

@@ -128,7 +128,8 @@ def _passes(m: Model) -> None:
 
 def _pointwise(m: Model) -> None:
     """Batch normalization that no convolution before it took in (the per-channel scale-and-shift kernel), an
-    activation no layer fused (the output's: the activation kernel), layer normalization and attention's softmax."""
+    activation no layer fused (the output's: the activation kernel), layer normalization, attention, a softmax and a
+    product of two inputs."""
     m.add_layer("batch_normalization", "bn", inputs=[_input(m, "bn_in", "1x16x40x40")], activation="relu")
     m.add_layer("output", "normalized", inputs=["bn"], activation="sigmoid")
     # layer normalization by rows: over the tokens' trailing axis, and over the channels of each pixel (ConvNeXt)
@@ -142,6 +143,11 @@ def _pointwise(m: Model) -> None:
                 inputs=[_input(m, "q", "1x8x49x16"), _input(m, "k", "1x8x49x16"), _input(m, "v", "1x8x49x16"),
                         _input(m, "position_bias", "1x1x49x49")])
     m.add_layer("output", "attended", inputs=["attention"])
+    # a softmax over the last axis of rows (its one-pass kernel) and a product of two inputs (stacks of matrices)
+    m.add_layer("softmax", "scores_softmax", params={"axis": "-1"}, inputs=[_input(m, "scores", "16x49x49")])
+    m.add_layer("output", "probabilities", inputs=["scores_softmax"])
+    m.add_layer("matmul", "pair_product", inputs=[_input(m, "left", "8x49x16"), _input(m, "right", "8x16x49")])
+    m.add_layer("output", "products", inputs=["pair_product"])
 
 
 def _excitation(m: Model, name: str, src: str, ch: int) -> None:
