@@ -18,9 +18,9 @@ from numba import njit, prange
 from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.dense import _offsets
-from engine.backends.cpu.epilogue import _exp_neg
 from engine.backends.cpu.memory import aligned_zeros
 from engine.backends.cpu.microkernel import PANEL, PANEL_ROWS, tile_bias_n, tile_rows
+from engine.backends.cpu.pointwise import softmax_row
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
 #: most keys (S) and widest rows (D, Dv) the kernel takes: its per-core panels stay a few MiB
@@ -173,16 +173,6 @@ def _pack_values(v, off, lv, s, dv, vp):  # pragma: no cover - compiled
                 dst[j] = 0
 
 
-@njit(cache=True, nogil=True, fastmath={"nnan", "nsz", "reassoc"})
-def _row_max(row, s):  # pragma: no cover - compiled
-    """The largest of ``row[:s]``, in vectors (a NaN in the row still makes the softmax's sum, and so the whole
-    row, NaN: the exponentials carry it)."""
-    top = row[0]
-    for j in range(1, s):
-        top = max(top, row[j])
-    return top
-
-
 @njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)
 def _attention_rows(q, qo, lq, b, bo, lb, has_bias, y, yo, r0, r1, s, d, dv, scale, kp, vp, scores, tile, rows_a,
                     rows_c, zeros, epi):  # pragma: no cover - compiled
@@ -212,15 +202,7 @@ def _attention_rows(q, qo, lq, b, bo, lb, has_bias, y, yo, r0, r1, s, d, dv, sca
             else:
                 for j in range(s):
                     row[j] *= scale
-            top = _row_max(row, s)
-            total = np.float32(0)
-            for j in range(s):
-                e = _exp_neg(row[j] - top)
-                row[j] = e
-                total += e
-            inv = np.float32(1) / total
-            for j in range(s):
-                row[j] *= inv
+            softmax_row(row, s)
             rows_a[t] = scores.ctypes.data + 4 * t * width
         for p in range(value_panels):
             for t in range(nr):

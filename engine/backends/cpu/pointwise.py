@@ -198,6 +198,30 @@ def softmax_rows(x: np.ndarray, out: np.ndarray, bias: np.ndarray | None = None)
     return True
 
 
+@njit(cache=True, nogil=True, fastmath={"nnan", "nsz", "reassoc"})
+def _row_max(row, n):  # pragma: no cover - compiled
+    """The largest of ``row[:n]``, in vectors (compiled without NaN semantics: a NaN in the row still makes the
+    softmax's sum, and so the whole row, NaN, the exponentials carrying it)."""
+    top = row[0]
+    for k in range(1, n):
+        top = max(top, row[k])
+    return top
+
+
+@njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)
+def softmax_row(row, n):  # pragma: no cover - compiled
+    """``row[:n]`` = its softmax, in place: the maximum subtracted first, the exponential by ``_exp_neg``."""
+    top = _row_max(row, n)
+    total = np.float32(0)
+    for k in range(n):
+        e = _exp_neg(row[k] - top)
+        row[k] = e
+        total += e
+    inv = np.float32(1) / total
+    for k in range(n):
+        row[k] *= inv
+
+
 @njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)
 def _softmax_range(x, y, bias, bias_rows, r0, r1):  # pragma: no cover - compiled
     n = x.shape[1]
@@ -210,17 +234,7 @@ def _softmax_range(x, y, bias, bias_rows, r0, r1):  # pragma: no cover - compile
         else:
             for k in range(n):
                 yr[k] = xr[k]
-        m = yr[0]
-        for k in range(1, n):
-            m = max(m, yr[k])
-        s = np.float32(0)
-        for k in range(n):
-            e = _exp_neg(yr[k] - m)
-            yr[k] = e
-            s += e
-        inv = np.float32(1) / s
-        for k in range(n):
-            yr[k] *= inv
+        softmax_row(yr, n)
 
 
 @njit(cache=True, nogil=True, parallel=True)
