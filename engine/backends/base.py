@@ -93,9 +93,10 @@ KERNEL_OPERATIONS: dict[str, str] = {
     "softmax_rows": "(x, out, bias=None): out = softmax of C-contiguous float32 x (plus bias, C-contiguous, whose "
                     "shape without leading ones is x's trailing axes) along its last axis, out C-contiguous of x's "
                     "shape (fp16 or fp32)",
-    "attention": "(q, k, v, bias, out, scale, k_transposed=False): out = softmax(scale * q @ k^T + bias) @ v over the "
-                 "last two axes (k given as k^T where k_transposed), the leading axes and the bias broadcast, float32 "
-                 "operands read in place, out C-contiguous float32",
+    "attention": "(q, k, v, bias, out, scale, k_transposed=False, cache=None): out = softmax(scale * q @ k^T + bias) "
+                 "@ v over the last two axes (k given as k^T where k_transposed), the leading axes and the bias "
+                 "broadcast, float32 operands read in place, out C-contiguous float32; cache: a dict of the layer "
+                 "where the kernel may keep its prepared call for the same arrays",
     "matmul": "(a, b, out, tf32, alpha=1.0): out = alpha * a @ b over the last two axes, the leading axes broadcast "
               "into out's (NumPy's rules, both operands of rank 2 or more), a and b of one float dtype, out "
               "C-contiguous of a's dtype or float32; float32 accumulation (tf32: TF32 tensor cores allowed for float32 operands)",

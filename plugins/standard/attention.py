@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.layer_kernels import kernel_cache
 from engine.categories import Category
 from engine.descriptors import ANY_RANK, InputDesc, InputKind, LayerDesc, ParamDesc
 from engine.layer import REPLAYABLE_FORWARDS, Layer
@@ -125,7 +126,7 @@ class Attention(Layer):
         if direct and xp is np:
             fused = self.backend.kernel("attention")  # the CPU's: each matrix's scores kept in the core's cache
             done = None if fused is None else fused(q, k, v, bias, y, float(self.p["scale"]),
-                                                    bool(self.p["k_transposed"]))
+                                                    bool(self.p["k_transposed"]), kernel_cache(self))
             if done is not None:
                 operands = list(zip((q, k, v, bias), inputs, strict=False))
                 if all(a is None or np.may_share_memory(a, given) for a, given in operands):

@@ -1015,6 +1015,29 @@ def test_attention_in_one_pass_matches_the_reference(q_shape, k_rows, dv, bias_s
     assert not attention.attention(q, k, frozen, bias, out, 0.3, k_transposed)
 
 
+@pytest.mark.skipif(not panels_available(), reason="needs the micro-kernel's FMA vectors")
+def test_attention_operation_keeps_its_prepared_call_for_the_same_arrays():
+    """The backend's ``attention`` with a layer's cache: the same arrays again run the kept call on their new
+    values (no new preparation), other arrays prepare a new one; each result equals the reference."""
+    from plugins.standard.attention import attention as reference
+
+    kernel = NumpyBackend().kernel("attention")
+    rng = np.random.default_rng(29)
+    q, k, v = (rng.standard_normal((6, 4, 49, 32)).astype(np.float32) for _ in range(3))
+    bias = rng.standard_normal((1, 4, 49, 49)).astype(np.float32)
+    out = np.empty_like(q)
+    cache: dict = {}
+    first = kernel(q, k, v, bias, out, 0.25, False, cache)
+    assert first is not None and cache["attention_call"][1] is first
+    q[...] = rng.standard_normal(q.shape)  # new values in the same array
+    assert kernel(q, k, v, bias, out, 0.25, False, cache) is first
+    np.testing.assert_allclose(out, reference(np, q, k, v, 0.25, bias), rtol=2e-5, atol=2e-5)
+    other = np.empty_like(out)
+    again = kernel(q, k, v, bias, other, 0.25, False, cache)
+    assert again is not first and cache["attention_call"][1] is again
+    np.testing.assert_array_equal(other, out)
+
+
 @pytest.mark.parametrize("nhwc", [False, True])
 @pytest.mark.parametrize("mode,coords,size", [("bilinear", "half_pixel", (64, 48)), ("nearest", "asymmetric", (7, 11)),
                                               ("bicubic", "align_corners", (40, 21)), ("bilinear", "half_pixel", (5, 3))])

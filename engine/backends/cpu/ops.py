@@ -197,12 +197,24 @@ def layer_norm(backend: Backend) -> Kernel:
 def attention(backend: Backend) -> Kernel:
     """Scaled dot-product attention, each matrix's scores kept in the core's cache (see
     :func:`engine.backends.cpu.attention.attention`)."""
-    def run(q: Any, k: Any, v: Any, bias: Any | None, out: Any, scale: float,
-            k_transposed: bool = False) -> Launched | None:
+    def run(q: Any, k: Any, v: Any, bias: Any | None, out: Any, scale: float, k_transposed: bool = False,
+            cache: dict[str, Any] | None = None) -> Launched | None:
         if backend.cpu_kernels() is None:  # type: ignore[attr-defined]
             return None
+        # the same arrays as last call (a network's buffers): the prepared call, no Python work
+        key = tuple(None if a is None else (_address(a), a.shape, a.strides, a.dtype.str) for a in (q, k, v, bias, out))
+        key += (scale, k_transposed)
+        ready = None if cache is None else cache.get("attention_call")
+        if ready is not None and ready[0] == key:
+            ready[1].replay()
+            return ready[1]
         call = attention_kernels.attention_call(q, k, v, bias, out, scale, k_transposed)
-        return None if call is None else _ran("attention", call)
+        if call is None:
+            return None
+        done = _ran("attention", call)
+        if cache is not None:
+            cache["attention_call"] = (key, done)
+        return done
     return run
 
 
