@@ -366,33 +366,40 @@ def _silu_ir(builder: Any, vec: Any, v: Any) -> Any:
     return builder.fmul(v, sig)
 
 
+#: erf(x) = x * P(x**2) / Q(x**2) for |x| <= 4 (the rational form of Eigen's and XLA's float32 erf), highest
+#: power first: within 2.3e-7 of float64's Phi = (1 + erf) / 2
+_ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
+_ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+          -1.42647390514189e-02)
+
+
 def _gelu_ir(builder: Any, vec: Any, v: Any) -> Any:
-    """GELU ``v * Phi(v)`` of a float32 vector as ``epilogue._gelu`` computes it (``epilogue._phi``: for |x| = |v| /
-    sqrt(2) below 0.921875, 1/2 + erf(x) / 2 with erf(x) = x * P(x**2); above, erfc(|x|) = exp(Q(|x|)), 0 from 3.92
-    on), the same polynomials and steps, so the micro-kernel's GELU equals the passes' (NaN stays NaN; -inf gives
-    ``-inf * 0``, NaN, there too)."""
+    """GELU ``v * Phi(v)`` of a float32 vector, Phi = (1 + erf(x)) / 2 with x = v / sqrt(2) clamped to +-4 and erf
+    by the rational form ``_ERF_P`` / ``_ERF_Q`` (eleven multiply-adds and one division, where the two polynomials
+    and the exponential of ``epilogue._phi`` took about fifty operations: 56x56x384 values 1.84 ms on two Zen 3
+    cores), Phi exactly 0 and 1 beyond |x| = 3.9 (below 5e-8 from there). NaN stays NaN; -inf gives ``-inf * 0``,
+    NaN, as the passes do."""
     width = vec.count
 
     def const(value: float) -> Any:
         return llvm_ir.Constant(vec, [value] * width)
 
-    fabs, _, fma = vector_intrinsics(builder, vec)
+    _, _, fma = vector_intrinsics(builder, vec)
     x = builder.fmul(v, const(0.70710678118654752))
-    z = builder.call(fabs, [x])
-    s = builder.fmul(z, z)
-    p = const(-6.0471066e-4)
-    for c in (5.0056167e-3, -2.6776398e-2, 1.128214e-1, -3.7612534e-1, 1.1283791):
+    x = builder.select(builder.fcmp_ordered("<", x, const(4.0)), x, const(4.0))  # NaN -> 4 (v keeps it)
+    x = builder.select(builder.fcmp_ordered(">", x, const(-4.0)), x, const(-4.0))
+    s = builder.fmul(x, x)
+    p = const(_ERF_P[0])
+    for c in _ERF_P[1:]:
         p = builder.call(fma, [p, s, const(c)])
-    small = builder.call(fma, [builder.fmul(const(0.5), x), p, const(0.5)])
-    t = builder.select(builder.fcmp_ordered("<", z, const(3.92)), z, const(3.92))  # min(z, 3.92); NaN -> 3.92
-    q = const(-1.4315262e-05)
-    for c in (3.3490028e-4, -3.5614218e-3, 2.3105131e-2, -1.0440876e-1, -6.376671e-1, -1.1269268, -4.6692337e-4):
-        q = builder.call(fma, [q, t, const(c)])
-    q = builder.select(builder.fcmp_ordered("<", q, const(0.0)), q, const(0.0))  # min(q, 0)
-    half = builder.fmul(const(0.5), _exp_neg_ir(builder, vec, q))
-    half = builder.select(builder.fcmp_ordered(">=", z, const(3.92)), const(0.0), half)
-    large = builder.select(builder.fcmp_ordered("<", v, const(0.0)), half, builder.fsub(const(1.0), half))
-    phi = builder.select(builder.fcmp_ordered("<", z, const(0.921875)), small, large)
+    q = const(_ERF_Q[0])
+    for c in _ERF_Q[1:]:
+        q = builder.call(fma, [q, s, const(c)])
+    erf = builder.fdiv(builder.fmul(x, p), q)
+    phi = builder.call(fma, [const(0.5), erf, const(0.5)])
+    phi = builder.select(builder.fcmp_ordered("<", x, const(-3.9)), const(0.0), phi)
+    phi = builder.select(builder.fcmp_ordered(">", x, const(3.9)), const(1.0), phi)
     return builder.fmul(v, phi)
 
 
