@@ -115,8 +115,8 @@ def test_fused_epilogues_keep_nan_and_infinities():
 
 def test_the_micro_kernels_gelu_is_the_activation_pass():
     """GELU in the micro-kernel's epilogue computes what the CPU's activation pass does, step for step (the same
-    polynomials for erf and erfc, the same exp): over -12..12, NaN and infinities, within float32 rounding of the
-    multiply-adds; and within the activation's tolerance of its float64 definition."""
+    clamp, the same rational form of erf, the same saturation): over -12..12, NaN and infinities, within float32
+    rounding of the multiply-adds; and within the activation's tolerance of its float64 definition."""
     values = np.concatenate([np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.921875, -0.921875, 3.92 * 2 ** 0.5,
                                        -3.92 * 2 ** 0.5, 1e30, -1e30], np.float32),
                              np.linspace(-12, 12, 4001, dtype=np.float32)])

@@ -97,14 +97,15 @@ def test_cpu_epilogue_in_place_and_as_a_pair(impl):
     _close(fused, ref, 2e-6, 1e-6)
 
 
-def test_cpu_gelu_across_both_forms_of_phi():
-    """GELU's Phi takes a polynomial of erf near 0 and exp of a polynomial of log erfc beyond |v| = 0.92 * sqrt(2),
-    and is 0 or 1 from |v| = 3.92 * sqrt(2) on: every float32 around those joins and a dense range, within the
-    activation tests' tolerance of float64's, signs and NaN kept."""
+def test_cpu_gelu_through_the_rational_erf_and_its_saturation():
+    """GELU's Phi takes erf by a rational form on x = v / sqrt(2) clamped to +-4 and is exactly 0 or 1 beyond |x| =
+    3.9: every float32 around the saturation and the clamp and a dense range, within the activation tests'
+    tolerance of float64's, signs and NaN kept."""
     from engine.backends.cpu import pointwise
+    from engine.backends.cpu.epilogue import PHI_SATURATED
 
     impl = next(i for i in FUSED if i.desc.name == "gelu")
-    joins = np.float32([0.921875 * np.sqrt(2), 3.92 * np.sqrt(2)])
+    joins = np.float32([PHI_SATURATED * np.sqrt(2), 4 * np.sqrt(2)])
     near = np.concatenate([np.nextafter(j, np.float32(np.inf) * s, dtype=np.float32) * np.float32([1, -1])[:, None]
                            for j in joins for s in (1, -1)]).ravel()
     x = np.concatenate([np.linspace(-9, 9, 180_001, dtype=np.float32), joins, -joins, near,

@@ -138,41 +138,44 @@ def _sigmoid(v):  # pragma: no cover - compiled
     return d if v >= np.float32(0) else e * d
 
 
-#: |x| below which :func:`_phi` takes erf(x) as x * P(x**2), and above which erfc(x) is 0 in float32 (below 4e-8)
-_ERF_SPLIT = np.float32(0.921875)
-_ERFC_ZERO = np.float32(3.92)
+#: erf(x) = x * P(x**2) / Q(x**2) for |x| <= 4 (the rational form of Eigen's and XLA's float32 erf), highest
+#: power first: within 2.3e-7 of float64's Phi = (1 + erf) / 2
+ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+         -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
+ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+         -1.42647390514189e-02)
+#: |x| from which :func:`_phi` is exactly 0 or 1 (the rational form is within 5e-8 of it there)
+PHI_SATURATED = 3.9
 
 
 @njit
 def _phi(v):  # pragma: no cover - compiled
-    """The normal distribution's Phi(v) = erfc(-v / sqrt(2)) / 2 for float32 ``v`` with no call to libm and no
-    division, so that a loop of it vectorises into short chains of fused multiply-adds: for |x| = |v| / sqrt(2)
-    below 0.92, 1/2 + erf(x) / 2 with erf(x) = x * P(x**2) (degree 5, within 1.3e-7); above, erfc(|x|) =
-    exp(Q(|x|)) (degree 7, within 2.8e-6 relative: float32's rounding of Q, about -16 at the top), 0 from 3.92 on.
-    Fitted by least squares on Chebyshev nodes against float64's erf and erfc. NaN passes; Phi(-inf) = 0."""
+    """The normal distribution's Phi(v) = (1 + erf(x)) / 2, x = v / sqrt(2) clamped to +-4, for float32 ``v`` with
+    no call to libm: erf by the rational form ``ERF_P`` / ``ERF_Q`` (eleven fused multiply-adds and one division,
+    a loop of it vectorised), exactly 0 and 1 beyond |x| = 3.9. The micro-kernel's GELU (``_gelu_ir``) computes the
+    same steps. A NaN gives a number here (the clamp's comparisons are ordered): GELU's product with v carries it;
+    Phi(-inf) = 0. Where this took 1/2 + erf / 2 by a polynomial near 0 and exp of a polynomial of log erfc beyond
+    (two polynomials and an exponential, about fifty operations a vector), the GELU fused into a 1x1 convolution
+    of 56x56x384 values cost 1.84 ms on two Zen 3 cores; now 0.72."""
     x = v * np.float32(0.70710678118654752)
-    z = np.abs(x)
-    s = z * z
-    p = np.float32(-6.0471066e-4)
-    p = _fma(p, s, np.float32(5.0056167e-3))
-    p = _fma(p, s, np.float32(-2.6776398e-2))
-    p = _fma(p, s, np.float32(1.128214e-1))
-    p = _fma(p, s, np.float32(-3.7612534e-1))
-    p = _fma(p, s, np.float32(1.1283791))
-    small = _fma(np.float32(0.5) * x, p, np.float32(0.5))
-    t = np.minimum(z, _ERFC_ZERO)  # Q only where it was fitted: beyond, exp(Q) came out denormal (slow on Zen)
-    q = np.float32(-1.4315262e-05)
-    q = _fma(q, t, np.float32(3.3490028e-4))
-    q = _fma(q, t, np.float32(-3.5614218e-3))
-    q = _fma(q, t, np.float32(2.3105131e-2))
-    q = _fma(q, t, np.float32(-1.0440876e-1))
-    q = _fma(q, t, np.float32(-6.376671e-1))
-    q = _fma(q, t, np.float32(-1.1269268))
-    q = _fma(q, t, np.float32(-4.6692337e-4))
-    half = np.float32(0.5) * _exp_neg(np.minimum(q, np.float32(0)))
-    half = np.float32(0) if z >= _ERFC_ZERO else half
-    large = half if v < np.float32(0) else np.float32(1) - half
-    return small if z < _ERF_SPLIT else large
+    x = x if x < np.float32(4) else np.float32(4)
+    x = x if x > np.float32(-4) else np.float32(-4)
+    s = x * x
+    p = np.float32(ERF_P[0])
+    p = _fma(p, s, np.float32(ERF_P[1]))
+    p = _fma(p, s, np.float32(ERF_P[2]))
+    p = _fma(p, s, np.float32(ERF_P[3]))
+    p = _fma(p, s, np.float32(ERF_P[4]))
+    p = _fma(p, s, np.float32(ERF_P[5]))
+    p = _fma(p, s, np.float32(ERF_P[6]))
+    q = np.float32(ERF_Q[0])
+    q = _fma(q, s, np.float32(ERF_Q[1]))
+    q = _fma(q, s, np.float32(ERF_Q[2]))
+    q = _fma(q, s, np.float32(ERF_Q[3]))
+    q = _fma(q, s, np.float32(ERF_Q[4]))
+    phi = _fma(np.float32(0.5), np.divide(x * p, q), np.float32(0.5))  # NumPy's division: no zero test (vectorises)
+    phi = np.float32(0) if x < np.float32(-PHI_SATURATED) else phi
+    return np.float32(1) if x > np.float32(PHI_SATURATED) else phi
 
 
 @njit

@@ -11,6 +11,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from engine.backends.cpu.epilogue import ERF_P, ERF_Q, PHI_SATURATED
+
 
 def _vector_shape() -> tuple[int, int, int] | None:
     """The micro-kernel's shape on this CPU: (floats per vector register, vectors per tile row, tile rows), or
@@ -366,20 +368,10 @@ def _silu_ir(builder: Any, vec: Any, v: Any) -> Any:
     return builder.fmul(v, sig)
 
 
-#: erf(x) = x * P(x**2) / Q(x**2) for |x| <= 4 (the rational form of Eigen's and XLA's float32 erf), highest
-#: power first: within 2.3e-7 of float64's Phi = (1 + erf) / 2
-_ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
-_ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-          -1.42647390514189e-02)
-
-
 def _gelu_ir(builder: Any, vec: Any, v: Any) -> Any:
-    """GELU ``v * Phi(v)`` of a float32 vector, Phi = (1 + erf(x)) / 2 with x = v / sqrt(2) clamped to +-4 and erf
-    by the rational form ``_ERF_P`` / ``_ERF_Q`` (eleven multiply-adds and one division, where the two polynomials
-    and the exponential of ``epilogue._phi`` took about fifty operations: 56x56x384 values 1.84 ms on two Zen 3
-    cores), Phi exactly 0 and 1 beyond |x| = 3.9 (below 5e-8 from there). NaN stays NaN; -inf gives ``-inf * 0``,
-    NaN, as the passes do."""
+    """GELU ``v * Phi(v)`` of a float32 vector as ``epilogue._phi`` computes it, step for step (x = v / sqrt(2)
+    clamped to +-4, erf by the rational form ``ERF_P`` / ``ERF_Q``, Phi exactly 0 and 1 beyond |x| = 3.9), so the
+    micro-kernel's GELU equals the passes'. NaN stays NaN; -inf gives ``-inf * 0``, NaN, there too."""
     width = vec.count
 
     def const(value: float) -> Any:
@@ -390,16 +382,16 @@ def _gelu_ir(builder: Any, vec: Any, v: Any) -> Any:
     x = builder.select(builder.fcmp_ordered("<", x, const(4.0)), x, const(4.0))  # NaN -> 4 (v keeps it)
     x = builder.select(builder.fcmp_ordered(">", x, const(-4.0)), x, const(-4.0))
     s = builder.fmul(x, x)
-    p = const(_ERF_P[0])
-    for c in _ERF_P[1:]:
+    p = const(ERF_P[0])
+    for c in ERF_P[1:]:
         p = builder.call(fma, [p, s, const(c)])
-    q = const(_ERF_Q[0])
-    for c in _ERF_Q[1:]:
+    q = const(ERF_Q[0])
+    for c in ERF_Q[1:]:
         q = builder.call(fma, [q, s, const(c)])
     erf = builder.fdiv(builder.fmul(x, p), q)
     phi = builder.call(fma, [const(0.5), erf, const(0.5)])
-    phi = builder.select(builder.fcmp_ordered("<", x, const(-3.9)), const(0.0), phi)
-    phi = builder.select(builder.fcmp_ordered(">", x, const(3.9)), const(1.0), phi)
+    phi = builder.select(builder.fcmp_ordered("<", x, const(-PHI_SATURATED)), const(0.0), phi)
+    phi = builder.select(builder.fcmp_ordered(">", x, const(PHI_SATURATED)), const(1.0), phi)
     return builder.fmul(v, phi)
 
 
