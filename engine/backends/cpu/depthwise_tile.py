@@ -9,7 +9,7 @@ from llvmlite import ir as llvm_ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from engine.backends.cpu.microkernel import PANEL_VECTOR, epilogue_ir, incoming, phis, vector_intrinsics
+from engine.backends.cpu.microkernel import PANEL_VECTOR, epilogue_ir, incoming, outlined, phis, vector_intrinsics
 
 #: output pixels of the widest tile: eight accumulators hide the fused multiply-add's latency, and with the cell's
 #: filter vector and an input vector they fit AVX2's sixteen registers
@@ -23,7 +23,7 @@ def _make_tile(nt: int, nc: int, cells: int = 0) -> Any:
     window of ``cells`` x ``cells`` cells all inside the image, unrolled."""
 
     def _tile(typingctx, x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups):  # pragma: no cover
-        return _tile_codegen(nt, nc, cells)
+        return outlined(f"dw_tile{nt}x{nc}_{cells}", *_tile_codegen(nt, nc, cells))
 
     # one name each: Numba keys intrinsics by name
     _tile.__name__ = _tile.__qualname__ = f"_dw_tile{nt}x{nc}" + (f"_cells{cells}" if cells else "")

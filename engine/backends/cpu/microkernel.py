@@ -44,6 +44,30 @@ def panels_available() -> bool:
     return _SHAPE is not None
 
 
+def outlined(name: str, sig: Any, codegen: Any) -> tuple[Any, Any]:
+    """An intrinsic's (signature, codegen) whose IR, ``codegen``'s for the int64 arguments of ``sig`` (void), is the
+    body of a function of its own, defined once per LLVM module under ``name`` and called from each use. Emitted
+    in place, a kernel calling the seven tile sizes of a dispatcher at several places held that many copies of the
+    micro-kernel and its epilogue, each optimised by LLVM again in every kernel it was linked into: most of a first
+    compile's minutes. ``noinline`` keeps it so; a call per tile or strip costs nothing beside its sums."""
+    i64 = llvm_ir.IntType(64)
+    fnty = llvm_ir.FunctionType(llvm_ir.VoidType(), [i64] * len(sig.args))
+
+    def call(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        fn = cgutils.get_or_insert_function(builder.module, fnty, f"layerlab_{name}")
+        if fn.is_declaration:
+            fn.linkage = "linkonce_odr"
+            fn.attributes.add("noinline")
+            fn.attributes.add("nounwind")
+            body = llvm_ir.IRBuilder(fn.append_basic_block("entry"))
+            codegen(context, body, signature, list(fn.args))
+            body.ret_void()
+        builder.call(fn, args)
+        return context.get_dummy_value()
+
+    return sig, call
+
+
 def phis(builder: Any, ty: Any, values: list[Any], block: Any) -> list[Any]:
     """One phi node of type ``ty`` per value, each taking its value when coming from ``block``."""
     nodes = [builder.phi(ty) for _ in values]
@@ -61,7 +85,7 @@ def _make_tile(nr: int, nv: int = PANEL_VECTORS) -> Any:
     """The micro-kernel for tiles of ``nr`` rows (see ``tile_n``), ``nv`` vectors of each panel row."""
 
     def _tile(typingctx, rows_a, rows_c, bp, depth, outer, a_step):  # pragma: no cover - compiled
-        return _tile_codegen(nr, nv=nv)
+        return outlined(f"tile{nr}_{nv}", *_tile_codegen(nr, nv=nv))
 
     _tile.__name__ = _tile.__qualname__ = f"_tile{nr}_{nv}"  # one name each: Numba keys intrinsics by name
     return intrinsic(_tile)
@@ -72,7 +96,7 @@ def _make_tile_bias(nr: int, nv: int = PANEL_VECTORS) -> Any:
     (``tile_bias_n``), ``nv`` vectors of each panel row."""
 
     def _tile(typingctx, rows_a, rows_c, bp, depth, outer, a_step, bias, epi):  # pragma: no cover - compiled
-        return _tile_codegen(nr, fused=True, nv=nv)
+        return outlined(f"tile_bias{nr}_{nv}", *_tile_codegen(nr, fused=True, nv=nv))
 
     _tile.__name__ = _tile.__qualname__ = f"_tile_bias{nr}_{nv}"
     return intrinsic(_tile)
@@ -119,10 +143,10 @@ def _make_strip(fused: bool, nv: int, residual: bool = False) -> Any:
     if residual:
         def _strip(typingctx, a, a_stride, c, c_stride, rows, bp, depth, bias, epi, r,
                    r_stride):  # pragma: no cover - compiled
-            return _strip_codegen(True, nv, True)
+            return outlined(f"strip_residual_{nv}", *_strip_codegen(True, nv, True))
     else:
         def _strip(typingctx, a, a_stride, c, c_stride, rows, bp, depth, bias, epi):  # pragma: no cover - compiled
-            return _strip_codegen(fused, nv)
+            return outlined(f"strip{'_bias' if fused else ''}_{nv}", *_strip_codegen(fused, nv))
 
     _strip.__name__ = _strip.__qualname__ = f"_strip{'_residual' if residual else '_bias' if fused else ''}_{nv}"
     return intrinsic(_strip)
