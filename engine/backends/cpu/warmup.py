@@ -115,7 +115,9 @@ def _passes(m: Model) -> None:
     m.add_layer("output", "nearest_out", inputs=["nearest"])
     _excitation(m, "big_gate", "big", 96)  # large enough to be cut over the cores
     wide = _input(m, "wide", "1x16x40x40")
-    m.add_layer("output", "output", inputs=[_conv(m, "few", wide, 3, act="none")])  # few outputs: along kernel rows
+    # few outputs: along kernel rows (5x5: in NCHW, where that kernel does not apply, a 3x3 layer would take Winograd
+    # and this family would compile the Winograd family's kernels again, at the same time in another process)
+    m.add_layer("output", "output", inputs=[_conv(m, "few", wide, 3, kernel=5, act="none")])
     # global average pooling (one job: on the calling thread), fully connected layers (the dense kernel, shared out
     # and not), a 1x1 convolution of the 1x1 pooled image (the dense kernel)
     m.add_layer("pooling", "gap", params={"pool_type": "average", "global": "true"}, inputs=[wide])
@@ -164,7 +166,7 @@ def _excitation(m: Model, name: str, src: str, ch: int) -> None:
 #: taken. CPU seconds of each on 2 cores, two compiling at once: products 136, Winograd 86, pointwise 69, passes 68,
 #: depthwise 45 (in this order two processes end within seconds of each other)
 FAMILIES: dict[str, Callable[[Model], None]] = {
-    "products": _products, "winograd": _winograd, "pointwise": _pointwise, "passes": _passes, "depthwise": _depthwise}
+    "products": _products, "winograd": _winograd, "passes": _passes, "pointwise": _pointwise, "depthwise": _depthwise}
 
 
 def warmup_model(families: Iterable[str] = tuple(FAMILIES)) -> Model:
