@@ -163,8 +163,10 @@ def _excitation(m: Model, name: str, src: str, ch: int) -> None:
 
 #: the kernel families, each a network of its own on inputs of the sizes that take its paths, largest compile first:
 #: parallel processes compile different families at once (:func:`warm`), each taking the next family no other has
-#: taken. CPU seconds of each on 2 cores, two compiling at once: products 136, Winograd 86, pointwise 69, passes 68,
-#: depthwise 45 (in this order two processes end within seconds of each other)
+#: taken. No family runs another's main kernels (two processes would compile them at once). CPU seconds of each from
+#: an empty cache, one after the other in one process (``python -m tests.bench.bench_compile``, idle 2-core Zen 3):
+#: products 67, Winograd 48, passes 30, pointwise 34, depthwise 20; a family alone compiles the small helpers the
+#: others share too (passes alone 46)
 FAMILIES: dict[str, Callable[[Model], None]] = {
     "products": _products, "winograd": _winograd, "passes": _passes, "pointwise": _pointwise, "depthwise": _depthwise}
 
