@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import gc
 import importlib.util
 import os
 import re
 import sys
+import types
 from collections.abc import Iterator
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -24,15 +26,20 @@ QT_PACKAGES = ("PySide6", "NodeGraphQt", "pyqtgraph")
 HAVE_QT = importlib.util.find_spec("PySide6") is not None
 
 
+@functools.cache
+def _module_uses_qt(module: types.ModuleType) -> bool:
+    """Whether ``module`` holds a name from the Qt packages (once per module, not once per test)."""
+    return any((getattr(v, "__module__", None) or getattr(v, "__name__", "") or "").split(".")[0] in QT_PACKAGES
+               for v in vars(module).values() if not isinstance(v, (str, int, float, bytes)))
+
+
 def _needs_qt(item: pytest.Item) -> bool:
     """A test needs Qt when it asks for a QApplication (``qtbot``, directly or through a fixture) or its module
     holds a name from the Qt packages."""
     if "qtbot" in getattr(item, "fixturenames", ()):
         return True
     module = getattr(item, "module", None)
-    return module is not None and any(
-        (getattr(v, "__module__", None) or getattr(v, "__name__", "") or "").split(".")[0] in QT_PACKAGES
-        for v in vars(module).values() if not isinstance(v, (str, int, float, bytes)))
+    return module is not None and _module_uses_qt(module)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
