@@ -48,8 +48,9 @@ def outlined(name: str, sig: Any, codegen: Any) -> tuple[Any, Any]:
     """An intrinsic's (signature, codegen) whose IR, ``codegen``'s for the int64 arguments of ``sig`` (void), is the
     body of a function of its own, defined once per LLVM module under ``name`` and called from each use. Emitted
     in place, a kernel calling the seven tile sizes of a dispatcher at several places held that many copies of the
-    micro-kernel and its epilogue, each optimised by LLVM again in every kernel it was linked into: most of a first
-    compile's minutes. ``noinline`` keeps it so; a call per tile or strip costs nothing beside its sums."""
+    micro-kernel and its epilogue, each optimised by LLVM again in every kernel it was linked into (the whole first
+    compile took a fifth more). ``noinline`` keeps it so, ``linkonce_odr`` keeps one copy where a kernel links several
+    callees that define it; a call per tile or strip costs nothing beside its sums."""
     i64 = llvm_ir.IntType(64)
     fnty = llvm_ir.FunctionType(llvm_ir.VoidType(), [i64] * len(sig.args))
 
