@@ -496,17 +496,22 @@ def test_worker_unknown_command_and_cancel_before_the_run_starts(qtbot, registry
     from app.designer.worker import RunController, RunRequest
 
     ctl = RunController()
+    # the worker's signals come from its thread: recorded as they come and waited for by polling (qtbot.waitSignal's
+    # slot, called in the emitting thread, can stop its timer and quit its loop before the loop runs: no timeout)
+    failed, cancelled = [], []
+    ctl.worker.command_failed.connect(lambda *args: failed.append(args))
+    ctl.worker.run_cancelled.connect(lambda *args: cancelled.append(args))
     try:
-        with qtbot.waitSignal(ctl.worker.command_failed, timeout=5000) as sig:
-            ctl.submit("step_backwards")
-        assert sig.args[0] == "step_backwards" and "no command" in sig.args[1]
+        ctl.submit("step_backwards")
+        qtbot.waitUntil(lambda: bool(failed), timeout=5000)
+        assert failed[0][0] == "step_backwards" and "no command" in failed[0][1]
         model = modelfile.load(sample_path, registry)
         model.set_setting("iterations", "100000")
         cfg = run_config.from_model(model, str(sample_path))
         req = RunRequest(1, None, model.copy(), registry, cfg, tmp_path / "r", str(sample_path))
-        with qtbot.waitSignal(ctl.worker.run_cancelled, timeout=5000):
-            assert ctl.start(req) and not ctl.start(req)  # one run at a time
-            assert ctl.cancel()  # before the worker has even picked the run up
+        assert ctl.start(req) and not ctl.start(req)  # one run at a time
+        assert ctl.cancel()  # before the worker has even picked the run up
+        qtbot.waitUntil(lambda: bool(cancelled), timeout=5000)
         qtbot.waitUntil(lambda: not ctl.busy, timeout=2000)
         assert not (tmp_path / "r.json").exists() and not ctl.cancel()
     finally:
