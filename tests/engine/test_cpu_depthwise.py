@@ -236,8 +236,8 @@ def test_the_squeeze_excitation_product_takes_the_channel_scale_kernel(monkeypat
     from tests.harness import run_layer
 
     calls = []
-    real = cpu.channels.channel_scale
-    monkeypatch.setattr(cpu.channels, "channel_scale", lambda *a: calls.append(a[3]) or real(*a))
+    real = cpu.channels.channel_scale_plan
+    monkeypatch.setattr(cpu.channels, "channel_scale_plan", lambda *a: calls.append(a[3]) or real(*a))
     rng = np.random.default_rng(8)
     x = rng.standard_normal((2, 24, 9, 7)).astype(np.float32)
     gate = rng.uniform(0, 1, (2, 24, 1, 1)).astype(np.float32)

@@ -753,6 +753,35 @@ def test_a_prepared_call_replays_on_new_data_and_is_remade_for_other_arrays(monk
     assert len(plans) == 3 and _rel(other, ref(x, w2)) < 1e-5
 
 
+def test_a_prepared_launch_cuts_its_work_again_only_when_the_thread_count_changes(monkeypatch):
+    """A launch prepared on fixed arrays (``runtime.Launch``) computes the right result for any thread count, and
+    works out its thread-dependent arguments again only when that count changes."""
+    from engine.backends.cpu import elementwise
+    from engine.backends.cpu import runtime as rt
+
+    size = elementwise.ELEMENT_WISE_SPLIT_MIN * 2 + 5  # large enough to be cut over the threads
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal(size).astype(np.float32), rng.standard_normal(size).astype(np.float32)
+    out = np.zeros(size, np.float32)
+    count = [2]
+    monkeypatch.setattr(rt, "threads", lambda: count[0])
+    launch = elementwise.element_wise_plan(a, b, out, elementwise.ELEMENT_WISE_OPS["sub"])
+    assert isinstance(launch, rt.Launch)
+    cuts: list[int] = []
+    real = launch.per_threads
+    launch.per_threads = lambda t: cuts.append(t) or real(t)
+    for threads in (2, 2, 1, 1, 2):
+        count[0] = threads
+        out[...] = 0
+        launch()
+        np.testing.assert_array_equal(out, a - b)
+    assert cuts == [2, 1, 2]
+    with rt.single_threaded_blas():  # inside a network's run: the launch without the BLAS context
+        out[...] = 0
+        launch()
+    np.testing.assert_array_equal(out, a - b)
+
+
 def test_a_prepared_padded_call_copies_the_new_input_inside_a_zero_border():
     """The panels' padded input is a buffer of the plan: its inside is refreshed at every call, the border stays 0."""
     rng = np.random.default_rng(2)
@@ -855,7 +884,7 @@ def test_product_layers_on_the_cpu_take_their_kernel_where_it_pays(monkeypatch, 
     from tests.harness import run_layer
 
     calls = []
-    module, name = cpu.dense, kernel
+    module, name = cpu.dense, f"{kernel}_plan" if kernel == "dense" else kernel
     if kernel == "linear" and cpu.microkernel.panels_available():
         module, name, served = cpu.panels, "conv_panels_plan", (1, served[1], served[0], 1)
     real = getattr(module, name)

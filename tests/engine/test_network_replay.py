@@ -103,6 +103,40 @@ def test_only_layers_whose_forward_is_one_kernel_call_are_replayed():
     np.testing.assert_array_equal(net.output("output"), reference.output("output"))
 
 
+def test_parallel_layers_replay_as_their_launch_alone(monkeypatch):
+    """A layer whose kernel call was one parallel launch on the network's buffers replays as that launch
+    (``runtime.Launch``), none of its wrapper's Python work, with the same results on new inputs; the mobile
+    networks' kinds of layer among them: 1x1 convolutions, depthwise ones, a squeeze-excitation's global pool and
+    gate, an element-wise sum, a fully connected layer."""
+    from engine.backends.cpu import runtime as rt
+
+    monkeypatch.setattr(rt, "cores", lambda: 2)  # (a layer of one job, on a busy machine, is a serial call)
+    m = Model("mobile")
+    m.add_layer("input", "input", params={"dimensions": "1x32x64x64"})
+    m.add_layer("convolution", "expand", params={"num_output_channels": "64", "kernel_size": "1", "padding": "0"},
+                inputs=["input"], activation="relu")
+    m.add_layer("convolution", "dw", params={"num_output_channels": "64", "groups": "64"}, inputs=["expand"],
+                activation="relu")
+    m.add_layer("pooling", "squeeze", params={"global": "true"}, inputs=["dw"])
+    m.add_layer("element_wise", "excite", params={"operation": "product"}, inputs=["dw", "squeeze"])
+    m.add_layer("element_wise", "twice", params={"operation": "sum"}, inputs=["excite", "dw"])
+    m.add_layer("pooling", "gap", params={"global": "true"}, inputs=["twice"])
+    m.add_layer("fully_connected", "fc", params={"num_outputs": "5000"}, inputs=["gap"])
+    m.add_layer("output", "output", inputs=["fc"])
+    nets = [Network(m, default_registry(), NumpyBackend(), TensorFormat.parse("fp32 nhwc")) for _ in range(2)]
+    nets[1].replay_calls = False
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        x = rng.standard_normal((1, 32, 64, 64)).astype(np.float32)
+        for net in nets:
+            net.set_input("input", x)
+            net.run()
+        np.testing.assert_array_equal(nets[0].output("output"), nets[1].output("output"))
+    calls = {name: call for name, call, _ in nets[0].replayer.recorded}
+    launched = {name for name, call in calls.items() if isinstance(call, rt.Launch)}
+    assert {"expand", "dw", "squeeze", "excite", "twice", "fc"} <= launched, calls
+
+
 def test_new_weight_arrays_run_the_layer_again():
     net, reference = _network(), _network(replay=False)
     for n in (net, reference):

@@ -108,7 +108,7 @@ def test_fp32_nhwc_on_the_cpu_runs_the_convolution_and_pooling_kernels(monkeypat
     from engine.backends import cpu
 
     calls = []
-    for module, name in ((cpu.pooling, "pool_nhwc"), (cpu.im2col, "conv_nhwc_plan"), (cpu.panels, "conv_panels_plan"),
+    for module, name in ((cpu.pooling, "pool_nhwc_plan"), (cpu.im2col, "conv_nhwc_plan"), (cpu.panels, "conv_panels_plan"),
                          (cpu.winograd, "winograd_plan")):
         real = getattr(module, name)
         monkeypatch.setattr(module, name,
@@ -117,7 +117,7 @@ def test_fp32_nhwc_on_the_cpu_runs_the_convolution_and_pooling_kernels(monkeypat
     x = np.random.default_rng(4).standard_normal((1, 3, 32, 32)).astype(np.float32)
     fmt = next(f for f in FORMATS if str(f) == "fp32|nhwc")
     out, w, _ = run_layer("conv_pool", params, [x], fmt, "numpy", activation="relu")
-    assert "pool_nhwc" in calls and set(calls) & {"conv_nhwc_plan", "conv_panels_plan", "winograd_plan"}
+    assert "pool_nhwc_plan" in calls and set(calls) & {"conv_nhwc_plan", "conv_panels_plan", "winograd_plan"}
     c = np.maximum(onnx_conv(x, w, params), 0)
     assert_close(out, onnx_pool(c, pool_params(params)), fmt, "conv_pool through the kernels vs onnxruntime")
 

@@ -2,6 +2,9 @@
 by an activated gate (the end of a squeeze-excitation block: ``x * act(g)``), NHWC or NCHW, float32."""
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit, prange
 
@@ -114,20 +117,22 @@ def global_pool(x: np.ndarray, out: np.ndarray, is_max: bool, nhwc: bool) -> Non
     """The average (or maximum) of every channel of each image of float32 C-contiguous ``x`` (N, H, W, C when
     ``nhwc``, else N, C, H, W) into ``out`` (N, 1, 1, C or N, C, 1, 1), one pass; spread over the cores (by
     runs of pixels, or blocks of NCHW rows) when ``x`` is large. NaN wins a maximum and spoils its channel's mean."""
+    global_pool_plan(x, out, is_max, nhwc)()
+
+
+def global_pool_plan(x: np.ndarray, out: np.ndarray, is_max: bool, nhwc: bool) -> Callable[[], None]:
+    """:func:`global_pool` as a call ready to run (again) on these arrays."""
     if nhwc:
         n, h, w, c = x.shape
         xs, ys = x.reshape(n, h * w, c), out.reshape(n, c)
         if x.size < ELEMENT_WISE_SPLIT_MIN:
-            _pool_images(xs, ys, is_max)
-            return
-        rt.launch(_pool_pixels_par, xs, ys, is_max, rt.threads())
-        return
+            return functools.partial(_pool_images, xs, ys, is_max)
+        return rt.Launch(_pool_pixels_par, xs, ys, is_max, per_threads=lambda t: (t,))
     n, c, h, w = x.shape
     xs, ys = x.reshape(n * c, h * w), out.reshape(n * c)
     if x.size < ELEMENT_WISE_SPLIT_MIN:
-        _pool_rows(xs, ys, 0, n * c, is_max)
-        return
-    rt.launch(_pool_rows_par, xs, ys, is_max, rt.threads())
+        return functools.partial(_pool_rows, xs, ys, 0, n * c, is_max)
+    return rt.Launch(_pool_rows_par, xs, ys, is_max, per_threads=lambda t: (t,))
 
 
 @njit(cache=True, nogil=True)
@@ -183,19 +188,24 @@ def channel_scale(x: np.ndarray, g: np.ndarray, out: np.ndarray, nhwc: bool, act
     """``out = x * act(g)``, the gate ``g`` (N, C: one value per image and channel) broadcast over the pixels of
     float32 C-contiguous ``x`` and ``out`` (N, H, W, C when ``nhwc``, else N, C, H, W; ``out`` may be ``x``), one
     pass, spread over the cores when ``x`` is large."""
+    channel_scale_plan(x, g, out, nhwc, act, alpha)()
+
+
+def channel_scale_plan(x: np.ndarray, g: np.ndarray, out: np.ndarray, nhwc: bool, act: int = 0,
+                       alpha: float = 0.0) -> Callable[[], None]:
+    """:func:`channel_scale` as a call ready to run (again) on these arrays."""
     a = kernel_alpha(alpha)
     if nhwc:
         n, h, w, c = x.shape
         xs, ys, gs = x.reshape(n, h * w, c), out.reshape(n, h * w, c), g.reshape(n, c)
         if x.size < ELEMENT_WISE_SPLIT_MIN:
-            for i in range(n):
-                _scale_pixels(xs[i], _gate(gs[i], act, a), ys[i], 0, h * w)
-            return
-        rt.launch(_scale_nhwc, xs, gs, ys, act, a, rt.threads())
-        return
+            def scale_images() -> None:
+                for i in range(n):
+                    _scale_pixels(xs[i], _gate(gs[i], act, a), ys[i], 0, h * w)
+            return scale_images
+        return rt.Launch(_scale_nhwc, xs, gs, ys, act, a, per_threads=lambda t: (t,))
     n, c, h, w = x.shape
     xs, ys, gs = x.reshape(n * c, h * w), out.reshape(n * c, h * w), g.reshape(n * c)
     if x.size < ELEMENT_WISE_SPLIT_MIN:
-        _scale_rows(xs, gs, ys, 0, n * c, act, a)
-        return
-    rt.launch(_scale_rows_par, xs, gs, ys, act, a, rt.threads())
+        return functools.partial(_scale_rows, xs, gs, ys, 0, n * c, act, a)
+    return rt.Launch(_scale_rows_par, xs, gs, ys, act, a, per_threads=lambda t: (t,))

@@ -3,6 +3,9 @@ linear layers over many rows (a transformer's token projections and MLPs): the r
 BLAS product per core."""
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit, prange
 
@@ -28,12 +31,16 @@ def dense(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, out: np.ndarray
     DENSE_MAX_ITEMS: blocks of outputs over the cores, each output one dot product along K for every item
     (the weights, read once, are the traffic: resnet18's 512 -> 1000 layer took 0.3 ms as one BLAS
     matrix-vector product on one core)."""
+    dense_plan(x, w, bias, out, act, alpha)()
+
+
+def dense_plan(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, out: np.ndarray, act: int = 0,
+               alpha: float | tuple[float, float] = 0.0) -> Callable[[], None]:
+    """:func:`dense` as a call ready to run (again) on these arrays."""
     b = np.zeros(w.shape[0], np.float32) if bias is None else bias
-    threads = rt.threads()
     if w.size < DENSE_SPLIT_MIN:
-        _dense_range(x, w, b, out, 0, w.shape[0], act, kernel_alpha(alpha))
-        return
-    rt.launch(_dense_par, x, w, b, out, act, kernel_alpha(alpha), threads)
+        return functools.partial(_dense_range, x, w, b, out, 0, w.shape[0], act, kernel_alpha(alpha))
+    return rt.Launch(_dense_par, x, w, b, out, act, kernel_alpha(alpha), per_threads=lambda t: (t,))
 
 
 @njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)

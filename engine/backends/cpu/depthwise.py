@@ -260,10 +260,7 @@ def depthwise_plan(x: np.ndarray, wd: np.ndarray, bias: np.ndarray | None, out: 
         if n == 1 and rows >= ho:
             return functools.partial(_depthwise_rows_vec, xp[0], wd, b, yp[0], 0, ho, *args)
 
-        def call_vec() -> None:
-            rt.threads()
-            rt.launch(_depthwise_vec_par, xp, wd, b, yp, rt.share(ho * n, ho, n), *args)
-        return call_vec
+        return rt.Launch(_depthwise_vec_par, xp, wd, b, yp, per_threads=lambda t: (rt.share(ho * n, ho, n), *args))
     if flat:
         kernel, one, filters = _depthwise_flat_par, _depthwise_rows_flat, tiled_weights(wd, wo)
         geometry = (*padding, *dilation, act, kernel_alpha(alpha))
@@ -273,7 +270,4 @@ def depthwise_plan(x: np.ndarray, wd: np.ndarray, bias: np.ndarray | None, out: 
     if n == 1 and rows >= ho:  # a small output: one job on this thread, no parallel region to wake
         return functools.partial(one, xp[0], filters, b, yp[0], 0, ho, *geometry)
 
-    def call() -> None:
-        rt.threads()  # the cores this process may use now, and Numba's thread count with them
-        rt.launch(kernel, xp, filters, b, yp, rt.share(ho * n, ho, n), *geometry)
-    return call
+    return rt.Launch(kernel, xp, filters, b, yp, per_threads=lambda t: (rt.share(ho * n, ho, n), *geometry))

@@ -1,6 +1,9 @@
 """Element-wise operations of two tensors with the activation fused, in one pass spread over the cores."""
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit, prange
 
@@ -44,11 +47,18 @@ def element_wise(a: np.ndarray, b: np.ndarray, out: np.ndarray, op: int, act: in
                  alpha: float | tuple[float, float] = 0.0) -> None:
     """``out = act(a op b)`` (codes of :data:`ELEMENT_WISE_OPS` and :data:`FUSED_EPILOGUES`) in one pass,
     spread over the cores; float32 C-contiguous arrays of one shape (``out`` may be ``a`` or ``b``)."""
+    element_wise_plan(a, b, out, op, act, alpha)()
+
+
+def element_wise_plan(a: np.ndarray, b: np.ndarray, out: np.ndarray, op: int, act: int = 0,
+                      alpha: float | tuple[float, float] = 0.0) -> Callable[[], None]:
+    """:func:`element_wise` as a call ready to run (again) on these arrays."""
     fy = out.reshape(-1)
     if fy.size < ELEMENT_WISE_SPLIT_MIN:  # on this thread: no parallel region to wake
-        _element_wise_range(a.reshape(-1), b.reshape(-1), fy, 0, fy.size, op, act, kernel_alpha(alpha))
-        return
-    rt.launch(_element_wise, a.reshape(-1), b.reshape(-1), fy, op, act, kernel_alpha(alpha), rt.threads())
+        return functools.partial(_element_wise_range, a.reshape(-1), b.reshape(-1), fy, 0, fy.size, op, act,
+                                 kernel_alpha(alpha))
+    return rt.Launch(_element_wise, a.reshape(-1), b.reshape(-1), fy, op, act, kernel_alpha(alpha),
+                     per_threads=lambda t: (t,))
 
 
 @njit(cache=True, nogil=True, parallel=True)

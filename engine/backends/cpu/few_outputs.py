@@ -51,6 +51,8 @@ def conv_few_outputs_plan(x: np.ndarray, wr: np.ndarray, kernel: tuple[int, int]
         b[:k] = bias
     rows = rt.share(ho * n, ho, n) if out.size >= rt.SPLIT_MIN_PIXELS else ho
     geometry = (*kernel, *stride, *padding, *dilation, act, kernel_alpha(alpha))
+    if x.transpose(0, 2, 3, 1).flags.c_contiguous:  # read in place: one launch on fixed arrays
+        return rt.Launch(_few_par, live(), wr, b, ys, rows, *geometry)
     return lambda: rt.launch(_few_par, live(), wr, b, ys, rows, *geometry)
 
 

@@ -60,8 +60,7 @@ def pool2d(backend: Backend) -> Kernel:
         if backend.cpu_kernels() is None or not nhwc or not (  # type: ignore[attr-defined]
                 x.dtype == out.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous):
             return None
-        return _ran("pool_nhwc", functools.partial(pooling.pool_nhwc, x, out, is_max, kernel, stride, padding,
-                                                   count_include_pad))
+        return _ran("pool_nhwc", pooling.pool_nhwc_plan(x, out, is_max, kernel, stride, padding, count_include_pad))
     return run
 
 
@@ -73,7 +72,7 @@ def global_pool(backend: Backend) -> Kernel:
         n, c = x.shape[0], x.shape[3 if nhwc else 1]
         if out.size != n * c:
             return None
-        return _ran("global_pool", functools.partial(channels.global_pool, x, out, is_max, nhwc))
+        return _ran("global_pool", channels.global_pool_plan(x, out, is_max, nhwc))
     return run
 
 
@@ -87,8 +86,8 @@ def channel_scale(backend: Backend) -> Kernel:
             return None
         if g.size != x.shape[0] * x.shape[3 if nhwc else 1]:
             return None
-        return _ran("channel_scale", functools.partial(channels.channel_scale, x, g, out, nhwc,
-                                                       FUSED_EPILOGUES[epilogue], epilogue_alpha(epilogue, coefs)))
+        return _ran("channel_scale", channels.channel_scale_plan(x, g, out, nhwc, FUSED_EPILOGUES[epilogue],
+                                                                 epilogue_alpha(epilogue, coefs)))
     return run
 
 
@@ -110,8 +109,9 @@ def element_wise(backend: Backend) -> Kernel:
             return None
         if not (a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
             return None
-        return _ran("element_wise", functools.partial(elementwise.element_wise, a, b, out, elementwise.ELEMENT_WISE_OPS[op],
-                                                      FUSED_EPILOGUES[epilogue], epilogue_alpha(epilogue, coefs)))
+        return _ran("element_wise", elementwise.element_wise_plan(a, b, out, elementwise.ELEMENT_WISE_OPS[op],
+                                                                  FUSED_EPILOGUES[epilogue],
+                                                                  epilogue_alpha(epilogue, coefs)))
     return run
 
 
@@ -126,9 +126,15 @@ def _product(backend: Backend, name: str, applies: Callable[[Any, Any], bool]) -
         arrays = (x, w, out) if b is None else (x, w, b, out)
         if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays):
             return None
-        return _ran(name, functools.partial(getattr(dense_kernels, name), x, w, b, out, FUSED_EPILOGUES[epilogue],
-                                            epilogue_alpha(epilogue, coefs)))
+        return _ran(name, _PRODUCT_PLANS[name](x, w, b, out, FUSED_EPILOGUES[epilogue], epilogue_alpha(epilogue, coefs)))
     return run
+
+
+#: the calls of :func:`_product`'s kernels, ready to run again on the same arrays
+_PRODUCT_PLANS: dict[str, Callable[..., Callable[[], None]]] = {
+    "dense": lambda *args: dense_kernels.dense_plan(*args),
+    "linear": lambda *args: functools.partial(dense_kernels.linear, *args),
+}
 
 
 def dense(backend: Backend) -> Kernel:
@@ -341,7 +347,7 @@ def _pixels_dense_launch(p: ConvProblem, wm: Any) -> Launched:
     c, k = p.x.shape[1], p.w.shape[0]
     x2, y2 = p.x.transpose(0, 2, 3, 1).reshape(-1, c), p.out.transpose(0, 2, 3, 1).reshape(-1, k)
     b = None if p.b is None else np.ascontiguousarray(p.b, dtype=np.float32)
-    return _ran("pixels_dense", functools.partial(dense_kernels.dense, x2, wm, b, y2, p.code, p.alpha))
+    return _ran("pixels_dense", dense_kernels.dense_plan(x2, wm, b, y2, p.code, p.alpha))
 
 
 def _few_outputs_shape(p: ConvProblem) -> bool:

@@ -139,6 +139,9 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
             step = wo
         epi = mk.fused_epilogue(act if act in mk.MICROKERNEL_EPILOGUES and not by_rows else 0, alpha)
         jobs = n * -(-(ho * wo) // step) * (1 if by_rows else wp.shape[0])
+        if not (ph or pw) and x.transpose(0, 2, 3, 1).flags.c_contiguous:  # read in place: one launch, fixed arrays
+            return rt.Launch(_panel_windows_par, live(), wp, ys, rs, has_res, b, act, al, epi, kh, kw, *stride, wo,
+                             step, by_rows, per_threads=lambda t: (_job_shares(jobs, t),))
         if not (ph or pw):
             return lambda: rt.launch(_panel_windows_par, live(), wp, ys, rs, has_res, b, act, al, epi, kh, kw, *stride,
                                      wo, step, by_rows, _job_shares(jobs))
@@ -217,9 +220,10 @@ def _panel_windows_par(x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, s
 PANEL_JOB_SHARES = 4
 
 
-def _job_shares(jobs: int) -> int:
-    """Runs of :func:`_panel_windows_par`'s ``jobs`` jobs for the threads this process may use now."""
-    return max(1, min(jobs, PANEL_JOB_SHARES * rt.threads()))
+def _job_shares(jobs: int, threads: int | None = None) -> int:
+    """Runs of :func:`_panel_windows_par`'s ``jobs`` jobs for ``threads`` threads (default: those this process may
+    use now)."""
+    return max(1, min(jobs, PANEL_JOB_SHARES * (rt.threads() if threads is None else threads)))
 
 
 @njit(cache=True, nogil=True)

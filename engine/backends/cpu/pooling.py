@@ -1,6 +1,9 @@
 """Max and average pooling of NHWC tensors in one pass, by blocks of output rows over the cores."""
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit, prange
 
@@ -103,13 +106,19 @@ def pool_nhwc(x: np.ndarray, out: np.ndarray, is_max: bool, kernel: tuple[int, i
     """Max or average pooling of float32 NHWC ``x`` (N, H, W, C) into ``out`` (N, Ho, Wo, C), one pass,
     by blocks of output rows over the cores. Averages divide by the real cells of each window unless
     ``count_include_pad``."""
+    pool_nhwc_plan(x, out, is_max, kernel, stride, padding, count_include_pad)()
+
+
+def pool_nhwc_plan(x: np.ndarray, out: np.ndarray, is_max: bool, kernel: tuple[int, int], stride: tuple[int, int],
+                   padding: tuple[int, int], count_include_pad: bool) -> Callable[[], None]:
+    """:func:`pool_nhwc` as a call ready to run (again) on these arrays."""
     n, ho = out.shape[:2]
-    rows = rt.share(ho * n, ho, n) if out.size >= rt.SPLIT_MIN_PIXELS * 16 else ho
+    big = out.size >= rt.SPLIT_MIN_PIXELS * 16
+    rows = rt.share(ho * n, ho, n) if big else ho
     geometry = (*kernel, *stride, *padding, is_max, count_include_pad)
     if n == 1 and rows >= ho:  # one job (resnet18's global average: 7x7x512): on this thread, no parallel region
-        _pool_rows(x[0], out[0], 0, ho, *geometry)
-        return
-    rt.launch(_pool, x, out, rows, *geometry)
+        return functools.partial(_pool_rows, x[0], out[0], 0, ho, *geometry)
+    return rt.Launch(_pool, x, out, per_threads=lambda t: (rt.share(ho * n, ho, n) if big else ho, *geometry))
 
 
 @njit(cache=True, nogil=True, parallel=True)
