@@ -58,6 +58,25 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
         assert np.linalg.norm(fast - slow) / np.linalg.norm(slow) < 1e-5
 
 
+def test_the_warmup_cuts_its_layers_over_every_core_on_a_busy_machine(monkeypatch):
+    """Other programs keeping a core busy make the kernels keep to fewer threads (``runtime.cores``), but the warm-up
+    runs its network as on an idle machine, so that the parallel kernels are compiled too (else a first inference
+    beside it would leave them to compile at the first run that needs them)."""
+    import engine.network
+
+    rt = cpu.runtime
+    own = rt._own_cores()
+    monkeypatch.setattr(rt, "_cores_taken", lambda: float(own))  # every core busy with another program
+    monkeypatch.setattr(rt, "_cores_seen", [0.0, -1e9])  # (the last count forgotten)
+    assert rt.cores() == 1
+    seen = []
+    monkeypatch.setattr(engine.network.Network, "run", lambda net: seen.append((rt.cores(), rt.threads())) or [])
+    warmup.warm(["pointwise"])
+    assert seen == [(own, min(own, rt.numba.config.NUMBA_NUM_THREADS))] * 2  # NHWC and NCHW
+    monkeypatch.setattr(rt, "_cores_seen", [0.0, -1e9])
+    assert rt.cores() == 1  # busy again outside the warm-up
+
+
 def test_start_in_background_only_when_needed(monkeypatch):
     started = []
     monkeypatch.setattr(warmup.subprocess, "Popen", lambda argv, **kw: started.append(argv) or "process")

@@ -150,20 +150,44 @@ def _cores_taken() -> float:
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
+def _own_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+#: the core count :func:`cores` gives inside :func:`every_core` (innermost last)
+_cores_fixed: list[int] = []
+
+
+@contextlib.contextmanager
+def every_core() -> Iterator[None]:
+    """Inside the block :func:`cores` is every core this process may run on, however busy the machine is. The
+    kernels' warm-up runs in it: its layers then take the parallel paths they take on an idle machine, so that
+    those kernels are compiled too. On a busy machine (a first inference running beside the warm-up, or test
+    processes compiling at once) every layer had gone to its one-thread path, and the parallel kernels (the
+    depthwise layers', a large pooling's) were left to compile, 6 to 11 s each, at the first run that needed them."""
+    _cores_fixed.append(_own_cores())
+    try:
+        yield
+    finally:
+        _cores_fixed.pop()
+
+
 def cores() -> int:
     """Cores the kernels share their work over: those this process may run on, less those other processes kept
-    busy (more than CORE_TAKEN of one) over the last CORES_TTL seconds. Waiting OpenMP threads spin
-    (GOMP_SPINCOUNT), and a thread spinning on a core another program needs makes both slow; one thread fewer
-    leaves that core alone (a kernel run on one thread wakes no other)."""
+    busy (more than CORE_TAKEN of one) over the last CORES_TTL seconds (inside :func:`every_core`: all of them).
+    Waiting OpenMP threads spin (GOMP_SPINCOUNT), and a thread spinning on a core another program needs makes both
+    slow; one thread fewer leaves that core alone (a kernel run on one thread wakes no other)."""
+    if _cores_fixed:
+        return _cores_fixed[-1]
     count, when = _cores_seen
     now = time.monotonic()
     if now - when < CORES_TTL:
         return int(count)
-    try:
-        count = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        count = os.cpu_count() or 1
-    count = max(1, count - int(_cores_taken() + 1.0 - CORE_TAKEN))
+    count = max(1, _own_cores() - int(_cores_taken() + 1.0 - CORE_TAKEN))
     _cores_seen[:] = [count, now]
     return int(count)
 
