@@ -946,6 +946,29 @@ def test_layer_normalization_on_the_cpu_takes_the_row_kernel(monkeypatch):
     assert calls == served
 
 
+def test_layer_normalization_over_read_only_weights_runs_the_same_compiled_kernel(monkeypatch):
+    """An imported model's weights may be read-only arrays (straight from the file), another type to Numba: the
+    kernel gets writeable copies, so one compile serves both, with the same result."""
+    be = NumpyBackend()
+    norm = be.kernel("layer_norm")
+    seen = []
+    real = cpu.pointwise.layer_norm_rows
+    monkeypatch.setattr(cpu.pointwise, "layer_norm_rows", lambda *a: seen.append(a[1:3]) or real(*a))
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((40, 96)).astype(np.float32)
+    scale, bias = rng.standard_normal(96).astype(np.float32), rng.standard_normal(96).astype(np.float32)
+    outs = []
+    for writeable in (True, False):
+        s, b = scale.copy(), bias.copy()
+        s.flags.writeable = b.flags.writeable = writeable
+        out = np.empty_like(x)
+        assert norm(x, s, b, out, 96, 1, 1e-5, None, {})
+        outs.append(out)
+    assert all(a.flags.writeable for pair in seen for a in pair) and len(seen) == 2
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_allclose(outs[1], _layer_norm_ref(x, scale, bias, 1e-5), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("others,expected", [(0.0, 4), (0.3, 4), (0.7, 3), (1.0, 3), (2.2, 2), (9.0, 1)])
 def test_cores_left_to_other_busy_processes(monkeypatch, others, expected):
     """The kernels share their work over the cores this process may use less those other processes kept busy

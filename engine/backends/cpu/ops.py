@@ -194,6 +194,9 @@ def layer_norm(backend: Backend) -> Kernel:
         if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in (x, scale, bias, out)):
             return None
         rows = x.size // n
+        # read-only weights (an imported model's, straight from its file) are another type to Numba: a copy of
+        # these few values instead of a second compile of the kernel (2.3-2.9 s)
+        scale, bias = (np.require(a, requirements="W") for a in (scale, bias))
         return _ran("layer_norm", functools.partial(pointwise.layer_norm_rows, x.reshape(rows, n), scale, bias,
                                                     out.reshape(rows, n), epsilon, FUSED_EPILOGUES[epilogue],
                                                     epilogue_alpha(epilogue, coefs)))
