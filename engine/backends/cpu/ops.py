@@ -126,15 +126,10 @@ def _product(backend: Backend, name: str, applies: Callable[[Any, Any], bool]) -
         arrays = (x, w, out) if b is None else (x, w, b, out)
         if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays):
             return None
-        return _ran(name, _PRODUCT_PLANS[name](x, w, b, out, FUSED_EPILOGUES[epilogue], epilogue_alpha(epilogue, coefs)))
+        args = (x, w, b, out, FUSED_EPILOGUES[epilogue], epilogue_alpha(epilogue, coefs))
+        return _ran(name, dense_kernels.dense_plan(*args) if name == "dense"
+                    else functools.partial(dense_kernels.linear, *args))
     return run
-
-
-#: the calls of :func:`_product`'s kernels, ready to run again on the same arrays
-_PRODUCT_PLANS: dict[str, Callable[..., Callable[[], None]]] = {
-    "dense": lambda *args: dense_kernels.dense_plan(*args),
-    "linear": lambda *args: functools.partial(dense_kernels.linear, *args),
-}
 
 
 def dense(backend: Backend) -> Kernel:
