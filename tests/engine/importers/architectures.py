@@ -1,9 +1,19 @@
 """Small PyTorch versions of classic CNN architectures (random initialisation, eval mode) for the importer's
 tests: the layer structure of each original, with few channels and small inputs so they run in seconds.
-torchvision is not a dependency, so they are written here."""
+torchvision is not a dependency, so they are written here.
+
+The dynamo exporter takes 1.5-9 s of CPU for each of them (``torch.export`` tracing, decompositions, the ONNX
+optimiser), where the TorchScript one takes a tenth of a second; its files are stored in ``dynamo_exports/`` (a few
+kilobytes each, the weights in the ``.onnx.data`` file the exporter writes beside the model), written by the pinned
+torch. ``python -m tests.engine.importers.architectures`` writes them again (after a change to an architecture or to
+the torch pin); ``test_onnx_architectures`` checks that they are what the pinned exporter writes now, on the
+smallest of them."""
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -368,6 +378,26 @@ def build(name: str, seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
     return model, torch.rand(shape)
 
 
+#: the dynamo exporter's files of :data:`ARCHITECTURES` (``<name>.onnx`` and its ``<name>.onnx.data``)
+DYNAMO_EXPORTS = Path(__file__).with_name("dynamo_exports")
+
+
+def dynamo_export(name: str) -> tuple[Path, torch.Tensor]:
+    """The stored dynamo export of architecture ``name`` and the input it was exported with."""
+    return DYNAMO_EXPORTS / f"{name}.onnx", build(name)[1]
+
+
+def write_dynamo_exports() -> None:
+    """Export every architecture with the dynamo exporter into :data:`DYNAMO_EXPORTS` (replacing what is there)."""
+    DYNAMO_EXPORTS.mkdir(exist_ok=True)
+    for old in DYNAMO_EXPORTS.glob("*.onnx*"):
+        old.unlink()
+    for name in ARCHITECTURES:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            export(name, str(DYNAMO_EXPORTS / f"{name}.onnx"), dynamo=True)
+
+
 def export(name: str, path: str, dynamo: bool = False, seed: int = 0) -> torch.Tensor:
     """Export architecture ``name`` to ``path`` (TorchScript exporter, or the dynamo one); returns the input."""
     model, x = build(name, seed)
@@ -375,3 +405,11 @@ def export(name: str, path: str, dynamo: bool = False, seed: int = 0) -> torch.T
     torch.onnx.export(model, (x,), path, input_names=["input"], output_names=["output"], opset_version=17 if not dynamo
                       else 18, **kwargs)
     return x
+
+
+if __name__ == "__main__":
+    # through the module's own name: the exporter writes each module's class path into the file
+    from tests.engine.importers import architectures
+
+    architectures.write_dynamo_exports()
+    sys.exit(0)

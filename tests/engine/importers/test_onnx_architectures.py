@@ -11,7 +11,7 @@ import pytest
 
 from engine.importers.onnx import import_onnx
 from engine.typecheck import ERROR, check
-from tests.engine.importers.architectures import ARCHITECTURES, export
+from tests.engine.importers.architectures import ARCHITECTURES, DYNAMO_EXPORTS, dynamo_export, export
 from tests.engine.importers.helpers import REGISTRY, reference, rel_l2, run
 
 EXPORTERS = ("torchscript", "dynamo")
@@ -20,17 +20,22 @@ CASES = [(name, exporter) for exporter in EXPORTERS for name in ARCHITECTURES]
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], tuple[Path, np.ndarray, np.ndarray]]:
-    """(architecture, exporter) -> (ONNX path, input, onnxruntime output), exported on first use."""
+    """(architecture, exporter) -> (ONNX path, input, onnxruntime output): exported on first use by the TorchScript
+    exporter, the dynamo exporter's stored files (``architectures.DYNAMO_EXPORTS``)."""
     root = tmp_path_factory.mktemp("architectures")
     cache: dict[tuple[str, str], tuple[Path, np.ndarray, np.ndarray]] = {}
 
     class Lazy(dict):
         def __missing__(self, key: tuple[str, str]) -> tuple[Path, np.ndarray, np.ndarray]:
             name, exporter = key
-            path = root / f"{name}_{exporter}.onnx"
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                x = export(name, str(path), dynamo=exporter == "dynamo").numpy()
+            if exporter == "dynamo":  # stored (architectures.DYNAMO_EXPORTS)
+                path, x = dynamo_export(name)
+                x = x.numpy()
+            else:
+                path = root / f"{name}_{exporter}.onnx"
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    x = export(name, str(path)).numpy()
             self[key] = (path, x, reference(path, {"input": x})[0])
             return self[key]
     return Lazy(cache)
@@ -77,6 +82,28 @@ def test_structure_of_imported_architectures(exported) -> None:
     assert ("resize", "none") in layers("unet")
     assert ("resize", "softmax") in layers("segmentation_head")
     assert ("element_wise", "none") in layers("dncnn")
+
+
+def test_the_stored_dynamo_exports_are_what_the_pinned_exporter_writes(tmp_path) -> None:
+    """One stored file per architecture (and its weights file), each written by the torch of this environment (the
+    pinned one); the smallest exported again here gives the same graph and the same weights, byte for byte."""
+    import onnx
+    import torch
+
+    assert sorted(p.name for p in DYNAMO_EXPORTS.iterdir()) == sorted(
+        f"{name}.onnx{end}" for name in ARCHITECTURES for end in ("", ".data"))
+    for name in ARCHITECTURES:
+        model = onnx.load(str(DYNAMO_EXPORTS / f"{name}.onnx"), load_external_data=False)
+        assert (model.producer_name, model.producer_version) == ("pytorch", torch.__version__), \
+            f"{name}: stored by another torch; run python -m tests.engine.importers.architectures"
+    name = min(ARCHITECTURES, key=lambda n: (DYNAMO_EXPORTS / f"{n}.onnx.data").stat().st_size)
+    fresh = tmp_path / f"{name}.onnx"  # the same file name: the weights file's name is written into the model
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x = export(name, str(fresh), dynamo=True)
+    assert torch.equal(x, dynamo_export(name)[1])
+    assert fresh.read_bytes() == (DYNAMO_EXPORTS / f"{name}.onnx").read_bytes()
+    assert (tmp_path / f"{name}.onnx.data").read_bytes() == (DYNAMO_EXPORTS / f"{name}.onnx.data").read_bytes()
 
 
 @pytest.mark.parametrize("name", list(ARCHITECTURES))
