@@ -3,6 +3,7 @@
 The grammar is in ``engine.fusing``'s documentation."""
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -296,8 +297,12 @@ def parse_condition(text: str, name: str) -> Node:
     return node
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_rule(text: str, name: str | None = None) -> FusingRule:
     """Parse one rule. ``name`` identifies it in messages and in ``FusedModel.applied`` (default: its
     head, e.g. ``fp16|nhwc|conv_bn``). Raises FusingRuleError naming the rule, the column and what was
-    expected."""
+    expected.
+
+    A parsed rule is immutable, so each text is parsed once: every network a model opens applies the collections'
+    rules, and parsing them again took a third of opening and running a one-layer network (5 rules, 2.1 of 6.9 ms)."""
     return _Parser(text, name).rule(name)

@@ -117,6 +117,18 @@ def test_the_example_rule_parses_into_its_parts():
     assert parse_rule(EXAMPLE, "my rule").name == "my rule"
 
 
+def test_a_rule_text_is_parsed_once_and_a_faulty_one_fails_every_time():
+    """Every network a model opens applies the collections' rules: the same text (and name) gives the same parsed
+    rule, parsed once; a faulty text raises its error at each attempt, not once."""
+    parse_rule.cache_clear()
+    first = parse_rule(EXAMPLE)
+    assert parse_rule(EXAMPLE) is first and parse_rule.cache_info().hits == 1
+    assert parse_rule(EXAMPLE, "my rule") is not first and parse_rule(EXAMPLE, "my rule").name == "my rule"
+    for _ in range(2):
+        with pytest.raises(FusingRuleError, match="column"):
+            parse_rule("fp32|nchw|conv_bn = ")
+
+
 @pytest.mark.parametrize("text", [
     EXAMPLE,
     "*|*|conv_bn = batch_normalization {convolution}",
