@@ -17,7 +17,7 @@ from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.blocks import row_block, row_blocks
 from engine.backends.cpu.depthwise_tile import DEPTHWISE_TILE, DEPTHWISE_VECTOR, dw_tile
-from engine.backends.cpu.epilogue import activate_row, kernel_alpha
+from engine.backends.cpu.epilogue import activate_row, activate_span, kernel_alpha
 from engine.backends.cpu.memory import aligned_copy
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
@@ -133,7 +133,7 @@ def _depthwise_rows_flat(x, wt, b, y, r0, r1, ph, pw, dh, dw, act, alpha):  # pr
                 v = wt[i, j, lo * c:hi * c]
                 for k in range(d.size):
                     d[k] += src[k] * v[k]
-        activate_row(yr, act, alpha)
+        activate_span(yr, act, alpha)
 
 
 @njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)
@@ -197,9 +197,9 @@ def _depthwise_rows_vec(x, w, b, y, r0, r1, sh, sw, ph, pw, dh, dw, act, alpha, 
                         for k in range(cv, c):
                             dst[k] += src[k] * wv[k]
                 if fused:
-                    activate_row(dst[cv:], act, alpha)
+                    activate_span(dst[cv:], act, alpha)
         if not fused:
-            activate_row(y[oh].reshape(wo * c), act, alpha)
+            activate_span(y[oh].reshape(wo * c), act, alpha)
 
 
 @njit(cache=True, nogil=True, parallel=True)

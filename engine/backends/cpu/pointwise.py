@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
-from engine.backends.cpu.epilogue import FUSED_EPILOGUES, _exp_neg, activate_row, kernel_alpha
+from engine.backends.cpu.epilogue import FUSED_EPILOGUES, _exp_neg, activate_row, activate_span, kernel_alpha
 from engine.backends.cpu.runtime import REORDERED_SUMS
 from engine.epilogues import coefficients
 
@@ -33,7 +33,7 @@ def _activation(x, y, act, a, b, parts, inplace):  # pragma: no cover - compiled
         seg = y[lo:hi]
         if not inplace:
             seg[:] = x[lo:hi]
-        activate_row(seg, act, ab)
+        activate_span(seg, act, ab)
 
 
 def activation(x: np.ndarray, out: np.ndarray, epilogue: str, coefs: dict[str, float]) -> None:
@@ -68,7 +68,7 @@ def _scale_shift_planes(x, y, scale, shift, act, a, b):  # pragma: no cover - co
         src, dst = x[n, c], y[n, c]
         for i in range(src.size):
             dst[i] = src[i] * s + t
-        activate_row(dst, act, ab)
+        activate_span(dst, act, ab)
 
 
 def leading_rows(x: np.ndarray, channel_axis: int) -> np.ndarray | None:
