@@ -304,5 +304,5 @@ def parse_rule(text: str, name: str | None = None) -> FusingRule:
     expected.
 
     A parsed rule is immutable, so each text is parsed once: every network a model opens applies the collections'
-    rules, and parsing them again took a third of opening and running a one-layer network (5 rules, 2.1 of 6.9 ms)."""
+    rules, and parsing them again made opening and running a one-layer network take 2.95 instead of 2.3 ms."""
     return _Parser(text, name).rule(name)

@@ -6,12 +6,13 @@ its own IR); the functions they call (:func:`_silu`, :func:`_phi`, ...) are plai
 Numba inlines by copying the callee's IR into every call site, nested calls included: with every function inlined
 that way the first compile of the kernels took 460 instead of 260 CPU seconds, for the same run time (the lone
 activation kernel, Winograd, depthwise, products and element-wise kernels timed in turns). Where one call covers a
-whole output row or block (the depthwise rows, the lone activation, NCHW batch normalization's planes), kernels call
-:func:`activate_span`, the row switch compiled once, instead: the depthwise family compiled in 15-18 instead of
-23-25 CPU seconds and the pointwise one in 28-30 instead of 31-33 (fresh caches, in turns), their layers' times
-within the machine's spread. Per pixel (a
-row of one pixel's channels) the call costs more than the switch: a 40 -> 240 1x1 layer with SiLU at 28x28 took
-0.30-0.36 instead of 0.23-0.25 ms on two Zen 3 cores with every call site calling, so those stay inlined."""
+whole output row or block (the depthwise rows, the lone activation, NCHW batch normalization's planes; also a depthwise
+pixel's channels past its last whole vector, a few values beside the pixel's vector tiles), kernels call
+:func:`activate_span`, the row switch compiled once, instead: the depthwise family compiled in 15-18 instead of 23-25
+CPU seconds and the pointwise one in 28-30 instead of 31-33 (fresh caches, in turns), their layers' times within the
+machine's spread. Where a call covers one pixel's channels (the panel product's activation by rows), the call costs
+more than the switch: a 40 -> 240 1x1 layer with SiLU at 28x28 took 0.30-0.36 instead of 0.23-0.25 ms on two Zen 3
+cores with every call site calling, so those stay inlined."""
 from __future__ import annotations
 
 import math
