@@ -12,7 +12,8 @@
 #   zoo       bench_zoo (torchvision networks against PyTorch, fp16 and strict fp32, batches 1 and 32), profile_sums
 #   all       tests, zoo, paths, pipeline (the default)
 # Wheels the machine lacks may be put in .gpuw/ (git-excluded); they are installed into a folder of their own
-# (the tests need pytest-xdist, execnet, hypothesis and sortedcontainers besides the project's own dependencies).
+# (the tests need pytest-xdist, execnet, hypothesis and sortedcontainers besides the project's own dependencies;
+# installed without their dependencies, cupti-python needs pyelftools there too, or profiles fall back to CUDA events).
 set -uo pipefail
 OUT=${OUT:-/tmp/layerlab-gpu}; mkdir -p "$OUT"
 what=${1:-all}
