@@ -89,21 +89,55 @@ class Collector(logging.Handler):
         self.records.append(record)
 
 
+class _Sinks(logging.Handler):
+    """The one handler every :func:`collect` block of a logger shares: each open block is a (level, records) sink,
+    and a record goes to every open sink of its level or below, from whichever thread it comes. Attached once;
+    a block only adds and removes its sink. A handler made, attached and detached per block, and the tree's level set
+    back at every block's end (which clears the cached levels of every logger in the process), took 16-17 us a block
+    against 3-5 (127 loggers, PyTorch imported); the type check opens two blocks a layer."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+        self.sinks: list[tuple[int, list[logging.LogRecord]]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        for level, records in list(self.sinks):
+            if record.levelno >= level:
+                records.append(record)
+
+
+_SINKS: dict[str, _Sinks] = {}
+
+
+def _sinks_of(name: str) -> _Sinks:
+    handler = _SINKS.get(name)
+    if handler is None:
+        handler = _SINKS.setdefault(name, _Sinks())
+        logging.getLogger(name).addHandler(handler)
+    return handler
+
+
 @contextlib.contextmanager
 def collect(level: int = logging.WARNING, name: str = ROOT) -> Iterator[list[logging.LogRecord]]:
     """The records of ``level`` and above that ``name``'s loggers emit inside the block (also when the tree's level
     would drop them: the tree is opened to ``level`` for the block)."""
     root = logging.getLogger(name)
-    handler = Collector(level)
+    sinks = _sinks_of(name)
+    sink: tuple[int, list[logging.LogRecord]] = (level, [])
     old = root.level
-    if root.getEffectiveLevel() > level:
+    opened = root.getEffectiveLevel() > level
+    if opened:
         root.setLevel(level)
-    root.addHandler(handler)
+    sinks.sinks.append(sink)
     try:
-        yield handler.records
+        yield sink[1]
     finally:
-        root.removeHandler(handler)
-        root.setLevel(old)
+        for i in range(len(sinks.sinks) - 1, -1, -1):  # this block's own sink (another may hold equal records)
+            if sinks.sinks[i] is sink:
+                del sinks.sinks[i]
+                break
+        if opened:
+            root.setLevel(old)
 
 
 __all__ = ["LEVELS", "ROOT", "Collector", "collect", "configure", "get_logger", "level_of", "logger_name"]

@@ -81,3 +81,30 @@ def test_the_command_line_handler_keeps_its_level_when_the_tree_opens(capsys):
         assert "a warning line" in err and "an info line" not in err
     finally:
         TREE.setLevel(old)
+
+
+def test_blocks_keep_their_own_records_nested_from_any_thread_and_leave_the_level_as_it_was():
+    """Nested blocks of one level each get the records emitted while they are open (the inner one's end does not take
+    the outer one's records away, although both hold equal, empty lists when it ends), a record from another thread
+    too; a block of a lower level opens the tree for its span only; after the blocks nothing is collected."""
+    import threading
+
+    log = get_logger("engine.blocks_test")
+    tree = logging.getLogger("layerlab")
+    before = tree.level
+    with collect() as outer:
+        with collect() as inner:
+            pass
+        with collect() as second:
+            log.warning("one")
+            thread = threading.Thread(target=lambda: log.error("from a thread"))
+            thread.start()
+            thread.join()
+        log.warning("two")
+        with collect(logging.DEBUG) as detailed:
+            log.debug("details")
+        assert tree.level == before
+    log.warning("after")
+    assert [r.getMessage() for r in outer] == ["one", "from a thread", "two"]
+    assert inner == [] and [r.getMessage() for r in second] == ["one", "from a thread"]
+    assert [r.getMessage() for r in detailed] == ["details"]
