@@ -78,17 +78,6 @@ def configure(verbosity: int = 0) -> logging.Handler:
     return handler
 
 
-class Collector(logging.Handler):
-    """Keeps the records it sees (``collect``)."""
-
-    def __init__(self, level: int) -> None:
-        super().__init__(level)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 class _Sinks(logging.Handler):
     """The one handler every :func:`collect` block of a logger shares: each open block is a (level, records) sink,
     and a record goes to every open sink of its level or below, from whichever thread it comes. Attached once;
@@ -140,4 +129,4 @@ def collect(level: int = logging.WARNING, name: str = ROOT) -> Iterator[list[log
             root.setLevel(old)
 
 
-__all__ = ["LEVELS", "ROOT", "Collector", "collect", "configure", "get_logger", "level_of", "logger_name"]
+__all__ = ["LEVELS", "ROOT", "collect", "configure", "get_logger", "level_of", "logger_name"]
