@@ -18,6 +18,7 @@ from numba import njit, prange
 from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.dense import _offsets
+from engine.backends.cpu.jobs import job_caller
 from engine.backends.cpu.memory import aligned_zeros
 from engine.backends.cpu.microkernel import PANEL, PANEL_ROWS, tile_bias_n, tile_rows
 from engine.backends.cpu.pointwise import softmax_row
@@ -112,25 +113,36 @@ def attention_call(q: np.ndarray, k: np.ndarray, v: np.ndarray, bias: np.ndarray
 def _attention_par(q, lq, q_off, k, lk, k_off, k_transposed, v, lv, v_off, b, lb, b_off, has_bias, y, m, s, d, dv,
                    scale, splits, parts, zeros, epi):  # pragma: no cover - compiled
     """Jobs (a matrix, a block of its rows) shared out over ``parts`` cores, each core with its own panels."""
+    for part in prange(parts):
+        _call_attention_share((np.int64(part), q, lq, q_off, k, lk, k_off, k_transposed, v, lv, v_off, b, lb, b_off,
+                               has_bias, y, m, s, d, dv, scale, splits, parts, zeros, epi))
+
+
+@njit(cache=True, nogil=True)
+def _attention_share(part, q, lq, q_off, k, lk, k_off, k_transposed, v, lv, v_off, b, lb, b_off, has_bias, y, m, s, d,
+                     dv, scale, splits, parts, zeros, epi):  # pragma: no cover - compiled
+    """Share ``part`` of :func:`_attention_par`'s jobs."""
     jobs = y.size // (m * dv) * splits
     key_panels, value_panels = -(-s // PANEL), -(-dv // PANEL)
-    for part in prange(parts):
-        kp = np.empty(key_panels * d * PANEL, np.float32)
-        vp = np.empty(value_panels * s * PANEL, np.float32)
-        scores = np.empty(PANEL_ROWS * key_panels * PANEL, np.float32)
-        tile = np.empty(PANEL_ROWS * value_panels * PANEL, np.float32)
-        rows_a = np.empty(PANEL_ROWS, np.int64)
-        rows_c = np.empty(PANEL_ROWS, np.int64)
-        for job in range(jobs * part // parts, jobs * (part + 1) // parts):
-            i, split = job // splits, job % splits
-            r0, r1 = m * split // splits, m * (split + 1) // splits
-            if r1 <= r0:
-                continue
-            _pack_keys(k, k_off[i if k_off.size > 1 else 0], lk, k_transposed, s, d, kp)
-            _pack_values(v, v_off[i if v_off.size > 1 else 0], lv, s, dv, vp)
-            bo = b_off[i if b_off.size > 1 else 0]
-            _attention_rows(q, q_off[i if q_off.size > 1 else 0], lq, b, bo, lb, has_bias, y, i * m * dv, r0, r1,
-                            s, d, dv, scale, kp, vp, scores, tile, rows_a, rows_c, zeros, epi)
+    kp = np.empty(key_panels * d * PANEL, np.float32)
+    vp = np.empty(value_panels * s * PANEL, np.float32)
+    scores = np.empty(PANEL_ROWS * key_panels * PANEL, np.float32)
+    tile = np.empty(PANEL_ROWS * value_panels * PANEL, np.float32)
+    rows_a = np.empty(PANEL_ROWS, np.int64)
+    rows_c = np.empty(PANEL_ROWS, np.int64)
+    for job in range(jobs * part // parts, jobs * (part + 1) // parts):
+        i, split = job // splits, job % splits
+        r0, r1 = m * split // splits, m * (split + 1) // splits
+        if r1 <= r0:
+            continue
+        _pack_keys(k, k_off[i if k_off.size > 1 else 0], lk, k_transposed, s, d, kp)
+        _pack_values(v, v_off[i if v_off.size > 1 else 0], lv, s, dv, vp)
+        bo = b_off[i if b_off.size > 1 else 0]
+        _attention_rows(q, q_off[i if q_off.size > 1 else 0], lq, b, bo, lb, has_bias, y, i * m * dv, r0, r1,
+                        s, d, dv, scale, kp, vp, scores, tile, rows_a, rows_c, zeros, epi)
+
+
+_call_attention_share = job_caller(_attention_share)
 
 
 @njit(cache=True, nogil=True)

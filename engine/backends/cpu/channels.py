@@ -11,6 +11,7 @@ from numba import njit, prange
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.elementwise import ELEMENT_WISE_SPLIT_MIN
 from engine.backends.cpu.epilogue import activate, kernel_alpha
+from engine.backends.cpu.jobs import job_caller
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
 
@@ -43,6 +44,9 @@ def _pool_pixels(x, acc, p0, p1, is_max):  # pragma: no cover - compiled
             for k in range(c):
                 acc[k] += x[p, k]
             p += 1
+
+
+_call_pool_pixels = job_caller(_pool_pixels)
 
 
 @njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)
@@ -83,7 +87,7 @@ def _pool_pixels_par(x, y, is_max, parts):  # pragma: no cover - compiled
     partial = np.empty((n * parts, c), np.float32)
     for j in prange(n * parts):
         i, q = j // parts, j % parts
-        _pool_pixels(x[i], partial[j], m * q // parts, m * (q + 1) // parts, is_max)
+        _call_pool_pixels((x[i], partial[j], m * q // parts, m * (q + 1) // parts, is_max))
     for i in range(n):
         _pool_finish(partial[i * parts:(i + 1) * parts], y[i], parts, m, is_max)
 
@@ -106,11 +110,14 @@ def _pool_rows(x, y, r0, r1, is_max):  # pragma: no cover - compiled
             y[r] = s * np.float32(1.0 / m)
 
 
+_call_pool_rows = job_caller(_pool_rows)
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _pool_rows_par(x, y, is_max, parts):  # pragma: no cover - compiled
     rows = x.shape[0]
     for q in prange(parts):
-        _pool_rows(x, y, rows * q // parts, rows * (q + 1) // parts, is_max)
+        _call_pool_rows((x, y, rows * q // parts, rows * (q + 1) // parts, is_max))
 
 
 def global_pool(x: np.ndarray, out: np.ndarray, is_max: bool, nhwc: bool) -> None:
@@ -145,6 +152,9 @@ def _scale_pixels(x, gate, y, p0, p1):  # pragma: no cover - compiled
             dst[k] = src[k] * gate[k]
 
 
+_call_scale_pixels = job_caller(_scale_pixels)
+
+
 @njit(cache=True, nogil=True)
 def _gate(g, act, alpha):  # pragma: no cover - compiled
     """act(``g``) of one image's gates, a new float32 array."""
@@ -162,7 +172,7 @@ def _scale_nhwc(x, g, y, act, alpha, parts):  # pragma: no cover - compiled
     for i in range(n):
         gate = _gate(g[i], act, alpha)
         for q in prange(parts):
-            _scale_pixels(x[i], gate, y[i], m * q // parts, m * (q + 1) // parts)
+            _call_scale_pixels((x[i], gate, y[i], m * q // parts, m * (q + 1) // parts))
 
 
 @njit(cache=True, nogil=True)
@@ -176,11 +186,14 @@ def _scale_rows(x, g, y, r0, r1, act, alpha):  # pragma: no cover - compiled
             dst[p] = src[p] * s
 
 
+_call_scale_rows = job_caller(_scale_rows)
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _scale_rows_par(x, g, y, act, alpha, parts):  # pragma: no cover - compiled
     rows = x.shape[0]
     for q in prange(parts):
-        _scale_rows(x, g, y, rows * q // parts, rows * (q + 1) // parts, act, alpha)
+        _call_scale_rows((x, g, y, rows * q // parts, rows * (q + 1) // parts, act, alpha))
 
 
 def channel_scale(x: np.ndarray, g: np.ndarray, out: np.ndarray, nhwc: bool, act: int = 0,

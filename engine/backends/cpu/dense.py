@@ -11,6 +11,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.epilogue import activate, activate_row, kernel_alpha
+from engine.backends.cpu.jobs import job_caller
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
 #: most items of a batch :func:`dense` takes (larger batches are products worth BLAS's blocking)
@@ -56,12 +57,14 @@ def _dense_range(x, w, b, y, o0, o1, act, alpha):  # pragma: no cover - compiled
             y[i, o] = activate(s + b[o], act, alpha)
 
 
+_call_dense_range = job_caller(_dense_range)
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _dense_par(x, w, b, y, act, alpha, parts):  # pragma: no cover - compiled
     o = w.shape[0]
     for q in prange(parts):
-        _dense_range(x, w, b, y, o * q // parts, o * (q + 1) // parts, act, alpha)
-
+        _call_dense_range((x, w, b, y, o * q // parts, o * (q + 1) // parts, act, alpha))
 
 
 def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, out: np.ndarray, act: int = 0,
@@ -75,19 +78,28 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, out: np.ndarra
 
 @njit(cache=True, nogil=True, parallel=True)
 def _linear_par(sgemm, x, w, y, b, has_bias, act, alpha, parts):  # pragma: no cover - compiled
+    m = x.shape[0]
+    for q in prange(parts):
+        _call_linear_rows((sgemm, x, w, y, b, has_bias, act, alpha, m * q // parts, m * (q + 1) // parts))
+
+
+@njit(cache=True, nogil=True)
+def _linear_rows(sgemm, x, w, y, b, has_bias, act, alpha, r0, r1):  # pragma: no cover - compiled
+    """Rows r0..r1 of :func:`_linear_par`: one BLAS product, then their bias and activation."""
     m, k = x.shape
     o = w.shape[1]
-    for q in prange(parts):
-        r0, r1 = m * q // parts, m * (q + 1) // parts
-        if r1 > r0:
-            sgemm(101, 111, 111, r1 - r0, o, k, np.float32(1), x.ctypes.data + 4 * r0 * k, k, w.ctypes.data, o,
-                  np.float32(0), y.ctypes.data + 4 * r0 * o, o)
-            for r in range(r0, r1):
-                row = y[r]
-                if has_bias:
-                    for e in range(o):
-                        row[e] += b[e]
-                activate_row(row, act, alpha)
+    if r1 > r0:
+        sgemm(101, 111, 111, r1 - r0, o, k, np.float32(1), x.ctypes.data + 4 * r0 * k, k, w.ctypes.data, o,
+              np.float32(0), y.ctypes.data + 4 * r0 * o, o)
+        for r in range(r0, r1):
+            row = y[r]
+            if has_bias:
+                for e in range(o):
+                    row[e] += b[e]
+            activate_row(row, act, alpha)
+
+
+_call_linear_rows = job_caller(_linear_rows)
 
 
 #: fewest multiply-adds of a product of stacked matrices worth this kernel (a smaller one: NumPy's matmul)

@@ -18,6 +18,7 @@ from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.blocks import row_block, row_blocks
 from engine.backends.cpu.depthwise_tile import DEPTHWISE_TILE, DEPTHWISE_VECTOR, dw_tile
 from engine.backends.cpu.epilogue import activate_row, activate_span, kernel_alpha
+from engine.backends.cpu.jobs import job_caller
 from engine.backends.cpu.memory import aligned_copy
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
@@ -87,6 +88,9 @@ def _depthwise_rows(x, w, b, y, r0, r1, sh, sw, ph, pw, dh, dw, act, alpha):  # 
             activate_row(dst, act, alpha)
 
 
+_call_depthwise_rows = job_caller(_depthwise_rows)
+
+
 @njit(inline="always", fastmath=REORDERED_SUMS)
 def _inside3(x, w, b, dst, ih0, iw0, dh, dw):  # pragma: no cover - compiled
     """``dst`` (C) = ``b`` + the 3x3 filter ``w`` (3, 3, C) over the window of ``x`` (H, W, C) at (ih0, iw0), all of
@@ -134,6 +138,9 @@ def _depthwise_rows_flat(x, wt, b, y, r0, r1, ph, pw, dh, dw, act, alpha):  # pr
                 for k in range(d.size):
                     d[k] += src[k] * v[k]
         activate_span(yr, act, alpha)
+
+
+_call_depthwise_rows_flat = job_caller(_depthwise_rows_flat)
 
 
 @njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)
@@ -202,12 +209,15 @@ def _depthwise_rows_vec(x, w, b, y, r0, r1, sh, sw, ph, pw, dh, dw, act, alpha, 
             activate_span(y[oh].reshape(wo * c), act, alpha)
 
 
+_call_depthwise_rows_vec = job_caller(_depthwise_rows_vec)
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _depthwise_vec_par(x, w, b, y, rows, sh, sw, ph, pw, dh, dw, act, alpha, epi, fused, unroll):  # pragma: no cover
     n, ho = y.shape[:2]
     for j in prange(row_blocks(n, ho, rows)):
         i, r0, r1 = row_block(j, ho, rows)
-        _depthwise_rows_vec(x[i], w, b, y[i], r0, r1, sh, sw, ph, pw, dh, dw, act, alpha, epi, fused, unroll)
+        _call_depthwise_rows_vec((x[i], w, b, y[i], r0, r1, sh, sw, ph, pw, dh, dw, act, alpha, epi, fused, unroll))
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -215,7 +225,7 @@ def _depthwise_par(x, w, b, y, rows, sh, sw, ph, pw, dh, dw, act, alpha):  # pra
     n, ho = y.shape[:2]
     for j in prange(row_blocks(n, ho, rows)):
         i, r0, r1 = row_block(j, ho, rows)
-        _depthwise_rows(x[i], w, b, y[i], r0, r1, sh, sw, ph, pw, dh, dw, act, alpha)
+        _call_depthwise_rows((x[i], w, b, y[i], r0, r1, sh, sw, ph, pw, dh, dw, act, alpha))
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -223,7 +233,7 @@ def _depthwise_flat_par(x, wt, b, y, rows, ph, pw, dh, dw, act, alpha):  # pragm
     n, ho = y.shape[:2]
     for j in prange(row_blocks(n, ho, rows)):
         i, r0, r1 = row_block(j, ho, rows)
-        _depthwise_rows_flat(x[i], wt, b, y[i], r0, r1, ph, pw, dh, dw, act, alpha)
+        _call_depthwise_rows_flat((x[i], wt, b, y[i], r0, r1, ph, pw, dh, dw, act, alpha))
 
 
 def vector_tiles_apply(channels: int) -> bool:

@@ -9,6 +9,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.epilogue import activate, kernel_alpha
+from engine.backends.cpu.jobs import job_caller
 
 #: element-wise operations of two inputs (name -> code used by the kernel)
 ELEMENT_WISE_OPS = {"sum": 0, "product": 1, "max": 2, "min": 3, "sub": 4}
@@ -43,6 +44,9 @@ def _element_wise_range(a, b, y, i0, i1, op, act, alpha):  # pragma: no cover - 
                 z[i] = activate(u[i] - v[i], act, alpha)
 
 
+_call_element_wise_range = job_caller(_element_wise_range)
+
+
 def element_wise(a: np.ndarray, b: np.ndarray, out: np.ndarray, op: int, act: int = 0,
                  alpha: float | tuple[float, float] = 0.0) -> None:
     """``out = act(a op b)`` (codes of :data:`ELEMENT_WISE_OPS` and :data:`FUSED_EPILOGUES`) in one pass,
@@ -66,5 +70,5 @@ def _element_wise(a, b, y, op, act, alpha, parts):  # pragma: no cover - compile
     step = (y.size + parts - 1) // parts
     step = (step + 15) // 16 * 16  # a multiple of 16 floats: no cache line shared by two threads
     for q in prange(parts):
-        _element_wise_range(a, b, y, min(y.size, q * step), min(y.size, (q + 1) * step), op, act, alpha)
+        _call_element_wise_range((a, b, y, min(y.size, q * step), min(y.size, (q + 1) * step), op, act, alpha))
 

@@ -10,6 +10,7 @@ from numba import njit, prange
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.blocks import row_block, row_blocks
 from engine.backends.cpu.epilogue import activate, kernel_alpha
+from engine.backends.cpu.jobs import job_caller
 from engine.backends.cpu.memory import aligned_copy
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
@@ -99,10 +100,13 @@ def _few_rows(x, wr, b, y, r0, r1, kh, kw, sh, sw, ph, pw, dh, dw, act, alpha): 
                 y[oh, ow, kk] = activate(sums[kk] + b[kk], act, alpha)
 
 
+_call_few_rows = job_caller(_few_rows)
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _few_par(x, wr, b, y, rows, kh, kw, sh, sw, ph, pw, dh, dw, act, alpha):  # pragma: no cover - compiled
     n, ho = y.shape[:2]
     for j in prange(row_blocks(n, ho, rows)):
         i, r0, r1 = row_block(j, ho, rows)
-        _few_rows(x[i], wr, b, y[i], r0, r1, kh, kw, sh, sw, ph, pw, dh, dw, act, alpha)
+        _call_few_rows((x[i], wr, b, y[i], r0, r1, kh, kw, sh, sw, ph, pw, dh, dw, act, alpha))
 

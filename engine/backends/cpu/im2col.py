@@ -13,6 +13,7 @@ from numba import njit, prange
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.blocks import plain
 from engine.backends.cpu.epilogue import activate_row, kernel_alpha
+from engine.backends.cpu.jobs import job_caller
 from engine.backends.cpu.memory import aligned_copy
 
 #: bytes of im2col rows per block of output pixels: 1 MiB stays in a core's L2 (3 MiB blocks, in L3, made resnet18's
@@ -162,8 +163,8 @@ def _conv_par(j0, count, step_kind, sgemm, xs, ys, rs, has_res, wm, b, act, alph
     and 2, for image j0 cut by output channels: shares of its im2col (by rows), then of its product."""
     for q in prange(count):
         tid = numba.get_thread_id() if step_kind == 0 else 0
-        _conv_job(j0 + q if step_kind == 0 else j0, np.int64(q), step_kind, tid, sgemm, xs, ys, rs, has_res, wm, b, act, alpha,
-                  wo, kh, kw, sh, sw, ph, pw, dh, dw, step, direct, bounds, cbuf)
+        _call_conv_job((j0 + q if step_kind == 0 else j0, np.int64(q), step_kind, tid, sgemm, xs, ys, rs, has_res, wm,
+                        b, act, alpha, wo, kh, kw, sh, sw, ph, pw, dh, dw, step, direct, bounds, cbuf))
 
 
 @njit(cache=True, nogil=True)
@@ -199,6 +200,9 @@ def _conv_job(j, q, step_kind, tid, sgemm, xs, ys, rs, has_res, wm, b, act, alph
         a, lda = np.int64(cols.ctypes.data), kk
     _product(sgemm, a, lda, total, wm, bounds[q], bounds[q + 1], ys[j], plain(0))
     _bias_act(ys[j], rs[j], has_res, plain(0), total, bounds[q], bounds[q + 1], b, act, alpha)
+
+
+_call_conv_job = job_caller(_conv_job)
 
 
 def share_columns(k: int) -> list[slice]:

@@ -13,6 +13,7 @@ from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.blocks import plain
 from engine.backends.cpu.epilogue import activate_row, kernel_alpha
 from engine.backends.cpu.im2col import gemm_weights, im2col_nhwc, nhwc_operands, pixel_rows
+from engine.backends.cpu.jobs import job_caller
 from engine.backends.cpu.memory import aligned_copy, aligned_zeros
 from engine.backends.cpu.microkernel import (
     PANEL,
@@ -186,8 +187,16 @@ def _panel_windows_par(x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, s
                        shares):  # pragma: no cover - compiled
     """``ys`` (N, P, K) = act(conv(``x``) + ``b``) for the (padded) images ``x`` (N, Hp, Wp, C), by jobs of one block
     of ``step`` output pixels and one panel of PANEL output channels (:func:`_panel_job`; the panels of a block one
-    after the other), in ``shares`` runs of jobs (:func:`_job_shares`), each with its work arrays allocated once
-    rather than once per job.
+    after the other), in ``shares`` runs of jobs (:func:`_job_shares`, one :func:`_panel_share` each)."""
+    for share in prange(shares):
+        _call_panel_share((np.int64(share), x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step,
+                           by_rows, shares))
+
+
+@njit(cache=True, nogil=True)
+def _panel_share(share, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step, by_rows,
+                 shares):  # pragma: no cover - compiled
+    """Run ``share`` of :func:`_panel_windows_par`'s jobs, its work arrays allocated once rather than once per job.
 
     ``by_rows`` (a large image, whose blocks are output rows, with a residual or an activation the micro-kernel does
     not apply itself; ``epi`` then the identity): a job is one block and every panel of it, the block's pixels then
@@ -197,23 +206,24 @@ def _panel_windows_par(x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, s
     panels = wp.shape[0]
     blocks = (m + step - 1) // step
     jobs = n * blocks * (1 if by_rows else panels)
-    for share in prange(shares):
-        rows_a = np.empty(PANEL_ROWS, np.int64)
-        rows_c = np.empty(PANEL_ROWS, np.int64)
-        tile = np.empty(PANEL_ROWS * PANEL, np.float32)
-        for job in range(jobs * share // shares, jobs * (share + 1) // shares):
-            if not by_rows:
-                _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step, rows_a, rows_c,
-                           tile)
-                continue
-            for p in range(panels):  # the block's sums (and residual), not activated
-                _panel_job(job * panels + p, x, wp, ys, rs, has_res, b, plain(0), alpha, epi, kh, kw, sh, sw, wo, step,
-                           rows_a, rows_c, tile)
-            if act != 0:
-                y = ys[job // blocks]
-                for q in range(job % blocks * step, min(m, job % blocks * step + step)):
-                    activate_row(y[q], act, alpha)
+    rows_a = np.empty(PANEL_ROWS, np.int64)
+    rows_c = np.empty(PANEL_ROWS, np.int64)
+    tile = np.empty(PANEL_ROWS * PANEL, np.float32)
+    for job in range(jobs * share // shares, jobs * (share + 1) // shares):
+        if not by_rows:
+            _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step, rows_a, rows_c,
+                       tile)
+            continue
+        for p in range(panels):  # the block's sums (and residual), not activated
+            _panel_job(job * panels + p, x, wp, ys, rs, has_res, b, plain(0), alpha, epi, kh, kw, sh, sw, wo, step,
+                       rows_a, rows_c, tile)
+        if act != 0:
+            y = ys[job // blocks]
+            for q in range(job % blocks * step, min(m, job % blocks * step + step)):
+                activate_row(y[q], act, alpha)
 
+
+_call_panel_share = job_caller(_panel_share)
 
 #: runs of jobs per thread of :func:`_panel_windows_par` (several, so that a thread slowed by another program
 #: leaves its last runs to the others)
@@ -333,14 +343,25 @@ _IDENTITY = mk.fused_epilogue(0, 0.0)
 def _im2col_par(x, cols, shares, wo, kh, kw, sh, sw, ph, pw, dh, dw):  # pragma: no cover - compiled
     total = cols.shape[0]
     for q in prange(shares):
-        im2col_nhwc(x, cols, plain(0), total * q // shares, total * (q + 1) // shares, wo, kh, kw, sh, sw, ph, pw, dh, dw)
+        _call_im2col_share((x, cols, total * q // shares, total * (q + 1) // shares, wo, kh, kw, sh, sw, ph, pw, dh,
+                            dw))
+
+
+@njit(cache=True, nogil=True)
+def _im2col_share(x, cols, q0, q1, wo, kh, kw, sh, sw, ph, pw, dh, dw):  # pragma: no cover - compiled
+    """Rows q0..q1 of :func:`_im2col_par`'s im2col (a job of this module: a kernel and the job it calls by symbol
+    live in one file, so that Numba's cache, kept per file, renews both together)."""
+    im2col_nhwc(x, cols, plain(0), q0, q1, wo, kh, kw, sh, sw, ph, pw, dh, dw)
+
+
+_call_im2col_share = job_caller(_im2col_share)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _panel_par(a, wp, y, r, has_res, b, act, alpha):  # pragma: no cover - compiled
     """``y`` (P, K) = act(``a`` (P, KK) @ panels ``wp`` + ``b``), one panel of PANEL output channels per iteration."""
     for p in prange(wp.shape[0]):
-        panel_product(a, wp, y, r, has_res, np.int64(p), b, act, alpha)
+        _call_panel_product((a, wp, y, r, has_res, np.int64(p), b, act, alpha))
 
 
 @njit(cache=True, nogil=True)
@@ -366,6 +387,9 @@ def panel_product(a, wp, y, r, has_res, p, b, act, alpha):  # pragma: no cover -
             tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, depth, 1, 0)
             m0 += nr
     _panel_activate(y, k0, act, alpha)
+
+
+_call_panel_product = job_caller(panel_product)
 
 
 def stem_panels_apply(w_shape: tuple[int, ...], dilation: tuple[int, int], pixels: int) -> bool:

@@ -3,7 +3,6 @@ activation no producer fused), the per-channel ``act(x * scale + shift)`` of bat
 normalization over the rows of a matrix."""
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -11,6 +10,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.epilogue import FUSED_EPILOGUES, _exp_neg, activate_row, activate_span, kernel_alpha
+from engine.backends.cpu.jobs import job_caller
 from engine.backends.cpu.runtime import REORDERED_SUMS
 from engine.epilogues import coefficients
 
@@ -27,13 +27,20 @@ def _activation(x, y, act, a, b, parts, inplace):  # pragma: no cover - compiled
     """Each part copied (where ``y`` is not ``x``) and activated in place by ``activate_row``: one vectorised loop
     per epilogue (SiLU, GELU: 5-10x faster than a switch per value)."""
     step = (x.size + parts - 1) // parts
-    ab = (a, b)
     for q in prange(parts):
-        lo, hi = min(x.size, q * step), min(x.size, (q + 1) * step)
-        seg = y[lo:hi]
-        if not inplace:
-            seg[:] = x[lo:hi]
-        activate_span(seg, act, ab)
+        _call_activate_part((x, y, min(x.size, q * step), min(x.size, (q + 1) * step), act, (a, b), inplace))
+
+
+@njit(cache=True, nogil=True)
+def _activate_part(x, y, lo, hi, act, ab, inplace):  # pragma: no cover - compiled
+    """Values lo..hi of :func:`_activation`."""
+    seg = y[lo:hi]
+    if not inplace:
+        seg[:] = x[lo:hi]
+    activate_span(seg, act, ab)
+
+
+_call_activate_part = job_caller(_activate_part)
 
 
 def activation(x: np.ndarray, out: np.ndarray, epilogue: str, coefs: dict[str, float]) -> None:
@@ -45,30 +52,51 @@ def activation(x: np.ndarray, out: np.ndarray, epilogue: str, coefs: dict[str, f
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _scale_shift_rows(x, y, scale, shift, act, a, b):  # pragma: no cover - compiled
+def _scale_shift_rows(x, y, scale, shift, act, a, b, parts):  # pragma: no cover - compiled
     """Rows (pixels, C) of NHWC memory: channel = column (the first ``y.shape[1]`` columns of ``x``, whose rows may
     be longer: a join's leading channels). Each row scaled and shifted, then activated by ``activate_row`` while in
     L1 (one vectorised loop per epilogue: a switch per value kept the loop scalar)."""
-    ab = (a, b)
-    for p in prange(x.shape[0]):
+    rows = x.shape[0]
+    for q in prange(parts):
+        _call_scale_shift_row_range((x, y, scale, shift, act, (a, b), rows * q // parts, rows * (q + 1) // parts))
+
+
+@njit(cache=True, nogil=True)
+def _scale_shift_row_range(x, y, scale, shift, act, ab, r0, r1):  # pragma: no cover - compiled
+    """Rows r0..r1 of :func:`_scale_shift_rows`."""
+    for p in range(r0, r1):
         src, dst = x[p], y[p]
         for c in range(dst.size):
             dst[c] = src[c] * scale[c] + shift[c]
         activate_row(dst, act, ab)
 
 
+_call_scale_shift_row_range = job_caller(_scale_shift_row_range)
+
+
 @njit(cache=True, nogil=True, parallel=True)
-def _scale_shift_planes(x, y, scale, shift, act, a, b):  # pragma: no cover - compiled
+def _scale_shift_planes(x, y, scale, shift, act, a, b, parts):  # pragma: no cover - compiled
     """Planes (N, C, H*W) of NCHW memory (the first ``y.shape[1]`` planes of each image of ``x``), each activated as
     :func:`_scale_shift_rows` activates a row."""
-    ab = (a, b)
-    for q in prange(y.shape[0] * y.shape[1]):
+    planes = y.shape[0] * y.shape[1]
+    for q in prange(parts):
+        _call_scale_shift_plane_range((x, y, scale, shift, act, (a, b), planes * q // parts,
+                                       planes * (q + 1) // parts))
+
+
+@njit(cache=True, nogil=True)
+def _scale_shift_plane_range(x, y, scale, shift, act, ab, q0, q1):  # pragma: no cover - compiled
+    """Planes q0..q1 (counted over the images) of :func:`_scale_shift_planes`."""
+    for q in range(q0, q1):
         n, c = q // y.shape[1], q % y.shape[1]
         s, t = scale[c], shift[c]
         src, dst = x[n, c], y[n, c]
         for i in range(src.size):
             dst[i] = src[i] * s + t
         activate_span(dst, act, ab)
+
+
+_call_scale_shift_plane_range = job_caller(_scale_shift_plane_range)
 
 
 def leading_rows(x: np.ndarray, channel_axis: int) -> np.ndarray | None:
@@ -112,10 +140,10 @@ def scale_shift_call(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, out: n
     a, b = (np.float32(v) for v in coefficients(epilogue, coefs))
     act = FUSED_EPILOGUES[epilogue]
     if nhwc:
-        return functools.partial(rt.launch, _scale_shift_rows, rows, out.reshape(-1, x.shape[3]), scale, shift, act,
-                                 a, b)
-    return functools.partial(rt.launch, _scale_shift_planes, rows, out.reshape(x.shape[0], x.shape[1], -1), scale,
-                             shift, act, a, b)
+        return rt.Launch(_scale_shift_rows, rows, out.reshape(-1, x.shape[3]), scale, shift, act, a, b,
+                         per_threads=lambda t: (t,))
+    return rt.Launch(_scale_shift_planes, rows, out.reshape(x.shape[0], x.shape[1], -1), scale, shift, act, a, b,
+                     per_threads=lambda t: (t,))
 
 
 def scale_shift(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, out: np.ndarray, nhwc: bool,
@@ -160,11 +188,14 @@ def _layer_norm_range(x, scale, bias, y, eps, act, alpha, r0, r1):  # pragma: no
         activate_row(yr, act, alpha)
 
 
+_call_layer_norm_range = job_caller(_layer_norm_range)
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _layer_norm_par(x, scale, bias, y, eps, act, alpha, parts):  # pragma: no cover - compiled
     rows = x.shape[0]
     for q in prange(parts):
-        _layer_norm_range(x, scale, bias, y, eps, act, alpha, rows * q // parts, rows * (q + 1) // parts)
+        _call_layer_norm_range((x, scale, bias, y, eps, act, alpha, rows * q // parts, rows * (q + 1) // parts))
 
 
 def softmax_rows(x: np.ndarray, out: np.ndarray, bias: np.ndarray | None = None) -> bool:
@@ -237,8 +268,11 @@ def _softmax_range(x, y, bias, bias_rows, r0, r1):  # pragma: no cover - compile
         softmax_row(yr, n)
 
 
+_call_softmax_range = job_caller(_softmax_range)
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _softmax_par(x, y, bias, bias_rows, parts):  # pragma: no cover - compiled
     rows = x.shape[0]
     for q in prange(parts):
-        _softmax_range(x, y, bias, bias_rows, rows * q // parts, rows * (q + 1) // parts)
+        _call_softmax_range((x, y, bias, bias_rows, rows * q // parts, rows * (q + 1) // parts))

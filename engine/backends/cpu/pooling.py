@@ -9,6 +9,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.blocks import row_block, row_blocks
+from engine.backends.cpu.jobs import job_caller
 
 
 @njit(cache=True, nogil=True)
@@ -101,6 +102,9 @@ def _pool_rows(x, y, r0, r1, kh, kw, sh, sw, ph, pw, is_max, include_pad):  # pr
                     dst[k] *= scale
 
 
+_call_pool_rows = job_caller(_pool_rows)
+
+
 def pool_nhwc(x: np.ndarray, out: np.ndarray, is_max: bool, kernel: tuple[int, int], stride: tuple[int, int],
               padding: tuple[int, int], count_include_pad: bool) -> None:
     """Max or average pooling of float32 NHWC ``x`` (N, H, W, C) into ``out`` (N, Ho, Wo, C), one pass,
@@ -126,5 +130,5 @@ def _pool(x, y, rows, kh, kw, sh, sw, ph, pw, is_max, include_pad):  # pragma: n
     n, ho = y.shape[:2]
     for j in prange(row_blocks(n, ho, rows)):
         i, r0, r1 = row_block(j, ho, rows)
-        _pool_rows(x[i], y[i], r0, r1, kh, kw, sh, sw, ph, pw, is_max, include_pad)
+        _call_pool_rows((x[i], y[i], r0, r1, kh, kw, sh, sw, ph, pw, is_max, include_pad))
 

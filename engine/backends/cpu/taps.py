@@ -13,6 +13,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.epilogue import activate_row
+from engine.backends.cpu.jobs import job_caller
 
 #: largest share of a convolution's multiply-adds that read inside the image for which the taps pay (above it,
 #: im2col's one product over all taps, padding included, is as fast)
@@ -71,45 +72,56 @@ def conv_taps_plan(x: np.ndarray, wt: np.ndarray, kernel: tuple[int, int], bias:
 @njit(cache=True, nogil=True, parallel=True)
 def _taps_par(sgemm, x, wt, b, y, rects, kw, ph, pw, dh, dw, gathered, products, act, alpha,
               parts):  # pragma: no cover - compiled
+    for q in prange(parts):
+        _call_taps_share((np.int64(q), sgemm, x, wt, b, y, rects, kw, ph, pw, dh, dw, gathered, products, act, alpha,
+                          parts))
+
+
+@njit(cache=True, nogil=True)
+def _taps_share(q, sgemm, x, wt, b, y, rects, kw, ph, pw, dh, dw, gathered, products, act, alpha,
+                parts):  # pragma: no cover - compiled
+    """Share ``q`` of :func:`_taps_par`'s output rows (counted over the images)."""
     n, h, w, c = x.shape
     ho, wo, k = y.shape[1], y.shape[2], y.shape[3]
     rows = n * ho
-    for q in prange(parts):
-        r0, r1 = rows * q // parts, rows * (q + 1) // parts
-        for r in range(r0, r1):  # the bias first: every tap adds into it
-            for ox in range(wo):
-                dst = y[r // ho, r % ho, ox]
-                for e in range(k):
-                    dst[e] = b[e]
-        a_buf, t_buf = gathered[q], products[q]
-        for t in range(rects.shape[0]):
-            ky, kx, y0, y1, x0, x1 = rects[t]
-            cols = x1 - x0
-            # this share's output rows (counted over the images) inside the tap's rectangle
-            m = 0
-            for r in range(r0, r1):
-                oy = r % ho
-                if y0 <= oy < y1:
-                    src = x[r // ho, oy + ky * dh - ph]
-                    for j in range(cols):
-                        pixel, row = src[x0 + j + kx * dw - pw], a_buf[m + j]
-                        for e in range(c):
-                            row[e] = pixel[e]
-                    m += cols
-            if m == 0:
-                continue
-            sgemm(101, 111, 111, m, k, c, np.float32(1), a_buf.ctypes.data, c, wt[ky * kw + kx].ctypes.data, k,
-                  np.float32(0), t_buf.ctypes.data, k)
-            m = 0
-            for r in range(r0, r1):
-                oy = r % ho
-                if y0 <= oy < y1:
-                    dst = y[r // ho, oy]
-                    for j in range(cols):
-                        pixel, row = dst[x0 + j], t_buf[m + j]
-                        for e in range(k):
-                            pixel[e] += row[e]
-                    m += cols
+    r0, r1 = rows * q // parts, rows * (q + 1) // parts
+    for r in range(r0, r1):  # the bias first: every tap adds into it
+        for ox in range(wo):
+            dst = y[r // ho, r % ho, ox]
+            for e in range(k):
+                dst[e] = b[e]
+    a_buf, t_buf = gathered[q], products[q]
+    for t in range(rects.shape[0]):
+        ky, kx, y0, y1, x0, x1 = rects[t]
+        cols = x1 - x0
+        # this share's output rows (counted over the images) inside the tap's rectangle
+        m = 0
         for r in range(r0, r1):
-            for ox in range(wo):
-                activate_row(y[r // ho, r % ho, ox], act, alpha)
+            oy = r % ho
+            if y0 <= oy < y1:
+                src = x[r // ho, oy + ky * dh - ph]
+                for j in range(cols):
+                    pixel, row = src[x0 + j + kx * dw - pw], a_buf[m + j]
+                    for e in range(c):
+                        row[e] = pixel[e]
+                m += cols
+        if m == 0:
+            continue
+        sgemm(101, 111, 111, m, k, c, np.float32(1), a_buf.ctypes.data, c, wt[ky * kw + kx].ctypes.data, k,
+              np.float32(0), t_buf.ctypes.data, k)
+        m = 0
+        for r in range(r0, r1):
+            oy = r % ho
+            if y0 <= oy < y1:
+                dst = y[r // ho, oy]
+                for j in range(cols):
+                    pixel, row = dst[x0 + j], t_buf[m + j]
+                    for e in range(k):
+                        pixel[e] += row[e]
+                m += cols
+    for r in range(r0, r1):
+        for ox in range(wo):
+            activate_row(y[r // ho, r % ho, ox], act, alpha)
+
+
+_call_taps_share = job_caller(_taps_share)

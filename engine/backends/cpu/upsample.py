@@ -6,6 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
+from engine.backends.cpu.jobs import job_caller
 
 
 @njit(cache=True, nogil=True)
@@ -62,6 +63,9 @@ def _upsample_rows(x, skip, y, r0, r1, fh, fw, bilinear):  # pragma: no cover - 
                     dst[c] = src[c]
 
 
+_call_upsample_rows = job_caller(_upsample_rows)
+
+
 def upsample(x: np.ndarray, out: np.ndarray, factor: tuple[int, int], bilinear: bool, nhwc: bool) -> None:
     """Upsampling by integer factors of the C-contiguous physical array ``x`` into ``out`` (same dtype,
     float32 or float16), in one pass spread over the cores."""
@@ -91,7 +95,7 @@ def upscale_concat(x: np.ndarray, skip: np.ndarray | None, out: np.ndarray, fact
 def _upsample(x, skip, y, fh, fw, bilinear, parts):  # pragma: no cover - compiled
     total = y.shape[0] * y.shape[1]
     for q in prange(parts):
-        _upsample_rows(x, skip, y, total * q // parts, total * (q + 1) // parts, fh, fw, bilinear)
+        _call_upsample_rows((x, skip, y, total * q // parts, total * (q + 1) // parts, fh, fw, bilinear))
 
 
 
@@ -126,19 +130,28 @@ def resize_taps(x: np.ndarray, out: np.ndarray, ih: np.ndarray, wh: np.ndarray |
 @njit(cache=True, nogil=True, parallel=True)
 def _resize_rows(x, y, ih, wh, iw, ww, parts):  # pragma: no cover - compiled
     """Output rows of ``y`` (B, Ho, Wo, C) from ``x`` (B, H, W, C) by the taps, in ``parts`` shares."""
-    b, ho, wo, c = y.shape
-    rows = b * ho
+    rows = y.shape[0] * y.shape[1]
     for q in prange(parts):
-        for r in range(rows * q // parts, rows * (q + 1) // parts):
-            image, oy = r // ho, r % ho
-            for ox in range(wo):
-                dst = y[image, oy, ox]
-                dst[:] = 0
-                for th in range(ih.shape[0]):
-                    src_row = x[image, ih[th, oy]]
-                    wy = wh[th, oy]
-                    for tw in range(iw.shape[0]):
-                        src = src_row[iw[tw, ox]]
-                        weight = wy * ww[tw, ox]
-                        for ch in range(c):
-                            dst[ch] += weight * src[ch]
+        _call_resize_row_range((x, y, ih, wh, iw, ww, rows * q // parts, rows * (q + 1) // parts))
+
+
+@njit(cache=True, nogil=True)
+def _resize_row_range(x, y, ih, wh, iw, ww, r0, r1):  # pragma: no cover - compiled
+    """Output rows r0..r1 (counted over the images) of :func:`_resize_rows`."""
+    ho, wo, c = y.shape[1], y.shape[2], y.shape[3]
+    for r in range(r0, r1):
+        image, oy = r // ho, r % ho
+        for ox in range(wo):
+            dst = y[image, oy, ox]
+            dst[:] = 0
+            for th in range(ih.shape[0]):
+                src_row = x[image, ih[th, oy]]
+                wy = wh[th, oy]
+                for tw in range(iw.shape[0]):
+                    src = src_row[iw[tw, ox]]
+                    weight = wy * ww[tw, ox]
+                    for ch in range(c):
+                        dst[ch] += weight * src[ch]
+
+
+_call_resize_row_range = job_caller(_resize_row_range)

@@ -22,6 +22,7 @@ from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.blocks import plain
 from engine.backends.cpu.epilogue import activate, kernel_alpha
+from engine.backends.cpu.jobs import job_caller
 from engine.backends.cpu.memory import aligned_copy
 from engine.backends.cpu.microkernel import PANEL
 from engine.backends.cpu.panels import panel_product
@@ -367,8 +368,8 @@ def _wino_par(j0, count, step, sgemm, xs, ys, rs, has_res, u, panels, b, act, al
     for q in prange(count):
         # one call, its arguments of one type (no literal constant, no unsigned loop index): Numba compiles a
         # callee once per argument types, and this one holds every Winograd pass (three compiles took 90 s)
-        _wino_job(j0, np.int64(q), step, np.int64(numba.get_thread_id()), sgemm, xs, ys, rs, has_res, u, panels, b,
-                  act, alpha, ph, pw, nty, ntx, rows, nhwc, f, vbuf, mbuf)
+        _call_wino_job((j0, np.int64(q), step, np.int64(numba.get_thread_id()), sgemm, xs, ys, rs, has_res, u, panels,
+                        b, act, alpha, ph, pw, nty, ntx, rows, nhwc, f, vbuf, mbuf))
 
 
 @njit(cache=True, nogil=True)
@@ -413,6 +414,9 @@ def _wino_job(j0, q, step, tid, sgemm, xs, ys, rs, has_res, u, panels, b, act, a
         if has_res:
             ho = ys.shape[1] if nhwc else ys.shape[2]
             _residual_rows(ys[i], rs[i], f * t0, min(ho, f * (t0 + nr)), nhwc, act, alpha)
+
+
+_call_wino_job = job_caller(_wino_job)
 
 
 @njit(cache=True, nogil=True)

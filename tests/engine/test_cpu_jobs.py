@@ -1,0 +1,126 @@
+"""A parallel kernel's call of its job by symbol (``engine.backends.cpu.jobs``): the same results as a direct call,
+the job's code not compiled into the kernel, the job loaded before a kernel that Numba's cache gives another
+process, and an error the job raises propagated."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba", reason="Numba is not installed")
+
+#: a module of a kernel and its job, as the CPU kernels write them (one file, both cached)
+_MODULE = textwrap.dedent('''
+    import numpy as np
+    from numba import njit, prange
+
+    from engine.backends.cpu.jobs import job_caller
+
+
+    @njit(cache=True, nogil=True)
+    def scale_rows(x, y, factor, r0, r1):
+        for r in range(r0, r1):
+            if factor < 0:
+                raise ValueError("a negative factor")
+            for k in range(x.shape[1]):
+                y[r, k] = x[r, k] * factor + np.float32(r)
+
+
+    _call_scale_rows = job_caller(scale_rows)
+
+
+    @njit(cache=True, nogil=True, parallel=True)
+    def scale_par(x, y, factor, parts):
+        rows = x.shape[0]
+        for q in prange(parts):
+            _call_scale_rows((x, y, factor, rows * q // parts, rows * (q + 1) // parts))
+
+
+    @njit(cache=True, nogil=True)
+    def scale_one(x, y, factor):
+        _call_scale_rows((x, y, factor, 0, x.shape[0]))
+''')
+
+_RUN = textwrap.dedent('''
+    import json, sys
+    import numpy as np
+    from numba.core import event
+
+    compiled = []
+
+    class Compiles(event.Listener):
+        def on_start(self, ev):
+            compiled.append(ev.data["dispatcher"].py_func.__name__)
+
+        def on_end(self, ev):
+            pass
+
+    event.register("numba:compile", Compiles())
+    import kernels
+    x = np.arange(60, dtype=np.float32).reshape(12, 5)
+    y = np.zeros_like(x)
+    kernels.scale_par(x, y, np.float32(2), 3)
+    print(json.dumps({"compiled": compiled, "job_loaded": len(kernels.scale_rows.overloads),
+                      "y": y.tolist()}))
+''')
+
+
+def _kernels(tmp_path: Path) -> Path:
+    (tmp_path / "kernels.py").write_text(_MODULE, encoding="utf-8")
+    (tmp_path / "run.py").write_text(_RUN, encoding="utf-8")
+    return tmp_path
+
+
+def _run(folder: Path) -> dict:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(folder / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(folder), str(Path(__file__).resolve().parents[2])])}
+    done = subprocess.run([sys.executable, str(folder / "run.py")], capture_output=True, text=True, env=env,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_kernel_from_the_cache_loads_its_job_first_in_another_process(tmp_path):
+    folder = _kernels(tmp_path)
+    x = np.arange(60, dtype=np.float32).reshape(12, 5)
+    expected = (x * 2 + np.arange(12, dtype=np.float32)[:, None]).tolist()
+    first = _run(folder)
+    assert {"scale_par", "scale_rows"} <= set(first["compiled"])
+    assert first["y"] == expected
+    second = _run(folder)  # both from the cache: the kernel's reload_init loads the job before the kernel's code
+    assert second["compiled"] == []
+    assert second["job_loaded"] == 1
+    assert second["y"] == expected
+
+
+def test_the_job_is_declared_in_the_kernel_not_compiled_into_it(tmp_path, monkeypatch):
+    folder = _kernels(tmp_path)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(folder / "cache"))
+    import kernels  # noqa: PLC0415
+
+    x = np.ones((4, 3), np.float32)
+    y = np.zeros_like(x)
+    kernels.scale_one(x, y, np.float32(3))
+    assert y.tolist() == (3 + np.arange(4, dtype=np.float32)[:, None] * np.ones(3, np.float32)).tolist()
+    job_symbol = kernels.scale_rows.overloads[kernels.scale_rows.signatures[0]].fndesc.mangled_name
+    ir = next(iter(kernels.scale_one.inspect_llvm().values()))
+    assert f"declare i32 @{job_symbol}(" in ir or f'declare i32 @"{job_symbol}"(' in ir
+    assert f"define i32 @{job_symbol}(" not in ir and f'define i32 @"{job_symbol}"(' not in ir
+    with pytest.raises(ValueError, match="a negative factor"):  # the job's error reaches the caller
+        kernels.scale_one(x, y, np.float32(-1))
+
+
+def test_the_engine_kernels_call_their_jobs_by_symbol():
+    from engine.backends.cpu import depthwise, panels, winograd  # noqa: PLC0415
+
+    for kernel, job in ((panels._panel_windows_par, panels._panel_share), (winograd._wino_par, winograd._wino_job),
+                        (depthwise._depthwise_vec_par, depthwise._depthwise_rows_vec)):
+        names, job_name = kernel.py_func.__code__.co_names, job.py_func.__name__
+        assert f"_call{job_name}" in names and job_name not in names, kernel.py_func.__name__
