@@ -135,6 +135,20 @@ def test_the_job_is_declared_in_the_kernel_not_compiled_into_it(tmp_path, monkey
         kernels.scale_one(x, y, np.float32(-1))
 
 
+def test_a_job_another_process_could_not_find_by_its_name_is_refused():
+    from numba import njit  # noqa: PLC0415
+
+    from engine.backends.cpu.jobs import job_caller  # noqa: PLC0415
+
+    @njit
+    def local_job(a):  # pragma: no cover - compiled
+        a[0] = 1
+
+    with pytest.raises(ValueError, match="local_job: a job called by symbol must be a compiled function defined at "
+                                         "the top level of its module"):
+        job_caller(local_job)
+
+
 def test_the_engine_kernels_call_their_jobs_by_symbol():
     from engine.backends.cpu import depthwise, panels, winograd  # noqa: PLC0415
 

@@ -81,6 +81,9 @@ def job_caller(job: Any) -> Any:
     the tuple ``args`` through its own symbol: ``call((a, b, c))`` computes ``job(a, b, c)`` (see the module's
     documentation). Use it where the call's cost is small beside the job's work."""
     module, name = job.py_func.__module__, job.py_func.__name__
+    if getattr(importlib.import_module(module), name, None) is not job:  # another process finds the job by its name
+        raise ValueError(f"{module}.{name}: a job called by symbol must be a compiled function defined at the top "
+                         "level of its module")
 
     @intrinsic
     def call(typingctx: Any, args: Any) -> Any:  # pragma: no cover - compiled
