@@ -156,3 +156,43 @@ def test_the_engine_kernels_call_their_jobs_by_symbol():
                         (depthwise._depthwise_vec_par, depthwise._depthwise_rows_vec)):
         names, job_name = kernel.py_func.__code__.co_names, job.py_func.__name__
         assert f"_call{job_name}" in names and job_name not in names, kernel.py_func.__name__
+
+
+_DAMAGED_RUN = textwrap.dedent('''
+    import json
+    import numpy as np
+    from engine.log import configure
+    from engine.backends.cpu import pointwise
+    configure(0)
+    x = np.linspace(-4, 4, 40000, dtype=np.float32)
+    y = np.empty_like(x)
+    pointwise.activation(x, y, "relu", {})
+    print(json.dumps(y[::4000].tolist()))
+''')
+
+
+def test_an_unreadable_cached_kernel_or_job_is_compiled_again_with_a_warning(tmp_path):
+    """A truncated cache file (a full disk, a copy cut short) of a kernel or of the job it calls: the layer runs,
+    compiled again, and one warning names the kernel."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    (tmp_path / "run.py").write_text(_DAMAGED_RUN, encoding="utf-8")
+
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(tmp_path / "run.py")], capture_output=True, text=True, env=env,
+                              timeout=300, check=False)
+
+    first = run()
+    assert first.returncode == 0, first.stderr
+    expected = np.maximum(np.linspace(-4, 4, 40000, dtype=np.float32)[::4000], 0).tolist()
+    assert json.loads(first.stdout.splitlines()[-1]) == expected
+    for name in ("_activation", "_activate_part"):  # the parallel kernel, then its job
+        damaged = [f for f in (tmp_path / "cache").rglob(f"pointwise.{name}-*.nbc")]
+        assert damaged, name
+        for f in damaged:
+            f.write_bytes(f.read_bytes()[:20])
+        again = run()
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout.splitlines()[-1]) == expected
+        assert f"the cached CPU kernel engine.backends.cpu.pointwise.{name} could not be read" in again.stderr
+        assert "Traceback" not in again.stderr

@@ -1,12 +1,15 @@
-"""The sources Numba's cached CPU kernels were compiled from: Numba's cache checks only the file defining a kernel,
-not the helpers it inlines from the package's other files (the epilogues, the micro-kernel), so the kernels'
-runtime forgets cached kernels compiled from other sources of the package before any is loaded. Imports nothing of
-the package (the runtime imports it first)."""
+"""Numba's cache of the CPU kernels kept sound. The sources the cached kernels were compiled from: Numba's cache
+checks only the file defining a kernel, not the helpers it inlines from the package's other files (the epilogues,
+the micro-kernel), so the kernels' runtime forgets cached kernels compiled from other sources of the package before
+any is loaded. And a cached kernel that cannot be read back (a truncated or damaged file) is compiled again, with a
+warning, instead of failing the layer that needed it. Imports nothing of the package but its logging (the runtime
+imports it first)."""
 from __future__ import annotations
 
 import contextlib
 import hashlib
 from pathlib import Path
+from typing import Any
 
 #: the file beside Numba's cached kernels that names the sources they were compiled from
 SOURCES_MARKER = "layerlab-kernel-sources.sha1"
@@ -53,3 +56,36 @@ def forget_stale_kernels(folder: Path | None = None, digest: str | None = None) 
         return bool(stale)
     except (OSError, UnicodeDecodeError, ImportError, AttributeError, RuntimeError):
         return False
+
+
+#: the package whose kernels an unreadable cache entry is compiled again for
+_KERNELS_PACKAGE = __name__.rpartition(".")[0] + "."
+
+
+def tolerate_unreadable_kernels() -> None:
+    """Make Numba treat a cached kernel of this package that it cannot read back (``pickle`` errors on a truncated
+    file, a damaged index) as not cached: the kernel is compiled again and its entry written afresh, with one warning
+    naming it. Numba itself raises, and the layer failed with an internal error. Other packages' cached functions
+    are left to Numba. Idempotent."""
+    from numba.core import caching  # noqa: PLC0415 - Numba loads with the kernels' runtime
+
+    load = caching.Cache.load_overload
+    if getattr(load, "layerlab_tolerant", False):
+        return
+
+    def load_overload(self: Any, sig: Any, target_context: Any) -> Any:
+        try:
+            return load(self, sig, target_context)
+        except Exception as exc:  # noqa: BLE001 - any unreadable entry: compile again
+            func = getattr(self, "_py_func", None)
+            module = getattr(func, "__module__", "") or ""
+            if not module.startswith(_KERNELS_PACKAGE):
+                raise
+            from engine.log import get_logger  # noqa: PLC0415
+
+            get_logger(__name__).warning("the cached CPU kernel %s.%s could not be read (%s: %s); compiling it again",
+                                         module, getattr(func, "__qualname__", "?"), type(exc).__name__, exc)
+            return None
+
+    load_overload.layerlab_tolerant = True  # type: ignore[attr-defined]
+    caching.Cache.load_overload = load_overload

@@ -64,10 +64,11 @@ import numpy as np  # noqa: E402
 if os.environ.get("NUMBA_THREADING_LAYER") == "workqueue":  # Numba imported earlier read its settings then
     numba.config.THREADING_LAYER = "workqueue"
 
-from engine.backends.cpu.kernel_sources import forget_stale_kernels  # noqa: E402
+from engine.backends.cpu.kernel_sources import forget_stale_kernels, tolerate_unreadable_kernels  # noqa: E402
 from engine.backends.cpu.memory import aligned_empty  # noqa: E402
 
 forget_stale_kernels()  # before any kernel loads from Numba's cache: compiled from these very sources
+tolerate_unreadable_kernels()
 
 #: a pooling of fewer output values (x 16), or a few-outputs convolution of fewer, runs as one job
 SPLIT_MIN_PIXELS = 1024
