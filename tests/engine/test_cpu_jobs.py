@@ -129,7 +129,7 @@ def test_the_job_is_declared_in_the_kernel_not_compiled_into_it(tmp_path, monkey
     signature = kernels.scale_rows.signatures[0]
     numba_symbol = kernels.scale_rows.overloads[signature].fndesc.mangled_name
     ir = next(iter(kernels.scale_one.inspect_llvm().values()))
-    assert f"declare i32 @{job_symbol('scale_rows', 'kernels', tuple(signature))}(" in ir
+    assert f"declare i32 @{job_symbol('kernels', 'scale_rows', tuple(signature))}(" in ir
     assert numba_symbol not in ir  # neither the job's code nor a reference to Numba's own symbol for it
     with pytest.raises(ValueError, match="a negative factor"):  # the job's error reaches the caller
         kernels.scale_one(x, y, np.float32(-1))

@@ -32,23 +32,21 @@ from numba.extending import intrinsic
 _HELD: set[Any] = set()
 
 
-def job_symbol(name: str, module: str, args: tuple[Any, ...]) -> str:
+def job_symbol(module: str, name: str, args: tuple[Any, ...]) -> str:
     """The symbol a kernel calls job ``module.name`` compiled for argument types ``args`` by: the same in every
     process (the types' names, which Numba makes unique per type)."""
     digest = hashlib.sha256(repr((module, name, tuple(str(t) for t in args))).encode()).hexdigest()[:20]
     return f"layerlab_job_{name.strip('_')}_{digest}"
 
 
-def publish_job(module: str, name: str, args: tuple[Any, ...]) -> int:
+def publish_job(module: str, name: str, args: tuple[Any, ...]) -> None:
     """Compile (or load from the cache) job ``module.name`` for ``args`` and map its symbol (:func:`job_symbol`) to
-    its compiled code in this process; returns the address."""
+    its compiled code in this process."""
     job = getattr(importlib.import_module(module), name)
     job.compile(args)
     cres = job.overloads[args]
     _HELD.add(cres.library)
-    address = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
-    ll.add_symbol(job_symbol(name, module, args), address)
-    return address
+    ll.add_symbol(job_symbol(module, name, args), cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name))
 
 
 class _PublishJob:
@@ -98,7 +96,7 @@ def job_caller(job: Any) -> Any:
             vals = [context.cast(builder, builder.extract_value(llargs[0], i), args.types[i], t)
                     for i, t in enumerate(argtys)]
             fnty = context.call_conv.get_function_type(restype, argtys)
-            fn = cgutils.get_or_insert_function(builder.module, fnty, job_symbol(name, module, argtys))
+            fn = cgutils.get_or_insert_function(builder.module, fnty, job_symbol(module, name, argtys))
             status, res = context.call_conv.call_function(builder, fn, restype, argtys, vals)
             with builder.if_then(status.is_error, likely=False):
                 context.call_conv.return_status_propagate(builder, status)
