@@ -117,17 +117,20 @@ def _manifest(folder: Path) -> list[dict]:
     return recs
 
 
-def test_killed_at_random_points_then_resumed_loses_and_duplicates_nothing(tmp_path):
+def test_killed_at_random_points_then_resumed_loses_and_duplicates_nothing(tmp_path, capsys):
+    """The uninterrupted and the final resuming run in this process; the interrupted ones as real processes."""
     data = make_dataset(tmp_path, images=40, video_frames=12, corrupt=1, npy=3)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
-    def command(out: Path) -> list[str]:
-        return [sys.executable, "-m", "app.cli", "batch", MODEL, "--inputs", str(data), "--output-dir", str(out),
-                "--batch-size", "1", "-b", "numpy"]
+    def args(out: Path) -> list[str]:
+        return ["batch", MODEL, "--inputs", str(data), "--output-dir", str(out), "--batch-size", "1", "-b", "numpy"]
 
-    ref = subprocess.run(command(tmp_path / "ref"), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert ref.returncode == 1 and "1 input(s) failed" in ref.stderr
-    assert "batch: " in ref.stderr  # plain progress lines when not on a terminal
+    def command(out: Path) -> list[str]:
+        return [sys.executable, "-m", "app.cli", *args(out)]
+
+    code, _, err = run(args(tmp_path / "ref"), capsys)
+    assert code == 1 and "1 input(s) failed" in err
+    assert "batch: " in err  # plain progress lines when not on a terminal
     expected = outputs_of(tmp_path / "ref")
     assert len(expected) == 40 + 1 + 3
 
@@ -150,8 +153,8 @@ def test_killed_at_random_points_then_resumed_loses_and_duplicates_nothing(tmp_p
         if sig == signal.SIGINT and proc.returncode == 130:
             assert "interrupted" in err.decode()
     assert kills >= 3
-    final = subprocess.run(command(out), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert final.returncode == 1, final.stderr[-2000:]
+    code, _, err = run(args(out), capsys)
+    assert code == 1, err[-2000:]
     summary = json.loads((out / "layerlab-summary.json").read_text())
     assert summary["items"]["finished"] == 44 and summary["items"]["skipped"] > 0
     got = outputs_of(out)
