@@ -58,17 +58,19 @@ def forget_stale_kernels(folder: Path | None = None, digest: str | None = None) 
         return False
 
 
-#: the package whose kernels an unreadable cache entry is compiled again for
-_KERNELS_PACKAGE = __name__.rpartition(".")[0] + "."
+#: the packages whose kernels an unreadable cache entry is compiled again for (names ending in a dot)
+TOLERANT_PACKAGES = {__name__.rpartition(".")[0] + "."}
 
 
-def tolerate_unreadable_kernels() -> None:
-    """Make Numba treat a cached kernel of this package that it cannot read back (``pickle`` errors on a truncated
-    file, a damaged index) as not cached: the kernel is compiled again and its entry written afresh, with one warning
-    naming it. Numba itself raises, and the layer failed with an internal error. Other packages' cached functions
-    are left to Numba. Idempotent."""
+def tolerate_unreadable_kernels(package: str | None = None) -> None:
+    """Make Numba treat a cached kernel of this package (or of ``package`` too) that it cannot read back (``pickle``
+    errors on a truncated file, a damaged index) as not cached: the kernel is compiled again and its entry written
+    afresh, with one warning naming it. Numba itself raises, and the layer failed with an internal error. Other
+    packages' cached functions are left to Numba. Idempotent."""
     from numba.core import caching  # noqa: PLC0415 - Numba loads with the kernels' runtime
 
+    if package:
+        TOLERANT_PACKAGES.add(package.rstrip(".") + ".")
     load = caching.Cache.load_overload
     if getattr(load, "layerlab_tolerant", False):
         return
@@ -79,7 +81,7 @@ def tolerate_unreadable_kernels() -> None:
         except Exception as exc:  # noqa: BLE001 - any unreadable entry: compile again
             func = getattr(self, "_py_func", None)
             module = getattr(func, "__module__", "") or ""
-            if not module.startswith(_KERNELS_PACKAGE):
+            if not any((module + ".").startswith(p) for p in TOLERANT_PACKAGES):
                 raise
             from engine.log import get_logger  # noqa: PLC0415
 
