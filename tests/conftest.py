@@ -42,17 +42,6 @@ def _needs_qt(item: pytest.Item) -> bool:
     return module is not None and _module_uses_qt(module)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """In the process that starts parallel test processes, before it starts them: the project's and the test
-    modules' missing bytecode, written once over every core (``tests/bytecode.py``)."""
-    config = session.config
-    if getattr(config, "workerinput", None) is None and config.pluginmanager.hasplugin("dsession"):
-        from tests.bytecode import precompile
-
-        precompile(config.rootpath)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The ``qt`` marker on the tests that need Qt (``-m "not qt"`` runs the Qt-free ones); GPU tests skipped where no
     CUDA GPU is usable."""
