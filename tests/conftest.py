@@ -59,8 +59,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The ``qt`` marker on the tests that need Qt (``-m "not qt"`` runs the Qt-free ones). Where no CUDA GPU is
-    usable the GPU tests are deselected (the header says so), as ``-m "not gpu"`` would: each would only be skipped,
-    and a skipped test still goes through the whole run protocol (a third of the suite: 7 CPU seconds on 2 cores)."""
+    usable the GPU tests are deselected (the header and the run's last lines say so), as ``-m "not gpu"`` would:
+    each would only be skipped, and a skipped test still goes through the whole run protocol (a third of the suite:
+    7 CPU seconds on 2 cores)."""
     qt_skip = None if HAVE_QT else pytest.mark.skip(reason="qt: needs PySide6, which is not installed")
     if not cupy_usable():
         gpu = [item for item in items if "gpu" in item.keywords]
