@@ -59,6 +59,18 @@ def _write_row(row: dict[str, Any], plan: Plan) -> dict[str, Any]:
     return {"work": pickle.dumps(write(pickle.loads(row["work"]), plan), protocol=5)}
 
 
+#: CPUs a decoding or writing task asks Ray for
+TASK_CPUS = 0.5
+
+
+def actor_cpus(cluster_cpus: float, pool: int) -> float:
+    """CPUs each of ``pool`` inference actors asks for on a cluster of ``cluster_cpus`` CPUs: one, or less where
+    ``pool`` whole CPUs would leave no room for a decoding or writing task. Actors hold their CPUs for the whole
+    run, so a pool taking every CPU (``--workers 2`` on a 2-CPU machine) left the tasks that feed and drain it
+    waiting forever: the run hung."""
+    return min(1.0, max(cluster_cpus - TASK_CPUS, TASK_CPUS) / pool)
+
+
 def run_ray(job: BatchJob, progress: ProgressCallback | None = None, cancel: threading.Event | None = None,
             address: str | None = None, num_cpus: int | None = None, actors: int | None = None) -> None:
     """Run ``job`` on Ray: attach to the cluster at ``address`` ('auto' or 'HOST:PORT'), or start a local
@@ -85,10 +97,12 @@ def run_ray(job: BatchJob, progress: ProgressCallback | None = None, cancel: thr
         ctx.enable_progress_bars = False  # LayerLab shows its own progress
         ctx.execution_options.preserve_order = False
         logging.getLogger("ray.data").setLevel(logging.WARNING)
-        gpus = int(ray.cluster_resources().get("GPU", 0))
+        cluster = ray.cluster_resources()
+        gpus = int(cluster.get("GPU", 0))
         use_gpu = job.spec.backend == "cupy" or (job.spec.backend == "auto" and gpus > 0)
         pool = actors or (max(1, gpus) if use_gpu else job.options.workers)
-        resources = {"num_gpus": 1 if use_gpu else 0, "num_cpus": 0 if use_gpu else 1}
+        resources = {"num_gpus": 1 if use_gpu else 0,
+                     "num_cpus": 0 if use_gpu else actor_cpus(float(cluster.get("CPU", 1)), pool)}
         problem = ray.get(ray.remote(**resources)(_check_network).remote(job.spec))
         if problem:  # a bad network is the command's error, not a failure of every input
             raise LayerLabError(problem)
@@ -97,10 +111,10 @@ def run_ray(job: BatchJob, progress: ProgressCallback | None = None, cancel: thr
         ds = ray.data.from_items(rows, override_num_blocks=len(rows))
         # decoding asks for half a CPU, the actors for a whole one (or a GPU): different resources keep Ray
         # Data from fusing decoding into the actors, so decoding runs in CPU tasks beside them
-        ds = ds.map(_decode_row, fn_kwargs={"plan": plan}, num_cpus=0.5)
+        ds = ds.map(_decode_row, fn_kwargs={"plan": plan}, num_cpus=TASK_CPUS)
         ds = ds.map(_InferActor, fn_constructor_kwargs={"spec": job.spec, "plan": plan},
                     compute=ray.data.ActorPoolStrategy(size=pool), **resources)
-        ds = ds.map(_write_row, fn_kwargs={"plan": plan}, num_cpus=0.5)
+        ds = ds.map(_write_row, fn_kwargs={"plan": plan}, num_cpus=TASK_CPUS)
         for row in ds.iter_rows():
             job.handle(pickle.loads(row["work"]))
             if progress is not None:

@@ -31,10 +31,12 @@ def data(tmp_path_factory) -> Path:
 
 
 def test_ray_engine_writes_the_same_outputs_as_the_local_engine(tmp_path, data, ray_instance):
+    """Two inference actors on the instance's two CPUs (a pool holding every CPU had left the decoding and
+    writing tasks none: the run hung)."""
     opts = {"batch_size": 3, "every": 1}
     local = run_batch(spec(), BatchOptions((str(data),), str(tmp_path / "local"), **opts))
     events = []
-    remote = run_batch(spec(), BatchOptions((str(data),), str(tmp_path / "ray"), **opts), engine="ray",
+    remote = run_batch(spec(), BatchOptions((str(data),), str(tmp_path / "ray"), workers=2, **opts), engine="ray",
                        progress=lambda p: events.extend(p.events))
     assert ray.is_initialized()  # an instance the engine did not start is left running
     assert remote["engine"] == "ray" and remote["items"] == local["items"]
@@ -70,3 +72,12 @@ def test_a_network_that_cannot_open_is_one_error_not_a_failure_per_input(tmp_pat
         run_batch(spec(weights=str(tmp_path / "weights")), BatchOptions((str(data / "a"),), str(tmp_path / "out")),
                   engine="ray")
     assert not list((tmp_path / "out").glob("a/*"))
+
+
+def test_the_actors_leave_the_decoding_and_writing_tasks_a_share_of_the_cpus():
+    from engine.batch.ray_engine import TASK_CPUS, actor_cpus
+
+    assert actor_cpus(16, 4) == 1.0  # room enough: a whole CPU each
+    for cpus, pool in ((2, 2), (1, 1), (2, 3), (4, 4), (8, 64)):
+        share = actor_cpus(cpus, pool)
+        assert 0 < share < 1 and share * pool + TASK_CPUS <= cpus, (cpus, pool)
