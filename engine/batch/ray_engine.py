@@ -97,6 +97,8 @@ def run_ray(job: BatchJob, progress: ProgressCallback | None = None, cancel: thr
         ctx.enable_progress_bars = False  # LayerLab shows its own progress
         ctx.execution_options.preserve_order = False
         logging.getLogger("ray.data").setLevel(logging.WARNING)
+        # its note that its progress bars are off, at every run: LayerLab's own progress lines replace them
+        logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
         cluster = ray.cluster_resources()
         gpus = int(cluster.get("GPU", 0))
         use_gpu = job.spec.backend == "cupy" or (job.spec.backend == "auto" and gpus > 0)
