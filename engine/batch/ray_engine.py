@@ -111,8 +111,9 @@ def run_ray(job: BatchJob, progress: ProgressCallback | None = None, cancel: thr
         plan = dataclasses.replace(job.plan, device_images=use_gpu)
         rows = [{"chunk": pickle.dumps(c, protocol=5)} for c in job.todo]
         ds = ray.data.from_items(rows, override_num_blocks=len(rows))
-        # decoding asks for half a CPU, the actors for a whole one (or a GPU): different resources keep Ray
-        # Data from fusing decoding into the actors, so decoding runs in CPU tasks beside them
+        # decoding asks for half a CPU, the actors for more (or a GPU): different resources keep Ray Data from
+        # fusing decoding into the actors, so decoding runs in CPU tasks beside them (on a one-CPU cluster with one
+        # actor both ask for half a CPU and Ray Data may fuse them: slower, not wrong)
         ds = ds.map(_decode_row, fn_kwargs={"plan": plan}, num_cpus=TASK_CPUS)
         ds = ds.map(_InferActor, fn_constructor_kwargs={"spec": job.spec, "plan": plan},
                     compute=ray.data.ActorPoolStrategy(size=pool), **resources)

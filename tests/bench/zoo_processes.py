@@ -68,7 +68,8 @@ def _side(side: str, network: str, runs: int) -> float:
     return _median_ms(lambda: sess.run(None, feed), runs)
 
 
-def _in_process(side: str, network: str, runs: int) -> float:
+def _in_own_process(side: str, network: str, runs: int) -> float:
+    """One side's median run time, timed by a process of its own."""
     done = subprocess.run([sys.executable, "-m", "tests.bench.zoo_processes", "--side", side, "--networks", network,
                            "--runs", str(runs)], cwd=ROOT, capture_output=True, text=True, timeout=900,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print(f"{'network':<24} {'LayerLab ms':>11} {'ORT ms':>9} {'ratio':>6}  pairs")
     for name in names:
-        pairs = [(_in_process("layerlab", name, a.runs), _in_process("ort", name, a.runs)) for _ in range(a.pairs)]
+        pairs = [(_in_own_process("layerlab", name, a.runs), _in_own_process("ort", name, a.runs)) for _ in range(a.pairs)]
         ratios = [ours / peer for ours, peer in pairs]
         row = {"network": name, "layerlab_ms": statistics.median(p[0] for p in pairs),
                "peer_ms": statistics.median(p[1] for p in pairs), "ratio": statistics.median(ratios),

@@ -62,15 +62,13 @@ def forget_stale_kernels(folder: Path | None = None, digest: str | None = None) 
 TOLERANT_PACKAGES = {__name__.rpartition(".")[0] + "."}
 
 
-def tolerate_unreadable_kernels(package: str | None = None) -> None:
-    """Make Numba treat a cached kernel of this package (or of ``package`` too) that it cannot read back (``pickle``
-    errors on a truncated file, a damaged index) as not cached: the kernel is compiled again and its entry written
-    afresh, with one warning naming it. Numba itself raises, and the layer failed with an internal error. Other
-    packages' cached functions are left to Numba. Idempotent."""
+def tolerate_unreadable_kernels() -> None:
+    """Make Numba treat a cached kernel of the packages in :data:`TOLERANT_PACKAGES` (this one) that it cannot read
+    back (``pickle`` errors on a truncated file, a damaged index) as not cached: the kernel is compiled again and its
+    entry written afresh, with one warning naming it. Numba itself raises, and the layer failed with an internal
+    error. Other packages' cached functions are left to Numba. Idempotent."""
     from numba.core import caching  # noqa: PLC0415 - Numba loads with the kernels' runtime
 
-    if package:
-        TOLERANT_PACKAGES.add(package.rstrip(".") + ".")
     load = caching.Cache.load_overload
     if getattr(load, "layerlab_tolerant", False):
         return
