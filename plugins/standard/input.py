@@ -6,7 +6,7 @@ from typing import Any
 from engine.categories import Category
 from engine.descriptors import LayerDesc, ParamDesc
 from engine.layer import Layer
-from engine.tensor import Dims
+from engine.tensor import Dims, copy_into
 
 #: how scale and shift apply to image values: LayerLab's order, then the vendor designer's
 ORDERS = ("scale_shift", "shift_scale")
@@ -66,7 +66,7 @@ class InputLayer(Layer):
 
     def forward(self, inputs: list[Any], out: Any) -> None:
         if self.activation is None:
-            out[...] = self.data
+            copy_into(out, self.data)
         else:
             self.store(out, self.activate(self.nchw(self.data)))
 

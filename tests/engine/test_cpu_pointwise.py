@@ -110,7 +110,50 @@ def test_fused_epilogues_keep_nan_and_infinities():
             ref = _activation(act, values.astype(np.float64))
         got = out[0, 0, 0].astype(np.float64)
         np.testing.assert_array_equal(np.isnan(got), np.isnan(ref), err_msg=str(act))
-        np.testing.assert_allclose(got, ref, rtol=1e-6, equal_nan=True, err_msg=str(act))
+        if act == "silu":  # v * sigmoid(v), the sigmoid within SIGMOID_ERROR of float64's (an absolute bound)
+            both = np.isfinite(ref)
+            np.testing.assert_array_equal(got[~both], ref[~both])
+            v = values[both].astype(np.float64)
+            assert np.all(np.abs(got[both] - ref[both]) <= 1e-6 * np.abs(ref[both]) + SIGMOID_ERROR * np.abs(v))
+        else:
+            np.testing.assert_allclose(got, ref, rtol=1e-6, equal_nan=True, err_msg=str(act))
+
+
+#: the sigmoid's absolute error bound (``epilogue.SIGMOID_P``): three float32 ulps of 1
+SIGMOID_ERROR = 1.8e-7
+
+
+def test_the_micro_kernels_silu_is_the_activation_pass():
+    """SiLU in the micro-kernel's epilogue computes what the CPU's activation pass does, step for step (the same
+    clamp, the same rational form of the sigmoid): over -30..30, NaN and infinities, within float32 rounding of the
+    multiply-adds. Against float64: the sigmoid within SIGMOID_ERROR everywhere and 1.5e-5 relative above -5, in
+    [0, 1]; SiLU within SIGMOID_ERROR * |v|."""
+    values = np.concatenate([np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 18.0, -18.0, 1e30, -1e30], np.float32),
+                             np.linspace(-30, 30, 6001, dtype=np.float32)])
+    k = cpu.microkernel.PANEL
+    x = values.reshape(1, 1, values.size, 1).transpose(0, 3, 1, 2)
+    out = _out(1, k, 1, values.size)
+    cpu.panels.conv_panels(x, cpu.panels.panel_weights(np.ones((k, 1, 1, 1), np.float32)), (1, 1), None, out, (1, 1),
+                           (0, 0), (1, 1), EPILOGUES["silu"], 0.0)
+    got = out[0, 0, 0]
+    np.testing.assert_array_equal(out[0, :, 0], np.broadcast_to(got, out[0, :, 0].shape))  # every panel column
+    passed = np.empty_like(values)
+    cpu.pointwise.activation(values.copy(), passed, "silu", {})
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(passed))
+    np.testing.assert_allclose(got, passed, rtol=2e-7, atol=1e-30, equal_nan=True)
+    assert np.isnan(passed[2]), "-inf * sigmoid(-inf) = -inf * 0"
+    finite = np.isfinite(values) & (np.abs(values) < 1e6)
+    v = values[finite].astype(np.float64)
+    with np.errstate(over="ignore"):
+        exact = 1 / (1 + np.exp(-v))
+    assert np.all(np.abs(passed[finite] - v * exact) <= SIGMOID_ERROR * np.abs(v))
+    sigmoid = np.empty_like(values)
+    cpu.pointwise.activation(values.copy(), sigmoid, "sigmoid", {})
+    assert np.isnan(sigmoid[0]) and sigmoid[1] == 1 and sigmoid[2] == 0
+    s = sigmoid[finite].astype(np.float64)
+    assert s.min() >= 0 and s.max() <= 1
+    assert np.abs(s - exact).max() <= SIGMOID_ERROR
+    assert (np.abs(s - exact) / exact)[v > -5].max() <= 1.5e-5
 
 
 def test_the_micro_kernels_gelu_is_the_activation_pass():

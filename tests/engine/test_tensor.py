@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engine.errors import LayerLabError
-from engine.tensor import FORMATS, Dims, Layout, Precision, TensorFormat, broadcast_dims, convert
+from engine.tensor import FORMATS, Dims, Layout, Precision, TensorFormat, broadcast_dims, convert, copy_into
 
 
 @pytest.mark.parametrize("src,dst", list(itertools.product(FORMATS, FORMATS)), ids=str)
@@ -51,3 +51,19 @@ def test_dims_of_any_rank():
         broadcast_dims([Dims(4), Dims(5)])
     with pytest.raises(LayerLabError, match="rank 1 to 6"):
         Dims()
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4, 5, 16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_copy_into_nhwc_memory_equals_numpys_copy(channels, dtype):
+    """An NCHW image into the NCHW view of NHWC memory (channel by channel up to FEW_CHANNELS, NumPy's copy
+    beyond), of the same or another dtype, and into NCHW memory: every value where NumPy's own copy puts it."""
+    data = np.random.default_rng(channels).standard_normal((2, channels, 7, 9)).astype(dtype)
+    for nhwc in (True, False):
+        mem = np.full((2, 7, 9, channels) if nhwc else (2, channels, 7, 9), np.nan, np.float32)
+        expected = mem.copy()
+        view = (lambda a: a.transpose(0, 3, 1, 2)) if nhwc else (lambda a: a)
+        copy_into(view(mem), data)
+        view(expected)[...] = data
+        np.testing.assert_array_equal(mem, expected)
+        assert not np.isnan(mem).any()

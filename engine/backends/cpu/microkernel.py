@@ -11,7 +11,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from engine.backends.cpu.epilogue import ERF_P, ERF_Q, PHI_SATURATED
+from engine.backends.cpu.epilogue import ERF_P, ERF_Q, PHI_SATURATED, SIGMOID_P, SIGMOID_Q, SIGMOID_SATURATED
 
 
 def _vector_shape() -> tuple[int, int, int] | None:
@@ -352,45 +352,34 @@ def vector_intrinsics(builder: Any, vec: Any) -> tuple[Any, Any, Any]:
     return fn("fabs", 1), fn("floor", 1), fn("fma", 3)
 
 
-def _exp_neg_ir(builder: Any, vec: Any, u: Any) -> Any:
-    """``exp(u)`` of a float32 vector ``u`` <= 0 as ``epilogue._exp_neg`` computes it: Cephes' expf (a degree-6
-    polynomial on the remainder of u / ln 2, times 2**n built from its bits), 0 below -87.3. A NaN gives a number
-    (the exponent's bits come from a value clamped with ordered comparisons): callers let the NaN reach a product."""
+def _sigmoid_ir(builder: Any, vec: Any, v: Any) -> Any:
+    """The sigmoid of a float32 vector as ``epilogue._sigmoid`` computes it, step for step: the rational form
+    ``SIGMOID_P`` / ``SIGMOID_Q`` of v clamped to +-SIGMOID_SATURATED, clamped to [0, 1]. NaN stays NaN (the clamps
+    are selects on ordered comparisons)."""
     width = vec.count
-    ivec = llvm_ir.VectorType(llvm_ir.IntType(32), width)
 
     def const(value: float) -> Any:
         return llvm_ir.Constant(vec, [value] * width)
 
-    _, floor, fma = vector_intrinsics(builder, vec)
-    low = builder.fcmp_ordered("<", u, const(-87.3))
-    x = builder.select(builder.fcmp_ordered(">=", u, const(-87.3)), u, const(-87.3))  # NaN -> -87.3
-    fx = builder.call(floor, [builder.fadd(builder.fmul(x, const(1.44269504088896341)), const(0.5))])
-    r = builder.fsub(builder.fsub(x, builder.fmul(fx, const(0.693359375))), builder.fmul(fx, const(-2.12194440e-4)))
-    z = builder.fmul(r, r)
-    y = const(1.9875691500e-4)
-    for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-        y = builder.call(fma, [y, r, const(c)])
-    y = builder.fadd(builder.call(fma, [y, z, r]), const(1.0))
-    bits = builder.shl(builder.add(builder.fptosi(fx, ivec), llvm_ir.Constant(ivec, [127] * width)),
-                       llvm_ir.Constant(ivec, [23] * width))
-    return builder.select(low, const(0.0), builder.fmul(y, builder.bitcast(bits, vec)))
+    _, _, fma = vector_intrinsics(builder, vec)
+    x = builder.select(builder.fcmp_ordered("<", v, const(-SIGMOID_SATURATED)), const(-SIGMOID_SATURATED), v)
+    x = builder.select(builder.fcmp_ordered(">", x, const(SIGMOID_SATURATED)), const(SIGMOID_SATURATED), x)
+    s = builder.fmul(x, x)
+    p = const(SIGMOID_P[0])
+    for c in SIGMOID_P[1:]:
+        p = builder.call(fma, [p, s, const(c)])
+    q = const(SIGMOID_Q[0])
+    for c in SIGMOID_Q[1:]:
+        q = builder.call(fma, [q, s, const(c)])
+    y = builder.fadd(builder.fdiv(builder.fmul(x, p), q), const(0.5))
+    y = builder.select(builder.fcmp_ordered("<", y, const(0.0)), const(0.0), y)
+    return builder.select(builder.fcmp_ordered(">", y, const(1.0)), const(1.0), y)
 
 
 def _silu_ir(builder: Any, vec: Any, v: Any) -> Any:
-    """SiLU ``v / (1 + exp(-v))`` of a float32 vector as ``epilogue._silu`` computes it: the sigmoid through
-    e = exp(-|v|) (never overflows, :func:`_exp_neg_ir`), 1 / (1 + e) for v >= 0 and e / (1 + e) below. NaN stays
-    NaN (it reaches the product)."""
-    width = vec.count
-
-    def const(value: float) -> Any:
-        return llvm_ir.Constant(vec, [value] * width)
-
-    fabs, _, _ = vector_intrinsics(builder, vec)
-    e = _exp_neg_ir(builder, vec, builder.fsub(const(0.0), builder.call(fabs, [v])))  # exp(-|v|)
-    d = builder.fdiv(const(1.0), builder.fadd(const(1.0), e))
-    sig = builder.select(builder.fcmp_ordered(">=", v, const(0.0)), d, builder.fmul(e, d))
-    return builder.fmul(v, sig)
+    """SiLU ``v * sigmoid(v)`` of a float32 vector as ``epilogue._silu`` computes it (:func:`_sigmoid_ir`). NaN
+    stays NaN; -inf gives ``-inf * 0``, NaN, as ``v / (1 + exp(-v))`` does."""
+    return builder.fmul(v, _sigmoid_ir(builder, vec, v))
 
 
 def _gelu_ir(builder: Any, vec: Any, v: Any) -> Any:
