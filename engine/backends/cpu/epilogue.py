@@ -150,12 +150,22 @@ SIGMOID_SATURATED = 18.0
 
 @njit
 def _sigmoid(v):  # pragma: no cover - compiled
+    """1 / (1 + exp(-v)) through exp(-|v|) (never overflows): 1 / (1 + e) for v >= 0, e / (1 + e) below."""
+    e = _exp_neg(-np.abs(v))
+    d = np.divide(np.float32(1), np.float32(1) + e)  # NumPy's division: no zero test, which kept loops scalar
+    return d if v >= np.float32(0) else e * d
+
+
+@njit
+def _sigmoid_rational(v):  # pragma: no cover - compiled
     """1 / (1 + exp(-v)) for float32 ``v`` by the rational form ``SIGMOID_P`` / ``SIGMOID_Q`` of v clamped to
     +-SIGMOID_SATURATED (nine fused multiply-adds and one division, a loop of it vectorised), clamped to [0, 1].
     The micro-kernel's SiLU (``microkernel._sigmoid_ir``) computes the same steps. NaN stays NaN (the clamps are
-    selects on ordered comparisons, false for NaN). Through Cephes' expf of -|v| (a degree-6 polynomial, 2**n
-    from its bits, a division and the selects of both signs: about thirty operations a vector) SiLU had cost
-    efficientnet_b0 about a third of its time on two Zen 3 cores."""
+    selects on ordered comparisons, false for NaN). Through :func:`_sigmoid` (Cephes' expf of -|v|, a division and
+    the selects of both signs: about thirty operations a vector) SiLU had cost efficientnet_b0 about a third of its
+    time on two Zen 3 cores. Only :func:`activate_span` (compiled once, called) and the micro-kernel take it: in the
+    switches inlined into every kernel (:func:`activate`, :func:`activate_row`) it made a ReLU Winograd layer (64
+    channels at 256x256) a tenth slower, so they keep :func:`_sigmoid`, within 2e-7 of it."""
     x = np.float32(-SIGMOID_SATURATED) if v < np.float32(-SIGMOID_SATURATED) else v
     x = np.float32(SIGMOID_SATURATED) if x > np.float32(SIGMOID_SATURATED) else x
     s = x * x
@@ -340,5 +350,13 @@ def activate_row(row, act, alpha):  # pragma: no cover - compiled
 @njit(cache=True, nogil=True)
 def activate_span(row, act, alpha):  # pragma: no cover - compiled
     """:func:`activate_row`, compiled once and called rather than inlined: for a kernel whose call covers a whole
-    output row or block (see the module's documentation)."""
-    activate_row(row, act, alpha)
+    output row or block (see the module's documentation). Sigmoid and SiLU by :func:`_sigmoid_rational`, as the
+    micro-kernel's epilogue computes them."""
+    if act == 3:
+        for k in range(row.size):
+            row[k] = _sigmoid_rational(row[k])
+    elif act == 8:
+        for k in range(row.size):
+            row[k] = row[k] * _sigmoid_rational(row[k])
+    else:
+        activate_row(row, act, alpha)

@@ -353,7 +353,7 @@ def vector_intrinsics(builder: Any, vec: Any) -> tuple[Any, Any, Any]:
 
 
 def _sigmoid_ir(builder: Any, vec: Any, v: Any) -> Any:
-    """The sigmoid of a float32 vector as ``epilogue._sigmoid`` computes it, step for step: the rational form
+    """The sigmoid of a float32 vector as ``epilogue._sigmoid_rational`` computes it, step for step: the rational form
     ``SIGMOID_P`` / ``SIGMOID_Q`` of v clamped to +-SIGMOID_SATURATED, clamped to [0, 1]. NaN stays NaN (the clamps
     are selects on ordered comparisons)."""
     width = vec.count
@@ -377,7 +377,7 @@ def _sigmoid_ir(builder: Any, vec: Any, v: Any) -> Any:
 
 
 def _silu_ir(builder: Any, vec: Any, v: Any) -> Any:
-    """SiLU ``v * sigmoid(v)`` of a float32 vector as ``epilogue._silu`` computes it (:func:`_sigmoid_ir`). NaN
+    """SiLU ``v * sigmoid(v)`` of a float32 vector as ``epilogue.activate_span`` computes it (:func:`_sigmoid_ir`). NaN
     stays NaN; -inf gives ``-inf * 0``, NaN, as ``v / (1 + exp(-v))`` does."""
     return builder.fmul(v, _sigmoid_ir(builder, vec, v))
 
