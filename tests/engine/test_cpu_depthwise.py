@@ -72,16 +72,16 @@ def _conv(x, w, b, out, stride, padding, dilation, groups, epilogue=None, coefs=
     (1, 72, (9, 13), (3, 3), (2, 1), (1, 2), (2, 1), True),      # 3x3 inside and on the borders, unequal geometry
     (1, 33, (1, 1), (3, 3), (1, 1), (1, 1), (1, 1), True),       # one pixel
 ])
-@pytest.mark.parametrize("way", ["tiles", "tiles-looped", "rows", "pixels"])
+@pytest.mark.parametrize("way", ["tiles", "tiles-unrolled", "tiles-looped", "rows", "pixels"])
 def test_depthwise_matches_the_reference(monkeypatch, n, c, size, kernel, stride, padding, dilation, bias, way):
     """Every way (vector tiles where the CPU has FMA vectors, the cells of 3x3 and 5x5 windows inside the image
-    unrolled or looped over; else stride 1 by whole output rows, or pixel by pixel), every geometry, on the
-    backend's table."""
+    unrolled with each input column loaded once, unrolled, or looped over; else stride 1 by whole output rows, or
+    pixel by pixel), every geometry, on the backend's table."""
     if not way.startswith("tiles"):
         monkeypatch.setattr(cpu.depthwise, "vector_tiles_apply", lambda channels: False)
     elif not cpu.depthwise.vector_tiles_apply(c):
         pytest.skip("no FMA vectors, or fewer channels than a vector")
-    monkeypatch.setattr(cpu.depthwise, "UNROLLED_CELLS", way != "tiles-looped")
+    monkeypatch.setattr(cpu.depthwise, "UNROLLED_CELLS", {"tiles-unrolled": 1, "tiles-looped": 0}.get(way, 2))
     if way == "pixels":
         monkeypatch.setattr(cpu.depthwise, "FLAT_MAX_BYTES", 0)
     x, w, b, ref = _depthwise_case(c + size[0], n, c, size, kernel, stride, padding, dilation, bias)
@@ -92,6 +92,27 @@ def test_depthwise_matches_the_reference(monkeypatch, n, c, size, kernel, stride
     out[...] = np.nan
     done.replay()  # the prepared call runs again on the same arrays
     assert _rel(out, ref) < 1e-6
+
+
+@pytest.mark.parametrize("kernel", [(3, 3), (5, 5)])
+@pytest.mark.parametrize("stride,dilation", [((1, 1), (1, 1)), ((2, 2), (1, 1)), ((2, 2), (2, 2)), ((1, 1), (2, 2))])
+def test_depthwise_tiles_loading_each_column_once_sum_as_the_others(monkeypatch, kernel, stride, dilation):
+    """The tiles that load each input column once for every cell it meets (pixels one or two cells apart: strides
+    1 and 2 undilated, or a stride equal to the dilation) give the looped tiles' sums bit for bit (each pixel's cells
+    in the same order); a dilation of 2 at stride 1 (pixels half a cell apart) takes the unrolled tiles."""
+    if not cpu.depthwise.vector_tiles_apply(48):
+        pytest.skip("no FMA vectors")
+    pad = (kernel[0] // 2 * dilation[0], kernel[1] // 2 * dilation[1])
+    x, w, b, ref = _depthwise_case(7, 1, 48, (37, 41), kernel, stride, pad, dilation)
+    outs = []
+    for way in (2, 1, 0):
+        monkeypatch.setattr(cpu.depthwise, "UNROLLED_CELLS", way)
+        out = _out_nhwc(1, 48, *ref.shape[2:])
+        assert _conv(x, w, b, out, stride, pad, dilation, 48, "relu") is not None
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[2])
+    np.testing.assert_array_equal(outs[1], outs[2])
+    assert _rel(outs[0], np.maximum(ref, 0)) < 1e-6
 
 
 @pytest.mark.parametrize("epilogue", EPILOGUE_NAMES)

@@ -30,8 +30,10 @@ DEPTHWISE_MAX_KERNEL = 7
 #: read once per output row) take at most FLAT_MAX_BYTES
 FLAT_MAX_CHANNELS = 64
 FLAT_MAX_BYTES = 256 * 1024
-#: the vector tiles' 3x3 and 5x5 windows inside the image with their cells unrolled (``depthwise_tile``)
-UNROLLED_CELLS = True
+#: the vector tiles' 3x3 and 5x5 windows inside the image: 0 their cells looped over, 1 unrolled, 2 unrolled with
+#: each input column loaded once for the cells it meets where the pixels are one or two cells apart (the same sums,
+#: bit for bit; ``depthwise_tile._tile_codegen``'s ``gap``)
+UNROLLED_CELLS = 2
 
 
 def depthwise_weights(w: np.ndarray) -> np.ndarray:

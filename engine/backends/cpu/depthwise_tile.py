@@ -18,19 +18,21 @@ DEPTHWISE_TILE = 8
 DEPTHWISE_VECTOR = PANEL_VECTOR
 
 
-def _make_tile(nt: int, nc: int, cells: int = 0) -> Any:
+def _make_tile(nt: int, nc: int, cells: int = 0, gap: int = 0) -> Any:
     """The tile of ``nt`` output pixels times ``nc`` vectors of channels (see ``dw_tile``); ``cells`` (3 or 5): for a
-    window of ``cells`` x ``cells`` cells all inside the image, unrolled."""
+    window of ``cells`` x ``cells`` cells all inside the image, unrolled; ``gap`` (with ``cells``): for pixels
+    ``gap`` cells apart (``xpix`` = ``gap`` x ``xcol``), each input vector loaded once for every cell it meets."""
 
     def _tile(typingctx, x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups):  # pragma: no cover
-        return outlined(f"dw_tile{nt}x{nc}_{cells}", *_tile_codegen(nt, nc, cells))
+        return outlined(f"dw_tile{nt}x{nc}_{cells}_{gap}", *_tile_codegen(nt, nc, cells, gap))
 
     # one name each: Numba keys intrinsics by name
-    _tile.__name__ = _tile.__qualname__ = f"_dw_tile{nt}x{nc}" + (f"_cells{cells}" if cells else "")
+    _tile.__name__ = _tile.__qualname__ = (f"_dw_tile{nt}x{nc}" + (f"_cells{cells}" if cells else "")
+                                           + (f"_gap{gap}" if gap else ""))
     return intrinsic(_tile)
 
 
-def _tile_codegen(nt: int, nc: int, cells: int = 0) -> Any:
+def _tile_codegen(nt: int, nc: int, cells: int = 0, gap: int = 0) -> Any:
     """For each group g < ``groups`` of ``nc`` vectors of channels (V = DEPTHWISE_VECTOR floats each), and each
     vector u of it, at byte offset o = 4 V (g nc + u): y_t[o] = epilogue(bias[o] + sum over i < ni, j < nj of
     X(x + o + t * xpix + i * xrow + j * xcol) * W(w + o + i * wrow + j * wcol)) for the ``nt`` pixels t, stored at
@@ -45,7 +47,13 @@ def _tile_codegen(nt: int, nc: int, cells: int = 0) -> Any:
     ``cells`` (3 or 5): ``ni`` and ``nj`` are both ``cells`` (a window inside the image), and the loops over them
     are unrolled: with loops, the three cells of a 3x3 filter's row ran as one pass of a loop unrolled by two plus a
     remainder, and their bookkeeping (the accumulators' phi nodes, the addresses of eight pixels reloaded from the
-    stack) outweighed the multiply-adds: 8.5 of AVX2's 32 floating-point operations a cycle with the data in L1."""
+    stack) outweighed the multiply-adds: 8.5 of AVX2's 32 floating-point operations a cycle with the data in L1.
+
+    ``gap`` (with ``cells`` and ``nc`` = 1): the pixels are ``gap`` cells apart (a stride of ``gap`` without
+    dilation, or equal ones), so pixel t's cell j reads input column t ``gap`` + j of the row: each column is loaded
+    once and multiplied into every pixel whose window holds it (10 loads a filter row for eight pixels of a 3x3
+    window at stride 1, 17 at stride 2, instead of 24), the row's filter vectors loaded first. Each pixel's sum
+    takes its cells in the same order, so the results are those of the other tiles, bit for bit."""
     sig = types.void(*([types.int64] * 14))
     width = DEPTHWISE_VECTOR
     unrolled = cells
@@ -83,7 +91,20 @@ def _tile_codegen(nt: int, nc: int, cells: int = 0) -> Any:
         starts = [load(builder.add(bias, builder.add(o, llvm_ir.Constant(i64, step * u)))) for u in range(nc)]
         start = [starts[q % nc] for q in range(nt * nc)]  # accumulator q: pixel q // nc, vector q % nc
         x_v, w_v = builder.add(x, o), builder.add(w, o)
-        if unrolled:  # every cell in line, the tile's pixels' addresses as offsets from each cell's
+        if unrolled and gap:  # every cell in line, each input column loaded once (see ``gap``)
+            new = list(start)
+            for ci in range(unrolled):
+                w_i = builder.add(w_v, builder.mul(llvm_ir.Constant(i64, ci), wrow))
+                filt = [load(builder.add(w_i, builder.mul(llvm_ir.Constant(i64, cj), wcol))) for cj in range(unrolled)]
+                x_i = builder.add(x_v, builder.mul(llvm_ir.Constant(i64, ci), xrow))
+                for col in range((nt - 1) * gap + unrolled):
+                    value = load(builder.add(x_i, builder.mul(llvm_ir.Constant(i64, col), xcol)))
+                    for cj in range(min(col, unrolled - 1), -1, -1):  # pixels in order, each cell after the last
+                        t, rest = divmod(col - cj, gap)
+                        if rest == 0 and t < nt:
+                            new[t] = builder.call(fma, [value, filt[cj], new[t]])
+            builder.branch(store)
+        elif unrolled:  # every cell in line, the tile's pixels' addresses as offsets from each cell's
             new = start
             for ci in range(unrolled):
                 for cj in range(unrolled):
@@ -156,6 +177,9 @@ _TILES = {(8, 1): _make_tile(8, 1), (4, 2): _make_tile(4, 2), (2, 4): _make_tile
 _dw8x1, _dw4x2, _dw2x4, _dw1x4, _dw4x1, _dw2x1, _dw1x1 = _TILES.values()
 #: the widest tile with its window's cells unrolled, for 3x3 and 5x5 filters (mobile networks' depthwise layers)
 _dw8x1_cells3, _dw8x1_cells5 = _make_tile(8, 1, 3), _make_tile(8, 1, 5)
+#: the same with each input column loaded once, for pixels one or two cells apart (strides 1 and 2 undilated)
+_dw8x1_cells3_step1, _dw8x1_cells3_step2 = _make_tile(8, 1, 3, 1), _make_tile(8, 1, 3, 2)
+_dw8x1_cells5_step1, _dw8x1_cells5_step2 = _make_tile(8, 1, 5, 1), _make_tile(8, 1, 5, 2)
 
 
 @njit(inline="always")
@@ -169,9 +193,19 @@ def dw_tile(nt, x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, 
     left = nvec - groups * nc
     if nt == 8:
         if unroll and ni == 3 and nj == 3:
-            _dw8x1_cells3(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
+            if unroll == 2 and xpix == xcol:
+                _dw8x1_cells3_step1(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
+            elif unroll == 2 and xpix == 2 * xcol:
+                _dw8x1_cells3_step2(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
+            else:
+                _dw8x1_cells3(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
         elif unroll and ni == 5 and nj == 5:
-            _dw8x1_cells5(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
+            if unroll == 2 and xpix == xcol:
+                _dw8x1_cells5_step1(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
+            elif unroll == 2 and xpix == 2 * xcol:
+                _dw8x1_cells5_step2(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
+            else:
+                _dw8x1_cells5(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
         else:
             _dw8x1(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
     elif nt == 4:
