@@ -119,6 +119,24 @@ def test_fused_epilogues_keep_nan_and_infinities():
             np.testing.assert_allclose(got, ref, rtol=1e-6, equal_nan=True, err_msg=str(act))
 
 
+def _microkernel_and_pass(values: np.ndarray, act: str) -> tuple[np.ndarray, np.ndarray]:
+    """``act`` of ``values`` by the micro-kernel's epilogue (a 1x1 convolution of unit weights from one input channel,
+    every panel column the same) and by the CPU's activation pass, equal within float32 rounding of the
+    multiply-adds, NaN where the other is NaN."""
+    k = cpu.microkernel.PANEL
+    x = values.reshape(1, 1, values.size, 1).transpose(0, 3, 1, 2)
+    out = _out(1, k, 1, values.size)
+    cpu.panels.conv_panels(x, cpu.panels.panel_weights(np.ones((k, 1, 1, 1), np.float32)), (1, 1), None, out, (1, 1),
+                           (0, 0), (1, 1), EPILOGUES[act], 0.0)
+    got = out[0, 0, 0]
+    np.testing.assert_array_equal(out[0, :, 0], np.broadcast_to(got, out[0, :, 0].shape))  # every panel column
+    passed = np.empty_like(values)
+    cpu.pointwise.activation(values.copy(), passed, act, {})
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(passed))
+    np.testing.assert_allclose(got, passed, rtol=2e-7, atol=1e-30, equal_nan=True)
+    return got, passed
+
+
 #: the sigmoid's absolute error bound (``epilogue.SIGMOID_P``): three float32 ulps of 1
 SIGMOID_ERROR = 1.8e-7
 
@@ -130,17 +148,7 @@ def test_the_micro_kernels_silu_is_the_activation_pass():
     [0, 1]; SiLU within SIGMOID_ERROR * |v|."""
     values = np.concatenate([np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 18.0, -18.0, 1e30, -1e30], np.float32),
                              np.linspace(-30, 30, 6001, dtype=np.float32)])
-    k = cpu.microkernel.PANEL
-    x = values.reshape(1, 1, values.size, 1).transpose(0, 3, 1, 2)
-    out = _out(1, k, 1, values.size)
-    cpu.panels.conv_panels(x, cpu.panels.panel_weights(np.ones((k, 1, 1, 1), np.float32)), (1, 1), None, out, (1, 1),
-                           (0, 0), (1, 1), EPILOGUES["silu"], 0.0)
-    got = out[0, 0, 0]
-    np.testing.assert_array_equal(out[0, :, 0], np.broadcast_to(got, out[0, :, 0].shape))  # every panel column
-    passed = np.empty_like(values)
-    cpu.pointwise.activation(values.copy(), passed, "silu", {})
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(passed))
-    np.testing.assert_allclose(got, passed, rtol=2e-7, atol=1e-30, equal_nan=True)
+    _, passed = _microkernel_and_pass(values, "silu")
     assert np.isnan(passed[2]), "-inf * sigmoid(-inf) = -inf * 0"
     finite = np.isfinite(values) & (np.abs(values) < 1e6)
     v = values[finite].astype(np.float64)
@@ -163,17 +171,7 @@ def test_the_micro_kernels_gelu_is_the_activation_pass():
     values = np.concatenate([np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.921875, -0.921875, 3.92 * 2 ** 0.5,
                                        -3.92 * 2 ** 0.5, 1e30, -1e30], np.float32),
                              np.linspace(-12, 12, 4001, dtype=np.float32)])
-    k = cpu.microkernel.PANEL
-    x = values.reshape(1, 1, values.size, 1).transpose(0, 3, 1, 2)
-    out = _out(1, k, 1, values.size)
-    cpu.panels.conv_panels(x, cpu.panels.panel_weights(np.ones((k, 1, 1, 1), np.float32)), (1, 1), None, out, (1, 1),
-                           (0, 0), (1, 1), EPILOGUES["gelu"], 0.0)
-    got = out[0, 0, 0]
-    np.testing.assert_array_equal(out[0, :, 0], np.broadcast_to(got, out[0, :, 0].shape))  # every panel column
-    passed = np.empty_like(values)
-    cpu.pointwise.activation(values.copy(), passed, "gelu", {})
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(passed))
-    np.testing.assert_allclose(got, passed, rtol=2e-7, atol=1e-30, equal_nan=True)
+    got, passed = _microkernel_and_pass(values, "gelu")
     finite = np.isfinite(values) & (np.abs(values) < 1e6)
     np.testing.assert_allclose(got[finite], _activation("gelu", values[finite].astype(np.float64)), rtol=2e-6,
                                atol=1e-6)
