@@ -177,9 +177,10 @@ _TILES = {(8, 1): _make_tile(8, 1), (4, 2): _make_tile(4, 2), (2, 4): _make_tile
 _dw8x1, _dw4x2, _dw2x4, _dw1x4, _dw4x1, _dw2x1, _dw1x1 = _TILES.values()
 #: the widest tile with its window's cells unrolled, for 3x3 and 5x5 filters (mobile networks' depthwise layers)
 _dw8x1_cells3, _dw8x1_cells5 = _make_tile(8, 1, 3), _make_tile(8, 1, 5)
-#: the same with each input column loaded once, for pixels one or two cells apart (strides 1 and 2 undilated)
-_dw8x1_cells3_step1, _dw8x1_cells3_step2 = _make_tile(8, 1, 3, 1), _make_tile(8, 1, 3, 2)
-_dw8x1_cells5_step1, _dw8x1_cells5_step2 = _make_tile(8, 1, 5, 1), _make_tile(8, 1, 5, 2)
+#: the same with each input column loaded once, for pixels one or two cells apart (strides 1 and 2 undilated, or
+#: a stride equal to the dilation)
+_dw8x1_cells3_gap1, _dw8x1_cells3_gap2 = _make_tile(8, 1, 3, 1), _make_tile(8, 1, 3, 2)
+_dw8x1_cells5_gap1, _dw8x1_cells5_gap2 = _make_tile(8, 1, 5, 1), _make_tile(8, 1, 5, 2)
 
 
 @njit(inline="always")
@@ -194,16 +195,16 @@ def dw_tile(nt, x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, 
     if nt == 8:
         if unroll and ni == 3 and nj == 3:
             if unroll == 2 and xpix == xcol:
-                _dw8x1_cells3_step1(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
+                _dw8x1_cells3_gap1(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
             elif unroll == 2 and xpix == 2 * xcol:
-                _dw8x1_cells3_step2(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
+                _dw8x1_cells3_gap2(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
             else:
                 _dw8x1_cells3(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
         elif unroll and ni == 5 and nj == 5:
             if unroll == 2 and xpix == xcol:
-                _dw8x1_cells5_step1(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
+                _dw8x1_cells5_gap1(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
             elif unroll == 2 and xpix == 2 * xcol:
-                _dw8x1_cells5_step2(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
+                _dw8x1_cells5_gap2(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
             else:
                 _dw8x1_cells5(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
         else:
