@@ -99,20 +99,40 @@ def test_depthwise_matches_the_reference(monkeypatch, n, c, size, kernel, stride
 def test_depthwise_tiles_loading_each_column_once_sum_as_the_others(monkeypatch, kernel, stride, dilation):
     """The tiles that load each input column once for every cell it meets (pixels one or two cells apart: strides
     1 and 2 undilated, or a stride equal to the dilation) give the looped tiles' sums bit for bit (each pixel's cells
-    in the same order); a dilation of 2 at stride 1 (pixels half a cell apart) takes the unrolled tiles."""
-    if not cpu.depthwise.vector_tiles_apply(48):
+    in the same order); a dilation of 2 at stride 1 (pixels half a cell apart) takes the unrolled tiles. 56
+    channels: on AVX-512 three vectors and a masked one of 8 channels, on AVX2 seven vectors."""
+    if not cpu.depthwise.vector_tiles_apply(56):
         pytest.skip("no FMA vectors")
     pad = (kernel[0] // 2 * dilation[0], kernel[1] // 2 * dilation[1])
-    x, w, b, ref = _depthwise_case(7, 1, 48, (37, 41), kernel, stride, pad, dilation)
+    x, w, b, ref = _depthwise_case(7, 1, 56, (37, 41), kernel, stride, pad, dilation)
     outs = []
     for way in (2, 1, 0):
         monkeypatch.setattr(cpu.depthwise, "UNROLLED_CELLS", way)
-        out = _out_nhwc(1, 48, *ref.shape[2:])
-        assert _conv(x, w, b, out, stride, pad, dilation, 48, "relu") is not None
+        out = _out_nhwc(1, 56, *ref.shape[2:])
+        assert _conv(x, w, b, out, stride, pad, dilation, 56, "relu") is not None
         outs.append(out)
     np.testing.assert_array_equal(outs[0], outs[2])
     np.testing.assert_array_equal(outs[1], outs[2])
     assert _rel(outs[0], np.maximum(ref, 0)) < 1e-6
+
+
+@pytest.mark.parametrize("c", [24, 21, 16])
+def test_depthwise_tiles_write_no_channel_past_the_last(c):
+    """The last pixel's channels end the output's memory: the tiles (a masked last vector on AVX-512 where ``c`` is
+    not a multiple of 16) write nothing after them, and read nothing after the input's (NaN there would not show)."""
+    rng = np.random.default_rng(c)
+    h = w_ = 19
+    xmem = np.full(h * w_ * c + 64, np.nan, np.float32)
+    xmem[: h * w_ * c] = rng.standard_normal(h * w_ * c)
+    x = xmem[: h * w_ * c].reshape(1, h, w_, c).transpose(0, 3, 1, 2)
+    w = rng.standard_normal((c, 3, 3, 1)).astype(np.float32).transpose(0, 3, 1, 2)
+    b = rng.standard_normal(c).astype(np.float32)
+    ref = conv2d(np, x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), (1, 1), (1, 1), (1, 1), c)
+    ymem = np.full(h * w_ * c + 64, -7.0, np.float32)
+    out = ymem[: h * w_ * c].reshape(1, h, w_, c).transpose(0, 3, 1, 2)
+    assert _conv(x, w, b, out, (1, 1), (1, 1), (1, 1), c, "relu") is not None
+    assert _rel(out, np.maximum(ref, 0)) < 1e-6
+    np.testing.assert_array_equal(ymem[h * w_ * c:], -7.0)
 
 
 @pytest.mark.parametrize("epilogue", EPILOGUE_NAMES)

@@ -16,7 +16,7 @@ from numba import njit, prange
 from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import runtime as rt
 from engine.backends.cpu.blocks import row_block, row_blocks
-from engine.backends.cpu.depthwise_tile import DEPTHWISE_TILE, DEPTHWISE_VECTOR, dw_tile
+from engine.backends.cpu.depthwise_tile import DEPTHWISE_TILE, DEPTHWISE_VECTOR, MASKED_TAILS, dw_tile
 from engine.backends.cpu.epilogue import activate_row, activate_span, kernel_alpha
 from engine.backends.cpu.jobs import job_caller
 from engine.backends.cpu.memory import aligned_copy
@@ -152,13 +152,15 @@ def _depthwise_rows_vec(x, w, b, y, r0, r1, sh, sw, ph, pw, dh, dw, act, alpha, 
     to DEPTHWISE_TILE pixels whose windows lie inside the image across, each one vector of channels at a time, the
     sums in registers over the filter's cells; a pixel whose window crosses the left or right edge is a tile of one
     over the cells inside; the filter's rows outside the image (top and bottom) are left out of every tile of the
-    row. Channels past the last whole vector are summed pixel by pixel. ``fused``: the activation is the tile's
+    row. Channels past the last whole vector are one masked vector of the tiles on AVX-512 (``MASKED_TAILS``), else
+    summed pixel by pixel. ``fused``: the activation is the tile's
     epilogue ``epi`` (``microkernel.fused_epilogue``), else ``epi`` is the identity and each row is activated after
     its sums. ``x`` (H, W, C) and ``y`` (Ho, Wo, C) C-contiguous, ``w`` (R, S, C)."""
     h, wi, c = x.shape
     kh, kw = w.shape[0], w.shape[1]
     wo = y.shape[1]
     cv = c - c % DEPTHWISE_VECTOR
+    tail = c - cv if MASKED_TAILS else 0  # channels of a last, partial vector the tiles sum (masked)
     cb = 4 * c
     xrow = wi * cb
     xa, wa, ba, ya, ea = x.ctypes.data, w.ctypes.data, b.ctypes.data, y.ctypes.data, epi.ctypes.data
@@ -185,9 +187,9 @@ def _depthwise_rows_vec(x, w, b, y, r0, r1, sh, sw, ph, pw, dh, dw, act, alpha, 
                 j0 = 0 if iw0 >= 0 else (-iw0 + dw - 1) // dw
                 nj = (min(kw, (wi - 1 - iw0) // dw + 1) if iw0 <= wi - 1 else 0) - j0
             dw_tile(nt, x_row + (iw0 + j0 * dw) * cb, dh * xrow, dw * cb, sw * cb, w_row + j0 * cb, kw * cb, cb, ni,
-                    nj, ba, y_row + ow * cb, cb, ea, nvec, unroll)
+                    nj, ba, y_row + ow * cb, cb, ea, nvec, unroll, tail)
             ow += nt
-        if cv < c:
+        if cv + tail < c:
             yr = y[oh]
             for ow in range(wo):
                 dst = yr[ow]

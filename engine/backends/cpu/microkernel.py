@@ -352,6 +352,29 @@ def vector_intrinsics(builder: Any, vec: Any) -> tuple[Any, Any, Any]:
     return fn("fabs", 1), fn("floor", 1), fn("fma", 3)
 
 
+def masked_intrinsics(builder: Any, vec: Any) -> tuple[Any, Any]:
+    """LLVM's masked load (pointer, alignment, mask, values of the masked-off lanes) and masked store (value,
+    pointer, alignment, mask) of float32 vectors of type ``vec``: on AVX-512 one move under a mask register, a
+    masked-off lane neither read (no fault past an array's end) nor written."""
+    width, i32 = vec.count, llvm_ir.IntType(32)
+    pv, mask = vec.as_pointer(), llvm_ir.VectorType(llvm_ir.IntType(1), width)
+    load = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vec, [pv, i32, mask, vec]),
+                                          f"llvm.masked.load.v{width}f32.p0")
+    store = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(llvm_ir.VoidType(), [vec, pv, i32, mask]),
+                                           f"llvm.masked.store.v{width}f32.p0")
+    return load, store
+
+
+def lane_mask(builder: Any, width: int, count: Any) -> Any:
+    """The mask of a vector of ``width`` lanes whose first ``count`` (an int64 value) are on."""
+    i32, i64 = llvm_ir.IntType(32), llvm_ir.IntType(64)
+    lanes = llvm_ir.Constant(llvm_ir.VectorType(i64, width), list(range(width)))
+    splat = builder.insert_element(llvm_ir.Constant(llvm_ir.VectorType(i64, width), llvm_ir.Undefined), count,
+                                   llvm_ir.Constant(i32, 0))
+    splat = builder.shuffle_vector(splat, splat, llvm_ir.Constant(llvm_ir.VectorType(i32, width), [0] * width))
+    return builder.icmp_signed("<", lanes, splat)
+
+
 def _sigmoid_ir(builder: Any, vec: Any, v: Any) -> Any:
     """The sigmoid of a float32 vector as ``epilogue._sigmoid_rational`` computes it, step for step: the rational form
     ``SIGMOID_P`` / ``SIGMOID_Q`` of v clamped to +-SIGMOID_SATURATED, clamped to [0, 1]. NaN stays NaN (the clamps
