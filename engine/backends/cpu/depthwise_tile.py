@@ -9,8 +9,16 @@ from llvmlite import ir as llvm_ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from engine.backends.cpu.microkernel import (PANEL_VECTOR, epilogue_ir, incoming, lane_mask, masked_intrinsics, outlined,
-                                             phis, vector_intrinsics)
+from engine.backends.cpu.microkernel import (
+    PANEL_VECTOR,
+    epilogue_ir,
+    incoming,
+    lane_mask,
+    masked_intrinsics,
+    outlined,
+    phis,
+    vector_intrinsics,
+)
 
 #: output pixels of the widest tile: eight accumulators hide the fused multiply-add's latency, and with the cell's
 #: filter vector and an input vector they fit AVX2's sixteen registers
