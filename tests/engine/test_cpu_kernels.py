@@ -30,6 +30,8 @@ def _ref_conv(x, w, b, stride, padding, dilation, act=None, alpha=0.0):
         y = np.where(y > 0, y, alpha * y)
     elif act == "silu":
         y = y / (1 + np.exp(-y))
+    elif act == "hardswish":
+        y = y * np.clip(y / 6 + 0.5, 0, 1)
     return y
 
 
@@ -187,6 +189,8 @@ def test_panel_product_tiles_every_row_count_exactly(m):
     (2, 4, 32, (11, 17), (5, 3), (1, 2), (2, 0)),   # rectangular, two images, padding on one axis
     (1, 3, 96, (9, 9), (3, 3), (1, 1), (0, 0)),     # no padding
     (1, 3, 32, (37, 29), (3, 3), (2, 2), (1, 1)),   # a MobileNet stem of 19x15 pixels: by output rows
+    (1, 3, 16, (37, 29), (3, 3), (2, 2), (1, 1)),   # a MobileNet v3 stem: 16 outputs, part of a panel (AVX-512)
+    (1, 3, 24, (30, 23), (7, 7), (2, 2), (3, 3)),   # outputs no multiple of a vector: the last one under a mask
 ])
 @pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("leaky_relu", True), ("silu", True)])
 def test_direct_panel_convolution_matches_the_reference(n, c, k, size, kernel, stride, padding, act, bias):
@@ -197,14 +201,18 @@ def test_direct_panel_convolution_matches_the_reference(n, c, k, size, kernel, s
 
 @pytest.mark.parametrize("width", range(1, 14))
 @pytest.mark.parametrize("act,bias", [(None, True), ("relu", True), ("relu", False)])
-def test_direct_panels_start_from_the_bias_and_activate_in_the_micro_kernel_for_every_tile_size(width, act, bias):
+@pytest.mark.parametrize("k", ["panels", "and-a-part", "half-a-vector"])
+def test_direct_panels_start_from_the_bias_and_activate_in_the_micro_kernel_for_every_tile_size(width, act, bias, k):
     """Without a residual and with no activation or a ReLU, the direct panels start the micro-kernel's
     accumulators from the bias and apply the ReLU before its store (no passes over the output panel): every
-    tile size (1 to PANEL_ROWS rows: an image of one row of ``width`` pixels) against the reference."""
+    tile size (1 to PANEL_ROWS rows: an image of one row of ``width`` pixels) against the reference, for whole
+    panels, a last panel of one vector and a half (its second under a mask) and one of half a vector."""
+    panel, vector = cpu.microkernel.PANEL, cpu.microkernel.PANEL_VECTOR
+    outputs = {"panels": 2 * panel, "and-a-part": panel + vector + vector // 2, "half-a-vector": vector // 2}[k]
+
     def call(x, wt, b, out):
         cpu.panels.conv_panels(x, cpu.panels.panel_weights(wt), (3, 3), b, out, (1, 1), (1, 1), (1, 1), EPILOGUES[act], 0.0)
-    _assert_matches_reference(call, 20 + width, 1, 6, 2 * cpu.microkernel.PANEL, (1, width), (3, 3), (1, 1), (1, 1), (1, 1), act,
-                              bias)
+    _assert_matches_reference(call, 20 + width, 1, 6, outputs, (1, width), (3, 3), (1, 1), (1, 1), (1, 1), act, bias)
 
 
 def test_backend_takes_the_direct_panels_for_an_rgb_stem_only(monkeypatch):
@@ -221,11 +229,16 @@ def test_backend_takes_the_direct_panels_for_an_rgb_stem_only(monkeypatch):
     small = rng.standard_normal((64, 3, 3, 3)).astype(np.float32)
     assert be.kernel("conv2d")(x, small, None, _out(1, 64, 20, 20, nhwc=True), (2, 2), (1, 1), (1, 1), 1, "silu", {})
     assert calls == [(1, 3, 40, 40)] * 2
+    # so does a stem of outputs no multiple of a panel (mobilenet_v3's 16, hard-swish)
+    out16 = _out(1, 16, 20, 20, nhwc=True)
+    assert be.kernel("conv2d")(x, small[:16], None, out16, (2, 2), (1, 1), (1, 1), 1, "hardswish", {})
+    assert calls == [(1, 3, 40, 40)] * 3
+    assert _rel(out16, _ref_conv(x, small[:16], None, (2, 2), (1, 1), (1, 1), "hardswish")) < 1e-5
     gray = rng.standard_normal((64, 1, 3, 3)).astype(np.float32)
     gray_x = _tensors(rng, 1, 1, 40, 40, nhwc=True)
     assert be.kernel("conv2d")(gray_x, gray, None, _out(1, 64, 40, 40, nhwc=True), (1, 1), (1, 1), (1, 1), 1, None, {})
     assert be.kernel("conv2d")(x, stem, None, _out(1, 64, 17, 17, nhwc=True), (2, 2), (3, 3), (2, 2), 1, None, {})
-    assert len(calls) == 2
+    assert len(calls) == 3
 
 
 def test_panel_product_keeps_nan_and_leaves_other_pixels_alone():

@@ -65,7 +65,7 @@ def _rel(a, b):
                                       ("leaky_relu", True), ("sigmoid", False), ("silu", True), ("gelu", True)])
 def test_pointwise_panels_match_the_reference(n, c, k, size, stride, act, bias):
     """Every activation: the micro-kernel's own in its epilogue, the others by passes over the panel's columns
-    (a last panel part-filled: on a tile of the thread's own)."""
+    (a last panel part-filled: its columns inside K read and written under a mask)."""
     _, x, wt, b = _case(5 + c + k, n, c, k, *size, bias)
     ref = _reference(x, wt, b, stride, act)
     out = _out(n, k, *ref.shape[2:])
@@ -83,7 +83,7 @@ def test_pointwise_panels_match_the_reference(n, c, k, size, stride, act, bias):
 def test_pointwise_panels_add_a_residual_before_the_activation(k, act, h, w, c):
     """A small image as one block, a large one (more than PANEL_MAX_PIXELS pixels) by output rows, each row's panels
     then activated as one run; whole tiles of the pixels from bias + residual inside the micro-kernel (whole panels
-    and a half-filled last one), the rest by passes."""
+    and a part-filled last one, under a mask), the rest by passes."""
     rng, x, wt, b = _case(31, 1, c, k, h, w, True)
     residual = rng.standard_normal((1, h, w, k)).astype(np.float32).transpose(0, 3, 1, 2)
     ref = _reference(x, wt, b, (1, 1), act, residual)

@@ -203,7 +203,7 @@ def _attention_rows(q, qo, lq, b, bo, lb, has_bias, y, yo, r0, r1, s, d, dv, sca
             for t in range(nr):
                 rows_c[t] = scores.ctypes.data + 4 * (t * width + p * PANEL)
             tile_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, kp.ctypes.data + 4 * p * d * PANEL, d, 1, 0,
-                        zeros.ctypes.data, epi.ctypes.data)
+                        zeros.ctypes.data, epi.ctypes.data, PANEL)
         for t in range(nr):
             row = scores[t * width:t * width + s]
             if has_bias:
@@ -223,7 +223,7 @@ def _attention_rows(q, qo, lq, b, bo, lb, has_bias, y, yo, r0, r1, s, d, dv, sca
                 else:
                     rows_c[t] = tile.ctypes.data + 4 * (t * value_panels * PANEL + p * PANEL)
             tile_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, vp.ctypes.data + 4 * p * s * PANEL, s, 1, 0,
-                        zeros.ctypes.data, epi.ctypes.data)
+                        zeros.ctypes.data, epi.ctypes.data, PANEL)
         if not direct:
             for t in range(nr):
                 dst = y[yo + (t0 + t) * dv:yo + (t0 + t + 1) * dv]

@@ -85,7 +85,7 @@ def incoming(nodes: list[Any], values: list[Any], block: Any) -> None:
 def _make_tile(nr: int, nv: int = PANEL_VECTORS) -> Any:
     """The micro-kernel for tiles of ``nr`` rows (see ``tile_n``), ``nv`` vectors of each panel row."""
 
-    def _tile(typingctx, rows_a, rows_c, bp, depth, outer, a_step):  # pragma: no cover - compiled
+    def _tile(typingctx, rows_a, rows_c, bp, depth, outer, a_step, cols):  # pragma: no cover - compiled
         return outlined(f"tile{nr}_{nv}", *_tile_codegen(nr, nv=nv))
 
     _tile.__name__ = _tile.__qualname__ = f"_tile{nr}_{nv}"  # one name each: Numba keys intrinsics by name
@@ -96,7 +96,7 @@ def _make_tile_bias(nr: int, nv: int = PANEL_VECTORS) -> Any:
     """The micro-kernel for tiles of ``nr`` rows that starts from a bias and ends with a clamp and a gate
     (``tile_bias_n``), ``nv`` vectors of each panel row."""
 
-    def _tile(typingctx, rows_a, rows_c, bp, depth, outer, a_step, bias, epi):  # pragma: no cover - compiled
+    def _tile(typingctx, rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols):  # pragma: no cover - compiled
         return outlined(f"tile_bias{nr}_{nv}", *_tile_codegen(nr, fused=True, nv=nv))
 
     _tile.__name__ = _tile.__qualname__ = f"_tile_bias{nr}_{nv}"
@@ -124,8 +124,16 @@ def _tile_codegen(nr: int, fused: bool = False, nv: int = PANEL_VECTORS) -> Any:
     summed and stored, C then ``nv`` * PANEL_VECTOR values wide: along a strip (:func:`_strip_codegen`), a last panel
     half-filled (24, 40, 72 or 120 output channels on AVX2) is summed straight into the output, where a tile of the
     thread's own cost its zero columns' products and a copy (72 -> 24 at 56x56 with a sum, 2 Zen 3 cores: 0.155
-    against 0.218 ms; 24 -> 72 with a ReLU 0.188 against 0.222)."""
-    sig = types.void(*([types.int64] * (8 if fused else 6)))
+    against 0.218 ms; 24 -> 72 with a ReLU 0.188 against 0.222).
+
+    The last argument, ``cols``, is how many of the ``nv`` * PANEL_VECTOR columns of C are the output's: where they
+    are fewer (a last panel part-filled: K no multiple of the panel), C's (or the residual's) values are read and
+    written under a mask (LLVM's masked loads and stores; AVX-512's mask registers), the columns past them neither
+    read nor written, on a branch of its own, so that a whole panel's loads and stores stay plain. The panel's
+    columns past K are zeros, so the sums need no mask. Before, such a panel went through a tile of the thread's own
+    and a copy: on AVX-512 (32-column panels) mobilenet_v3_large's 64 -> 24 layer at 56x56 took twice ONNX Runtime's
+    time."""
+    sig = types.void(*([types.int64] * (9 if fused else 7)))
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         i64 = llvm_ir.IntType(64)
@@ -133,7 +141,8 @@ def _tile_codegen(nr: int, fused: bool = False, nv: int = PANEL_VECTORS) -> Any:
         table_a, table_c = builder.inttoptr(args[0], pi), builder.inttoptr(args[1], pi)
         a_addr = [builder.load(builder.gep(table_a, [llvm_ir.Constant(i64, r)])) for r in range(nr)]
         c_addr = [builder.load(builder.gep(table_c, [llvm_ir.Constant(i64, r)])) for r in range(nr)]
-        _emit_tile(builder, nr, nv, a_addr, c_addr, *args[2:6], *(args[6:8] if fused else (None, None)))
+        _emit_tile(builder, nr, nv, a_addr, c_addr, *args[2:6], *(args[6:8] if fused else (None, None)),
+                   cols=args[-1])
         return context.get_dummy_value()
 
     return sig, codegen
@@ -142,11 +151,11 @@ def _tile_codegen(nr: int, fused: bool = False, nv: int = PANEL_VECTORS) -> Any:
 def _make_strip(fused: bool, nv: int, residual: bool = False) -> Any:
     """The micro-kernel along a strip of rows at a constant step (see ``strip_n`` and ``strip_residual_n``)."""
     if residual:
-        def _strip(typingctx, a, a_stride, c, c_stride, rows, bp, depth, bias, epi, r,
-                   r_stride):  # pragma: no cover - compiled
+        def _strip(typingctx, a, a_stride, c, c_stride, rows, bp, depth, bias, epi, r, r_stride,
+                   cols):  # pragma: no cover - compiled
             return outlined(f"strip_residual_{nv}", *_strip_codegen(True, nv, True))
     else:
-        def _strip(typingctx, a, a_stride, c, c_stride, rows, bp, depth, bias, epi):  # pragma: no cover - compiled
+        def _strip(typingctx, a, a_stride, c, c_stride, rows, bp, depth, bias, epi, cols):  # pragma: no cover
             return outlined(f"strip{'_bias' if fused else ''}_{nv}", *_strip_codegen(fused, nv))
 
     _strip.__name__ = _strip.__qualname__ = f"_strip{'_residual' if residual else '_bias' if fused else ''}_{nv}"
@@ -162,8 +171,9 @@ def _strip_codegen(fused: bool, nv: int, residual: bool = False) -> Any:
     0.21). Arguments all int64: a, a_stride, c, c_stride, rows, the panel, depth, the
     bias's address and the epilogue's (both unused unless ``fused``). ``residual``: two more, the residual's first
     row and its step (rows of PANEL columns, as C's): the sums start from bias + residual, so that a convolution's
-    sum with its block input (a MobileNet's or a ResNet's block end) costs no pass of its own."""
-    sig = types.void(*([types.int64] * (11 if residual else 9)))
+    sum with its block input (a MobileNet's or a ResNet's block end) costs no pass of its own. The last argument is
+    the tile's ``cols``."""
+    sig = types.void(*([types.int64] * (12 if residual else 10)))
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         i64 = llvm_ir.IntType(64)
@@ -185,7 +195,7 @@ def _strip_codegen(fused: bool, nv: int, residual: bool = False) -> Any:
         r_addr = [builder.add(args[9], builder.mul(builder.add(first, llvm_ir.Constant(i64, r)), args[10]))
                   for r in range(PANEL_ROWS)] if residual else None
         _emit_tile(builder, PANEL_ROWS, nv, a_addr, c_addr, bp, depth, one, zero,
-                   *((bias, epi) if fused else (None, None)), r_addr)
+                   *((bias, epi) if fused else (None, None)), r_addr, args[-1])
         t_next = builder.add(t, one)
         t.add_incoming(t_next, builder.block)
         builder.cbranch(builder.icmp_signed("<", t_next, tiles), head, done)
@@ -196,10 +206,11 @@ def _strip_codegen(fused: bool, nv: int, residual: bool = False) -> Any:
 
 
 def _emit_tile(builder: Any, nr: int, nv: int, a_addr: list[Any], c_addr: list[Any], bp: Any, depth: Any, outer: Any,
-               a_step: Any, bias: Any, epi: Any, r_addr: list[Any] | None = None) -> None:
+               a_step: Any, bias: Any, epi: Any, r_addr: list[Any] | None = None, cols: Any = None) -> None:
     """The IR of one tile (:func:`_tile_codegen`) of rows at the int64 addresses ``a_addr`` and ``c_addr``; fused
     (from the bias, with the epilogue) where ``bias`` and ``epi`` are given, from bias + the residual rows at
-    ``r_addr`` where those are given too. Leaves the builder in its last block."""
+    ``r_addr`` where those are given too; C's and the residual's columns from ``cols`` on (an int64 value) neither
+    read nor written. Leaves the builder in its last block."""
     width = PANEL_VECTOR
     fused = bias is not None
     f32, i64, i32 = llvm_ir.FloatType(), llvm_ir.IntType(64), llvm_ir.IntType(32)
@@ -210,7 +221,55 @@ def _emit_tile(builder: Any, nr: int, nv: int, a_addr: list[Any], c_addr: list[A
              for c in c_addr for h in range(nv)]
     panel = builder.inttoptr(bp, pf)
     zero = llvm_ir.Constant(i64, 0)
-    start = []
+    masked_load, masked_store = masked_intrinsics(builder, vec)
+    align, nothing = llvm_ir.Constant(i32, 4), llvm_ir.Constant(vec, [0.0] * width)
+
+    def masks() -> list[Any]:  # vector h of each row: its columns before ``cols``
+        return [lane_mask(builder, width, builder.sub(cols, llvm_ir.Constant(i64, width * h))) for h in range(nv)]
+
+    def columns(whole: Any, part: Any) -> list[Any]:
+        """``whole()``'s values where all nv vectors are columns of C, else ``part(masks)``'s, on two branches."""
+        if cols is None:
+            return whole()
+        whole_block, part_block = builder.append_basic_block("tile_whole"), builder.append_basic_block("tile_part")
+        joined = builder.append_basic_block("tile_columns")
+        builder.cbranch(builder.icmp_signed("<", cols, llvm_ir.Constant(i64, width * nv)), part_block, whole_block)
+        builder.position_at_end(whole_block)
+        plain = whole()
+        builder.branch(joined)
+        builder.position_at_end(part_block)
+        under_mask = part(masks())
+        builder.branch(joined)
+        builder.position_at_end(joined)
+        out = []
+        for a, b in zip(plain, under_mask):
+            phi = builder.phi(vec)
+            phi.add_incoming(a, whole_block)
+            phi.add_incoming(b, part_block)
+            out.append(phi)
+        return out
+
+    def load_columns(pointers: list[Any]) -> list[Any]:
+        def whole() -> list[Any]:
+            values = [builder.load(p) for p in pointers]
+            for value in values:
+                value.align = 4
+            return values
+        return columns(whole, lambda m: [builder.call(masked_load, [p, align, m[j % nv], nothing])
+                                         for j, p in enumerate(pointers)])
+
+    def store_columns(pointers: list[Any], values: list[Any]) -> None:
+        def whole() -> list[Any]:
+            for p, value in zip(pointers, values):
+                builder.store(value, p).align = 4
+            return []
+
+        def part(m: list[Any]) -> list[Any]:
+            for j, (p, value) in enumerate(zip(pointers, values)):
+                builder.call(masked_store, [value, p, align, m[j % nv]])
+            return []
+        columns(whole, part)
+
     if fused:
         bias_p = builder.inttoptr(bias, pf)
         init = []
@@ -219,16 +278,12 @@ def _emit_tile(builder: Any, nr: int, nv: int, a_addr: list[Any], c_addr: list[A
             value.align = 4
             init.append(value)
         start = [init[j % nv] for j in range(len(parts))]
-        for j in range(len(parts) if r_addr is not None else 0):  # accumulator j: row j // nv, vector j % nv
-            value = builder.load(builder.bitcast(
-                builder.gep(builder.inttoptr(r_addr[j // nv], pf), [llvm_ir.Constant(i64, width * (j % nv))]), pv))
-            value.align = 4
-            start[j] = builder.fadd(start[j], value)
+        if r_addr is not None:  # accumulator j: row j // nv, vector j % nv
+            residual = load_columns([builder.bitcast(builder.gep(builder.inttoptr(r_addr[j // nv], pf), [
+                llvm_ir.Constant(i64, width * (j % nv))]), pv) for j in range(len(parts))])
+            start = [builder.fadd(a, r) for a, r in zip(start, residual)]
     else:
-        for p in parts:
-            value = builder.load(p)
-            value.align = 4
-            start.append(value)
+        start = load_columns(parts)
     entry = builder.block
     head = builder.append_basic_block("tile_outer")
     inner = builder.append_basic_block("tile_inner")
@@ -277,8 +332,7 @@ def _emit_tile(builder: Any, nr: int, nv: int, a_addr: list[Any], c_addr: list[A
     incoming(finals, new, latch)
     if fused:
         finals = epilogue_ir(builder, vec, builder.inttoptr(epi, pf), finals)
-    for p, final in zip(parts, finals):
-        builder.store(final, p).align = 4
+    store_columns(parts, finals)
 
 
 def epilogue_ir(builder: Any, vec: Any, epi: Any, values: list[Any]) -> list[Any]:
@@ -460,72 +514,93 @@ def fused_epilogue(act: int, alpha: Any) -> np.ndarray:
 _tile1, _tile2, _tile3, _tile4, _tile5, _tile6, _tile7 = (_make_tile(r) for r in range(1, 8))
 _tile_bias1, _tile_bias2, _tile_bias3, _tile_bias4, _tile_bias5, _tile_bias6, _tile_bias7 = (
     _make_tile_bias(r) for r in range(1, 8))
+#: the same over the first vector of each panel row alone: a last panel of at most PANEL_VECTOR columns (an RGB stem
+#: of 16 outputs on AVX-512) sums no zero columns
+_tile_bias1_1, _tile_bias2_1, _tile_bias3_1, _tile_bias4_1, _tile_bias5_1, _tile_bias6_1, _tile_bias7_1 = (
+    _make_tile_bias(r, 1) for r in range(1, 8))
 _strip_2, _strip_1, _strip_bias_2, _strip_bias_1 = (_make_strip(f, v) for f in (False, True) for v in (PANEL_VECTORS, 1))
 _strip_residual_2, _strip_residual_1 = (_make_strip(True, v, True) for v in (PANEL_VECTORS, 1))
 
 
 @njit(inline="always")
-def strip_residual_n(half, a, a_stride, c, c_stride, rows, bp, depth, bias, epi, r, r_stride):  # pragma: no cover
+def strip_residual_n(a, a_stride, c, c_stride, rows, bp, depth, bias, epi, r, r_stride, cols):  # pragma: no cover
     """:func:`strip_n` fused, its sums starting from the bias plus the residual rows at ``r`` (``r_stride`` apart)."""
-    if half:
-        _strip_residual_1(a, a_stride, c, c_stride, rows, bp, depth, bias, epi, r, r_stride)
+    if cols <= PANEL_VECTOR:
+        _strip_residual_1(a, a_stride, c, c_stride, rows, bp, depth, bias, epi, r, r_stride, cols)
     else:
-        _strip_residual_2(a, a_stride, c, c_stride, rows, bp, depth, bias, epi, r, r_stride)
+        _strip_residual_2(a, a_stride, c, c_stride, rows, bp, depth, bias, epi, r, r_stride, cols)
 
 
 @njit(inline="always")
-def strip_n(fused, half, a, a_stride, c, c_stride, rows, bp, depth, bias, epi):  # pragma: no cover - compiled
+def strip_n(fused, a, a_stride, c, c_stride, rows, bp, depth, bias, epi, cols):  # pragma: no cover - compiled
     """The micro-kernel along the first ``rows`` // PANEL_ROWS * PANEL_ROWS rows of a strip (rows at a constant
-    step: ``_strip_codegen``), the whole panel or (``half``) its first vector of columns; ``fused``: from the bias,
-    with the epilogue (else adding to C)."""
+    step: ``_strip_codegen``), the first ``cols`` columns of the panel (its first vector alone where they fit in
+    one); ``fused``: from the bias, with the epilogue (else adding to C)."""
+    half = cols <= PANEL_VECTOR
     if fused and half:
-        _strip_bias_1(a, a_stride, c, c_stride, rows, bp, depth, bias, epi)
+        _strip_bias_1(a, a_stride, c, c_stride, rows, bp, depth, bias, epi, cols)
     elif fused:
-        _strip_bias_2(a, a_stride, c, c_stride, rows, bp, depth, bias, epi)
+        _strip_bias_2(a, a_stride, c, c_stride, rows, bp, depth, bias, epi, cols)
     elif half:
-        _strip_1(a, a_stride, c, c_stride, rows, bp, depth, bias, epi)
+        _strip_1(a, a_stride, c, c_stride, rows, bp, depth, bias, epi, cols)
     else:
-        _strip_2(a, a_stride, c, c_stride, rows, bp, depth, bias, epi)
+        _strip_2(a, a_stride, c, c_stride, rows, bp, depth, bias, epi, cols)
 
 
 @njit(inline="always")
-def tile_bias_n(nr, rows_a, rows_c, bp, depth, outer, a_step, bias, epi):  # pragma: no cover - compiled
+def tile_bias_n(nr, rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols):  # pragma: no cover - compiled
     """:func:`tile_n` starting from the PANEL bias values at address ``bias``, ending with the epilogue whose four
-    values (:func:`fused_epilogue`) are at address ``epi``: C is only written."""
-    if nr == 7:
-        _tile_bias7(rows_a, rows_c, bp, depth, outer, a_step, bias, epi)
+    values (:func:`fused_epilogue`) are at address ``epi``: C is only written, its first ``cols`` columns (the
+    panel's first vector alone where they fit in one)."""
+    if cols <= PANEL_VECTOR:
+        if nr == 7:
+            _tile_bias7_1(rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols)
+        elif nr == 6:
+            _tile_bias6_1(rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols)
+        elif nr == 5:
+            _tile_bias5_1(rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols)
+        elif nr == 4:
+            _tile_bias4_1(rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols)
+        elif nr == 3:
+            _tile_bias3_1(rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols)
+        elif nr == 2:
+            _tile_bias2_1(rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols)
+        else:
+            _tile_bias1_1(rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols)
+    elif nr == 7:
+        _tile_bias7(rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols)
     elif nr == 6:
-        _tile_bias6(rows_a, rows_c, bp, depth, outer, a_step, bias, epi)
+        _tile_bias6(rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols)
     elif nr == 5:
-        _tile_bias5(rows_a, rows_c, bp, depth, outer, a_step, bias, epi)
+        _tile_bias5(rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols)
     elif nr == 4:
-        _tile_bias4(rows_a, rows_c, bp, depth, outer, a_step, bias, epi)
+        _tile_bias4(rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols)
     elif nr == 3:
-        _tile_bias3(rows_a, rows_c, bp, depth, outer, a_step, bias, epi)
+        _tile_bias3(rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols)
     elif nr == 2:
-        _tile_bias2(rows_a, rows_c, bp, depth, outer, a_step, bias, epi)
+        _tile_bias2(rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols)
     else:
-        _tile_bias1(rows_a, rows_c, bp, depth, outer, a_step, bias, epi)
+        _tile_bias1(rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols)
 
 
 @njit(inline="always")
-def tile_n(nr, rows_a, rows_c, bp, depth, outer, a_step):  # pragma: no cover - compiled
+def tile_n(nr, rows_a, rows_c, bp, depth, outer, a_step, cols):  # pragma: no cover - compiled
     """The micro-kernel on a tile of ``nr`` rows (1 to PANEL_ROWS), row addresses in the int64 arrays at
-    ``rows_a`` and ``rows_c``."""
+    ``rows_a`` and ``rows_c``, the first ``cols`` columns of C."""
     if nr == 7:
-        _tile7(rows_a, rows_c, bp, depth, outer, a_step)
+        _tile7(rows_a, rows_c, bp, depth, outer, a_step, cols)
     elif nr == 6:
-        _tile6(rows_a, rows_c, bp, depth, outer, a_step)
+        _tile6(rows_a, rows_c, bp, depth, outer, a_step, cols)
     elif nr == 5:
-        _tile5(rows_a, rows_c, bp, depth, outer, a_step)
+        _tile5(rows_a, rows_c, bp, depth, outer, a_step, cols)
     elif nr == 4:
-        _tile4(rows_a, rows_c, bp, depth, outer, a_step)
+        _tile4(rows_a, rows_c, bp, depth, outer, a_step, cols)
     elif nr == 3:
-        _tile3(rows_a, rows_c, bp, depth, outer, a_step)
+        _tile3(rows_a, rows_c, bp, depth, outer, a_step, cols)
     elif nr == 2:
-        _tile2(rows_a, rows_c, bp, depth, outer, a_step)
+        _tile2(rows_a, rows_c, bp, depth, outer, a_step, cols)
     else:
-        _tile1(rows_a, rows_c, bp, depth, outer, a_step)
+        _tile1(rows_a, rows_c, bp, depth, outer, a_step, cols)
 
 
 @njit(inline="always")

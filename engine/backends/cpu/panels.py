@@ -35,14 +35,16 @@ PANEL_MAX_PIXELS = 256
 
 @njit(cache=True, nogil=True)
 def _panel_fill(y, r, has_res, k0, b, width=PANEL):  # pragma: no cover - compiled
-    """Columns k0..k0+``width`` (PANEL or PANEL_VECTOR) of every row of ``y`` (rows, K) set to the bias, plus the
+    """Columns k0..k0+``width`` (at most PANEL) of every row of ``y`` (rows, K) set to the bias, plus the
     residual ``r`` (rows, K) when ``has_res`` (the micro-kernel adds to them). Row by row through slices, each a
     loop of a constant count: indexing ``y[q, k0 + j]`` here kept LLVM from vectorising (resnet18's stem, 448 such
     passes, 2.75 instead of 2.2 ms)."""
     if width == PANEL:
         _fill_columns(y, r, has_res, k0, b, PANEL)
-    else:
+    elif width == PANEL_VECTOR:
         _fill_columns(y, r, has_res, k0, b, PANEL_VECTOR)
+    else:
+        _fill_columns(y, r, has_res, k0, b, width)
 
 
 @njit(inline="always")
@@ -82,7 +84,9 @@ def panel_weights(w: np.ndarray) -> np.ndarray:
 
 
 def panels_apply(pixels: int, k: int) -> bool:
-    """Whether :func:`conv_panels` takes a convolution of ``pixels`` output pixels per image and ``k`` outputs."""
+    """Whether :func:`conv_panels` takes a convolution of ``pixels`` output pixels per image and ``k`` outputs (whole
+    panels: a small 3x3 layer of other counts keeps Winograd's or im2col's path, not measured against the panels
+    with a last one part-filled)."""
     return pixels <= PANEL_MAX_PIXELS and k % PANEL == 0 and mk.panels_available()
 
 
@@ -208,15 +212,13 @@ def _panel_share(share, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, 
     jobs = n * blocks * (1 if by_rows else panels)
     rows_a = np.empty(PANEL_ROWS, np.int64)
     rows_c = np.empty(PANEL_ROWS, np.int64)
-    tile = np.empty(PANEL_ROWS * PANEL, np.float32)
     for job in range(jobs * share // shares, jobs * (share + 1) // shares):
         if not by_rows:
-            _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step, rows_a, rows_c,
-                       tile)
+            _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step, rows_a, rows_c)
             continue
         for p in range(panels):  # the block's sums (and residual), not activated
             _panel_job(job * panels + p, x, wp, ys, rs, has_res, b, plain(0), alpha, epi, kh, kw, sh, sw, wo, step,
-                       rows_a, rows_c, tile)
+                       rows_a, rows_c)
         if act != 0:
             y = ys[job // blocks]
             for q in range(job % blocks * step, min(m, job % blocks * step + step)):
@@ -237,13 +239,13 @@ def _job_shares(jobs: int, threads: int | None = None) -> int:
 
 
 @njit(cache=True, nogil=True)
-def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step, rows_a, rows_c,
-               tile):  # pragma: no cover - compiled
+def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step, rows_a,
+               rows_c):  # pragma: no cover - compiled
     """Job ``job`` of :func:`_panel_windows_par`: tiles of up to PANEL_ROWS output pixels whose windows the
     micro-kernel reads in place, every kernel row of them in one call (no im2col: at 7x7 x 512 channels, 0.9 MB of
-    it a layer). A last panel part-filled (K no multiple of PANEL) goes through ``tile``, a tile of the thread's own,
-    its columns inside K copied out activated. An activation the micro-kernel does not apply itself is a pass over
-    the panel's columns after the sums: activating each tile while in L1 (through ``tile``) was slower, GELU at
+    it a layer). A last panel part-filled (K no multiple of PANEL) is read and written under a mask by the
+    micro-kernel (its ``cols``), straight in the output. An activation the micro-kernel does not apply itself is a pass over
+    the panel's columns after the sums: activating each tile while in L1 (in a tile of the thread's own) was slower, GELU at
     56x56, 96 -> 384 8.7 against 6.2 ms on two Zen 3 cores, SiLU at 56x56, 24 -> 144 1.22 against 0.99."""
     n, m, k = ys.shape
     c = x.shape[3]
@@ -254,39 +256,35 @@ def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, 
     q0, q1 = blk * step, min(m, blk * step + step)
     y, r = ys[i][q0:q1], rs[i][q0:q1]
     k0 = p * PANEL
-    width = min(PANEL, k - k0)
-    whole = width == PANEL
-    half = width == PANEL_VECTOR  # along a strip, the micro-kernel on the panel's first vector of columns
+    width = min(PANEL, k - k0)  # the panel's columns inside K (the micro-kernel's ``cols``)
     # the bias and the activation inside the micro-kernel where it is one of mk.MICROKERNEL_EPILOGUES (no passes
     # over the panel)
     epilogue = act == 0 or act == 1 or act == 5 or act == 6 or act == 8 or act == 9
-    fused = whole and not has_res and epilogue
-    own_tile = not whole
+    fused = not has_res and epilogue
     panel = wp.ctypes.data + 4 * p * kk * PANEL
     image = x[i].ctypes.data
     bias = b.ctypes.data + 4 * k0
     # each pixel's window by steps from the block's first one: a division per pixel (its row and column) cost as
     # much as the sums of a 1x1 layer of 16 input channels (16 -> 64 at 112x112: 0.64 against 0.32 ms, 2 cores)
     t0 = q0
-    if kh == 1 and kw == 1 and sh == 1 and sw == 1 and row_bytes == wo * pix_bytes and (whole or half):
+    if kh == 1 and kw == 1 and sh == 1 and sw == 1 and row_bytes == wo * pix_bytes:
         # a 1x1 convolution of stride 1: its pixels are one strip, whole tiles of it in one call (with a residual,
         # from bias + residual and the epilogue fused: no passes over those rows)
         strip = (q1 - q0) // PANEL_ROWS * PANEL_ROWS
         if has_res and epilogue:
-            strip_residual_n(half, image + q0 * pix_bytes, pix_bytes, y.ctypes.data + 4 * k0, 4 * k, strip, panel,
-                             span, bias, epi.ctypes.data, r.ctypes.data + 4 * k0, r.strides[0])
+            strip_residual_n(image + q0 * pix_bytes, pix_bytes, y.ctypes.data + 4 * k0, 4 * k, strip, panel, span,
+                             bias, epi.ctypes.data, r.ctypes.data + 4 * k0, r.strides[0], width)
         else:
             own_epilogue = not has_res and epilogue
             if not own_epilogue:
                 _panel_fill(y[:strip], r[:strip], has_res, k0, b, width)
-            strip_n(own_epilogue, half, image + q0 * pix_bytes, pix_bytes, y.ctypes.data + 4 * k0, 4 * k, strip,
-                    panel, span, bias, epi.ctypes.data)
+            strip_n(own_epilogue, image + q0 * pix_bytes, pix_bytes, y.ctypes.data + 4 * k0, 4 * k, strip, panel,
+                    span, bias, epi.ctypes.data, width)
             if not own_epilogue:
                 _panel_activate(y[:strip], k0, act, alpha)
         t0 = q0 + strip
-    # the rows left: passes for the bias (and residual) and an activation the micro-kernel did not apply; a part-filled
-    # last panel through a tile of the thread's own
-    passes = whole and not fused and t0 < q1
+    # the rows left: passes for the bias (and residual) and an activation the micro-kernel did not apply
+    passes = not fused and t0 < q1
     if passes:
         _panel_fill(y[t0 - q0:], r[t0 - q0:], has_res, k0, b, width)
     t1 = t0
@@ -297,7 +295,7 @@ def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, 
         nr = tile_rows(q1 - t0)
         for t in range(nr):
             rows_a[t] = at
-            rows_c[t] = tile.ctypes.data + 4 * t * PANEL if own_tile else y.ctypes.data + 4 * ((t0 + t - q0) * k + k0)
+            rows_c[t] = y.ctypes.data + 4 * ((t0 + t - q0) * k + k0)
             ow += 1
             if ow == wo:
                 ow = 0
@@ -305,38 +303,13 @@ def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, 
             else:
                 at += col_step
         if fused:
-            tile_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes, bias, epi.ctypes.data)
-        elif own_tile:
-            _own_tile(nr, rows_a, rows_c, panel, span, kh, row_bytes, tile, y, r, has_res, t0 - q0, k0, width, bias,
-                      act, alpha)
+            tile_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes, bias, epi.ctypes.data,
+                        width)
         else:
-            tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes)
+            tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes, width)
         t0 += nr
     if passes:
         _panel_activate(y[t1 - q0:], k0, act, alpha)
-
-
-@njit(cache=True, nogil=True)
-def _own_tile(nr, rows_a, rows_c, panel, span, kh, row_bytes, tile, y, r, has_res, t0, k0, width, bias, act,
-              alpha):  # pragma: no cover - compiled
-    """Rows t0..t0+nr, columns k0..k0+width (<= PANEL) of ``y``: the micro-kernel into the contiguous ``tile``
-    started from the PANEL bias values at address ``bias``, the residual ``r`` added where ``has_res``, the whole
-    tile activated as one run, its first ``width`` columns of each row copied out."""
-    tile_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes, bias, _IDENTITY.ctypes.data)
-    if has_res:
-        for t in range(nr):
-            rr = r[t0 + t]
-            for j in range(width):
-                tile[t * PANEL + j] += rr[k0 + j]
-    activate_row(tile[:nr * PANEL], act, alpha)
-    for t in range(nr):
-        dst = y[t0 + t]
-        for j in range(width):
-            dst[k0 + j] = tile[t * PANEL + j]
-
-
-#: the micro-kernel's epilogue that leaves the sums as they are
-_IDENTITY = mk.fused_epilogue(0, 0.0)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -384,7 +357,7 @@ def panel_product(a, wp, y, r, has_res, p, b, act, alpha):  # pragma: no cover -
             for r in range(nr):
                 rows_a[r] = a.ctypes.data + (m0 + r) * lda + 4 * d0
                 rows_c[r] = y.ctypes.data + (m0 + r) * ldy + 4 * k0
-            tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, depth, 1, 0)
+            tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, depth, 1, 0, PANEL)
             m0 += nr
     _panel_activate(y, k0, act, alpha)
 
@@ -395,11 +368,11 @@ _call_panel_product = job_caller(panel_product)
 def stem_panels_apply(w_shape: tuple[int, ...], dilation: tuple[int, int], pixels: int) -> bool:
     """Whether :func:`conv_panels` takes a large image too, for weights ``w_shape`` (K, C, KH, KW): few input
     channels (an RGB stem, whose im2col is mostly copying) and a window of at least STEM_PANEL_MIN_WINDOW values,
-    no dilation, outputs a multiple of PANEL, AVX-512 or AVX2. resnet18's 7x7 stem: 0.7 instead of 0.9-1.1 ms
-    through im2col and OpenBLAS (AVX-512)."""
+    no dilation, AVX-512 or AVX2. resnet18's 7x7 stem: 0.7 instead of 0.9-1.1 ms through im2col and OpenBLAS
+    (AVX-512)."""
     k, c, kh, kw = w_shape
     return (c <= STEM_PANEL_MAX_CHANNELS and c * kh * kw >= STEM_PANEL_MIN_WINDOW and dilation == (1, 1)
-            and k % PANEL == 0 and pixels > PANEL_MAX_PIXELS and mk.panels_available())
+            and pixels > PANEL_MAX_PIXELS and mk.panels_available())
 
 
 #: most input channels of a stem for :func:`conv_panels`, and fewest values in its window: a one-channel 3x3 window
