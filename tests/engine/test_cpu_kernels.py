@@ -823,12 +823,14 @@ def _activated(ref: np.ndarray, act: str | None) -> np.ndarray:
 
 
 @pytest.mark.parametrize("kernel,rows,k,o", [("dense", 1, 512, 1000), ("dense", 3, 100, 7), ("dense", 8, 2048, 64),
+                                             ("dense", 2, 240, 963), ("dense", 1, 15, 5), ("dense", 5, 17, 1),
                                              ("linear", 3136, 96, 384), ("linear", 49, 768, 3072),
                                              ("linear", 5, 1024, 512)])
 @pytest.mark.parametrize("act", [None, "relu", "leaky_relu", "clamp", "gelu"])
 def test_product_kernels_match_the_matrix_product(kernel, rows, k, o, act):
-    """dense (weights O x K, a few items) and linear (weights K x O, the rows shared out over the cores): act(x @ w +
-    b); a NaN spoils its own item or row only."""
+    """dense (weights O x K, a few items: four outputs' dot products at a time, K's last part vector under a mask)
+    and linear (weights K x O, the rows shared out over the cores): act(x @ w + b); a NaN spoils its own item or row
+    only."""
     rng = np.random.default_rng(rows + o)
     x, w = rng.standard_normal((rows, k)).astype(np.float32), rng.standard_normal((k, o)).astype(np.float32)
     b = rng.standard_normal(o).astype(np.float32)

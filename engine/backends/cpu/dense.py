@@ -10,16 +10,20 @@ import numpy as np
 from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
+from engine.backends.cpu.dot_tile import DOT_ROWS, dot_rows
 from engine.backends.cpu.epilogue import activate, activate_row, kernel_alpha
 from engine.backends.cpu.jobs import job_caller
-from engine.backends.cpu.runtime import REORDERED_SUMS
 
 #: most items of a batch :func:`dense` takes (larger batches are products worth BLAS's blocking)
 DENSE_MAX_ITEMS = 8
-#: fewest weights (values) worth waking the other cores for: a squeeze-excitation block's 960 -> 240 layer (230k
-#: weights, 0.9 MB from L2) took 0.027 ms on this thread against 0.05-0.14 ms shared over 2 cores (the wake-up of a
-#: sleeping OpenMP thread on a VM costs more than the product); resnet18's 512 -> 1000 layer is still shared
-DENSE_SPLIT_MIN = 1 << 18
+#: fewest weights (values) worth sharing over the cores: the weights come from memory (a squeeze-excitation block's
+#: 240 -> 960 layer, 0.9 MB, 10 us on one Zen 5 core from L2 but 26-32 us from beyond it, as in a network's run),
+#: and two cores fetch them about twice as fast; below this the launch costs more than it saves. Shared from 16k
+#: weights instead of 256k, mobilenet_v3_large in turns in one process (``bench_cpu_setting``, 2 Zen 5 cores):
+#: 0.90, 0.96 and 0.98 of the time, efficientnet_b0 1.00. (On a Zen 3 VM whose idle threads slept, before the
+#: kernels kept them spinning between layers, the 960 -> 240 layer had taken 0.027 ms alone against 0.05-0.14 ms
+#: shared.)
+DENSE_SPLIT_MIN = 1 << 14
 #: fewest multiply-adds of a linear layer worth sharing its rows out over the cores (a smaller one is one BLAS call on
 #: this thread): Swin's 3136 x 96 @ 96 x 384 took 2.1 ms shared over 2 cores against 4.6 as one single-threaded
 #: product and a separate bias pass
@@ -44,17 +48,22 @@ def dense_plan(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, out: np.nd
     return rt.Launch(_dense_par, x, w, b, out, act, kernel_alpha(alpha), per_threads=lambda t: (t,))
 
 
-@njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)
+@njit(cache=True, nogil=True)
 def _dense_range(x, w, b, y, o0, o1, act, alpha):  # pragma: no cover - compiled
+    """Outputs o0..o1 of every item: DOT_ROWS of them at a time (:func:`dot_tile.dot_rows`), each item's row
+    against the same weight rows while they are in L1, then the bias and the activation. ``x`` (N, K) and ``w``
+    (O, K) C-contiguous."""
     n, k = x.shape
-    for o in range(o0, o1):
-        wo = w[o]
+    sums = np.empty(DOT_ROWS, np.float32)
+    xa, wa, sa, row = x.ctypes.data, w.ctypes.data, sums.ctypes.data, 4 * k
+    o = o0
+    while o < o1:
+        rows = DOT_ROWS if o1 - o >= DOT_ROWS else 1
         for i in range(n):
-            xi = x[i]
-            s = np.float32(0)
-            for e in range(k):
-                s += xi[e] * wo[e]
-            y[i, o] = activate(s + b[o], act, alpha)
+            dot_rows(rows, xa + i * row, wa + o * row, row, k, sa)
+            for r in range(rows):
+                y[i, o + r] = activate(sums[r] + b[o + r], act, alpha)
+        o += rows
 
 
 _call_dense_range = job_caller(_dense_range)
