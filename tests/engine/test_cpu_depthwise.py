@@ -218,7 +218,8 @@ def test_a_1x1_convolution_of_many_pixels_or_a_3x3_one_is_no_dense_product():
 @pytest.mark.parametrize("nhwc", [True, False], ids=["nhwc", "nchw"])
 @pytest.mark.parametrize("is_max", [False, True], ids=["average", "max"])
 @pytest.mark.parametrize("n,c,h,w", [(1, 960, 7, 7), (2, 13, 5, 3), (1, 40, 56, 56), (2, 24, 1, 1),
-                                     (3, 16, 37, 41)])  # (the last: three large images, pixels no multiple of 4)
+                                     (3, 16, 37, 41), (1, 32, 57, 61), (1, 144, 9, 9)])
+# (three large images, pixels no multiple of 4; runs of pixels and the pixels after the last whole run)
 def test_global_pool_matches_the_reference(nhwc, is_max, n, c, h, w):
     """One pass on this thread for a small tensor, runs of pixels (NHWC) or blocks of rows (NCHW) over the cores
     for a large one; NaN wins a maximum and spoils its channel's mean, in whichever run it falls."""
@@ -239,7 +240,7 @@ def test_global_pool_matches_the_reference(nhwc, is_max, n, c, h, w):
 
 @pytest.mark.parametrize("nhwc", [True, False], ids=["nhwc", "nchw"])
 @pytest.mark.parametrize("epilogue", [None, *EPILOGUE_NAMES])
-@pytest.mark.parametrize("n,c,h,w", [(1, 72, 28, 28), (2, 13, 5, 3), (1, 16, 112, 112)])
+@pytest.mark.parametrize("n,c,h,w", [(1, 72, 28, 28), (2, 13, 5, 3), (1, 16, 112, 112), (1, 32, 57, 61)])
 def test_channel_scale_matches_the_reference(nhwc, epilogue, n, c, h, w):
     """``x * act(g)``, the gate broadcast over the pixels; in place too."""
     coefs, act = _activation(epilogue)

@@ -15,31 +15,68 @@ from engine.backends.cpu.jobs import job_caller
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
 
+#: values of a run (:func:`run_pixels`): a whole number of AVX-512's four-vector loop steps (64 values), and at
+#: least this many
+RUN_VALUES = 256
+
+
+@njit(cache=True, nogil=True)
+def run_pixels(c):  # pragma: no cover - compiled
+    """Pixels of ``c`` channels whose values, taken as one run, make a loop LLVM vectorises whole: a multiple of 64
+    values where ``c`` allows, at least RUN_VALUES. A loop over one pixel's channels is as short as its channel
+    count, and LLVM's AVX-512 loops take 64 values a step: a 32-channel pixel went wholly to the scalar remainder
+    (efficientnet's 32-channel squeeze-excitation product at 112x112, 0.11 ms against ONNX Runtime's 0.03)."""
+    g, b = c, 64
+    while b:
+        g, b = b, g % b
+    r = 64 // g
+    while r * c < RUN_VALUES:
+        r *= 2
+    return r
+
+
 @njit(cache=True, nogil=True, fastmath=REORDERED_SUMS)
 def _pool_pixels(x, acc, p0, p1, is_max):  # pragma: no cover - compiled
-    """``acc`` (C,) = the sum (or maximum: NaN wins) of the rows of channels p0..p1 (p0 < p1) of ``x`` (pixels, C),
-    four rows at a time into ``acc`` (it stays in L1, channels vectorised). Blocks of channels, a pixel's row sliced
-    per pixel, had spent more on the slices than on the sums: 32 channels at 112x112 0.19 ms on two Zen 3 cores
-    against 0.05 this way."""
+    """``acc`` (C,) = the sum (or maximum: NaN wins) of the rows of channels p0..p1 (p0 < p1) of ``x`` (pixels, C;
+    C-contiguous): runs of :func:`run_pixels` pixels, each one long loop into a run's worth of partial results
+    (in L1, vectorised whole), folded into ``acc`` at the end, the pixels after the last whole run one at a time.
+    Pixel by pixel a loop over 32 channels never reached the vector loop on AVX-512."""
     c = x.shape[1]
-    for k in range(c):
-        acc[k] = x[p0, k]
-    p = p0 + 1
+    r = run_pixels(c)
+    span = r * c
+    xf = x.reshape(x.size)
+    runs = (p1 - p0) // r
+    if runs:
+        part = xf[p0 * c:p0 * c + span].copy()
+        for q in range(1, runs):
+            src = xf[(p0 + q * r) * c:(p0 + q * r) * c + span]
+            if is_max:
+                for j in range(span):
+                    part[j] = np.maximum(src[j], part[j])
+            else:
+                for j in range(span):
+                    part[j] += src[j]
+        for k in range(c):
+            acc[k] = part[k]
+        for t in range(1, r):
+            row = part[t * c:(t + 1) * c]
+            if is_max:
+                for k in range(c):
+                    acc[k] = np.maximum(row[k], acc[k])
+            else:
+                for k in range(c):
+                    acc[k] += row[k]
+        p = p0 + runs * r
+    else:
+        for k in range(c):
+            acc[k] = x[p0, k]
+        p = p0 + 1
     if is_max:
-        while p + 4 <= p1:
-            for k in range(c):
-                acc[k] = np.maximum(np.maximum(np.maximum(x[p, k], x[p + 1, k]),
-                                               np.maximum(x[p + 2, k], x[p + 3, k])), acc[k])
-            p += 4
         while p < p1:
             for k in range(c):
                 acc[k] = np.maximum(x[p, k], acc[k])
             p += 1
     else:
-        while p + 4 <= p1:
-            for k in range(c):
-                acc[k] += (x[p, k] + x[p + 1, k]) + (x[p + 2, k] + x[p + 3, k])
-            p += 4
         while p < p1:
             for k in range(c):
                 acc[k] += x[p, k]
@@ -144,12 +181,31 @@ def global_pool_plan(x: np.ndarray, out: np.ndarray, is_max: bool, nhwc: bool) -
 
 @njit(cache=True, nogil=True)
 def _scale_pixels(x, gate, y, p0, p1):  # pragma: no cover - compiled
-    """``y[p] = x[p] * gate`` for pixel rows p0..p1 of ``x`` and ``y`` (pixels, C)."""
+    """``y[p] = x[p] * gate`` for pixel rows p0..p1 of ``x`` and ``y`` (pixels, C; C-contiguous, ``y`` may be
+    ``x``): runs of :func:`run_pixels` pixels, each one long loop against the gate repeated along a run (a loop per
+    pixel over 32 channels never reached AVX-512's vector loop). In place, one array read and written: LLVM's check
+    that two arrays do not overlap would send the same memory to the scalar loop."""
     c = gate.size
-    for p in range(p0, p1):
-        src, dst = x[p], y[p]
+    r = run_pixels(c)
+    run = np.empty(r * c, np.float32)
+    for t in range(r):
         for k in range(c):
-            dst[k] = src[k] * gate[k]
+            run[t * c + k] = gate[k]
+    xf, yf = x.reshape(x.size), y.reshape(y.size)
+    same = x.ctypes.data == y.ctypes.data
+    p = p0
+    while p < p1:
+        q = min(p1, p + r)
+        a, b = p * c, q * c
+        if same:
+            dst = yf[a:b]
+            for j in range(b - a):
+                dst[j] *= run[j]
+        else:
+            src, dst = xf[a:b], yf[a:b]
+            for j in range(b - a):
+                dst[j] = src[j] * run[j]
+        p = q
 
 
 _call_scale_pixels = job_caller(_scale_pixels)
