@@ -14,7 +14,6 @@ from engine.backends.cpu.epilogue import activate, kernel_alpha
 from engine.backends.cpu.jobs import job_caller
 from engine.backends.cpu.runtime import REORDERED_SUMS
 
-
 #: values of a run (:func:`run_pixels`): a whole number of AVX-512's four-vector loop steps (64 values), and at
 #: least this many
 RUN_VALUES = 256
