@@ -76,6 +76,8 @@ def test_replayed_runs_match_full_runs_on_new_inputs():
             net.set_input("input", _data(seed))
             net.run()
         np.testing.assert_array_equal(fast.output("output"), plain.output("output"))
+        # each shared buffer ends its run holding the same layer's output (replayed and executed layers in order)
+        assert fast._owner == plain._owner and None not in fast._owner
     assert {name for name, call, _ in fast.replayer.recorded if call is not None} >= {"c1", "c5"}
 
 
