@@ -216,9 +216,11 @@ def test_direct_panels_start_from_the_bias_and_activate_in_the_micro_kernel_for_
 
 
 def test_backend_takes_the_direct_panels_for_an_rgb_stem_only(monkeypatch):
+    """Without the large panels (AVX2's choice; AVX-512's is the test below) only an RGB stem's large image."""
     be = NumpyBackend()
     rng = np.random.default_rng(11)
     calls = _spy(monkeypatch, cpu.panels, "conv_panels_plan")
+    monkeypatch.setattr(cpu.panels, "LARGE_PANELS", False)
     stem = rng.standard_normal((64, 3, 7, 7)).astype(np.float32)
     x = _tensors(rng, 1, 3, 40, 40, nhwc=True)
     out = _out(1, 64, 20, 20, nhwc=True)
@@ -250,6 +252,34 @@ def test_panel_product_keeps_nan_and_leaves_other_pixels_alone():
                    EPILOGUES["relu"])
     assert np.isnan(out[0, :, 2:5, 2:5]).all()
     assert (out[0, :, 0, 0] == 0).all() and (out[0, :, 6, 6] == 0).all()
+
+
+@pytest.mark.parametrize("large", [True, False], ids=["large-panels", "without"])
+def test_large_panels_take_the_large_images_winograd_leaves(monkeypatch, large):
+    """With the large panels (AVX-512's choice, forced here on any CPU with FMA vectors) the panels take large
+    images of any convolution but a dilated one, in place of im2col + OpenBLAS, and a 3x3 one of stride 1 before
+    Winograd only where it has at most one panel of outputs or inputs; without them those keep their paths."""
+    if not cpu.microkernel.panels_available():
+        pytest.skip("no FMA vectors")
+    monkeypatch.setattr(cpu.panels, "LARGE_PANELS", large)
+    be = NumpyBackend()
+    rng = np.random.default_rng(12)
+    cases = [  # (c, k, size, kernel, stride, dilation, taken by the large panels)
+        (16, 24, 33, 3, 2, 1, True),     # strided 3x3, outputs no multiple of a panel
+        (8, 40, 24, 5, 1, 1, True),      # 5x5
+        (48, 32, 24, 3, 1, 1, True),     # one panel of outputs: before Winograd
+        (64, 64, 24, 3, 1, 1, False),    # Winograd's
+        (16, 32, 24, 3, 1, 2, False),    # dilated
+    ]
+    for c, k, size, ks, st, dil, taken in cases:
+        x = _tensors(rng, 1, c, size, size, nhwc=True)
+        wt = rng.standard_normal((k, c, ks, ks)).astype(np.float32)
+        pad = ks // 2 * dil
+        ho = (size + 2 * pad - dil * (ks - 1) - 1) // st + 1
+        out = _out(1, k, ho, ho, nhwc=True)
+        done = be.kernel("conv2d")(x, wt, None, out, (st, st), (pad, pad), (dil, dil), 1, "relu", {})
+        assert done and (done.candidate == "panels") == (taken and large), (c, k, ks, st, dil, done.candidate)
+        assert _rel(out, _ref_conv(x, wt, None, (st, st), (pad, pad), (dil, dil), "relu")) < 1e-5
 
 
 def test_backend_takes_the_panel_product_for_small_nhwc_images(monkeypatch):
@@ -471,10 +501,12 @@ def test_panel_and_small_image_winograd_weights_refuse_nchw_tensors():
 
 @pytest.mark.parametrize("size,key", [(14, "winograd2"), (28, "winograd4")])
 @pytest.mark.parametrize("k", [40, 64])
-def test_backend_takes_f2_winograd_for_small_nhwc_images(size, key, k):
+def test_backend_takes_f2_winograd_for_small_nhwc_images(monkeypatch, size, key, k):
     """A 14x14 image (16 tiles of F(4x4)) runs F(2x2, 3x3), a 28x28 one F(4x4); products on the micro-kernel
     where there is one and the outputs fill its panels (64), by OpenBLAS otherwise (40). Where the micro-kernel
-    goes before Winograd (AVX-512) a 14x14 image with whole panels takes it instead."""
+    goes before Winograd (AVX-512) a 14x14 image with whole panels takes it instead. (Without the large panels:
+    AVX-512's take these 32-input layers before Winograd, the test below.)"""
+    monkeypatch.setattr(cpu.panels, "LARGE_PANELS", False)
     be = NumpyBackend()
     rng = np.random.default_rng(9)
     x = _tensors(rng, 1, 32, size, size, nhwc=True)

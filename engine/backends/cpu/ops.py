@@ -367,7 +367,9 @@ def _panels_applies(p: ConvProblem) -> bool:
     pixels = p.out.shape[2] * p.out.shape[3]
     return (p.pixel_rows and p.groups == 1 and not _few_outputs_shape(p) and not (p.winograd and WINOGRAD_BEFORE_PANELS)
             and (panels.panels_apply(pixels, p.w.shape[0]) or panels.stem_panels_apply(p.w.shape, p.dilation, pixels)
-                 or panels.pointwise_panels_apply(p.w.shape, p.code)))
+                 or panels.pointwise_panels_apply(p.w.shape, p.code)
+                 or ((not p.winograd or panels.panels_before_winograd(p.w.shape))
+                     and panels.large_panels_apply(p.w.shape, p.dilation, pixels))))
 
 
 def _panels_launch(p: ConvProblem, wp: Any) -> Launched:

@@ -90,6 +90,30 @@ def panels_apply(pixels: int, k: int) -> bool:
     return pixels <= PANEL_MAX_PIXELS and k % PANEL == 0 and mk.panels_available()
 
 
+#: whether the panels take large images of any convolution (:func:`large_panels_apply`): AVX-512's micro-kernel
+#: (7 rows x 32 channels) ran every shape measured at half im2col + OpenBLAS's time on 2 Zen 5 cores
+#: (``tests/bench/bench_cpu_panels.py``): 128 -> 128 3x3 stride 2 from 56x56 0.48 against 0.97 ms, 64 -> 64 stride
+#: 2 from 112x112 0.51 against 1.04, 96 -> 96 5x5 at 28x28 0.71 against 1.65; AVX2's (6 x 16) had been no faster
+#: than OpenBLAS from 28x28 on
+LARGE_PANELS = mk.PANEL_VECTOR >= 16
+
+
+def large_panels_apply(w_shape: tuple[int, ...], dilation: tuple[int, int], pixels: int) -> bool:
+    """Whether :func:`conv_panels` takes a convolution of weights ``w_shape`` (K, C, KH, KW) over more than
+    PANEL_MAX_PIXELS output pixels per image, any K and C, undilated: on AVX-512 (LARGE_PANELS). The caller leaves
+    the 3x3 convolutions of stride 1 Winograd takes to it (faster where both have many channels: 128 -> 128 at 28x28
+    0.35 against 0.47 ms)."""
+    return LARGE_PANELS and pixels > PANEL_MAX_PIXELS and dilation == (1, 1) and mk.panels_available()
+
+
+def panels_before_winograd(w_shape: tuple[int, ...]) -> bool:
+    """Whether the panels take a 3x3 convolution of stride 1 of weights ``w_shape`` (K, C, 3, 3) on a large image
+    before Winograd: on AVX-512 (LARGE_PANELS), where it has no more than one panel of outputs or of inputs, whose
+    Winograd transforms cost as much as the products they save (densenet's 128 -> 32 at 28x28 0.13 against 0.21 ms;
+    32 -> 64 at 112x112 0.98 against 1.33; 64 -> 64 at 56x56 0.50 against 0.47 stays Winograd's)."""
+    return LARGE_PANELS and min(w_shape[0], w_shape[1]) <= PANEL
+
+
 def pointwise_panels_apply(w_shape: tuple[int, ...], act: int) -> bool:
     """Whether :func:`conv_panels` takes a 1x1 convolution of weights ``w_shape`` (K, C, 1, 1) on an image of any
     size, any K (the last panel part-filled), with an activation of code ``act`` the micro-kernel applies itself
