@@ -41,15 +41,16 @@ def _input(m: Model, name: str, dims: str) -> str:
 
 
 def _winograd(m: Model) -> None:
-    """Winograd convolutions: steps shared out, F(2x2) for a small image, blocks, the residual in the epilogue."""
+    """Winograd convolutions: steps shared out, F(2x2) for a small image, blocks, the residual in the epilogue. More
+    than 32 inputs and outputs each: AVX-512's panels take the 3x3 layers of fewer before Winograd."""
     # Winograd of 25 tiles: one block, its steps shared out
-    m.add_layer("output", "steps", inputs=[_conv(m, "wino_steps", _input(m, "wino_in", "1x24x20x20"), 32)])
+    m.add_layer("output", "steps", inputs=[_conv(m, "wino_steps", _input(m, "wino_in", "1x40x20x20"), 64)])
     # 16x16 (16 tiles of F(4x4)): NHWC runs F(2x2, 3x3); 40 outputs fill no panel, so on every CPU it is Winograd
-    # with OpenBLAS's products (the layers of 32 outputs here take the panels' where the CPU has them)
-    m.add_layer("output", "small_image", inputs=[_conv(m, "wino_small", _input(m, "small_in", "1x32x16x16"), 40)])
-    wide = _conv(m, "wino_blocks", _input(m, "blocks_in", "1x96x40x40"), 16)  # 40x40: 100 tiles, in blocks
+    # with OpenBLAS's products (the layers of 64 outputs here take the panels' where the CPU has them)
+    m.add_layer("output", "small_image", inputs=[_conv(m, "wino_small", _input(m, "small_in", "1x48x16x16"), 40)])
+    wide = _conv(m, "wino_blocks", _input(m, "blocks_in", "1x96x40x40"), 48)  # 40x40: 100 tiles, in blocks
     # a ResNet block's end: convolution + sum (conv_sum, the residual in the kernel's epilogue)
-    res = _conv(m, "res", wide, 16, act="none")
+    res = _conv(m, "res", wide, 48, act="none")
     m.add_layer("element_wise", "res_add", params={"operation": "sum"}, inputs=[res, wide], activation="relu")
     m.add_layer("output", "residual", inputs=["res_add"])
 
@@ -58,7 +59,9 @@ def _products(m: Model) -> None:
     """im2col and the products over packed weight panels."""
     # RGB stem: the direct panel product (AVX-512, AVX2) or im2col
     m.add_layer("output", "stem_out", inputs=[_conv(m, "stem", _input(m, "input", "1x3x40x40"), 32, kernel=7, stride=2)])
-    m.add_layer("output", "by_pixels", inputs=[_conv(m, "pixels", _input(m, "pixels_in", "1x32x20x20"), 24, kernel=5)])
+    # im2col cut by pixels: dilated (undilated, AVX-512's panels take a large image)
+    m.add_layer("output", "by_pixels", inputs=[_conv(m, "pixels", _input(m, "pixels_in", "1x32x20x20"), 24, kernel=5,
+                                                     padding="4", dilation="2")])
     # 40 outputs, no multiple of a panel (16 or 32): these two stay off the panel product on every CPU
     small = _conv(m, "cols", _input(m, "cols_in", "1x32x10x10"), 40, stride=2)  # 5x5: im2col cut by output channels
     # 1x1 of stride 1 with an activation the panel micro-kernel does not apply (SiLU): OpenBLAS, cut by output channels
