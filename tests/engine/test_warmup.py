@@ -35,7 +35,8 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
         assert {("_conv_par", 0), ("_conv_par", 1), ("_conv_par", 2), ("_pool", None), ("_element_wise", None),
                 ("_few_par", None), (depthwise, None), ("_taps_par", None)} <= kinds
         if cpu.microkernel.panels_available():  # AVX-512 or AVX2: small images' products over packed weight panels
-            assert {("_panel_windows_par", None), ("_im2col_par", None), ("_panel_par", None)} <= kinds
+            assert {("_panel_windows_par", None), ("_im2col_par", None), ("_panel_par", None),
+                    ("_grouped_par", None)} <= kinds
             assert {(16, False), (36, True)} <= weights  # F(2x2) by OpenBLAS, F(4x4) on the panels
         else:
             assert {(16, False), (36, False)} <= weights

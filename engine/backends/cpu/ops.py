@@ -24,6 +24,7 @@ from engine.backends.cpu import (
     depthwise,
     elementwise,
     few_outputs,
+    grouped,
     im2col,
     panels,
     pointwise,
@@ -332,6 +333,17 @@ def _depthwise_launch(p: ConvProblem, wd: Any) -> Launched:
     return _ran("depthwise", depthwise.depthwise_plan(p.x, wd, p.b, p.out, *p.geometry))
 
 
+def _grouped_applies(p: ConvProblem) -> bool:
+    """More than one group, not depthwise, NHWC memory, no residual (the layer adds it)."""
+    return (p.pixel_rows and p.residual is None and p.groups > 1
+            and not depthwise.depthwise_applies(p.w.shape, p.groups, p.x.shape[1])
+            and grouped.grouped_applies(p.w.shape, p.groups, p.x.shape[1]))
+
+
+def _grouped_launch(p: ConvProblem, packed: Any) -> Launched:
+    return _ran("grouped", grouped.grouped_plan(p.x, packed, p.w.shape[2:], p.b, p.out, *p.geometry))
+
+
 def _pixels_dense_applies(p: ConvProblem) -> bool:
     """A 1x1 convolution over a few pixels in all (squeeze-excitation's 1x1 images): a fully connected layer of
     the pixels as items, the weights (the traffic) read once."""
@@ -440,6 +452,8 @@ def _ran(name: str, call: Callable[[], None]) -> Launched:
 CONV2D_CANDIDATES = (
     Candidate("depthwise", _depthwise_applies, _depthwise_launch,
               lambda p: derived(p.cache, "depthwise", p.w, lambda: depthwise.depthwise_weights(p.w))),
+    Candidate("grouped", _grouped_applies, _grouped_launch,
+              lambda p: derived(p.cache, "grouped", p.w, lambda: grouped.grouped_weights(p.w, p.groups))),
     Candidate("pixels_dense", _pixels_dense_applies, _pixels_dense_launch,
               lambda p: derived(p.cache, "pixels_dense", p.w,
                                 lambda: np.ascontiguousarray(p.w[:, :, 0, 0], dtype=np.float32))),
@@ -472,8 +486,9 @@ def conv2d(backend: Backend) -> Kernel:
         if (backend.cpu_kernels() is None or epilogue not in FUSED_EPILOGUES  # type: ignore[attr-defined]
                 or runtime.blas_sgemm() is None):
             return None
-        if groups != 1 and not depthwise.depthwise_applies(w.shape, groups, x.shape[1]):
-            return None  # grouped convolutions other than depthwise: the generic path
+        if groups != 1 and not (depthwise.depthwise_applies(w.shape, groups, x.shape[1])
+                                or grouped.grouped_applies(w.shape, groups, x.shape[1])):
+            return None  # other grouped convolutions: the generic path
         if residual is not None and (residual.dtype != np.float32 or residual.shape != out.shape
                                      or residual.strides != out.strides):
             return None  # fp16 storage or another layout: the layer adds it in a pass of its own
