@@ -167,14 +167,22 @@ def test_depthwise_nan_spoils_only_the_windows_holding_it(stride):
 
 
 def test_the_table_declines_what_the_depthwise_kernel_does_not_serve():
-    """A channel multiplier, groups other than the channel count, filters over 7x7, NCHW memory and a residual
-    leave the case to the generic path (None); a plain convolution of one channel is the depthwise case."""
+    """A channel multiplier and groups other than the channel count go to the grouped kernel (with FMA vectors; else
+    the generic path); filters over 7x7, NCHW memory and a residual leave the case to the generic path (None); a
+    plain convolution of one channel is the depthwise case."""
     rng = np.random.default_rng(6)
     x = _nhwc(rng, 1, 8, 10, 10)
     mult = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
-    assert _conv(x, mult, None, _out_nhwc(1, 16, 10, 10), (1, 1), (1, 1), (1, 1), 8) is None
     halves = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
-    assert _conv(x, halves, None, _out_nhwc(1, 8, 10, 10), (1, 1), (1, 1), (1, 1), 2) is None
+    for weights, groups in ((mult, 8), (halves, 2)):
+        out = _out_nhwc(1, weights.shape[0], 10, 10)
+        done = _conv(x, weights, None, out, (1, 1), (1, 1), (1, 1), groups)
+        if not cpu.microkernel.panels_available():
+            assert done is None
+            continue
+        assert done is not None and done.candidate == "grouped"
+        ref = conv2d(np, x.astype(np.float64), weights.astype(np.float64), None, (1, 1), (1, 1), (1, 1), groups)
+        assert _rel(out, ref) < 1e-6
     big = rng.standard_normal((8, 1, 9, 9)).astype(np.float32)
     assert _conv(x, big, None, _out_nhwc(1, 8, 10, 10), (1, 1), (4, 4), (1, 1), 8) is None
     w = rng.standard_normal((8, 1, 3, 3)).astype(np.float32)
