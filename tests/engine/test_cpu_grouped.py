@@ -119,19 +119,37 @@ def test_the_table_leaves_what_the_grouped_kernel_does_not_serve(monkeypatch):
     assert _conv(x, w, b, _out(1, 32, 8, 8), (1, 1), (1, 1), (1, 1), 4) is None
 
 
-def test_the_packed_weights_hold_each_outputs_own_group_only():
+@pytest.mark.parametrize("narrow", [True, False], ids=["narrow-panels", "whole-panels"])
+def test_the_packed_weights_hold_each_outputs_own_group_only(monkeypatch, narrow):
+    """Each panel (one vector of outputs where a group has fewer than a panel's, with narrow panels) holds, for each
+    of its outputs, that output's filter at its group's input channels and zeros elsewhere; the panels cover every
+    output once."""
+    monkeypatch.setattr(cpu.grouped, "NARROW_PANELS", narrow)
     rng = np.random.default_rng(8)
     w = rng.standard_normal((48, 6, 3, 3)).astype(np.float32)  # 8 groups of 6 in, 6 out
     packed, meta = cpu.grouped.grouped_weights(w, 8)
     panel = cpu.microkernel.PANEL
-    for p, (offset, cin0, cp) in enumerate(meta):
+    width = cpu.microkernel.PANEL_VECTOR if narrow else panel
+    assert [(k0, cols) for _, _, _, k0, cols in meta] == [(k0, min(width, 48 - k0)) for k0 in range(0, 48, width)]
+    for offset, cin0, cp, k0, cols in meta:
         block = packed[offset:offset + 9 * cp * panel].reshape(3, 3, cp, panel)
-        for col in range(panel):
-            o = p * panel + col
-            if o >= 48:
-                assert not block[..., col].any()  # past K: zeros
-                continue
-            g = o // 6
-            rel = g * 6 - cin0
+        assert not block[..., cols:].any()  # past the panel's outputs: zeros
+        for col in range(cols):
+            o = k0 + col
+            rel = o // 6 * 6 - cin0
             np.testing.assert_array_equal(block[:, :, rel:rel + 6, col], w[o].transpose(1, 2, 0))
             assert not np.delete(block[..., col], range(rel, rel + 6), axis=2).any()
+
+
+@pytest.mark.parametrize("narrow", [True, False], ids=["narrow-panels", "whole-panels"])
+@pytest.mark.parametrize("outputs_per_group", [8, 16, 24, 64])
+def test_narrow_and_whole_panels_give_the_same_convolution(monkeypatch, narrow, outputs_per_group):
+    monkeypatch.setattr(cpu.grouped, "NARROW_PANELS", narrow)
+    groups = 4
+    c = k = groups * outputs_per_group
+    x, w, b = _case(outputs_per_group, 1, c, k, groups, (9, 11), (3, 3))
+    ref = np.maximum(_reference(x, w, b, (1, 1), (1, 1), (1, 1), groups), 0)
+    out = _out(1, k, 9, 11)
+    done = _conv(x, w, b, out, (1, 1), (1, 1), (1, 1), groups, "relu")
+    assert done is not None and done.candidate == "grouped"
+    assert _rel(out, ref) < 1e-5

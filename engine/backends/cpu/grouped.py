@@ -1,10 +1,11 @@
 """Grouped convolutions (more than one group, not depthwise: RegNet's and ResNeXt's 3x3 layers) of NHWC tensors on
 the panel micro-kernel (:mod:`engine.backends.cpu.microkernel`).
 
-A panel of PANEL output channels reads the input channels of the groups its outputs belong to, a contiguous run of
-each pixel's channels, against weights packed per panel with zeros where an output's group does not hold the input
-channel: PANEL / (outputs per group) times the multiply-adds of the convolution itself (four with AVX-512's 32-wide
-panels and RegNet's groups of 8), at the micro-kernel's speed, where the generic path made one small product per
+A panel of PANEL output channels (one vector of them where a group has fewer: :data:`NARROW_PANELS`) reads the input
+channels of the groups its outputs belong to, a contiguous run of each pixel's channels, against weights packed per
+panel with zeros where an output's group does not hold the input channel: the panel's width / (outputs per group)
+times the multiply-adds of the convolution itself (two with AVX-512's 16-wide vectors and RegNet's groups of 8), at
+the micro-kernel's speed, where the generic path made one small product per
 group (regnet_y_400mf's grouped layers 6.8 ms against ONNX Runtime's 1.5 on two Zen 5 cores). Each kernel row of a
 tile's windows is one call of the micro-kernel (the accumulators kept in the output between rows); the activation
 is the micro-kernel's epilogue for a window of one row, else a pass over the tile's rows. A NaN or infinite input
@@ -37,24 +38,42 @@ def grouped_applies(w_shape: tuple[int, ...], groups: int, channels: int) -> boo
             and not (per_group == 1 and k == groups) and mk.panels_available())
 
 
+#: outputs of a panel where a group has fewer than PANEL outputs, a multiple of the vector or at most one vector
+#: of them: one vector (the micro-kernel's one-vector tiles), so that a panel reads fewer other groups' inputs
+#: (regnet_y_800mf's 16 outputs a group: its own 16 inputs only, where a 32-wide panel read two groups' 32). One
+#: layer alone, 2 Zen 5 cores: 64 channels in groups of 16 at stride 2 from 112x112 0.27 against 0.36 ms, 144 in
+#: groups of 16 at 28x28 0.13 against 0.15, 48 in groups of 8 at 56x56 0.16 against 0.19 (an ungrouped 48 -> 48
+#: layer 0.30); in turns in one process (``bench_cpu_setting``): regnet_y_800mf 0.979, regnet_y_400mf 0.968
+NARROW_PANELS = True
+
+
+def panel_width(outputs_per_group: int) -> int:
+    """The outputs of a panel (:data:`NARROW_PANELS`) for groups of ``outputs_per_group`` outputs."""
+    kg = outputs_per_group
+    narrow = kg < PANEL and (kg <= mk.PANEL_VECTOR or kg % mk.PANEL_VECTOR == 0)
+    return mk.PANEL_VECTOR if NARROW_PANELS and narrow else PANEL
+
+
 def grouped_weights(w: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """The weights (K, C/groups, KH, KW) packed per panel of PANEL outputs, one after the other: panel p holds
-    (KH, KW, Cp, PANEL) float32 values, Cp the input channels of the groups its outputs belong to, zero where an
-    output's group does not hold the input channel (and for outputs past K). Returns the packed values and, per
-    panel, its (offset in values, first input channel, Cp)."""
+    """The weights (K, C/groups, KH, KW) packed per panel of :func:`panel_width` outputs, one after the other: panel
+    p holds (KH, KW, Cp, PANEL) float32 values (rows PANEL apart, as the micro-kernel reads them, the columns past
+    the panel's width zero), Cp the input channels of the groups its outputs belong to, zero where an output's group
+    does not hold the input channel (and for outputs past K). Returns the packed values and, per panel, its (offset
+    in values, first input channel, Cp, first output, outputs)."""
     k, cg, kh, kw = w.shape
     kg = k // groups
-    panels = -(-k // PANEL)
-    blocks, meta, offset = [], np.zeros((panels, 3), np.int64), 0
+    width = panel_width(kg)
+    panels = -(-k // width)
+    blocks, meta, offset = [], np.zeros((panels, 5), np.int64), 0
     for p in range(panels):
-        k0, k1 = p * PANEL, min(k, p * PANEL + PANEL)
+        k0, k1 = p * width, min(k, p * width + width)
         g0, g1 = k0 // kg, (k1 - 1) // kg
         cin0, cp = g0 * cg, (g1 - g0 + 1) * cg
         block = np.zeros((kh, kw, cp, PANEL), np.float32)
         for o in range(k0, k1):
             rel = (o // kg - g0) * cg
             block[:, :, rel:rel + cg, o - k0] = np.asarray(w[o], np.float32).transpose(1, 2, 0)
-        meta[p] = (offset, cin0, cp)
+        meta[p] = (offset, cin0, cp, k0, k1 - k0)
         blocks.append(block.reshape(-1))
         offset += block.size
     return aligned_copy(np.concatenate(blocks)), meta
@@ -77,9 +96,7 @@ def _grouped_share(share, x, wg, meta, ys, b, act, alpha, epi, ident, fused, kh,
     row_bytes, pix_bytes = x.strides[1], x.strides[2]
     for job in range(jobs * share // shares, jobs * (share + 1) // shares):
         i, oh, p = job // (ho * panels), job // panels % ho, job % panels
-        offset, cin0, cp = meta[p, 0], meta[p, 1], meta[p, 2]
-        k0 = p * PANEL
-        width = min(PANEL, k - k0)
+        offset, cin0, cp, k0, width = meta[p, 0], meta[p, 1], meta[p, 2], meta[p, 3], meta[p, 4]
         panel = wg.ctypes.data + 4 * offset
         cell_values = kw * cp * PANEL  # one kernel row of the panel
         bias = b.ctypes.data + 4 * k0
@@ -132,7 +149,7 @@ def grouped_plan(x: np.ndarray, packed: tuple[np.ndarray, np.ndarray], kernel: t
     kh, kw = kernel
     ph, pw = padding
     ys = out.transpose(0, 2, 3, 1).reshape(n, ho * wo, k)
-    b = np.zeros(meta.shape[0] * PANEL, np.float32)
+    b = np.zeros(k + PANEL, np.float32)  # a panel's bias vectors read whole
     if bias is not None:
         b[:k] = bias
     fused = kh == 1 and act in mk.MICROKERNEL_EPILOGUES  # else a pass after the kernel rows' calls

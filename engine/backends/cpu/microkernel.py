@@ -512,6 +512,7 @@ def fused_epilogue(act: int, alpha: Any) -> np.ndarray:
 
 
 _tile1, _tile2, _tile3, _tile4, _tile5, _tile6, _tile7 = (_make_tile(r) for r in range(1, 8))
+_tile1_1, _tile2_1, _tile3_1, _tile4_1, _tile5_1, _tile6_1, _tile7_1 = (_make_tile(r, 1) for r in range(1, 8))
 _tile_bias1, _tile_bias2, _tile_bias3, _tile_bias4, _tile_bias5, _tile_bias6, _tile_bias7 = (
     _make_tile_bias(r) for r in range(1, 8))
 #: the same over the first vector of each panel row alone: a last panel of at most PANEL_VECTOR columns (an RGB stem
@@ -586,8 +587,24 @@ def tile_bias_n(nr, rows_a, rows_c, bp, depth, outer, a_step, bias, epi, cols): 
 @njit(inline="always")
 def tile_n(nr, rows_a, rows_c, bp, depth, outer, a_step, cols):  # pragma: no cover - compiled
     """The micro-kernel on a tile of ``nr`` rows (1 to PANEL_ROWS), row addresses in the int64 arrays at
-    ``rows_a`` and ``rows_c``, the first ``cols`` columns of C."""
-    if nr == 7:
+    ``rows_a`` and ``rows_c``, the first ``cols`` columns of C (the panel's first vector alone where they fit in
+    one)."""
+    if cols <= PANEL_VECTOR:
+        if nr == 7:
+            _tile7_1(rows_a, rows_c, bp, depth, outer, a_step, cols)
+        elif nr == 6:
+            _tile6_1(rows_a, rows_c, bp, depth, outer, a_step, cols)
+        elif nr == 5:
+            _tile5_1(rows_a, rows_c, bp, depth, outer, a_step, cols)
+        elif nr == 4:
+            _tile4_1(rows_a, rows_c, bp, depth, outer, a_step, cols)
+        elif nr == 3:
+            _tile3_1(rows_a, rows_c, bp, depth, outer, a_step, cols)
+        elif nr == 2:
+            _tile2_1(rows_a, rows_c, bp, depth, outer, a_step, cols)
+        else:
+            _tile1_1(rows_a, rows_c, bp, depth, outer, a_step, cols)
+    elif nr == 7:
         _tile7(rows_a, rows_c, bp, depth, outer, a_step, cols)
     elif nr == 6:
         _tile6(rows_a, rows_c, bp, depth, outer, a_step, cols)
