@@ -71,6 +71,7 @@ def _conv(x, w, b, out, stride, padding, dilation, groups, epilogue=None, coefs=
     (2, 96, (64, 64), (3, 3), (2, 2), (1, 1), (1, 1), True),     # large enough to share over the cores
     (1, 72, (9, 13), (3, 3), (2, 1), (1, 2), (2, 1), True),      # 3x3 inside and on the borders, unequal geometry
     (1, 33, (1, 1), (3, 3), (1, 1), (1, 1), (1, 1), True),       # one pixel
+    (1, 280, (9, 10), (5, 5), (1, 1), (2, 2), (1, 1), True),     # wide: blocks of channels, the last with a tail
 ])
 @pytest.mark.parametrize("way", ["tiles", "tiles-unrolled", "tiles-looped", "rows", "pixels"])
 def test_depthwise_matches_the_reference(monkeypatch, n, c, size, kernel, stride, padding, dilation, bias, way):

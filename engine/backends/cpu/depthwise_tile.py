@@ -60,7 +60,7 @@ def _tile_codegen(nt: int, nc: int, cells: int = 0, gap: int = 0, masked: bool =
     remainder, and their bookkeeping (the accumulators' phi nodes, the addresses of eight pixels reloaded from the
     stack) outweighed the multiply-adds: 8.5 of AVX2's 32 floating-point operations a cycle with the data in L1.
 
-    ``gap`` (with ``cells`` and ``nc`` = 1): the pixels are ``gap`` cells apart (a stride of ``gap`` without
+    ``gap`` (with ``cells``): the pixels are ``gap`` cells apart (a stride of ``gap`` without
     dilation, or equal ones), so pixel t's cell j reads input column t ``gap`` + j of the row: each column is loaded
     once and multiplied into every pixel whose window holds it (10 loads a filter row for eight pixels of a 3x3
     window at stride 1, 17 at stride 2, instead of 24), the row's filter vectors loaded first. Each pixel's sum
@@ -124,14 +124,19 @@ def _tile_codegen(nt: int, nc: int, cells: int = 0, gap: int = 0, masked: bool =
             new = list(start)
             for ci in range(unrolled):
                 w_i = builder.add(w_v, builder.mul(llvm_ir.Constant(i64, ci), wrow))
-                filt = [load(builder.add(w_i, builder.mul(llvm_ir.Constant(i64, cj), wcol))) for cj in range(unrolled)]
+                filt = [[load(builder.add(builder.add(w_i, builder.mul(llvm_ir.Constant(i64, cj), wcol)),
+                                          llvm_ir.Constant(i64, step * u))) for u in range(nc)]
+                        for cj in range(unrolled)]
                 x_i = builder.add(x_v, builder.mul(llvm_ir.Constant(i64, ci), xrow))
                 for col in range((nt - 1) * gap + unrolled):
-                    value = load(builder.add(x_i, builder.mul(llvm_ir.Constant(i64, col), xcol)))
+                    x_col = builder.add(x_i, builder.mul(llvm_ir.Constant(i64, col), xcol))
+                    values = [load(builder.add(x_col, llvm_ir.Constant(i64, step * u))) for u in range(nc)]
                     for cj in range(min(col, unrolled - 1), -1, -1):  # pixels in order, each cell after the last
                         t, rest = divmod(col - cj, gap)
                         if rest == 0 and t < nt:
-                            new[t] = builder.call(fma, [value, filt[cj], new[t]])
+                            for u in range(nc):
+                                q = t * nc + u
+                                new[q] = builder.call(fma, [values[u], filt[cj][u], new[q]])
             builder.branch(store)
         elif unrolled:  # every cell in line, the tile's pixels' addresses as offsets from each cell's
             new = start
@@ -210,6 +215,14 @@ _dw8x1_cells3, _dw8x1_cells5 = _make_tile(8, 1, 3), _make_tile(8, 1, 5)
 #: a stride equal to the dilation)
 _dw8x1_cells3_gap1, _dw8x1_cells3_gap2 = _make_tile(8, 1, 3, 1), _make_tile(8, 1, 3, 2)
 _dw8x1_cells5_gap1, _dw8x1_cells5_gap2 = _make_tile(8, 1, 5, 1), _make_tile(8, 1, 5, 2)
+#: the 4-pixel tile of two vectors of channels with its window's cells unrolled, on AVX-512 alone (UNROLLED_NT4: its
+#: 5x5 form holds ten filter vectors, eight sums and two inputs, more than AVX2's sixteen registers): rows of fewer
+#: than eight pixels inside (7x7 and 14x14 images) went by looped 4-, 2- and 1-pixel tiles, a 960-channel 5x5 layer
+#: at 7x7 at 0.4 multiply-adds a cycle
+UNROLLED_NT4 = DEPTHWISE_VECTOR == 16
+_dw4x2_cells3, _dw4x2_cells5 = _make_tile(4, 2, 3), _make_tile(4, 2, 5)
+_dw4x2_cells3_gap1, _dw4x2_cells3_gap2 = _make_tile(4, 2, 3, 1), _make_tile(4, 2, 3, 2)
+_dw4x2_cells5_gap1, _dw4x2_cells5_gap2 = _make_tile(4, 2, 5, 1), _make_tile(4, 2, 5, 2)
 
 
 #: the tiles of the channels of a last, partial vector (AVX-512), masked; 3x3 and 5x5 windows of pixels one or two
@@ -260,7 +273,21 @@ def dw_tile(nt, x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, 
         else:
             _dw8x1(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, nvec)
     elif nt == 4:
-        _dw4x2(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups)
+        window = _window(unroll, ni, nj, xcol, xpix) if UNROLLED_NT4 else 0
+        if window == 31:
+            _dw4x2_cells3_gap1(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups)
+        elif window == 32:
+            _dw4x2_cells3_gap2(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups)
+        elif window == 30:
+            _dw4x2_cells3(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups)
+        elif window == 51:
+            _dw4x2_cells5_gap1(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups)
+        elif window == 52:
+            _dw4x2_cells5_gap2(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups)
+        elif window == 50:
+            _dw4x2_cells5(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups)
+        else:
+            _dw4x2(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups)
         _dw4x1(x + o, xrow, xcol, xpix, w + o, wrow, wcol, ni, nj, bias + o, y + o, ypix, epi, left)
     elif nt == 2:
         _dw2x4(x, xrow, xcol, xpix, w, wrow, wcol, ni, nj, bias, y, ypix, epi, groups)
