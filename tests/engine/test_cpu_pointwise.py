@@ -212,3 +212,34 @@ def test_a_dilated_1x1_convolution_is_the_plain_one(k):
     assert NumpyBackend().kernel("conv2d")(x, wt, b, out, (1, 1), (0, 0), (2, 2), 1, "relu", {}, {})
     assert _rel(out, _reference(x, wt, b, (1, 1), "relu")) < 1e-5
 
+
+
+@pytest.mark.parametrize("kernel", [1, 3])
+@pytest.mark.parametrize("residual", [False, True])
+def test_a_small_image_of_an_odd_panel_count_is_cut_in_blocks_of_tiles(monkeypatch, kernel, residual):
+    """Five panels over two threads would leave one idle for a fifth of the layer: the image's 49 pixels go in
+    blocks of whole tiles (each job one block and one panel), the same sums as one block."""
+    monkeypatch.setattr(cpu.runtime, "threads", lambda: 2)
+    panel, rows = cpu.microkernel.PANEL, cpu.microkernel.PANEL_ROWS
+    assert cpu.panels.small_image_step(49, 5, 1) == -(-25 // rows) * rows
+    assert cpu.panels.small_image_step(49, 4, 1) == 49  # even: whole
+    assert cpu.panels.small_image_step(49, 9, 1) == 49  # many panels: whole
+    rng = np.random.default_rng(kernel)
+    k = 5 * panel - 8
+    x = rng.standard_normal((1, 7, 7, 40)).astype(np.float32).transpose(0, 3, 1, 2)
+    wt = rng.standard_normal((k, 40, kernel, kernel)).astype(np.float32)
+    b = rng.standard_normal(k).astype(np.float32)
+    res = rng.standard_normal((1, 7, 7, k)).astype(np.float32).transpose(0, 3, 1, 2) if residual else None
+    outs = []
+    for blocks in (True, False):
+        monkeypatch.setattr(cpu.panels, "SMALL_IMAGE_BLOCKS", blocks)
+        out = _out(1, k, 7, 7)
+        pad = kernel // 2
+        cpu.panels.conv_panels_plan(x, cpu.panels.panel_weights(wt), (kernel, kernel), b, out, (1, 1), (pad, pad),
+                                    (1, 1), EPILOGUES["relu"], 0.0, res)()
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    ref = conv2d(np, x.astype(np.float64), wt.astype(np.float64), b.astype(np.float64), (1, 1), (pad, pad), (1, 1), 1)
+    if residual:
+        ref = ref + res
+    assert _rel(outs[0], np.maximum(ref, 0)) < 1e-5

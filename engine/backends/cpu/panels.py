@@ -3,6 +3,7 @@ micro-kernel (:mod:`engine.backends.cpu.microkernel`): small images (where OpenB
 call, is slow) and RGB stems; every kernel row of an output pixel's window read in place, no im2col."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -160,8 +161,8 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
         ph, pw = padding
         large = ho * wo > PANEL_MAX_PIXELS
         by_rows = large and (has_res or act not in mk.MICROKERNEL_EPILOGUES)
-        if not large:  # a small image whole
-            step = ho * wo
+        if not large:  # a small image whole, or in blocks where its panels alone would leave a core idle
+            step = small_image_step(ho * wo, wp.shape[0], n)
         elif kernel == (1, 1) and stride == (1, 1) and not (ph or pw):  # a strip: blocks of several output rows
             step = strip_rows(wo, ho, c, k, by_rows) * wo
         else:  # a large image's windows by output rows
@@ -195,6 +196,22 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
 
 #: input and output bytes of a block of :func:`_panel_windows_par`'s 1x1 convolutions of stride 1 on a large image
 STRIP_BLOCK_BYTES = 256 << 10
+
+
+#: whether a small image's pixels are cut in blocks where its panels do not share out evenly over the cores
+SMALL_IMAGE_BLOCKS = True
+
+
+def small_image_step(pixels: int, panels: int, images: int) -> int:
+    """Pixels of a job of a small image (at most PANEL_MAX_PIXELS) with ``panels`` panels: the whole image, or, where
+    the images' panels do not share out evenly over the threads (five panels over two cores: three and two), blocks
+    of whole tiles of it that do (each block reads the panel's weights again)."""
+    threads = rt.threads()
+    jobs = panels * images
+    if not SMALL_IMAGE_BLOCKS or threads < 2 or jobs % threads == 0 or jobs >= 4 * threads:
+        return pixels
+    blocks = threads // math.gcd(jobs, threads)
+    return -(-(-(-pixels // blocks)) // PANEL_ROWS) * PANEL_ROWS
 
 
 def strip_rows(wo: int, ho: int, c: int, k: int, by_rows: bool) -> int:
