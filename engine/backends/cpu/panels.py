@@ -211,7 +211,8 @@ def small_image_step(pixels: int, panels: int, images: int) -> int:
     if not SMALL_IMAGE_BLOCKS or threads < 2 or jobs % threads == 0 or jobs >= 4 * threads:
         return pixels
     blocks = threads // math.gcd(jobs, threads)
-    return -(-(-(-pixels // blocks)) // PANEL_ROWS) * PANEL_ROWS
+    per_block = -(-pixels // blocks)
+    return -(-per_block // PANEL_ROWS) * PANEL_ROWS
 
 
 def strip_rows(wo: int, ho: int, c: int, k: int, by_rows: bool) -> int:
