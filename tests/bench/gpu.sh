@@ -45,7 +45,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== CPU kernels on this CPU"
   python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/engine/test_cpu_kernels.py tests/engine/test_cpu_depthwise.py \
     tests/engine/test_cpu_pointwise.py tests/engine/test_cpu_taps.py tests/engine/test_epilogues.py \
-    tests/engine/test_network_replay.py tests/engine/test_warmup.py tests/engine/test_cpu_jobs.py \
+    tests/engine/test_network_replay.py tests/engine/test_warmup.py tests/engine/test_cpu_jobs.py tests/engine/test_cpu_grouped.py \
     2>&1 | tail -4
 fi
 if [ "$what" = zoo ] || [ "$what" = all ]; then
