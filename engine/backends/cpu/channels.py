@@ -9,6 +9,7 @@ import numpy as np
 from numba import njit, prange
 
 from engine.backends.cpu import runtime as rt
+from engine.backends.cpu.blocks import plain
 from engine.backends.cpu.elementwise import ELEMENT_WISE_SPLIT_MIN
 from engine.backends.cpu.epilogue import activate, kernel_alpha
 from engine.backends.cpu.jobs import job_caller
@@ -110,8 +111,8 @@ def _pool_images(x, y, is_max):  # pragma: no cover - compiled
     """:func:`_pool_pixels` of every image of ``x`` (N, pixels, C) into ``y`` (N, C), on this thread."""
     n, m, _ = x.shape
     for i in range(n):
-        _pool_pixels(x[i], y[i], 0, m, is_max)
-        _pool_finish(y[i:i + 1], y[i], 1, m, is_max)
+        _pool_pixels(x[i], y[i], plain(0), m, is_max)  # plain: a literal would compile them again
+        _pool_finish(y[i:i + 1], y[i], plain(1), m, is_max)
 
 
 @njit(cache=True, nogil=True, parallel=True)
