@@ -80,6 +80,8 @@ KERNEL_OPERATIONS: dict[str, str] = {
                    "(N x C values, physical N,1,1,C or N,C,1,1)",
     "channel_scale": "(x, g, out, nhwc, epilogue, coefs): out = x * act(g[n, c]) for physical x and out of one "
                      "shape and g of N x C values (a squeeze-excitation gate; act the gate's epilogue or None)",
+    "to_channels_last": "(data, out): out = data, data a C-contiguous float32 NCHW array (an image given to an input "
+                        "layer), out the logical NCHW view of channels-last memory of its shape and dtype",
     "activation": "(x, out, epilogue, coefs): out = act(x) in one pass for the fused epilogue ``epilogue`` "
                   "(``engine.epilogues``), physical arrays of one shape and dtype; out may be x",
     "scale_shift": "(x, scale, shift, out, nhwc, epilogue, coefs): out = act(x * scale[c] + shift[c]) in one pass, "

@@ -243,3 +243,45 @@ def test_a_small_image_of_an_odd_panel_count_is_cut_in_blocks_of_tiles(monkeypat
     if residual:
         ref = ref + res
     assert _rel(outs[0], np.maximum(ref, 0)) < 1e-5
+
+
+@pytest.mark.parametrize("n,c,h,w", [(1, 3, 224, 224), (2, 3, 5, 7), (1, 1, 9, 4), (3, 4, 6, 5), (1, 8, 3, 3)])
+def test_an_image_into_channels_last_memory_is_numpys_copy(n, c, h, w):
+    """The input layer's copy of an NCHW image into NHWC memory: one pass (over the cores where large), the same
+    values as NumPy's transposing copy, NaN and infinities included; more than 8 channels, fp16 and other layouts
+    are declined (the caller copies)."""
+    rng = np.random.default_rng(c * h)
+    data = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    data[0, 0, 0, 0], data[-1, -1, -1, -1] = np.nan, np.inf
+    mem = np.full((n, h, w, c), -1.0, np.float32)
+    kernel = NumpyBackend().kernel("to_channels_last")
+    assert kernel(data, mem.transpose(0, 3, 1, 2))
+    np.testing.assert_array_equal(mem, data.transpose(0, 2, 3, 1))
+    if c > 1:
+        assert not kernel(data, np.empty((n, c, h, w), np.float32))  # NCHW memory
+    assert not kernel(data.astype(np.float16), mem.astype(np.float16).transpose(0, 3, 1, 2))
+    assert not kernel(data[:, :, :, ::-1], mem.transpose(0, 3, 1, 2))  # not C-contiguous
+    wide = rng.standard_normal((1, 9, 4, 4)).astype(np.float32)
+    assert not kernel(wide, np.empty((1, 4, 4, 9), np.float32).transpose(0, 3, 1, 2))
+
+
+def test_an_input_tensor_is_made_channels_last_by_the_kernel(monkeypatch):
+    """``Network.set_input`` of an fp32 NCHW image for an fp32 NHWC network on the CPU: converted by the kernel (the
+    same values as NumPy's conversion), the network's output the image itself."""
+    from engine.model import Model
+    from engine.network import Network
+    from engine.plugins import default_registry
+    from engine.tensor import TensorFormat
+
+    calls = []
+    real = cpu.pointwise.to_channels_last
+    monkeypatch.setattr(cpu.pointwise, "to_channels_last", lambda x, y: calls.append(x.shape) or real(x, y))
+    m = Model("copy")
+    m.add_layer("input", "input", params={"dimensions": "1x3x20x24"})
+    m.add_layer("output", "output", inputs=["input"])
+    net = Network(m, default_registry(), NumpyBackend(), TensorFormat.parse("fp32 nhwc"))
+    image = np.random.default_rng(1).standard_normal((1, 3, 20, 24)).astype(np.float32)
+    net.set_input("input", image)
+    net.run()
+    assert calls == [(1, 3, 20, 24)]
+    np.testing.assert_array_equal(net.output("output"), image)

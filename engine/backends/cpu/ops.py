@@ -542,6 +542,22 @@ def _float32_arrays(*arrays: Any) -> bool:
     return all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)
 
 
+def to_channels_last(backend: Backend) -> Kernel:
+    """An NCHW image into channels-last memory in one pass (see :func:`engine.backends.cpu.pointwise.to_channels_last`):
+    float32, at most 8 channels (more copy fast enough by planes)."""
+    def run(data: Any, out: Any) -> Launched | None:
+        if (backend.cpu_kernels() is None or not isinstance(data, np.ndarray)  # type: ignore[attr-defined]
+                or not isinstance(out, np.ndarray) or data.ndim != 4 or data.shape != out.shape
+                or data.shape[1] > 8 or not is_nhwc_memory(out)):
+            return None
+        nhwc = out.transpose(0, 2, 3, 1)
+        if not _float32_arrays(data, nhwc):
+            return None
+        pointwise.to_channels_last(data, nhwc)
+        return Launched("to_channels_last")
+    return run
+
+
 def activation(backend: Backend) -> Kernel:
     """An activation by its fused epilogue in one pass (see :func:`engine.backends.cpu.pointwise.activation`)."""
     def run(x: Any, out: Any, epilogue: str | None, coefs: dict[str, float]) -> Launched | None:

@@ -51,6 +51,51 @@ def activation(x: np.ndarray, out: np.ndarray, epilogue: str, coefs: dict[str, f
               _parts(x.size), inplace)
 
 
+@njit(cache=True, nogil=True)
+def _channels_last_rows(x, y, r0, r1):  # pragma: no cover - compiled
+    """Rows r0..r1 of the images of ``y`` (N, H, W, C) = ``x`` (N, C, H, W), the row index over all images: a row's
+    values interleaved from its C planes in one loop (three channels: a loop LLVM vectorises with shuffles)."""
+    n, c, h, w = x.shape
+    for r in range(r0, r1):
+        i, row = r // h, r % h
+        dst = y[i, row].reshape(w * c)
+        if c == 3:
+            a, b, d = x[i, 0, row], x[i, 1, row], x[i, 2, row]
+            for q in range(w):
+                dst[3 * q] = a[q]
+                dst[3 * q + 1] = b[q]
+                dst[3 * q + 2] = d[q]
+        else:
+            for ch in range(c):
+                src = x[i, ch, row]
+                for q in range(w):
+                    dst[q * c + ch] = src[q]
+
+
+_call_channels_last_rows = job_caller(_channels_last_rows)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _channels_last_par(x, y, parts):  # pragma: no cover - compiled
+    rows = x.shape[0] * x.shape[2]
+    for q in prange(parts):
+        _call_channels_last_rows((x, y, rows * q // parts, rows * (q + 1) // parts))
+
+
+#: fewest values worth sharing the copy over the cores (a 224x224 RGB image: 17 us on one Zen 5 core, 6.6 on two)
+CHANNELS_LAST_SPLIT_MIN = 1 << 16
+
+
+def to_channels_last(x: np.ndarray, y: np.ndarray) -> None:
+    """``y`` (N, H, W, C) = ``x`` (N, C, H, W), both C-contiguous float32: an image into a channels-last input buffer
+    in one pass, over the cores where large. NumPy's transposing copy ran its innermost loop over the channels (224x224
+    RGB: 234 us on a Zen 3 core), one copy per channel plane 40 us on two Zen 5 cores, this 6.6."""
+    if x.size < CHANNELS_LAST_SPLIT_MIN:
+        _channels_last_rows(x, y, 0, x.shape[0] * x.shape[2])
+    else:
+        rt.launch(_channels_last_par, x, y, rt.threads())
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _scale_shift_rows(x, y, scale, shift, act, a, b, parts):  # pragma: no cover - compiled
     """Rows (pixels, C) of NHWC memory: channel = column (the first ``y.shape[1]`` columns of ``x``, whose rows may

@@ -104,6 +104,8 @@ def _passes(m: Model) -> None:
     m.add_layer("pooling", "crop", params={"pool_type": "max", "kernel_size": "5", "stride": "1", "padding": "0"},
                 inputs=["add1"])
     m.add_layer("output", "cropped", inputs=["crop"])
+    # an RGB image large enough that its conversion into channels-last memory (feed) is shared over the cores
+    m.add_layer("output", "rgb_out", inputs=[_input(m, "rgb_in", "1x3x160x160")])
     m.add_layer("upsample", "up", params={"factor": "2", "method": "bilinear"}, inputs=[_input(m, "up_in", "1x64x5x5")])
     m.add_layer("concatenation", "cat", inputs=["up", "pool"])  # fused into upscale_concat
     m.add_layer("upsample", "up2", params={"factor": "4", "method": "nearest"}, inputs=["cat"])
