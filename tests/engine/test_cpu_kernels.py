@@ -801,7 +801,8 @@ def test_a_prepared_call_replays_on_new_data_and_is_remade_for_other_arrays(monk
 
 def test_a_prepared_launch_cuts_its_work_again_only_when_the_thread_count_changes(monkeypatch):
     """A launch prepared on fixed arrays (``runtime.Launch``) computes the right result for any thread count, and
-    works out its thread-dependent arguments again only when that count changes."""
+    works out its thread-dependent arguments again only when that count changes; inside a network's run
+    (``single_threaded_blas``) the count is the one the run began with."""
     from engine.backends.cpu import elementwise
     from engine.backends.cpu import runtime as rt
 
@@ -822,10 +823,13 @@ def test_a_prepared_launch_cuts_its_work_again_only_when_the_thread_count_change
         launch()
         np.testing.assert_array_equal(out, a - b)
     assert cuts == [2, 1, 2]
-    with rt.single_threaded_blas():  # inside a network's run: the launch without the BLAS context
+    count[0] = 1
+    with rt.single_threaded_blas():  # inside a network's run: no BLAS context, the thread count the run began with
+        count[0] = 2  # asked again at the next run only
         out[...] = 0
         launch()
     np.testing.assert_array_equal(out, a - b)
+    assert cuts == [2, 1, 2, 1]
 
 
 def test_a_prepared_padded_call_copies_the_new_input_inside_a_zero_border():

@@ -235,6 +235,15 @@ class Launch:
         self._threads, self._bound = 0, args
 
     def __call__(self) -> None:
+        held = _held
+        if held.depth:  # a network's run: the thread count of the run, the lock alone around the launch
+            n = held.threads
+            if n != self._threads:
+                self._bound = self.args if self.per_threads is None else (*self.args, *self.per_threads(n))
+                self._threads = n
+            with _launch_lock:
+                self.kernel(*self._bound)
+            return
         n = threads()
         if n != self._threads:
             self._bound = self.args if self.per_threads is None else (*self.args, *self.per_threads(n))
@@ -294,6 +303,9 @@ def _blas_single_thread() -> Iterator[None]:
 
 class _Held(threading.local):
     depth = 0
+    #: :func:`threads` when the outermost :func:`single_threaded_blas` block began (a run's launches use it: asking
+    #: again at each launch cost about a quarter of a microsecond of the Python around it)
+    threads = 1
 
 
 _held = _Held()
@@ -306,6 +318,8 @@ def single_threaded_blas() -> Iterator[None]:
     product in between, left its helper thread spinning against the workers (2 cores: the resnet18 stem
     took 4.7-5.4 ms instead of 2.4-2.9)."""
     with _blas_single_thread():
+        if not _held.depth:
+            _held.threads = threads()
         _held.depth += 1
         try:
             yield
