@@ -258,7 +258,7 @@ def test_panel_product_keeps_nan_and_leaves_other_pixels_alone():
 def test_large_panels_take_the_large_images_winograd_leaves(monkeypatch, large):
     """With the large panels (AVX-512's choice, forced here on any CPU with FMA vectors) the panels take large
     images of any convolution but a dilated one, in place of im2col + OpenBLAS, and a 3x3 one of stride 1 before
-    Winograd only where it has at most one panel of outputs or inputs; without them those keep their paths."""
+    Winograd only where it has at most one panel's width of inputs; without them those keep their paths."""
     if not cpu.microkernel.panels_available():
         pytest.skip("no FMA vectors")
     monkeypatch.setattr(cpu.panels, "LARGE_PANELS", large)
@@ -268,7 +268,8 @@ def test_large_panels_take_the_large_images_winograd_leaves(monkeypatch, large):
     cases = [  # (c, k, size, kernel, stride, dilation, taken by the large panels)
         (16, 24, 33, 3, 2, 1, True),     # strided 3x3, outputs no multiple of a panel
         (8, 40, 24, 5, 1, 1, True),      # 5x5
-        (48, cpu.microkernel.PANEL, 24, 3, 1, 1, True),  # one panel of outputs: before Winograd
+        (cpu.microkernel.PANEL, 48, 24, 3, 1, 1, True),  # one panel's width of inputs: before Winograd
+        (48, cpu.microkernel.PANEL, 24, 3, 1, 1, False),  # of outputs alone: Winograd's
         (64, 64, 24, 3, 1, 1, False),    # Winograd's
         (16, 32, 24, 3, 1, 2, False),    # dilated
     ]

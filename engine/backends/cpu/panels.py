@@ -109,10 +109,12 @@ def large_panels_apply(w_shape: tuple[int, ...], dilation: tuple[int, int], pixe
 
 def panels_before_winograd(w_shape: tuple[int, ...]) -> bool:
     """Whether the panels take a 3x3 convolution of stride 1 of weights ``w_shape`` (K, C, 3, 3) on a large image
-    before Winograd: on AVX-512 (LARGE_PANELS), where it has no more than one panel of outputs or of inputs, whose
-    Winograd transforms cost as much as the products they save (densenet's 128 -> 32 at 28x28 0.13 against 0.21 ms;
-    32 -> 64 at 112x112 0.98 against 1.33; 64 -> 64 at 56x56 0.50 against 0.47 stays Winograd's)."""
-    return LARGE_PANELS and min(w_shape[0], w_shape[1]) <= PANEL
+    before Winograd: on AVX-512 (LARGE_PANELS), where it has no more than one panel's width of inputs, whose
+    Winograd input transform costs as much as the products it saves (32 -> 64 at 112x112 0.98 against 1.33 ms alone;
+    unet, whose first stage is 32 channels, 0.934 of the time in turns). Few outputs alone are not enough: densenet's
+    128 -> 32 layers, faster alone on the panels (0.13 against 0.21 ms at 28x28), made the network 1.065 times as
+    slow in turns; 64 -> 64 at 56x56 (0.50 against 0.47) stays Winograd's too."""
+    return LARGE_PANELS and w_shape[1] <= PANEL
 
 
 def pointwise_panels_apply(w_shape: tuple[int, ...], act: int) -> bool:
