@@ -833,8 +833,9 @@ def test_a_prepared_launch_cuts_its_work_again_only_when_the_thread_count_change
     assert cuts == [2, 1, 2, 1]
 
 
-def test_a_prepared_padded_call_copies_the_new_input_inside_a_zero_border():
-    """The panels' padded input is a buffer of the plan: its inside is refreshed at every call, the border stays 0."""
+def test_a_prepared_padded_call_reads_each_new_input():
+    """A padded layer's plan reads its input at every call (in place, or copied inside a zero border): a new input
+    gives its own output."""
     rng = np.random.default_rng(2)
     x = _tensors(rng, 1, 16, 7, 7, nhwc=True)
     wt = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
@@ -844,6 +845,66 @@ def test_a_prepared_padded_call_copies_the_new_input_inside_a_zero_border():
         x[...] = rng.standard_normal(x.shape) * 1e3
         run()
         assert _rel(out, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1))) < 1e-5
+
+
+@pytest.mark.parametrize("n,c,k,hw,kernel,stride,pad,act,residual", [
+    (1, 3, 16, (29, 31), 3, 2, 1, "hardswish", False),  # an RGB stem of one vector of outputs, bottom rows padded
+    (2, 3, 40, (22, 17), 7, 2, 3, "relu", False),  # a 7x7 stem, images of their own, a part-filled last panel
+    (1, 24, 72, (20, 20), 5, 2, 2, None, True),  # 5x5 stride 2 with a residual (large: blocks of rows)
+    (1, 40, 48, (9, 7), 3, 1, 1, "relu", False),  # a small image: most tiles cross an edge
+    (1, 16, 24, (6, 6), 3, 1, 2, None, False),  # padding wider than the window's reach: whole rows of zeros
+    (1, 8, 32, (17, 19), 1, 1, 1, None, True),  # a padded 1x1 layer: its border pixels are the bias (+ residual)
+])
+@pytest.mark.parametrize("in_place", [True, False])
+def test_panels_on_a_padded_layer_match_the_reference(monkeypatch, n, c, k, hw, kernel, stride, pad, act, residual,
+                                                      in_place):
+    """A padded layer's windows read in place, a tile with a window over the image's edge from a copy of its windows
+    with zeros outside (``in_place``), or from a copy of the whole input inside a zero border: every geometry of
+    edges matches the reference both ways."""
+    monkeypatch.setattr(cpu.panels, "edge_values", lambda *a: 0 if in_place else 1 << 40)
+    rng = np.random.default_rng(kernel * 7 + c)
+    h, w = hw
+    x = _tensors(rng, n, c, h, w, nhwc=True)
+    wt = rng.standard_normal((k, c, kernel, kernel)).astype(np.float32)
+    b = rng.standard_normal(k).astype(np.float32)
+    ho, wo = (h + 2 * pad - kernel) // stride + 1, (w + 2 * pad - kernel) // stride + 1
+    res = _tensors(rng, n, k, ho, wo, nhwc=True) if residual else None
+    out = _out(n, k, ho, wo, nhwc=True)
+    code = {None: 0, "relu": EPILOGUES["relu"], "hardswish": EPILOGUES["hardswish"]}[act]
+    run = cpu.panels.conv_panels_plan(x, cpu.panels.panel_weights(wt), (kernel, kernel), b, out, (stride, stride),
+                                      (pad, pad), (1, 1), code, 0.0, res)
+    assert isinstance(run, cpu.runtime.Launch) == in_place  # read in place: one prepared launch, replayable
+    run()
+    ref = conv2d(np, x.astype(np.float64), wt.astype(np.float64), b.astype(np.float64), (stride, stride), (pad, pad),
+                 (1, 1), 1)
+    if residual:
+        ref = ref + res
+    if act == "relu":
+        ref = np.maximum(ref, 0)
+    elif act == "hardswish":
+        ref = ref * np.clip(ref / 6 + 0.5, 0, 1)
+    assert not np.isnan(out).any()
+    assert _rel(out, ref) < 1e-5
+
+
+def test_padded_layers_are_read_in_place_where_few_windows_cross_the_edge():
+    """The windows copied per panel: the top and bottom rows whole, a tile at each end of the other rows; an RGB stem
+    (27-value windows, one panel) is read in place, a 3x3 layer of 512 channels on a 7x7 image (every tile over an
+    edge, sixteen panels) copies its input inside a zero border instead."""
+    panels = cpu.panels
+    rows = panels.PANEL_ROWS
+    assert panels.edge_values(4, 20, 20, 20, 20, (3, 3), (1, 1), (1, 1)) == (2 * 20 + 18 * min(20, 2 * rows)) * 36
+    assert panels.edge_values(4, 20, 20, 18, 18, (3, 3), (1, 1), (0, 0)) == 0
+    assert panels.edge_values(3, 224, 224, 112, 112, (3, 3), (2, 2), (1, 1)) == (112 + 111 * rows) * 27  # left only
+
+    def plan(c, k, size, stride):
+        x = np.zeros((1, size, size, c), np.float32).transpose(0, 3, 1, 2)
+        out = _out(1, k, -(-size // stride), -(-size // stride), nhwc=True)
+        wt = np.zeros((k, c, 3, 3), np.float32)
+        return panels.conv_panels_plan(x, panels.panel_weights(wt), (3, 3), None, out, (stride, stride), (1, 1),
+                                       (1, 1), 0)
+    assert isinstance(plan(3, 16, 224, 2), cpu.runtime.Launch)
+    assert not isinstance(plan(512, 512, 7, 1), cpu.runtime.Launch)
 
 
 def _activated(ref: np.ndarray, act: str | None) -> np.ndarray:

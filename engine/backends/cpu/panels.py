@@ -136,7 +136,7 @@ def conv_panels(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bias: np
     """``act(conv(x) + bias)`` into ``out`` for NHWC tensors (logical NCHW views, ``out`` contiguous NHWC; see
     :func:`panels_apply` and :func:`stem_panels_apply`) through the micro-kernel, weights ``wp`` from
     :func:`panel_weights`. Without dilation every kernel row of an output pixel's window is one contiguous run of
-    KW*C input values (the input copied once with its padding where the layer pads), read in place: no im2col.
+    KW*C input values, read in place (a window over the image's edge from a copy of its values and zeros): no im2col.
     A small image goes one panel of PANEL output channels per thread; a large one (an RGB stem) by output rows,
     every panel of them. Dilated windows go through an im2col first. (The micro-kernel over an im2col of
     larger images ran no faster than OpenBLAS's: 213 GFLOP/s a core on resnet18's stem.)"""
@@ -147,10 +147,9 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
                      out: np.ndarray, stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int],
                      act: int = 0, alpha: float | tuple[float, float] = 0.0,
                      residual: np.ndarray | None = None) -> Callable[[], None]:
-    """:func:`conv_panels` made ready to run (see ``winograd.winograd_plan``); a padded input is a buffer of the plan
-    whose border stays zero, its inside copied at each call. ``residual`` (as ``out``) is where the sums start
-    from (with the bias), so it costs no pass of its own."""
-    n, c, h, w = x.shape
+    """:func:`conv_panels` made ready to run (see ``winograd.winograd_plan``), one launch on the arrays it was
+    given. ``residual`` (as ``out``) is where the sums start from (with the bias), so it costs no pass of its own."""
+    n, c = x.shape[:2]
     k, ho, wo = out.shape[1:]
     kh, kw = kernel
     if kernel == (1, 1):  # a 1x1 window's dilation changes nothing
@@ -171,21 +170,22 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
             step = wo
         epi = mk.fused_epilogue(act if act in mk.MICROKERNEL_EPILOGUES and not by_rows else 0, alpha)
         jobs = n * -(-(ho * wo) // step) * (1 if by_rows else wp.shape[0])
-        if not (ph or pw) and x.transpose(0, 2, 3, 1).flags.c_contiguous:  # read in place: one launch, fixed arrays
-            return rt.Launch(_panel_windows_par, live(), wp, ys, rs, has_res, b, act, al, epi, kh, kw, *stride, wo,
-                             step, by_rows, per_threads=lambda t: (_job_shares(jobs, t),))
-        if not (ph or pw):
-            return lambda: rt.launch(_panel_windows_par, live(), wp, ys, rs, has_res, b, act, al, epi, kh, kw, *stride,
-                                     wo, step, by_rows, _job_shares(jobs))
-        xpad = aligned_zeros((n, h + 2 * ph, w + 2 * pw, c))
-        inside = xpad[:, ph:ph + h, pw:pw + w]
-        xv = x.transpose(0, 2, 3, 1)
+        h, w = x.shape[2:]
+        if (ph or pw) and 2 * edge_values(c, h, w, ho, wo, kernel, stride, padding) * wp.shape[0] > h * w * c:
+            # windows over the edge in too many tiles, or panels: the input copied inside a zero border at each call
+            xpad = aligned_zeros((n, h + 2 * ph, w + 2 * pw, c))
+            inside, xv = xpad[:, ph:ph + h, pw:pw + w], x.transpose(0, 2, 3, 1)
 
-        def run() -> None:
-            inside[...] = xv
-            rt.launch(_panel_windows_par, xpad, wp, ys, rs, has_res, b, act, al, epi, kh, kw, *stride, wo, step,
-                      by_rows, _job_shares(jobs))
-        return run
+            def run() -> None:
+                inside[...] = xv
+                rt.launch(_panel_windows_par, xpad, wp, ys, rs, has_res, b, act, al, epi, kh, kw, *stride, 0, 0, wo,
+                          step, by_rows, _job_shares(jobs))
+            return run
+        if x.transpose(0, 2, 3, 1).flags.c_contiguous:  # read in place: one launch, fixed arrays
+            return rt.Launch(_panel_windows_par, live(), wp, ys, rs, has_res, b, act, al, epi, kh, kw, *stride, ph, pw,
+                             wo, step, by_rows, per_threads=lambda t: (_job_shares(jobs, t),))
+        return lambda: rt.launch(_panel_windows_par, live(), wp, ys, rs, has_res, b, act, al, epi, kh, kw, *stride, ph,
+                                 pw, wo, step, by_rows, _job_shares(jobs))
 
     def run_im2col() -> None:
         xs = live()
@@ -194,6 +194,24 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
             rt.launch(_im2col_par, xs[i], cols, rt.threads(), wo, kh, kw, *stride, *padding, *dilation)
             rt.launch(_panel_par, cols, wp, ys[i], rs[i], has_res, b, act, al)
     return run_im2col
+
+
+def edge_values(c: int, h: int, w: int, ho: int, wo: int, kernel: tuple[int, int], stride: tuple[int, int],
+                padding: tuple[int, int]) -> int:
+    """Input values :func:`_panel_job` copies per panel of a padded convolution (an image of ``c`` x ``h`` x ``w``
+    to one of ``ho`` x ``wo``) into its patches, about: the windows of every tile holding an output pixel whose window
+    crosses the image's edge (whole rows at the top and bottom, a tile of PANEL_ROWS pixels at each end of the
+    other rows). Where twice these, times the panels, outnumber the input's own values, the plan copies the input
+    inside a zero border at each call instead: on 2 Zen 5 cores, in turns, mobilenet_v2 took 0.96 of the time with
+    its stem read in place (27-value windows, one panel), resnet50 1.25 with all its padded layers read so (7x7 and
+    14x14 images of 4 to 16 panels: most tiles cross an edge, and each panel copies them again)."""
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    top, left = min(ho, -(-ph // sh)), min(wo, -(-pw // sw))
+    bottom = max(0, ho - max(0, (h + ph - kh) // sh + 1))
+    right = max(0, wo - max(0, (w + pw - kw) // sw + 1))
+    rows = min(ho, top + bottom)
+    pixels = rows * wo + (ho - rows) * min(wo, PANEL_ROWS * ((left > 0) + (right > 0)))
+    return pixels * kh * kw * c
 
 
 #: input and output bytes of a block of :func:`_panel_windows_par`'s 1x1 convolutions of stride 1 on a large image
@@ -231,18 +249,19 @@ def strip_rows(wo: int, ho: int, c: int, k: int, by_rows: bool) -> int:
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _panel_windows_par(x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step, by_rows,
+def _panel_windows_par(x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, ph, pw, wo, step, by_rows,
                        shares):  # pragma: no cover - compiled
-    """``ys`` (N, P, K) = act(conv(``x``) + ``b``) for the (padded) images ``x`` (N, Hp, Wp, C), by jobs of one block
-    of ``step`` output pixels and one panel of PANEL output channels (:func:`_panel_job`; the panels of a block one
-    after the other), in ``shares`` runs of jobs (:func:`_job_shares`, one :func:`_panel_share` each)."""
+    """``ys`` (N, P, K) = act(conv(``x``) + ``b``) for the images ``x`` (N, H, W, C) padded by ``ph`` rows and ``pw``
+    columns of zeros, by jobs of one block of ``step`` output pixels and one panel of PANEL output channels
+    (:func:`_panel_job`; the panels of a block one after the other), in ``shares`` runs of jobs (:func:`_job_shares`,
+    one :func:`_panel_share` each)."""
     for share in prange(shares):
-        _call_panel_share((np.int64(share), x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step,
-                           by_rows, shares))
+        _call_panel_share((np.int64(share), x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, ph, pw, wo,
+                           step, by_rows, shares))
 
 
 @njit(cache=True, nogil=True)
-def _panel_share(share, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step, by_rows,
+def _panel_share(share, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, ph, pw, wo, step, by_rows,
                  shares):  # pragma: no cover - compiled
     """Run ``share`` of :func:`_panel_windows_par`'s jobs, its work arrays allocated once rather than once per job.
 
@@ -256,13 +275,17 @@ def _panel_share(share, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, 
     jobs = n * blocks * (1 if by_rows else panels)
     rows_a = np.empty(PANEL_ROWS, np.int64)
     rows_c = np.empty(PANEL_ROWS, np.int64)
+    ho = (m + wo - 1) // wo
+    edges = ph > 0 or pw > 0 or (ho - 1) * sh + kh > x.shape[1] or (wo - 1) * sw + kw > x.shape[2]
+    patch = np.empty((PANEL_ROWS, kh * kw * x.shape[3]) if edges else (1, 1), np.float32)
     for job in range(jobs * share // shares, jobs * (share + 1) // shares):
         if not by_rows:
-            _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step, rows_a, rows_c)
+            _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, ph, pw, wo, step, rows_a,
+                       rows_c, patch)
             continue
         for p in range(panels):  # the block's sums (and residual), not activated
-            _panel_job(job * panels + p, x, wp, ys, rs, has_res, b, plain(0), alpha, epi, kh, kw, sh, sw, wo, step,
-                       rows_a, rows_c)
+            _panel_job(job * panels + p, x, wp, ys, rs, has_res, b, plain(0), alpha, epi, kh, kw, sh, sw, ph, pw, wo,
+                       step, rows_a, rows_c, patch)
         if act != 0:
             y = ys[job // blocks]
             for q in range(job % blocks * step, min(m, job % blocks * step + step)):
@@ -283,16 +306,19 @@ def _job_shares(jobs: int, threads: int | None = None) -> int:
 
 
 @njit(cache=True, nogil=True)
-def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, wo, step, rows_a,
-               rows_c):  # pragma: no cover - compiled
+def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, ph, pw, wo, step, rows_a, rows_c,
+               patch):  # pragma: no cover - compiled
     """Job ``job`` of :func:`_panel_windows_par`: tiles of up to PANEL_ROWS output pixels whose windows the
     micro-kernel reads in place, every kernel row of them in one call (no im2col: at 7x7 x 512 channels, 0.9 MB of
-    it a layer). A last panel part-filled (K no multiple of PANEL) is read and written under a mask by the
-    micro-kernel (its ``cols``), straight in the output. An activation the micro-kernel does not apply itself is a pass over
-    the panel's columns after the sums: activating each tile while in L1 (in a tile of the thread's own) was slower, GELU at
-    56x56, 96 -> 384 8.7 against 6.2 ms on two Zen 3 cores, SiLU at 56x56, 24 -> 144 1.22 against 0.99."""
+    it a layer). A tile with a window over the image's edge (its padding) has its windows copied into ``patch``
+    (PANEL_ROWS, KH*KW*C) with zeros outside the image (:func:`_gather_windows`) and read there: no padded copy of the
+    input at each run (resnet50's eleven padded layers had copied 0.23 ms of input a run, 2 Zen 5 cores). A last panel
+    part-filled (K no multiple of PANEL) is read and written under a mask by the micro-kernel (its ``cols``), straight
+    in the output. An activation the micro-kernel does not apply itself is a pass over the panel's columns after the
+    sums: activating each tile while in L1 (in a tile of the thread's own) was slower, GELU at 56x56, 96 -> 384 8.7
+    against 6.2 ms on two Zen 3 cores, SiLU at 56x56, 24 -> 144 1.22 against 0.99."""
     n, m, k = ys.shape
-    c = x.shape[3]
+    h, w, c = x.shape[1], x.shape[2], x.shape[3]
     span, kk, panels = kw * c, wp.shape[1], wp.shape[0]
     row_bytes, pix_bytes = x.strides[1], x.strides[2]
     blocks = (m + step - 1) // step
@@ -311,7 +337,7 @@ def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, 
     # each pixel's window by steps from the block's first one: a division per pixel (its row and column) cost as
     # much as the sums of a 1x1 layer of 16 input channels (16 -> 64 at 112x112: 0.64 against 0.32 ms, 2 cores)
     t0 = q0
-    if kh == 1 and kw == 1 and sh == 1 and sw == 1 and row_bytes == wo * pix_bytes:
+    if kh == 1 and kw == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0 and row_bytes == wo * pix_bytes:
         # a 1x1 convolution of stride 1: its pixels are one strip, whole tiles of it in one call (with a residual,
         # from bias + residual and the epilogue fused: no passes over those rows)
         strip = (q1 - q0) // PANEL_ROWS * PANEL_ROWS
@@ -333,27 +359,60 @@ def _panel_job(job, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, 
         _panel_fill(y[t0 - q0:], r[t0 - q0:], has_res, k0, b, width)
     t1 = t0
     oh, ow = t0 // wo, t0 % wo
-    at = image + oh * sh * row_bytes + ow * sw * pix_bytes
+    at = image + (oh * sh - ph) * row_bytes + (ow * sw - pw) * pix_bytes  # the window's first value (maybe outside)
     col_step, row_step = sw * pix_bytes, sh * row_bytes - (wo - 1) * sw * pix_bytes
     while t0 < q1:
         nr = tile_rows(q1 - t0)
+        edge = False
         for t in range(nr):
             rows_a[t] = at
             rows_c[t] = y.ctypes.data + 4 * ((t0 + t - q0) * k + k0)
+            if oh * sh < ph or oh * sh - ph + kh > h or ow * sw < pw or ow * sw - pw + kw > w:
+                edge = True
             ow += 1
             if ow == wo:
                 ow = 0
+                oh += 1
                 at += row_step
             else:
                 at += col_step
+        step_a = row_bytes
+        if edge:  # the tile's windows from the patch, each KH rows of KW*C values
+            _gather_windows(x[i], t0, nr, wo, kh, kw, sh, sw, ph, pw, patch)
+            for t in range(nr):
+                rows_a[t] = patch.ctypes.data + t * patch.strides[0]
+            step_a = 4 * span
         if fused:
-            tile_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes, bias, epi.ctypes.data,
+            tile_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, step_a, bias, epi.ctypes.data,
                         width)
         else:
-            tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, row_bytes, width)
+            tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, span, kh, step_a, width)
         t0 += nr
     if passes:
         _panel_activate(y[t1 - q0:], k0, act, alpha)
+
+
+@njit(cache=True, nogil=True)
+def _gather_windows(img, q0, nr, wo, kh, kw, sh, sw, ph, pw, patch):  # pragma: no cover - compiled
+    """Rows 0..``nr`` of ``patch`` (PANEL_ROWS, KH*KW*C): the windows of output pixels q0..q0+nr of the image ``img``
+    (H, W, C) padded by ``ph`` rows and ``pw`` columns, kernel row after kernel row, zeros outside the image."""
+    h, w, c = img.shape
+    for t in range(nr):
+        oh, ow = (q0 + t) // wo, (q0 + t) % wo
+        row = patch[t]
+        e = 0
+        for j in range(kh):
+            ih = oh * sh - ph + j
+            for i in range(kw):
+                iw = ow * sw - pw + i
+                if 0 <= ih < h and 0 <= iw < w:
+                    src = img[ih, iw]
+                    for v in range(c):
+                        row[e + v] = src[v]
+                else:
+                    for v in range(c):
+                        row[e + v] = 0.0
+                e += c
 
 
 @njit(cache=True, nogil=True, parallel=True)
