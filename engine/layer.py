@@ -17,6 +17,16 @@ from engine.tensor import Dims, Layout, TensorFormat, from_nchw_view, nchw_view
 
 T = TypeVar("T")
 
+#: how many times a layer was given a weights dict (``Layer.weights`` set), see :func:`weights_generation`
+_weights_given = [0]
+
+
+def weights_generation() -> int:
+    """A count that changes whenever any layer is given a weights dict (``Layer.weights`` set, as ``set_weights``
+    does): while it stays the same, every layer keeps its weight arrays (a replay of recorded kernel calls asks it
+    once per run instead of each layer's arrays)."""
+    return _weights_given[0]
+
 
 class Activation:
     """An activation function. ``apply`` computes it on a logical array and returns the result.
@@ -120,6 +130,18 @@ class Layer:
     #: at no cost (element-wise, views, joins, slices): the layout of the layer it reads, else of its readers
     layout_role: ClassVar[str] = "image"
 
+    @property
+    def weights(self) -> dict[str, Any]:
+        """The layer's weights by name (device arrays, logical shapes, compute dtype). A layer is given new weights
+        as a new dict (``set_weights``), never by changing this one in place: runs that replay recorded kernel calls
+        notice new weights by the dict being set (:func:`weights_generation`)."""
+        return self._weights
+
+    @weights.setter
+    def weights(self, value: dict[str, Any]) -> None:
+        self._weights = value
+        _weights_given[0] += 1
+
     @classmethod
     def layout_for(cls, params: Mapping[str, Any]) -> str:
         """``layout_role`` for a layer of these (raw) parameters; a type whose role depends on them overrides it."""
@@ -133,7 +155,7 @@ class Layer:
         self.fmt = fmt
         self.backend = backend
         self.xp = backend.xp
-        self.weights: dict[str, Any] = {}  # device arrays, logical shapes, compute dtype
+        self.weights = {}
         self.input_dims: list[Dims | None] = []
         self.out_dims: Dims | None = None
         self.reshape_count = 0

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from engine.backends.base import Backend
-from engine.layer import Layer
+from engine.layer import Layer, weights_generation
 from engine.plugin_guard import plugin_code
 
 #: what is kept of a layer just executed: its name, its replayable call (or None) and its weight arrays with their
@@ -40,9 +40,14 @@ class Replayer:
         #: where the backend captures no graphs (the CPU): replay the kernel calls of the last run
         self.replay_calls = not self.graph_capture
         self.graph: Any = None
+        self.graph_generation = -1
         self.graph_key: tuple[str, ...] | None = None
         self.recorded: list[Recorded] | None = None
         self.recorded_key: tuple[str, ...] | None = None
+        #: the recorded layers as they run: runs of replayed calls (their names, one ``Backend.call_sequence``) and
+        #: the layers between them (a name, None), with the weights generation they were recorded at
+        self.segments: list[tuple[Any, Any]] = []
+        self.segments_generation = -1
         self.last_key: tuple[str, ...] | None = None
         self.roots: Mapping[str, str] = {}
 
@@ -55,6 +60,7 @@ class Replayer:
         """Forget the captured graph and the recorded calls: the next runs execute, record and capture afresh."""
         self.graph = self.graph_key = None
         self.recorded = self.recorded_key = None
+        self.segments, self.segments_generation = [], -1
         self.last_key = None
 
     def run(self, key: tuple[str, ...], execute: Step, own: Step, eager: bool = False) -> None:
@@ -79,6 +85,9 @@ class Replayer:
         a new input size or a runtime option change (all drop the replay, as they drop a CUDA graph); a layer given
         new weight arrays runs its forward and is recorded again."""
         if self.recorded is not None and self.recorded_key == key:
+            if not self.layer_done and self.segments_generation == weights_generation():
+                self._run_segments(execute, own)
+                return
             for i, (name, call, weights) in enumerate(self.recorded):
                 layer = self.layers[name]
                 if call is None or tuple(map(id, layer.weights.values())) != weights[0]:
@@ -95,12 +104,50 @@ class Replayer:
                 own(name)
                 for done in self.layer_done:
                     done(name)
+            self._segment()
             return
         recorded = []
         for name in key:
             execute(name)
             recorded.append(self._record(name))
         self.recorded, self.recorded_key = recorded, key
+        self._segment()
+
+    def _segment(self) -> None:
+        """``segments`` from ``recorded``: each run of replayed calls one call sequence of the backend (the CPU's
+        calls its kernels' launches straight, the lock taken once)."""
+        segments: list[tuple[Any, Any]] = []
+        names: list[str] = []
+        calls: list[Callable[[], None]] = []
+        for name, call, _ in self.recorded or ():
+            if call is not None:
+                names.append(name)
+                calls.append(call)
+                continue
+            if calls:
+                segments.append((tuple(names), self.backend.call_sequence(calls)))
+                names, calls = [], []
+            segments.append((name, None))
+        if calls:
+            segments.append((tuple(names), self.backend.call_sequence(calls)))
+        self.segments, self.segments_generation = segments, weights_generation()
+
+    def _run_segments(self, execute: Step, own: Step) -> None:
+        """The recorded layers while no layer was given new weights and no callback wants each layer's end: each
+        run of replayed calls as one sequence, the layers between them by ``execute``."""
+        for names, sequence in self.segments:
+            if sequence is None:
+                execute(names)
+                continue
+            try:
+                sequence()
+            except Exception:
+                name = names[sequence.failed_at]
+                self.drop()  # recorded afresh by the next run
+                with plugin_code(name, self.layers[name], "forward"):
+                    raise
+            for name in names:
+                own(name)
 
     def _record(self, name: str) -> Recorded:
         """What ``_run_replay`` keeps of a layer just executed (``Recorded``)."""
@@ -112,7 +159,10 @@ class Replayer:
         return name, call, (tuple(map(id, arrays)), arrays)
 
     def _run_graph(self, key: tuple[str, ...], execute: Step, own: Step) -> None:
-        """Replay the captured graph (CUDA, by the backend) of this set of layers, or capture it on its second run."""
+        """Replay the captured graph (CUDA, by the backend) of this set of layers, or capture it on its second run
+        (again when a layer was given new weights: the graph reads the arrays it was captured with)."""
+        if self.graph is not None and self.graph_generation != weights_generation():
+            self.graph = self.graph_key = None
         if self.graph is not None and self.graph_key == key:
             self.backend.launch_graph(self.graph)
             for n in key:
@@ -133,7 +183,7 @@ class Replayer:
         try:
             graph = self.backend.capture_graph(run_layers)
             self.backend.launch_graph(graph)
-            self.graph, self.graph_key = graph, key
+            self.graph, self.graph_key, self.graph_generation = graph, key, weights_generation()
             self.graph_status = f"captured ({len(key)} layers)"
         except Exception as exc:  # a layer that cannot be captured (host sync, pageable copy): stay eager
             self.graph_status = f"failed at layer {current[0]}: {type(exc).__name__}: {exc}"

@@ -182,6 +182,12 @@ class Backend:
         (``engine.tensor.TensorFormat``). Inputs and outputs are host arrays in any format either way."""
         return fmt
 
+    def call_sequence(self, calls: list[Callable[[], None]]) -> Callable[[], None]:
+        """One callable running the prepared ``calls`` (layers' recorded kernel calls) in order, for a network's
+        replay of them; after an exception its ``failed_at`` is the index of the call that raised. The CPU's calls
+        its kernels' launches straight (``engine.backends.cpu.runtime.Sequence``)."""
+        return CallSequence(calls)
+
     def capture_graph(self, run: Callable[[], None]) -> Any:
         """Record the device work of ``run()`` as a graph (the work is not done: launch it); only where
         ``supports_graphs``. Raises what capturing raises (the caller then runs eagerly)."""
@@ -199,3 +205,23 @@ class Backend:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.device_name}>"
+
+
+class CallSequence:
+    """Calls run in order (``Backend.call_sequence``); ``failed_at``: the index of the call that raised."""
+
+    __slots__ = ("calls", "failed_at")
+
+    def __init__(self, calls: list[Callable[[], None]]) -> None:
+        self.calls = tuple(calls)
+        self.failed_at = -1
+
+    def __call__(self) -> None:
+        i = 0
+        try:
+            for call in self.calls:
+                call()
+                i += 1
+        except BaseException:
+            self.failed_at = i
+            raise

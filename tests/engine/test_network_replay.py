@@ -196,16 +196,20 @@ def test_an_error_in_a_replayed_call_drops_the_replay():
     net = _network()
     net.set_input("input", _data(0))
     net.run()
-    i = next(i for i, (name, call, _) in enumerate(net.replayer.recorded) if name == "c5")
-    good = net.replayer.recorded[i]
+    from engine.backends.cpu import runtime as rt
 
-    def broken() -> None:
+    call = next(call for name, call, _ in net.replayer.recorded if name == "c5")
+    assert isinstance(call, rt.Launch)  # run by the replay's call sequence straight from its kernel
+    kernel = call.kernel
+
+    def broken(*args: object) -> None:
         raise ValueError("kernel failed")
-    net.replayer.recorded[i] = ("c5", broken, good[2])
+    call.kernel = broken
     net.mark_affected("input")
     with pytest.raises(ValueError, match="kernel failed"):  # LayerLab's own layer: the error as it is (a bug)
         net.run()
     assert net.replayer.recorded is None  # recorded again by the next run, from the layers' forwards
+    call.kernel = kernel
     net.set_input("input", _data(5))
     net.run()
     np.testing.assert_array_equal(net.output("output"), _network_output(_data(5)))
@@ -318,3 +322,76 @@ def test_a_network_of_mixed_precision_replays_with_the_same_results():
             n.run()
         np.testing.assert_array_equal(net.output("output"), reference.output("output"))
     assert any(call is not None for _, call, _ in net.replayer.recorded)
+
+
+def test_replayed_calls_run_as_sequences_and_a_layer_callback_sees_each_layer(monkeypatch):
+    """Without callbacks the recorded calls run as the backend's call sequences (a launch's kernel called straight,
+    not through its own Python), the layers between them by their forwards; a ``layer_done`` callback (the
+    profiler's) turns the sequences off and is told of every layer in order; new weights set on a layer while the
+    sequences ran are seen by the next run."""
+    from engine.backends.cpu import runtime as rt
+
+    net, reference = _network(), _network(replay=False)
+    for n in (net, reference):
+        n.set_input("input", _data(0))
+        n.run()
+        n.mark_affected("input")
+        n.run()
+    net.mark_affected("input")
+    net.run()  # the reference's weights, given since, were new weights to every network: segmented again
+    assert any(seq is not None for _, seq in net.replayer.segments)
+    launched: list[object] = []
+    real = rt.Launch.__call__
+    monkeypatch.setattr(rt.Launch, "__call__", lambda self: launched.append(self) or real(self))
+    net.set_input("input", _data(3))
+    net.run()
+    assert launched == []  # every launch from a sequence
+    np.testing.assert_array_equal(net.output("output"), _network_output(_data(3)))
+    seen: list[str] = []
+    net.hooks.layer_done.append(seen.append)
+    net.mark_affected("input")
+    order = net.run()
+    assert seen == order and launched  # one layer at a time, through the launches' own calls
+    net.hooks.layer_done.clear()
+    for n in (net, reference):
+        layer = n.layer("c5")
+        layer.set_weights({k: np.asarray(v) * 0.5 for k, v in layer.weights.items()})
+        n.set_input("input", _data(4))
+        n.run()
+    np.testing.assert_array_equal(net.output("output"), reference.output("output"))
+    assert not np.allclose(net.output("output"), _network_output(_data(4)))
+
+
+class _GraphBackend(NumpyBackend):
+    """A backend that "captures" a run of layers: the graph is the layers' run itself, replayed by calling it."""
+
+    supports_graphs = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.captures = 0
+
+    def capture_graph(self, run):  # type: ignore[no-untyped-def]
+        self.captures += 1
+        return run
+
+    def launch_graph(self, graph) -> None:  # type: ignore[no-untyped-def]
+        graph()
+
+
+def test_new_weights_capture_the_graph_again():
+    """A captured graph reads the arrays it was captured with: a layer given new weights makes the next run capture
+    again (and compute with them), where it had replayed the old graph."""
+    backend = _GraphBackend()
+    net = Network(_model(), default_registry(), backend, TensorFormat.parse("fp32 nhwc"), graph_capture=True)
+    for seed in range(3):
+        net.set_input("input", _data(seed))
+        net.run()
+    assert backend.captures == 1 and net.graph_status.startswith("captured")
+    layer = net.layer("c5")
+    layer.set_weights({k: np.asarray(v) * 0.5 for k, v in layer.weights.items()})
+    net.set_input("input", _data(7))
+    net.run()
+    assert backend.captures == 2
+    net.run()
+    assert backend.captures == 2  # replayed

@@ -79,3 +79,7 @@ class NumpyBackend(Backend):
     def running(self) -> contextlib.AbstractContextManager[Any]:
         runtime = self.cpu_kernels()
         return runtime.single_threaded_blas() if runtime is not None else contextlib.nullcontext()
+
+    def call_sequence(self, calls: list[Callable[[], None]]) -> Callable[[], None]:
+        runtime = self.cpu_kernels()
+        return runtime.Sequence(calls) if runtime is not None else super().call_sequence(calls)

@@ -193,7 +193,9 @@ def cores() -> int:
     return int(count)
 
 
-_launch_lock = threading.Lock()
+#: one launch at a time in the process; re-entrant, so that a :class:`Sequence` holding it across a network's kernel
+#: calls may run a prepared call that launches through :func:`launch` itself
+_launch_lock = threading.RLock()
 
 
 def threads() -> int:
@@ -234,21 +236,56 @@ class Launch:
         self.kernel, self.args, self.per_threads = kernel, args, per_threads
         self._threads, self._bound = 0, args
 
-    def __call__(self) -> None:
-        held = _held
-        if held.depth:  # a network's run: the thread count of the run, the lock alone around the launch
-            n = held.threads
-            if n != self._threads:
-                self._bound = self.args if self.per_threads is None else (*self.args, *self.per_threads(n))
-                self._threads = n
-            with _launch_lock:
-                self.kernel(*self._bound)
-            return
-        n = threads()
+    def bind(self, n: int) -> None:
+        """The arguments for ``n`` threads (worked out again only when the count changes)."""
         if n != self._threads:
             self._bound = self.args if self.per_threads is None else (*self.args, *self.per_threads(n))
             self._threads = n
+
+    def __call__(self) -> None:
+        held = _held
+        if held.depth:  # a network's run: the thread count of the run, the lock alone around the launch
+            self.bind(held.threads)
+            with _launch_lock:
+                self.kernel(*self._bound)
+            return
+        self.bind(threads())
         launch(self.kernel, *self._bound)
+
+
+class Sequence:
+    """Prepared calls of a network's layers run one after another (a replay of their recorded calls): a
+    :class:`Launch`'s kernel called straight on its bound arguments, the lock taken once for the whole sequence,
+    any other call as it is. Against the calls one by one through the replay's loop (each launch's own Python, the
+    lock taken and left per launch, the loop's checks per layer), mobilenet_v3_large's 80 calls took 0.11-0.14 ms
+    less of a 2 ms run on 2 Zen 5 cores. ``failed_at``: the index of the call that raised, after an exception."""
+
+    __slots__ = ("calls", "failed_at", "_threads")
+
+    def __init__(self, calls: list[Callable[[], None]]) -> None:
+        self.calls = tuple(calls)
+        self.failed_at = -1
+        self._threads = 0
+
+    def __call__(self) -> None:
+        n = _held.threads if _held.depth else threads()
+        if n != self._threads:
+            for call in self.calls:
+                if type(call) is Launch:
+                    call.bind(n)
+            self._threads = n
+        i = 0
+        try:
+            with _launch_lock, contextlib.nullcontext() if _held.depth else _blas_single_thread():
+                for call in self.calls:
+                    if type(call) is Launch:
+                        call.kernel(*call._bound)
+                    else:
+                        call()
+                    i += 1
+        except BaseException:
+            self.failed_at = i
+            raise
 
 
 
