@@ -104,18 +104,19 @@ class Replayer:
                 own(name)
                 for done in self.layer_done:
                     done(name)
-            self._segment()
+            self.make_segments()
             return
         recorded = []
         for name in key:
             execute(name)
             recorded.append(self._record(name))
         self.recorded, self.recorded_key = recorded, key
-        self._segment()
+        self.make_segments()
 
-    def _segment(self) -> None:
+    def make_segments(self) -> None:
         """``segments`` from ``recorded``: each run of replayed calls one call sequence of the backend (the CPU's
-        calls its kernels' launches straight, the lock taken once)."""
+        calls its kernels' launches straight, the lock taken once). Made when the calls are recorded; again by
+        whoever replaces recorded calls (a benchmark timing each)."""
         segments: list[tuple[Any, Any]] = []
         names: list[str] = []
         calls: list[Callable[[], None]] = []

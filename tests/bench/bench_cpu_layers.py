@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     recorded = net.replayer.recorded
     if recorded is not None:
         net.replayer.recorded = [(layer, call if call is None else timed(layer, call), w) for layer, call, w in recorded]
+        net.replayer.make_segments()
     totals: dict[str, list[float]] = {"LayerLab": [], "ONNX Runtime": []}
     peer: dict[str, list[float]] = collections.defaultdict(list)
     for _ in range(rounds):

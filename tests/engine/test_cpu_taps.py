@@ -33,13 +33,19 @@ def _served(be: NumpyBackend, *args) -> str | None:
 
 @pytest.mark.parametrize("dilation,size", [(12, (32, 32)), (24, (32, 32)), (36, (32, 32)), (6, (17, 19))])
 @pytest.mark.parametrize("n,act", [(1, "relu"), (2, None)])
-def test_atrous_convolutions_by_taps_match_the_reference(dilation, size, n, act):
+@pytest.mark.parametrize("micro_kernel", [True, False])
+def test_atrous_convolutions_by_taps_match_the_reference(monkeypatch, dilation, size, n, act, micro_kernel):
     """DeepLab's ASPP geometry (3x3, padding = dilation, on a 32x32 image; dilation 36 leaves only the centre tap)
-    and an odd image, one and two images, bias and ReLU: the taps path serves them and matches float64."""
+    and an odd image, one and two images, bias and ReLU, 40 outputs (a part-filled last panel): the taps path
+    serves them, by the micro-kernel where it runs them (AVX-512) or a BLAS product per tap, and matches float64."""
+    from engine.backends.cpu import taps
+
+    monkeypatch.setattr(taps, "TAP_PANELS", micro_kernel)
     x, wt, b = _case(dilation, n, 24, 40, *size)
     out = _out(n, 40, *size)
     geometry = ((1, 1), (dilation, dilation), (dilation, dilation), 1)
-    assert _served(NumpyBackend(), x, wt, b, out, *geometry, act, {}, {}) == "taps"
+    served = "tap_panels" if micro_kernel and taps.tap_panels_apply() else "taps"
+    assert _served(NumpyBackend(), x, wt, b, out, *geometry, act, {}, {}) == served
     ref = conv2d(np, x.astype(np.float64), wt.astype(np.float64), b.astype(np.float64), *geometry)
     if act == "relu":
         ref = np.maximum(ref, 0)
@@ -53,10 +59,11 @@ def test_taps_are_kept_for_convolutions_that_mostly_read_the_image():
 
     be = NumpyBackend()
     x, wt, b = _case(3, 1, 24, 40, 48, 48)
-    assert _served(be, x, wt, b, _out(1, 40, 48, 48), (1, 1), (1, 1), (1, 1), 1, None, {}, {}) != "taps"
-    assert _served(be, x, wt, b, _out(1, 40, 48, 48), (1, 1), (2, 2), (2, 2), 1, None, {}, {}) != "taps"
-    assert _served(be, x, wt, b, _out(1, 40, 24, 24), (2, 2), (1, 1), (1, 1), 1, None, {}, {}) != "taps"
+    by_taps = ("taps", "tap_panels")
+    assert _served(be, x, wt, b, _out(1, 40, 48, 48), (1, 1), (1, 1), (1, 1), 1, None, {}, {}) not in by_taps
+    assert _served(be, x, wt, b, _out(1, 40, 48, 48), (1, 1), (2, 2), (2, 2), 1, None, {}, {}) not in by_taps
+    assert _served(be, x, wt, b, _out(1, 40, 24, 24), (2, 2), (1, 1), (1, 1), 1, None, {}, {}) not in by_taps
     small, ws, bs = _case(4, 1, 24, 32, 12, 12)  # 144 pixels: the panels' (packed weights, windows in place)
-    assert _served(be, small, ws, bs, _out(1, 32, 12, 12), (1, 1), (6, 6), (6, 6), 1, None, {}, {}) != "taps"
+    assert _served(be, small, ws, bs, _out(1, 32, 12, 12), (1, 1), (6, 6), (6, 6), 1, None, {}, {}) not in by_taps
     assert taps.inside_share((32, 32), (32, 32), (3, 3), (36, 36), (36, 36)) == pytest.approx(1 / 9)
     assert taps.inside_share((48, 48), (48, 48), (3, 3), (1, 1), (1, 1)) > taps.TAPS_MAX_SHARE

@@ -38,8 +38,9 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
     assert {("_wino_par", -1), ("_wino_par", 0), ("_wino_par", 1), ("_wino_par", 2)} <= kinds  # blocks, steps
     if fmt.endswith("nhwc"):  # im2col convolutions, pooling and element-wise kernels are NHWC ones
         depthwise = "_depthwise_vec_par" if cpu.depthwise.vector_tiles_apply(16) else "_depthwise_flat_par"
+        by_taps = "_tap_panels_par" if cpu.taps.tap_panels_apply() else "_taps_par"  # AVX-512: the micro-kernel
         assert {("_conv_par", 0), ("_conv_par", 1), ("_conv_par", 2), ("_pool", None), ("_element_wise", None),
-                ("_few_par", None), (depthwise, None), ("_taps_par", None), ("_channels_last_par", None)} <= kinds
+                ("_few_par", None), (depthwise, None), (by_taps, None), ("_channels_last_par", None)} <= kinds
         if cpu.microkernel.panels_available():  # AVX-512 or AVX2: small images' products over packed weight panels
             assert {("_panel_windows_par", None), ("_im2col_par", None), ("_panel_par", None),
                     ("_grouped_par", None)} <= kinds

@@ -426,6 +426,17 @@ def _taps_applies(p: ConvProblem) -> bool:
             <= taps.TAPS_MAX_SHARE)
 
 
+def _tap_panels_applies(p: ConvProblem) -> bool:
+    """The taps' convolutions (``_taps_applies``) through the micro-kernel, where it runs them (AVX-512)."""
+    return taps.tap_panels_apply() and _taps_applies(p)
+
+
+def _tap_panels_launch(p: ConvProblem, wp: Any) -> Launched:
+    return _ran("tap_panels", taps.conv_tap_panels_plan(p.x.transpose(0, 2, 3, 1), wp, p.w.shape[2:], p.b,
+                                                        p.out.transpose(0, 2, 3, 1), p.padding, p.dilation, p.code,
+                                                        kernel_alpha(p.alpha)))
+
+
 def _taps_launch(p: ConvProblem, wt: Any) -> Launched:
     return _ran("taps", taps.conv_taps_plan(p.x.transpose(0, 2, 3, 1), wt, p.w.shape[2:], p.b,
                                             p.out.transpose(0, 2, 3, 1), p.padding, p.dilation, p.code,
@@ -459,6 +470,8 @@ CONV2D_CANDIDATES = (
                                 lambda: np.ascontiguousarray(p.w[:, :, 0, 0], dtype=np.float32))),
     Candidate("few_outputs", _few_outputs_applies, _few_outputs_launch,
               lambda p: derived(p.cache, "few_outputs", p.w, lambda: few_outputs.few_output_weights(p.w))),
+    Candidate("tap_panels", _tap_panels_applies, _tap_panels_launch,
+              lambda p: derived(p.cache, "tap_panels", p.w, lambda: taps.tap_panel_weights(p.w))),
     Candidate("taps", _taps_applies, _taps_launch,
               lambda p: derived(p.cache, "taps", p.w, lambda: taps.tap_weights(p.w))),
     Candidate("panels", _panels_applies, _panels_launch,
