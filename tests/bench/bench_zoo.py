@@ -71,6 +71,13 @@ RESULTS = Path(__file__).resolve().parent / "results" / "zoo"
 OPSET = 17
 FP32_LIMIT = 1e-4
 CPU_THREADS = 2
+#: untimed runs of each side before its timed one, in turns on the CPU: each side's first runs carry the other's
+#: leftovers. ONNX Runtime's pool threads spin on after its run and share our second core with our kernels' worker
+#: (every launch of ours waits for its worker): on 2 Zen 5 cores mobilenet_v2's first two runs after ONNX Runtime's
+#: turn took 7.1 and 7.1 ms, the third 3.09, the fifth on 2.95-2.98 (ONNX Runtime's own: 3.68, 3.37, 3.25, then
+#: 3.16-3.19 after ours, whose workers spin 20000 times). Eight leave both sides at their steady state (three had
+#: timed our fourth run, 2-5% above it, and varied more between hours).
+CPU_SETTLE = 8
 
 
 # ---- torchvision ------------------------------------------------------------------------------------------------
@@ -289,7 +296,8 @@ def bench_cpu(net: ZooNet, module: Any, path: Path, batch: int, repeat: int, reg
     ref = sess.run(None, {"input": x})[0]
     ours = lnet.output(out).reshape(ref.shape)
     err = rel_err(ours, ref)
-    times = interleaved_ms({"ours": _timer(lnet, inp), "ort": lambda: sess.run(None, {"input": x})}, repeat)
+    times = interleaved_ms({"ours": _timer(lnet, inp), "ort": lambda: sess.run(None, {"input": x})}, repeat,
+                           settle=CPU_SETTLE)
     target = 1.0 if net.name in TARGET_NETWORKS and batch == 1 else None
     row = _row(net, batch, str(lnet.fmt), times["ours"], "onnxruntime 2 threads", times["ort"], err, FP32_LIMIT,
                target, fusions=_fusions(lnet), layers=len(lnet.order))
