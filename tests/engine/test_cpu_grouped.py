@@ -53,7 +53,14 @@ def _out(n, k, ho, wo):
     (1, 40, 60, 5, (11, 7), (1, 1), (1, 1), (0, 0), (1, 1), True),       # 1x1: the epilogue in the one call
     (1, 32, 32, 4, (13, 10), (5, 3), (2, 1), (2, 0), (1, 1), True),      # 5x3, unequal strides and paddings
 ])
-def test_grouped_convolutions_match_the_reference(n, c, k, groups, size, kernel, stride, padding, dilation, bias):
+@pytest.mark.parametrize("blocks", [True, False], ids=["channel-blocks", "channels-in-place"])
+def test_grouped_convolutions_match_the_reference(monkeypatch, n, c, k, groups, size, kernel, stride, padding,
+                                                  dilation, bias, blocks):
+    """Each geometry matches the float64 reference, its input copied into one block of channels per panel (where
+    the panels' input runs tile the channels) or read in place."""
+    from engine.backends.cpu import grouped
+
+    monkeypatch.setattr(grouped, "GROUP_BLOCKS", blocks)
     x, w, b = _case(c + k + groups, n, c, k, groups, size, kernel, bias)
     ref = np.maximum(_reference(x, w, b, stride, padding, dilation, groups), 0)
     out = _out(n, k, *ref.shape[2:])
@@ -153,3 +160,17 @@ def test_narrow_and_whole_panels_give_the_same_convolution(monkeypatch, narrow, 
     done = _conv(x, w, b, out, (1, 1), (1, 1), (1, 1), groups, "relu")
     assert done is not None and done.candidate == "grouped"
     assert _rel(out, ref) < 1e-5
+
+
+def test_channel_blocks_where_the_panels_runs_tile_the_channels():
+    """RegNet's groups of 16 (one panel a group) and of 8 (two a panel), ResNeXt's of 4 inputs and outputs: runs of
+    16 channels; groups of 24 outputs, whose panels share groups' inputs, keep the channels in place."""
+    from engine.backends.cpu import grouped
+
+    def run(c, k, groups):
+        _, meta = grouped.grouped_weights(np.zeros((k, c // groups, 3, 3), np.float32), groups)
+        return grouped.channel_blocks(meta, c)
+    vector = grouped.mk.PANEL_VECTOR
+    assert run(320, 320, 20) == 16 and run(48, 48, 6) == vector and run(128, 128, 32) == vector
+    assert run(72, 72, 3) == 0
+

@@ -43,7 +43,7 @@ def test_the_warmup_network_takes_every_kernel_path_and_computes_right(monkeypat
                 ("_few_par", None), (depthwise, None), (by_taps, None), ("_channels_last_par", None)} <= kinds
         if cpu.microkernel.panels_available():  # AVX-512 or AVX2: small images' products over packed weight panels
             assert {("_panel_windows_par", None), ("_im2col_par", None), ("_panel_par", None),
-                    ("_grouped_par", None)} <= kinds
+                    ("_grouped_par", None), ("_blocked_par", None), ("_to_blocks_par", None)} <= kinds
             assert {(16, False), (36, True)} <= weights  # F(2x2) by OpenBLAS, F(4x4) on the panels
         else:
             assert {(16, False), (36, False)} <= weights

@@ -70,9 +70,10 @@ def _products(m: Model) -> None:
     panels = _conv(m, "panels", _input(m, "panels_in", "1x40x5x5"), 64)
     dilated = _conv(m, "panels_dilated", panels, 64, padding="2", dilation="2")  # im2col, then the same product
     panels_1x1 = _conv(m, "panels_1x1", dilated, 64, kernel=1)  # a 1x1 one
-    # a grouped convolution (RegNet's groups of 8 channels) on the micro-kernel
-    m.add_layer("output", "grouped_out", inputs=[_conv(m, "grouped", _input(m, "grouped_in", "1x48x12x12"), 48,
-                                                       groups="6")])
+    # grouped convolutions (RegNet's groups of 8 channels) on the micro-kernel: by blocks of channels (stride 1),
+    # then from the channels in place (strided)
+    grouped = _conv(m, "grouped", _input(m, "grouped_in", "1x48x12x12"), 48, groups="6")
+    m.add_layer("output", "grouped_out", inputs=[_conv(m, "grouped_strided", grouped, 48, stride=2, groups="6")])
     # an atrous convolution whose taps mostly read padding (a segmentation head's): by taps
     m.add_layer("output", "atrous_out", inputs=[_conv(m, "atrous", _input(m, "atrous_in", "1x32x20x20"), 32,
                                                       padding="10", dilation="10")])
