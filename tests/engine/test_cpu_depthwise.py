@@ -296,3 +296,31 @@ def test_the_squeeze_excitation_product_takes_the_channel_scale_kernel(monkeypat
         out, _, _ = run_layer("element_wise", {"operation": "product"}, order, TensorFormat.parse(fmt))
         assert _rel(out, x.astype(np.float64) * gate) < 1e-6
     assert calls == [fmt.endswith("nhwc")] * 2
+
+
+@pytest.mark.parametrize("c,size,kernel,stride,epilogue", [
+    (1152, (7, 7), (5, 5), (1, 1), "relu"),       # a wide layer on a small image: blocks of 8 vectors a job
+    (280, (9, 6), (3, 3), (1, 1), "silu"),        # 17 vectors and a masked tail, an activation applied after
+    (600, (14, 14), (5, 5), (2, 2), "hardswish"),  # strided, 37 vectors and a tail of 8
+])
+def test_wide_depthwise_layers_cut_by_channels_match_the_reference(monkeypatch, c, size, kernel, stride, epilogue):
+    """A small image of many channels is cut into jobs of rows and runs of channel blocks (the tail with the last
+    run): the same values as jobs of whole rows, and the float64 reference."""
+    if not cpu.depthwise.vector_tiles_apply(c):
+        pytest.skip("no FMA vectors")
+    coefs, apply = _activation(epilogue)
+    pad = (kernel[0] // 2, kernel[1] // 2)
+    x, w, b, ref = _depthwise_case(c, 1, c, size, kernel, stride, pad, (1, 1))
+    outs, parts = [], []
+    real = cpu.depthwise.channel_parts
+    monkeypatch.setattr(cpu.depthwise, "channel_parts", lambda *a: parts.append(real(*a)) or parts[-1])
+    for jobs in (4, 0):
+        monkeypatch.setattr(cpu.depthwise, "DEPTHWISE_JOBS_PER_THREAD", jobs)
+        monkeypatch.setattr(cpu.runtime, "SPLIT_MIN_PIXELS", 1)  # over the cores, however small
+        out = _out_nhwc(1, c, *ref.shape[2:])
+        assert _conv(x, w, b, out, stride, pad, (1, 1), c, epilogue, coefs).candidate == "depthwise"
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert _rel(outs[0], apply(ref)) < 1e-5
+    if cpu.runtime.threads() > 1:
+        assert parts[0] > 1 and parts[-1] == 1  # cut by channels, then by rows alone
