@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,11 @@ class Hooks:
     #: no Python per layer); unlike the layer hooks these leave the replay of recorded kernel calls on (the profile's
     #: clock: the timed runs take the plain run's path)
     layer_done: list[Callable[[str], None]] = field(default_factory=list)
+    #: called with a layer's name and the host clock (``time.perf_counter``) when it ended, after it is computed, on
+    #: every run path but a CUDA graph's replay; unlike ``layer_done`` these leave the replay's call sequences on (a
+    #: sequence notes each call's end and reports them when it is done): the profile's clock on the CPU, whose timed
+    #: runs then take the plain run's path
+    layer_ended: list[Callable[[str, float], None]] = field(default_factory=list)
 
 
 @dataclass
@@ -356,7 +362,7 @@ class Network:
         self.peak_memory_bytes = 0
         #: the captured CUDA graph, or (where the backend captures none: the CPU) the recorded kernel calls
         self.replayer = Replayer(self.backend, {n: nd.layer for n, nd in self.nodes.items()}, self.hooks.layer_done,
-                                 graph_capture)
+                                 graph_capture, self.hooks.layer_ended)
         self.weights_loads = 0  # how many times weights were read from the source
         self.last_executed: list[str] = []  # layers computed by the latest run
 
@@ -593,6 +599,8 @@ class Network:
             self._own(name)
         for done in self.hooks.layer_done:
             done(name)
+        for ended in self.hooks.layer_ended:
+            ended(name, time.perf_counter())
         for cb in self.hooks.after_layer:
             cb(self, name, out)
 

@@ -8,9 +8,11 @@
   next launch), so the layer times add up to the span of the iteration on the device. Where CUPTI is unusable, each
   layer is timed with device events around it, run one by one outside the graph (host launch gaps included; the
   report says so).
-* **CPU**: the timed iterations are plain runs (the replay of recorded kernel calls included); the network reports
-  each finished layer (``Hooks.layer_done``) and a layer's time is the host clock from the previous layer's end to
-  its own, so the layer times add up to the iteration's time spent in layers.
+* **CPU**: the timed iterations are plain runs (the replay of recorded kernel calls as call sequences included);
+  the network reports each finished layer with the host clock at its end (``Hooks.layer_ended``, which a call
+  sequence notes after each call and reports when it is done) and a layer's time is the clock from the previous
+  layer's end to its own, so the layer times add up to the iteration's time spent in layers, on the plain run's
+  path.
 
 The analytic cost of each layer (FLOPs from the layer, bytes read and written from the tensor sizes) gives achieved
 throughput and the layer's place against the device's peaks (roofline), measured as the best of several trials and
@@ -465,7 +467,8 @@ def _call_name(call: Any) -> str:
 
 def _profile_host(net: Network, iterations: int, warmup: int, progress: Callable[[int, int], None] | None,
                   check: Callable[..., None], warming: Warming | None = None) -> ProfileResult:
-    """CPU: plain runs, each layer's end noted on the host clock (``Hooks.layer_done``)."""
+    """CPU: plain runs, each layer's end noted on the host clock (``Hooks.layer_ended``: the replay's call sequences
+    note each call's end themselves, so the timed runs take the plain run's path)."""
     untimed = WarmupLayers(net, 2 + warmup, warming, check)  # planning, candidates served, warm-up
     try:
         net.run()  # plans shapes, weights and memory
@@ -483,11 +486,11 @@ def _profile_host(net: Network, iterations: int, warmup: int, progress: Callable
     def begin(_: Network) -> None:
         marks.append(("", clock()))
 
-    def done(name: str) -> None:
-        marks.append((name, clock()))
+    def ended(name: str, when: float) -> None:
+        marks.append((name, when))
 
     net.hooks.before_inference.append(begin)
-    net.hooks.layer_done.append(done)
+    net.hooks.layer_ended.append(ended)
     net_times: list[float] = []
     try:
         for i in range(iterations):
@@ -501,7 +504,7 @@ def _profile_host(net: Network, iterations: int, warmup: int, progress: Callable
                 progress(i + 1, iterations)
     finally:
         net.hooks.before_inference.remove(begin)
-        net.hooks.layer_done.remove(done)
+        net.hooks.layer_ended.remove(ended)
     calls = {name: call for name, call, _ in (net.replayer.recorded or []) if call is not None}
     for lp in costs:
         lp.candidates = served.get(lp.name, [])

@@ -7,6 +7,7 @@ runtime option change drops them (``Replayer.drop``).
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,13 +29,15 @@ class Replayer:
     ``own`` (note that a layer's buffer holds its output after a replay computed it)."""
 
     def __init__(self, backend: Backend, layers: Mapping[str, Layer], layer_done: list[Callable[[str], None]],
-                 capture: bool) -> None:
+                 capture: bool, layer_ended: list[Callable[[str, float], None]] | None = None) -> None:
         """``layers``: the network's layers by name; ``layer_done``: the callbacks told of each layer a replay of
-        recorded calls computes (a graph's replay runs no Python per layer); ``capture``: capture graphs where the
-        backend can (elsewhere: replay recorded calls)."""
+        recorded calls computes (a graph's replay runs no Python per layer); ``layer_ended``: those told of each such
+        layer's name and the host clock when it ended, after its call sequence (``Hooks.layer_ended``); ``capture``:
+        capture graphs where the backend can (elsewhere: replay recorded calls)."""
         self.backend = backend
         self.layers = layers
         self.layer_done = layer_done
+        self.layer_ended = [] if layer_ended is None else layer_ended
         self.graph_capture = capture and backend.supports_graphs
         self.graph_status = "off" if not self.graph_capture else "not captured yet"
         #: where the backend captures no graphs (the CPU): replay the kernel calls of the last run
@@ -104,6 +107,10 @@ class Replayer:
                 own(name)
                 for done in self.layer_done:
                     done(name)
+                if self.layer_ended:
+                    now = time.perf_counter()
+                    for ended in self.layer_ended:
+                        ended(name, now)
             self.make_segments()
             return
         recorded = []
@@ -134,14 +141,21 @@ class Replayer:
         self.segments, self.segments_generation = segments, weights_generation()
 
     def _run_segments(self, execute: Step, own: Step) -> None:
-        """The recorded layers while no layer was given new weights and no callback wants each layer's end: each
-        run of replayed calls as one sequence, the layers between them by ``execute``."""
+        """The recorded layers while no layer was given new weights and no ``layer_done`` callback wants each layer's
+        end: each run of replayed calls as one sequence, the layers between them by ``execute``. ``layer_ended``
+        callbacks are told of each replayed layer's end after its sequence (the sequence notes the clock after each
+        call)."""
+        stamps: list[float] | None = [] if self.layer_ended else None
         for names, sequence in self.segments:
             if sequence is None:
                 execute(names)
                 continue
             try:
-                sequence()
+                if stamps is None:
+                    sequence()
+                else:
+                    stamps.clear()
+                    sequence(stamps)
             except Exception:
                 name = names[sequence.failed_at]
                 self.drop()  # recorded afresh by the next run
@@ -149,6 +163,10 @@ class Replayer:
                     raise
             for name in names:
                 own(name)
+            if stamps is not None:
+                for name, now in zip(names, stamps, strict=True):
+                    for ended in self.layer_ended:
+                        ended(name, now)
 
     def _record(self, name: str) -> Recorded:
         """What ``_run_replay`` keeps of a layer just executed (``Recorded``)."""

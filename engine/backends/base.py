@@ -182,10 +182,11 @@ class Backend:
         (``engine.tensor.TensorFormat``). Inputs and outputs are host arrays in any format either way."""
         return fmt
 
-    def call_sequence(self, calls: list[Callable[[], None]]) -> Callable[[], None]:
+    def call_sequence(self, calls: list[Callable[[], None]]) -> Callable[..., None]:
         """One callable running the prepared ``calls`` (layers' recorded kernel calls) in order, for a network's
-        replay of them; after an exception its ``failed_at`` is the index of the call that raised. The CPU's calls
-        its kernels' launches straight (``engine.backends.cpu.runtime.Sequence``)."""
+        replay of them; given a list, it appends the host clock (``time.perf_counter``) after each call; after an
+        exception its ``failed_at`` is the index of the call that raised. The CPU's calls its kernels' launches
+        straight (``engine.backends.cpu.runtime.Sequence``)."""
         return CallSequence(calls)
 
     def capture_graph(self, run: Callable[[], None]) -> Any:
@@ -216,11 +217,13 @@ class CallSequence:
         self.calls = tuple(calls)
         self.failed_at = -1
 
-    def __call__(self) -> None:
+    def __call__(self, stamps: list[float] | None = None) -> None:
         i = 0
         try:
             for call in self.calls:
                 call()
+                if stamps is not None:
+                    stamps.append(time.perf_counter())
                 i += 1
         except BaseException:
             self.failed_at = i

@@ -39,8 +39,12 @@ def test_cpu_layer_times_come_from_the_plain_runs_replay_path_and_add_up(registr
     replays = []
     original = Replayer._run_replay
     monkeypatch.setattr(Replayer, "_run_replay", lambda self, key, *steps: (replays.append(key), original(self, key, *steps))[1])
+    sequences = []
+    segments = Replayer._run_segments
+    monkeypatch.setattr(Replayer, "_run_segments", lambda self, *steps: (sequences.append(1), segments(self, *steps))[1])
     result = prof.profile(net, iterations=3, warmup=1, measure_device=False)
     assert len(replays) == 1 + 1 + 3  # the planning run, the warm-up, the timed runs: all on the replay path
+    assert len(sequences) == 3  # the timed runs as the plain run replays: by call sequences
     assert result.timing == prof.TIMING_HOST
     computed = [lp for lp in result.layers if lp.times_ms]
     assert [lp.name for lp in computed] == net.order  # every layer timed, in every iteration
@@ -50,7 +54,8 @@ def test_cpu_layer_times_come_from_the_plain_runs_replay_path_and_add_up(registr
         assert 0 < layers <= whole  # the layers' clock runs inside the iteration's
     assert sum(sum(lp.times_ms) for lp in computed) >= 0.5 * sum(result.network_times_ms)
     assert all(len(lp.kernels) == 1 and lp.kernels[0].kind == "host" for lp in computed)
-    assert not (net.hooks.layer_done or net.hooks.before_inference or net.hooks.before_layer or net.hooks.after_layer)
+    assert not (net.hooks.layer_done or net.hooks.layer_ended or net.hooks.before_inference or net.hooks.before_layer
+                or net.hooks.after_layer)
 
 
 def test_cancel_is_polled_before_every_iteration(registry):
@@ -63,7 +68,8 @@ def test_cancel_is_polled_before_every_iteration(registry):
 
     with pytest.raises(prof.Cancelled):
         prof.profile(net, iterations=50, warmup=0, should_cancel=cancel, measure_device=False)
-    assert not (net.hooks.layer_done or net.hooks.before_inference or net.hooks.before_layer or net.hooks.after_layer)
+    assert not (net.hooks.layer_done or net.hooks.layer_ended or net.hooks.before_inference or net.hooks.before_layer
+                or net.hooks.after_layer)
 
 
 def test_attribute_matches_records_to_layers_by_launch_order():
