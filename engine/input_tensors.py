@@ -68,3 +68,32 @@ def image_tensor(name: str, images: np.ndarray | Sequence[Any], opts: ImageOptio
     if batch[0].dtype.kind == "f" and not bool(xp.isfinite(x).all()):
         raise InputError(f"input {name}: the images contain NaN or infinite values")
     return convert(x, FP32_NCHW, dst, xp)
+
+
+def stage_input(layer: Any, data: Any, view: Any | None) -> bool:
+    """Give input layer ``layer`` the tensor ``data`` (from :func:`input_tensor` or :func:`image_tensor`): copied
+    into the array the layer holds where shape and type are the same (one device buffer per input layer, so that a
+    captured graph keeps reading the right memory), else held as it is. ``view``: the layer's output in the
+    network's buffers (None before the network is planned), which then becomes that array
+    (:func:`hold_input_in_place`). Returns whether the layer holds a new array (the network's replay drops)."""
+    old = getattr(layer, "data", None)
+    fresh = old is None or old.shape != data.shape or old.dtype != data.dtype
+    if fresh:
+        layer.data = data
+    elif old is not data:
+        old[...] = data
+    hold_input_in_place(layer, view)
+    return fresh
+
+
+def hold_input_in_place(layer: Any, view: Any | None) -> None:
+    """Make input layer ``layer``'s tensor its output ``view`` in the network's buffers (an input's buffer is never
+    reused by other layers), its values copied there once: the layer's forward then copies nothing, and the next
+    tensors given are copied straight there. Not for a layer that applies an activation to its tensor, nor where
+    shape or type differ. A 224x224 RGB image's copy each run cost 8-30 us (1-1.5% of mobilenet_v2 on two Zen 5
+    cores), a 1080p frame's 25 MB more than a millisecond."""
+    data = getattr(layer, "data", None)
+    if (view is not None and data is not None and data is not view and layer.activation is None
+            and view.shape == data.shape and view.dtype == data.dtype):
+        view[...] = data
+        layer.data = view

@@ -25,7 +25,7 @@ from engine.device_errors import translate as translate_device_error
 from engine.errors import GraphError, InputError, LayerLabError, ParameterError, ShapeError, WeightsError
 from engine.format_conversion import CONVERSION_TYPE, fused_conversions
 from engine.graph import execution_order
-from engine.input_tensors import image_tensor, input_tensor
+from engine.input_tensors import hold_input_in_place, image_tensor, input_tensor, stage_input
 from engine.io import ImageOptions, tensors_to_images
 from engine.layer import BoundActivation, Layer
 from engine.limits import check_allocation, check_layer_memory, host_memory_bytes
@@ -492,6 +492,8 @@ class Network:
                 nd.layer.reshape_count += 1
         self._dims, self._in_dims = dims, in_dims
         self._plan_memory()
+        for name in self.input_names:  # the tensors given before, into the new buffers
+            hold_input_in_place(self.nodes[name].layer, self._views[name])
         self.replayer.new_plan(self._roots)
         self._planned = True
         self._dirty = set(self.order)
@@ -560,14 +562,9 @@ class Network:
         return list(key)
 
     def _stage_input(self, name: str, data: Any) -> None:
-        """Input tensors live in one device buffer per input layer, so a captured graph keeps reading
-        the right memory; a new size gets a new buffer (and the network is re-planned anyway)."""
-        layer = self.nodes[name].layer
-        old = getattr(layer, "data", None)
-        if old is not None and old.shape == data.shape and old.dtype == data.dtype and old is not data:
-            old[...] = data
-        else:
-            layer.data = data  # type: ignore[attr-defined]
+        """``engine.input_tensors.stage_input``: held in the input's own buffer once planned; a new size gets a new
+        array (and the network is re-planned anyway)."""
+        if stage_input(self.nodes[name].layer, data, self._views.get(name) if self._planned else None):
             self.replayer.drop()
         self._dirty.add(name)
 

@@ -305,3 +305,42 @@ def test_the_layers_a_run_computes_follow_what_changed_and_which_buffers_were_re
         after_read = run("c2")
         rounds.append((steady, after_read, run("x")))
     assert rounds[0] == rounds[1] and rounds[0][2] == full and rounds[0][0][-3:] == ["c2", "c3", "out"]
+
+
+@each_backend_and_format
+def test_an_input_is_held_in_its_own_output_buffer(registry, backend, fmt):
+    """A given input tensor becomes the input layer's output buffer (copied there once; the layer's forward then copies
+    nothing): new inputs of one size go straight there, a new size is held again after the new plan, a run that only
+    recomputes reads it unchanged, and every output equals a fresh network's. An input layer with an activation
+    keeps its tensor apart (its forward activates a copy)."""
+    from engine.backends import NumpyBackend
+
+    net = Network(branchy(), registry, backend_param(backend), fmt)
+    rng = np.random.default_rng(3)
+
+    def fresh(x: np.ndarray) -> np.ndarray:
+        ref = Network(branchy(), registry, NumpyBackend(), FP32_NCHW)
+        ref.set_input("inp", x)
+        ref.run()
+        return ref.output("out")
+
+    tol = 5e-2 if fmt.dtype == np.float16 else 1e-4
+    for shape in ((2, 3, 11, 9), (2, 3, 11, 9), (1, 3, 7, 13)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        net.set_input("inp", x)
+        net.run()
+        layer = net.layer("inp")
+        assert layer.data is net._views["inp"]  # held where its output lives
+        np.testing.assert_allclose(net.output("out"), fresh(x), rtol=tol, atol=tol)
+        net.mark_affected("inp")
+        net.run()  # the input recomputed: nothing copied, the same values read
+        np.testing.assert_allclose(net.output("out"), fresh(x), rtol=tol, atol=tol)
+    m = branchy()
+    m.layers["inp"].activation = "relu"
+    activated = Network(m, registry, backend_param(backend), fmt)
+    x = rng.standard_normal((2, 3, 11, 9)).astype(np.float32)
+    for _ in range(2):
+        activated.set_input("inp", x)
+        activated.run()
+        assert activated.layer("inp").data is not activated._views["inp"]
+    np.testing.assert_allclose(activated.output("inp"), np.maximum(x, 0), rtol=tol, atol=tol)
