@@ -105,9 +105,8 @@ def _grouped_share(share, x, wg, meta, ys, b, act, alpha, epi, ident, fused, kh,
         ow = 0
         while ow < wo:
             nr = tile_rows(wo - ow)
-            for t in range(nr):
-                rows_a[t] = top + (ow + t) * sw * pix_bytes
-                rows_c[t] = y.ctypes.data + 4 * ((oh * wo + ow + t) * k + k0)
+            _tile_addresses(rows_a, rows_c, top + ow * sw * pix_bytes, sw * pix_bytes,
+                            y.ctypes.data + 4 * ((oh * wo + ow) * k + k0), 4 * k, nr)
             tile_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, cp, kw, dw * pix_bytes, bias,
                         epi.ctypes.data if fused else ident.ctypes.data, width)
             for r in range(1, kh):
@@ -116,13 +115,26 @@ def _grouped_share(share, x, wg, meta, ys, b, act, alpha, epi, ident, fused, kh,
                 tile_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel + 4 * r * cell_values, cp, kw,
                        dw * pix_bytes, width)
             if not fused and act != 0:
-                for t in range(nr):
-                    q = oh * wo + ow + t
-                    activate_row(y[q][k0:k0 + width], act, alpha)
+                _activate_tile(y, oh * wo + ow, nr, k0, width, act, alpha)
             ow += nr
 
 
 _call_grouped_share = job_caller(_grouped_share)
+
+
+@njit(inline="always")
+def _tile_addresses(rows_a, rows_c, a0, a_step, c0, c_step, nr):  # pragma: no cover - compiled
+    """A tile's row addresses: ``nr`` inputs from ``a0`` by ``a_step`` bytes, outputs from ``c0`` by ``c_step``."""
+    for t in range(nr):
+        rows_a[t] = a0 + t * a_step
+        rows_c[t] = c0 + t * c_step
+
+
+@njit(inline="always")
+def _activate_tile(y, q0, nr, k0, width, act, alpha):  # pragma: no cover - compiled
+    """The activation over columns k0..k0+``width`` of rows q0..q0+``nr`` of ``y`` (pixels, K)."""
+    for t in range(nr):
+        activate_row(y[q0 + t][k0:k0 + width], act, alpha)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -184,11 +196,9 @@ def _blocked_share(share, xb, wg, meta, ys, b, act, alpha, epi, fused, kh, kw, s
     (N, P, Hp, Wp, run): KH rows of KW x run contiguous values, from the bias, with the epilogue ``epi`` where
     ``fused``, else a pass over the tile's rows."""
     n, m, k = ys.shape
-    panels = meta.shape[0]
-    ho = m // wo
+    ho, panels = m // wo, meta.shape[0]
     jobs = n * ho * panels
-    rows_a = np.empty(PANEL_ROWS, np.int64)
-    rows_c = np.empty(PANEL_ROWS, np.int64)
+    rows_a, rows_c = np.empty(PANEL_ROWS, np.int64), np.empty(PANEL_ROWS, np.int64)
     row_bytes, pix_bytes, run = xb.strides[2], xb.strides[3], xb.shape[4]
     for job in range(jobs * share // shares, jobs * (share + 1) // shares):
         i, oh, p = job // (ho * panels), job // panels % ho, job % panels
@@ -200,15 +210,12 @@ def _blocked_share(share, xb, wg, meta, ys, b, act, alpha, epi, fused, kh, kw, s
         ow = 0
         while ow < wo:
             nr = tile_rows(wo - ow)
-            for t in range(nr):
-                rows_a[t] = top + (ow + t) * sw * pix_bytes
-                rows_c[t] = y.ctypes.data + 4 * ((oh * wo + ow + t) * k + k0)
+            _tile_addresses(rows_a, rows_c, top + ow * sw * pix_bytes, sw * pix_bytes,
+                            y.ctypes.data + 4 * ((oh * wo + ow) * k + k0), 4 * k, nr)
             tile_bias_n(nr, rows_a.ctypes.data, rows_c.ctypes.data, panel, kw * run, kh, row_bytes, bias,
                         epi.ctypes.data, width)
             if not fused and act != 0:
-                for t in range(nr):
-                    q = oh * wo + ow + t
-                    activate_row(y[q][k0:k0 + width], act, alpha)
+                _activate_tile(y, oh * wo + ow, nr, k0, width, act, alpha)
             ow += nr
 
 
