@@ -19,7 +19,7 @@ from engine.backends.cpu.epilogue import activate_row
 from engine.backends.cpu.jobs import job_caller
 from engine.backends.cpu.memory import aligned_copy
 from engine.backends.cpu.microkernel import PANEL, PANEL_ROWS, tile_n, tile_rows
-from engine.backends.cpu.panels import LARGE_PANELS, _panel_activate, _panel_fill, panel_weights
+from engine.backends.cpu.panels import LARGE_PANELS, _job_shares, _panel_activate, _panel_fill, panel_weights
 
 #: largest share of a convolution's multiply-adds that read inside the image for which the taps pay (above it,
 #: im2col's one product over all taps, padding included, is as fast)
@@ -177,7 +177,7 @@ def conv_tap_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int],
     jobs = n * -(-ho // step) * panels
     ys = out.reshape(n, ho * wo, k)
     return rt.Launch(_tap_panels_par, x, wp, ys, b, rects, act, alpha, kernel[1], *padding, *dilation, wo, step,
-                     per_threads=lambda t: (max(1, min(jobs, 4 * t)),))
+                     per_threads=lambda t: (_job_shares(jobs, t),))
 
 
 @njit(cache=True, nogil=True, parallel=True)
