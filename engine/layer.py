@@ -379,6 +379,11 @@ class Layer:
     #: extends an earlier join of the same inputs in one buffer: ``joins_channels``); ``forward`` skips them
     in_place_inputs: int = 0
 
+    #: the index of an input whose buffer the network may give this layer's output, where this layer reads it last
+    #: and the backend allows it (``Backend.overwrites_inputs``): ``forward`` must then read each value of that input
+    #: before writing the output's value at its place (a residual sum), or copy it first (``out`` is that input)
+    overwrites_input: ClassVar[int | None] = None
+
     def joins_channels(self) -> bool:
         """Whether the output is the inputs one after another along the channels of a 4-D tensor, each copied
         unchanged: a join the network may build in place (a later join of the same leading inputs writes only its

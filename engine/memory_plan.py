@@ -8,6 +8,9 @@ A network's layers write into a few pooled buffers ("slots"). Pure functions ove
   (reuse by liveness over the execution order), except for pinned buffers (network inputs and outputs, permanent
   and protected layers), never recycled. A free slot that fits is chosen best-fit, otherwise the largest free one
   grows.
+* ``assign_slots`` also lets a layer write over one of its inputs (``overwrites``): a residual sum's output in its
+  residual's buffer, where the layer is that buffer's last reader (one buffer written instead of two: resnet50's
+  1x1 layers with their residual at 56x56 and 28x28 took 0.247 instead of 0.27 ms on two Zen 5 cores).
 * ``join_chains``: a join of channels (a concatenation) whose leading inputs are exactly an earlier join's inputs
   shares that join's buffer (sized for the longest) and writes only its new inputs: DenseNet's blocks join all
   earlier outputs again in every layer, which copied ever-growing tensors, once per layer.
@@ -66,12 +69,15 @@ def join_chains(order: Sequence[str], inputs: Mapping[str, Sequence[str | None]]
 
 def assign_slots(order: Sequence[str], roots: Mapping[str, str], readers: Mapping[str, Sequence[str]],
                  pinned: Collection[str], sizes: Mapping[str, int], reuse: bool,
-                 shared: Mapping[str, str] | None = None) -> tuple[list[int], dict[str, int]]:
+                 shared: Mapping[str, str] | None = None,
+                 overwrites: Mapping[str, str] | None = None) -> tuple[list[int], dict[str, int]]:
     """Assign a slot to every layer's output buffer. ``order``: the execution order; ``roots``: each layer's root
     (``buffer_roots``); ``readers``: the layers reading each layer; ``pinned``: layers whose buffers (their roots')
     are never recycled; ``sizes``: each root's buffer size in bytes; ``reuse``: recycle slots at all; ``shared``:
     roots that write into another root's slot (a chain of joins: each root maps to the chain's first, whose size
-    must hold the longest).
+    must hold the longest); ``overwrites``: roots that may write into the buffer of another root they read (the root
+    of one of their inputs, of the same size), which they take where they are its last reader and it is not pinned
+    (with ``reuse`` only).
 
     Returns the capacity of each slot in bytes and the slot of every layer (an alias shares its root's slot). A
     root's slot is released after the last layer that reads the root or any of its aliases (or of the roots sharing
@@ -93,7 +99,13 @@ def assign_slots(order: Sequence[str], roots: Mapping[str, str], readers: Mappin
     release_at: dict[int, list[int]] = {}
     for n in order:
         if roots[n] == n:
-            slot_of[n] = _take_slot(sizes[n], capacity, free, reuse)
+            over = (overwrites or {}).get(n)
+            if (reuse and over is not None and over in slot_of and over not in pinned_roots
+                    and last_use[over] == pos[n] and sizes[over] == sizes[n]):
+                slot_of[n] = slot_of[over]  # its buffer is no longer read after n: n writes over it
+                release_at[pos[n]].remove(slot_of[over])
+            else:
+                slot_of[n] = _take_slot(sizes[n], capacity, free, reuse)
             if n not in pinned_roots:
                 release_at.setdefault(last_use[n], []).append(slot_of[n])
         free.extend(release_at.pop(pos[n], []))  # after n ran, the slots it read last are free

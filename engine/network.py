@@ -234,6 +234,27 @@ def joins_sharing_buffers(enabled: bool, order: list[str], inputs: dict[str, lis
     return {n: c for n, c in chains.items() if len(formats[c[0]]) == 1}
 
 
+def writes_over_inputs(net: Network, roots: dict[str, str], own: set[str]) -> dict[str, str]:
+    """The layers that may write their output over an input's buffer (``Layer.overwrites_input``, on a backend whose
+    kernels read such an input where they write: ``Backend.overwrites_inputs``): that input's layer, where both write
+    buffers of their own (``own``: no alias, view or shared join), of the same dimensions and storage format, and no
+    other input of the layer reads that buffer (a sum of a convolution of x and x itself keeps its buffer). The memory
+    plan gives the layer that buffer where it reads it last (``engine.memory_plan.assign_slots``)."""
+    if not net.backend.overwrites_inputs:
+        return {}
+    found = {}
+    for name in net.order:
+        nd = net.nodes[name]
+        i = nd.layer.overwrites_input
+        if i is None or name not in own or i >= len(nd.inputs) or (src := nd.inputs[i]) is None or src not in own:
+            continue
+        others = {roots[s] for j, s in enumerate(nd.inputs) if j != i and s is not None}
+        if (src not in others and net._dims[src] == net._dims[name]
+                and net.storage_format(src) == net.storage_format(name)):
+            found[name] = src
+    return found
+
+
 def leading_channels(memory: Any, fmt: TensorFormat, full: Dims, channels: int | None) -> Any:
     """The first ``channels`` channels (None: the whole tensor) of a tensor of dimensions ``full`` in ``fmt`` held by
     ``memory`` (bytes): a strided view in NHWC (and in NCHW beyond one image)."""
@@ -512,7 +533,8 @@ class Network:
         sizes.update({head: sizes[n] for head, n in last.items()})
         shared = {n: head for n, (head, _, _) in chains.items()}
         self._extends = {n: (prev, k) for n, (_, prev, k) in chains.items() if prev is not None}
-        capacity, slot_of = assign_slots(self.order, roots, self._readers, keep, sizes, self.reuse_buffers, shared)
+        capacity, slot_of = assign_slots(self.order, roots, self._readers, keep, sizes, self.reuse_buffers, shared,
+                                         writes_over_inputs(self, roots, set(sizes) - set(shared)))
         held = sum(int(s.nbytes) for s in self._slots)
         what = buffers_label(self.model_name, sizes, self._dims)
         check_allocation(what, sum(capacity), self.backend.available_memory() + held, self.backend.device_name)

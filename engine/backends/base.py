@@ -149,6 +149,9 @@ class Backend:
     #: whether layers read a join's leading channels as a strided view of a longer join's buffer, so that joins of
     #: the same leading inputs share one buffer (``engine.memory_plan.join_chains``)
     views_joins: ClassVar[bool] = False
+    #: whether a layer may write its output into the buffer of an input it reads last (``Layer.overwrites_input``:
+    #: a residual sum into its residual's), its kernels reading each value of that input before writing its place
+    overwrites_inputs: ClassVar[bool] = False
     #: the module holding the backend's kernel factories (one function per operation name, see ``kernel``)
     kernel_module: ClassVar[str | None] = None
 

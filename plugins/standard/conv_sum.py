@@ -32,7 +32,11 @@ RESIDUAL_DOC = (
 
 
 class ResidualSum:
-    """What conv_sum and conv_bn_sum share: the output dimensions of the sum, its cost, and its export."""
+    """What conv_sum and conv_bn_sum share: the output dimensions of the sum, its cost, and its export. The output
+    may be written over the residual's buffer (``convolve_sum`` reads each residual value where it writes, or copies
+    the residual first)."""
+
+    overwrites_input = 1
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         conv = super().output_dims(inputs)  # type: ignore[misc]

@@ -4,6 +4,9 @@ speed drifts by tens of percent within minutes, so only such paired figures comp
 the test run.
 
     python -m tests.bench.bench_cpu_setting mobilenet_v2 engine.backends.cpu.panels.STRIP_BLOCK_BYTES 0 262144 [ROUNDS]
+    python -m tests.bench.bench_cpu_setting resnet50 engine.backends.cpu.backend.NumpyBackend.overwrites_inputs False True
+
+The attribute may be a class's (the module is the longest importable prefix of the name).
 """
 from __future__ import annotations
 
@@ -25,9 +28,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     name, attribute, *values = args[:4]
     rounds = int(args[4]) if len(args) > 4 else 30
-    module_name, _, attr = attribute.rpartition(".")
+    owner_name, _, attr = attribute.rpartition(".")
     try:
-        module = importlib.import_module(module_name)
+        module = _owner(owner_name)
         real = getattr(module, attr)
         settings = [ast.literal_eval(text) for text in values]
     except (ImportError, AttributeError, ValueError, SyntaxError) as exc:
@@ -52,6 +55,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{name}: {attr}={first} {times[first]:.3f} ms, {attr}={second} {times[second]:.3f} ms, "
           f"ratio {times[second] / times[first]:.3f} (outputs differ by at most {diff:.1e})")
     return 0
+
+
+def _owner(name: str) -> object:
+    """The module or class called ``name``: the longest importable prefix, then attributes."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            owner: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            if cut == 1:
+                raise
+            continue
+        for part in parts[cut:]:
+            owner = getattr(owner, part)
+        return owner
+    raise ImportError(name)
 
 
 if __name__ == "__main__":

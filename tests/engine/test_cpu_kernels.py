@@ -755,6 +755,51 @@ def test_a_private_openmp_copy_loaded_first_keeps_the_openmp_threads():
 
 # ---- prepared calls (the per-layer Python work done once) and the residual epilogues --------------------------
 
+@pytest.mark.parametrize("form,nhwc", FORM_LAYOUTS, ids=FORM_IDS)
+@pytest.mark.parametrize("size", [7, 20], ids=["one-block", "blocks"])
+def test_winograd_writes_its_output_over_its_residual(nhwc, form, size):
+    """The output may be the residual's own array (a residual sum written over its residual's buffer): each output
+    value is computed from the residual's value at its place before it is written."""
+    rng = np.random.default_rng(size)
+    x = _tensors(rng, 1, 32, size, size, nhwc)
+    wt = (rng.standard_normal((64, 32, 3, 3)) / np.sqrt(9 * 32)).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    r = _tensors(rng, 1, 64, size, size, nhwc)
+    ref = np.maximum(_ref_conv(x, wt, b, (1, 1), (1, 1), (1, 1), None) + r, 0)
+    cpu.winograd.winograd_conv3x3(x, _winograd_form(form, wt, nhwc), b, r, (1, 1), EPILOGUES["relu"], residual=r)
+    assert _rel(r, ref) < 1e-5
+
+
+@pytest.mark.parametrize("candidate,size,c,kernel,stride,pad", [
+    ("panels", 7, 16, 3, 1, 1), ("panels", 16, 16, 1, 1, 0), ("panels", 17, 8, 1, 1, 1), ("panels", 40, 24, 5, 2, 2),
+    ("panels", 56, 64, 1, 1, 0), ("winograd_f4x4", 20, 16, 3, 1, 1), ("winograd_f2x2", 14, 16, 3, 1, 1),
+    ("im2col", 20, 16, 3, 2, 1), ("im2col", 12, 16, 1, 2, 0)],
+    ids=["panels-small", "panels-strip", "panels-padded-1x1", "panels-large-rows", "panels-large-strip",
+         "winograd-f4", "winograd-f2", "im2col", "im2col-1x1-s2"])
+def test_a_convolution_with_its_residual_writes_over_the_residual(monkeypatch, candidate, size, c, kernel, stride, pad):
+    """Every convolution candidate that takes a residual computes act(conv(x) + b + r) into r itself (the memory
+    plan gives a residual sum its residual's buffer where it reads it last), as into an array of its own."""
+    monkeypatch.setattr(cpu.microkernel, "panels_available", lambda: True)
+    monkeypatch.setattr(cpu.ops, "CONV2D_CANDIDATES", [row for row in cpu.ops.CONV2D_CANDIDATES if row.name == candidate])
+    if candidate != "panels":
+        monkeypatch.setattr(cpu.ops, "_panels_applies", lambda p: False)
+    be = NumpyBackend()
+    conv = be.kernel("conv2d_sum")
+    rng = np.random.default_rng(size + 3 * kernel + stride)
+    wt = (rng.standard_normal((32, c, kernel, kernel)) / np.sqrt(kernel * kernel * c)).astype(np.float32)
+    b = rng.standard_normal(32).astype(np.float32)
+    ho = (size + 2 * pad - kernel) // stride + 1
+    x = _tensors(rng, 1, c, size, size, nhwc=True)
+    r = _tensors(rng, 1, 32, ho, ho, nhwc=True)
+    ref = np.maximum(_ref_conv(x, wt, b, (stride, stride), (pad, pad), (1, 1)) + r, 0)
+    own = _out(1, 32, ho, ho, nhwc=True)
+    apart = conv(x, wt, b, r, own, (stride, stride), (pad, pad), (1, 1), 1, "relu", {}, {})
+    over = conv(x, wt, b, r, r, (stride, stride), (pad, pad), (1, 1), 1, "relu", {}, {})
+    assert apart and over and over.candidate == apart.candidate == candidate
+    assert _rel(own, ref) < 1e-5
+    assert _rel(r, ref) < 1e-5
+
+
 @pytest.mark.parametrize("size,kernel,stride", [(7, 3, 1), (20, 3, 1), (20, 3, 2), (16, 1, 1), (12, 1, 2)],
                          ids=["panels", "winograd", "im2col", "direct", "im2col-1x1-s2"])
 @pytest.mark.parametrize("residual", [False, True])

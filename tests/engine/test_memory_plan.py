@@ -61,6 +61,25 @@ def test_an_aliasing_layer_shares_its_roots_slot_and_keeps_it_alive_for_its_read
     assert slot_of["d"] == slot_of["a"]  # free once c has run
 
 
+def test_a_layer_writes_over_an_input_it_reads_last_and_only_then():
+    # s = conv(b) + a: a residual sum may write over a, whose last reader it is; t's over b, which u still reads
+    order, _, readers = graph({"x": [], "a": ["x"], "b": ["a"], "s": ["b", "a"], "t": ["s", "b"], "u": ["t", "b"]})
+    sizes = dict.fromkeys(order, 64)
+    over = {"s": "a", "t": "b"}
+    _, slot_of = assign_slots(order, plain_roots(order), readers, {"x", "u"}, sizes, reuse=True, overwrites=over)
+    assert slot_of["s"] == slot_of["a"]
+    assert slot_of["t"] not in (slot_of["b"], slot_of["s"])  # b is read by u after t
+    _, plain = assign_slots(order, plain_roots(order), readers, {"x", "u"}, sizes, reuse=True)
+    assert plain["s"] != plain["a"]
+    _, kept = assign_slots(order, plain_roots(order), readers, {"x", "a", "u"}, sizes, reuse=True, overwrites=over)
+    assert kept["s"] != kept["a"]  # a pinned buffer is never written over
+    _, fresh = assign_slots(order, plain_roots(order), readers, {"x", "u"}, sizes, reuse=False, overwrites=over)
+    assert len(set(fresh.values())) == len(order)
+    _, other = assign_slots(order, plain_roots(order), readers, {"x", "u"}, sizes | {"s": 32}, reuse=True,
+                            overwrites=over)
+    assert other["s"] != other["a"]  # of another size
+
+
 def test_roots_follow_chains_of_aliases_and_stop_at_an_unconnected_input():
     order, inputs, _ = graph({"a": [], "b": ["a"], "c": ["b"], "d": [None, "c"]})
     assert buffer_roots(order, inputs, {"b": 0, "c": 0, "d": 0}) == {"a": "a", "b": "a", "c": "a", "d": "d"}

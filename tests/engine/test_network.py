@@ -273,6 +273,55 @@ def test_joins_of_the_same_leading_inputs_share_one_buffer(registry, backend, fm
     np.testing.assert_array_equal(kept.output("out"), ref.output("out"))
 
 
+def residual_blocks() -> Model:
+    """Two residual sums: s1 = conv(b) + a, a read last there; s2 = conv(s1) + s1, its convolution reading the
+    residual itself."""
+    m = Model("residual")
+    m.add_layer("input", "inp", params={"dimensions": "2x8x9x7"})
+    m.add_layer("convolution", "a", params={"num_output_channels": "16"}, inputs=["inp"], activation="relu")
+    m.add_layer("convolution", "b", params={"num_output_channels": "16"}, inputs=["a"], activation="relu")
+    m.add_layer("convolution", "c", params={"num_output_channels": "16"}, inputs=["b"])
+    m.add_layer("element_wise", "s1", params={"operation": "sum"}, inputs=["c", "a"], activation="relu")
+    m.add_layer("convolution", "d", params={"num_output_channels": "16", "kernel_size": "1", "padding": "0"},
+                inputs=["s1"])
+    m.add_layer("element_wise", "s2", params={"operation": "sum"}, inputs=["d", "s1"])
+    m.add_layer("convolution", "e", params={"num_output_channels": "4"}, inputs=["s2"])
+    m.add_layer("output", "out", inputs=["e"])
+    return m
+
+
+@each_backend_and_format
+def test_a_residual_sum_writes_over_its_residual_where_it_reads_it_last(registry, backend, fmt, monkeypatch):
+    """On a backend that allows it, a fused residual sum takes its residual's buffer where it is that buffer's last
+    reader, never where its convolution reads the same tensor: the outputs are those of a network with a buffer per
+    sum, after a full run, a partial one and a read of the overwritten residual (recomputed)."""
+    be = backend_param(backend)
+    monkeypatch.setattr(be, "overwrites_inputs", False)
+    ref = Network(residual_blocks(), registry, be, fmt)
+    expected = capture_all(ref)
+    monkeypatch.setattr(be, "overwrites_inputs", True)
+    net = Network(residual_blocks(), registry, be, fmt)
+    got = capture_all(net)
+    assert {type(net.nodes[n].layer).__name__ for n in ("s1", "s2")} == {"ConvSum"}
+    for name in net.order:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    assert net._slot_of["s1"] == net._slot_of["a"] and ref._slot_of["s1"] != ref._slot_of["a"]
+    assert net._slot_of["s2"] != net._slot_of["s1"]
+    x = np.random.default_rng(4).random((2, 8, 9, 7), dtype=np.float32)
+    for n in (net, ref):
+        n.set_input("inp", x)
+        n.run()
+    np.testing.assert_array_equal(net.output("out"), ref.output("out"))
+    np.testing.assert_array_equal(net.output("a"), ref.output("a"))  # overwritten by s1: computed again
+    for n in (net, ref):
+        n.mark_affected("b")
+        n.run()
+    np.testing.assert_array_equal(net.output("out"), ref.output("out"))
+    kept = Network(residual_blocks(), registry, be, fmt, reuse_buffers=False)
+    kept.run()
+    assert kept._slot_of["s1"] != kept._slot_of["a"]
+
+
 def test_the_layers_a_run_computes_follow_what_changed_and_which_buffers_were_reused(registry):
     """The run set is remembered per affected set and buffer owners: each run computes what a fresh evaluation of
     the network's state says (a partial rerun, one after a read of an intermediate output that took a reused

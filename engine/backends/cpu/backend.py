@@ -49,6 +49,7 @@ class NumpyBackend(Backend):
     #: joins of the same leading inputs (DenseNet) share one buffer: batch normalization's kernel reads the leading
     #: channels as a view (``pointwise.leading_rows``); other readers of such a view copy it
     views_joins = True
+    overwrites_inputs = True
     #: False while the CPU kernels are being compiled in another process: layers take the plain NumPy path
     use_cpu_kernels = True
 

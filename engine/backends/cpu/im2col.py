@@ -64,18 +64,13 @@ def im2col_nhwc(x, cols, p0, q0, q1, wo, kh, kw, sh, sw, ph, pw, dh, dw):  # pra
 
 
 @njit(cache=True, nogil=True)
-def _bias_act(y, r, has_res, p0, p1, k0, k1, bias, act, alpha):  # pragma: no cover - compiled
-    """Rows p0..p1, columns k0..k1 of ``y`` (P, K) += bias (and ``r`` (P, K) when ``has_res``), activated in place."""
+def _bias_act(y, p0, p1, k0, k1, bias, act, alpha):  # pragma: no cover - compiled
+    """Rows p0..p1, columns k0..k1 of ``y`` (P, K) += bias, activated in place."""
     bb = bias[k0:k1]
     for p in range(p0, p1):
         row = y[p][k0:k1]
-        if has_res:
-            rr = r[p][k0:k1]
-            for k in range(row.size):
-                row[k] = row[k] + bb[k] + rr[k]
-        else:
-            for k in range(row.size):
-                row[k] += bb[k]
+        for k in range(row.size):
+            row[k] += bb[k]
         activate_row(row, act, alpha)
 
 
@@ -148,12 +143,16 @@ def conv_nhwc_plan(x: np.ndarray, wm: np.ndarray, kernel: tuple[int, int], bias:
 
 
 @njit(cache=True, nogil=True)
-def _product(sgemm, a, lda, m, wm, k0, k1, y, p0):  # pragma: no cover - compiled
+def _product(sgemm, a, lda, m, wm, k0, k1, y, p0, r, has_res):  # pragma: no cover - compiled
     """Rows p0..p0+m, columns k0..k1 of ``y`` (P, K) = the ``m`` rows at address ``a`` (leading dimension
-    ``lda``) times columns k0..k1 of ``wm``."""
+    ``lda``) times columns k0..k1 of ``wm``, plus those of ``r`` (P, K) when ``has_res``: BLAS adds the product to
+    them in ``y`` (copied there first unless ``y`` is ``r``: the output written over its residual)."""
     kk, k = wm.shape
-    sgemm(101, 111, 111, m, k1 - k0, kk, np.float32(1), a, lda, wm.ctypes.data + 4 * k0, k, np.float32(0),
-          y.ctypes.data + 4 * (p0 * k + k0), k)
+    if has_res and r.ctypes.data != y.ctypes.data:
+        for p in range(p0, p0 + m):
+            y[p][k0:k1] = r[p][k0:k1]
+    sgemm(101, 111, 111, m, k1 - k0, kk, np.float32(1), a, lda, wm.ctypes.data + 4 * k0, k,
+          np.float32(1) if has_res else np.float32(0), y.ctypes.data + 4 * (p0 * k + k0), k)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -181,12 +180,12 @@ def _conv_job(j, q, step_kind, tid, sgemm, xs, ys, rs, has_res, wm, b, act, alph
         i, p0 = j // per_image, (j % per_image) * step
         p1 = min(total, p0 + step)
         if direct:
-            _product(sgemm, xs[i].ctypes.data + 4 * p0 * c, c, p1 - p0, wm, plain(0), k, ys[i], p0)
+            _product(sgemm, xs[i].ctypes.data + 4 * p0 * c, c, p1 - p0, wm, plain(0), k, ys[i], p0, rs[i], has_res)
         else:
             cols = cbuf[tid][:(p1 - p0) * kk].reshape((p1 - p0, kk))
             im2col_nhwc(xs[i], cols, p0, plain(0), p1 - p0, wo, kh, kw, sh, sw, ph, pw, dh, dw)
-            _product(sgemm, np.int64(cols.ctypes.data), kk, p1 - p0, wm, plain(0), k, ys[i], p0)
-        _bias_act(ys[i], rs[i], has_res, p0, p1, plain(0), k, b, act, alpha)
+            _product(sgemm, np.int64(cols.ctypes.data), kk, p1 - p0, wm, plain(0), k, ys[i], p0, rs[i], has_res)
+        _bias_act(ys[i], p0, p1, plain(0), k, b, act, alpha)
         return
     if direct:  # a 1x1 convolution of stride 1 reads its input as it is
         a, lda = np.int64(xs[j].ctypes.data), c
@@ -198,8 +197,8 @@ def _conv_job(j, q, step_kind, tid, sgemm, xs, ys, rs, has_res, wm, b, act, alph
                          dh, dw)
             return
         a, lda = np.int64(cols.ctypes.data), kk
-    _product(sgemm, a, lda, total, wm, bounds[q], bounds[q + 1], ys[j], plain(0))
-    _bias_act(ys[j], rs[j], has_res, plain(0), total, bounds[q], bounds[q + 1], b, act, alpha)
+    _product(sgemm, a, lda, total, wm, bounds[q], bounds[q + 1], ys[j], plain(0), rs[j], has_res)
+    _bias_act(ys[j], plain(0), total, bounds[q], bounds[q + 1], b, act, alpha)
 
 
 _call_conv_job = job_caller(_conv_job)

@@ -114,10 +114,11 @@ def _in_nchw(x, v, ty0, nty, ntx, ph, pw, i0):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _out_nchw(m, y, bias, act, alpha, ty0, nty, ntx, i0):  # pragma: no cover - compiled
+def _out_nchw(m, y, r_, has_res, bias, act, alpha, ty0, nty, ntx, i0):  # pragma: no cover - compiled
     """Products ``m`` (36, K, tiles) of tile rows ty0..ty0+nty (from tile ``i0`` of ``m`` on) back to pixels
-    (A^T m A), plus bias, activated (the epilogue of code ``act``, coefficients ``alpha``: ``epilogue.activate``),
-    into ``y`` (K, Ho, Wo)."""
+    (A^T m A), plus bias (and the residual ``r_`` of ``y``'s shape when ``has_res``, read where each value is
+    written: ``y`` may be it), activated (the epilogue of code ``act``, coefficients ``alpha``:
+    ``epilogue.activate``), into ``y`` (K, Ho, Wo)."""
     k_n, ho, wo = y.shape
     t = np.empty((4, 6, ntx), np.float32)
     row = np.empty(4 * ntx, np.float32)
@@ -137,8 +138,13 @@ def _out_nchw(m, y, bias, act, alpha, ty0, nty, ntx, i0):  # pragma: no cover - 
             for tx in range(ntx):
                 o = _at(t[i, 0, tx], t[i, 1, tx], t[i, 2, tx], t[i, 3, tx], t[i, 4, tx], t[i, 5, tx])
                 for jj in range(4):
-                    row[4 * tx + jj] = activate(o[jj] + b, act, alpha)
-            y[k, r0 + i, :] = row[:wo]
+                    row[4 * tx + jj] = o[jj] + b if has_res else activate(o[jj] + b, act, alpha)
+            if has_res:
+                yr, rr = y[k, r0 + i], r_[k, r0 + i]
+                for jj in range(wo):
+                    yr[jj] = activate(row[jj] + rr[jj], act, alpha)
+            else:
+                y[k, r0 + i, :] = row[:wo]
 
 
 
@@ -153,8 +159,9 @@ def _nhwc_transforms(m: int) -> tuple[Any, Any]:
     stored m + 2 planes apart: the other order (columns, then rows stored into adjacent planes) ran LLVM's scalar
     fallback loop at run time, 3.6x slower (1.17 against 0.32 us a tile of 64 channels).
 
-    ``output(m_, y, bias, act, alpha, ty0, nty, ntx, i0)``: products ``m_`` ((m + 2)^2, tiles, K) of those tile
-    rows back to pixels (A^T m A), plus bias, activated (the epilogue of code ``act``, coefficients ``alpha``:
+    ``output(m_, y, r_, has_res, bias, act, alpha, ty0, nty, ntx, i0)``: products ``m_`` ((m + 2)^2, tiles, K) of
+    those tile rows back to pixels (A^T m A), plus bias (and the residual ``r_`` of ``y``'s shape when ``has_res``,
+    read where each value is written: ``y`` may be it), activated (the epilogue of code ``act``, coefficients ``alpha``:
     ``epilogue.activate``), into ``y`` (Ho, Wo, K). Rows of each product tile first, then columns into ``y`` (the
     other order ran the scalar fallback loop, 3.5x slower)."""
     a = m + 2  # input tile side
@@ -198,7 +205,7 @@ def _nhwc_transforms(m: int) -> tuple[Any, Any]:
                         v[a * i + j, q, c] = e[i]
 
     @njit(cache=True, nogil=True)
-    def output_pass(mm, y, bias, act, alpha, ty0, nty, ntx, i0):  # pragma: no cover - compiled
+    def output_pass(mm, y, r_, has_res, bias, act, alpha, ty0, nty, ntx, i0):  # pragma: no cover - compiled
         ho, wo, k_n = y.shape
         t = np.empty((a, m, k_n), np.float32)
         for idx in range(nty * ntx):
@@ -223,7 +230,10 @@ def _nhwc_transforms(m: int) -> tuple[Any, Any]:
                     else:
                         o = _at2(t[0, jj, k], t[1, jj, k], t[2, jj, k], t[3, jj, k])
                     b = bias[k]
-                    if ni == m:
+                    if has_res:
+                        for i in range(ni):
+                            y[r0 + i, c0 + jj, k] = activate(o[i] + b + r_[r0 + i, c0 + jj, k], act, alpha)
+                    elif ni == m:
                         for i in range(m):
                             y[r0 + i, c0 + jj, k] = activate(o[i] + b, act, alpha)
                     else:
@@ -265,8 +275,8 @@ def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, out:
 
     One parallel launch: blocks of tile rows go to the threads, each running its three steps; a layer of
     fewer blocks than threads runs each step of a block over all the threads instead. ``residual`` (an array of
-    ``out``'s shape and strides, or None) is added before the activation, block by block while the output rows
-    are in cache."""
+    ``out``'s shape and strides, or None) is added before the activation as each output value is written (``out``
+    may be ``residual``)."""
     winograd_plan(x, u, bias, out, padding, act, alpha, residual)()
 
 
@@ -403,36 +413,14 @@ def _wino_job(j0, q, step, tid, sgemm, xs, ys, rs, has_res, u, panels, b, act, a
             _panel_products(v, u, m, q0, q1)
         else:
             _products(sgemm, v, u, m, q0, q1, nhwc)
-    if step == -1 or step == 2:
-        out_act = 0 if has_res else act  # with a residual: activated after the sum, below
+    if step == -1 or step == 2:  # (a residual added as each value is written: the output may be written over it)
         if f == 2:
-            _out2_nhwc(m, ys[i], b, out_act, alpha, t0, nr, ntx, i0)
+            _out2_nhwc(m, ys[i], rs[i], has_res, b, act, alpha, t0, nr, ntx, i0)
         elif nhwc:
-            _out_nhwc(m, ys[i], b, out_act, alpha, t0, nr, ntx, i0)
+            _out_nhwc(m, ys[i], rs[i], has_res, b, act, alpha, t0, nr, ntx, i0)
         else:
-            _out_nchw(m, ys[i], b, out_act, alpha, t0, nr, ntx, i0)
-        if has_res:
-            ho = ys.shape[1] if nhwc else ys.shape[2]
-            _residual_rows(ys[i], rs[i], f * t0, min(ho, f * (t0 + nr)), nhwc, act, alpha)
+            _out_nchw(m, ys[i], rs[i], has_res, b, act, alpha, t0, nr, ntx, i0)
 
 
 _call_wino_job = job_caller(_wino_job)
-
-
-@njit(cache=True, nogil=True)
-def _residual_rows(y, r, r0, r1, nhwc, act, alpha):  # pragma: no cover - compiled
-    """Rows r0..r1 of one image ``y`` += ``r`` (both (H, W, K) when ``nhwc``, else (K, H, W)), activated."""
-    if nhwc:
-        for h in range(r0, r1):
-            yr, rr = y[h], r[h]
-            for w in range(yr.shape[0]):
-                a, e = yr[w], rr[w]
-                for k in range(a.size):
-                    a[k] = activate(a[k] + e[k], act, alpha)
-    else:
-        for k in range(y.shape[0]):
-            for h in range(r0, r1):
-                a, e = y[k, h], r[k, h]
-                for j in range(a.size):
-                    a[j] = activate(a[j] + e[j], act, alpha)
 
