@@ -246,6 +246,28 @@ class ActivationDesc:
         return out
 
 
+def activation_text(name: str, coefs: dict[str, Any]) -> str:
+    """An activation and its coefficients as one parameter value: ``clamp(min=0, max=6)``, ``silu``, ``none``."""
+    if not coefs:
+        return name or "none"
+    return f"{name}({', '.join(f'{k}={v}' for k, v in coefs.items())})"
+
+
+def parse_activation_text(text: str, owner: str = "") -> tuple[str, dict[str, str]]:
+    """The activation name and coefficients of ``activation_text``'s form; raises ParameterError for another."""
+    where = f"{owner}: " if owner else ""
+    m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?\s*", text)
+    if m is None:
+        raise ParameterError(f"{where}{cut(text)} is not an activation (name, or name(coefficient=value, ...))")
+    coefs: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in (m.group(2) or "").split(","))):
+        key, eq, value = part.partition("=")
+        if not eq or not is_identifier(key.strip()):
+            raise ParameterError(f"{where}{cut(part)} in activation {cut(text)} is not coefficient=value")
+        coefs[key.strip()] = value.strip()
+    return m.group(1), coefs
+
+
 @dataclass(frozen=True)
 class LayerDesc:
     """What a layer type is: its name, palette placement, documentation, inputs and parameters."""
@@ -268,6 +290,10 @@ class LayerDesc:
     #: the order of the layer's data inputs does not change its result, so a fusing rule's inner layer matches at
     #: any of them (a convolution at either input of a sum); empty: the order matters
     inputs_commute: str = ""
+    #: the string parameter holding a second activation, applied inside the layer: a fused layer made of two layers
+    #: that both have one (the inner layer's goes there, as ``activation_text`` writes it; the outer layer's is the
+    #: fused layer's own); empty: the layer has one activation
+    inner_activation: str = ""
 
     def rank_problem(self, inputs: list[Dims | None], sources: list[str | None]) -> str | None:
         """Why input dimensions ``inputs`` (read from the layers ``sources``) have a rank this layer does not

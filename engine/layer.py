@@ -383,6 +383,9 @@ class Layer:
     #: and the backend allows it (``Backend.overwrites_inputs``): ``forward`` must then read each value of that input
     #: before writing the output's value at its place (a residual sum), or copy it first (``out`` is that input)
     overwrites_input: ClassVar[int | None] = None
+    #: the second activation of a layer whose descriptor holds one (``LayerDesc.inner_activation``), bound by the
+    #: network when it builds the layer; None otherwise
+    inner_activation: BoundActivation | None = None
 
     def joins_channels(self) -> bool:
         """Whether the output is the inputs one after another along the channels of a 4-D tensor, each copied

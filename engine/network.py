@@ -20,6 +20,7 @@ import numpy as np
 
 from engine.backends import NumpyBackend
 from engine.backends.base import Backend
+from engine.descriptors import parse_activation_text
 from engine.device_errors import device_errors
 from engine.device_errors import translate as translate_device_error
 from engine.errors import GraphError, InputError, LayerLabError, ParameterError, ShapeError, WeightsError
@@ -78,16 +79,27 @@ def build_layer(spec_name: str, spec_type: str, params: dict[str, str], activati
     if cls is None:
         raise GraphError(f"layer {spec_name}: unknown layer type {spec_type!r} ({registry.suggest_layer(spec_type)})")
     values, _ = cls.desc.parse_params(spec_name, params)
-    bound = None
-    if activation and activation != "none":
-        act = registry.activation_class(activation)
-        if act is None:
-            raise ParameterError(f"layer {spec_name}: unknown activation {activation!r} "
-                                 f"(known: {', '.join(registry.activation_names)})")
-        bound = BoundActivation(act, act.desc.coefficient_values(act_coefs, f"layer {spec_name}"))
+    bound = bound_activation(spec_name, activation, act_coefs, registry)
     if fmt not in cls.desc.formats:
         raise LayerLabError(f"{spec_type} {spec_name} does not support tensor format {fmt}")
-    return cls(spec_name, values, bound, fmt, backend)
+    layer = cls(spec_name, values, bound, fmt, backend)
+    if cls.desc.inner_activation:  # a second activation, inside the layer (a fused pair's inner one)
+        name, coefs = parse_activation_text(values[cls.desc.inner_activation],
+                                            f"layer {spec_name} parameter {cls.desc.inner_activation}")
+        layer.inner_activation = bound_activation(spec_name, name, coefs, registry)
+    return layer
+
+
+def bound_activation(spec_name: str, activation: str, act_coefs: dict[str, str],
+                     registry: Registry) -> BoundActivation | None:
+    """Activation ``activation`` (None for none) with its coefficients, as layer ``spec_name`` applies it."""
+    if not activation or activation == "none":
+        return None
+    act = registry.activation_class(activation)
+    if act is None:
+        raise ParameterError(f"layer {spec_name}: unknown activation {activation!r} "
+                             f"(known: {', '.join(registry.activation_names)})")
+    return BoundActivation(act, act.desc.coefficient_values(act_coefs, f"layer {spec_name}"))
 
 
 def random_input(dims: Dims, seed: int = 0, what: str = "random input") -> np.ndarray:

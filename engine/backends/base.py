@@ -64,6 +64,9 @@ KERNEL_OPERATIONS: dict[str, str] = {
               "from w (checked against the identity of w), None when the weights change between runs",
     "conv2d_sum": "(x, w, b, residual, out, stride, padding, dilation, groups, epilogue, coefs, cache=None): "
                   "act(conv(x, w) + b + residual) into out, as conv2d; residual a logical NCHW view of out's shape",
+    "expand_depthwise": "(x, w1, b1, epilogue1, coefs1, w2, b2, epilogue2, coefs2, out, stride, padding, cache=None): "
+                        "act2(depthwise(act1(conv1x1(x, w1) + b1), w2) + b2) into out, logical NCHW views, without "
+                        "the expanded tensor in memory",
     "element_wise": "(op, a, b, out, epilogue, coefs): out = act(a op b) (op: sum, product, max, min, sub), "
                     "physical arrays of one shape and layout",
     "upsample": "(x, out, factor, bilinear, nhwc): upsampling of physical x by integer factors (nearest, or "
@@ -107,8 +110,8 @@ KERNEL_OPERATIONS: dict[str, str] = {
 #: the operations of ``KERNEL_OPERATIONS`` only the GPU backend offers: on the CPU the layers compute them themselves
 GPU_OPERATIONS: frozenset[str] = frozenset()
 #: the operations only the CPU backend offers: on the GPU the layers compute them with the backend's ``matmul``
-#: (and, for attention, its ``softmax_rows``)
-CPU_OPERATIONS = frozenset({"linear", "attention"})
+#: (and, for attention, its ``softmax_rows``; an expansion and its depthwise layer, two convolutions)
+CPU_OPERATIONS = frozenset({"linear", "attention", "expand_depthwise"})
 
 
 class Backend:

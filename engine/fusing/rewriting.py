@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from engine.descriptors import InputKind, LayerDesc
+from engine.descriptors import InputKind, LayerDesc, activation_text
 from engine.formats import LayerFormat
 from engine.fusing.conditions import Node
 from engine.fusing.syntax import FusingRule, LayerPattern, parse_condition
@@ -68,8 +68,10 @@ def apply_rules(model: Model, registry: Registry, fmt: TensorFormat, rules: list
       batch normalization's ``bias``); every weight of both source layers must be covered. Weights of the
       replacement that come from neither are read under the fused layer's own name.
     * activation: the one of the outer layer, else of the inner layer; when both have one the match is
-      not fused (a layer has one activation). Where the replacement applies it is its own business: the
-      rule's conditions must only match where that gives the chain's result.
+      not fused (a layer has one activation), unless the replacement holds a second one
+      (``LayerDesc.inner_activation``, a parameter): the inner layer's activation then goes there. Where the
+      replacement applies it is its own business: the rule's conditions must only match where that gives the
+      chain's result.
     * inputs: the inner layer's inputs at the same indices, and the outer layer's other data inputs
       (1, 2, ...; its input 0 is the inner layer) at theirs, so ``concatenation(upsample(x), skip)``
       becomes ``upscale_concat(x, skip)``; a secondary input of either layer that replaces a weight moves
@@ -216,6 +218,9 @@ class _Fuser:
                 raise _Refused(f"{rep.name} has no weight for {d.name} {s.name}'s {', '.join(missing)}")
         inputs = self._inputs(rep, roles, descs, weights, has_inner=inner is not None)
         acts = [s for s in reversed(roles) if s.activation and s.activation != "none"]
+        if inner is not None and rep.inner_activation and inner.activation not in ("", "none"):
+            params[rep.inner_activation] = activation_text(self._act(inner), inner.act_coefs)
+            acts = [outer] if outer.activation not in ("", "none") else []
         if len(acts) > 1:
             raise _Refused(f"both {inner.name} and {outer.name} have an activation")  # type: ignore[union-attr]
         act = acts[0] if acts else None

@@ -25,6 +25,7 @@ LAYER_MODULES = (
     "deconvolution",
     "conv_bn",
     "conv_pool",
+    "conv_depthwise",
     "conv_sum",
     "conv_bn_sum",
     "depth_to_space",

@@ -14,6 +14,11 @@ Each applies only where the fused layer computes exactly what the chain computes
   skip tensor) becomes the fused layer's input 1; a concatenation of more inputs is not fused, and one
   whose input 0 is not the upsample never matches (the channel order would change), nor one along another axis
   than the channels.
+* conv_depthwise (an inverted residual block's expansion and depthwise layer) holds the expansion's activation as
+  its parameter conv_activation and the depthwise layer's as its own; fp32 NHWC only, where the CPU runs the pair as
+  one kernel (elsewhere the two convolutions run one after the other: nothing to gain). The depthwise layer's input
+  channel count is not in its parameters: a grouped convolution that is no depthwise one is fused too and runs as two
+  convolutions.
 """
 from __future__ import annotations
 
@@ -23,4 +28,6 @@ RULES: list[str] = [
     "*|*|upscale_concat = concatenation[axis == 1] {upsample[act == 'none']}",
     "*|*|conv_sum = element_wise[operation == 'sum'] {convolution[act == 'none']}",
     "*|*|conv_bn_sum = element_wise[operation == 'sum'] {conv_bn[act == 'none']}",
+    "fp32|nhwc|conv_depthwise = convolution[groups > 1 && groups == num_output_channels] "
+    "{convolution[kernel_size == 1 && stride == 1 && padding == 0 && groups == 1]}",
 ]

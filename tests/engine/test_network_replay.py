@@ -108,8 +108,8 @@ def test_only_layers_whose_forward_is_one_kernel_call_are_replayed():
 def test_parallel_layers_replay_as_their_launch_alone(monkeypatch):
     """A layer whose kernel call was one parallel launch on the network's buffers replays as that launch
     (``runtime.Launch``), none of its wrapper's Python work, with the same results on new inputs; the mobile
-    networks' kinds of layer among them: 1x1 convolutions, depthwise ones, a squeeze-excitation's global pool and
-    gate, an element-wise sum, a fully connected layer."""
+    networks' kinds of layer among them: an expansion and its depthwise layer (fused), a squeeze-excitation's global
+    pool and gate, an element-wise sum, a fully connected layer."""
     from engine.backends.cpu import runtime as rt
 
     monkeypatch.setattr(rt, "cores", lambda: 2)  # (a layer of one job, on a busy machine, is a serial call)
@@ -136,7 +136,8 @@ def test_parallel_layers_replay_as_their_launch_alone(monkeypatch):
         np.testing.assert_array_equal(nets[0].output("output"), nets[1].output("output"))
     calls = {name: call for name, call, _ in nets[0].replayer.recorded}
     launched = {name for name, call in calls.items() if isinstance(call, rt.Launch)}
-    assert {"expand", "dw", "squeeze", "excite", "twice", "fc"} <= launched, calls
+    assert nets[0].layer("dw").desc.name == "conv_depthwise"  # the expansion and the depthwise layer: one launch
+    assert {"dw", "squeeze", "excite", "twice", "fc"} <= launched, calls
 
 
 def test_new_weight_arrays_run_the_layer_again():

@@ -34,6 +34,7 @@ from engine.backends.cpu import (
     winograd,
 )
 from engine.backends.cpu import dense as dense_kernels
+from engine.backends.cpu import expand_depthwise as expand_kernels
 from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import upsample as upsample_kernels
 from engine.backends.cpu.epilogue import FUSED_EPILOGUES, epilogue_alpha, kernel_alpha
@@ -548,6 +549,43 @@ def conv2d_sum(backend: Backend) -> Kernel:
             cache: dict[str, Any] | None = None, *, tf32: bool = False) -> Launched | None:
         return backend.kernel("conv2d")(x, w, b, out, stride, padding, dilation, groups,  # type: ignore[misc]
                                         epilogue, coefs, cache, residual=residual)
+    return run
+
+
+def expand_depthwise(backend: Backend) -> Kernel:
+    """A 1x1 expansion and the depthwise layer reading it in one launch (``expand_depthwise.expand_depthwise_plan``):
+    float32 NHWC memory, the expansion of stride 1 and no padding, the depthwise layer square and undilated; its
+    replay is that launch, prepared once for the same arrays."""
+    def run(x: Any, w1: Any, b1: Any | None, epilogue1: str | None, coefs1: dict[str, float], w2: Any,
+            b2: Any | None, epilogue2: str | None, coefs2: dict[str, float], out: Any, stride: tuple[int, int],
+            padding: tuple[int, int], cache: dict[str, Any] | None = None) -> Launched | None:
+        k, c = w1.shape[:2]
+        if (backend.cpu_kernels() is None or epilogue1 not in FUSED_EPILOGUES or epilogue2 not in FUSED_EPILOGUES
+                or not _float32_arrays(w1, w2) or x.dtype != np.float32 or out.dtype != np.float32
+                or w1.shape[2:] != (1, 1) or x.shape[1] != c or out.shape[1] != k
+                or not (is_nhwc_memory(x) and x.transpose(0, 2, 3, 1).flags.c_contiguous)
+                or not (is_nhwc_memory(out) and out.transpose(0, 2, 3, 1).flags.c_contiguous)
+                or not expand_kernels.expand_depthwise_applies(c, k, w2.shape, stride, (1, 1))):
+            return None
+        code1, alpha1 = FUSED_EPILOGUES[epilogue1], epilogue_alpha(epilogue1, coefs1)
+        code2, alpha2 = FUSED_EPILOGUES[epilogue2], epilogue_alpha(epilogue2, coefs2)
+        key = (_address(x), x.shape, _address(out), out.shape, id(w1), id(b1), id(w2), id(b2), code1, alpha1, code2,
+               alpha2, stride, padding)
+        ready = None if cache is None else cache.get("expand_depthwise_call")
+        if ready is not None and ready[0] == key:
+            ready[1]()
+            note_served("expand_depthwise")
+            return Launched("expand_depthwise", ready[1])
+        wp = derived(cache, "expand_panels", w1, lambda: panels.panel_weights(w1))
+        wd = derived(cache, "expand_depthwise_filters", w2, lambda: depthwise.depthwise_weights(w2))
+        call = expand_kernels.expand_depthwise_plan(x, wp, b1, code1, alpha1, wd, b2, code2, alpha2, out, stride,
+                                                      padding)
+        call()
+        note_served("expand_depthwise")
+        if cache is None:
+            return Launched("expand_depthwise")
+        cache["expand_depthwise_call"] = (key, call, w1, b1, w2, b2)  # keeps the arrays whose ids the key holds
+        return Launched("expand_depthwise", call)
     return run
 
 

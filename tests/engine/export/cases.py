@@ -78,6 +78,12 @@ CASES: dict[str, list[Case]] = {
         C("conv_sum", ((1, 3, 8, 9), (1, 4, 8, 9)), "relu", num_output_channels=4),
         C("conv_sum", ((1, 4, 9, 9), (1, 6, 1, 1)), num_output_channels=6, stride=2, groups=2, bias="false"),
     ],
+    "conv_depthwise": [
+        C("conv_depthwise", (1, 3, 8, 9), "hardswish", num_output_channels=8, kernel_size=1, padding=0,
+          conv_activation="clamp(min=0, max=6)", dw_num_output_channels=8, dw_groups=8, dw_stride=2),
+        C("conv_depthwise", (1, 4, 9, 9), num_output_channels=6, conv_activation="silu", dw_num_output_channels=6,
+          dw_groups=3, dw_kernel_size=5, dw_padding=2, bias="false"),
+    ],
     "conv_bn_sum": [
         C("conv_bn_sum", ((1, 3, 8, 8), (1, 4, 8, 8)), "relu", num_output_channels=4, epsilon=0.001),
         C("conv_bn_sum", ((1, 3, 8, 8), (1, 4, 8, 8)), num_output_channels=4, kernel_size=2, padding=1, padding_end=0),
