@@ -88,11 +88,14 @@ def _products(m: Model) -> None:
 
 def _depthwise(m: Model) -> None:
     """A mobile network's depthwise convolutions: one large enough to be shared out over the cores by rows, one
-    (stride 2) on this thread."""
+    (stride 2) on this thread, one reading an expansion (the two in one kernel)."""
     src = _input(m, "dw_in", "1x16x40x40")
     for name, kernel, stride in (("dw_rows", 3, 1), ("dw_pixels", 5, 2)):
         src = _conv(m, name, src, 16, kernel=kernel, stride=stride, groups="16")
     m.add_layer("output", "depthwise", inputs=[src])
+    # an expansion and its depthwise layer: one kernel in fp32 NHWC (the conv_depthwise fusing rule)
+    expanded = _conv(m, "dw_expand", src, 48, kernel=1, act="clamp")
+    m.add_layer("output", "expanded", inputs=[_conv(m, "dw_expanded", expanded, 48, stride=2, groups="48")])
 
 
 def _passes(m: Model) -> None:
