@@ -9,7 +9,8 @@ the fused layer's name on our side and under its first node on theirs). Not coll
 
 An ONNX file (one of bench_zoo's, say) is imported as ``layerlab import`` does and run against ONNX Runtime on the
 file itself; ONNX Runtime's node names are matched to the importer's layer names (runs of other characters as one
-underscore). Layers are listed slowest first, with the sums by the kernel that ran.
+underscore), a fused layer's row counting the nodes of every layer fused into it. Layers are listed slowest first,
+with the sums by the kernel that ran.
 """
 from __future__ import annotations
 
@@ -103,16 +104,24 @@ def main(argv: list[str] | None = None) -> int:
     def stem(node: str) -> str:
         return re.sub(r"_\d+_[A-Za-z]+$", "", node)
 
-    left = [k for k in peer if k not in net.nodes]
+    # the layers fused into another one (conv_sum's convolution, conv_depthwise's expansion): their nodes are
+    # matched under their own names, then counted in the fused layer's row
+    merged = dict(net.fused.merged) if net.fused is not None else {}
+    names = [*net.order, *merged]
+    left = [k for k in peer if k not in net.nodes and k not in merged]
     stems = collections.Counter(stem(k) for k in left)
     by_stem = {stem(k): k for k in left if stems[stem(k)] == 1}
-    for layer in net.order:
+    for layer in names:
         node = by_stem.get(stem(layer))
-        if not peer.get(layer) and node is not None and sum(stem(m) == stem(layer) for m in net.order) == 1:
+        if not peer.get(layer) and node is not None and sum(stem(m) == stem(layer) for m in names) == 1:
             peer[layer] = peer.pop(node)
+    medians = {k: statistics.median(v) for k, v in peer.items() if v}
+    for inner, outer in merged.items():
+        if inner in medians:
+            medians[outer] = medians.get(outer, 0.0) + medians.pop(inner)
     for layer in net.order:
         a = 1e3 * statistics.median(ours[layer]) if ours[layer] else 0.0
-        b = statistics.median(peer[layer]) if peer.get(layer) else None
+        b = medians.get(layer)
         kernel = ",".join(dict.fromkeys(served.get(layer, [])))
         kind = f"{type(net.nodes[layer].layer).__name__}/{kernel or '-'}"
         kinds[kind] += a
@@ -122,9 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     print("LayerLab by layer type/kernel:", ", ".join(f"{k} {v:.2f}" for k, v in sorted(kinds.items(),
                                                                                       key=lambda kv: -kv[1])))
-    unmatched = sorted(k for k in peer if k not in net.nodes)
-    print("ONNX Runtime nodes under other names:",
-          ", ".join(f"{k} {statistics.median(peer[k]):.3f}" for k in unmatched) or "none")
+    unmatched = sorted(k for k in medians if k not in net.nodes)
+    print("ONNX Runtime nodes under other names:", ", ".join(f"{k} {medians[k]:.3f}" for k in unmatched) or "none")
     return 0
 
 
