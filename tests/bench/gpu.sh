@@ -46,6 +46,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/engine/test_cpu_kernels.py tests/engine/test_cpu_depthwise.py \
     tests/engine/test_cpu_pointwise.py tests/engine/test_cpu_taps.py tests/engine/test_epilogues.py \
     tests/engine/test_network_replay.py tests/engine/test_warmup.py tests/engine/test_cpu_jobs.py tests/engine/test_cpu_grouped.py \
+    tests/engine/test_cpu_expand_depthwise.py \
     2>&1 | tail -4
 fi
 if [ "$what" = zoo ] || [ "$what" = all ]; then
