@@ -379,10 +379,11 @@ class Layer:
     #: extends an earlier join of the same inputs in one buffer: ``joins_channels``); ``forward`` skips them
     in_place_inputs: int = 0
 
-    #: the index of an input whose buffer the network may give this layer's output, where this layer reads it last
-    #: and the backend allows it (``Backend.overwrites_inputs``): ``forward`` must then read each value of that input
-    #: before writing the output's value at its place (a residual sum), or copy it first (``out`` is that input)
-    overwrites_input: ClassVar[int | None] = None
+    #: the indices of the inputs whose buffer the network may give this layer's output (the first that qualifies),
+    #: where this layer reads it last and the backend allows it (``Backend.overwrites_inputs``): ``forward`` must then
+    #: read each value of that input before writing the output's value at its place (a residual sum, an element-wise
+    #: operation), or copy it first (``out`` is that input)
+    overwritable_inputs: ClassVar[tuple[int, ...]] = ()
     #: the second activation of a layer whose descriptor holds one (``LayerDesc.inner_activation``), bound by the
     #: network when it builds the layer; None otherwise
     inner_activation: BoundActivation | None = None

@@ -70,14 +70,14 @@ def join_chains(order: Sequence[str], inputs: Mapping[str, Sequence[str | None]]
 def assign_slots(order: Sequence[str], roots: Mapping[str, str], readers: Mapping[str, Sequence[str]],
                  pinned: Collection[str], sizes: Mapping[str, int], reuse: bool,
                  shared: Mapping[str, str] | None = None,
-                 overwrites: Mapping[str, str] | None = None) -> tuple[list[int], dict[str, int]]:
+                 overwrites: Mapping[str, Sequence[str]] | None = None) -> tuple[list[int], dict[str, int]]:
     """Assign a slot to every layer's output buffer. ``order``: the execution order; ``roots``: each layer's root
     (``buffer_roots``); ``readers``: the layers reading each layer; ``pinned``: layers whose buffers (their roots')
     are never recycled; ``sizes``: each root's buffer size in bytes; ``reuse``: recycle slots at all; ``shared``:
     roots that write into another root's slot (a chain of joins: each root maps to the chain's first, whose size
-    must hold the longest); ``overwrites``: roots that may write into the buffer of another root they read (the root
-    of one of their inputs, of the same size), which they take where they are its last reader and it is not pinned
-    (with ``reuse`` only).
+    must hold the longest); ``overwrites``: roots that may write into the buffer of another root they read (the roots
+    of some of their inputs, of the same size, in order of preference): the first they are the last reader of and
+    that is not pinned (with ``reuse`` only).
 
     Returns the capacity of each slot in bytes and the slot of every layer (an alias shares its root's slot). A
     root's slot is released after the last layer that reads the root or any of its aliases (or of the roots sharing
@@ -99,9 +99,9 @@ def assign_slots(order: Sequence[str], roots: Mapping[str, str], readers: Mappin
     release_at: dict[int, list[int]] = {}
     for n in order:
         if roots[n] == n:
-            over = (overwrites or {}).get(n)
-            if (reuse and over is not None and over in slot_of and over not in pinned_roots
-                    and last_use[over] == pos[n] and sizes[over] == sizes[n]):
+            over = next((r for r in (overwrites or {}).get(n, ()) if reuse and r in slot_of and r not in pinned_roots
+                         and last_use[r] == pos[n] and sizes[r] == sizes[n]), None)
+            if over is not None:
                 slot_of[n] = slot_of[over]  # its buffer is no longer read after n: n writes over it
                 release_at[pos[n]].remove(slot_of[over])
             else:

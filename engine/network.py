@@ -246,24 +246,25 @@ def joins_sharing_buffers(enabled: bool, order: list[str], inputs: dict[str, lis
     return {n: c for n, c in chains.items() if len(formats[c[0]]) == 1}
 
 
-def writes_over_inputs(net: Network, roots: dict[str, str], own: set[str]) -> dict[str, str]:
-    """The layers that may write their output over an input's buffer (``Layer.overwrites_input``, on a backend whose
+def writes_over_inputs(net: Network, roots: dict[str, str], own: set[str]) -> dict[str, list[str]]:
+    """The layers that may write their output over an input's buffer (``Layer.overwritable_inputs``, on a backend whose
     kernels read such an input where they write: ``Backend.overwrites_inputs``): that input's layer, where both write
     buffers of their own (``own``: no alias, view or shared join), of the same dimensions and storage format, and no
-    other input of the layer reads that buffer (a sum of a convolution of x and x itself keeps its buffer). The memory
-    plan gives the layer that buffer where it reads it last (``engine.memory_plan.assign_slots``)."""
+    other input of the layer reads that buffer (a sum of a convolution of x and x itself keeps its buffer), in the
+    layer's order of preference. The memory plan gives the layer the first of those buffers it reads last
+    (``engine.memory_plan.assign_slots``)."""
     if not net.backend.overwrites_inputs:
         return {}
-    found = {}
+    found: dict[str, list[str]] = {}
     for name in net.order:
         nd = net.nodes[name]
-        i = nd.layer.overwrites_input
-        if i is None or name not in own or i >= len(nd.inputs) or (src := nd.inputs[i]) is None or src not in own:
-            continue
-        others = {roots[s] for j, s in enumerate(nd.inputs) if j != i and s is not None}
-        if (src not in others and net._dims[src] == net._dims[name]
-                and net.storage_format(src) == net.storage_format(name)):
-            found[name] = src
+        for i in nd.layer.overwritable_inputs if name in own else ():
+            if i >= len(nd.inputs) or (src := nd.inputs[i]) is None or src not in own:
+                continue
+            others = {roots[s] for j, s in enumerate(nd.inputs) if j != i and s is not None}
+            if (src not in others and net._dims[src] == net._dims[name]
+                    and net.storage_format(src) == net.storage_format(name)):
+                found.setdefault(name, []).append(src)
     return found
 
 

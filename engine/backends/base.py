@@ -152,7 +152,7 @@ class Backend:
     #: whether layers read a join's leading channels as a strided view of a longer join's buffer, so that joins of
     #: the same leading inputs share one buffer (``engine.memory_plan.join_chains``)
     views_joins: ClassVar[bool] = False
-    #: whether a layer may write its output into the buffer of an input it reads last (``Layer.overwrites_input``:
+    #: whether a layer may write its output into the buffer of an input it reads last (``Layer.overwritable_inputs``:
     #: a residual sum into its residual's), its kernels reading each value of that input before writing its place
     overwrites_inputs: ClassVar[bool] = False
     #: the module holding the backend's kernel factories (one function per operation name, see ``kernel``)

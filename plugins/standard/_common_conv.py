@@ -281,7 +281,7 @@ class ConvolutionBase(Layer):
             return
         self.offer_replay(None)  # (the convolution below offers its own call: the sum pass is more work)
         if self.backend.overwrites_inputs and self.xp.may_share_memory(residual, out):
-            residual = residual.copy()  # the output is written over the residual (``overwrites_input``)
+            residual = residual.copy()  # the output is written over the residual (``overwritable_inputs``)
         conv_dims = ConvolutionBase.output_dims(self, self.input_dims)
         if tuple(conv_dims) != tuple(self.output_dims(self.input_dims)):  # the residual broadcasts the result
             shape = (conv_dims.n, conv_dims.h, conv_dims.w, conv_dims.c) if self.hw_axes == (1, 2) else tuple(conv_dims)

@@ -36,7 +36,7 @@ class ResidualSum:
     may be written over the residual's buffer (``convolve_sum`` reads each residual value where it writes, or copies
     the residual first)."""
 
-    overwrites_input = 1
+    overwritable_inputs = (1,)
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
         conv = super().output_dims(inputs)  # type: ignore[misc]

@@ -84,6 +84,10 @@ class ElementWise(Layer):
             raise self.shape_error("inputs of dimensions " + ", ".join(map(str, present)) + " do not broadcast "
                                    "(sizes aligned from the last axis must be equal or 1)") from None
 
+    #: the output may be written over its first two inputs (the kernels and NumPy's ufuncs read each value where they
+    #: write it; the passes for a third input and more read the output, so those keep their buffers)
+    overwritable_inputs = (0, 1)
+
     def forward(self, inputs: list[Any], out: Any) -> None:
         self.offer_replay(None)
         present = [x for x in inputs if x is not None]

@@ -599,7 +599,10 @@ def test_element_wise_matches_numpy(op, act, size):
     out = np.full(size, 7.0, np.float32)
     cpu.elementwise.element_wise(a, b, out, cpu.elementwise.ELEMENT_WISE_OPS[op], EPILOGUES[act], 0.1)
     np.testing.assert_array_equal(out, ref)  # NaN where NumPy has NaN
-    cpu.elementwise.element_wise(a, b, a, cpu.elementwise.ELEMENT_WISE_OPS[op], EPILOGUES[act], 0.1)  # into an input
+    b_kept = b.copy()
+    cpu.elementwise.element_wise(a, b, b, cpu.elementwise.ELEMENT_WISE_OPS[op], EPILOGUES[act], 0.1)  # over input 1
+    np.testing.assert_array_equal(b, ref)  # (a difference keeps its order)
+    cpu.elementwise.element_wise(a, b_kept, a, cpu.elementwise.ELEMENT_WISE_OPS[op], EPILOGUES[act], 0.1)  # over 0
     np.testing.assert_array_equal(a, ref)
 
 

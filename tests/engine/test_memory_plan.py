@@ -65,7 +65,7 @@ def test_a_layer_writes_over_an_input_it_reads_last_and_only_then():
     # s = conv(b) + a: a residual sum may write over a, whose last reader it is; t's over b, which u still reads
     order, _, readers = graph({"x": [], "a": ["x"], "b": ["a"], "s": ["b", "a"], "t": ["s", "b"], "u": ["t", "b"]})
     sizes = dict.fromkeys(order, 64)
-    over = {"s": "a", "t": "b"}
+    over = {"s": ["a"], "t": ["b"]}
     _, slot_of = assign_slots(order, plain_roots(order), readers, {"x", "u"}, sizes, reuse=True, overwrites=over)
     assert slot_of["s"] == slot_of["a"]
     assert slot_of["t"] not in (slot_of["b"], slot_of["s"])  # b is read by u after t
@@ -78,6 +78,9 @@ def test_a_layer_writes_over_an_input_it_reads_last_and_only_then():
     _, other = assign_slots(order, plain_roots(order), readers, {"x", "u"}, sizes | {"s": 32}, reuse=True,
                             overwrites=over)
     assert other["s"] != other["a"]  # of another size
+    _, second = assign_slots(order, plain_roots(order), readers, {"x", "u"}, sizes, reuse=True,
+                             overwrites={"t": ["b", "s"]})
+    assert second["t"] == second["s"]  # b is read after t: the next one it may write over
 
 
 def test_roots_follow_chains_of_aliases_and_stop_at_an_unconnected_input():

@@ -291,35 +291,46 @@ def residual_blocks() -> Model:
 
 
 @each_backend_and_format
-def test_a_residual_sum_writes_over_its_residual_where_it_reads_it_last(registry, backend, fmt, monkeypatch):
-    """On a backend that allows it, a fused residual sum takes its residual's buffer where it is that buffer's last
-    reader, never where its convolution reads the same tensor: the outputs are those of a network with a buffer per
-    sum, after a full run, a partial one and a read of the overwritten residual (recomputed)."""
+@pytest.mark.parametrize("fusing", ["on", "off"])
+def test_a_sum_writes_over_an_input_it_reads_last(registry, backend, fmt, monkeypatch, fusing):
+    """On a backend that allows it, a residual sum (fused, or an element-wise sum) takes the buffer of an input it is
+    the last reader of (a fused sum: its residual's), never where its convolution reads the same tensor, and a
+    squeeze-excitation product takes its tensor's: the outputs are those of a network with a buffer per layer, after
+    a full run, a partial one and a read of an overwritten input (recomputed)."""
     be = backend_param(backend)
+    model = residual_blocks()
+    model.add_layer("pooling", "squeeze", params={"global": "true"}, inputs=["s2"])
+    model.add_layer("element_wise", "gated", params={"operation": "product"}, inputs=["squeeze", "s2"])
+    model.layers["e"].inputs = ["gated"]
     monkeypatch.setattr(be, "overwrites_inputs", False)
-    ref = Network(residual_blocks(), registry, be, fmt)
+    ref = Network(model, registry, be, fmt, fusing=fusing)
     expected = capture_all(ref)
     monkeypatch.setattr(be, "overwrites_inputs", True)
-    net = Network(residual_blocks(), registry, be, fmt)
+    net = Network(model, registry, be, fmt, fusing=fusing)
     got = capture_all(net)
-    assert {type(net.nodes[n].layer).__name__ for n in ("s1", "s2")} == {"ConvSum"}
+    assert {type(net.nodes[n].layer).__name__ for n in ("s1", "s2")} == {"ConvSum" if fusing == "on" else "ElementWise"}
     for name in net.order:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
-    assert net._slot_of["s1"] == net._slot_of["a"] and ref._slot_of["s1"] != ref._slot_of["a"]
-    assert net._slot_of["s2"] != net._slot_of["s1"]
+    if fusing == "on":
+        assert net._slot_of["s1"] == net._slot_of["a"] and ref._slot_of["s1"] != ref._slot_of["a"]
+        assert net._slot_of["s2"] != net._slot_of["s1"]
+    else:
+        assert net._slot_of["s1"] == net._slot_of["c"] and net._slot_of["s2"] == net._slot_of["d"]
+    assert net._slot_of["gated"] == net._slot_of["s2"] and ref._slot_of["gated"] != ref._slot_of["s2"]
     x = np.random.default_rng(4).random((2, 8, 9, 7), dtype=np.float32)
     for n in (net, ref):
         n.set_input("inp", x)
         n.run()
     np.testing.assert_array_equal(net.output("out"), ref.output("out"))
-    np.testing.assert_array_equal(net.output("a"), ref.output("a"))  # overwritten by s1: computed again
+    np.testing.assert_array_equal(net.output("a"), ref.output("a"))  # perhaps overwritten: computed again
+    np.testing.assert_array_equal(net.output("s2"), ref.output("s2"))
     for n in (net, ref):
         n.mark_affected("b")
         n.run()
     np.testing.assert_array_equal(net.output("out"), ref.output("out"))
-    kept = Network(residual_blocks(), registry, be, fmt, reuse_buffers=False)
+    kept = Network(model, registry, be, fmt, reuse_buffers=False, fusing=fusing)
     kept.run()
-    assert kept._slot_of["s1"] != kept._slot_of["a"]
+    assert kept._slot_of["s1"] != kept._slot_of["a"] and kept._slot_of["gated"] != kept._slot_of["s2"]
 
 
 def test_the_layers_a_run_computes_follow_what_changed_and_which_buffers_were_reused(registry):

@@ -23,11 +23,16 @@ def _element_wise_range(a, b, y, i0, i1, op, act, alpha):  # pragma: no cover - 
     """``y[i] = act(a[i] op b[i])`` for i in i0..i1 of flat arrays; NaN wins a max or a min, as in NumPy. One
     loop per operation and per activation (branch-free bodies vectorise), by chunks that stay in L1, each
     indexed from 0 (an index Numba cannot prove non-negative costs a wrap-around test: gathers, not loads)."""
+    over_a, over_b = y.ctypes.data == a.ctypes.data, y.ctypes.data == b.ctypes.data
     for j0 in range(i0, i1, 2048):
         j1 = min(i1, j0 + 2048)
         u, v, z = a[j0:j1], b[j0:j1], y[j0:j1]
         n = z.size
-        if op == 0:
+        if over_a:  # written over an input: two arrays in the loop (the same memory twice sent LLVM's to its scalar loop)
+            _in_place(z, v, op, act, alpha, False)
+        elif over_b:
+            _in_place(z, u, op, act, alpha, True)
+        elif op == 0:
             for i in range(n):
                 z[i] = activate(u[i] + v[i], act, alpha)
         elif op == 1:
@@ -45,6 +50,30 @@ def _element_wise_range(a, b, y, i0, i1, op, act, alpha):  # pragma: no cover - 
 
 
 _call_element_wise_range = job_caller(_element_wise_range)
+
+
+@njit(inline="always")
+def _in_place(z, v, op, act, alpha, swapped):  # pragma: no cover - compiled
+    """``z[i] = act(z[i] op v[i])`` (``act(v[i] op z[i])`` when ``swapped``: only a difference cares)."""
+    n = z.size
+    if op == 0:
+        for i in range(n):
+            z[i] = activate(z[i] + v[i], act, alpha)
+    elif op == 1:
+        for i in range(n):
+            z[i] = activate(z[i] * v[i], act, alpha)
+    elif op == 2:
+        for i in range(n):
+            z[i] = activate(np.maximum(z[i], v[i]), act, alpha)
+    elif op == 3:
+        for i in range(n):
+            z[i] = activate(np.minimum(z[i], v[i]), act, alpha)
+    elif swapped:
+        for i in range(n):
+            z[i] = activate(v[i] - z[i], act, alpha)
+    else:
+        for i in range(n):
+            z[i] = activate(z[i] - v[i], act, alpha)
 
 
 def element_wise(a: np.ndarray, b: np.ndarray, out: np.ndarray, op: int, act: int = 0,
