@@ -12,6 +12,7 @@ from typing import Any
 from engine.backends.layer_kernels import kernel_cache, physical_weight
 from engine.categories import Category
 from engine.descriptors import InputDesc, LayerDesc, ParamDesc
+from engine.errors import ShapeError
 from engine.layer import REPLAYABLE_FORWARDS, Layer
 from engine.tensor import Dims, nchw_view
 from plugins.standard._common_conv import (
@@ -104,11 +105,18 @@ class ConvDepthwise(Layer):
                                                           f"{prefix}groups {g}")
 
     def _middle(self, inputs: list[Dims | None]) -> Dims:
-        return self._convolutions()[0].output_dims(inputs)
+        return self._part_dims(0, inputs)
+
+    def _part_dims(self, which: int, inputs: list[Dims | None]) -> Dims:
+        """The output dimensions of one of the two convolutions; its shape error named as this layer's."""
+        try:
+            return self._convolutions()[which].output_dims(inputs)
+        except ShapeError as exc:
+            what = ("convolution", "depthwise convolution")[which]
+            raise self.shape_error(f"{what}: {str(exc).split(': ', 1)[-1]}") from None
 
     def output_dims(self, inputs: list[Dims | None]) -> Dims:
-        mid = self._middle(inputs)
-        return self._convolutions()[1].output_dims([mid])
+        return self._part_dims(1, [self._middle(inputs)])
 
     def weight_shapes(self, inputs: list[Dims | None]) -> dict[str, tuple[int, ...]]:
         first, second = self._convolutions()

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engine.backends.selection import served_candidates
-from engine.errors import ParameterError
+from engine.errors import ParameterError, ShapeError
 from engine.model import Model
 from engine.network import Network
 from engine.plugins import default_registry
@@ -104,3 +104,12 @@ def test_a_bad_conv_activation_is_one_clear_error(text):
     x = np.zeros((1, 3, 6, 6), np.float32)
     with pytest.raises(ParameterError, match="conv_activation|no_such_activation|min"):
         run_layer("conv_depthwise", dict(conv_activation=text), [x], FP32_NHWC)
+
+
+@pytest.mark.parametrize("params,message", [
+    (dict(num_output_channels=8, dw_num_output_channels=6, dw_groups=3), "depthwise convolution: input has 8 channels"),
+    (dict(dw_kernel_size=9, dw_padding=0), "depthwise convolution: kernel 9x9"),
+    (dict(kernel_size=9, padding=0), "^conv_depthwise L: convolution: kernel 9x9")])
+def test_a_shape_either_convolution_cannot_take_is_this_layers_error(params, message):
+    with pytest.raises(ShapeError, match=message if message.startswith("^") else f"^conv_depthwise L: .*{message}"):
+        run_layer("conv_depthwise", params, [np.zeros((1, 3, 6, 6), np.float32)], FP32_NHWC)
