@@ -58,16 +58,20 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
 
 CASES = [  # (n, c, k, h, w, filter, stride, padding)
     (1, 16, 96, 23, 20, 3, 2, 1), (1, 24, 144, 17, 15, 3, 1, 1), (2, 8, 72, 14, 13, 5, 2, 2),
-    (1, 40, 120, 9, 11, 5, 1, 2), (1, 16, 40, 12, 12, 7, 2, 3), (1, 24, 20, 10, 9, 3, 1, 0), (1, 3, 16, 7, 7, 3, 2, 1)]
+    (1, 40, 120, 9, 11, 5, 1, 2), (1, 16, 40, 12, 12, 7, 2, 3), (1, 24, 20, 10, 9, 3, 1, 0), (1, 3, 16, 7, 7, 3, 2, 1),
+    (1, 32, 600, 7, 7, 5, 1, 2)]  # (600 channels: blocks of channels, the last with a partial vector)
 
 
 @pytest.mark.parametrize("acts", [("relu6", "relu6"), ("hardswish", "none"), ("silu", "sigmoid"), ("none", "relu")],
                          ids=lambda a: "-".join(a))
 @pytest.mark.parametrize("n,c,k,h,w,f,s,p", CASES, ids=lambda v: str(v))
 @pytest.mark.parametrize("steps", ["one-row", "whole"])
-@pytest.mark.parametrize("cores", [1, 2])
-def test_the_pair_in_one_kernel_matches_the_two_convolutions(monkeypatch, n, c, k, h, w, f, s, p, acts, steps, cores):
+@pytest.mark.parametrize("cores,cut", [(1, "-"), (2, "rows"), (2, "channels")])
+def test_the_pair_in_one_kernel_matches_the_two_convolutions(monkeypatch, n, c, k, h, w, f, s, p, acts, steps, cores,
+                                                             cut):
     monkeypatch.setattr(runtime, "cores", lambda: cores)
+    # two cores: each image cut in bands of rows, or in runs of channels (where it has two blocks of channels)
+    monkeypatch.setattr(expand_depthwise, "BAND_MIN_ROWS", 1 if cut == "rows" else 1 << 20)
     if steps == "one-row":  # a buffer of one output row's windows: every step keeps rows of the last one
         monkeypatch.setattr(expand_depthwise, "BAND_BYTES", 1)
     rng = np.random.default_rng(n + c + k + h + f + s)
@@ -128,3 +132,16 @@ def test_what_the_kernel_does_not_take_is_refused():
     assert kernel(np.ascontiguousarray(x), w1, b1, *none, w2, b2, *none, out, (1, 1), (1, 1), None) is None
     assert kernel(x, w1, b1, "softmax", {}, w2, b2, *none, out, (1, 1), (1, 1), None) is None  # no epilogue
     assert FUSED_EPILOGUES["clamp"] and epilogue_alpha("clamp", {"min": 0.0, "max": 6.0}) == (0.0, 6.0)
+
+
+def test_small_images_are_cut_by_channels_and_large_ones_by_rows():
+    assert expand_depthwise.cut(1, 7, 8, 2) == (1, 2)  # 7 rows: two bands would expand 11 rows of 7 (5x5)
+    assert expand_depthwise.cut(1, 56, 8, 2) == (2, 1)
+    assert expand_depthwise.cut(1, 7, 1, 2) == (2, 1)  # one block of channels: rows all the same
+    assert expand_depthwise.cut(4, 7, 8, 2) == (1, 1)  # images enough
+
+
+def test_blocks_of_channels_share_out_evenly():
+    assert expand_depthwise.even_chunk(72, 2) == 6  # 6 + 6 blocks, where blocks of 8 went 4 + 5
+    assert expand_depthwise.even_chunk(24, 2) == 6  # 2 + 2, where blocks of 8 went 1 + 2
+    assert expand_depthwise.even_chunk(60, 2) == 6 and expand_depthwise.even_chunk(15, 2) == 8

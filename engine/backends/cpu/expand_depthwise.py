@@ -28,21 +28,26 @@ from engine.backends.cpu.panels import _panel_job
 
 #: whether the pair runs as one kernel (else the layer runs its two convolutions one after the other)
 EXPAND_DEPTHWISE = True
+#: fewest output rows a band of an image takes (fewer: the image is cut by channels instead; see :func:`cut`)
+BAND_MIN_ROWS = 8
 #: bytes of a thread's buffer of expanded rows (the rows of one step of output rows and the rows their windows share
 #: with the next step's): in L2 with the weights
 BAND_BYTES = 512 * 1024
 
 
 @njit(cache=True, nogil=True)
-def _band(x, wp, b1, act1, alpha1, epi1, wd, b2, act2, alpha2, epi2, fused2, y, o0, o1, sh, sw, ph, pw, step, chunk,
-          unroll, buf, rows_a, rows_c, patch):  # pragma: no cover - compiled
+def _band(x, wp, b1, act1, alpha1, epi1, wd, b2, act2, alpha2, epi2, fused2, y, o0, o1, v_lo, v_hi, sh, sw, ph, pw,
+          step, chunk, unroll, buf, rows_a, rows_c, patch):  # pragma: no cover - compiled
     """Output rows o0..o1 of ``y`` (Ho, Wo, K) = depthwise(act1(``x`` (1, H, W, C) @ panels ``wp`` + ``b1``)) by steps
-    of ``step`` output rows, through ``buf`` (rows, W, K) of expanded rows."""
+    of ``step`` output rows, through ``buf`` (rows, W, K) of expanded rows; the channels of the vectors v_lo..v_hi
+    (blocks of ``chunk`` vectors; the job whose range reaches the last vector takes the channels after it), whose
+    expansion is the panels covering them."""
     h, w = x.shape[1], x.shape[2]
     k = y.shape[2]
     kh = wd.shape[0]
-    panels = wp.shape[0]
     nvec = k // DEPTHWISE_VECTOR
+    p_lo = v_lo * DEPTHWISE_VECTOR // PANEL
+    p_hi = wp.shape[0] if v_hi >= nvec else (v_hi * DEPTHWISE_VECTOR + PANEL - 1) // PANEL
     flat = buf.reshape((1, buf.shape[0] * w, k))
     lo = hi = 0  # the expanded rows lo..hi are in the buffer's first rows
     o = o0
@@ -61,12 +66,12 @@ def _band(x, wp, b1, act1, alpha1, epi1, wd, b2, act2, alpha2, epi2, fused2, y, 
             part = x[:, start:e1]
             out = flat[:, (start - e0) * w:(e1 - e0) * w]
             pixels = (e1 - start) * w
-            for p in range(panels):
+            for p in range(p_lo, p_hi):
                 _panel_job(p, part, wp, out, out, False, b1, act1, alpha1, epi1, 1, 1, 1, 1, 0, 0, w, pixels,
                            rows_a, rows_c, patch)
         lo, hi = e0, e1
         _depthwise_rows_vec(buf[:e1 - e0], wd, b2, y[o:o + r], 0, r, sh, sw, ph + e0 - o * sh, pw, 1, 1, act2, alpha2,
-                            epi2, fused2, unroll, chunk, 0, nvec)
+                            epi2, fused2, unroll, chunk, v_lo, v_hi)
         o += r
 
 
@@ -75,15 +80,41 @@ _call_band = job_caller(_band)
 
 @njit(cache=True, nogil=True, parallel=True)
 def _expand_depthwise_par(x, wp, b1, act1, alpha1, epi1, wd, b2, act2, alpha2, epi2, fused2, y, sh, sw, ph, pw, step,
-                          chunk, unroll, bands, bufs, rows_a, rows_c, patch):  # pragma: no cover - compiled
-    """``bands`` bands of output rows per image (N, Ho, Wo, K) over the threads, each in its thread's buffer."""
+                          chunk, unroll, bands, parts, bufs, rows_a, rows_c, patch):  # pragma: no cover - compiled
+    """``bands`` bands of output rows per image (N, Ho, Wo, K), each cut into ``parts`` runs of blocks of ``chunk``
+    vectors of channels, over the threads, each job in its thread's buffer."""
     n, ho = y.shape[0], y.shape[1]
-    for j in prange(n * bands):
-        i, q = j // bands, j % bands
+    chunks = (y.shape[3] // DEPTHWISE_VECTOR + chunk - 1) // chunk
+    for j in prange(n * bands * parts):
+        i, q, c = j // (bands * parts), j // parts % bands, j % parts
         tid = get_thread_id()
         _call_band((x[i:i + 1], wp, b1, act1, alpha1, epi1, wd, b2, act2, alpha2, epi2, fused2, y[i],
-                    np.int64(ho * q // bands), np.int64(ho * (q + 1) // bands), sh, sw, ph, pw, step, chunk, unroll,
-                    bufs[tid], rows_a[tid], rows_c[tid], patch))
+                    np.int64(ho * q // bands), np.int64(ho * (q + 1) // bands), np.int64(chunks * c // parts * chunk),
+                    np.int64(chunks * (c + 1) // parts * chunk), sh, sw, ph, pw, step, chunk, unroll, bufs[tid],
+                    rows_a[tid], rows_c[tid], patch))
+
+
+def even_chunk(nvec: int, parts: int) -> int:
+    """Vectors per block of channels (at most CHUNK_VECTORS) whose blocks cut into ``parts`` runs (as
+    :func:`_expand_depthwise_par` cuts them) leave the largest run smallest: 72 vectors in blocks of 8 went 4 + 5
+    blocks to two cores, in blocks of 6 they go 6 + 6."""
+    def largest(chunk: int) -> int:
+        chunks = -(-nvec // chunk)
+        return max(min(nvec, chunks * (q + 1) // parts * chunk) - chunks * q // parts * chunk for q in range(parts))
+    return min(range(depthwise.CHUNK_VECTORS, 0, -1), key=largest)
+
+
+def cut(n: int, ho: int, chunks: int, threads: int) -> tuple[int, int]:
+    """(bands of output rows, runs of channel blocks) each image of ``n`` is cut into for ``threads`` threads:
+    bands where each has BAND_MIN_ROWS output rows at least, else runs of channels (each job then expands the
+    panels of its own channels over the whole image: a band's expanded rows its neighbour's windows read too are
+    computed by both, which for a 7x7 image in two bands of a 5x5 layer was 11 rows of 7)."""
+    wanted = -(-threads // n)
+    if wanted <= 1:
+        return 1, 1
+    if ho >= BAND_MIN_ROWS * wanted or chunks < 2:
+        return min(ho, wanted), 1
+    return 1, min(chunks, wanted)
 
 
 def expand_depthwise_applies(c: int, k: int, dw_shape: tuple[int, ...], stride: tuple[int, int],
@@ -120,12 +151,14 @@ def expand_depthwise_plan(x: np.ndarray, wp: np.ndarray, b1: np.ndarray | None, 
     rows = (step - 1) * sh + kh
     threads = rt.threads()
     most = numba.config.NUMBA_NUM_THREADS  # the buffers of every thread Numba may run
-    bands = max(1, min(ho, -(-threads // n)))
+    bands, parts = cut(n, ho, -(-nvec // max(1, chunk)), threads)
+    if parts > 1:  # blocks of channels that share out evenly
+        chunk = even_chunk(nvec, parts)
     bufs = aligned_empty(most * rows * w * k).reshape(most, rows, w, k)
     rows_a = np.empty((most, PANEL_ROWS), np.int64)
     rows_c = np.empty((most, PANEL_ROWS), np.int64)
     patch = np.empty((1, 1), np.float32)
     args = (xp, wp, b1p, act1, kernel_alpha(alpha1), epi1, wd, b2p, act2, kernel_alpha(alpha2),
-            epi2, fused2, yp, *stride, *padding, step, max(1, chunk), UNROLLED_CELLS, bands, bufs, rows_a, rows_c,
-            patch)
+            epi2, fused2, yp, *stride, *padding, step, max(1, chunk), UNROLLED_CELLS, bands, parts, bufs, rows_a,
+            rows_c, patch)
     return rt.Launch(_expand_depthwise_par, *args)
