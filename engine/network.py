@@ -84,22 +84,24 @@ def build_layer(spec_name: str, spec_type: str, params: dict[str, str], activati
         raise LayerLabError(f"{spec_type} {spec_name} does not support tensor format {fmt}")
     layer = cls(spec_name, values, bound, fmt, backend)
     if cls.desc.inner_activation:  # a second activation, inside the layer (a fused pair's inner one)
-        name, coefs = parse_activation_text(values[cls.desc.inner_activation],
-                                            f"layer {spec_name} parameter {cls.desc.inner_activation}")
-        layer.inner_activation = bound_activation(spec_name, name, coefs, registry)
+        where = f"layer {spec_name} parameter {cls.desc.inner_activation}"
+        name, coefs = parse_activation_text(values[cls.desc.inner_activation], where)
+        layer.inner_activation = bound_activation(spec_name, name, coefs, registry, where)
     return layer
 
 
-def bound_activation(spec_name: str, activation: str, act_coefs: dict[str, str],
-                     registry: Registry) -> BoundActivation | None:
-    """Activation ``activation`` (None for none) with its coefficients, as layer ``spec_name`` applies it."""
+def bound_activation(spec_name: str, activation: str, act_coefs: dict[str, str], registry: Registry,
+                     where: str = "") -> BoundActivation | None:
+    """Activation ``activation`` (None for none) with its coefficients, as layer ``spec_name`` applies it (``where``:
+    how its errors name it, default the layer)."""
     if not activation or activation == "none":
         return None
+    where = where or f"layer {spec_name}"
     act = registry.activation_class(activation)
     if act is None:
-        raise ParameterError(f"layer {spec_name}: unknown activation {activation!r} "
+        raise ParameterError(f"{where}: unknown activation {activation!r} "
                              f"(known: {', '.join(registry.activation_names)})")
-    return BoundActivation(act, act.desc.coefficient_values(act_coefs, f"layer {spec_name}"))
+    return BoundActivation(act, act.desc.coefficient_values(act_coefs, where))
 
 
 def random_input(dims: Dims, seed: int = 0, what: str = "random input") -> np.ndarray:

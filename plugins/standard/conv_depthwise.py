@@ -43,7 +43,7 @@ INNER_ACTIVATION = ParamDesc(
 
 DESC = LayerDesc(
     name="conv_depthwise",
-    display_name="Convolution + depthwise convolution",
+    display_name="Convolution + depthwise",
     summary="A convolution, its activation and the depthwise convolution reading it, fused into one layer.",
     categories=(Category.CONVOLUTION,),
     documentation=(
