@@ -154,6 +154,19 @@ def conv_torch_module(p: dict[str, Any], in_channels: int) -> str:
             f"padding=({pad.h}, {pad.w}), dilation=({d.h}, {d.w}), groups={p['groups']}, bias={bool(p['bias'])})")
 
 
+def inner_buffer(layer: Layer, shape: tuple[int, ...]) -> Any:
+    """An intermediate result inside a fused layer (a convolution's before its pooling or its depthwise convolution):
+    on the CPU one buffer kept by the layer (a new 3 MB array a run, resnet18's stem, was fresh pages to fault in
+    every time; the CPU kernels also replay their prepared calls on the same arrays), elsewhere from the device's
+    memory pool."""
+    if layer.backend.device_kind != "cpu":
+        return layer.xp.empty(shape, dtype=layer.fmt.dtype)
+    buf = layer.__dict__.get("_inner_buffer")
+    if buf is None or buf.shape != shape or buf.dtype != layer.fmt.dtype:
+        buf = layer.__dict__["_inner_buffer"] = layer.xp.empty(shape, dtype=layer.fmt.dtype)
+    return buf
+
+
 #: inputs, parameters and weights of a convolution (layers that compute one share them)
 CONV_INPUTS: tuple[InputDesc, ...] = (
     InputDesc("input"),

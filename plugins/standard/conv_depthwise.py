@@ -21,6 +21,7 @@ from plugins.standard._common_conv import (
     SAME_AS_PADDING,
     conv_onnx_attributes,
     conv_torch_module,
+    inner_buffer,
 )
 from plugins.standard.convolution import Convolution
 
@@ -151,7 +152,7 @@ class ConvDepthwise(Layer):
                     return
         first.tf32 = second.tf32 = self.tf32
         d = first.output_dims(self.input_dims)
-        mid = self._buffer((d.n, d.h, d.w, d.c) if self.hw_axes == (1, 2) else (d.n, d.c, d.h, d.w))
+        mid = inner_buffer(self, (d.n, d.h, d.w, d.c) if self.hw_axes == (1, 2) else (d.n, d.c, d.h, d.w))
         first.convolve(inputs[0], w1, b1, mid)
         calls = [first.replay_call()]
         second.convolve(mid, w2, b2, out)
@@ -169,16 +170,6 @@ class ConvDepthwise(Layer):
                 and p["groups"] == 1 and p[DW + "groups"] == p["num_output_channels"] == p[DW + "num_output_channels"]
                 and p[DW + "dilation"] == one and k.h == k.w and p[DW + "stride"].h == p[DW + "stride"].w
                 and p[DW + "padding"].h == p[DW + "padding"].w)
-
-    def _buffer(self, shape: tuple[int, ...]) -> Any:
-        """The first convolution's result: on the CPU one buffer kept by the layer (its prepared calls replay on the
-        same arrays), elsewhere from the device's memory pool."""
-        if self.backend.device_kind != "cpu":
-            return self.xp.empty(shape, dtype=self.fmt.dtype)
-        buf = self.__dict__.get("_mid")
-        if buf is None or buf.shape != shape or buf.dtype != self.fmt.dtype:
-            buf = self.__dict__["_mid"] = self.xp.empty(shape, dtype=self.fmt.dtype)
-        return buf
 
     onnx_support = "yes"
     torch_support = "yes"

@@ -18,6 +18,7 @@ from plugins.standard._common_conv import (
     CONV_WEIGHTS_FILES_DOC,
     FUSED_CONV_WEIGHTS_DOC,
     ConvolutionBase,
+    inner_buffer,
 )
 from plugins.standard._common_pool import (
     POOLING_PARAMS,
@@ -113,7 +114,7 @@ class ConvPool(ConvolutionBase):
         b = self.weight("bias", inputs) if self.p["bias"] else None
         c = super().output_dims(self.input_dims)
         nhwc = self.hw_axes == (1, 2)
-        y = self._conv_buffer((c.n, c.h, c.w, c.c) if nhwc else (c.n, c.c, c.h, c.w))
+        y = inner_buffer(self, (c.n, c.h, c.w, c.c) if nhwc else (c.n, c.c, c.h, c.w))
         self.convolve(inputs[0], w, b, y, cacheable=not self.weights_from_inputs(inputs))
         conv_call = self.replay_call()  # the convolution's prepared call (taken: the layer offers both, below)
         is_max = self._pool("pool_type") == "max"
@@ -134,17 +135,6 @@ class ConvPool(ConvolutionBase):
             return
         self.store_physical(out, pool2d(self.xp, self.physical(y), self._pool("pool_type"), window, stride, padding,
                                         include_pad, self.hw_axes))
-
-    def _conv_buffer(self, shape: tuple[int, ...]) -> Any:
-        """The convolution's result before pooling: on the CPU one buffer kept by the layer (a new 3 MB array a run,
-        resnet18's stem, was fresh pages to fault in every time; the CPU kernels also replay their prepared calls on
-        the same arrays), elsewhere from the device's memory pool."""
-        if self.backend.device_kind != "cpu":
-            return self.xp.empty(shape, dtype=self.fmt.dtype)
-        buf = self.__dict__.get("_conv_out")
-        if buf is None or buf.shape != shape or buf.dtype != self.fmt.dtype:
-            buf = self.__dict__["_conv_out"] = self.xp.empty(shape, dtype=self.fmt.dtype)
-        return buf
 
     onnx_support = "yes"
     torch_support = "partial: weights and bias from secondary inputs are not exported"
