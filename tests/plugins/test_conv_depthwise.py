@@ -87,16 +87,22 @@ def test_the_pair_fuses_in_fp32_nhwc_and_computes_the_chain(backend, fmt, dims, 
     assert_close(got, ref, fmt, "conv_depthwise against the chain")
 
 
-def test_the_layer_alone_computes_both_convolutions_and_both_activations():
-    x = np.random.default_rng(2).standard_normal((1, 3, 10, 9)).astype(np.float32)
-    params = dict(num_output_channels=8, kernel_size=1, padding=0, conv_activation="clamp(min=0, max=1)",
-                  dw_num_output_channels=8, dw_groups=4, dw_stride=2)
-    out, w, _ = run_layer("conv_depthwise", params, [x], FP32_NHWC, activation="tanh")
-    mid = run_unfused(x, [("convolution", "a", dict(num_output_channels=8, kernel_size=1, padding=0), "none")],
-                      {"a": {"weights": w["weights"], "bias": w["bias"]}}, FP32_NHWC)
-    ref = run_unfused(np.clip(mid, 0, 1), [("convolution", "b", dict(num_output_channels=8, groups=4, stride=2), "tanh")],
-                      {"b": {"weights": w["dw_weights"], "bias": w["dw_bias"]}}, FP32_NHWC)
-    assert_close(out, ref, FP32_NHWC, "conv_depthwise with grouped second convolution")
+@each_backend_and_format
+@pytest.mark.parametrize("groups", [4, 32])
+def test_the_layer_alone_computes_both_convolutions_and_both_activations(backend, fmt, groups):
+    """Placed by hand (any format, any backend, a batch of two): the first convolution with conv_activation, then the
+    second, grouped or depthwise, with the layer's own activation."""
+    x = np.random.default_rng(2).standard_normal((2, 3, 10, 9)).astype(np.float32)
+    params = dict(num_output_channels=32, kernel_size=1, padding=0, conv_activation="clamp(min=0, max=1)",
+                  dw_num_output_channels=32, dw_groups=groups, dw_stride=2)
+    out, w, _ = run_layer("conv_depthwise", params, [x], fmt, backend, activation="tanh")
+    first = dict(num_output_channels=32, kernel_size=1, padding=0)
+    mid = run_unfused(x, [("convolution", "a", first, "none")], {"a": {"weights": w["weights"], "bias": w["bias"]}},
+                      fmt, backend)
+    second = dict(num_output_channels=32, groups=groups, stride=2)
+    ref = run_unfused(np.clip(mid, 0, 1), [("convolution", "b", second, "tanh")],
+                      {"b": {"weights": w["dw_weights"], "bias": w["dw_bias"]}}, fmt, backend)
+    assert_close(out, ref, fmt, f"conv_depthwise, second convolution of {groups} groups")
 
 
 @pytest.mark.parametrize("text", ["clamp(min)", "3x", "no_such_activation", "clamp(min=zero)"])
