@@ -31,10 +31,15 @@ UNFUSED_PARAMS = ("padding_end",)
 DW = "dw_"
 
 
+#: defaults that differ from the convolution's: a 1x1 expansion, and a depthwise convolution of the default 16
+#: channels (a layer placed from the palette is the pair the fusing rule makes)
+DEFAULTS = {"kernel_size": Dims(1, 1, 1, 1), "padding": Dims(1, 1, 0, 0), DW + "groups": 16}
+
+
 def _params(prefix: str) -> tuple[ParamDesc, ...]:
     what = "depthwise convolution" if prefix else "convolution"
-    return tuple(replace(p, name=prefix + p.name, legacy_names=(),
-                         main=p.main and not prefix, doc=f"{what}: {p.doc}")
+    return tuple(replace(p, name=prefix + p.name, legacy_names=(), main=p.main and not prefix, doc=f"{what}: {p.doc}",
+                         default=DEFAULTS.get(prefix + p.name, p.default))
                  for p in CONV_PARAMS if p.name not in UNFUSED_PARAMS)
 
 
@@ -55,10 +60,11 @@ DESC = LayerDesc(
         "as one kernel that never writes the expanded tensor to memory; elsewhere one after the other.</p>"
         "<ul><li><b>input</b> (primary): N x C_in x H x W.</li>"
         + CONV_PARAMS_DOC +
+        "<li>Here <b>kernel_size</b> defaults to 1 and <b>padding</b> to 0 (an expansion).</li>"
         "<li>Depthwise convolution parameters, named like the convolution's with a <code>dw_</code> prefix and "
-        "with the same defaults: <b>dw_num_output_channels</b>, <b>dw_kernel_size</b>, <b>dw_stride</b>, "
-        "<b>dw_padding</b>, <b>dw_dilation</b>, <b>dw_groups</b> (the channel count for a depthwise convolution), "
-        "<b>dw_bias</b>.</li>"
+        "with the same defaults but <b>dw_groups</b> (16: a depthwise convolution of the default 16 channels; the "
+        "channel count for a depthwise convolution): <b>dw_num_output_channels</b>, <b>dw_kernel_size</b>, "
+        "<b>dw_stride</b>, <b>dw_padding</b>, <b>dw_dilation</b>, <b>dw_groups</b>, <b>dw_bias</b>.</li>"
         "<li><b>conv_activation</b>: the first convolution's activation (the layer's own activation follows the "
         "depthwise convolution): an activation name, with its coefficients in parentheses where it has any, "
         "<code>clamp(min=0, max=6)</code>; default none.</li></ul>"
