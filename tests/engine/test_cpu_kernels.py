@@ -1274,3 +1274,19 @@ def test_resize_by_taps_matches_the_separable_reference(nhwc, mode, coords, size
     bad = th.index.copy()
     bad[0, -1] = 13
     assert not upsample.resize_taps(phys, out, bad, th.weight, tw.index, tw.weight, nhwc)
+
+
+@pytest.mark.parametrize("wo,ho,c,k,panels,images", [(28, 28, 144, 32, 1, 1), (56, 56, 96, 24, 1, 1),
+                                                      (56, 56, 64, 24, 1, 1), (28, 28, 72, 40, 2, 1),
+                                                      (28, 28, 144, 32, 1, 3), (112, 112, 16, 96, 3, 1)])
+def test_a_strips_few_jobs_share_out_evenly_over_two_cores(monkeypatch, wo, ho, c, k, panels, images):
+    """A 1x1 layer's blocks of rows on a large image: where its jobs (blocks x panels x images) are fewer than
+    PANEL_JOB_SHARES a thread, as many as make them a multiple of the thread count (144 -> 32 at 28x28 had gone as
+    three jobs to two cores), each no larger than STRIP_BLOCK_BYTES of input and output."""
+    monkeypatch.setattr(cpu.runtime, "cores", lambda: 2)
+    rows = cpu.panels.strip_rows(wo, ho, c, k, False, panels, images)
+    jobs = -(-ho // rows) * panels * images
+    assert jobs % 2 == 0 or jobs >= cpu.panels.PANEL_JOB_SHARES * 2
+    assert rows * wo * (c + k) * 4 <= max(cpu.panels.STRIP_BLOCK_BYTES, wo * (c + k) * 4)
+    monkeypatch.setattr(cpu.panels, "STRIP_EVEN_JOBS", False)
+    assert cpu.panels.strip_rows(wo, ho, c, k, False, panels, images) >= rows
