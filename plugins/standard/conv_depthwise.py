@@ -145,17 +145,16 @@ class ConvDepthwise(Layer):
         b2 = self.weights[DW + "bias"] if self.p[DW + "bias"] else None
         self.offer_replay(None)
         kernel = self.backend.kernel("expand_depthwise")
-        if kernel is not None and self._one_kernel():
-            acts = [(a.epilogue, a.coefs) if a is not None else (None, {}) for a in (self.inner_activation,
-                                                                                      self.activation)]
-            if all(a is None or a.epilogue is not None for a in (self.inner_activation, self.activation)):
-                s, p = self.p[DW + "stride"], self.p[DW + "padding"]
-                done = kernel(nchw_view(inputs[0], self.fmt), physical_weight(self, w1, True), b1, *acts[0],
-                              physical_weight(self, w2, True), b2, *acts[1], nchw_view(out, self.fmt), (s.h, s.w),
-                              (p.h, p.w), kernel_cache(self))
-                if done is not None:
-                    self.offer_replay(done.replay)
-                    return
+        acts = (self.inner_activation, self.activation)
+        if kernel is not None and self._one_kernel() and all(a is None or a.epilogue is not None for a in acts):
+            (e1, c1), (e2, c2) = ((a.epilogue, a.coefs) if a is not None else (None, {}) for a in acts)
+            s, p = self.p[DW + "stride"], self.p[DW + "padding"]
+            done = kernel(nchw_view(inputs[0], self.fmt), physical_weight(self, w1, True), b1, e1, c1,
+                          physical_weight(self, w2, True), b2, e2, c2, nchw_view(out, self.fmt), (s.h, s.w),
+                          (p.h, p.w), kernel_cache(self))
+            if done is not None:
+                self.offer_replay(done.replay)
+                return
         first.tf32 = second.tf32 = self.tf32
         d = first.output_dims(self.input_dims)
         mid = inner_buffer(self, (d.n, d.h, d.w, d.c) if self.hw_axes == (1, 2) else (d.n, d.c, d.h, d.w))
@@ -167,15 +166,10 @@ class ConvDepthwise(Layer):
             self.offer_replay(lambda: (calls[0](), calls[1]()))
 
     def _one_kernel(self) -> bool:
-        """The first convolution 1x1, of stride 1, no padding, one group; the second depthwise (a group per
-        channel), undilated, square, symmetric."""
-        p = self.p
+        """What the kernel cannot see in the arrays: the first convolution of stride 1 and no padding, the second
+        undilated (the kernel refuses the rest itself: weights of another shape, other data)."""
         one = Dims(1, 1, 1, 1)
-        k = p[DW + "kernel_size"]
-        return (p["kernel_size"] == one and p["stride"] == one and p["padding"] == Dims(1, 1, 0, 0)
-                and p["groups"] == 1 and p[DW + "groups"] == p["num_output_channels"] == p[DW + "num_output_channels"]
-                and p[DW + "dilation"] == one and k.h == k.w and p[DW + "stride"].h == p[DW + "stride"].w
-                and p[DW + "padding"].h == p[DW + "padding"].w)
+        return self.p["stride"] == one and self.p["padding"] == Dims(1, 1, 0, 0) and self.p[DW + "dilation"] == one
 
     onnx_support = "yes"
     torch_support = "yes"

@@ -145,3 +145,20 @@ def test_blocks_of_channels_share_out_evenly():
     assert expand_depthwise.even_chunk(72, 2) == 6  # 6 + 6 blocks, where blocks of 8 went 4 + 5
     assert expand_depthwise.even_chunk(24, 2) == 6  # 2 + 2, where blocks of 8 went 1 + 2
     assert expand_depthwise.even_chunk(60, 2) == 6 and expand_depthwise.even_chunk(15, 2) == 8
+
+
+@pytest.mark.parametrize("stride,pad", [((2, 1), (1, 1)), ((1, 2), (1, 0)), ((1, 1), (0, 1))])
+def test_strides_and_paddings_that_differ_by_axis(stride, pad):
+    rng = np.random.default_rng(9)
+    x = _nhwc(rng, 1, 8, 11, 13)
+    w1 = (rng.standard_normal((32, 8, 1, 1)) / 3).astype(np.float32)
+    w2 = (rng.standard_normal((32, 1, 3, 3)) / 3).astype(np.float32)
+    b1, b2 = rng.standard_normal(32).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+    ho, wo = (11 + 2 * pad[0] - 3) // stride[0] + 1, (13 + 2 * pad[1] - 3) // stride[1] + 1
+    out = _empty(1, 32, ho, wo)
+    done = NumpyBackend().kernel("expand_depthwise")(x, w1, b1, "relu", {}, w2, b2, None, {}, out, stride, pad, None)
+    assert done is not None
+    mid = _act(conv2d(np, x.astype(np.float64), w1.astype(np.float64), b1.astype(np.float64), (1, 1), (0, 0), (1, 1),
+                      1), "relu")
+    ref = conv2d(np, mid, w2.astype(np.float64), b2.astype(np.float64), stride, pad, (1, 1), 32)
+    assert _rel(out, ref) < 1e-5

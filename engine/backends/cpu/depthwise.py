@@ -282,6 +282,13 @@ def channel_parts(nvec: int, chunk: int, blocks: int, threads: int) -> int:
     return max(1, min(chunks, wanted))
 
 
+def chunk_vectors(nvec: int) -> int:
+    """Vectors of channels per block of the vector tiles for a layer of ``nvec`` vectors: blocks of about equal size,
+    at most CHUNK_VECTORS, where the layer has at least two blocks' worth (144 channels at 56x56 ran 42 -> 46 us in
+    two blocks); at least 1."""
+    return max(1, -(-nvec // max(1, -(-nvec // CHUNK_VECTORS))) if nvec >= 2 * CHUNK_VECTORS else nvec)
+
+
 def vector_tiles_apply(channels: int) -> bool:
     """Whether :func:`_depthwise_rows_vec` takes a layer of ``channels`` channels: FMA vectors (AVX2 or AVX-512)
     and at least one vector of channels. Against :func:`_depthwise_rows`, ReLU, mobilenet_v3_large's depthwise
@@ -313,16 +320,14 @@ def depthwise_plan(x: np.ndarray, wd: np.ndarray, bias: np.ndarray | None, out: 
         fused = act in mk.MICROKERNEL_EPILOGUES
         epi = mk.fused_epilogue(act if fused else 0, alpha)
         nvec = c // DEPTHWISE_VECTOR
-        # blocks of about equal size, at most CHUNK_VECTORS, where the layer has at least two blocks' worth (144
-        # channels at 56x56 ran 42 -> 46 us in two blocks)
-        chunk = -(-nvec // max(1, -(-nvec // CHUNK_VECTORS))) if nvec >= 2 * CHUNK_VECTORS else nvec
-        args = (*stride, *padding, *dilation, act, kernel_alpha(alpha), epi, fused, UNROLLED_CELLS, max(1, chunk))
+        chunk = chunk_vectors(nvec)
+        args = (*stride, *padding, *dilation, act, kernel_alpha(alpha), epi, fused, UNROLLED_CELLS, chunk)
         if n == 1 and rows >= ho:
             return functools.partial(_depthwise_rows_vec, xp[0], wd, b, yp[0], 0, ho, *args, 0, nvec)
 
         def cut(t: int) -> tuple:  # noqa: ANN202
             rows = rt.share(ho * n, ho, n)
-            return (rows, *args, channel_parts(nvec, max(1, chunk), n * -(-ho // rows), t))
+            return (rows, *args, channel_parts(nvec, chunk, n * -(-ho // rows), t))
         return rt.Launch(_depthwise_vec_par, xp, wd, b, yp, per_threads=cut)
     if flat:
         kernel, one, filters = _depthwise_flat_par, _depthwise_rows_flat, tiled_weights(wd, wo)

@@ -22,7 +22,6 @@ from engine.backends.cpu.depthwise import UNROLLED_CELLS, _depthwise_rows_vec
 from engine.backends.cpu.depthwise_tile import DEPTHWISE_VECTOR
 from engine.backends.cpu.epilogue import kernel_alpha
 from engine.backends.cpu.jobs import job_caller
-from engine.backends.cpu.memory import aligned_empty
 from engine.backends.cpu.microkernel import PANEL, PANEL_ROWS
 from engine.backends.cpu.panels import _panel_job
 
@@ -30,6 +29,8 @@ from engine.backends.cpu.panels import _panel_job
 EXPAND_DEPTHWISE = True
 #: fewest output rows a band of an image takes (fewer: the image is cut by channels instead; see :func:`cut`)
 BAND_MIN_ROWS = 8
+#: the work array of the threads' buffers (``runtime.scratch``; 0 and 1 are the Winograd and taps kernels')
+SCRATCH_SLOT = 2
 #: bytes of a thread's buffer of expanded rows (the rows of one step of output rows and the rows their windows share
 #: with the next step's): in L2 with the weights
 BAND_BYTES = 512 * 1024
@@ -139,26 +140,26 @@ def expand_depthwise_plan(x: np.ndarray, wp: np.ndarray, b1: np.ndarray | None, 
     if b1 is not None:
         b1p[:k] = b1
     b2p = np.zeros(k, np.float32) if b2 is None else np.ascontiguousarray(b2, dtype=np.float32)
-    fused1 = act1 in mk.MICROKERNEL_EPILOGUES
-    epi1 = mk.fused_epilogue(act1 if fused1 else 0, alpha1)
+    epi1 = mk.fused_epilogue(act1 if act1 in mk.MICROKERNEL_EPILOGUES else 0, alpha1)
     fused2 = act2 in mk.MICROKERNEL_EPILOGUES
     epi2 = mk.fused_epilogue(act2 if fused2 else 0, alpha2)
     nvec = k // DEPTHWISE_VECTOR
-    chunk = -(-nvec // max(1, -(-nvec // depthwise.CHUNK_VECTORS))) if nvec >= 2 * depthwise.CHUNK_VECTORS else nvec
+    chunk = depthwise.chunk_vectors(nvec)
     sh = stride[0]
     row_bytes = 4 * w * k
     step = max(1, (BAND_BYTES // row_bytes - kh) // sh + 1)
     rows = (step - 1) * sh + kh
     threads = rt.threads()
     most = numba.config.NUMBA_NUM_THREADS  # the buffers of every thread Numba may run
-    bands, parts = cut(n, ho, -(-nvec // max(1, chunk)), threads)
+    bands, parts = cut(n, ho, -(-nvec // chunk), threads)
     if parts > 1:  # blocks of channels that share out evenly
         chunk = even_chunk(nvec, parts)
-    bufs = aligned_empty(most * rows * w * k).reshape(most, rows, w, k)
+    # the threads' buffers: the calling thread's work array, which every pair's launch shares (one launch at a time)
+    bufs = rt.scratch(SCRATCH_SLOT, (most, rows, w, k))
     rows_a = np.empty((most, PANEL_ROWS), np.int64)
     rows_c = np.empty((most, PANEL_ROWS), np.int64)
     patch = np.empty((1, 1), np.float32)
     args = (xp, wp, b1p, act1, kernel_alpha(alpha1), epi1, wd, b2p, act2, kernel_alpha(alpha2),
-            epi2, fused2, yp, *stride, *padding, step, max(1, chunk), UNROLLED_CELLS, bands, parts, bufs, rows_a,
+            epi2, fused2, yp, *stride, *padding, step, chunk, UNROLLED_CELLS, bands, parts, bufs, rows_a,
             rows_c, patch)
     return rt.Launch(_expand_depthwise_par, *args)
