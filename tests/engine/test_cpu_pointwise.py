@@ -78,20 +78,28 @@ def test_pointwise_panels_match_the_reference(n, c, k, size, stride, act, bias):
 
 @pytest.mark.parametrize("k", [16, 20, 24, 48])
 @pytest.mark.parametrize("act", ["relu", "gelu"])
-@pytest.mark.parametrize("h,w", [(13, 15), (19, 17)], ids=["whole", "by-rows"])
+@pytest.mark.parametrize("h,w", [(13, 15), (19, 17)], ids=["whole", "large"])
 @pytest.mark.parametrize("c", [12, 700])
-def test_pointwise_panels_add_a_residual_before_the_activation(k, act, h, w, c):
-    """A small image as one block, a large one (more than PANEL_MAX_PIXELS pixels) by output rows, each row's panels
-    then activated as one run; whole tiles of the pixels from bias + residual inside the micro-kernel (whole panels
-    and a part-filled last one, under a mask), the rest by passes."""
-    rng, x, wt, b = _case(31, 1, c, k, h, w, True)
+@pytest.mark.parametrize("window", [1, 3])
+def test_panels_add_a_residual_before_the_activation(k, act, h, w, c, window):
+    """A small image as one block; a large one (more than PANEL_MAX_PIXELS pixels) panel by panel where the
+    micro-kernel applies the activation (ReLU: the sums start from bias + residual, the epilogue before the only
+    store), by output rows where it does not (GELU: each row's panels then activated as one run); a 3x3 window
+    (padded) the same, its tiles from bias + residual by passes. Written over the residual itself (as the memory plan
+    gives it), the result is the same."""
+    rng, x, _, b = _case(31, 1, c, k, h, w, True)
+    wt = (rng.standard_normal((k, c, window, window)) / np.sqrt(c * window * window)).astype(np.float32)
     residual = rng.standard_normal((1, h, w, k)).astype(np.float32).transpose(0, 3, 1, 2)
-    ref = _reference(x, wt, b, (1, 1), act, residual)
+    pad = window // 2
+    ref = conv2d(np, x.astype(np.float64), wt.astype(np.float64), b.astype(np.float64), (1, 1), (pad, pad), (1, 1), 1)
+    ref = _activation(act, ref + residual)
     out = _out(1, k, h, w)
-    plan = cpu.panels.conv_panels_plan(x, cpu.panels.panel_weights(wt), (1, 1), b, out, (1, 1), (0, 0), (1, 1),
-                                       EPILOGUES[act], 0.0, residual)
-    plan()
-    assert _rel(out, ref) < 1e-5
+    over = residual.copy(order="K")
+    for target, start in ((out, residual), (over, over)):
+        cpu.panels.conv_panels_plan(x, cpu.panels.panel_weights(wt), (window, window), b, target, (1, 1), (pad, pad),
+                                    (1, 1), EPILOGUES[act], 0.0, start)()
+        assert _rel(target, ref) < 1e-5
+    np.testing.assert_array_equal(over, out)
 
 
 def test_fused_epilogues_keep_nan_and_infinities():
