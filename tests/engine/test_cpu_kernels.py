@@ -907,8 +907,9 @@ def test_a_prepared_padded_call_reads_each_new_input():
 def test_panels_on_a_padded_layer_match_the_reference(monkeypatch, n, c, k, hw, kernel, stride, pad, act, residual,
                                                       in_place):
     """A padded layer's windows read in place, a tile with a window over the image's edge from a copy of its windows
-    with zeros outside (``in_place``), or from a copy of the whole input inside a zero border: every geometry of
-    edges matches the reference both ways."""
+    with zeros outside (``in_place``), or from a copy of the whole input inside a zero border made by the launch's
+    threads at each call: every geometry of edges matches the reference both ways, and a second call sees the
+    input's new values."""
     monkeypatch.setattr(cpu.panels, "edge_values", lambda *a: 0 if in_place else 1 << 40)
     rng = np.random.default_rng(kernel * 7 + c)
     h, w = hw
@@ -921,7 +922,13 @@ def test_panels_on_a_padded_layer_match_the_reference(monkeypatch, n, c, k, hw, 
     code = {None: 0, "relu": EPILOGUES["relu"], "hardswish": EPILOGUES["hardswish"]}[act]
     run = cpu.panels.conv_panels_plan(x, cpu.panels.panel_weights(wt), (kernel, kernel), b, out, (stride, stride),
                                       (pad, pad), (1, 1), code, 0.0, res)
-    assert isinstance(run, cpu.runtime.Launch) == in_place  # read in place: one prepared launch, replayable
+    assert isinstance(run, cpu.runtime.Launch)  # one prepared launch, replayable
+    copied, read = run.args[:2]
+    assert copied.shape == ((0,) if in_place else (n,)) + (h, w, c)
+    assert read.shape == (n, h, w, c) if in_place else (n, h + 2 * pad, w + 2 * pad, c)
+    out[...] = np.nan
+    run()
+    x[...] = rng.standard_normal(x.shape).astype(np.float32)  # the same memory, new values: the next call's
     run()
     ref = conv2d(np, x.astype(np.float64), wt.astype(np.float64), b.astype(np.float64), (stride, stride), (pad, pad),
                  (1, 1), 1)
@@ -951,8 +958,9 @@ def test_padded_layers_are_read_in_place_where_few_windows_cross_the_edge():
         wt = np.zeros((k, c, 3, 3), np.float32)
         return panels.conv_panels_plan(x, panels.panel_weights(wt), (3, 3), None, out, (stride, stride), (1, 1),
                                        (1, 1), 0)
-    assert isinstance(plan(3, 16, 224, 2), cpu.runtime.Launch)
-    assert not isinstance(plan(512, 512, 7, 1), cpu.runtime.Launch)
+    stem, deep = plan(3, 16, 224, 2), plan(512, 512, 7, 1)
+    assert stem.args[0].shape[0] == 0 and stem.args[1].shape == (1, 224, 224, 3)  # nothing copied: read in place
+    assert deep.args[0].shape == (1, 7, 7, 512) and deep.args[1].shape == (1, 9, 9, 512)  # copied inside a border
 
 
 def _activated(ref: np.ndarray, act: str | None) -> np.ndarray:
