@@ -1,11 +1,14 @@
 """engine/backends/cpu/memory.py: the NumPy backend's tensors and the CPU kernels' weights start a cache line."""
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 import pytest
 
+from engine.backends.cpu import memory
 from engine.backends.cpu.backend import NumpyBackend
-from engine.backends.cpu.memory import CACHE_LINE, aligned_copy, aligned_empty, aligned_zeros
+from engine.backends.cpu.memory import CACHE_LINE, HUGE_PAGE, aligned_copy, aligned_empty, aligned_zeros
 from engine.model import Model
 from engine.network import Network
 from engine.tensor import TensorFormat
@@ -29,6 +32,59 @@ def test_aligned_arrays_start_a_cache_line_and_hold_what_they_should(shape, dtyp
     c = aligned_copy(src.T if src.ndim == 2 else src, dtype)  # a strided source too
     assert c.dtype == np.dtype(dtype) and c.flags.c_contiguous and (c.size == 0 or _starts_a_line(c))
     np.testing.assert_array_equal(c, (src.T if src.ndim == 2 else src).astype(dtype))
+
+
+def _mapping_flags(address: int) -> set[str] | None:
+    """The VmFlags of this process's memory mapping holding ``address`` (Linux), None where there is no smaps."""
+    try:
+        text = open("/proc/self/smaps").read()
+    except OSError:
+        return None
+    inside = False
+    for line in text.splitlines():
+        head = line.split()[0] if line.split() else ""
+        if "-" in head and ":" not in head:  # a mapping's first line: start-end perms ...
+            lo, hi = (int(v, 16) for v in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and line.startswith("VmFlags:"):
+            return set(line.split()[1:])
+    return None
+
+
+@pytest.mark.parametrize("nbytes", [HUGE_PAGE, 3 * HUGE_PAGE + 4 * 1000, 5 * HUGE_PAGE // 2])
+def test_large_arrays_start_a_huge_page_and_ask_for_huge_pages(nbytes):
+    """An array of at least a huge page starts one, and its mapping carries the advice for transparent huge pages
+    (``hg`` in Linux's VmFlags); it is an ordinary, writable, C-contiguous array of what was asked for, filled like
+    any other; smaller arrays, or with the setting off, come from NumPy's allocator (a cache line apart)."""
+    a = aligned_empty(nbytes // 4)
+    assert a.shape == (nbytes // 4,) and a.flags.c_contiguous and a.flags.writeable
+    assert a.ctypes.data % HUGE_PAGE == 0
+    a[:] = np.arange(a.size, dtype=np.float32)
+    assert a[-1] == a.size - 1
+    z = aligned_zeros((2, nbytes // 8))
+    assert not z.any() and z.ctypes.data % HUGE_PAGE == 0
+    flags = _mapping_flags(a.ctypes.data)
+    if flags is not None and hasattr(mmap, "MADV_HUGEPAGE"):
+        assert "hg" in flags
+    c = aligned_copy(np.ones((nbytes // 16, 4), np.float64))
+    assert c.dtype == np.float32 and c.ctypes.data % HUGE_PAGE == 0 and (c == 1).all()
+
+
+def _mapped(a: np.ndarray) -> bool:
+    """Whether ``a``'s memory is a map of its own (the huge page path) rather than NumPy's allocation."""
+    base = a
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = getattr(base, "base", None) if isinstance(base, np.ndarray) else getattr(base, "obj", None)
+    return base is not None
+
+
+def test_smaller_arrays_and_the_setting_off_take_numpys_allocator(monkeypatch):
+    assert _mapped(aligned_empty(HUGE_PAGE // 4)) == hasattr(mmap, "MADV_HUGEPAGE")
+    small = aligned_empty(HUGE_PAGE // 4 - 1)
+    assert _starts_a_line(small) and not _mapped(small)
+    monkeypatch.setattr(memory, "HUGE_PAGES", False)
+    off = aligned_empty(4 * HUGE_PAGE // 4)
+    assert _starts_a_line(off) and not _mapped(off)
 
 
 def test_a_networks_tensors_start_a_cache_line(registry):
