@@ -158,12 +158,13 @@ def inner_buffer(layer: Layer, shape: tuple[int, ...]) -> Any:
     """An intermediate result inside a fused layer (a convolution's before its pooling or its depthwise convolution):
     on the CPU one buffer kept by the layer (a new 3 MB array a run, resnet18's stem, was fresh pages to fault in
     every time; the CPU kernels also replay their prepared calls on the same arrays), elsewhere from the device's
-    memory pool."""
+    memory pool. The CPU's comes from the backend as its tensors do (starting a cache line: the stem's convolution
+    stores whole vectors of channels into it)."""
     if layer.backend.device_kind != "cpu":
         return layer.xp.empty(shape, dtype=layer.fmt.dtype)
     buf = layer.__dict__.get("_inner_buffer")
     if buf is None or buf.shape != shape or buf.dtype != layer.fmt.dtype:
-        buf = layer.__dict__["_inner_buffer"] = layer.xp.empty(shape, dtype=layer.fmt.dtype)
+        buf = layer.__dict__["_inner_buffer"] = layer.backend.empty(shape, layer.fmt.dtype)
     return buf
 
 

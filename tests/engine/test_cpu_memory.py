@@ -101,6 +101,22 @@ def test_a_networks_tensors_start_a_cache_line(registry):
         assert np.isfinite(net.output("output")).all()
 
 
+def test_a_fused_layers_inner_buffer_starts_a_cache_line(registry):
+    """A convolution + pooling layer's convolution result, kept by the layer between runs, comes from the backend as
+    the tensors do."""
+    m = Model("inner")
+    m.add_layer("input", "input", params={"dimensions": "1x3x20x20"})
+    m.add_layer("conv_pool", "stem", params={"num_output_channels": "20", "kernel_size": "3", "padding": "1"},
+                inputs=["input"], activation="relu")
+    m.add_layer("output", "output", inputs=["stem"])
+    for fmt in ("fp32 nhwc", "fp32 nchw"):
+        net = Network(m, registry, NumpyBackend(), TensorFormat.parse(fmt))
+        net.run()
+        inner = net.layer("stem").__dict__["_inner_buffer"]
+        assert inner.shape[1:] in ((20, 20, 20),) and _starts_a_line(inner)
+        assert np.isfinite(net.output("output")).all()
+
+
 def test_the_kernels_weights_start_a_cache_line():
     pytest.importorskip("numba", reason="the CPU kernels need Numba")
     from engine.backends.cpu import depthwise, few_outputs, im2col, panels, winograd

@@ -276,12 +276,13 @@ def _panel_windows_par(src, x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, 
     if src.shape[0] > 0:
         h, w = src.shape[1], src.shape[2]
         top, left = (x.shape[1] - h) // 2, (x.shape[2] - w) // 2
-        rows = src.shape[0] * h
+        rows, run = src.shape[0] * h, w * src.shape[3]
         for part in prange(shares):
             for q in range(rows * part // shares, rows * (part + 1) // shares):
-                s, d = src[q // h, q % h], x[q // h, top + q % h]
-                for j in range(w):
-                    d[left + j, :] = s[j, :]
+                # a row is one run of W*C values in both (a loop per pixel ran an RGB stem's 3 channels one by one)
+                s, d = src[q // h, q % h].reshape(run), x[q // h, top + q % h, left:left + w].reshape(run)
+                for e in range(run):
+                    d[e] = s[e]
     for share in prange(shares):
         _call_panel_share((np.int64(share), x, wp, ys, rs, has_res, b, act, alpha, epi, kh, kw, sh, sw, ph, pw, wo,
                            step, by_rows, shares))
