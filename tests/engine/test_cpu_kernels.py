@@ -314,6 +314,28 @@ def test_backend_takes_the_panel_product_for_small_nhwc_images(monkeypatch):
     assert len(calls) == 2
 
 
+@pytest.mark.parametrize("c,k,winograd", [(128, 128, True), (256, 128, True), (128, 64, False), (64, 256, False)])
+def test_small_images_of_many_channels_go_to_winograd_before_the_panels(monkeypatch, c, k, winograd):
+    """Where the panels would come first (AVX-512's order), a 14x14 3x3 layer of stride 1 with at least
+    WINOGRAD_BEFORE_PANELS_MIN_CHANNELS inputs and outputs takes Winograd's F(2x2, 3x3); fewer of either keeps the
+    panels. Both match the reference; a stride-2 layer of as many channels keeps the panels."""
+    monkeypatch.setattr(cpu.ops, "WINOGRAD_BEFORE_PANELS", False)
+    if not cpu.microkernel.panels_available():
+        pytest.skip("no FMA vectors: no panels to go before")
+    be = NumpyBackend()
+    rng = np.random.default_rng(c + k)
+    x = _tensors(rng, 1, c, 14, 14, nhwc=True)
+    wt = (rng.standard_normal((k, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    out, cache = _out(1, k, 14, 14, nhwc=True), {}
+    done = be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "relu", {}, cache)
+    assert done.candidate == ("winograd_f2x2" if winograd else "panels")
+    assert _rel(out, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1), "relu")) < 1e-5
+    strided = _out(1, k, 7, 7, nhwc=True)
+    assert be.kernel("conv2d")(x, wt, None, strided, (2, 2), (1, 1), (1, 1), 1, None, {}).candidate == "panels"
+    monkeypatch.setattr(cpu.ops, "WINOGRAD_BEFORE_PANELS_MIN_CHANNELS", 1 << 20)  # the rule off: the panels
+    assert be.kernel("conv2d")(x, wt, None, out, (1, 1), (1, 1), (1, 1), 1, "relu", {}).candidate == "panels"
+
+
 def test_few_output_convolution_keeps_nan_and_inf():
     x = np.zeros((1, 12, 12, 16), np.float32)
     x[0, 5, 5, 3] = np.nan

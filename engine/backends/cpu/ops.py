@@ -54,6 +54,13 @@ WINOGRAD2_MAX_TILES = 16
 #: panels (tests/bench/bench_cpu_panels.py), while the 7x7 ones (4 tiles) stay on panels (1.8 against 3.9); on
 #: AVX-512 the panels were measured against im2col only and keep their place
 WINOGRAD_BEFORE_PANELS = mk.PANEL_VECTOR < 16
+#: fewest input and output channels of such a convolution that goes to Winograd before the panels where
+#: WINOGRAD_BEFORE_PANELS does not send them all: on AVX-512 (2 Zen 5 cores, each alone, weights in cache) 14x14
+#: 256 -> 256 took 0.39 ms by F(2x2, 3x3) against 0.52 by the panels, 512 -> 512 1.51 against 2.13, 128 -> 128 0.11
+#: against 0.13, while 128 -> 32 (densenet's: 0.046 against 0.035) and 64 -> 64 (0.047 against 0.035) stay faster on
+#: the panels; in a network, where the weights come from memory (F(2x2, 3x3)'s are 16/9 as large), resnet50 ran in
+#: 0.987 of the time with its 14x14 layers on Winograd, densenet121 in 1.015 with all its 3x3 layers there
+WINOGRAD_BEFORE_PANELS_MIN_CHANNELS = 128
 
 
 def pool2d(backend: Backend) -> Kernel:
@@ -378,7 +385,8 @@ def _few_outputs_launch(p: ConvProblem, wr: Any) -> Launched:
 
 def _panels_applies(p: ConvProblem) -> bool:
     pixels = p.out.shape[2] * p.out.shape[3]
-    return (p.pixel_rows and p.groups == 1 and not _few_outputs_shape(p) and not (p.winograd and WINOGRAD_BEFORE_PANELS)
+    winograd_first = p.winograd and (WINOGRAD_BEFORE_PANELS or min(p.w.shape[:2]) >= WINOGRAD_BEFORE_PANELS_MIN_CHANNELS)
+    return (p.pixel_rows and p.groups == 1 and not _few_outputs_shape(p) and not winograd_first
             and (panels.panels_apply(pixels, p.w.shape[0]) or panels.stem_panels_apply(p.w.shape, p.dilation, pixels)
                  or panels.pointwise_panels_apply(p.w.shape, p.code)
                  or ((not p.winograd or panels.panels_before_winograd(p.w.shape))
