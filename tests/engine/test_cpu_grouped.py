@@ -70,6 +70,28 @@ def test_grouped_convolutions_match_the_reference(monkeypatch, n, c, k, groups, 
     out[...] = np.nan
     done.replay()  # the prepared call runs again on the same arrays
     assert _rel(out, ref) < 1e-5
+    x[...] = x[..., ::-1, :]  # the same memory, new values: a padded input's copy is made again at each call
+    done.replay()
+    assert _rel(out, np.maximum(_reference(x, w, b, stride, padding, dilation, groups), 0)) < 1e-5
+
+
+@pytest.mark.parametrize("padding", [(1, 1), (0, 0)])
+def test_grouped_convolutions_read_a_strided_input(monkeypatch, padding):
+    """An input whose NHWC memory is not one block (the first channels of a wider tensor) is copied contiguous
+    first; padded or not, strided or not, the result matches the reference."""
+    from engine.backends.cpu import grouped
+
+    monkeypatch.setattr(grouped, "GROUP_BLOCKS", False)
+    wide, w, b = _case(3, 1, 96, 48, 3, (13, 11), (3, 3))
+    x = wide[:, :48]
+    w = w[:, :16]
+    assert not x.transpose(0, 2, 3, 1).flags.c_contiguous
+    for stride in ((1, 1), (2, 2)):
+        ref = _reference(x, w, b, stride, padding, (1, 1), 3)
+        out = _out(1, 48, *ref.shape[2:])
+        done = _conv(x, w, b, out, stride, padding, (1, 1), 3, cache={})
+        assert done is not None and done.candidate == "grouped"
+        assert _rel(out, ref) < 1e-5
 
 
 @pytest.mark.parametrize("kernel", [(3, 3), (1, 1)], ids=["rows", "one-row"])

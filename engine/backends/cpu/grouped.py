@@ -20,6 +20,7 @@ from numba import njit, prange
 
 from engine.backends.cpu import microkernel as mk
 from engine.backends.cpu import runtime as rt
+from engine.backends.cpu.blocks import copy_inside
 from engine.backends.cpu.epilogue import activate_row, kernel_alpha
 from engine.backends.cpu.jobs import job_caller
 from engine.backends.cpu.memory import aligned_copy, aligned_zeros
@@ -138,8 +139,14 @@ def _activate_tile(y, q0, nr, k0, width, act, alpha):  # pragma: no cover - comp
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _grouped_par(x, wg, meta, ys, b, act, alpha, epi, ident, fused, kh, kw, sh, sw, dh, dw, wo,
+def _grouped_par(src, x, wg, meta, ys, b, act, alpha, epi, ident, fused, kh, kw, sh, sw, dh, dw, wo,
                  shares):  # pragma: no cover - compiled
+    """:func:`_grouped_share` over the threads; ``src``, unless empty, the images first copied inside ``x``'s zero
+    border by the threads (:func:`blocks.copy_inside`; regnet_y_800mf's stride-2 layer from 112x112 had copied 3.2 MB
+    in the calling thread)."""
+    if src.shape[0] > 0:
+        for part in prange(shares):
+            copy_inside(src, x, part, shares)
     for share in prange(shares):
         _call_grouped_share((np.int64(share), x, wg, meta, ys, b, act, alpha, epi, ident, fused, kh, kw, sh, sw, dh,
                              dw, wo, shares))
@@ -235,7 +242,7 @@ def grouped_plan(x: np.ndarray, packed: tuple[np.ndarray, np.ndarray], kernel: t
     """``act(conv(x) + bias)`` in groups into ``out``, logical NCHW views of NHWC float32 memory (``out``
     C-contiguous as NHWC), weights from :func:`grouped_weights`, as a call ready to run (again) on these arrays: by
     blocks of channels (:data:`GROUP_BLOCKS`) where they apply, else from the channels in place (a padded input a
-    buffer of the plan whose border stays zero, its inside copied at each call)."""
+    buffer of the plan whose border stays zero, its inside copied at each call by the launch's threads)."""
     wg, meta = packed
     n, c, h, w = x.shape
     k, ho, wo = out.shape[1:]
@@ -270,12 +277,8 @@ def grouped_plan(x: np.ndarray, packed: tuple[np.ndarray, np.ndarray], kernel: t
             products()
         return blocked
     if not (ph or pw) and xv.flags.c_contiguous:
-        return rt.Launch(_grouped_par, xv, wg, meta, *geometry, per_threads=shares)
-    xpad = aligned_zeros((n, h + 2 * ph, w + 2 * pw, c))
-    inside = xpad[:, ph:ph + h, pw:pw + w]
-    launch = rt.Launch(_grouped_par, xpad, wg, meta, *geometry, per_threads=shares)
-
-    def run() -> None:
-        inside[...] = xv
-        launch()
-    return run
+        return rt.Launch(_grouped_par, xv[:0], xv, wg, meta, *geometry, per_threads=shares)
+    xpad = aligned_zeros((n, h + 2 * ph, w + 2 * pw, c))  # the launch copies the input inside its zero border
+    if xv.flags.c_contiguous:
+        return rt.Launch(_grouped_par, xv, xpad, wg, meta, *geometry, per_threads=shares)
+    return lambda: rt.launch(_grouped_par, np.ascontiguousarray(xv), xpad, wg, meta, *geometry, *shares(rt.threads()))
