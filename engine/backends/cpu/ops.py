@@ -52,7 +52,7 @@ WINOGRAD2_MAX_TILES = 16
 #: whether a 3x3 convolution of stride 1 that Winograd takes (WINOGRAD_MIN_TILES) goes there before the panels: on
 #: AVX2 (8-wide micro-kernel, Zen 3) resnet18's 14x14 256 -> 256 layer took 0.90 ms by Winograd against 1.35 by
 #: panels (tests/bench/bench_cpu_panels.py), while the 7x7 ones (4 tiles) stay on panels (1.8 against 3.9); on
-#: AVX-512 the panels were measured against im2col only and keep their place
+#: AVX-512 the panels keep their place except for layers of many channels (WINOGRAD_BEFORE_PANELS_MIN_CHANNELS)
 WINOGRAD_BEFORE_PANELS = mk.PANEL_VECTOR < 16
 #: fewest input and output channels of such a convolution that goes to Winograd before the panels where
 #: WINOGRAD_BEFORE_PANELS does not send them all: on AVX-512 (2 Zen 5 cores, each alone, weights in cache) 14x14
