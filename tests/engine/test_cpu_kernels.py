@@ -964,6 +964,24 @@ def test_panels_on_a_padded_layer_match_the_reference(monkeypatch, n, c, k, hw, 
     assert _rel(out, ref) < 1e-5
 
 
+@pytest.mark.parametrize("in_place", [True, False])
+def test_panels_on_a_strided_input_match_the_reference(monkeypatch, in_place):
+    """An input whose NHWC memory is not one block (the first channels of a wider tensor), padded: read in place from
+    a contiguous copy, or copied once inside the zero border; a second call sees the input's new values."""
+    monkeypatch.setattr(cpu.panels, "edge_values", lambda *a: 0 if in_place else 1 << 40)
+    rng = np.random.default_rng(4)
+    wide = _tensors(rng, 1, 48, 15, 13, nhwc=True)
+    x = wide[:, :24]
+    assert not x.transpose(0, 2, 3, 1).flags.c_contiguous
+    wt = rng.standard_normal((32, 24, 3, 3)).astype(np.float32)
+    out = _out(1, 32, 15, 13, nhwc=True)
+    run = cpu.panels.conv_panels_plan(x, cpu.panels.panel_weights(wt), (3, 3), None, out, (1, 1), (1, 1), (1, 1), 0)
+    for _ in range(2):
+        run()
+        assert _rel(out, _ref_conv(x, wt, None, (1, 1), (1, 1), (1, 1))) < 1e-5
+        wide[...] = rng.standard_normal(wide.shape).astype(np.float32)
+
+
 def test_padded_layers_are_read_in_place_where_few_windows_cross_the_edge():
     """The windows copied per panel: the top and bottom rows whole, a tile at each end of the other rows; an RGB stem
     (27-value windows, one panel) is read in place, a 3x3 layer of 512 channels on a 7x7 image (every tile over an

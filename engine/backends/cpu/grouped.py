@@ -281,4 +281,9 @@ def grouped_plan(x: np.ndarray, packed: tuple[np.ndarray, np.ndarray], kernel: t
     xpad = aligned_zeros((n, h + 2 * ph, w + 2 * pw, c))  # the launch copies the input inside its zero border
     if xv.flags.c_contiguous:
         return rt.Launch(_grouped_par, xv, xpad, wg, meta, *geometry, per_threads=shares)
-    return lambda: rt.launch(_grouped_par, np.ascontiguousarray(xv), xpad, wg, meta, *geometry, *shares(rt.threads()))
+    inside = xpad[:, ph:ph + h, pw:pw + w]  # a strided input: copied inside the border once, here
+
+    def run_strided() -> None:
+        inside[...] = xv
+        rt.launch(_grouped_par, xpad[:0], xpad, wg, meta, *geometry, *shares(rt.threads()))
+    return run_strided

@@ -183,8 +183,16 @@ def conv_panels_plan(x: np.ndarray, wp: np.ndarray, kernel: tuple[int, int], bia
         def operands(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # (images to copy first, images read)
             return (xs, xpad) if xpad is not None else (xs[:0], xs)
         tail = (wp, ys, rs, has_res, b, act, al, epi, kh, kw, *stride, ph, pw, wo, step, by_rows)
-        if x.transpose(0, 2, 3, 1).flags.c_contiguous:  # one launch, fixed arrays
+        xv = x.transpose(0, 2, 3, 1)
+        if xv.flags.c_contiguous:  # one launch, fixed arrays
             return rt.Launch(_panel_windows_par, *operands(live()), *tail, per_threads=lambda t: (_job_shares(jobs, t),))
+        if xpad is not None:  # a strided input: copied inside the border once, here (not made contiguous first)
+            inside = xpad[:, padding[0]:padding[0] + h, padding[1]:padding[1] + w]
+
+            def run_strided() -> None:
+                inside[...] = xv
+                rt.launch(_panel_windows_par, xpad[:0], xpad, *tail, _job_shares(jobs))
+            return run_strided
         return lambda: rt.launch(_panel_windows_par, *operands(live()), *tail, _job_shares(jobs))
 
     def run_im2col() -> None:
